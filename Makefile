@@ -1,0 +1,39 @@
+# The README's two set-up commands are `make demo` and `make test`; both build the
+# virtual environment first if it is missing or out of date.
+PYTHON  ?= python3
+VENV    ?= .venv
+# The CPU wheel of PyTorch. GPU users: `make TORCH_SPEC=torch demo` (or any torch>=2.4).
+TORCH_SPEC ?= torch==2.13.0
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.attnlab-installed
+
+.PHONY: venv demo test test-slow test-browser bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+# The main job: trains a small translator on data the package generates itself.
+demo: $(STAMP)
+	$(BIN)/attnlab demo
+
+# The default test run (slow and browser tests excluded; see test-slow / test-browser).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m "slow"
+
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -q -m "browser"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/attention.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,413 @@
+"""Pure attention functions and the mask helpers.
+
+This file is the maths of the library. Every function is stateless: parameters come in as
+arguments, tensors come out. Modules in :mod:`attnlab.layers` own the parameters and call these.
+
+Shape letters used throughout attnlab:
+
+    B   batch            T   query (target) length      S   key (source) length
+    H   heads            D   model width                Dh  head width
+    ... any number of leading batch/head dimensions
+
+Mask convention (one for the whole library): a **boolean** tensor, ``True`` = *may attend*,
+broadcastable to the score matrix ``(..., T, S)``. Build masks with :func:`causal_mask`,
+:func:`padding_mask`, :func:`sliding_window_mask` and :func:`combine_masks`. A query row with no key
+to attend to returns a zero output vector and zero weights, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "AttentionResult",
+    "scaled_dot_product_attention",
+    "additive_attention",
+    "causal_mask",
+    "padding_mask",
+    "sliding_window_mask",
+    "combine_masks",
+    "BACKENDS",
+]
+
+
+class AttentionResult(NamedTuple):
+    """What every attention function returns: the mixed values and (on request) the weights."""
+
+    output: Tensor  # (..., T, Dv)
+    weights: Tensor | None  # (..., T, S), or None when not requested
+
+
+# --------------------------------------------------------------------------------------------
+# Validation: every public function checks its inputs and names the problem.
+# --------------------------------------------------------------------------------------------
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., length, dim); got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype; got q={q.dtype}, k={k.dtype}, v={v.dtype}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"head dims differ: q has Dh={q.shape[-1]} but k has Dh={k.shape[-1]} "
+            f"(q {tuple(q.shape)}, k {tuple(k.shape)})"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length S; got k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            "q, k, v batch/head dims differ: "
+            f"q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])}, v {tuple(v.shape[:-2])}"
+        )
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        raise ValueError(
+            f"empty sequence: query length T={q.shape[-2]}, key length S={k.shape[-2]}; "
+            "attention needs at least one query and one key"
+        )
+
+
+def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a boolean torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "build it with attnlab.functional.causal_mask / padding_mask"
+        )
+    try:
+        torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores "
+            f"(..., T, S) = {tuple(scores_shape)}"
+        ) from None
+    if mask.dim() > len(scores_shape):
+        raise ValueError(
+            f"mask has {mask.dim()} dims but the scores (..., T, S) = {tuple(scores_shape)} "
+            f"have {len(scores_shape)}"
+        )
+
+
+def _resolve_mask(mask: Tensor | None, is_causal: bool, T: int, S: int, device) -> Tensor | None:
+    """Fold ``is_causal`` into the boolean mask (used by the reference path)."""
+    if not is_causal:
+        return mask
+    return combine_masks(mask, causal_mask(T, S, device=device))
+
+
+# --------------------------------------------------------------------------------------------
+# Scaled dot-product attention: the reference and its backends.
+# --------------------------------------------------------------------------------------------
+
+
+def _math_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    scale: float,
+    dropout_p: float,
+    is_causal: bool,
+    return_weights: bool,
+) -> AttentionResult:
+    """The readable reference: ``softmax(q kᵀ · scale) v`` (Vaswani et al. 2017, eq. 1)."""
+    T, S = q.shape[-2], k.shape[-2]
+    mask = _resolve_mask(mask, is_causal, T, S, q.device)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T, Dh) x (..., Dh, S) -> (..., T, S)
+    if mask is not None:
+        # The most negative finite number, not -inf: exp() sends it to exactly 0 in a row that
+        # has some allowed key, and a row with *no* allowed key stays finite (uniform) instead of
+        # NaN; multiplying by the mask below then makes that row exactly zero.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # (..., T, S)
+    if mask is not None:
+        weights = weights * mask  # rows with nothing to attend to become all zeros
+    mixed = weights
+    if dropout_p > 0.0:
+        mixed = F.dropout(weights, p=dropout_p)
+    out = mixed @ v  # (..., T, S) x (..., S, Dv) -> (..., T, Dv)
+    return AttentionResult(out, weights if return_weights else None)
+
+
+def _sdpa_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    scale: float,
+    dropout_p: float,
+    is_causal: bool,
+    return_weights: bool,
+) -> AttentionResult:
+    """PyTorch's fused kernel. Same contract as the reference, minus the weights."""
+    if return_weights:
+        raise ValueError("backend='sdpa' cannot return attention weights; use backend='math'")
+    T, S = q.shape[-2], k.shape[-2]
+    if is_causal and (mask is not None or T != S):
+        # torch's is_causal aligns the diagonal top-left; attnlab's causal mask is aligned
+        # bottom-right (the last query sees every key), which is what a key/value cache needs.
+        mask, is_causal = _resolve_mask(mask, True, T, S, q.device), False
+    empty_rows = None
+    if mask is not None:
+        row_has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+        if not bool(row_has_key.all()):
+            # Let fully masked rows attend everywhere (finite forward and backward), then zero
+            # their output: the documented "nothing to attend to gives zeros" contract.
+            empty_rows = ~row_has_key
+            mask = mask | empty_rows
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    )  # (..., T, Dv)
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+    return AttentionResult(out, None)
+
+
+AttentionBackend = Callable[..., AttentionResult]
+
+#: Backends by name. ``"math"`` is the specification; every other entry is tested against it.
+BACKENDS: dict[str, AttentionBackend] = {
+    "math": _math_attention,
+    "sdpa": _sdpa_attention,
+}
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_weights: bool = False,
+    backend: str = "auto",
+) -> AttentionResult:
+    r"""Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V.
+
+    Each query scores every key by a dot product, the scores are scaled by ``1/√d_k`` (so their
+    variance does not grow with the head width, Vaswani et al. 2017 §3.2.1), a softmax over the
+    keys turns them into weights that sum to 1, and the output is the weighted sum of the values.
+
+    Args:
+        q, k, v: queries, keys and values.
+        mask: boolean, ``True`` = may attend; broadcastable to ``(..., T, S)``.
+        scale: multiplier of the scores; default ``1/√Dh``.
+        dropout_p: dropout on the weights (pass 0.0 at evaluation time).
+        is_causal: also apply :func:`causal_mask` (query ``i`` sees keys ``≤ i + S - T``).
+        return_weights: also return the attention weights (forces the ``"math"`` backend under
+            ``"auto"``).
+        backend: ``"math"`` (the readable reference), ``"sdpa"``
+            (``torch.nn.functional.scaled_dot_product_attention``) or ``"auto"`` (sdpa unless
+            weights are requested), or any other name in :data:`BACKENDS`.
+
+    Shape:
+        - q: ``(..., T, Dh)``
+        - k: ``(..., S, Dh)``
+        - v: ``(..., S, Dv)``
+        - mask: broadcastable to ``(..., T, S)``
+        - output: ``(..., T, Dv)``; weights: ``(..., T, S)`` or ``None``
+
+    Returns:
+        :class:`AttentionResult` ``(output, weights)``.
+    """
+    _check_qkv(q, k, v)
+    T, S = q.shape[-2], k.shape[-2]
+    _check_mask(mask, q.shape[:-2] + (T, S))
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if backend == "auto":
+        backend = "math" if return_weights else "sdpa"
+    try:
+        fn = BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"unknown attention backend {backend!r}; choose from {sorted(BACKENDS)} or 'auto'") from None
+    return fn(q, k, v, mask, scale, dropout_p, is_causal, return_weights)
+
+
+# --------------------------------------------------------------------------------------------
+# Additive (Bahdanau) attention.
+# --------------------------------------------------------------------------------------------
+
+
+def additive_attention(
+    query: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    w_query: Tensor,
+    w_key: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    bias: Tensor | None = None,
+) -> AttentionResult:
+    r"""Additive attention (Bahdanau, Cho & Bengio 2015, §3.1 and App. A.1.2).
+
+    ``score(q, k) = vᵀ tanh(W_q q + W_k k + b)``: a one-hidden-layer network scores each
+    query/key pair, a softmax over the keys gives the weights, the output mixes the values.
+    Unlike the dot product it needs no matching widths for queries and keys.
+
+    Args:
+        query, keys, values: the decoder state(s), the encoder states and what to mix.
+        w_query: ``W_q``, projects queries to the attention width ``A``.
+        w_key: ``W_k``, projects keys to ``A``.
+        v: the scoring vector.
+        mask: boolean, ``True`` = may attend; broadcastable to ``(..., T, S)``.
+        bias: optional ``b`` added inside the tanh.
+
+    Shape:
+        - query: ``(..., T, Dq)``;  keys: ``(..., S, Dk)``;  values: ``(..., S, Dv)``
+        - w_query: ``(A, Dq)``;  w_key: ``(A, Dk)``;  v: ``(A,)``;  bias: ``(A,)``
+        - output: ``(..., T, Dv)``;  weights: ``(..., T, S)`` (always returned)
+    """
+    for name, t in (("query", query), ("keys", keys), ("values", values)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., length, dim); got {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if keys.shape[-2] != values.shape[-2]:
+        raise ValueError(f"keys and values must have the same length S; got {tuple(keys.shape)}, {tuple(values.shape)}")
+    if query.shape[:-2] != keys.shape[:-2]:
+        raise ValueError(f"query and keys batch dims differ: {tuple(query.shape[:-2])} vs {tuple(keys.shape[:-2])}")
+    if w_query.shape[-1] != query.shape[-1] or w_key.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"projection widths do not match: w_query {tuple(w_query.shape)} for query dim {query.shape[-1]}, "
+            f"w_key {tuple(w_key.shape)} for key dim {keys.shape[-1]}"
+        )
+    if query.shape[-2] == 0 or keys.shape[-2] == 0:
+        raise ValueError("empty sequence: additive attention needs at least one query and one key")
+    T, S = query.shape[-2], keys.shape[-2]
+    _check_mask(mask, query.shape[:-2] + (T, S))
+
+    q_feat = query @ w_query.T  # (..., T, Dq) x (Dq, A) -> (..., T, A)
+    k_feat = keys @ w_key.T  # (..., S, Dk) x (Dk, A) -> (..., S, A)
+    hidden = q_feat.unsqueeze(-2) + k_feat.unsqueeze(-3)  # (..., T, 1, A) + (..., 1, S, A) -> (..., T, S, A)
+    if bias is not None:
+        hidden = hidden + bias
+    scores = torch.tanh(hidden) @ v  # (..., T, S, A) x (A,) -> (..., T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # (..., T, S)
+    if mask is not None:
+        weights = weights * mask
+    out = weights @ values  # (..., T, S) x (..., S, Dv) -> (..., T, Dv)
+    return AttentionResult(out, weights)
+
+
+# --------------------------------------------------------------------------------------------
+# Mask helpers. The only places that build masks.
+# --------------------------------------------------------------------------------------------
+
+
+def causal_mask(T: int, S: int | None = None, *, device=None) -> Tensor:
+    """Query ``i`` may attend key ``j`` iff ``j ≤ i + (S - T)``.
+
+    With ``S == T`` this is the usual lower triangle. With ``S > T`` (queries are the *last* ``T``
+    positions of an ``S``-long sequence, as when decoding with a key/value cache) the diagonal is
+    aligned bottom-right, so the last query sees every key.
+
+    Shape:
+        output: ``(T, S)`` boolean
+    """
+    S = T if S is None else S
+    if T <= 0 or S <= 0:
+        raise ValueError(f"causal_mask needs positive lengths, got T={T}, S={S}")
+    i = torch.arange(T, device=device).unsqueeze(1)  # (T, 1)
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    return j <= i + (S - T)  # (T, S)
+
+
+def padding_mask(
+    lengths: Tensor | None = None,
+    *,
+    tokens: Tensor | None = None,
+    pad_id: int | None = None,
+    max_len: int | None = None,
+) -> Tensor:
+    """Which key positions are real (``True``) rather than padding.
+
+    Give either ``lengths`` (and optionally ``max_len``), or ``tokens`` and ``pad_id``.
+    To use it as an attention mask over ``(B, H, T, S)`` scores, index it as
+    ``mask[:, None, None, :]``; over ``(B, T, S)`` scores, ``mask[:, None, :]``.
+
+    Shape:
+        - lengths: ``(B,)`` integer;  tokens: ``(B, S)`` integer
+        - output: ``(B, S)`` boolean
+    """
+    if (lengths is None) == (tokens is None):
+        raise ValueError("padding_mask takes either lengths=... or tokens=... with pad_id=..., not both")
+    if tokens is not None:
+        if pad_id is None:
+            raise ValueError("padding_mask(tokens=...) needs pad_id")
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (B, S), got {tuple(tokens.shape)}")
+        return tokens != pad_id  # (B, S)
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or lengths.is_floating_point():
+        raise ValueError(f"lengths must be a 1-D integer tensor, got shape {tuple(lengths.shape)} dtype {lengths.dtype}")
+    if bool((lengths < 0).any()):
+        raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
+    S = int(lengths.max()) if max_len is None else max_len
+    if lengths.numel() and int(lengths.max()) > S:
+        raise ValueError(f"max_len={S} is shorter than the longest length {int(lengths.max())}")
+    positions = torch.arange(S, device=lengths.device)  # (S,)
+    return positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
+
+
+def sliding_window_mask(
+    T: int, S: int | None = None, *, window: int, causal: bool = True, device=None
+) -> Tensor:
+    """Local attention: query ``i`` sees keys within ``window`` positions of itself.
+
+    Positions are aligned bottom-right as in :func:`causal_mask` (query ``i`` stands at
+    ``i + S - T``). Causal: keys ``p - window < j ≤ p`` (the last ``window`` positions, itself
+    included). Symmetric: ``|j - p| ≤ window // 2``.
+
+    Shape:
+        output: ``(T, S)`` boolean
+    """
+    S = T if S is None else S
+    if window < 1:
+        raise ValueError(f"window must be ≥ 1, got {window}")
+    if T <= 0 or S <= 0:
+        raise ValueError(f"sliding_window_mask needs positive lengths, got T={T}, S={S}")
+    p = torch.arange(T, device=device).unsqueeze(1) + (S - T)  # (T, 1) query positions
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    if causal:
+        return (j <= p) & (j > p - window)  # (T, S)
+    return (j - p).abs() <= window // 2  # (T, S)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of the given masks (``None`` = no restriction), broadcast together.
+
+    Shape:
+        each mask broadcastable to the others; output: the broadcast shape, or ``None``
+    """
+    out: Tensor | None = None
+    for m in masks:
+        if m is None:
+            continue
+        if m.dtype != torch.bool:
+            raise TypeError(f"masks must be boolean (True = may attend), got dtype {m.dtype}")
+        out = m if out is None else out & m
+    return out

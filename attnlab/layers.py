@@ -1,0 +1,401 @@
+"""Building blocks with parameters: attention modules, the feed-forward net, Transformer blocks.
+
+Shape letters: ``B`` batch, ``T`` query length, ``S`` key length, ``H`` heads, ``D`` model width,
+``Dh`` head width. Tensors are batch-first. Masks are boolean with ``True`` = may attend (see
+:mod:`attnlab.functional`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import functional as AF
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "AttentionOutput",
+    "KVCache",
+    "MultiHeadAttention",
+    "AdditiveAttention",
+    "FeedForward",
+    "EncoderBlock",
+    "DecoderBlock",
+    "BlockOutput",
+]
+
+
+class AttentionOutput(NamedTuple):
+    output: Tensor  # (B, T, D)
+    weights: Tensor | None  # (B, H, T, S) per head, or None when not requested
+
+
+class KVCache:
+    """The projected keys and values of the positions decoded so far (one attention layer).
+
+    Incremental decoding feeds one new position at a time; rather than re-projecting the whole
+    prefix each step, the layer appends the new position's keys/values here and attends over
+    everything stored. Storage grows by doubling so that appending is amortised O(1) copies.
+
+    Shape:
+        stored keys/values: ``(B, H, S, Dh)`` where ``S`` = positions seen so far
+    """
+
+    def __init__(self) -> None:
+        self._k: Tensor | None = None  # (B, H, capacity, Dh)
+        self._v: Tensor | None = None
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``(B, H, t, Dh)`` keys/values; return all of them, ``(B, H, S, Dh)``."""
+        n, t = self.length, k.shape[-2]
+        if self._k is None or n + t > self._k.shape[-2]:
+            capacity = max(2 * (0 if self._k is None else self._k.shape[-2]), n + t, 16)
+            new_k = k.new_empty(k.shape[:-2] + (capacity, k.shape[-1]))  # (B, H, cap, Dh)
+            new_v = v.new_empty(v.shape[:-2] + (capacity, v.shape[-1]))  # (B, H, cap, Dv)
+            if n:
+                new_k[..., :n, :] = self._k[..., :n, :]
+                new_v[..., :n, :] = self._v[..., :n, :]
+            self._k, self._v = new_k, new_v
+        self._k[..., n : n + t, :] = k
+        self._v[..., n : n + t, :] = v
+        self.length = n + t
+        return self._k[..., : self.length, :], self._v[..., : self.length, :]  # (B, H, S, Dh)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps)."""
+        if self._k is not None:
+            self._k = self._k.index_select(0, index)
+            self._v = self._v.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017, §3.2.2).
+
+    Queries, keys and values are projected to ``H`` heads of width ``Dh = D / H``; each head
+    attends on its own (a different "view" of the sequence), and the heads' outputs are
+    concatenated and projected back to ``D``. Self-attention: ``key = value = query``.
+    Cross-attention: keys/values come from another sequence (e.g. the encoder).
+
+    Args:
+        d_model: width ``D`` of the queries and of the output.
+        n_heads: number of heads ``H`` (must divide ``D``).
+        dropout: dropout on the attention weights during training.
+        bias: whether the four projections have biases.
+        kdim, vdim: widths of the key and value inputs (default ``D``), for cross-attention.
+        backend: attention backend name (see :func:`attnlab.functional.scaled_dot_product_attention`).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout, self.backend = dropout, backend
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
+
+    def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Keys and values split into heads. Cross-attention calls this once per source.
+
+        Shape:
+            key: ``(B, S, kdim)``; value: ``(B, S, vdim)``; outputs: ``(B, H, S, Dh)`` each
+        """
+        value = key if value is None else value
+        return self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,
+        cache: KVCache | None = None,
+    ) -> AttentionOutput:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: the positions that ask.
+            key, value: the positions asked (default: ``query``, i.e. self-attention).
+            key_padding_mask: ``True`` where a key is a real token (see ``padding_mask``).
+            attn_mask: boolean, ``True`` = may attend.
+            is_causal: also apply the causal mask (aligned so the last query sees every key).
+            need_weights: return per-head weights ``(B, H, T, S)``.
+            kv: keys/values already projected by :meth:`project_kv` (cross-attention while
+                decoding: the encoder side is projected once, not at every step).
+            cache: a :class:`KVCache`; the new keys/values are appended to it and attention runs
+                over everything it holds (incremental self-attention decoding).
+
+        Shape:
+            - query: ``(B, T, D)``;  key: ``(B, S, kdim)``;  value: ``(B, S, vdim)``
+            - key_padding_mask: ``(B, S)`` (``S`` counts cached positions too)
+            - attn_mask: ``(T, S)`` or ``(B, 1|H, T, S)``
+            - output: ``(B, T, D)``;  weights: ``(B, H, T, S)``
+        """
+        if query.dim() != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"query must have shape (B, T, {self.d_model}), got {tuple(query.shape)}")
+        B, T, _ = query.shape
+        q = self._split_heads(self.q_proj(query))  # (B, H, T, Dh)
+        if kv is not None:
+            k, v = kv  # (B, H, S, Dh)
+        else:
+            key = query if key is None else key
+            value = key if value is None else value
+            k, v = self.project_kv(key, value)  # (B, H, S, Dh)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (B, H, S_total, Dh)
+        if attn_mask is not None and attn_mask.dim() == 3:
+            raise ValueError(
+                f"attn_mask of shape {tuple(attn_mask.shape)} is ambiguous: give (T, S) or (B, 1|H, T, S)"
+            )
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (B, k.shape[-2]):
+                raise ValueError(
+                    f"key_padding_mask must have shape (B, S) = {(B, k.shape[-2])}, got {tuple(key_padding_mask.shape)}"
+                )
+            key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        mask = AF.combine_masks(attn_mask, key_padding_mask)
+        out, weights = AF.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+            return_weights=need_weights,
+            backend=self.backend,
+        )  # (B, H, T, Dh)
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
+        return AttentionOutput(self.out_proj(out), weights)
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau's additive attention as a module: ``score = vᵀ tanh(W_q q + W_k k + b)``.
+
+    Args:
+        query_dim: width of the queries (e.g. the decoder state).
+        key_dim: width of the keys (e.g. the encoder states).
+        attn_dim: width ``A`` of the scoring network's hidden layer.
+
+    Shape:
+        query ``(B, T, query_dim)``, keys ``(B, S, key_dim)``, values ``(B, S, Dv)``,
+        mask broadcastable to ``(B, T, S)`` → output ``(B, T, Dv)``, weights ``(B, T, S)``
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(query_dim, attn_dim, bias=False)
+        self.k_proj = nn.Linear(key_dim, attn_dim, bias=True)
+        self.score = nn.Parameter(torch.empty(attn_dim))
+        nn.init.normal_(self.score, std=attn_dim**-0.5)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor | None = None, mask: Tensor | None = None
+    ) -> AttentionOutput:
+        values = keys if values is None else values
+        out, weights = AF.additive_attention(
+            query, keys, values, self.q_proj.weight, self.k_proj.weight, self.score, mask, bias=self.k_proj.bias
+        )
+        return AttentionOutput(out, weights)
+
+
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    # GPT-2's tanh approximation of GELU (Hendrycks & Gimpel 2016, eq. in §2).
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network, ``down(act(up(x)))`` (Vaswani et al. 2017, §3.3).
+
+    Shape:
+        x ``(B, T, D)`` → ``(B, T, D)``; the hidden layer is ``(B, T, d_ff)``
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.act = _ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(self.dropout(self.act(self.up_proj(x))))
+
+
+class BlockOutput(NamedTuple):
+    hidden: Tensor  # (B, T, D)
+    self_weights: Tensor | None  # (B, H, T, T') self-attention weights
+    cross_weights: Tensor | None = None  # (B, H, T, S) cross-attention weights (decoder only)
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in ("post", "pre"):
+        raise ValueError(f"norm must be 'post' (the paper's) or 'pre', got {norm!r}")
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention + feed-forward, each wrapped in a residual connection and LayerNorm.
+
+    ``norm="post"`` is the paper's ``LayerNorm(x + Sublayer(x))`` (Vaswani et al. 2017, §3.1);
+    ``norm="pre"`` is ``x + Sublayer(LayerNorm(x))`` (Xiong et al. 2020), which trains stably
+    without a long warm-up and is what GPT-2 uses. With ``is_causal`` this is also the block of a
+    decoder-only model (GPT).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm: str = "post",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        _check_norm(norm)
+        self.norm = norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.ff_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> BlockOutput:
+        """Shape: x ``(B, T, D)``; key_padding_mask ``(B, S)`` → hidden ``(B, T, D)``."""
+
+        def attend(h: Tensor) -> AttentionOutput:
+            return self.self_attn(
+                h,
+                key_padding_mask=key_padding_mask,
+                attn_mask=attn_mask,
+                is_causal=is_causal,
+                need_weights=need_weights,
+                cache=cache,
+            )
+
+        if self.norm == "pre":
+            a = attend(self.attn_norm(x))
+            x = x + self.dropout(a.output)
+            x = x + self.dropout(self.ff(self.ff_norm(x)))
+        else:
+            a = attend(x)
+            x = self.attn_norm(x + self.dropout(a.output))
+            x = self.ff_norm(x + self.dropout(self.ff(x)))
+        return BlockOutput(x, a.weights)
+
+
+class DecoderBlock(nn.Module):
+    """Causal self-attention, source–target (cross) attention, feed-forward (Vaswani et al. §3.1).
+
+    Each sub-layer has a residual connection and LayerNorm (post- or pre-norm, as
+    :class:`EncoderBlock`). The queries of the cross-attention come from the target side; its
+    keys and values are the encoder's output ("memory").
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm: str = "post",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        _check_norm(norm)
+        self.norm = norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.self_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.cross_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.ff_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        *,
+        memory_padding_mask: Tensor | None = None,
+        target_padding_mask: Tensor | None = None,
+        need_weights: bool = False,
+        memory_kv: tuple[Tensor, Tensor] | None = None,
+        cache: KVCache | None = None,
+    ) -> BlockOutput:
+        """Shape: x ``(B, T, D)``; memory ``(B, S, D)``; memory_padding_mask ``(B, S)``;
+        target_padding_mask ``(B, T)`` (or ``(B, T_total)`` with a cache) → hidden ``(B, T, D)``.
+
+        ``memory_kv`` (from ``cross_attn.project_kv(memory)``) replaces ``memory`` while decoding.
+        """
+
+        def self_attend(h: Tensor) -> AttentionOutput:
+            return self.self_attn(
+                h, key_padding_mask=target_padding_mask, is_causal=True, need_weights=need_weights, cache=cache
+            )
+
+        def cross_attend(h: Tensor) -> AttentionOutput:
+            return self.cross_attn(
+                h, memory, key_padding_mask=memory_padding_mask, need_weights=need_weights, kv=memory_kv
+            )
+
+        if self.norm == "pre":
+            s = self_attend(self.self_norm(x))
+            x = x + self.dropout(s.output)
+            c = cross_attend(self.cross_norm(x))
+            x = x + self.dropout(c.output)
+            x = x + self.dropout(self.ff(self.ff_norm(x)))
+        else:
+            s = self_attend(x)
+            x = self.self_norm(x + self.dropout(s.output))
+            c = cross_attend(x)
+            x = self.cross_norm(x + self.dropout(c.output))
+            x = self.ff_norm(x + self.dropout(self.ff(x)))
+        return BlockOutput(x, s.weights, c.weights)
