@@ -91,16 +91,15 @@ def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> None:
             "build it with attnlab.functional.causal_mask / padding_mask"
         )
     try:
-        torch.broadcast_shapes(mask.shape, scores_shape)
+        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
+        broadcast = None
+    # The mask must broadcast *to* the scores, not enlarge them: a (3, T, S) mask on (1, T, S)
+    # scores would otherwise silently return three outputs.
+    if broadcast != torch.Size(scores_shape):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores "
             f"(..., T, S) = {tuple(scores_shape)}"
-        ) from None
-    if mask.dim() > len(scores_shape):
-        raise ValueError(
-            f"mask has {mask.dim()} dims but the scores (..., T, S) = {tuple(scores_shape)} "
-            f"have {len(scores_shape)}"
         )
 
 
