@@ -91,6 +91,10 @@ class MultiHeadAttention(nn.Module):
         bias: whether the four projections have biases.
         kdim, vdim: widths of the key and value inputs (default ``D``), for cross-attention.
         backend: attention backend name (see :func:`attnlab.functional.scaled_dot_product_attention`).
+        rotary: a position module applied to the split queries and keys of *self*-attention,
+            called as ``rotary(x, offset)`` with ``x`` ``(B, H, L, Dh)`` and ``offset`` the
+            position of its first row (the cache length while decoding), e.g.
+            :class:`attnlab.positional.RotaryEmbedding`. Values are left alone (Su et al. 2021).
     """
 
     def __init__(
@@ -102,12 +106,14 @@ class MultiHeadAttention(nn.Module):
         kdim: int | None = None,
         vdim: int | None = None,
         backend: str = "auto",
+        rotary: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout, self.backend = dropout, backend
+        self.rotary = rotary
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)
@@ -169,6 +175,12 @@ class MultiHeadAttention(nn.Module):
             key = query if key is None else key
             value = key if value is None else value
             k, v = self.project_kv(key, value)  # (B, H, S, Dh)
+        if self.rotary is not None:
+            if key is not query:
+                raise ValueError("rotary positions apply to self-attention only (got a separate key or kv)")
+            # Rotate before caching: a cached key keeps the angle of the position it was made at.
+            offset = len(cache) if cache is not None else 0
+            q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, T, Dh)
         if cache is not None:
             k, v = cache.extend(k, v)  # (B, H, S_total, Dh)
         if attn_mask is not None and attn_mask.dim() == 3:
@@ -285,11 +297,14 @@ class EncoderBlock(nn.Module):
         layer_norm_eps: float = 1e-5,
         bias: bool = True,
         backend: str = "auto",
+        rotary: nn.Module | None = None,
     ) -> None:
         super().__init__()
         _check_norm(norm)
         self.norm = norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, dropout=dropout, bias=bias, backend=backend, rotary=rotary
+        )
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.ff_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
