@@ -1,0 +1,353 @@
+"""The translation recipe: corpus → tokenizers → model → training → decoding → BLEU.
+
+This is the layer above the building blocks and the models (as torchtune's recipes): it knows
+how the pieces fit together for translation, and nothing in the pieces knows about it. The CLI
+commands ``attnlab train translate``, ``translate``, ``evaluate`` and ``demo`` are thin wrappers
+over the functions here.
+
+Architectures are looked up by name in :data:`ARCHS`, so a new encoder–decoder (the RNN models)
+plugs into the same training, decoding, checkpoints and heatmaps by registering itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import checkpoint as ckpt
+from ..data import batching, tokenizers
+from ..decode import Hypothesis, beam_search, greedy_decode
+from ..metrics import bleu, chrf, exact_match
+from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
+from ..models.transformer import Transformer, TransformerConfig
+from ..train import TrainConfig, TrainResult, train
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Arch:
+    """How to build one kind of encoder–decoder from its config."""
+
+    config_cls: type  # the model's config dataclass
+    model_cls: Callable[[Any], nn.Module]  # builds the model from a config
+    presets: dict[str, dict]  # named model sizes
+
+
+#: Encoder–decoder architectures by name (``--arch``). Each model's ``config.model_type`` is its key.
+ARCHS: dict[str, Arch] = {
+    "transformer": Arch(TransformerConfig, Transformer, TRANSFORMER_PRESETS),
+}
+
+
+@dataclass
+class TranslationSetup:
+    """Everything that defines a translation run besides the data paths."""
+
+    arch: str = "transformer"  # key of ARCHS
+    model_preset: str = "small"  # key of the architecture's presets
+    model_overrides: dict = field(default_factory=dict)  # config fields set on top of the preset
+    tokenizer: str = "bpe"  # "bpe", "unigram" or "char"
+    vocab_size: int = 8000  # subword vocabulary size (per side unless joint)
+    joint_vocab: bool = True  # one tokenizer for both languages (lets the model share embeddings)
+    max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    max_len: int = 128  # longest training sequence in tokens (longer pairs are dropped)
+    label_smoothing: float = 0.1  # Vaswani §5.4
+    eval_sentences: int = 500  # validation sentences decoded for BLEU at each evaluation
+    eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
+    metric: str = "bleu"  # metric that picks the best checkpoint: "bleu", "exact_match" or "loss"
+    bleu_tokenize: str = "13a"  # sacreBLEU tokenizer of the target language ("char" for Japanese)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+RECIPES: dict[str, TranslationSetup] = {
+    "multi30k": TranslationSetup(
+        model_preset="multi30k",
+        tokenizer="bpe",
+        vocab_size=8000,
+        joint_vocab=True,
+        max_tokens=6000,
+        eval_sentences=1014,
+        train=TrainConfig(epochs=30, lr=1.5e-3, warmup_steps=800, patience=None, time_budget_s=30 * 60),
+    ),
+    "small": TranslationSetup(),
+    "tiny": TranslationSetup(model_preset="tiny", tokenizer="char", max_tokens=512, eval_sentences=50,
+                             train=TrainConfig(epochs=2, lr=3e-3, warmup_steps=10, log_every=10)),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The trainer's task.
+# --------------------------------------------------------------------------------------------
+
+
+class TranslationTask:
+    """Supplies :func:`attnlab.train.train` with batches, the loss and the evaluation."""
+
+    def __init__(
+        self,
+        setup: TranslationSetup,
+        model_config: Any,
+        src_tok,
+        tgt_tok,
+        train_pairs: Sequence[tuple[str, str]],
+        valid_pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        self.setup, self.model_config = setup, model_config
+        self.src_tok, self.tgt_tok = src_tok, tgt_tok
+        self.metric = setup.metric
+        self.maximize = setup.metric != "loss"
+        self.device = torch.device(setup.train.device)
+        self.train_ids = _encode_pairs(train_pairs, src_tok, tgt_tok, setup.max_len)
+        if not self.train_ids:
+            raise ValueError(f"no training pair is at most max_len={setup.max_len} tokens long")
+        self.valid_pairs = list(valid_pairs)[: setup.eval_sentences]
+        self.valid_ids = _encode_pairs(self.valid_pairs, src_tok, tgt_tok, None)
+        self._src_len, self._tgt_len = batching.pair_lengths(self.train_ids)
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[batching.Seq2SeqBatch]:
+        index_batches = batching.bucket_batches(
+            self._src_len, self._tgt_len, max_tokens=self.setup.max_tokens, shuffle=True,
+            seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size,
+        )
+        return [self._collate([self.train_ids[i] for i in idx]) for idx in index_batches]
+
+    def _collate(self, pairs) -> batching.Seq2SeqBatch:
+        t = self.tgt_tok
+        return batching.collate_pairs(pairs, pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id).to(self.device)
+
+    def loss(self, model: nn.Module, batch) -> tuple[Tensor, int]:
+        out = model(batch.src, batch.tgt_in, src_mask=batch.src_mask, tgt_mask=batch.tgt_mask,
+                    labels=batch.tgt_out, label_smoothing=self.setup.label_smoothing)
+        return out.loss, batch.n_tgt_tokens
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        # Validation loss (teacher forced, no smoothing) and BLEU of decoded translations.
+        total, count = 0.0, 0
+        idx_batches = batching.bucket_batches(*batching.pair_lengths(self.valid_ids),
+                                              max_tokens=self.setup.max_tokens, shuffle=False)
+        for idx in idx_batches:
+            b = self._collate([self.valid_ids[i] for i in idx])
+            out = model(b.src, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask)
+            total += F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(),
+                                     ignore_index=self.tgt_tok.pad_id, reduction="sum").item()
+            count += b.n_tgt_tokens
+        translator = Translator(model, self.src_tok, self.tgt_tok)
+        hyps = [t.text for t in translator.translate([s for s, _ in self.valid_pairs], beam_size=self.setup.eval_beam)]
+        refs = [r for _, r in self.valid_pairs]
+        return {
+            "loss": total / max(count, 1),
+            "bleu": bleu(hyps, refs, tokenize=self.setup.bleu_tokenize),
+            "chrf": chrf(hyps, refs),
+            "exact_match": exact_match(hyps, refs),
+        }
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        config = dataclasses.asdict(self.model_config)
+        config["bleu_tokenize"] = self.setup.bleu_tokenize
+        toks = {"src_tokenizer": self.src_tok, "tgt_tokenizer": self.tgt_tok}
+        return config, toks
+
+
+def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[list[int], list[int]]]:
+    # A side that tokenizes to nothing cannot be trained or scored on; drop it.
+    return [(s, t) for s, t in batching.encode_pairs(pairs, src_tok, tgt_tok, max_len) if s and t]
+
+
+# --------------------------------------------------------------------------------------------
+# Building, training, loading.
+# --------------------------------------------------------------------------------------------
+
+
+def apply_overrides(setup: TranslationSetup, overrides: Sequence[str]) -> TranslationSetup:
+    """Apply ``key=value`` overrides: ``model.d_model=512``, ``train.lr=1e-3``, ``vocab_size=4000``."""
+    setup = dataclasses.replace(setup, model_overrides=dict(setup.model_overrides), train=dataclasses.replace(setup.train))
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not key=value (e.g. model.d_model=512, train.lr=1e-3)")
+        key, raw = item.split("=", 1)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if key.startswith("model."):
+            field_names = {f.name for f in dataclasses.fields(ARCHS[setup.arch].config_cls)}
+            name = key[len("model."):]
+            if name not in field_names:
+                raise ValueError(f"unknown model field {name!r}; fields: {sorted(field_names)}")
+            setup.model_overrides[name] = value
+        elif key.startswith("train."):
+            name = key[len("train."):]
+            if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
+                raise ValueError(f"unknown training field {name!r}; fields: {[f.name for f in dataclasses.fields(TrainConfig)]}")
+            setattr(setup.train, name, value)
+        else:
+            if key not in {f.name for f in dataclasses.fields(TranslationSetup)} or key in ("train", "model_overrides"):
+                raise ValueError(f"unknown setting {key!r}; use model.<field>, train.<field> or one of "
+                                 f"{[f.name for f in dataclasses.fields(TranslationSetup) if f.name not in ('train', 'model_overrides')]}")
+            setattr(setup, key, value)
+    return setup
+
+
+def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
+    if setup.arch not in ARCHS:
+        raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
+    arch = ARCHS[setup.arch]
+    if setup.model_preset not in arch.presets:
+        raise ValueError(f"unknown {setup.arch} preset {setup.model_preset!r}; choose from {sorted(arch.presets)}")
+    fields = dict(arch.presets[setup.model_preset], **setup.model_overrides)
+    if fields.get("share_embeddings") and not setup.joint_vocab:
+        fields["share_embeddings"] = False  # two vocabularies cannot share one embedding table
+    config = arch.config_cls(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, pad_id=pad_id, **fields)
+    return arch.model_cls(config), config
+
+
+def train_translation(
+    setup: TranslationSetup,
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]],
+    *,
+    resume: bool = False,
+) -> tuple[nn.Module, TrainResult, "Translator"]:
+    """Train tokenizers (or reload them when resuming) and a model; return the best translator."""
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    if resume:
+        if out is None or not (out / "last").is_dir():
+            raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
+        src_tok, tgt_tok = _load_tokenizers(out / "last")
+    else:
+        src_tok, tgt_tok = tokenizers.build_tokenizers(
+            [s for s, _ in train_pairs], [t for _, t in train_pairs],
+            kind=setup.tokenizer, joint=setup.joint_vocab,
+            vocab_size=None if setup.tokenizer == "char" else setup.vocab_size,
+        )
+    torch.manual_seed(setup.train.seed)
+    model, config = build_model(setup, src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
+    task = TranslationTask(setup, config, src_tok, tgt_tok, train_pairs, valid_pairs)
+    result = train(model, task, setup.train, resume=resume)
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    model.eval()
+    return model, result, Translator(model, src_tok, tgt_tok)
+
+
+def _load_tokenizers(directory: Path):
+    src_tok = tokenizers.load_tokenizer(directory / "src_tokenizer.json")
+    tgt_tok = tokenizers.load_tokenizer(directory / "tgt_tokenizer.json")
+    return src_tok, tgt_tok
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if (path / "best" / "config.json").is_file():
+        return path / "best"
+    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
+
+
+def load_translator(path: str | Path, device: str = "cpu") -> "Translator":
+    directory = resolve_model_dir(path)
+    checkpoint = ckpt.load_checkpoint(directory)
+    config_dict = dict(checkpoint.config)
+    model_type = config_dict.get("model_type")
+    if model_type not in ARCHS:
+        raise ValueError(f"{directory}: model_type {model_type!r} is not a translator; known: {sorted(ARCHS)}")
+    arch = ARCHS[model_type]
+    names = {f.name for f in dataclasses.fields(arch.config_cls)}
+    config = arch.config_cls(**{k: v for k, v in config_dict.items() if k in names})
+    model = arch.model_cls(config)
+    ckpt.load_weights(model, checkpoint)
+    model.to(device).eval()
+    src_tok, tgt_tok = _load_tokenizers(directory)
+    return Translator(model, src_tok, tgt_tok, bleu_tokenize=config_dict.get("bleu_tokenize", "13a"))
+
+
+# --------------------------------------------------------------------------------------------
+# Using a trained model.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Translation:
+    source: str  # the input sentence
+    text: str  # the detokenized translation
+    src_tokens: list[str]  # source token labels (heatmap columns)
+    tgt_tokens: list[str]  # generated token labels incl. the end token (heatmap rows)
+    cross_attention: Tensor | None = None  # (L, H, T, S) for the chosen hypothesis, if asked
+
+
+class Translator:
+    """A trained encoder–decoder with its tokenizers: text in, text (and attention) out."""
+
+    def __init__(self, model: nn.Module, src_tok, tgt_tok, *, bleu_tokenize: str = "13a") -> None:
+        self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
+        self.bleu_tokenize = bleu_tokenize
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int = 1,
+        alpha: float = 0.6,
+        max_len: int | None = None,
+        return_attention: bool = False,
+        batch_size: int = 64,
+    ) -> list[Translation]:
+        """Translate sentences (batched, sorted by length for little padding)."""
+        was_training = self.model.training
+        self.model.eval()
+        encoded = self.src_tok.encode_batch(list(texts))
+        for text, ids in zip(texts, encoded):
+            if not ids:
+                raise ValueError(f"cannot translate {text!r}: it has no tokens")
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        results: list[Translation | None] = [None] * len(texts)
+        t = self.tgt_tok
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            S = max(len(encoded[i]) for i in idx)
+            src = torch.full((len(idx), S), self.src_tok.pad_id, dtype=torch.long)
+            for row, i in enumerate(idx):
+                src[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            src = src.to(self.device)  # (B, S)
+            limit = max_len or min(2 * S + 10, getattr(self.model.config, "max_len", 512) - 1)
+            kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=limit, return_attention=return_attention)
+            hyps: list[Hypothesis] = (
+                greedy_decode(self.model, src, **kw) if beam_size == 1 else beam_search(self.model, src, beam_size=beam_size, alpha=alpha, **kw)
+            )
+            for i, h in zip(idx, hyps):
+                labels = [t.id_to_token(x) for x in h.tokens] + [t.id_to_token(t.eos_id)]
+                src_labels = [self.src_tok.id_to_token(x) for x in encoded[i]]
+                cross = h.cross_attention
+                if cross is not None:
+                    labels = labels[: cross.shape[2]]
+                results[i] = Translation(texts[i], t.decode(h.tokens), src_labels, labels, cross)
+        self.model.train(was_training)
+        return results  # type: ignore[return-value]
+
+    def evaluate(self, sources: Sequence[str], references: Sequence[str], *, beam_size: int = 4) -> dict[str, float]:
+        """BLEU, chrF and exact match of the translations of ``sources`` against ``references``."""
+        if len(sources) != len(references):
+            raise ValueError(f"{len(sources)} sources but {len(references)} references")
+        hyps = [t.text for t in self.translate(sources, beam_size=beam_size)]
+        return {
+            "bleu": bleu(hyps, references, tokenize=self.bleu_tokenize),
+            "chrf": chrf(hyps, references),
+            "exact_match": exact_match(hyps, references),
+            "n": len(sources),
+        }
