@@ -1,0 +1,141 @@
+"""The encoder–decoder Transformer and its decoding: invariants that must hold for any weights."""
+
+import pytest
+import torch
+
+from attnlab.decode import beam_search, greedy_decode
+from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
+
+BOS, EOS, PAD = 2, 3, 0
+
+
+def make_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    fields = dict(PRESETS["tiny"], **overrides)
+    return Transformer(TransformerConfig(src_vocab_size=23, tgt_vocab_size=19, **fields)).eval()
+
+
+def random_batch(B=4, S=7, T=6, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(5, 23, (B, S), generator=g)
+    src[0, S - 2 :] = PAD  # one padded source
+    tgt = torch.randint(5, 19, (B, T), generator=g)
+    tgt_in = torch.cat([torch.full((B, 1), BOS), tgt], dim=1)  # (B, T+1)
+    tgt_out = torch.cat([tgt, torch.full((B, 1), EOS)], dim=1)  # (B, T+1)
+    return src, tgt_in, tgt_out
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_overfits_a_tiny_batch(norm):
+    model = make_model(norm=norm, d_model=32, d_ff=64).train()
+    src, tgt_in, tgt_out = random_batch()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(250):
+        loss = model(src, tgt_in, labels=tgt_out).loss
+        first = first if first is not None else loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05 < first
+    model.eval()
+    hyps = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12)
+    assert [h.tokens for h in hyps] == tgt_out[:, :-1].tolist()
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_cached_step_logits_equal_full_forward(norm):
+    model = make_model(norm=norm, n_encoder_layers=2, n_decoder_layers=2)
+    src, tgt_in, _ = random_batch()
+    full = model(src, tgt_in).logits  # (B, T, V)
+    state = model.start(src)
+    steps = torch.stack([model.step(tgt_in[:, t : t + 1], state).logits for t in range(tgt_in.shape[1])], dim=1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_greedy_equals_uncached_greedy():
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=3)
+    cached = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=10)
+    # Uncached reference: re-run the whole decoder over the growing prefix at every step.
+    for b, hyp in enumerate(cached):
+        prefix = torch.tensor([[BOS]])
+        tokens = []
+        for _ in range(10):
+            logits = model(src[b : b + 1], prefix, src_mask=src[b : b + 1] != PAD).logits[0, -1]
+            nxt = int(logits.argmax())
+            if nxt == EOS:
+                break
+            tokens.append(nxt)
+            prefix = torch.cat([prefix, torch.tensor([[nxt]])], dim=1)
+        assert hyp.tokens == tokens
+
+
+def test_beam_size_one_equals_greedy():
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=5, seed=3)
+    greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=9, return_attention=True)
+    beam = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=1, max_len=9, alpha=0.0, return_attention=True)
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+    for g, b in zip(greedy, beam):
+        torch.testing.assert_close(b.cross_attention, g.cross_attention)
+        assert b.score == pytest.approx(g.score, abs=1e-5)
+
+
+def test_beam_search_finds_at_least_the_greedy_log_probability():
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=4, seed=5)
+    greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=8)
+    beam = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=5, max_len=8, alpha=0.0)
+    for g, b in zip(greedy, beam):
+        assert b.score >= g.score - 1e-5
+
+
+def test_cross_attention_maps_cover_real_source_and_sum_to_one():
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=2)
+    hyps = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=6, return_attention=True)
+    real = (src != PAD).sum(1).tolist()
+    for h, n in zip(hyps, real):
+        L, H, T, S = h.cross_attention.shape
+        assert (L, H, S) == (2, model.config.n_heads, n)
+        assert T == min(len(h.tokens) + 1, 6)
+        torch.testing.assert_close(h.cross_attention.sum(-1), torch.ones(L, H, T))
+
+
+def test_changing_a_future_target_token_never_changes_earlier_logits():
+    model = make_model(norm="pre", n_decoder_layers=2)
+    src, tgt_in, _ = random_batch()
+    base = model(src, tgt_in).logits
+    for t in range(1, tgt_in.shape[1]):
+        changed = tgt_in.clone()
+        changed[:, t] = 5 + (changed[:, t] - 5 + 1) % 14  # another ordinary token
+        out = model(src, changed).logits
+        torch.testing.assert_close(out[:, :t], base[:, :t])
+        assert not torch.allclose(out[:, t:], base[:, t:])
+
+
+def test_padding_in_the_source_is_invisible():
+    model = make_model()
+    src, tgt_in, _ = random_batch()
+    longer = torch.cat([src, torch.full((src.shape[0], 3), PAD)], dim=1)
+    torch.testing.assert_close(model(longer, tgt_in).logits, model(src, tgt_in).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_maps_have_the_documented_shapes():
+    model = make_model(n_encoder_layers=2, n_decoder_layers=3)
+    src, tgt_in, _ = random_batch(B=2, S=5, T=4)
+    att = model(src, tgt_in, need_weights=True).attentions
+    H = model.config.n_heads
+    assert [w.shape for w in att["encoder"]] == [(2, H, 5, 5)] * 2
+    assert [w.shape for w in att["decoder"]] == [(2, H, 5, 5)] * 3
+    assert [w.shape for w in att["cross"]] == [(2, H, 5, 5)] * 3
+    # causal: decoder self-attention has nothing above the diagonal
+    assert torch.all(att["decoder"][0].triu(1) == 0)
+
+
+def test_tied_output_shares_the_embedding_matrix():
+    model = make_model(tie_output=True)
+    assert model.out_proj.weight is model.tgt_embed.weight
+    with pytest.raises(ValueError, match="share_embeddings needs one vocabulary"):
+        Transformer(TransformerConfig(src_vocab_size=10, tgt_vocab_size=12, share_embeddings=True, **PRESETS["tiny"]))
