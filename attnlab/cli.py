@@ -365,5 +365,34 @@ def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: in
     return 0
 
 
+@command("explore")
+def explore_cmd(*, model: list[Path] | None = None, host: str = "127.0.0.1", port: int = 8000,
+                max_text_chars: int = 400, max_concurrent: int = 2) -> int:
+    """Open the explorer: a local web app with the attention playground, masks and attention maps.
+
+    Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
+    playground (move the scores and d_k, watch the scaling, the softmax weights and the mixed
+    output change), the masks page, and the model page showing every layer's and head's attention
+    for a sentence you type. Only the models named here can be run.
+
+    Args:
+        model: checkpoint directories to offer on the model page (one or more).
+        host: address to listen on; keep 127.0.0.1 unless others must reach it.
+        port: TCP port to listen on.
+        max_text_chars: longest sentence the model page accepts.
+        max_concurrent: model runs at once; further requests queue, then get 503.
+    """
+    from .web.app import Limits, serve
+    from .web.models import load_model
+
+    models = [load_model(path) for path in model or []]
+    limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
+    print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")
+    serve(models, host=host, port=port, limits=limits)
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())
