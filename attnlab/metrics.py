@@ -1,0 +1,356 @@
+"""Translation and summarization metrics: sacreBLEU BLEU and chrF, exact match, ROUGE-1/2/L, and
+BLEU by source-length bucket.
+
+Every function takes *detokenized* text — the strings a user would read — one hypothesis per
+segment, in the same order as the references. Corpus scores (BLEU, chrF) are computed over the
+whole list, not averaged per sentence, which is how sacreBLEU and the papers report them.
+
+Scales: BLEU and chrF are on 0–100 (sacreBLEU's convention); exact match and ROUGE F1 are
+fractions on 0–1.
+
+Japanese (or Chinese) targets: the default BLEU tokenizer ``"13a"`` splits on spaces and
+punctuation, so an unsegmented Japanese sentence becomes one "word" and BLEU collapses to ~0.
+Use ``tokenize="char"`` (every character is a token; always available) or ``tokenize="zh"``
+(isolates CJK ideographs and full-width symbols, keeps kana runs together). ``"ja-mecab"`` needs
+the optional ``mecab-python3`` and ``ipadic`` packages, which attnlab does not install; the
+``spm``/``flores*`` tokenizers need a SentencePiece model that sacreBLEU downloads, so they do
+not work offline. :data:`OFFLINE_TOKENIZERS` lists the ones that always work.
+
+Shape:
+    hypotheses, references, sources: sequences of ``N`` strings, aligned by index; ``N ≥ 1``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+__all__ = [
+    "OFFLINE_TOKENIZERS",
+    "bleu",
+    "chrf",
+    "exact_match",
+    "rouge",
+    "bleu_by_length",
+]
+
+#: sacreBLEU tokenizers that need no extra package and no download.
+OFFLINE_TOKENIZERS = ("13a", "intl", "char", "zh", "none")
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _check_strings(name: str, texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError(f"{name} must be a sequence of strings, not a single string")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
+    return texts
+
+
+def _check_pair(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[list, list]:
+    hyps = _check_strings("hypotheses", hypotheses)
+    if isinstance(references, str):
+        raise TypeError("references must be a sequence of strings, not a single string")
+    refs = list(references)
+    if len(hyps) != len(refs):
+        raise ValueError(
+            f"got {len(hyps)} hypotheses but {len(refs)} references; they must be aligned one "
+            "to one"
+        )
+    if not hyps:
+        raise ValueError("no hypotheses: a score needs at least one segment")
+    return hyps, refs
+
+
+def _reference_streams(refs: list) -> list[list[str | None]]:
+    """Per-segment references → sacreBLEU's reference *streams* (one list per reference set).
+
+    Each element of ``refs`` is either one reference string or a list of alternative references
+    for that segment. Segments with fewer alternatives are padded with ``None``, which sacreBLEU
+    reads as "no reference here".
+    """
+    per_segment: list[list[str]] = []
+    for i, r in enumerate(refs):
+        alts = [r] if isinstance(r, str) else list(r)
+        if not alts:
+            raise ValueError(f"references[{i}] is an empty list; give at least one reference")
+        for j, a in enumerate(alts):
+            if not isinstance(a, str):
+                raise TypeError(f"references[{i}][{j}] must be a str, got {type(a).__name__}")
+        per_segment.append(alts)
+    n_streams = max(len(a) for a in per_segment)
+    return [[a[k] if k < len(a) else None for a in per_segment] for k in range(n_streams)]
+
+
+# --------------------------------------------------------------------------------------------
+# sacreBLEU wrappers
+# --------------------------------------------------------------------------------------------
+
+
+def bleu(
+    hypotheses: Sequence[str],
+    references: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    tokenize: str = "13a",
+) -> float:
+    """Corpus BLEU (Papineni et al. 2002) as computed by sacreBLEU, on a 0–100 scale.
+
+    Args:
+        hypotheses: one detokenized system output per segment.
+        references: one reference string per segment, or per segment a list of alternative
+            references (the counts may differ between segments).
+        tokenize: a sacreBLEU tokenizer name. ``"13a"`` (the WMT standard) for English, German
+            and other space-separated languages; ``"char"`` or ``"zh"`` for Japanese targets
+            (see the module docstring; ``"ja-mecab"`` needs extra packages).
+
+    Shape:
+        hypotheses, references: ``N`` items each.
+    """
+    from sacrebleu.metrics import BLEU
+
+    hyps, refs = _check_pair(hypotheses, references)
+    return float(_sacrebleu_metric(BLEU, tokenize=tokenize).corpus_score(
+        hyps, _reference_streams(refs)
+    ).score)
+
+
+def chrf(
+    hypotheses: Sequence[str],
+    references: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    word_order: int = 0,
+) -> float:
+    """Corpus chrF (Popović 2015; character n-grams up to 6, β = 2) by sacreBLEU, 0–100.
+
+    chrF works on characters, so it needs no word segmentation and suits Japanese as is.
+
+    Args:
+        hypotheses: one detokenized system output per segment.
+        references: as in :func:`bleu`.
+        word_order: add word n-grams up to this order; ``2`` gives chrF++ (Popović 2017).
+
+    Shape:
+        hypotheses, references: ``N`` items each.
+    """
+    from sacrebleu.metrics import CHRF
+
+    if not isinstance(word_order, int) or word_order < 0:
+        raise ValueError(f"word_order must be a non-negative int, got {word_order!r}")
+    hyps, refs = _check_pair(hypotheses, references)
+    metric = CHRF(word_order=word_order)
+    return float(metric.corpus_score(hyps, _reference_streams(refs)).score)
+
+
+def _sacrebleu_metric(cls, *, tokenize: str):
+    if tokenize not in cls.TOKENIZERS:
+        raise ValueError(
+            f"unknown BLEU tokenizer {tokenize!r}; sacreBLEU knows {sorted(cls.TOKENIZERS)} "
+            f"(usable offline: {list(OFFLINE_TOKENIZERS)})"
+        )
+    try:
+        return cls(tokenize=tokenize)
+    except (ImportError, RuntimeError) as exc:
+        # sacreBLEU raises these when a tokenizer's optional package is missing.
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(
+            f"BLEU tokenizer {tokenize!r} is not usable here ({reason}); for Japanese targets "
+            "use tokenize='char' or 'zh', which need nothing extra"
+        ) from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Exact match
+# --------------------------------------------------------------------------------------------
+
+
+def _normalise_whitespace(text: str) -> str:
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Fraction of segments whose hypothesis equals the reference, on 0–1.
+
+    Both sides are compared after whitespace normalisation: leading/trailing whitespace removed
+    and every internal run of whitespace (spaces, tabs, newlines, U+3000) collapsed to one space.
+    Case, punctuation and Unicode form are compared as they are.
+
+    Shape:
+        hypotheses, references: ``N`` strings each.
+    """
+    hyps, refs = _check_pair(hypotheses, references)
+    refs = _check_strings("references", refs)
+    hits = sum(_normalise_whitespace(h) == _normalise_whitespace(r) for h, r in zip(hyps, refs))
+    return hits / len(hyps)
+
+
+# --------------------------------------------------------------------------------------------
+# ROUGE (Lin 2004), written here: sentence-level F1, averaged over segments
+# --------------------------------------------------------------------------------------------
+
+
+def _lower_split(text: str) -> list[str]:
+    return text.lower().split()
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _f1(overlap: int, hyp_total: int, ref_total: int) -> float:
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / hyp_total, overlap / ref_total
+    return 2 * precision * recall / (precision + recall)
+
+
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence, by the O(|a|·|b|) dynamic programme with one
+    row of memory (Lin 2004, §3.1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0] * (len(b) + 1)
+        for j, y in enumerate(b, start=1):
+            cur[j] = prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1])
+        prev = cur
+    return prev[-1]
+
+
+def rouge(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    *,
+    tokenizer: Callable[[str], list[str]] = _lower_split,
+) -> dict[str, float]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L F1 (Lin 2004), each the mean over segments, on 0–1.
+
+    ROUGE-N counts clipped n-gram overlap (an n-gram appearing twice in the hypothesis and once in
+    the reference counts once): precision = overlap / hypothesis n-grams, recall = overlap /
+    reference n-grams, F1 their harmonic mean. ROUGE-L uses the longest common subsequence
+    instead: P = LCS/|hyp|, R = LCS/|ref| (the sentence-level variant, §3.1, with β = 1). A segment
+    with no n-grams on either side (empty text, or one token for ROUGE-2) scores 0.
+
+    Args:
+        hypotheses: one system summary per segment.
+        references: one reference summary per segment.
+        tokenizer: text → tokens. The default lower-cases and splits on whitespace, which suits
+            English; pass ``list`` to score Japanese by characters.
+
+    Returns:
+        ``{"rouge1": f, "rouge2": f, "rougeL": f}``.
+
+    Shape:
+        hypotheses, references: ``N`` strings each.
+    """
+    hyps, refs = _check_pair(hypotheses, references)
+    refs = _check_strings("references", refs)
+    totals = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    for h, r in zip(hyps, refs):
+        ht, rt = list(tokenizer(h)), list(tokenizer(r))
+        for n in (1, 2):
+            hg, rg = _ngrams(ht, n), _ngrams(rt, n)
+            overlap = sum((hg & rg).values())  # Counter & = clipped counts
+            totals[f"rouge{n}"] += _f1(overlap, sum(hg.values()), sum(rg.values()))
+        totals["rougeL"] += _f1(_lcs_length(ht, rt), len(ht), len(rt))
+    return {k: v / len(hyps) for k, v in totals.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# BLEU by source length (the bottleneck experiment: Bahdanau et al. 2015, Fig. 2)
+# --------------------------------------------------------------------------------------------
+
+
+def _whitespace_length(text: str) -> int:
+    return len(text.split())
+
+
+def _auto_buckets(lengths: list[int], n_buckets: int = 5) -> list[tuple[int, int]]:
+    """Up to ``n_buckets`` contiguous inclusive ranges covering min..max, each holding roughly
+    the same number of sentences (cut at the length quantiles)."""
+    ordered = sorted(lengths)
+    starts = sorted({ordered[(i * len(ordered)) // n_buckets] for i in range(n_buckets)})
+    ends = [s - 1 for s in starts[1:]] + [ordered[-1]]
+    return list(zip(starts, ends))
+
+
+def _check_buckets(buckets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    checked: list[tuple[int, int]] = []
+    for i, b in enumerate(buckets):
+        if len(b) != 2 or not all(isinstance(x, int) for x in b):
+            raise TypeError(f"buckets[{i}] must be a (low, high) pair of ints, got {b!r}")
+        lo, hi = b
+        if lo < 0 or hi < lo:
+            raise ValueError(f"buckets[{i}] = {b!r}: need 0 <= low <= high (both inclusive)")
+        checked.append((lo, hi))
+    ordered = sorted(checked)
+    for (lo1, hi1), (lo2, hi2) in zip(ordered, ordered[1:]):
+        if lo2 <= hi1:
+            raise ValueError(
+                f"buckets {(lo1, hi1)} and {(lo2, hi2)} overlap; a sentence must fall in at most "
+                "one bucket"
+            )
+    return checked
+
+
+def bleu_by_length(
+    sources: Sequence[str],
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    *,
+    buckets: Sequence[tuple[int, int]] | None = None,
+    length_fn: Callable[[str], int] = _whitespace_length,
+    tokenize: str = "13a",
+) -> list[dict]:
+    """Corpus BLEU of the segments whose *source* length falls in each bucket.
+
+    This is the measurement behind "one fixed-length vector cannot hold a long sentence"
+    (Bahdanau et al. 2015, Fig. 2): a model without attention loses BLEU as sources grow.
+
+    Args:
+        sources: the source sentences (only their lengths are used).
+        hypotheses: one detokenized system output per source.
+        references: one reference per source.
+        buckets: inclusive ``(low, high)`` source-length ranges, e.g.
+            ``[(1, 10), (11, 20), (21, 30)]``; they must not overlap. Sentences outside every
+            bucket are left out. ``None`` chooses up to 5 contiguous buckets from the data with
+            about equally many sentences each.
+        length_fn: source text → length. Default: whitespace tokens (English, German); pass
+            ``len`` for characters, which is the sensible unit for Japanese sources.
+        tokenize: sacreBLEU tokenizer for the *targets* (see :func:`bleu`).
+
+    Returns:
+        One dict per bucket, in the given order: ``{"bucket": (low, high), "n": count,
+        "bleu": score or None}`` — ``None`` when the bucket is empty.
+
+    Shape:
+        sources, hypotheses, references: ``N`` strings each.
+    """
+    srcs = _check_strings("sources", sources)
+    hyps, refs = _check_pair(hypotheses, references)
+    if len(srcs) != len(hyps):
+        raise ValueError(f"got {len(srcs)} sources but {len(hyps)} hypotheses; they must align")
+    lengths = []
+    for i, s in enumerate(srcs):
+        n = length_fn(s)
+        if not isinstance(n, int) or n < 0:
+            raise TypeError(f"length_fn(sources[{i}]) returned {n!r}; it must be an int >= 0")
+        lengths.append(n)
+    chosen = _auto_buckets(lengths) if buckets is None else _check_buckets(buckets)
+    rows = []
+    for lo, hi in chosen:
+        idx = [i for i, n in enumerate(lengths) if lo <= n <= hi]
+        score = None
+        if idx:
+            score = bleu([hyps[i] for i in idx], [refs[i] for i in idx], tokenize=tokenize)
+        rows.append({"bucket": (lo, hi), "n": len(idx), "bleu": score})
+    return rows
