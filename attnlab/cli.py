@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub = groups[group].add_parser(leaf, help=summary, description=description,
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_function_arguments(sub, fn)
+        # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
+        # negative) as an unknown option; treat anything that starts like a negative number as a value.
+        sub._negative_number_matcher = re.compile(r"^-\.?\d")
         sub.set_defaults(_fn=fn)
     return parser
 
