@@ -1,10 +1,47 @@
-"""Attention heatmaps (matplotlib) from ``(B, H, T, S)`` weight tensors and token lists."""
+"""Figures: attention heatmaps (one panel or a layer × head grid), masks, learning curves and bar
+charts, written as PNG or SVG.
+
+Every function builds a :class:`matplotlib.figure.Figure` on an Agg canvas directly instead of
+going through ``pyplot``: nothing changes the backend of the user's session (a Jupyter notebook
+keeps its inline backend), and the figure never enters pyplot's global registry, so there is no
+open figure to leak and nothing to close — it is freed when the function returns. The output
+format follows the path suffix (``.png`` or ``.svg``; anything else is a :class:`ValueError`
+raised before any drawing), and missing parent directories are created.
+
+Japanese labels render because every function calls :func:`use_cjk_font` first (IPAexGothic,
+shipped by ``matplotlib-fontja``, placed after DejaVu Sans in the fallback chain).
+
+Shape:
+    one attention map: ``(T, S)`` — rows are target/query tokens, columns source/key tokens;
+    a grid: ``(L, H, T, S)`` for ``L`` layers and ``H`` heads (one batch item);
+    a mask: ``(T, S)`` boolean, ``True`` = may attend.
+"""
 
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "cjk_font_path",
+    "use_cjk_font",
+    "plot_attention",
+    "plot_attention_grid",
+    "plot_mask",
+    "plot_curves",
+    "plot_bars",
+]
+
+_FORMATS = {".png": "png", ".svg": "svg"}
+_CELL_INCHES = 0.32  # one heatmap cell: big enough for a 9-pt token label
+_MAX_LABELS = 60  # beyond this many tokens on an axis, label every k-th so labels stay legible
+_WEIGHT_TOLERANCE = 1e-3  # float16/bfloat16 softmax can overshoot 1 by a few ulps
 
 
 @functools.cache
@@ -29,3 +66,433 @@ def use_cjk_font() -> str:
     name = font_manager.FontProperties(fname=str(cjk_font_path())).get_name()
     rcParams["font.family"] = ["DejaVu Sans", name]
     return name
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers: input checks, figure creation, saving
+# --------------------------------------------------------------------------------------------
+
+
+def _output_path(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in _FORMATS:
+        raise ValueError(
+            f"cannot tell the image format of {str(path)!r}: the file name must end in "
+            f"{' or '.join(_FORMATS)}"
+        )
+    return path
+
+
+def _to_array(x: Any, name: str) -> np.ndarray:
+    """A tensor (any device/dtype), array or nested list → a NumPy array."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().cpu()
+        x = x.float() if x.is_floating_point() else x
+        x = x.numpy()
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a tensor, array or nested list; got {type(x).__name__}") from exc
+
+
+def _check_weights(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
+    w = _to_array(x, name)
+    if w.ndim != ndim:
+        raise ValueError(f"{name} must have shape {shape_doc}; got shape {tuple(w.shape)}")
+    if not np.issubdtype(w.dtype, np.number) or np.issubdtype(w.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers, got dtype {w.dtype}")
+    w = w.astype(np.float64)
+    if 0 in w.shape:
+        raise ValueError(f"{name} is empty (shape {tuple(w.shape)}); nothing to plot")
+    if not np.isfinite(w).all():
+        raise ValueError(f"{name} contains NaN or infinity; attention weights must be finite")
+    lo, hi = float(w.min()), float(w.max())
+    if lo < -_WEIGHT_TOLERANCE or hi > 1 + _WEIGHT_TOLERANCE:
+        raise ValueError(
+            f"{name} has values in [{lo:.4g}, {hi:.4g}]; attention weights lie in [0, 1] "
+            "(pass softmax outputs, not raw scores)"
+        )
+    return np.clip(w, 0.0, 1.0)
+
+
+def _check_tokens(tokens: Sequence[Any], n: int, name: str, axis: str) -> list[str]:
+    if isinstance(tokens, str):
+        raise TypeError(f"{name} must be a sequence of tokens, not one string ({tokens!r})")
+    labels = [str(t) for t in tokens]
+    if len(labels) != n:
+        raise ValueError(
+            f"{name} has {len(labels)} tokens but the weights have {n} {axis}; give one label "
+            "per row/column"
+        )
+    return labels
+
+
+def _new_figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    use_cjk_font()
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=_FORMATS[path.suffix.lower()], dpi=150)
+    return path
+
+
+def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
+    """Put one token label per cell (every k-th when there are very many)."""
+    step = max(1, math.ceil(len(labels) / _MAX_LABELS))
+    ticks = list(range(0, len(labels), step))
+    shown = [labels[i] for i in ticks]
+    # parse_math=False: a token like "$5" or "$x$" is text, not a mathtext formula.
+    if which == "x":
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(shown, rotation=90, fontsize=fontsize, parse_math=False)
+    else:
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(shown, fontsize=fontsize, parse_math=False)
+
+
+def _label_fontsize(n: int) -> float:
+    return 9.0 if n <= 30 else 7.0 if n <= 60 else 5.0
+
+
+def _heatmap(ax, w: np.ndarray, src: list[str] | None, tgt: list[str] | None):
+    """Draw one ``(T, S)`` map on ``ax`` with a fixed [0, 1] colour scale."""
+    image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", interpolation="nearest")
+    if src is not None:
+        _label_axis(ax, "x", src, _label_fontsize(len(src)))
+    else:
+        ax.set_xticks([])
+    if tgt is not None:
+        _label_axis(ax, "y", tgt, _label_fontsize(len(tgt)))
+    else:
+        ax.set_yticks([])
+    return image
+
+
+# --------------------------------------------------------------------------------------------
+# Attention heatmaps
+# --------------------------------------------------------------------------------------------
+
+
+def plot_attention(
+    weights: Any,
+    src_tokens: Sequence[Any],
+    tgt_tokens: Sequence[Any],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """One attention heatmap: which source token each target token looked at.
+
+    Args:
+        weights: attention weights of one head (or a head average) for one sentence pair, every
+            value in [0, 1] — e.g. ``cross_weights[layer][b, head]``. Tensor, array or list.
+        src_tokens: column labels (source / key tokens), ``S`` of them.
+        tgt_tokens: row labels (target / query tokens), ``T`` of them.
+        path: output file, ``.png`` or ``.svg``.
+        title: optional title above the panel.
+
+    Returns:
+        The path written.
+
+    Shape:
+        weights: ``(T, S)``.
+    """
+    path = _output_path(path)
+    w = _check_weights(weights, "weights", 2, "(T, S)")
+    T, S = w.shape
+    src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
+    tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
+    width = min(max(S * _CELL_INCHES + 2.2, 4.0), 24.0)
+    height = min(max(T * _CELL_INCHES + 1.6, 3.0), 24.0)
+    fig = _new_figure(width, height)
+    ax = fig.add_subplot()
+    image = _heatmap(ax, w, src, tgt)
+    ax.set_xlabel("source (key)")
+    ax.set_ylabel("target (query)")
+    if title is not None:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="attention weight")
+    return _save(fig, path)
+
+
+def plot_attention_grid(
+    weights: Any,
+    src_tokens: Sequence[Any],
+    tgt_tokens: Sequence[Any],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Every layer and head at once: a grid with one row per layer and one column per head.
+
+    Panels are titled ``layer l, head h`` with the same 0-based indices as ``weights[l][h]``.
+    Target labels sit on the first column, source labels on the bottom row, and one colour bar
+    (fixed [0, 1]) serves all panels.
+
+    Args:
+        weights: a ``(L, H, T, S)`` tensor/array, or a list of ``L`` tensors of shape
+            ``(H, T, S)`` — e.g. ``[w[b] for w in output.cross_attentions]`` for sentence ``b``.
+        src_tokens: column labels, ``S`` of them.
+        tgt_tokens: row labels, ``T`` of them.
+        path: output file, ``.png`` or ``.svg``.
+        title: optional title above the grid.
+
+    Returns:
+        The path written.
+
+    Shape:
+        weights: ``(L, H, T, S)``.
+    """
+    path = _output_path(path)
+    if isinstance(weights, (list, tuple)):
+        layers = [_check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
+        if not layers:
+            raise ValueError("weights is an empty list; give one (H, T, S) map per layer")
+        shapes = {layer.shape for layer in layers}
+        if len(shapes) != 1:
+            raise ValueError(f"every layer must have the same (H, T, S) shape; got {sorted(shapes)}")
+        w = np.stack(layers)  # (L, H, T, S)
+    else:
+        w = _check_weights(weights, "weights", 4, "(L, H, T, S) (pick one batch item first)")
+    L, H, T, S = w.shape
+    src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
+    tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
+    panel_w = max(S * _CELL_INCHES * 0.8, 1.8)
+    panel_h = max(T * _CELL_INCHES * 0.8, 1.6)
+    width = min(H * panel_w + 2.5, 40.0)
+    height = min(L * panel_h + 1.5 + (0.4 if title else 0.0), 40.0)
+    fig = _new_figure(width, height)
+    axes = fig.subplots(L, H, squeeze=False)
+    image = None
+    for layer in range(L):
+        for head in range(H):
+            ax = axes[layer][head]
+            image = _heatmap(
+                ax,
+                w[layer, head],
+                src if layer == L - 1 else None,
+                tgt if head == 0 else None,
+            )
+            ax.set_title(f"layer {layer}, head {head}", fontsize=8)
+    if title is not None:
+        fig.suptitle(title)
+    fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
+    return _save(fig, path)
+
+
+def plot_mask(
+    mask: Any,
+    path: str | Path,
+    *,
+    tokens: Sequence[Any] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw a boolean attention mask: dark cells may attend, light cells are masked out.
+
+    Args:
+        mask: boolean, ``True`` = may attend (from the helpers in :mod:`attnlab.functional`);
+            leading size-1 dimensions (``(1, 1, T, S)``) are dropped.
+        path: output file, ``.png`` or ``.svg``.
+        tokens: labels for both axes of a self-attention mask (needs ``T == S``); positions are
+            numbered when omitted.
+        title: optional title.
+
+    Returns:
+        The path written.
+
+    Shape:
+        mask: ``(T, S)``.
+    """
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    path = _output_path(path)
+    m = _to_array(mask, "mask")
+    while m.ndim > 2 and m.shape[0] == 1:
+        m = m[0]
+    if m.ndim != 2:
+        raise ValueError(f"mask must have shape (T, S); got shape {tuple(m.shape)}")
+    if m.dtype != np.bool_:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {m.dtype}; build it with the "
+            "helpers in attnlab.functional"
+        )
+    T, S = m.shape
+    if 0 in m.shape:
+        raise ValueError(f"mask is empty (shape {(T, S)}); nothing to plot")
+    labels = None
+    if tokens is not None:
+        if T != S:
+            raise ValueError(
+                f"tokens label both axes, so the mask must be square; got (T, S) = {(T, S)}"
+            )
+        labels = _check_tokens(tokens, S, "tokens", "positions")
+    width = min(max(S * _CELL_INCHES + 1.8, 3.5), 24.0)
+    height = min(max(T * _CELL_INCHES + 1.8, 3.0), 24.0)
+    fig = _new_figure(width, height)
+    ax = fig.add_subplot()
+    colours = ListedColormap(["#ececec", "#2b5d9c"])  # False = masked, True = may attend
+    ax.imshow(m.astype(np.int8), cmap=colours, vmin=0, vmax=1, interpolation="nearest")
+    # Thin white lines between cells so single positions are countable.
+    ax.set_xticks(np.arange(-0.5, S, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, T, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.8)
+    ax.tick_params(which="minor", length=0)
+    if labels is not None:
+        _label_axis(ax, "x", labels, _label_fontsize(S))
+        _label_axis(ax, "y", labels, _label_fontsize(T))
+    ax.set_xlabel("key position (S)")
+    ax.set_ylabel("query position (T)")
+    if title is not None:
+        ax.set_title(title)
+    ax.legend(
+        handles=[Patch(color="#2b5d9c", label="may attend"), Patch(color="#ececec", label="masked")],
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=8,
+    )
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# Curves and bars (learning curves, benchmarks, BLEU by length)
+# --------------------------------------------------------------------------------------------
+
+
+def _series_values(values: Sequence[Any]) -> np.ndarray:
+    """A y-series as floats; ``None`` becomes NaN, which matplotlib draws as a gap."""
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+
+
+def plot_curves(
+    series: Mapping[str, tuple[Sequence[Any], Sequence[Any]]],
+    path: str | Path,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str | None = None,
+    logy: bool = False,
+    logx: bool = False,
+) -> Path:
+    """Line plot of one or more named series: learning curves, benchmark timings, BLEU by length.
+
+    Args:
+        series: name → ``(xs, ys)``. ``xs`` may be numbers or category labels (strings, e.g.
+            ``"1–10"``); a ``None`` in ``ys`` (an empty bucket) leaves a gap.
+        path: output file, ``.png`` or ``.svg``.
+        xlabel, ylabel: axis labels.
+        title: optional title.
+        logy, logx: logarithmic axes (every plotted value must then be > 0).
+
+    Returns:
+        The path written.
+
+    Shape:
+        each series: ``xs`` and ``ys`` of equal length ``n ≥ 1``.
+    """
+    path = _output_path(path)
+    if not isinstance(series, Mapping) or not series:
+        raise ValueError("series must be a non-empty dict: name -> (xs, ys)")
+    prepared = []
+    for name, pair in series.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"series[{name!r}] must be an (xs, ys) pair")
+        xs, ys = list(pair[0]), _series_values(pair[1])
+        if len(xs) != len(ys):
+            raise ValueError(f"series[{name!r}] has {len(xs)} x values but {len(ys)} y values")
+        if not xs:
+            raise ValueError(f"series[{name!r}] is empty")
+        for axis, flag, values in (("y", logy, ys), ("x", logx, xs)):
+            if flag:
+                finite = np.asarray([v for v in values if v is not None], dtype=np.float64)
+                finite = finite[~np.isnan(finite)]
+                if (finite <= 0).any():
+                    raise ValueError(
+                        f"series[{name!r}] has {axis} values <= 0, which a log {axis}-axis cannot show"
+                    )
+        prepared.append((str(name), xs, ys))
+    fig = _new_figure(6.4, 4.2)
+    ax = fig.add_subplot()
+    for name, xs, ys in prepared:
+        ax.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=4, label=name)
+    if logy:
+        ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if len(prepared) > 1:
+        ax.legend()
+    return _save(fig, path)
+
+
+def plot_bars(
+    series: Mapping[str, Mapping[str, float]],
+    path: str | Path,
+    *,
+    ylabel: str,
+    xlabel: str | None = None,
+    title: str | None = None,
+    logy: bool = False,
+) -> Path:
+    """Grouped bar chart, each bar labelled with its value: e.g. tokens/s per backend per length.
+
+    Args:
+        series: series name → (category → value). Categories are the x positions, in first-seen
+            order; each series is one bar per category (a missing category leaves no bar). With
+            one series no legend is drawn.
+        path: output file, ``.png`` or ``.svg``.
+        ylabel: y-axis label; xlabel and title optional.
+        logy: logarithmic y-axis (values must be > 0).
+
+    Returns:
+        The path written.
+
+    Shape:
+        ``K`` series × up to ``C`` categories → ``C`` groups of up to ``K`` bars.
+    """
+    path = _output_path(path)
+    if not isinstance(series, Mapping) or not series:
+        raise ValueError("series must be a non-empty dict: name -> {category: value}")
+    categories: list[str] = []
+    for name, values in series.items():
+        if not isinstance(values, Mapping) or not values:
+            raise TypeError(f"series[{name!r}] must be a non-empty dict: category -> value")
+        for cat, v in values.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ValueError(f"series[{name!r}][{cat!r}] must be a finite number, got {v!r}")
+            if logy and v <= 0:
+                raise ValueError(f"series[{name!r}][{cat!r}] = {v} cannot be shown on a log axis")
+            if str(cat) not in categories:
+                categories.append(str(cat))
+    k = len(series)
+    bar_width = 0.8 / k
+    fig = _new_figure(min(max(len(categories) * (0.5 + 0.35 * k) + 2.0, 5.0), 24.0), 4.2)
+    ax = fig.add_subplot()
+    for j, (name, values) in enumerate(series.items()):
+        xs = [categories.index(str(c)) + (j - (k - 1) / 2) * bar_width for c in values]
+        bars = ax.bar(xs, list(values.values()), width=bar_width, label=str(name))
+        ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
+    ax.set_xticks(range(len(categories)))
+    ax.set_xticklabels(categories, parse_math=False)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    if title is not None:
+        ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    if k > 1:
+        ax.legend()
+    return _save(fig, path)
