@@ -8,6 +8,9 @@ small protocol, so the search code below knows nothing about their insides:
   cross_weights (B, L, H, S) | None)`` advances every row by one token;
 - ``state.reorder(index)`` keeps the given rows (beam search).
 
+Decoder-only language models (GPT) are sampled by :func:`generate` / :func:`iter_generate`
+(greedy, temperature, top-k, top-p) with a key/value cache; see the section at the end.
+
 Shape letters: ``B`` batch, ``K`` beam size, ``S`` source length, ``T`` output length,
 ``V`` vocabulary, ``L`` layers, ``H`` heads.
 """
@@ -15,12 +18,22 @@ Shape letters: ``B`` batch, ``K`` beam size, ``S`` source length, ``T`` output l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["Hypothesis", "greedy_decode", "beam_search", "length_penalty"]
+__all__ = [
+    "Hypothesis",
+    "greedy_decode",
+    "beam_search",
+    "length_penalty",
+    "Generation",
+    "sample_next",
+    "iter_generate",
+    "generate",
+]
 
 
 @dataclass
@@ -175,3 +188,184 @@ def beam_search(
             cross = attn_hist[r, :steps].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
         hyps.append(Hypothesis(seq[:n], float(final[r]), cross))
     return hyps
+
+
+# --------------------------------------------------------------------------------------------
+# Language-model sampling (decoder-only models such as attnlab.models.gpt.GPT).
+#
+# Protocol: ``model(input_ids (B, T), caches=...) -> output with .logits (B, T, V)``,
+# ``model.new_caches() -> list[KVCache]`` (one per layer) and ``model.config.n_positions``.
+# The prompt is fed once ("prefill"); after that each step feeds only the newest token and the
+# caches supply the keys/values of everything before it.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Generation:
+    tokens: Tensor  # (B, T0 + N) the prompt followed by the N generated tokens
+    logits: Tensor | None = None  # (B, N, V) the raw logits each new token was chosen from, if asked
+
+
+def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if temperature < 0:
+        raise ValueError(f"temperature must be ≥ 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be ≥ 1, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def sample_next(
+    logits: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Choose the next token of every row from its logits.
+
+    ``temperature == 0`` is greedy (argmax). Otherwise the logits are divided by the temperature
+    (below 1 sharpens the distribution, above 1 flattens it), restricted to the ``top_k`` most
+    likely tokens and/or to the smallest set whose probability reaches ``top_p`` (nucleus
+    sampling, Holtzman et al. 2020, §3.1), and a token is drawn from what remains.
+
+    Shape:
+        logits ``(B, V)`` → token ids ``(B,)``
+    """
+    _check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    logits = logits.float() / temperature  # (B, V)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V) each
+        probs = torch.softmax(sorted_logits, dim=-1)  # (B, V)
+        # Drop a token once the tokens ranked above it already reach top_p (the first never is).
+        drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # (B, V)
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+
+
+@torch.no_grad()
+def iter_generate(
+    model,
+    input_ids: Tensor,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    eos_id: int | None = None,
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """Generate continuations token by token, yielding each new token as soon as it is chosen.
+
+    With ``use_cache`` the prompt is fed once and every later step feeds one token against the
+    layers' key/value caches; without it every step re-runs the whole sequence (the reference the
+    cache is tested against). When the sequence outgrows the model's context window
+    (``n_positions``), the uncached path looks at the last ``n_positions`` tokens; the cached path
+    re-fills its caches from the last ``n_positions // 2`` tokens whenever they are full, so the
+    cost per token stays constant. Rows that emit ``eos_id`` keep emitting it; the iteration
+    ends early once every row has.
+
+    Shape:
+        input_ids ``(B, T0)`` → yields ``(token (B,), logits (B, V))`` up to ``max_new_tokens`` times
+    """
+    _check_sampling(temperature, top_k, top_p)
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must have shape (B, T0) with T0 ≥ 1, got {tuple(input_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be ≥ 0, got {max_new_tokens}")
+    n_ctx = model.config.n_positions
+    B, T0 = input_ids.shape
+    seq = input_ids.new_empty((B, T0 + max_new_tokens))  # (B, T0 + N), filled as we go
+    seq[:, :T0] = input_ids
+    done = torch.zeros(B, dtype=torch.bool, device=input_ids.device)
+    caches = None
+    was_training = model.training
+    model.eval()
+    try:
+        for n in range(T0, T0 + max_new_tokens):  # n = tokens in the sequence so far
+            if not use_cache:
+                logits = model(seq[:, max(0, n - n_ctx) : n]).logits[:, -1]  # (B, V)
+            elif caches is None or len(caches[0]) >= n_ctx:
+                # Prefill (first step), or re-fill a full window from its most recent half.
+                keep = min(n, n_ctx if caches is None else n_ctx // 2)
+                caches = model.new_caches()
+                logits = model(seq[:, n - keep : n], caches=caches).logits[:, -1]  # (B, V)
+            else:
+                logits = model(seq[:, n - 1 : n], caches=caches).logits[:, -1]  # (B, V)
+            token = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            if eos_id is not None:
+                token = token.masked_fill(done, eos_id)
+                done |= token == eos_id
+            seq[:, n] = token
+            yield token, logits
+            if eos_id is not None and bool(done.all()):
+                return
+    finally:
+        model.train(was_training)
+
+
+def generate(
+    model,
+    input_ids: Tensor,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    eos_id: int | None = None,
+    stream: Callable[[Tensor], None] | None = None,
+    return_logits: bool = False,
+) -> Generation:
+    """Continue ``input_ids`` by up to ``max_new_tokens`` tokens (see :func:`iter_generate`).
+
+    Args:
+        model: a decoder-only LM (see the protocol above this section).
+        input_ids: the prompt.
+        max_new_tokens: how many tokens to add (fewer if every row reaches ``eos_id``).
+        temperature: 0 for greedy decoding; otherwise the sampling temperature.
+        top_k: sample only among the k most likely tokens.
+        top_p: sample only among the most likely tokens whose probabilities sum to ``top_p``.
+        generator: random number generator (reproducible sampling).
+        use_cache: keep key/value caches (one position of work per token) instead of
+            re-running the whole sequence at every step.
+        eos_id: stop a row when it emits this token.
+        stream: called with each new token ``(B,)`` as soon as it is chosen.
+        return_logits: also return the logits of every step.
+
+    Shape:
+        input_ids ``(B, T0)`` → tokens ``(B, T0 + N)``, logits ``(B, N, V)``
+    """
+    new_tokens, step_logits = [], []
+    for token, logits in iter_generate(
+        model,
+        input_ids,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+        use_cache=use_cache,
+        eos_id=eos_id,
+    ):
+        new_tokens.append(token)
+        if return_logits:
+            step_logits.append(logits)
+        if stream is not None:
+            stream(token)
+    B = input_ids.shape[0]
+    if not new_tokens:
+        empty = torch.zeros((B, 0, model.config.vocab_size), device=input_ids.device)  # (B, 0, V)
+        return Generation(input_ids.clone(), empty if return_logits else None)
+    tokens = torch.cat([input_ids, torch.stack(new_tokens, dim=1)], dim=1)  # (B, T0 + N)
+    return Generation(tokens, torch.stack(step_logits, dim=1) if return_logits else None)  # (B, N, V)
