@@ -1,0 +1,548 @@
+"""Checkpoints: safetensors weights + JSON config + tokenizer files (+ trainer state), written
+atomically.
+
+A checkpoint is a directory::
+
+    model.safetensors   the state_dict (tied parameters stored once; see below)
+    config.json         the model config as a JSON object, with a "model_type" key
+    tokenizers.json     which files each tokenizer wrote: {"src": ["src.json"], ...}
+    <name>.json ...     the tokenizer files themselves (written by ``tokenizer.save(dir, name)``)
+    trainer_state.pt    optional: optimizer, scheduler, step, RNG states... for exact resume
+
+**Atomic save.** An interrupted save (crash, Ctrl-C, full disk, power loss) never leaves a
+half-written checkpoint under the final name and never destroys the previous good one. For a
+final path ``run/last`` the sequence is:
+
+1. check every input (config is JSON with a ``model_type``, tokenizers have ``.save``) before
+   touching the disk; delete ``run/.last.tmp-*`` directories left by earlier interrupted saves;
+2. write everything into a fresh sibling ``run/.last.tmp-XXXX`` (same filesystem, so renames are
+   atomic), ``fsync`` every file and then the directory — the data is on disk before any name
+   points at it;
+3. if ``run/last`` exists, ``os.replace(run/last, run/.last.previous)``;
+4. ``os.replace(run/.last.tmp-XXXX, run/last)`` — if this fails, step 3 is undone;
+5. ``fsync(run)`` so both renames are durable, then delete ``run/.last.previous``.
+
+A crash during 1–2 leaves ``run/last`` untouched. A crash between 3 and 4 (two renames apart)
+leaves no ``run/last`` but the previous checkpoint complete in ``run/.last.previous``;
+:func:`load_checkpoint` says so in its error, and the next save finishes the job. One writer per
+checkpoint directory at a time.
+
+**Tied weights.** A decoder whose output projection shares the embedding matrix has two
+state_dict names for one tensor, and safetensors refuses shared memory. The file stores the tensor
+once and records the alias in its metadata (``"attnlab.tied": {"out_proj.weight":
+"embed.weight"}``); :func:`load_checkpoint` puts the alias back so both names map to one tensor,
+and :func:`load_weights` checks that parameters tied in the model are equal in the checkpoint.
+
+Shape:
+    state_dict values keep the shapes and dtypes the model had; nothing is reshaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "Checkpoint",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_weights",
+    "rng_state",
+    "set_rng_state",
+    "WEIGHTS_FILE",
+    "CONFIG_FILE",
+    "TOKENIZERS_FILE",
+    "TRAINER_STATE_FILE",
+]
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+TOKENIZERS_FILE = "tokenizers.json"
+TRAINER_STATE_FILE = "trainer_state.pt"
+_RESERVED = (WEIGHTS_FILE, CONFIG_FILE, TOKENIZERS_FILE, TRAINER_STATE_FILE)
+_TIED_KEY = "attnlab.tied"  # safetensors metadata entry: JSON {alias name: stored name}
+_TOKENIZER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_LIST_LIMIT = 20  # how many key names an error message lists before "... and N more"
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` returns."""
+
+    state_dict: dict[str, Tensor]  # parameter/buffer name → tensor; tied names share one tensor
+    config: dict[str, Any]  # the model config, including "model_type"
+    directory: Path  # where the checkpoint was read from
+    trainer_state: dict[str, Any] | None = None  # None when the checkpoint has no trainer state
+    tokenizer_files: dict[str, list[Path]] = field(default_factory=dict)  # name → files written
+
+    @property
+    def model_type(self) -> str:
+        return self.config["model_type"]
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers: names, fsync, model unwrapping, tied tensors
+# --------------------------------------------------------------------------------------------
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The module whose parameter names go in the file: drop ``torch.compile`` and
+    DistributedDataParallel wrappers, which only prefix the names (``_orig_mod.``, ``module.``)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    while True:
+        if hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
+            model = model._orig_mod
+        elif isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        else:
+            return model
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries (new files, renames) durable. Windows cannot open a directory
+    and some filesystems refuse to fsync one; there the rename's own guarantees are all we get."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _files_under(directory: Path) -> set[str]:
+    return {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
+
+
+def _view_key(t: Tensor) -> tuple:
+    """Identifies the exact memory a tensor views: same key ⇔ same tensor (tied)."""
+    return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+            t.stride(), t.dtype)
+
+
+def _dedupe_tied(state_dict: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Store each shared tensor once: returns (tensors to write, {alias: stored name})."""
+    stored: dict[str, Tensor] = {}
+    aliases: dict[str, str] = {}
+    first_name_of_view: dict[tuple, str] = {}
+    storages_used: set[tuple] = set()
+    for name, t in state_dict.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"state_dict[{name!r}] is a {type(t).__name__}, not a tensor")
+        t = t.detach()
+        if t.numel() > 0:  # every empty tensor has data_ptr 0: never treat those as tied
+            key = _view_key(t)
+            if key in first_name_of_view:
+                aliases[name] = first_name_of_view[key]
+                continue
+            first_name_of_view[key] = name
+            storage = key[:2]
+            if storage in storages_used:
+                # Overlaps another entry's memory without being the same view (e.g. two slices
+                # of one buffer): safetensors cannot share it, so this entry is stored as a copy.
+                t = t.clone()
+            storages_used.add(storage)
+        stored[name] = t.contiguous()
+    return stored, aliases
+
+
+def _name_list(names: list[str]) -> str:
+    shown = ", ".join(names[:_LIST_LIMIT])
+    more = len(names) - _LIST_LIMIT
+    return shown + (f", ... and {more} more" if more > 0 else "")
+
+
+def _check_config(config: Any, where: str) -> dict:
+    if not isinstance(config, dict):
+        raise TypeError(f"{where}: config must be a dict (JSON object), got {type(config).__name__}")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ValueError(
+            f"{where}: config has no 'model_type' string (got {model_type!r}); loaders need it "
+            "to rebuild the right model class"
+        )
+    return config
+
+
+def _is_checkpoint(directory: Path) -> bool:
+    return (directory / WEIGHTS_FILE).is_file() and (directory / CONFIG_FILE).is_file()
+
+
+def _previous_path(directory: Path) -> Path:
+    return directory.parent / f".{directory.name}.previous"
+
+
+# --------------------------------------------------------------------------------------------
+# Save
+# --------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(
+    directory: str | os.PathLike,
+    *,
+    model: nn.Module,
+    config: dict[str, Any],
+    tokenizers: Mapping[str, Any] | None = None,
+    trainer_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint directory atomically (the sequence is in the module docstring).
+
+    Args:
+        directory: the checkpoint's final path. If it exists it must be a checkpoint (or empty):
+            it is replaced, but only once the new one is completely on disk.
+        model: the module to save (``torch.compile``/DDP wrappers are unwrapped).
+        config: JSON-serialisable dict describing the model, with a ``"model_type"`` key — e.g.
+            ``{"model_type": "transformer", **dataclasses.asdict(cfg)}``.
+        tokenizers: name → object with ``.save(directory, name)``; names are file stems
+            (letters, digits, ``_.-``) and must not clash with the checkpoint's own files.
+        trainer_state: anything ``torch.save`` can store for exact resume (optimizer/scheduler
+            state_dicts, step, epoch, :func:`rng_state`, best metric...). Use plain types and
+            tensors so it loads with ``weights_only=True``.
+
+    Returns:
+        The final checkpoint path.
+
+    Shape:
+        the model's state_dict is written as is.
+    """
+    final = Path(directory)
+    module = _unwrap(model)
+    _check_config(config, "save_checkpoint")
+    try:
+        config_text = json.dumps(config, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"save_checkpoint: config is not JSON-serialisable: {exc}") from exc
+    tokenizers = dict(tokenizers or {})
+    for name, tok in tokenizers.items():
+        if not isinstance(name, str) or not _TOKENIZER_NAME.fullmatch(name):
+            raise ValueError(f"tokenizer name {name!r} must be a file stem: letters, digits, _ . -")
+        if not callable(getattr(tok, "save", None)):
+            raise TypeError(f"tokenizers[{name!r}] ({type(tok).__name__}) has no .save(dir, name)")
+    if trainer_state is not None and not isinstance(trainer_state, dict):
+        raise TypeError(f"trainer_state must be a dict or None, got {type(trainer_state).__name__}")
+    if final.exists():
+        if not final.is_dir():
+            raise FileExistsError(f"{final} exists and is not a directory")
+        if not _is_checkpoint(final) and any(final.iterdir()):
+            raise FileExistsError(
+                f"{final} is a non-empty directory that is not a checkpoint (no {WEIGHTS_FILE} + "
+                f"{CONFIG_FILE}); refusing to replace it"
+            )
+    stored, aliases = _dedupe_tied(module.state_dict())
+
+    parent = final.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp_prefix = f".{final.name}.tmp-"
+    for stale in parent.iterdir():
+        if stale.name.startswith(tmp_prefix) and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+    # Not tempfile.mkdtemp: its 0o700 mode would stay on the final checkpoint; os.mkdir honours
+    # the umask like any other directory the user creates.
+    tmp = parent / f"{tmp_prefix}{uuid.uuid4().hex[:12]}"
+    os.mkdir(tmp)
+    try:
+        _write_contents(tmp, stored, aliases, config_text, tokenizers, trainer_state)
+        _move_into_place(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _write_contents(
+    tmp: Path,
+    stored: dict[str, Tensor],
+    aliases: dict[str, str],
+    config_text: str,
+    tokenizers: dict[str, Any],
+    trainer_state: dict[str, Any] | None,
+) -> None:
+    """Step 2 of the save: fill the temporary directory and fsync it."""
+    from safetensors.torch import save_file
+
+    # Tokenizers first, so that a tokenizer that wrote one of our file names is caught here.
+    manifest: dict[str, list[str]] = {}
+    for name, tok in tokenizers.items():
+        before = _files_under(tmp)
+        tok.save(tmp, name)
+        written = sorted(_files_under(tmp) - before)
+        if not written:
+            raise ValueError(f"tokenizers[{name!r}].save({str(tmp)!r}, {name!r}) wrote no new file")
+        clash = [f for f in written if f in _RESERVED]
+        if clash:
+            raise ValueError(f"tokenizers[{name!r}] wrote {clash}, which the checkpoint reserves")
+        manifest[name] = written
+    (tmp / TOKENIZERS_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (tmp / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+    save_file(stored, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases)})
+    if trainer_state is not None:
+        torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
+    for rel in _files_under(tmp):
+        _fsync_file(tmp / rel)
+    for sub in sorted((p for p in tmp.rglob("*") if p.is_dir()), reverse=True):
+        _fsync_dir(sub)
+    _fsync_dir(tmp)
+
+
+def _move_into_place(tmp: Path, final: Path) -> None:
+    """Steps 3–5 of the save: swap the finished directory in under the final name."""
+    previous = _previous_path(final)
+    if final.exists() and previous.exists():
+        # Left by an earlier save that died after step 4: `final` is the good one.
+        shutil.rmtree(previous)
+    if final.exists():
+        os.replace(final, previous)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if previous.exists() and not final.exists():
+            os.replace(previous, final)
+        raise
+    _fsync_dir(final.parent)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Load
+# --------------------------------------------------------------------------------------------
+
+
+def load_checkpoint(
+    directory: str | os.PathLike,
+    *,
+    map_location: str | torch.device = "cpu",
+    weights_only: bool = True,
+) -> Checkpoint:
+    """Read a checkpoint directory written by :func:`save_checkpoint`.
+
+    Args:
+        directory: the checkpoint directory.
+        map_location: device for the tensors (weights and trainer state).
+        weights_only: load ``trainer_state.pt`` with PyTorch's restricted unpickler (tensors and
+            plain Python types only). Pass ``False`` only for checkpoints you wrote yourself:
+            full unpickling can run arbitrary code.
+
+    Returns:
+        A :class:`Checkpoint`; tied names in ``state_dict`` map to one shared tensor.
+
+    Raises:
+        FileNotFoundError: no such directory or a required file is missing.
+        ValueError: unreadable weights, invalid ``config.json`` (with file:line), no
+            ``model_type``.
+
+    Shape:
+        tensors as saved.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        previous = _previous_path(directory)
+        hint = ""
+        if _is_checkpoint(previous):
+            hint = (
+                f"; a save was interrupted between its two renames and the previous checkpoint is "
+                f"intact at {previous} — rename it to {directory.name} or save again"
+            )
+        raise FileNotFoundError(f"{directory}: no such checkpoint directory{hint}")
+    for required in (WEIGHTS_FILE, CONFIG_FILE):
+        if not (directory / required).is_file():
+            raise FileNotFoundError(f"{directory / required}: missing; not a complete checkpoint")
+
+    config_path = directory / CONFIG_FILE
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{config_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{config_path}: not UTF-8 text ({exc.reason})") from None
+    _check_config(config, str(config_path))
+
+    weights_path = directory / WEIGHTS_FILE
+    device = str(map_location) if isinstance(map_location, torch.device) else map_location
+    try:
+        with safe_open(str(weights_path), framework="pt", device=device) as f:
+            metadata = f.metadata() or {}
+            state_dict = {name: f.get_tensor(name) for name in f.keys()}
+    except SafetensorError as exc:
+        raise ValueError(f"{weights_path}: not a readable safetensors file ({exc})") from None
+    try:
+        aliases = json.loads(metadata.get(_TIED_KEY, "{}"))
+    except json.JSONDecodeError:
+        raise ValueError(f"{weights_path}: corrupt {_TIED_KEY!r} metadata") from None
+    for alias, target in aliases.items():
+        if target not in state_dict:
+            raise ValueError(f"{weights_path}: {alias!r} is tied to {target!r}, which is not stored")
+        state_dict[alias] = state_dict[target]
+
+    tokenizer_files: dict[str, list[Path]] = {}
+    manifest_path = directory / TOKENIZERS_FILE
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        tokenizer_files = {name: [directory / f for f in files] for name, files in manifest.items()}
+        for name, files in tokenizer_files.items():
+            for f in files:
+                if not f.is_file():
+                    raise FileNotFoundError(f"{f}: tokenizer {name!r} file listed in {manifest_path} is missing")
+
+    trainer_state = None
+    state_path = directory / TRAINER_STATE_FILE
+    if state_path.is_file():
+        try:
+            trainer_state = torch.load(state_path, map_location=map_location, weights_only=weights_only)
+        except pickle.UnpicklingError as exc:
+            raise ValueError(
+                f"{state_path}: cannot be loaded with weights_only=True ({exc}); keep trainer "
+                "state to tensors and plain Python types, or pass weights_only=False for a "
+                "checkpoint you trust"
+            ) from None
+    return Checkpoint(
+        state_dict=state_dict,
+        config=config,
+        directory=directory,
+        trainer_state=trainer_state,
+        tokenizer_files=tokenizer_files,
+    )
+
+
+def load_weights(model: nn.Module, checkpoint: Checkpoint | Mapping[str, Tensor]) -> None:
+    """Copy a checkpoint's tensors into ``model``, strictly.
+
+    Every parameter/buffer of the model must be in the checkpoint with the same shape, and the
+    checkpoint must hold nothing else; otherwise a ValueError lists the missing keys, the
+    unexpected keys and the shape mismatches. Parameters tied in the model (one tensor, two
+    names) stay tied — their storage is shared by construction — and the checkpoint must hold one
+    value for them (tied there too, or equal).
+
+    Shape:
+        each checkpoint tensor must match the model's tensor of the same name.
+    """
+    module = _unwrap(model)
+    state = checkpoint.state_dict if isinstance(checkpoint, Checkpoint) else checkpoint
+    source = f"checkpoint {checkpoint.directory}" if isinstance(checkpoint, Checkpoint) else "state_dict"
+    if not isinstance(state, Mapping):
+        raise TypeError(f"checkpoint must be a Checkpoint or a state_dict, got {type(checkpoint).__name__}")
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    mismatched = [
+        f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
+        for k in expected
+        if k in state and tuple(state[k].shape) != tuple(expected[k].shape)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing from the checkpoint ({len(missing)}): {_name_list(missing)}")
+    if unexpected:
+        problems.append(f"unexpected in the checkpoint ({len(unexpected)}): {_name_list(unexpected)}")
+    if mismatched:
+        problems.append(f"shape mismatches ({len(mismatched)}): {_name_list(mismatched)}")
+    if problems:
+        raise ValueError(
+            f"{source} does not fit {type(module).__name__}:\n  " + "\n  ".join(problems)
+        )
+    first_name_of_view: dict[tuple, str] = {}
+    for name, t in expected.items():
+        if t.numel() == 0:
+            continue
+        first = first_name_of_view.setdefault(_view_key(t), name)
+        if first != name and state[first] is not state[name] and not torch.equal(
+            state[first].to(state[name].device), state[name]
+        ):
+            raise ValueError(
+                f"{source}: {name!r} and {first!r} are one tied tensor in the model but differ "
+                "in the checkpoint (was it saved from an untied model?)"
+            )
+    module.load_state_dict(state, strict=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Random number generator state (exact resume)
+# --------------------------------------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    """The global RNG states of Python ``random``, NumPy's legacy ``np.random`` and PyTorch (CPU,
+    and every CUDA device when CUDA is available), as tensors and plain types so that
+    ``torch.load(..., weights_only=True)`` reads them back.
+
+    Generators you create yourself (``np.random.default_rng``, ``torch.Generator``) are not
+    global and are not included: save their state alongside.
+
+    Shape:
+        ``{"python": [...], "numpy": {...}, "torch": uint8 tensor, "cuda": [uint8 tensor, ...]}``.
+    """
+    version, internal, gauss_next = random.getstate()
+    kind, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss_next],
+        "numpy": {
+            "bit_generator": str(kind),
+            "key": torch.from_numpy(key.astype(np.int64)),  # uint32 words, widened losslessly
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned. A ``"cuda"`` entry is ignored when CUDA is not
+    available (a GPU run resumed on a CPU has no CUDA generators to restore).
+
+    Shape:
+        as returned by :func:`rng_state`.
+    """
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be the dict from rng_state(), got {type(state).__name__}")
+    missing = [k for k in ("python", "numpy", "torch") if k not in state]
+    if missing:
+        raise ValueError(f"RNG state lacks {missing}; expected the dict from rng_state()")
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(int(x) for x in internal), gauss_next))
+    np_state = state["numpy"]
+    key = np_state["key"]
+    key = key.numpy() if isinstance(key, Tensor) else np.asarray(key)
+    np.random.set_state(
+        (
+            np_state["bit_generator"],
+            key.astype(np.uint32),
+            int(np_state["pos"]),
+            int(np_state["has_gauss"]),
+            float(np_state["cached_gaussian"]),
+        )
+    )
+    torch.set_rng_state(state["torch"].cpu().to(torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu().to(torch.uint8) for s in state["cuda"]])
