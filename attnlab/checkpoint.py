@@ -82,7 +82,11 @@ _LIST_LIMIT = 20  # how many key names an error message lists before "... and N 
 
 @dataclass
 class Checkpoint:
-    """What :func:`load_checkpoint` returns."""
+    """What :func:`load_checkpoint` returns.
+
+    Shape:
+        ``state_dict`` tensors keep the shapes they were saved with.
+    """
 
     state_dict: dict[str, Tensor]  # parameter/buffer name → tensor; tied names share one tensor
     config: dict[str, Any]  # the model config, including "model_type"
@@ -92,6 +96,7 @@ class Checkpoint:
 
     @property
     def model_type(self) -> str:
+        """The ``"model_type"`` entry of the config (which model class to rebuild)."""
         return self.config["model_type"]
 
 
@@ -387,7 +392,7 @@ def load_checkpoint(
     try:
         with safe_open(str(weights_path), framework="pt", device=device) as f:
             metadata = f.metadata() or {}
-            state_dict = {name: f.get_tensor(name) for name in f.keys()}
+            state_dict = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
     except SafetensorError as exc:
         raise ValueError(f"{weights_path}: not a readable safetensors file ({exc})") from None
     try:

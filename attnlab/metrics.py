@@ -22,6 +22,7 @@ Shape:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -293,7 +294,7 @@ def _check_buckets(buckets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
             raise ValueError(f"buckets[{i}] = {b!r}: need 0 <= low <= high (both inclusive)")
         checked.append((lo, hi))
     ordered = sorted(checked)
-    for (lo1, hi1), (lo2, hi2) in zip(ordered, ordered[1:]):
+    for (lo1, hi1), (lo2, hi2) in itertools.pairwise(ordered):
         if lo2 <= hi1:
             raise ValueError(
                 f"buckets {(lo1, hi1)} and {(lo2, hi2)} overlap; a sentence must fall in at most "

@@ -46,7 +46,11 @@ _WEIGHT_TOLERANCE = 1e-3  # float16/bfloat16 softmax can overshoot 1 by a few ul
 
 @functools.cache
 def cjk_font_path() -> Path:
-    """The Japanese-capable font (IPAexGothic) shipped by the ``matplotlib-fontja`` dependency."""
+    """The Japanese-capable font (IPAexGothic) shipped by the ``matplotlib-fontja`` dependency.
+
+    Shape:
+        no tensors; returns a file path.
+    """
     path = Path(str(resources.files("matplotlib_fontja") / "fonts" / "ipaexg.ttf"))
     if not path.is_file():
         raise FileNotFoundError(f"CJK font not found at {path}; reinstall matplotlib-fontja")
@@ -59,6 +63,9 @@ def use_cjk_font() -> str:
 
     Matplotlib (≥ 3.6) falls back glyph by glyph along ``font.family``, so Latin text keeps its
     usual face and Japanese text renders instead of showing empty boxes.
+
+    Shape:
+        no tensors; returns the font's family name.
     """
     from matplotlib import font_manager, rcParams
 

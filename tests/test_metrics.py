@@ -3,8 +3,8 @@ on hand-computed examples and a brute-force LCS, BLEU by source-length bucket.""
 
 from __future__ import annotations
 
-import itertools
 import importlib.util
+import itertools
 
 import pytest
 import sacrebleu
@@ -221,7 +221,7 @@ def test_bleu_by_length_auto_buckets_partition_the_data():
     buckets = [r["bucket"] for r in rows]
     assert 2 <= len(buckets) <= 5
     assert buckets[0][0] == min(lengths) and buckets[-1][1] == max(lengths)
-    for (_, hi), (lo, _) in zip(buckets, buckets[1:]):
+    for (_, hi), (lo, _) in itertools.pairwise(buckets):
         assert lo == hi + 1  # contiguous, no overlap
     assert sum(r["n"] for r in rows) == len(lengths)
     assert all(r["n"] > 0 and r["bleu"] is not None for r in rows)
