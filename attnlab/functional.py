@@ -128,14 +128,17 @@ def _math_attention(
     """The readable reference: ``softmax(q kᵀ · scale) v`` (Vaswani et al. 2017, eq. 1)."""
     T, S = q.shape[-2], k.shape[-2]
     mask = _resolve_mask(mask, is_causal, T, S, q.device)
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T, Dh) x (..., Dh, S) -> (..., T, S)
+    # Scaling q (T·Dh numbers) rather than the scores (T·S numbers) gives the same product and
+    # saves one (..., T, S) tensor in the forward and in the backward pass.
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, Dh) x (..., Dh, S) -> (..., T, S)
     if mask is not None:
         # The most negative finite number, not -inf: exp() sends it to exactly 0 in a row that
         # has some allowed key, and a row with *no* allowed key stays finite (uniform) instead of
-        # NaN; multiplying by the mask below then makes that row exactly zero.
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        # NaN; multiplying by the mask below then makes that row exactly zero. In place: the
+        # product is a fresh tensor that matmul's backward does not need.
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., T, S)
-    if mask is not None:
+    if mask is not None and not bool(mask.any(dim=-1).all()):
         weights = weights * mask  # rows with nothing to attend to become all zeros
     mixed = weights
     if dropout_p > 0.0:
