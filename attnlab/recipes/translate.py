@@ -26,6 +26,8 @@ from ..data import batching, tokenizers
 from ..decode import Hypothesis, beam_search, greedy_decode
 from ..metrics import bleu, chrf, exact_match
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
+from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
+from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import Transformer, TransformerConfig
 from ..train import TrainConfig, TrainResult, train
 
@@ -44,6 +46,7 @@ class Arch:
 #: Encoder–decoder architectures by name (``--arch``). Each model's ``config.model_type`` is its key.
 ARCHS: dict[str, Arch] = {
     "transformer": Arch(TransformerConfig, Transformer, TRANSFORMER_PRESETS),
+    "rnn": Arch(RNNSeq2SeqConfig, RNNSeq2Seq, RNN_PRESETS),
 }
 
 
@@ -55,6 +58,7 @@ class TranslationSetup:
     model_preset: str = "small"  # key of the architecture's presets
     model_overrides: dict = field(default_factory=dict)  # config fields set on top of the preset
     tokenizer: str = "bpe"  # "bpe", "unigram" or "char"
+    tgt_tokenizer: str | None = None  # a different kind for the target side (None: same as tokenizer)
     vocab_size: int = 8000  # subword vocabulary size (per side unless joint)
     joint_vocab: bool = True  # one tokenizer for both languages (lets the model share embeddings)
     max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
@@ -224,11 +228,7 @@ def train_translation(
             raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
         src_tok, tgt_tok = _load_tokenizers(out / "last")
     else:
-        src_tok, tgt_tok = tokenizers.build_tokenizers(
-            [s for s, _ in train_pairs], [t for _, t in train_pairs],
-            kind=setup.tokenizer, joint=setup.joint_vocab,
-            vocab_size=None if setup.tokenizer == "char" else setup.vocab_size,
-        )
+        src_tok, tgt_tok = _build_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
     torch.manual_seed(setup.train.seed)
     model, config = build_model(setup, src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
     task = TranslationTask(setup, config, src_tok, tgt_tok, train_pairs, valid_pairs)
@@ -237,6 +237,21 @@ def train_translation(
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     model.eval()
     return model, result, Translator(model, src_tok, tgt_tok)
+
+
+def _build_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
+    tgt_kind = setup.tgt_tokenizer or setup.tokenizer
+    if tgt_kind == setup.tokenizer:
+        return tokenizers.build_tokenizers(src_texts, tgt_texts, kind=setup.tokenizer, joint=setup.joint_vocab,
+                                           vocab_size=None if setup.tokenizer == "char" else setup.vocab_size)
+    if setup.joint_vocab:
+        raise ValueError(f"a joint vocabulary needs one tokenizer kind, got {setup.tokenizer} and {tgt_kind}")
+    def train_one(kind: str, texts: list[str]):
+        if kind == "char":
+            return tokenizers.CharTokenizer.train(texts)
+        return tokenizers.train_subword_tokenizer(texts, setup.vocab_size, model=kind)
+
+    return train_one(setup.tokenizer, src_texts), train_one(tgt_kind, tgt_texts)
 
 
 def _load_tokenizers(directory: Path):
