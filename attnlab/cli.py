@@ -88,7 +88,13 @@ def _add_function_arguments(parser: argparse.ArgumentParser, fn: Callable) -> No
             kwargs["type"] = Path
         elif tp in (int, float, str):
             kwargs["type"] = tp
-        if param.kind is inspect.Parameter.KEYWORD_ONLY and not has_default:
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            # `def cmd(text: list[str] | None = None, /, ...)`: an optional positional argument.
+            if has_default:
+                kwargs.setdefault("nargs", "?")
+                kwargs["default"] = param.default
+            parser.add_argument(name, **kwargs)
+        elif param.kind is inspect.Parameter.KEYWORD_ONLY and not has_default:
             parser.add_argument(flag, dest=name, required=True, **kwargs)
         elif has_default:
             if param.default is not None and "choices" not in kwargs and origin is not list:
@@ -138,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     fn = args.pop("_fn")
     args.pop("command", None)
     args.pop("subcommand", None)
+    positional = [args.pop(name) for name, p in inspect.signature(fn).parameters.items()
+                  if p.kind is inspect.Parameter.POSITIONAL_ONLY]
     try:
-        result = fn(**args)
+        result = fn(*positional, **args)
     except (ValueError, FileNotFoundError, TypeError) as err:
         # Bad input is reported as one clear line, not a traceback.
         print(f"attnlab: error: {err}", file=sys.stderr)
@@ -274,6 +282,7 @@ def train_translate_cmd(
 @command("translate")
 def translate_cmd(
     text: list[str] | None = None,
+    /,
     *,
     model: Path,
     input: Path | None = None,
@@ -311,6 +320,9 @@ def translate_cmd(
 
         first = results[0]
         cross = first.cross_attention  # (L, H, T, S)
+        if cross is None:
+            raise ValueError(f"{model}: this model has no attention (an RNN with attention='none' reads only the "
+                             "encoder's final state), so there is no heatmap to draw")
         plot_attention(cross[-1].mean(0), first.src_tokens, first.tgt_tokens, attention_plot,
                        title="cross-attention (last layer, mean over heads)")
         grid = attention_plot.with_name(attention_plot.stem + "_grid" + attention_plot.suffix)
@@ -394,6 +406,89 @@ def explore_cmd(*, model: list[Path] | None = None, host: str = "127.0.0.1", por
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")
     serve(models, host=host, port=port, limits=limits)
+    return 0
+
+
+@command("experiment bottleneck")
+def experiment_bottleneck_cmd(
+    *,
+    out: Path = Path("runs/bottleneck"),
+    minutes: float = 15.0,
+    task: str = "numbers-en-ja",
+    n_train: int = 30000,
+    n_valid: int = 300,
+    n_test: int = 1000,
+    train_src: Path | None = None,
+    train_tgt: Path | None = None,
+    valid_src: Path | None = None,
+    valid_tgt: Path | None = None,
+    test_src: Path | None = None,
+    test_tgt: Path | None = None,
+    transformer_preset: str = "demo",
+    rnn_cell: Literal["gru", "lstm"] = "gru",
+    tokenizer: str | None = None,
+    vocab_size: int = 8000,
+    beam: int = 1,
+    buckets: list[str] | None = None,
+    length_unit: Literal["auto", "words", "chars"] = "auto",
+    bleu_tokenize: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    """The Seq2Seq bottleneck: BLEU by source length for an RNN without attention, one with, and a Transformer.
+
+    Trains the three models on the same data, with about the same number of parameters and the same
+    training time each, then writes OUT/report.md (tables and the finding), summary.csv,
+    bleu_by_length.csv, results.json, bleu_by_length.png (cf. Bahdanau et al. 2015, Fig. 2),
+    alignment heatmaps of both attention models on one sentence, and the checkpoints (OUT/models).
+    Without corpus files the data is generated (English number words → Japanese numerals).
+
+    Args:
+        out: report folder.
+        minutes: wall-clock budget of the whole run; each model trains for 80% of an equal third.
+        task: generated task when no corpus is given: numbers-en-ja, numbers-ja-en, dates, mixed.
+        n_train: generated training pairs.
+        n_valid: generated validation pairs.
+        n_test: generated test pairs.
+        train_src: corpus training sources, one per line (with --train-tgt, --valid-*, --test-*).
+        train_tgt: corpus training targets, line-aligned with --train-src.
+        valid_src: corpus validation sources.
+        valid_tgt: corpus validation targets.
+        test_src: corpus test sources (the BLEU-by-length table).
+        test_tgt: corpus test targets.
+        transformer_preset: the Transformer's size; the RNNs are matched to its parameter count.
+        rnn_cell: recurrent cell of both RNNs.
+        tokenizer: char, bpe or unigram (default: char for generated data, bpe for a corpus).
+        vocab_size: subword vocabulary size.
+        beam: beam size of the test translations (1 = greedy).
+        buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: 5 equal-count buckets.
+        length_unit: unit of source length: words, chars, or auto (words when sources have spaces).
+        bleu_tokenize: sacreBLEU tokenizer (default: char for unsegmented Japanese/Chinese targets, else 13a).
+        seed: random seed of the data and the training.
+        progress: show a progress bar per model.
+    """
+    from .recipes.bottleneck import BottleneckSettings, run_bottleneck
+
+    parsed = []
+    for item in buckets or []:
+        m = re.fullmatch(r"(\d+)-(\d+)", item)
+        if m is None:
+            raise ValueError(f"bucket {item!r} is not LOW-HIGH (e.g. 1-10)")
+        parsed.append((int(m.group(1)), int(m.group(2))))
+    files = dict(train=(train_src, train_tgt), valid=(valid_src, valid_tgt), test=(test_src, test_tgt))
+    given = [p for pair in files.values() for p in pair if p is not None]
+    splits = {}
+    if given:
+        for name, (src, tgt) in files.items():
+            if src is None or tgt is None:
+                raise ValueError(f"a corpus needs all six files; --{name}-src and --{name}-tgt are missing or incomplete")
+            splits[f"{name}_pairs"] = _read_pairs(src, tgt, None, name, "skip")
+    settings = BottleneckSettings(minutes=minutes, task=task, n_train=n_train, n_valid=n_valid, n_test=n_test,
+                                  seed=seed, transformer_preset=transformer_preset, rnn_cell=rnn_cell,
+                                  tokenizer=tokenizer, vocab_size=vocab_size, beam=beam, buckets=parsed or None,
+                                  length_unit=length_unit, bleu_tokenize=bleu_tokenize, progress=progress)
+    report = run_bottleneck(out, settings, **splits)
+    print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
     return 0
 
 

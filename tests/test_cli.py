@@ -59,7 +59,10 @@ def test_help_lists_every_parameter(capsys, monkeypatch, name):
     docs = documented_args(fn)
     for pname, param in inspect.signature(fn).parameters.items():
         flag = "--" + pname.replace("_", "-")
-        if param.default is inspect.Parameter.empty:
+        positional = param.kind is inspect.Parameter.POSITIONAL_ONLY or (
+            param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and param.default is inspect.Parameter.empty
+        )
+        if positional:
             assert re.search(rf"\b{pname}\b", out), f"{name}: positional {pname} missing from --help"
         else:
             assert flag in out, f"{name}: {flag} missing from --help"
