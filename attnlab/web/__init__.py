@@ -1,0 +1,8 @@
+"""The explorer: an offline web app for the attention playground, masks and live attention maps.
+
+Start it with ``attnlab explore [--model DIR ...]``; see ``docs/explorer.md``. The app is built by
+:func:`attnlab.web.app.create_app`; models plug in through :mod:`attnlab.web.models`.
+
+Shape:
+    see :mod:`attnlab.web.app` (API payloads) and :mod:`attnlab.web.models` (``(L, H, T, S)`` maps)
+"""

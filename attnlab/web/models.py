@@ -1,0 +1,241 @@
+"""Adapters that let the explorer run any attnlab model and show its attention maps.
+
+The explorer knows nothing model-specific. Each model family registers an adapter under the
+``model_type`` written in its checkpoint's config; the adapter turns a checkpoint directory into an
+:class:`ExplorerModel`: an object with a ``kind`` (what the output means), a ``name`` (shown in the
+model picker) and ``run(text)``, which returns a :class:`ModelRun` holding the output text, the
+tokens on each axis and every layer's and head's attention weights, grouped by where they come from:
+
+==================  ==================  ===============================================
+group               rows × columns      what attends to what
+==================  ==================  ===============================================
+``encoder_self``    src × src           the encoder's self-attention over the input
+``decoder_self``    tgt × tgt_in        the decoder's (causal) self-attention
+``cross``           tgt × src           each output token over the input (source-target)
+``self``            src × src           a single stack (GPT, BERT) over its own tokens
+==================  ==================  ===============================================
+
+``src`` are the input's tokens; ``tgt`` the output tokens, one row per output position (the row
+of position ``i`` shows where the model looked while producing token ``i``); ``tgt_in`` the
+decoder's input at each position (the start token, then the output so far), so that the causal
+diagonal reads correctly: while producing token ``i`` the decoder sees its inputs ``0..i``.
+
+Only directories named when the explorer starts are ever loaded (see :func:`load_model`); the web
+API refers to models by name, never by path.
+
+Shape:
+    attentions[group]: ``(L, H, T, S)`` — layers, heads, query (row) tokens, key (column) tokens
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+import torch
+
+from ..checkpoint import CONFIG_FILE
+
+__all__ = [
+    "GROUP_AXES",
+    "ModelRun",
+    "ExplorerModel",
+    "ADAPTERS",
+    "adapter",
+    "checkpoint_dir",
+    "read_model_type",
+    "load_model",
+    "unique_names",
+]
+
+#: Which token list labels the rows (queries) and the columns (keys) of each attention group.
+GROUP_AXES: dict[str, tuple[str, str]] = {
+    "encoder_self": ("src", "src"),
+    "decoder_self": ("tgt", "tgt_in"),
+    "cross": ("tgt", "src"),
+    "self": ("src", "src"),
+}
+
+
+@dataclass
+class ModelRun:
+    """What one model run gives the explorer.
+
+    Shape:
+        - tokens["src"]: ``S`` strings; tokens["tgt"], tokens["tgt_in"]: ``T`` strings (decoders)
+        - attentions[group]: ``(L, H, rows, cols)`` with rows/cols given by :data:`GROUP_AXES`
+    """
+
+    output: str  # the translation, continuation or a readable summary of the embedding / fill-mask
+    tokens: dict[str, list[str]]  # "src" (the input's tokens) and, for decoders, "tgt" and "tgt_in"
+    attentions: dict[str, torch.Tensor] = field(default_factory=dict)  # group -> (L, H, rows, cols)
+
+    def __post_init__(self) -> None:
+        for group, weights in self.attentions.items():
+            if group not in GROUP_AXES:
+                raise ValueError(f"unknown attention group {group!r}; use one of {sorted(GROUP_AXES)}")
+            if weights.dim() != 4:
+                raise ValueError(f"attentions[{group!r}] must have shape (L, H, rows, cols), got {tuple(weights.shape)}")
+            rows, cols = GROUP_AXES[group]
+            for axis, name in ((2, rows), (3, cols)):
+                if name not in self.tokens:
+                    raise ValueError(f"attentions[{group!r}] needs tokens[{name!r}]")
+                if weights.shape[axis] != len(self.tokens[name]):
+                    raise ValueError(
+                        f"attentions[{group!r}] has shape {tuple(weights.shape)} but tokens[{name!r}] has "
+                        f"{len(self.tokens[name])} entries (dimension {axis} must match)"
+                    )
+
+
+class ExplorerModel(Protocol):
+    """A loaded model the explorer can run. Adapters return objects of this shape."""
+
+    kind: str  # "translator", "generator", "encoder" or "rnn-translator": tells the UI what the output is
+    name: str  # shown in the model picker and used by the API to pick the model
+
+    def run(self, text: str) -> ModelRun:
+        """Run the model on ``text``; raise ``ValueError`` for input it cannot take."""
+        ...
+
+
+#: Adapters by the ``model_type`` of a checkpoint's config.
+ADAPTERS: dict[str, Callable[[Path], ExplorerModel]] = {}
+
+
+def adapter(model_type: str) -> Callable[[Callable[[Path], ExplorerModel]], Callable[[Path], ExplorerModel]]:
+    """Register ``fn(checkpoint_dir) -> ExplorerModel`` for checkpoints of ``model_type``."""
+
+    def register(fn: Callable[[Path], ExplorerModel]) -> Callable[[Path], ExplorerModel]:
+        ADAPTERS[model_type] = fn
+        return fn
+
+    return register
+
+
+def checkpoint_dir(path: Path) -> Path:
+    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    for candidate in (path, path / "best"):
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"{path / CONFIG_FILE} not found (nor {path / 'best' / CONFIG_FILE}): is {path} an attnlab checkpoint?"
+    )
+
+
+def read_model_type(path: Path) -> str:
+    """The ``model_type`` recorded in the checkpoint's ``config.json``."""
+    config_file = checkpoint_dir(path) / CONFIG_FILE
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{config_file}:{err.lineno}: not valid JSON ({err.msg})") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if not isinstance(model_type, str):
+        raise ValueError(f"{config_file}: no \"model_type\" string; cannot tell which model this is")
+    return model_type
+
+
+def load_model(path: Path) -> ExplorerModel:
+    """Load the checkpoint at ``path`` through the adapter registered for its ``model_type``.
+
+    Encoder–decoders registered in :data:`attnlab.recipes.translate.ARCHS` (the Transformer, the
+    RNN translators) share the translator adapter.
+    """
+    from ..recipes.translate import ARCHS
+
+    directory = checkpoint_dir(path)
+    model_type = read_model_type(directory)
+    load = ADAPTERS.get(model_type)
+    if load is None and model_type in ARCHS:
+        load = _translator
+    if load is None:
+        raise ValueError(
+            f"{directory / CONFIG_FILE}: the explorer has no adapter for model_type {model_type!r}; "
+            f"it knows {sorted(set(ADAPTERS) | set(ARCHS))}"
+        )
+    model = load(directory)
+    # "runs/de-en/best" is better called "de-en" in the picker.
+    model.name = directory.parent.name if directory.name in ("best", "last") else directory.name
+    return model
+
+
+def unique_names(models: list[ExplorerModel]) -> dict[str, ExplorerModel]:
+    """Models by name; a repeated name gets ``-2``, ``-3``, … so every model can be picked."""
+    named: dict[str, ExplorerModel] = {}
+    for model in models:
+        name, n = model.name, 1
+        while name in named:
+            n += 1
+            name = f"{model.name}-{n}"
+        model.name = name
+        named[name] = model
+    return named
+
+
+# --------------------------------------------------------------------------------------------
+# Adapters.
+# --------------------------------------------------------------------------------------------
+
+
+class TranslatorModel:
+    """An encoder–decoder translator: greedy translation, then every attention map of it.
+
+    The translation comes from :func:`attnlab.decode.greedy_decode`; the maps from one
+    teacher-forced pass over ``[BOS] + translation`` with ``need_weights=True``, which sees
+    exactly the prefixes the decoder saw while generating (causal masking), so its cross-attention
+    rows are the ones of the decoding steps.
+
+    Shape:
+        src ``(1, S)``; tgt_in ``(1, T)`` with ``T`` = output tokens + 1 (the end token's row)
+    """
+
+    def __init__(self, translator, name: str, kind: str) -> None:
+        self.translator, self.name, self.kind = translator, name, kind
+
+    def run(self, text: str) -> ModelRun:
+        from ..decode import greedy_decode
+
+        tr = self.translator
+        model, src_tok, tgt_tok = tr.model, tr.src_tok, tr.tgt_tok
+        src_ids = src_tok.encode(text)
+        if not src_ids:
+            raise ValueError(f"cannot translate {text!r}: it has no tokens")
+        max_src = getattr(model.config, "max_len", 512)
+        if len(src_ids) > max_src:
+            raise ValueError(f"the sentence has {len(src_ids)} tokens; this model takes at most {max_src}")
+        device = tr.device
+        src = torch.tensor([src_ids], device=device)  # (1, S)
+        limit = min(2 * len(src_ids) + 10, max_src - 1)
+        hyp = greedy_decode(model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id,
+                            max_len=limit)[0]
+        tgt_in = torch.tensor([[tgt_tok.bos_id] + hyp.tokens], device=device)  # (1, T)
+        out = model(src, tgt_in, need_weights=True)
+        produced = hyp.tokens + [tgt_tok.eos_id]
+        tokens = {
+            "src": [src_tok.id_to_token(i) for i in src_ids],
+            "tgt": [tgt_tok.id_to_token(i) for i in produced[: tgt_in.shape[1]]],
+            "tgt_in": [tgt_tok.id_to_token(i) for i in tgt_in[0].tolist()],
+        }
+        names = {"encoder": "encoder_self", "decoder": "decoder_self", "cross": "cross"}
+        attentions = {
+            names[key]: torch.stack([w[0] for w in per_layer]).float().cpu()  # L × (H, rows, cols) -> (L, H, rows, cols)
+            for key, per_layer in (out.attentions or {}).items()
+            if key in names and per_layer
+        }
+        return ModelRun(output=tgt_tok.decode(hyp.tokens), tokens=tokens, attentions=attentions)
+
+
+def _translator(path: Path) -> TranslatorModel:
+    from ..recipes.translate import load_translator
+
+    model_type = read_model_type(path)
+    kind = "rnn-translator" if model_type.startswith("rnn") else "translator"
+    return TranslatorModel(load_translator(path), name=path.name, kind=kind)
+
+
+adapter("transformer")(_translator)

@@ -1,0 +1,137 @@
+// Shared by every page: the language switch, the header, JSON requests and small helpers.
+(function () {
+  "use strict";
+  const STORE = "attnlab.lang";
+  const STRINGS = window.ATTN_STRINGS;
+
+  function lang() {
+    const saved = window.localStorage.getItem(STORE);
+    if (saved === "en" || saved === "ja") return saved;
+    return (navigator.language || "").toLowerCase().startsWith("ja") ? "ja" : "en";
+  }
+
+  function t(key, vars) {
+    const table = STRINGS[lang()];
+    let text = key in table ? table[key] : STRINGS.en[key];
+    if (text === undefined) return key;
+    for (const [name, value] of Object.entries(vars || {})) {
+      text = text.split("{" + name + "}").join(String(value));
+    }
+    return text;
+  }
+
+  // Static text: a data-i18n attribute names the string for the element's text; data-i18n-attr
+  // lists "attribute:key" pairs separated by ";" for attributes.
+  function applyI18n(root) {
+    root.querySelectorAll("[data-i18n]").forEach((node) => {
+      node.textContent = t(node.dataset.i18n);
+    });
+    root.querySelectorAll("[data-i18n-attr]").forEach((node) => {
+      for (const pair of node.dataset.i18nAttr.split(";")) {
+        const [attr, key] = pair.split(":");
+        node.setAttribute(attr, t(key));
+      }
+    });
+  }
+
+  function setLang(value) {
+    window.localStorage.setItem(STORE, value);
+    refreshLang();
+    document.dispatchEvent(new CustomEvent("langchange"));
+  }
+
+  function refreshLang() {
+    const current = lang();
+    document.documentElement.lang = current;
+    document.title = t(document.body.dataset.title) + " · " + t("app_title");
+    applyI18n(document);
+    document.querySelectorAll(".lang-switch button").forEach((b) => {
+      b.setAttribute("aria-pressed", String(b.dataset.lang === current));
+    });
+  }
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  function header() {
+    const page = document.body.dataset.page;
+    const links = [
+      ["/", "playground", "nav_playground"],
+      ["/model", "model", "nav_model"],
+      ["/masks", "masks", "nav_masks"],
+    ].map(([href, id, key]) =>
+      el("a", { href, "data-i18n": key, "aria-current": id === page ? "page" : null, id: "nav-" + id })
+    );
+    const switcher = el(
+      "div",
+      { class: "lang-switch", role: "group", "data-i18n-attr": "aria-label:lang_label" },
+      el("button", { type: "button", "data-lang": "ja", id: "lang-ja", onclick: () => setLang("ja") }, "日本語"),
+      el("button", { type: "button", "data-lang": "en", id: "lang-en", onclick: () => setLang("en") }, "English")
+    );
+    const top = el(
+      "header",
+      { class: "top" },
+      el("a", { class: "brand", href: "/", "data-i18n": "app_title" }),
+      el("nav", {}, links),
+      switcher
+    );
+    document.body.prepend(top);
+    document.body.append(el("footer", { class: "foot", "data-i18n": "offline_note" }));
+  }
+
+  function errorText(data, status) {
+    if (data && typeof data.detail === "string") return data.detail;
+    if (data && Array.isArray(data.detail)) {
+      return data.detail.map((e) => (e.loc || []).slice(1).join(".") + ": " + e.msg).join("; ");
+    }
+    return "HTTP " + status;
+  }
+
+  async function postJSON(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => null);
+    if (!response.ok) throw new Error(errorText(data, response.status));
+    return data;
+  }
+
+  async function getJSON(url) {
+    const response = await fetch(url);
+    const data = await response.json().catch(() => null);
+    if (!response.ok) throw new Error(errorText(data, response.status));
+    return data;
+  }
+
+  function debounce(fn, ms) {
+    let timer = null;
+    return (...args) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => fn(...args), ms);
+    };
+  }
+
+  function fmt(x, digits = 4) {
+    return Number(x).toFixed(digits);
+  }
+
+  window.Attn = { lang, t, setLang, applyI18n, el, postJSON, getJSON, debounce, fmt };
+
+  document.addEventListener("DOMContentLoaded", () => {
+    header();
+    refreshLang();
+  });
+})();

@@ -1,0 +1,224 @@
+// Heatmaps drawn by hand: a "scene" (rectangles and text) is laid out once, then rendered either
+// as SVG (on the page, interactive, downloadable) or onto a canvas (PNG download). Drawing the PNG
+// from the scene rather than rasterising the SVG keeps the page's fonts, Japanese included.
+(function () {
+  "use strict";
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const FONT = '"DejaVu Sans", Arial, "IPAexGothic", sans-serif';
+  const measure = document.createElement("canvas").getContext("2d");
+
+  function textWidth(text, size) {
+    measure.font = size + "px " + FONT;
+    return measure.measureText(text).width;
+  }
+
+  // A white-to-blue ramp: weight 0 is nearly white, weight 1 deep blue.
+  const STOPS = [
+    [0.0, [247, 251, 255]],
+    [0.25, [198, 219, 239]],
+    [0.5, [107, 174, 214]],
+    [0.75, [33, 113, 181]],
+    [1.0, [8, 48, 107]],
+  ];
+
+  function blues(v) {
+    const x = Math.min(1, Math.max(0, v));
+    for (let i = 1; i < STOPS.length; i++) {
+      const [p1, c1] = STOPS[i];
+      const [p0, c0] = STOPS[i - 1];
+      if (x <= p1) {
+        const f = (x - p0) / (p1 - p0);
+        const c = c0.map((a, k) => Math.round(a + f * (c1[k] - a)));
+        return "rgb(" + c.join(",") + ")";
+      }
+    }
+    return "rgb(8,48,107)";
+  }
+
+  // opts: matrix (rows × cols numbers), rowLabels, colLabels, cell (px), title, fill(v, r, c),
+  // values (bool: print numbers in cells), stroke(r, c) -> colour or null, fontSize.
+  function scene(opts) {
+    const m = opts.matrix;
+    const rows = m.length;
+    const cols = rows ? m[0].length : 0;
+    const cell = opts.cell || 28;
+    const size = opts.fontSize || 12;
+    const rowLabels = opts.rowLabels || [];
+    const colLabels = opts.colLabels || [];
+    const fill = opts.fill || ((v) => blues(v));
+    const left = rowLabels.length ? Math.ceil(Math.max(...rowLabels.map((s) => textWidth(s, size)))) + 10 : 2;
+    const colSpan = colLabels.length ? Math.ceil(Math.max(...colLabels.map((s) => textWidth(s, size)))) : 0;
+    // Labels wider than a cell are written at -55°: their height is the projection on the vertical.
+    const rotate = colSpan > cell - 4;
+    const titleH = opts.title ? size + 10 : 0;
+    const labelH = !colLabels.length ? 2 : rotate ? Math.ceil(colSpan * 0.82 + size) + 6 : size + 8;
+    const top = titleH + labelH;
+    const overhang = rotate ? Math.ceil(colSpan * 0.6) : 0;
+    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0);
+    const height = top + rows * cell + 4;
+    const items = [];
+    if (opts.title) items.push({ t: "text", x: 4, y: size + 2, s: opts.title, size, anchor: "start", weight: "bold" });
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        const v = m[r][c];
+        items.push({
+          t: "rect", x: left + c * cell, y: top + r * cell, w: cell, h: cell, fill: fill(v, r, c),
+          stroke: opts.stroke ? opts.stroke(r, c) : null, r, c, v,
+        });
+        if (opts.values) {
+          items.push({
+            t: "text", x: left + c * cell + cell / 2, y: top + r * cell + cell / 2 + size * 0.35,
+            s: opts.format ? opts.format(v) : Number(v).toFixed(2), size: Math.max(8, size - 3),
+            anchor: "middle", fill: typeof v === "number" && v > 0.55 ? "#fff" : "#1f2933", nohit: true,
+          });
+        }
+      }
+    }
+    rowLabels.forEach((s, r) => {
+      items.push({ t: "text", x: left - 6, y: top + r * cell + cell / 2 + size * 0.35, s, size, anchor: "end", role: "row", i: r });
+    });
+    colLabels.forEach((s, c) => {
+      items.push(rotate
+        ? { t: "text", x: left + c * cell + cell / 2, y: top - 6, s, size, anchor: "start", rotate: -55, role: "col", i: c }
+        : { t: "text", x: left + c * cell + cell / 2, y: top - 6, s, size, anchor: "middle", role: "col", i: c });
+    });
+    return { width: Math.ceil(width), height: Math.ceil(height), items, rows, cols };
+  }
+
+  function toSVG(sc) {
+    const svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("xmlns", SVG_NS);
+    svg.setAttribute("width", sc.width);
+    svg.setAttribute("height", sc.height);
+    svg.setAttribute("viewBox", "0 0 " + sc.width + " " + sc.height);
+    svg.setAttribute("font-family", FONT);
+    const bg = document.createElementNS(SVG_NS, "rect");
+    bg.setAttribute("width", sc.width);
+    bg.setAttribute("height", sc.height);
+    bg.setAttribute("fill", "#ffffff");
+    svg.append(bg);
+    for (const it of sc.items) {
+      if (it.t === "rect") {
+        const r = document.createElementNS(SVG_NS, "rect");
+        r.setAttribute("x", it.x);
+        r.setAttribute("y", it.y);
+        r.setAttribute("width", it.w);
+        r.setAttribute("height", it.h);
+        r.setAttribute("fill", it.fill);
+        r.setAttribute("class", "cell");
+        r.setAttribute("data-r", it.r);
+        r.setAttribute("data-c", it.c);
+        r.setAttribute("data-v", it.v);
+        if (it.stroke) {
+          r.setAttribute("stroke", it.stroke);
+          r.setAttribute("stroke-width", "2");
+        } else {
+          r.setAttribute("stroke", "#ffffff");
+          r.setAttribute("stroke-width", "0.5");
+        }
+        svg.append(r);
+      } else {
+        const tx = document.createElementNS(SVG_NS, "text");
+        tx.setAttribute("x", it.x);
+        tx.setAttribute("y", it.y);
+        tx.setAttribute("font-size", it.size);
+        tx.setAttribute("text-anchor", it.anchor);
+        tx.setAttribute("fill", it.fill || "#1f2933");
+        if (it.weight) tx.setAttribute("font-weight", it.weight);
+        if (it.rotate) tx.setAttribute("transform", "rotate(" + it.rotate + " " + it.x + " " + it.y + ")");
+        if (it.role) {
+          tx.setAttribute("class", "label " + it.role);
+          tx.setAttribute("data-" + it.role, it.i);
+        }
+        if (it.nohit) tx.setAttribute("pointer-events", "none");
+        tx.textContent = it.s;
+        svg.append(tx);
+      }
+    }
+    return svg;
+  }
+
+  function toCanvas(sc, scale) {
+    const canvas = document.createElement("canvas");
+    canvas.width = Math.ceil(sc.width * scale);
+    canvas.height = Math.ceil(sc.height * scale);
+    const ctx = canvas.getContext("2d");
+    ctx.scale(scale, scale);
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, sc.width, sc.height);
+    for (const it of sc.items) {
+      if (it.t === "rect") {
+        ctx.fillStyle = it.fill;
+        ctx.fillRect(it.x, it.y, it.w, it.h);
+        ctx.strokeStyle = it.stroke || "#ffffff";
+        ctx.lineWidth = it.stroke ? 2 : 0.5;
+        ctx.strokeRect(it.x, it.y, it.w, it.h);
+      } else {
+        ctx.save();
+        ctx.font = (it.weight ? "bold " : "") + it.size + "px " + FONT;
+        ctx.fillStyle = it.fill || "#1f2933";
+        ctx.textAlign = it.anchor === "middle" ? "center" : it.anchor === "end" ? "right" : "left";
+        ctx.translate(it.x, it.y);
+        if (it.rotate) ctx.rotate((it.rotate * Math.PI) / 180);
+        ctx.fillText(it.s, 0, 0);
+        ctx.restore();
+      }
+    }
+    return canvas;
+  }
+
+  function save(blob, filename) {
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = filename;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  function downloadSVG(sc, filename) {
+    const text = new XMLSerializer().serializeToString(toSVG(sc));
+    save(new Blob(['<?xml version="1.0" encoding="UTF-8"?>\n' + text], { type: "image/svg+xml" }), filename);
+  }
+
+  function downloadPNG(sc, filename) {
+    toCanvas(sc, 2).toBlob((blob) => save(blob, filename), "image/png");
+  }
+
+  // Hover: highlight a cell's row and column, or a label's whole row / column.
+  function interactive(svg, onCell) {
+    const cells = Array.from(svg.querySelectorAll(".cell"));
+    const rowLabels = Array.from(svg.querySelectorAll(".label.row"));
+    const colLabels = Array.from(svg.querySelectorAll(".label.col"));
+    function highlight(r, c) {
+      for (const node of cells) {
+        const inRow = r !== null && node.dataset.r === String(r);
+        const inCol = c !== null && node.dataset.c === String(c);
+        const keep = (r === null && c === null) || inRow || inCol;
+        node.classList.toggle("dim", !keep);
+      }
+      rowLabels.forEach((n) => n.classList.toggle("hl", r !== null && n.dataset.row === String(r)));
+      colLabels.forEach((n) => n.classList.toggle("hl", c !== null && n.dataset.col === String(c)));
+    }
+    svg.addEventListener("mouseover", (ev) => {
+      const node = ev.target;
+      if (node.classList.contains("cell")) {
+        highlight(Number(node.dataset.r), Number(node.dataset.c));
+        if (onCell) onCell(Number(node.dataset.r), Number(node.dataset.c), Number(node.dataset.v));
+      } else if (node.classList.contains("row")) {
+        highlight(Number(node.dataset.row), null);
+      } else if (node.classList.contains("col")) {
+        highlight(null, Number(node.dataset.col));
+      }
+    });
+    svg.addEventListener("mouseleave", () => {
+      highlight(null, null);
+      if (onCell) onCell(null);
+    });
+    return { highlight };
+  }
+
+  window.Heatmap = { scene, toSVG, toCanvas, downloadSVG, downloadPNG, interactive, blues };
+})();
