@@ -236,7 +236,7 @@ def train_translation(
     if out is not None and (out / "best").is_dir():
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     model.eval()
-    return model, result, Translator(model, src_tok, tgt_tok)
+    return model, result, Translator(model, src_tok, tgt_tok, bleu_tokenize=setup.bleu_tokenize)
 
 
 def _build_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
