@@ -16,7 +16,7 @@ from attnlab.cli import COMMANDS, main
 def documented_args(fn) -> dict[str, str]:
     """``name: text`` entries of the docstring's ``Args:`` section (continuation lines joined)."""
     doc = inspect.getdoc(fn) or ""
-    m = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)+)", doc, flags=re.M)
+    m = re.search(r"^Args:\n((?:[ \t]+.*\n?|\n)+)", doc, flags=re.MULTILINE)
     entries: dict[str, str] = {}
     if not m:
         return entries

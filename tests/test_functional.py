@@ -137,7 +137,7 @@ def test_random_shapes_match_torch_sdpa(lead, T, S, Dh, Dv, scale, seed):
     mask = with_a_key_per_row(torch.rand(*lead, T, S, generator=gen) < 0.3, gen)
     for backend in BACKENDS:
         run_both(
-            lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, scale=scale, backend=backend).output,
+            lambda q, k, v, backend=backend: scaled_dot_product_attention(q, k, v, mask, scale=scale, backend=backend).output,
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale),
             (q, k, v),
             torch.float64,
@@ -162,7 +162,7 @@ def test_auto_backend_choice():
     gen = torch.Generator().manual_seed(0)
     q, k, v = make_qkv((2,), 3, 4, 5, 5, torch.float32, gen)
     assert scaled_dot_product_attention(q, k, v).weights is None
-    out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    _, w = scaled_dot_product_attention(q, k, v, return_weights=True)
     assert w is not None and w.shape == (2, 3, 4)
 
 
@@ -270,7 +270,7 @@ def test_additive_attention_without_bias_and_module():
     ref_w = torch.softmax(hidden @ mod.score, dim=-1)  # (2, 6)
     torch.testing.assert_close(w[:, 0], ref_w)
     torch.testing.assert_close(out[:, 0], (ref_w.unsqueeze(-1) * keys).sum(1))
-    out_nb, w_nb = additive_attention(query, keys, keys, mod.q_proj.weight, mod.k_proj.weight, mod.score)
+    _, w_nb = additive_attention(query, keys, keys, mod.q_proj.weight, mod.k_proj.weight, mod.score)
     ref_nb = torch.softmax(torch.tanh(query @ mod.q_proj.weight.T + keys @ mod.k_proj.weight.T) @ mod.score, -1)
     torch.testing.assert_close(w_nb[:, 0], ref_nb)
 

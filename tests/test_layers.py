@@ -9,7 +9,13 @@ import torch
 from torch import nn
 
 from attnlab.functional import causal_mask, padding_mask
-from attnlab.layers import DecoderBlock, EncoderBlock, FeedForward, KVCache, MultiHeadAttention
+from attnlab.layers import (
+    DecoderBlock,
+    EncoderBlock,
+    FeedForward,
+    KVCache,
+    MultiHeadAttention,
+)
 
 TOL64 = dict(atol=1e-10, rtol=1e-10)
 
@@ -113,7 +119,7 @@ def test_mha_matches_torch_multihead_attention(case, backend, dtype):
         torch.testing.assert_close(a.grad, b.grad, **tol)
     ref_grads = torch_grads(ours, ref)
     for pname, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, ref_grads[pname], **tol, msg=lambda m: f"{pname}: {m}")
+        torch.testing.assert_close(p.grad, ref_grads[pname], **tol, msg=lambda m, pname=pname: f"{pname}: {m}")
 
 
 def test_mha_is_causal_flag_equals_causal_mask():
@@ -204,7 +210,7 @@ def test_project_kv_equals_key_value():
     # project_kv(key) alone means value = key
     mha_same = MultiHeadAttention(8, 2).double()
     mem = torch.randn(2, 5, 8, dtype=torch.float64)
-    k1, v1 = mha_same.project_kv(mem)
+    _, v1 = mha_same.project_kv(mem)
     torch.testing.assert_close(v1, mha_same.project_kv(mem, mem)[1])
 
 

@@ -84,7 +84,7 @@ def test_learned_positional_embedding():
 
 def rope_reference(x: torch.Tensor, positions: list[int], base: float = 10000.0) -> torch.Tensor:
     """Su et al. 2021 §3.4 as complex multiplication: (x_2i + i·x_2i+1) · e^{i·m·θ_i}, θ_i = base^(-2i/d)."""
-    T, Dh = x.shape
+    _, Dh = x.shape
     out = torch.empty_like(x, dtype=torch.float64)
     for t, m in enumerate(positions):
         for i in range(Dh // 2):
