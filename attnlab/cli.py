@@ -69,7 +69,7 @@ def _add_function_arguments(parser: argparse.ArgumentParser, fn: Callable) -> No
     docs = _arg_docs(inspect.getdoc(fn) or "")
     for name, param in inspect.signature(fn).parameters.items():
         tp = _unwrap_optional(hints.get(name, str))
-        help_text = docs.get(name, "")
+        help_text = docs.get(name, "").replace("%", "%%")  # argparse %-formats help strings
         flag = "--" + name.replace("_", "-")
         has_default = param.default is not inspect.Parameter.empty
         kwargs: dict = {"help": help_text}
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in sorted(COMMANDS):
         fn = COMMANDS[name]
         doc = inspect.getdoc(fn) or ""
-        summary = doc.split("\n\n")[0].replace("\n", " ")
+        summary = doc.split("\n\n")[0].replace("\n", " ").replace("%", "%%")  # argparse %-formats help
         description = doc.split("Args:")[0].strip()
         words = name.split()
         if len(words) == 1:
