@@ -283,3 +283,31 @@ def test_config_validation_and_presets():
     for name, fields in PRESETS.items():
         c = BertConfig(**fields)
         assert c.n_embd % c.n_head == 0, name
+
+
+# --------------------------------------------------------------------------------------------
+# The `attnlab fill-mask` command on a tiny model trained here.
+# --------------------------------------------------------------------------------------------
+
+
+def test_fill_mask_command_prints_the_models_candidates(tmp_path, capsys):
+    from attnlab.cli import main
+    from attnlab.recipes.lm import load_language_model
+
+    (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 60, encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "mlm", "--text", str(tmp_path / "text.txt"), "--out", str(out), "--preset", "tiny",
+                 "--max-steps", "40", "--overrides", "train.progress=false", "train.lr=0.01"]) == 0
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(out), "the c[MASK]t sat on the m[MASK]t.", "--top-k", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[MASK] #1:" and lines[4] == "[MASK] #2:" and len(lines) == 8
+    model, tok = load_language_model(out)
+    expected = fill_mask(model, tok, "the c[MASK]t sat on the m[MASK]t.", top_k=3)
+    for block, cands in zip((lines[1:4], lines[5:8]), expected):
+        for line, (token, p) in zip(block, cands):
+            shown_p, shown_tok = line.split("%", 1)
+            assert float(shown_p) == pytest.approx(100 * p, abs=0.01)
+            assert shown_tok.strip() in (token, repr(token))
+    assert main(["fill-mask", "--model", str(out), "no mask here"]) == 2
+    assert "no [MASK]" in capsys.readouterr().err

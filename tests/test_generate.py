@@ -178,3 +178,60 @@ def test_bad_prompts_are_named():
         generate(tiny(), torch.zeros(1, 0, dtype=torch.long), max_new_tokens=2)
     with pytest.raises(ValueError, match="max_new_tokens"):
         generate(tiny(), torch.tensor([[1]]), max_new_tokens=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# The `attnlab generate` command on a tiny model trained here.
+# --------------------------------------------------------------------------------------------
+
+TEXT = "to be or not to be, that is the question.\n" * 40
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_dir(tmp_path_factory):
+    from attnlab.cli import main
+
+    root = tmp_path_factory.mktemp("lm")
+    (root / "text.txt").write_text(TEXT, encoding="utf-8")
+    out = root / "run"
+    assert main(["train", "lm", "--text", str(root / "text.txt"), "--out", str(out), "--preset", "tiny",
+                 "--max-steps", "30", "--overrides", "train.progress=false", "train.lr=0.01"]) == 0
+    return out
+
+
+def test_generate_command_streams_what_generate_returns(tiny_lm_dir, capsys):
+    from attnlab.cli import main
+    from attnlab.recipes.lm import load_language_model
+
+    capsys.readouterr()
+    assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "to be", "--max-new-tokens", "25",
+                 "--temperature", "0"]) == 0
+    printed = capsys.readouterr().out
+    model, tok = load_language_model(tiny_lm_dir)
+    prompt = torch.tensor([tok.encode("to be")])
+    expected = tok.decode(generate(model, prompt, max_new_tokens=25, temperature=0).tokens[0])
+    assert printed == expected + "\n"
+    assert len(printed) > len("to be") + 10
+
+
+def test_generate_command_seed_reproduces_samples(tiny_lm_dir, capsys):
+    from attnlab.cli import main
+
+    outs = []
+    for _ in range(2):
+        capsys.readouterr()
+        assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "the", "--max-new-tokens", "30",
+                     "--temperature", "1.0", "--top-k", "5", "--top-p", "0.9", "--seed", "3"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and outs[0].startswith("the")
+
+
+def test_generate_command_errors_are_one_line(tiny_lm_dir, tmp_path, capsys):
+    from attnlab.cli import main
+
+    assert main(["generate", "--model", str(tmp_path), "--prompt", "x"]) == 2
+    assert "no model found" in capsys.readouterr().err
+    assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", ""]) == 2
+    assert "prompt is empty" in capsys.readouterr().err
+    assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "to", "--top-p", "2"]) == 2
+    assert "top_p" in capsys.readouterr().err

@@ -1,0 +1,152 @@
+"""attnlab.recipes.lm: data splits and batches for LM/MLM training, exact resume, model loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from attnlab.models.bert import BertConfig, BertForMaskedLM, bert_config
+from attnlab.models.gpt import GPT, GPTConfig, gpt_config
+from attnlab.recipes import lm
+from attnlab.train import TrainConfig
+
+TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(60))
+
+
+def lm_setup(**kw) -> lm.LMSetup:
+    return dataclasses.replace(lm.LM_RECIPES["tiny"], **kw)
+
+
+def test_split_is_by_position_and_the_tokenizer_sees_only_training_text():
+    train_text, valid_text = lm._split_text(TEXT, 0.1)
+    assert train_text + valid_text == TEXT
+    assert len(valid_text) == len(TEXT) - int(0.9 * len(TEXT))
+    with pytest.raises(ValueError, match="valid_fraction"):
+        lm._split_text(TEXT, 1.0)
+    with pytest.raises(ValueError, match="empty"):
+        lm._split_text("   ", 0.1)
+
+
+def test_lm_batches_are_contiguous_blocks_covering_the_stream_once():
+    setup = lm_setup(block_size=16, batch_size=4)
+    ids = torch.arange(1000)
+    task = lm.LMTask(setup, gpt_config("tiny", vocab_size=1000), None, ids, torch.arange(50))
+    batches = task.batches(0, 0, 1)
+    blocks = torch.cat(batches)  # (n, T)
+    assert blocks.shape[1] == 16
+    assert (blocks[:, 1:] - blocks[:, :-1] == 1).all()  # each block is a contiguous slice
+    starts = sorted(blocks[:, 0].tolist())
+    assert all(b - a == 16 for a, b in zip(starts, starts[1:]))  # no overlap, no gap
+    assert len(starts) >= (1000 - 16) // 16
+    assert [b.tolist() for b in task.batches(0, 0, 1)] == [b.tolist() for b in batches]  # reproducible
+    assert [b.tolist() for b in task.batches(1, 0, 1)] != [b.tolist() for b in batches]  # reshuffled
+    halves = task.batches(0, 0, 2) + task.batches(0, 1, 2)
+    assert sorted(torch.cat(halves)[:, 0].tolist()) == starts
+
+
+def test_lm_task_validation_and_loss_counts():
+    cfg = gpt_config("tiny", vocab_size=50)
+    with pytest.raises(ValueError, match="exceeds the model's n_positions"):
+        lm.LMTask(lm_setup(block_size=65), cfg, None, torch.arange(500) % 50, torch.arange(20))
+    with pytest.raises(ValueError, match="fewer than one block"):
+        lm.LMTask(lm_setup(block_size=32), cfg, None, torch.arange(20), torch.arange(20))
+    task = lm.LMTask(lm_setup(block_size=8, batch_size=3), cfg, None, torch.arange(500) % 50, torch.arange(40) % 50)
+    model = GPT(cfg)
+    batch = task.batches(0, 0, 1)[0]
+    loss, n = task.loss(model, batch)
+    assert n == 3 * 7 and loss.item() == pytest.approx(model(batch, labels=batch).loss.item())
+    metrics = task.evaluate(model.eval())
+    blocks = (torch.arange(40) % 50).view(5, 8)
+    assert metrics["loss"] == pytest.approx(model(blocks, labels=blocks).loss.item(), rel=1e-5)
+
+
+def test_train_lm_resume_reproduces_the_uninterrupted_run(tmp_path):
+    def run(out, max_steps, resume=False):
+        setup = lm_setup(block_size=16, batch_size=4, train=dataclasses.replace(
+            lm.LM_RECIPES["tiny"].train, out_dir=str(out), epochs=50, max_steps=max_steps, progress=False,
+            save_every_steps=1, log_every=1))
+        return lm.train_lm(setup, TEXT, resume=resume)
+
+    full, _, _ = run(tmp_path / "a", 6)
+    run(tmp_path / "b", 3)
+    resumed, result, tok = run(tmp_path / "b", 6, resume=True)
+    assert result.steps == 6
+    for (name, p), q in zip(full.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(p, q, msg=name)
+    logs = [(tmp_path / d / "log.jsonl").read_text().splitlines() for d in ("a", "b")]
+    losses = [[json.loads(l)["loss"] for l in log if '"loss"' in l and '"eval"' not in l] for log in logs]
+    assert losses[0] == pytest.approx(losses[1])
+    assert tok.kind == "char"
+
+
+def test_mlm_sequences_and_next_sentence_pairs():
+    cfg = bert_config("tiny", vocab_size=2000)
+    setup = dataclasses.replace(lm.MLM_RECIPES["tiny"], max_len=11, next_sentence=True, batch_size=1000)
+
+    class Tok:
+        pad_id, unk_id, bos_id, eos_id, mask_id, vocab_size = 0, 1, 2, 3, 4, 2000
+
+    stream = torch.arange(5, 5 + 4 * 400)  # every segment distinct
+    task = lm.MLMTask(setup, cfg, Tok(), stream, stream[:100])
+    assert task.seg == 4
+    (batch,) = task.batches(0, 0, 1)
+    n = batch.input_ids.shape[0]
+    assert batch.input_ids.shape == (n, 11)
+    originals = torch.where(batch.labels == -100, batch.input_ids, batch.labels)  # undo the masking
+    assert (originals[:, 0] == 2).all() and (originals[:, 5] == 3).all() and (originals[:, 10] == 3).all()
+    assert (batch.token_type_ids[:, :6] == 0).all() and (batch.token_type_ids[:, 6:] == 1).all()
+    segs = task.train_segments
+    a, b = originals[:, 1:5], originals[:, 6:10]
+    index = {tuple(s.tolist()): i for i, s in enumerate(segs)}
+    follows = torch.tensor([index[tuple(y.tolist())] == index[tuple(x.tolist())] + 1 for x, y in zip(a, b)])
+    assert torch.equal(follows, batch.next_sentence_labels == 0)
+    assert batch.next_sentence_labels.float().mean().item() == pytest.approx(0.5, abs=0.08)
+    # Special tokens are never selected for prediction.
+    assert not (batch.labels[:, [0, 5, 10]] != -100).any()
+    selected = (batch.labels != -100).float().sum() / (n * 8)
+    assert selected.item() == pytest.approx(0.15, abs=0.03)
+
+
+def test_train_mlm_then_load_it_as_masked_lm_and_as_sentence_encoder(tmp_path):
+    setup = dataclasses.replace(lm.MLM_RECIPES["tiny"], train=dataclasses.replace(
+        lm.MLM_RECIPES["tiny"].train, out_dir=str(tmp_path), max_steps=3, progress=False))
+    model, result, tok = lm.train_mlm(setup, TEXT)
+    assert isinstance(model, BertForMaskedLM) and result.steps == 3
+    assert {"loss", "accuracy"} <= set(result.best)
+    loaded, loaded_tok = lm.load_language_model(tmp_path)
+    assert isinstance(loaded, BertForMaskedLM) and loaded_tok.vocab_size == tok.vocab_size
+    for p, q in zip(model.state_dict().values(), loaded.state_dict().values()):
+        assert torch.equal(p, q)
+    enc = lm.load_encoder(tmp_path)
+    vectors = enc.embed(["the quick fox", "lazy dog"])
+    assert vectors.shape == (2, model.config.n_embd)
+    torch.testing.assert_close(vectors.norm(dim=-1), torch.ones(2))
+
+
+def test_load_language_model_rejects_other_checkpoints(tmp_path):
+    from attnlab import checkpoint as ckpt
+    from attnlab.data.tokenizers import CharTokenizer
+
+    tok = CharTokenizer.train(["abc"])
+    ckpt.save_checkpoint(tmp_path / "x", model=torch.nn.Linear(2, 2), config={"model_type": "transformer"},
+                         tokenizers={"tokenizer": tok})
+    with pytest.raises(ValueError, match="not a language model"):
+        lm.load_language_model(tmp_path / "x")
+
+
+def test_overrides_are_checked():
+    setup = lm.apply_overrides(lm.LM_RECIPES["tiny"], ["model.n_layer=3", "train.lr=0.01", "batch_size=5",
+                                                       "train.betas=[0.9, 0.95]"], GPTConfig)
+    assert setup.model_overrides == {"n_layer": 3} and setup.train.lr == 0.01 and setup.batch_size == 5
+    assert setup.train.betas == (0.9, 0.95)
+    assert lm.LM_RECIPES["tiny"].train.lr != 0.01  # the recipe itself is untouched
+    for bad, match in (("model.width=3", "unknown model field"), ("train.speed=1", "unknown training field"),
+                       ("colour=red", "unknown setting"), ("n_layer", "key=value")):
+        with pytest.raises(ValueError, match=match):
+            lm.apply_overrides(lm.LM_RECIPES["tiny"], [bad], GPTConfig)
+    mlm_setup = lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.type_vocab_size=3"], BertConfig)
+    assert mlm_setup.model_overrides == {"type_vocab_size": 3}
+    assert isinstance(lm.LM_RECIPES["shakespeare-char"].train, TrainConfig)
