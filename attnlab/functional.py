@@ -566,7 +566,8 @@ def _global_index(global_positions, S: int, device) -> Tensor:
         idx = global_positions.to(device)
     else:
         try:
-            idx = torch.as_tensor(list(global_positions), dtype=torch.long, device=device)
+            items = list(global_positions)
+            idx = torch.as_tensor(items, device=device) if items else torch.zeros(0, dtype=torch.long, device=device)
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(
                 "global_positions must be integer indices or an (S,) boolean tensor, "
@@ -1382,6 +1383,11 @@ class AttentionSpec:
     def replace(self, **options) -> "AttentionSpec":
         """A copy with some options changed (validated again)."""
         return AttentionSpec(self.name, **{**self.options, **options})
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the variant has a window, whose shape ``is_causal`` decides."""
+        return "window" in self.options
 
     @property
     def recent_positions(self) -> int | None:

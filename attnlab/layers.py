@@ -20,6 +20,7 @@ Tensor = torch.Tensor
 __all__ = [
     "AttentionOutput",
     "KVCache",
+    "RollingKVCache",
     "MultiHeadAttention",
     "AdditiveAttention",
     "FeedForward",
@@ -76,6 +77,56 @@ class KVCache:
             self._v = self._v.index_select(0, index)
 
 
+class RollingKVCache:
+    """A key/value cache that keeps only the last ``window`` positions (sliding-window decoding).
+
+    With local attention a new query never looks further back than its window, so older keys and
+    values can be forgotten: memory stays ``O(window)`` however long the generation runs (the
+    "rolling buffer cache" of Mistral 7B, Jiang et al. 2023, §2). :meth:`extend` returns the kept
+    positions followed by the new ones — contiguous positions ending at the newest, which is what
+    bottom-right aligned attention expects — and then keeps only the last ``window`` of them.
+    Same interface as :class:`KVCache`; ``len(cache)`` counts every position seen (the position
+    of the next token), :attr:`kept` how many are stored. Build it with
+    :meth:`MultiHeadAttention.new_cache`, which sizes it for the layer's window.
+
+    Shape:
+        stored keys/values: ``(B, H, min(window, len(cache)), Dh)``
+    """
+
+    def __init__(self, window: int) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"RollingKVCache window must be a positive int, got {window!r}")
+        self.window = window
+        self._k: Tensor | None = None  # (B, H, kept, Dh)
+        self._v: Tensor | None = None
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def kept(self) -> int:
+        """Positions stored now: ``min(window, len(self))``."""
+        return 0 if self._k is None else self._k.shape[-2]
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``(B, H, t, Dh)`` keys/values; return the kept ones and these, ``(B, H, kept + t, Dh)``."""
+        if self._k is not None:
+            k = torch.cat([self._k, k], dim=-2)  # (B, H, kept + t, Dh)
+            v = torch.cat([self._v, v], dim=-2)  # (B, H, kept + t, Dv)
+        self.length += k.shape[-2] - self.kept
+        # A copy, so the cache does not pin the (possibly long) tensor it was sliced from.
+        self._k = k[..., -self.window :, :].clone()  # (B, H, ≤ window, Dh)
+        self._v = v[..., -self.window :, :].clone()  # (B, H, ≤ window, Dv)
+        return k, v
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps)."""
+        if self._k is not None:
+            self._k = self._k.index_select(0, index)
+            self._v = self._v.index_select(0, index)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani et al. 2017, §3.2.2).
 
@@ -95,6 +146,12 @@ class MultiHeadAttention(nn.Module):
             called as ``rotary(x, offset)`` with ``x`` ``(B, H, L, Dh)`` and ``offset`` the
             position of its first row (the cache length while decoding), e.g.
             :class:`attnlab.positional.RotaryEmbedding`. Values are left alone (Su et al. 2021).
+        attention: how each head attends: a name in
+            :data:`attnlab.functional.ATTENTION_VARIANTS` (``"full"``, ``"chunked"``) or an
+            :class:`attnlab.functional.AttentionSpec` with options, e.g.
+            ``AttentionSpec("sliding_window", window=256)``. ``is_causal`` of :meth:`forward`
+            makes a window causal (decoder) or symmetric (encoder). ``backend`` applies to
+            ``"full"`` only.
     """
 
     def __init__(
@@ -107,12 +164,15 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         backend: str = "auto",
         rotary: nn.Module | None = None,
+        attention: str | AF.AttentionSpec = "full",
     ) -> None:
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout, self.backend = dropout, backend
+        spec = attention if isinstance(attention, AF.AttentionSpec) else AF.AttentionSpec(attention)
+        self.attention = spec if backend == "auto" else spec.replace(backend=backend)
         self.rotary = rotary
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)
@@ -132,6 +192,12 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         return self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
 
+    def new_cache(self) -> KVCache | RollingKVCache:
+        """An empty cache for incremental decoding: a :class:`RollingKVCache` holding just the
+        positions a sliding window can see, else a :class:`KVCache`."""
+        span = self.attention.recent_positions
+        return KVCache() if span is None else RollingKVCache(span)
+
     def forward(
         self,
         query: Tensor,
@@ -143,7 +209,7 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         kv: tuple[Tensor, Tensor] | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | RollingKVCache | None = None,
     ) -> AttentionOutput:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -157,7 +223,10 @@ class MultiHeadAttention(nn.Module):
             kv: keys/values already projected by :meth:`project_kv` (cross-attention while
                 decoding: the encoder side is projected once, not at every step).
             cache: a :class:`KVCache`; the new keys/values are appended to it and attention runs
-                over everything it holds (incremental self-attention decoding).
+                over everything it holds (incremental self-attention decoding). A
+                :class:`RollingKVCache` (sliding-window attention, ``is_causal=True``) holds only
+                the last positions; masks may then cover all positions seen (their last columns
+                are used) or just the ones it returns.
 
         Shape:
             - query: ``(B, T, D)``;  key: ``(B, S, kdim)``;  value: ``(B, S, vdim)``
@@ -181,7 +250,18 @@ class MultiHeadAttention(nn.Module):
             # Rotate before caching: a cached key keeps the angle of the position it was made at.
             offset = len(cache) if cache is not None else 0
             q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, T, Dh)
-        if cache is not None:
+        if isinstance(cache, RollingKVCache):
+            self._check_rolling(cache, is_causal)
+            seen = len(cache) + T  # positions seen, counting the new ones
+            k, v = cache.extend(k, v)  # (B, H, S, Dh): the last kept positions, then the new ones
+            if key_padding_mask is not None and key_padding_mask.shape[-1] == seen:
+                key_padding_mask = key_padding_mask[:, -k.shape[-2] :]  # (B, S)
+            if attn_mask is not None and attn_mask.shape[-1] == seen:
+                attn_mask = attn_mask[..., -k.shape[-2] :]  # (..., T, S)
+        elif cache is not None:
+            if self.attention.windowed and not is_causal:
+                # One new query with is_causal=False would get a *symmetric* window: half as wide.
+                raise ValueError(f"decoding with {self.attention!r} and a cache needs is_causal=True")
             k, v = cache.extend(k, v)  # (B, H, S_total, Dh)
         if attn_mask is not None and attn_mask.dim() == 3:
             raise ValueError(
@@ -194,7 +274,7 @@ class MultiHeadAttention(nn.Module):
                 )
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         mask = AF.combine_masks(attn_mask, key_padding_mask)
-        out, weights = AF.scaled_dot_product_attention(
+        out, weights = self.attention(
             q,
             k,
             v,
@@ -202,10 +282,24 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal,
             return_weights=need_weights,
-            backend=self.backend,
         )  # (B, H, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
         return AttentionOutput(self.out_proj(out), weights)
+
+    def _check_rolling(self, cache: RollingKVCache, is_causal: bool) -> None:
+        span = self.attention.recent_positions
+        if span is None:
+            raise ValueError(
+                f"a RollingKVCache forgets old positions, which {self.attention!r} still attends to; "
+                "use KVCache (or MultiHeadAttention.new_cache())"
+            )
+        if not is_causal:
+            raise ValueError("decoding with a RollingKVCache is causal: pass is_causal=True")
+        if cache.window < span:
+            raise ValueError(
+                f"RollingKVCache(window={cache.window}) keeps fewer positions than {self.attention!r} "
+                f"sees ({span}); use MultiHeadAttention.new_cache()"
+            )
 
 
 class AdditiveAttention(nn.Module):
@@ -283,7 +377,8 @@ class EncoderBlock(nn.Module):
     ``norm="post"`` is the paper's ``LayerNorm(x + Sublayer(x))`` (Vaswani et al. 2017, §3.1);
     ``norm="pre"`` is ``x + Sublayer(LayerNorm(x))`` (Xiong et al. 2020), which trains stably
     without a long warm-up and is what GPT-2 uses. With ``is_causal`` this is also the block of a
-    decoder-only model (GPT).
+    decoder-only model (GPT). ``attention`` picks the self-attention variant (see
+    :class:`MultiHeadAttention`), e.g. ``AttentionSpec("sliding_window", window=256)``.
     """
 
     def __init__(
@@ -298,12 +393,13 @@ class EncoderBlock(nn.Module):
         bias: bool = True,
         backend: str = "auto",
         rotary: nn.Module | None = None,
+        attention: str | AF.AttentionSpec = "full",
     ) -> None:
         super().__init__()
         _check_norm(norm)
         self.norm = norm
         self.self_attn = MultiHeadAttention(
-            d_model, n_heads, dropout=dropout, bias=bias, backend=backend, rotary=rotary
+            d_model, n_heads, dropout=dropout, bias=bias, backend=backend, rotary=rotary, attention=attention
         )
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
@@ -318,7 +414,7 @@ class EncoderBlock(nn.Module):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
-        cache: KVCache | None = None,
+        cache: KVCache | RollingKVCache | None = None,
     ) -> BlockOutput:
         """Shape: x ``(B, T, D)``; key_padding_mask ``(B, S)`` → hidden ``(B, T, D)``."""
 
@@ -348,7 +444,8 @@ class DecoderBlock(nn.Module):
 
     Each sub-layer has a residual connection and LayerNorm (post- or pre-norm, as
     :class:`EncoderBlock`). The queries of the cross-attention come from the target side; its
-    keys and values are the encoder's output ("memory").
+    keys and values are the encoder's output ("memory"). ``attention`` picks the variant of the
+    self-attention only (see :class:`MultiHeadAttention`).
     """
 
     def __init__(
@@ -362,11 +459,16 @@ class DecoderBlock(nn.Module):
         layer_norm_eps: float = 1e-5,
         bias: bool = True,
         backend: str = "auto",
+        attention: str | AF.AttentionSpec = "full",
     ) -> None:
         super().__init__()
         _check_norm(norm)
         self.norm = norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
+        # The variant applies to self-attention: source and target positions are not aligned,
+        # so a window over the source would mean nothing; cross-attention stays full.
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, dropout=dropout, bias=bias, backend=backend, attention=attention
+        )
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, backend=backend)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.self_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
@@ -383,7 +485,7 @@ class DecoderBlock(nn.Module):
         target_padding_mask: Tensor | None = None,
         need_weights: bool = False,
         memory_kv: tuple[Tensor, Tensor] | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | RollingKVCache | None = None,
     ) -> BlockOutput:
         """Shape: x ``(B, T, D)``; memory ``(B, S, D)``; memory_padding_mask ``(B, S)``;
         target_padding_mask ``(B, T)`` (or ``(B, T_total)`` with a cache) → hidden ``(B, T, D)``.
