@@ -49,18 +49,20 @@ def demo_setup(out_dir: Path | None, *, minutes: float, seed: int) -> Translatio
         vocab_size=200,
         tgt_tokenizer="char",
         joint_vocab=False,
-        max_tokens=4000,
+        max_tokens=2000,  # small batches: more updates per minute suit a 30k-pair task
         max_len=128,
         eval_sentences=300,
+        label_smoothing=0.0,  # exact match is the goal here, not calibrated probabilities
         metric="exact_match",
         bleu_tokenize="char",
         train=TrainConfig(
             out_dir=None if out_dir is None else str(out_dir),
             epochs=100,
             time_budget_s=minutes * 60,
-            lr=2e-3,
-            warmup_steps=200,
-            eval_every_steps=300,
+            lr=3e-3,
+            warmup_steps=100,
+            eval_every_steps=150,
+            patience=2,  # stop once validation exact match has stopped improving (it reaches 100%)
             log_every=25,
             seed=seed,
         ),
