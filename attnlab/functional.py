@@ -1376,9 +1376,24 @@ class AttentionSpec:
             gp = options["global_positions"]
             if isinstance(gp, Tensor) and gp.dtype == torch.bool:
                 gp = gp.nonzero().squeeze(-1)
-            options["global_positions"] = tuple(int(i) for i in _global_index(gp, 1 << 62, None).tolist())
+            # Kept as a tuple so specs compare, hash and print by value. The upper bound is the
+            # sequence length, known only when called; here only the type and sign are checked.
+            no_upper_bound = torch.iinfo(torch.long).max
+            options["global_positions"] = tuple(_global_index(gp, no_upper_bound, None).tolist())
         self.name = name
         self.options = dict(options)
+
+    @classmethod
+    def from_config(cls, attention: str = "full", window: int | None = None, n_global: int = 0) -> "AttentionSpec":
+        """The spec of a model config's flat fields: the variant name, its ``window`` and, for
+        ``"global_window"``, the number of leading global positions (e.g. BERT's ``[CLS]``, or a
+        GPT's first tokens as "attention sinks")."""
+        options = {} if window is None else {"window": window}
+        if attention == "global_window":
+            options["global_positions"] = tuple(range(n_global))
+        elif n_global:
+            raise ValueError(f"n_global={n_global} applies to attention='global_window', not {attention!r}")
+        return cls(attention, **options)
 
     def replace(self, **options) -> "AttentionSpec":
         """A copy with some options changed (validated again)."""

@@ -613,3 +613,103 @@ def test_all_registered_variants_run_in_mha():
     wide = MultiHeadAttention(D, H, attention=AttentionSpec("sliding_window", window=7))
     # A causal window as wide as the sequence is full causal attention.
     torch.testing.assert_close(wide(x, is_causal=True).output, outs["full"], atol=1e-5, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Model configs: attention / window / n_global reach the blocks and their caches.
+# --------------------------------------------------------------------------------------------
+
+
+def tiny_gpt(seed=0, **fields):
+    from attnlab.models.gpt import GPT, GPTConfig
+
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size=31, n_positions=40, n_embd=16, n_layer=2, n_head=2, **fields)
+    return GPT(config).double().eval()
+
+
+@pytest.mark.parametrize("fields", [dict(attention="sliding_window", window=4),
+                                    dict(attention="sliding_window", window=3, positions="rotary"),
+                                    dict(attention="global_window", window=3, n_global=2),
+                                    dict(attention="chunked")])  # fmt: skip
+def test_gpt_variant_cached_generation_equals_full_forward(fields):
+    model = tiny_gpt(**fields)
+    ids = torch.randint(0, 31, (2, 14), generator=torch.Generator().manual_seed(3))
+    full = model(ids).logits  # (B, T, V)
+    caches = model.new_caches()
+    if fields["attention"] == "sliding_window":
+        assert all(isinstance(c, RollingKVCache) and c.window == fields["window"] for c in caches)
+    steps, start = [], 0
+    for t in [5, 1, 1, 4, 1, 1, 1]:
+        steps.append(model(ids[:, start : start + t], caches=caches).logits)
+        start += t
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL[torch.float64])
+    if fields["attention"] == "sliding_window":
+        assert all(c.kept == fields["window"] for c in caches)
+
+
+def test_gpt_window_reaches_the_blocks():
+    ids = torch.randint(0, 31, (2, 12), generator=torch.Generator().manual_seed(4))
+    full = tiny_gpt()(ids).logits
+    wide = tiny_gpt(attention="sliding_window", window=12)  # same seed: same weights
+    narrow = tiny_gpt(attention="sliding_window", window=3)
+    assert narrow.blocks[0].self_attn.attention == AttentionSpec("sliding_window", window=3)
+    torch.testing.assert_close(wide(ids).logits, full, **TOL[torch.float64])  # a window of T is full attention
+    assert not torch.allclose(narrow(ids).logits, full)
+    # The first 3 positions see the same keys either way.
+    torch.testing.assert_close(narrow(ids).logits[:, :3], full[:, :3], **TOL[torch.float64])
+
+
+def test_bert_and_transformer_configs_take_the_variant():
+    from attnlab.models.bert import BertConfig, BertModel
+    from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
+
+    ids = torch.randint(1, 40, (2, 10), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    mask[1, 7:] = False
+    hidden = {}
+    for name, fields in {"full": {}, "wide": dict(attention="global_window", window=20, n_global=1),
+                         "narrow": dict(attention="global_window", window=2, n_global=1)}.items():  # fmt: skip
+        torch.manual_seed(0)
+        bert = BertModel(BertConfig(vocab_size=40, n_positions=16, n_embd=16, n_layer=2, n_head=2, **fields))
+        hidden[name] = bert.double().eval()(ids, attention_mask=mask).hidden_states
+    # Symmetric window of 20 ≥ 2·T: every position in reach, so the same as full attention.
+    torch.testing.assert_close(hidden["wide"], hidden["full"], **TOL[torch.float64])
+    assert not torch.allclose(hidden["narrow"], hidden["full"])
+
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab_size=23, tgt_vocab_size=19, **dict(PRESETS["tiny"], n_decoder_layers=2),
+                               attention="sliding_window", window=3)  # fmt: skip
+    model = Transformer(config).double().eval()
+    src = torch.randint(5, 23, (2, 9), generator=torch.Generator().manual_seed(6))
+    tgt = torch.randint(5, 19, (2, 8), generator=torch.Generator().manual_seed(7))
+    full = model(src, tgt).logits  # (B, T, V)
+    state = model.start(src)
+    assert all(isinstance(c, RollingKVCache) for c in state.caches)
+    steps = torch.stack([model.step(tgt[:, t : t + 1], state).logits for t in range(tgt.shape[1])], dim=1)
+    torch.testing.assert_close(steps, full, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        (dict(attention="sliding_window"), "needs option"),
+        (dict(attention="full", window=4), "has no option"),
+        (dict(attention="full", n_global=2), "n_global"),
+        (dict(attention="sliding_window", window=4, backend="math"), "has no option"),
+        (dict(attention="sliding_window", window=0), "window must be ≥ 1"),
+        (dict(attention="linear"), "unknown attention variant"),
+    ],
+)
+def test_model_config_errors(fields, match):
+    from attnlab.models.bert import BertConfig
+    from attnlab.models.gpt import GPTConfig
+    from attnlab.models.transformer import TransformerConfig
+
+    with pytest.raises(ValueError, match=match):
+        GPTConfig(**fields)
+    with pytest.raises(ValueError, match=match):
+        BertConfig(**fields)
+    if "backend" not in fields:  # the Transformer config has no backend field
+        with pytest.raises(ValueError, match=match):
+            TransformerConfig(src_vocab_size=5, tgt_vocab_size=5, **fields)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as AF
+from ..functional import AttentionSpec
 from ..layers import _ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
 
@@ -69,6 +70,9 @@ class BertConfig:
     next_sentence_head: bool = False  # also build the next-sentence prediction head (§3.1 Task #2)
     init_std: float = 0.02  # standard deviation of the normal initialisation (BERT)
     backend: str = "auto"  # attention backend (see attnlab.functional.scaled_dot_product_attention)
+    attention: str = "full"  # attention variant: "full", "chunked", "sliding_window", "global_window"
+    window: int | None = None  # local window of "sliding_window"/"global_window" (symmetric here)
+    n_global: int = 0  # "global_window": the first n_global positions are global ([CLS]; Longformer)
     model_type: str = "bert"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
@@ -76,6 +80,9 @@ class BertConfig:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.activation not in _ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        spec = self.attention_spec()  # a clear error now for a bad variant or window
+        if self.backend != "auto":
+            spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
         for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "type_vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -84,6 +91,10 @@ class BertConfig:
     def d_ff(self) -> int:
         """Feed-forward hidden width."""
         return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+
+    def attention_spec(self) -> AttentionSpec:
+        """The self-attention variant of every block (see attnlab.functional.AttentionSpec)."""
+        return AttentionSpec.from_config(self.attention, self.window, self.n_global)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -167,6 +178,7 @@ class BertModel(nn.Module):
                 layer_norm_eps=c.layer_norm_eps,
                 bias=c.bias,
                 backend=c.backend,
+                attention=c.attention_spec(),
             )
             for _ in range(c.n_layer)
         )

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..functional import AttentionSpec
 from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 
@@ -54,6 +55,9 @@ class GPTConfig:
     rotary_base: float = 10000.0  # RoPE's base b of the angles θ_i = b^(-2i/Dh) (Su et al. 2021, §3.4)
     init_std: float = 0.02  # standard deviation of the normal initialisation (GPT-2)
     backend: str = "auto"  # attention backend (see attnlab.functional.scaled_dot_product_attention)
+    attention: str = "full"  # attention variant: "full", "chunked", "sliding_window", "global_window"
+    window: int | None = None  # local window of "sliding_window"/"global_window" (e.g. 256)
+    n_global: int = 0  # "global_window": the first n_global positions are global (Longformer)
     model_type: str = "gpt"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
@@ -61,6 +65,9 @@ class GPTConfig:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.positions not in ("learned", "rotary"):
             raise ValueError(f"positions must be 'learned' or 'rotary', got {self.positions!r}")
+        spec = self.attention_spec()  # a clear error now for a bad variant or window
+        if self.backend != "auto":
+            spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
         for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -69,6 +76,10 @@ class GPTConfig:
     def d_ff(self) -> int:
         """Feed-forward hidden width."""
         return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+
+    def attention_spec(self) -> AttentionSpec:
+        """The self-attention variant of every block (see attnlab.functional.AttentionSpec)."""
+        return AttentionSpec.from_config(self.attention, self.window, self.n_global)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,6 +149,7 @@ class GPT(nn.Module):
                 bias=c.bias,
                 backend=c.backend,
                 rotary=rotary,
+                attention=c.attention_spec(),
             )
             for _ in range(c.n_layer)
         )
@@ -160,7 +172,7 @@ class GPT(nn.Module):
 
     def new_caches(self) -> list[KVCache]:
         """One empty key/value cache per layer, for incremental decoding."""
-        return [KVCache() for _ in self.blocks]
+        return [block.self_attn.new_cache() for block in self.blocks]  # rolling for a sliding window
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -205,7 +217,8 @@ class GPT(nn.Module):
         x = self.embed_dropout(x)
         # A single new position after a cache may see every cached key, so the causal mask would
         # be all True: skip building it (one mask per layer per generated token).
-        is_causal = T > 1
+        # A window needs is_causal even then: it decides the window's shape (causal, not symmetric).
+        is_causal = T > 1 or self.blocks[0].self_attn.attention.windowed
         attentions = [] if need_weights else None
         for i, block in enumerate(self.blocks):
             x, weights, _ = block(

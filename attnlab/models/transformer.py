@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..functional import AttentionSpec
 from ..layers import DecoderBlock, EncoderBlock, KVCache
 from ..positional import SinusoidalPositionalEncoding
 
@@ -46,7 +47,13 @@ class TransformerConfig:
     share_embeddings: bool = False  # one embedding for source and target (joint vocabulary; §3.4)
     tie_output: bool = True  # output projection = target embedding matrix (Press & Wolf 2017; §3.4)
     pad_id: int = 0  # padding token id in both vocabularies
+    attention: str = "full"  # self-attention variant (encoder: symmetric, decoder: causal); see AttentionSpec
+    window: int | None = None  # local window of "sliding_window"/"global_window"
+    n_global: int = 0  # "global_window": the first n_global positions are global (Longformer)
     model_type: str = "transformer"  # checkpoint tag used to rebuild the right class
+
+    def __post_init__(self) -> None:
+        AttentionSpec.from_config(self.attention, self.window, self.n_global)  # a clear error now
 
 
 #: Named sizes. "demo" trains on the generated task in about two minutes on two CPU cores;
@@ -107,7 +114,8 @@ class Transformer(nn.Module):
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         self.embed_dropout = nn.Dropout(c.dropout)
         block = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
-                     activation=c.activation, norm=c.norm)
+                     activation=c.activation, norm=c.norm,
+                     attention=AttentionSpec.from_config(c.attention, c.window, c.n_global))
         self.encoder = nn.ModuleList(EncoderBlock(**block) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(**block) for _ in range(c.n_decoder_layers))
         # Pre-norm stacks end un-normalised; a final LayerNorm brings the output to scale.
@@ -230,7 +238,7 @@ class Transformer(nn.Module):
         src_mask = src != self.config.pad_id if src_mask is None else src_mask  # (B, S)
         memory, _ = self.encode(src, src_mask)  # (B, S, D)
         memory_kv = [block.cross_attn.project_kv(memory) for block in self.decoder]
-        return DecoderState(memory_kv, src_mask, [KVCache() for _ in self.decoder])
+        return DecoderState(memory_kv, src_mask, [block.self_attn.new_cache() for block in self.decoder])
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next target token(s); return the logits of the last one.
