@@ -47,6 +47,7 @@
     applyI18n(document);
     document.querySelectorAll(".lang-switch button").forEach((b) => {
       b.setAttribute("aria-pressed", String(b.dataset.lang === current));
+      b.textContent = b.dataset.label;
     });
   }
 
@@ -76,8 +77,8 @@
     const switcher = el(
       "div",
       { class: "lang-switch", role: "group", "data-i18n-attr": "aria-label:lang_label" },
-      el("button", { type: "button", "data-lang": "ja", id: "lang-ja", onclick: () => setLang("ja") }, "日本語"),
-      el("button", { type: "button", "data-lang": "en", id: "lang-en", onclick: () => setLang("en") }, "English")
+      el("button", { type: "button", "data-lang": "ja", "data-label": "日本語", id: "lang-ja", onclick: () => setLang("ja") }),
+      el("button", { type: "button", "data-lang": "en", "data-label": "English", id: "lang-en", onclick: () => setLang("en") })
     );
     const top = el(
       "header",
@@ -133,5 +134,9 @@
   document.addEventListener("DOMContentLoaded", () => {
     header();
     refreshLang();
+    // See html.fonts-ready in style.css: show the page once the Japanese font can draw it.
+    const ready = () => document.documentElement.classList.add("fonts-ready");
+    document.fonts.load("16px IPAexGothic", "日本語").then(ready, ready);
+    setTimeout(ready, 3000);
   });
 })();

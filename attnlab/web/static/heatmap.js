@@ -7,9 +7,14 @@
   const FONT = '"DejaVu Sans", Arial, "IPAexGothic", sans-serif';
   const measure = document.createElement("canvas").getContext("2d");
 
+  // Label widths for the layout. Measured without the web font: asking a canvas for a web font
+  // that is still loading leaves Chromium drawing that font's glyphs as empty boxes on the page.
+  // Japanese characters are a full em wide in any font, so the estimate holds.
   function textWidth(text, size) {
-    measure.font = size + "px " + FONT;
-    return measure.measureText(text).width;
+    measure.font = size + "px sans-serif";
+    let width = 0;
+    for (const ch of text) width += /[\u3000-\u9fff\uff00-\uffef]/.test(ch) ? size : measure.measureText(ch).width;
+    return width;
   }
 
   // A white-to-blue ramp: weight 0 is nearly white, weight 1 deep blue.

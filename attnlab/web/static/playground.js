@@ -202,10 +202,10 @@
       for (let i = 0; i < n; i++) lines.push(el("div", { text: `${s(i)} = q·k${SUB[i + 1]} = ${fmt(res.scaled[i])}` }));
     }
     const exp = (x) => ["e", el("sup", { text: fmt(x, 2) })];
-    const denom = res.scaled.map((x, j) => [j ? " + " : "", exp(x)]);
+    const denom = () => res.scaled.map((x, j) => [j ? " + " : "", exp(x)]); // fresh nodes for each line
     for (let i = 0; i < n; i++) {
       lines.push(el("div", {}, `w${SUB[i + 1]} = e`, el("sup", { text: s(i) }), " / Σⱼ e", el("sup", { text: "sⱼ" }),
-        " = ", exp(res.scaled[i]), " / (", denom, `) = ${fmt(res.weights[i])}`));
+        " = ", exp(res.scaled[i]), " / (", denom(), `) = ${fmt(res.weights[i])}`));
     }
     const terms = res.weights.map((w, i) => `${fmt(w, 3)}·[${res.values[i].map((x) => fmt(x, 1)).join(", ")}]`).join(" + ");
     lines.push(el("div", { text: "o = Σ wᵢ·vᵢ" }));
