@@ -252,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds per training case")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per model per round")
     parser.add_argument("--gen-repeats", type=int, default=None, help="timed generations per model")
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=sorted(SIZES),
+                        help="training sizes to run (generation always uses the large one)")
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_training:
         print("\nTraining tokens/s (forward + backward + AdamW), median of rounds")
         print(f"{'size':<7}{'precision':<11}{'attnlab':>10}{'hf':>10}{'minimal':>10}{'/hf':>8}{'/minimal':>10}")
-        for size in sizes.values():
+        for size in (sizes[name] for name in ("small", "large") if name in args.sizes):
             for precision in ("fp32", "bf16"):
                 r = bench_training(size, args.vocab, precision, rounds, steps, warmup)
                 results["training"][f"{size.name}/{precision}"] = r
