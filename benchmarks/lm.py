@@ -57,9 +57,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attnlab.decode import generate  # noqa: E402
-from attnlab.models.convert_hf import load_gpt2  # noqa: E402
-from attnlab.models.gpt import GPT, GPTConfig  # noqa: E402
+from attnlab.decode import generate
+from attnlab.models.convert_hf import load_gpt2
+from attnlab.models.gpt import GPT, GPTConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -164,7 +164,7 @@ def bench_training(size: Size, vocab: int, precision: str, rounds: int, steps_pe
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else None
 
     def step(name: str, batch: torch.Tensor) -> None:
-        model, loss_fn = models[name]
+        _, loss_fn = models[name]
         if ctx is None:
             loss = loss_fn(batch)
         else:

@@ -20,10 +20,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 transformers = pytest.importorskip("transformers", reason="HuggingFace transformers is the reference")
 
-from attnlab.cli import main  # noqa: E402
-from attnlab.decode import generate  # noqa: E402
-from attnlab.models.bert import BertForMaskedLM, BertModel  # noqa: E402
-from attnlab.models.convert_hf import (  # noqa: E402
+from attnlab.cli import main
+from attnlab.decode import generate
+from attnlab.models.bert import BertForMaskedLM, BertModel
+from attnlab.models.convert_hf import (
     PretrainedTokenizer,
     is_hf_checkpoint,
     load_bert,
@@ -33,7 +33,7 @@ from attnlab.models.convert_hf import (  # noqa: E402
     load_sentence_encoder,
     minilm_dir,
 )
-from attnlab.models.gpt import GPT  # noqa: E402
+from attnlab.models.gpt import GPT
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 SENTENCES = [

@@ -7,6 +7,7 @@ log-softmax loop, the cached forward against the uncached one, causality by pert
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -76,7 +77,7 @@ def test_cached_chunks_equal_full_forward(positions, cuts, seed):
     bounds = [0] + sorted(cuts) + [14]
     caches = model.new_caches()
     with torch.no_grad():
-        pieces = [model(ids[:, a:b], caches=caches).logits for a, b in zip(bounds, bounds[1:])]
+        pieces = [model(ids[:, a:b], caches=caches).logits for a, b in itertools.pairwise(bounds)]
         full = model(ids).logits
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=1e-5)
     assert all(len(c) == 14 for c in caches)

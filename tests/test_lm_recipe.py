@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 
 import pytest
@@ -39,7 +40,7 @@ def test_lm_batches_are_contiguous_blocks_covering_the_stream_once():
     assert blocks.shape[1] == 16
     assert (blocks[:, 1:] - blocks[:, :-1] == 1).all()  # each block is a contiguous slice
     starts = sorted(blocks[:, 0].tolist())
-    assert all(b - a == 16 for a, b in zip(starts, starts[1:]))  # no overlap, no gap
+    assert all(b - a == 16 for a, b in itertools.pairwise(starts))  # no overlap, no gap
     assert len(starts) >= (1000 - 16) // 16
     assert [b.tolist() for b in task.batches(0, 0, 1)] == [b.tolist() for b in batches]  # reproducible
     assert [b.tolist() for b in task.batches(1, 0, 1)] != [b.tolist() for b in batches]  # reshuffled

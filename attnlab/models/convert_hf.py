@@ -24,9 +24,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -366,7 +366,7 @@ _BERT_NSP_RULES: dict[str, Rule] = {
 
 def _strip_prefix(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
     """Drop ``prefix`` from the names that carry it (``transformer.`` / ``bert.`` of the *ForX models)."""
-    return {(k[len(prefix) :] if k.startswith(prefix) else k): v for k, v in state.items()}
+    return {k.removeprefix(prefix): v for k, v in state.items()}
 
 
 def _apply_rules(

@@ -24,17 +24,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import tokenizers
-from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config, mask_tokens
-from ..models.convert_hf import SentenceEncoder, is_hf_checkpoint, load_pretrained, load_sentence_encoder
+from ..models.bert import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    bert_config,
+    mask_tokens,
+)
+from ..models.convert_hf import (
+    SentenceEncoder,
+    is_hf_checkpoint,
+    load_pretrained,
+    load_sentence_encoder,
+)
 from ..models.gpt import GPT, GPTConfig, gpt_config
 from ..train import TrainConfig, TrainResult, train
 
@@ -286,7 +298,7 @@ class MLMBatch:
     token_type_ids: Tensor  # (B, S) 0 for segment A, 1 for segment B
     next_sentence_labels: Tensor | None  # (B,) 0 = B follows A, 1 = random; None without NSP
 
-    def to(self, device) -> "MLMBatch":
+    def to(self, device) -> MLMBatch:
         nsl = None if self.next_sentence_labels is None else self.next_sentence_labels.to(device)
         return MLMBatch(self.input_ids.to(device), self.labels.to(device), self.token_type_ids.to(device), nsl)
 
