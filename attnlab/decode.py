@@ -40,7 +40,7 @@ __all__ = [
 class Hypothesis:
     tokens: list[int]  # generated ids, without BOS and EOS
     score: float  # total log-probability (beam search: divided by the length penalty)
-    cross_attention: Tensor | None = None  # (L, H, T, S) over the real source positions, if asked
+    cross_attention: Tensor | None = None  # (L, H, T, S) over the real source positions, if asked (None: model without attention)
 
 
 def _check_src(src: Tensor, src_mask: Tensor | None, pad_id: int) -> Tensor:
@@ -84,7 +84,7 @@ def greedy_decode(
         nxt = nxt.masked_fill(done, pad_id)
         scores += best_logp.masked_fill(done, 0.0)
         out[:, t] = nxt
-        if return_attention:
+        if return_attention and step.cross_weights is not None:  # None: the model has no attention
             attn.append(step.cross_weights)  # (B, L, H, S)
         newly_done = ~done & (nxt == eos_id)
         lengths = torch.where(newly_done, torch.full_like(lengths, t), lengths)
@@ -96,7 +96,7 @@ def greedy_decode(
     for b in range(B):
         n = int(lengths[b])
         cross = None
-        if return_attention:
+        if attn:
             steps = min(n + 1, len(attn))  # include the step that produced EOS
             a = torch.stack([attn[i][b] for i in range(steps)], dim=2)  # (L, H, T, S)
             cross = a[..., src_mask[b]]  # (L, H, T, S_b)
@@ -165,7 +165,7 @@ def beam_search(
         finished = finished.index_select(0, index)
         lengths = lengths.index_select(0, index) + (~finished).long()
         history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (B·K, t+1)
-        if return_attention:
+        if return_attention and step.cross_weights is not None:  # None: the model has no attention
             new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (B·K, 1, L, H, S)
             attn_hist = new if attn_hist is None else torch.cat([attn_hist.index_select(0, index), new], dim=1)
         finished = finished | (tok == eos_id)
@@ -183,7 +183,7 @@ def beam_search(
         seq = history[r].tolist()
         n = seq.index(eos_id) if eos_id in seq else len(seq)
         cross = None
-        if return_attention:
+        if attn_hist is not None:
             steps = min(n + 1, attn_hist.shape[1])
             cross = attn_hist[r, :steps].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
         hyps.append(Hypothesis(seq[:n], float(final[r]), cross))
