@@ -831,7 +831,8 @@ class _LocalAttentionFn(torch.autograd.Function):
         d_out = _pad_dim(d_out, -2, 0, tp - plan.T)  # (..., Tp, Dv)
         # D_i = Σ_j P_ij dP_ij = dO_i · O_i: the softmax Jacobian needs only this per-row number.
         delta = _pad_dim((d_out[..., : plan.T, :] * out).sum(-1), -1, 0, tp - plan.T)  # (..., Tp)
-        dqp, dkr, dvr = torch.zeros_like(qp), torch.zeros_like(kr), torch.zeros_like(vr)
+        dqp = torch.empty_like(qp)  # every block writes its rows once
+        dkr, dvr = torch.zeros_like(kr), torch.zeros_like(vr)  # overlapping bands accumulate
         dkx = None if kx is None else torch.zeros_like(kx)
         dvx = None if vx is None else torch.zeros_like(vx)
         for g0, g1 in plan.groups():

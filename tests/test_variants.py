@@ -8,6 +8,8 @@ comparison covers the output and the gradients of q, k and v.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -713,3 +715,69 @@ def test_model_config_errors(fields, match):
     if "backend" not in fields:  # the Transformer config has no backend field
         with pytest.raises(ValueError, match=match):
             TransformerConfig(src_vocab_size=5, tgt_vocab_size=5, **fields)
+
+
+# --------------------------------------------------------------------------------------------
+# `attnlab experiment variants`.
+# --------------------------------------------------------------------------------------------
+
+SONNET = (
+    "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n"
+    "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date.\n"
+) * 40
+
+
+def test_parse_variant():
+    from attnlab.recipes.variants import parse_variant
+
+    assert parse_variant("full") == AttentionSpec("full")
+    assert parse_variant("sliding_window:64") == AttentionSpec("sliding_window", window=64)
+    assert parse_variant("global_window:16:4") == AttentionSpec("global_window", window=16, global_positions=(0, 1, 2, 3))
+    for bad, match in [("sparse", "unknown attention"), ("sliding_window", "needs option"),
+                       ("sliding_window:x", "integers"), ("global_window:1:2:3", "NAME")]:  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            parse_variant(bad)
+
+
+def test_experiment_rejects_windows_as_long_as_the_block(tmp_path):
+    from attnlab.recipes.variants import VariantsSettings, run_variants
+
+    with pytest.raises(ValueError, match="full attention"):
+        run_variants(SONNET, tmp_path, VariantsSettings(variants=("sliding_window:32",), block_size=32))
+    assert not any(tmp_path.iterdir())  # checked before anything was trained or written
+
+
+def test_one_variant_run_and_report(tmp_path):
+    """One contestant trained in-process for a second, then the report files."""
+    from attnlab.recipes.variants import VariantsReport, VariantsSettings, _run_one, _write
+
+    settings = VariantsSettings(variants=("full", "sliding_window:4"), minutes=0.04, model_preset="tiny",
+                                block_size=16, batch_size=4, eval_tokens=256, evals=2, progress=False)  # fmt: skip
+    rows = [_run_one(v, f, SONNET, settings) for v, f in
+            [("full", {"attention": "full"}), ("sliding_window:4", {"attention": "sliding_window", "window": 4})]]
+    for r in rows:
+        assert r.steps > 0 and r.curve and all(torch.isfinite(torch.tensor(loss)) for _, loss in r.curve)
+        assert r.best_valid_loss <= r.curve[0][1] and r.tokens_per_s > 0
+    assert rows[0].parameters == rows[1].parameters  # a variant adds no parameters
+    assert rows[1].attention == repr(AttentionSpec("sliding_window", window=4))
+    _write(VariantsReport(tmp_path, rows, 1.0), settings)
+    report = (tmp_path / "report.md").read_text()
+    assert "`sliding_window:4`" in report and "`full`" in report
+    assert len((tmp_path / "variants.csv").read_text().strip().splitlines()) == 3
+    assert (tmp_path / "variants.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_experiment_variants_command(tmp_path):
+    from attnlab.cli import main
+
+    text = tmp_path / "sonnet.txt"
+    text.write_text(SONNET)
+    out = tmp_path / "report"
+    code = main(["experiment", "variants", "--out", str(out), "--minutes", "0.1", "--text", str(text),
+                 "--variants", "full", "global_window:4:1", "--preset", "tiny", "--block-size", "16",
+                 "--batch-size", "4", "--no-progress"])  # fmt: skip
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert [r["variant"] for r in results] == ["full", "global_window:4:1"]
+    assert all(r["steps"] > 0 and r["peak_mib"] >= 0 for r in results)

@@ -1,0 +1,320 @@
+"""``attnlab experiment variants``: what do cheaper attention patterns cost a language model?
+
+The lesson lists local attention and sparse attention (Longformer's sliding window) as ways to cut
+attention's cost and asks how they affect performance. This recipe measures it:
+
+1. one text (tinyshakespeare by default), split by position into training and validation parts,
+   one character tokenizer;
+2. the same small GPT (same preset, same seed, hence the same initial weights and parameter
+   count) trained once per attention variant — full attention, causal sliding windows of a few
+   sizes, Longformer's global + window (the first positions global), and on request the exact
+   chunked attention — each for the same training-time budget;
+3. per variant: the best validation loss, training tokens per second, the peak resident memory of
+   the run, the parameter count, and the validation-loss curve against training time;
+4. a report folder: ``report.md`` (the table), ``variants.csv``, ``results.json`` and
+   ``variants.png`` (loss against time; throughput and memory).
+
+A variant is written ``NAME[:WINDOW[:N_GLOBAL]]``, e.g. ``full``, ``sliding_window:64``,
+``global_window:16:4``, ``chunked`` (names of :data:`attnlab.functional.ATTENTION_VARIANTS`).
+
+Additive (Bahdanau) attention is not among them: it scores with its own parameters
+(``W_q, W_k, v``) and an ``(T, S, A)`` hidden tensor, so it is not a drop-in replacement for the
+dot product inside multi-head attention; ``attnlab experiment bottleneck`` compares it where it
+belongs, in an RNN encoder–decoder.
+
+Shape:
+    no tensors cross this module's interface: a text in, files and a :class:`VariantsReport` out.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..functional import ATTENTION_VARIANTS, AttentionSpec
+from ..train import TrainConfig
+
+__all__ = ["DEFAULT_VARIANTS", "VariantsSettings", "VariantResult", "VariantsReport", "parse_variant", "run_variants"]
+
+#: The default contestants: full attention, two local windows, and Longformer's global + window.
+DEFAULT_VARIANTS = ("full", "sliding_window:16", "sliding_window:64", "global_window:16:4")
+
+
+@dataclass
+class VariantsSettings:
+    """Everything that defines the comparison besides the text."""
+
+    variants: tuple[str, ...] = DEFAULT_VARIANTS  # NAME[:WINDOW[:N_GLOBAL]] each
+    minutes: float = 15.0  # wall-clock budget of the whole run; each variant trains 80% of an equal share
+    model_preset: str = "bench-small"  # attnlab.models.gpt.PRESETS key (the same model for every variant)
+    block_size: int = 256  # tokens per training sequence (windows are only local if smaller than this)
+    batch_size: int = 16  # sequences per batch
+    eval_tokens: int = 32768  # validation tokens per evaluation (the same ones every time)
+    evals: int = 6  # evaluations per variant, spread over its budget (the loss curve's points)
+    lr: float = 2e-3  # peak learning rate (AdamW, warm-up then inverse square root decay)
+    seed: int = 0  # data order and initial weights (the same for every variant)
+    progress: bool = True  # show a progress bar per variant
+
+
+@dataclass
+class VariantResult:
+    variant: str  # as given, e.g. "sliding_window:64"
+    attention: str  # repr of the AttentionSpec the blocks used
+    parameters: int  # trainable parameters (the variants add none)
+    best_valid_loss: float  # lowest validation loss (nats per character)
+    final_valid_loss: float  # validation loss at the end of the budget
+    tokens_per_s: float  # training tokens per second (evaluation excluded)
+    train_seconds: float  # time spent training
+    steps: int  # optimizer steps taken
+    peak_mib: float  # peak resident memory of the run above the memory before it (MiB)
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (train seconds, valid loss)
+
+
+@dataclass
+class VariantsReport:
+    out_dir: Path
+    results: list[VariantResult]
+    wall_seconds: float
+
+
+def parse_variant(text: str) -> AttentionSpec:
+    """``NAME[:WINDOW[:N_GLOBAL]]`` → the :class:`AttentionSpec` a GPT config gets (errors name the part)."""
+    parts = text.split(":")
+    name = parts[0]
+    if name not in ATTENTION_VARIANTS:
+        raise ValueError(f"variant {text!r}: unknown attention {name!r}; choose from {sorted(ATTENTION_VARIANTS)}")
+    if len(parts) > 3:
+        raise ValueError(f"variant {text!r} is not NAME[:WINDOW[:N_GLOBAL]]")
+    try:
+        numbers = [int(p) for p in parts[1:]]
+    except ValueError:
+        raise ValueError(f"variant {text!r}: WINDOW and N_GLOBAL must be integers") from None
+    window = numbers[0] if numbers else None
+    n_global = numbers[1] if len(numbers) > 1 else 0
+    return AttentionSpec.from_config(name, window, n_global)
+
+
+def _config_fields(text: str) -> dict:
+    parse_variant(text)  # validate first
+    parts = text.split(":")
+    fields: dict = {"attention": parts[0]}
+    if len(parts) > 1:
+        fields["window"] = int(parts[1])
+    if len(parts) > 2:
+        fields["n_global"] = int(parts[2])
+    return fields
+
+
+def _reset_peak_rss() -> None:
+    """Reset the process's RSS high-water mark to its current RSS (Linux); elsewhere a no-op."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_bytes() -> int:
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def run_variants(text: str, out_dir: str | Path, settings: VariantsSettings | None = None) -> VariantsReport:
+    """Train the same GPT once per attention variant for equal time; write the report folder."""
+    settings = settings or VariantsSettings()
+    if not settings.variants:
+        raise ValueError("no variants to compare")
+    if settings.minutes <= 0:
+        raise ValueError(f"minutes must be > 0, got {settings.minutes}")
+    fields = [_config_fields(v) for v in settings.variants]  # every spec is checked before any training
+    for v, f in zip(settings.variants, fields):
+        if f.get("window") is not None and f["window"] >= settings.block_size:
+            raise ValueError(
+                f"variant {v!r}: window {f['window']} ≥ block_size {settings.block_size} is full attention"
+            )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        text_path = Path(tmp) / "text.txt"
+        text_path.write_text(text, encoding="utf-8")
+        for i, (variant, model_fields) in enumerate(zip(settings.variants, fields)):
+            # A fresh Python process per variant: its peak memory is its own, not what earlier
+            # runs left in the allocator, and nothing carries over between contestants.
+            job, answer = Path(tmp) / f"job{i}.json", Path(tmp) / f"result{i}.json"
+            job.write_text(json.dumps({"variant": variant, "fields": model_fields, "text": str(text_path),
+                                       "settings": dataclasses.asdict(settings), "answer": str(answer)}))  # fmt: skip
+            proc = subprocess.run([sys.executable, "-m", __name__, str(job)])
+            if proc.returncode != 0 or not answer.is_file():
+                raise RuntimeError(f"variant {variant!r}: the training process failed (exit code {proc.returncode})")
+            results.append(VariantResult(**json.loads(answer.read_text())))
+    report = VariantsReport(out, results, time.perf_counter() - start)
+    _write(report, settings)
+    return report
+
+
+def _budget_s(settings: VariantsSettings) -> float:
+    return 0.8 * settings.minutes * 60 / len(settings.variants)
+
+
+def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
+    """Train one variant (in its own process) and measure it."""
+    from .lm import LMSetup, train_lm
+
+    budget = _budget_s(settings)
+    train = TrainConfig(
+        epochs=1000, time_budget_s=budget, lr=settings.lr, warmup_steps=50, schedule="inverse_sqrt",
+        betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, seed=settings.seed,
+        eval_every_steps=None, log_every=50, progress=settings.progress,
+    )  # fmt: skip
+    setup = LMSetup(
+        model_preset=settings.model_preset, model_overrides=model_fields, tokenizer="char",
+        block_size=settings.block_size, batch_size=settings.batch_size, eval_tokens=settings.eval_tokens,
+        train=train,
+    )  # fmt: skip
+    # Evaluations at fixed step counts would give the faster variants more points on their
+    # curve; instead every variant evaluates about `evals` times over its own budget.
+    setup.train = dataclasses.replace(train, eval_every_steps=_steps_per_eval(setup, budget, settings.evals))
+    _reset_peak_rss()
+    base = _peak_rss_bytes()
+    model, result, _ = train_lm(setup, text)
+    peak = max(_peak_rss_bytes() - base, 0)
+    curve = [(r["train_seconds"], r["eval"]["loss"]) for r in result.history if "eval" in r]
+    return VariantResult(
+        variant=variant,
+        attention=repr(model.blocks[0].self_attn.attention),
+        parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        best_valid_loss=min(loss for _, loss in curve) if curve else math.nan,
+        final_valid_loss=curve[-1][1] if curve else math.nan,
+        tokens_per_s=result.tokens_per_s,
+        train_seconds=result.train_seconds,
+        steps=result.steps,
+        peak_mib=peak / 2**20,
+        curve=curve,
+    )
+
+
+def _steps_per_eval(setup, budget: float, evals: int) -> int:
+    """Optimizer steps between evaluations so that about ``evals`` happen within ``budget``,
+    from the time of a few training steps of this variant on random tokens."""
+    import torch
+
+    from ..models.gpt import GPT, gpt_config
+
+    vocab = 128  # about a character vocabulary; the step time hardly depends on it
+    config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": vocab})
+    model = GPT(config)
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.randint(0, vocab, (setup.batch_size, setup.block_size), generator=gen)  # (B, T)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        model(batch, labels=batch).loss.backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    step_s = min(times[1:])  # the first step pays one-off costs
+    return max(1, int(budget / step_s / max(evals, 1)))
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _write(report: VariantsReport, settings: VariantsSettings) -> None:
+    out = report.out_dir
+    rows = report.results
+    full = next((r for r in rows if r.variant == "full"), None)
+    header = ["variant", "attention", "best valid loss", "final valid loss", "tokens/s", "peak MiB",
+              "parameters", "steps", "train s"]  # fmt: skip
+    with open(out / "variants.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in rows:
+            w.writerow([r.variant, r.attention, r.best_valid_loss, r.final_valid_loss, round(r.tokens_per_s, 1),
+                        round(r.peak_mib, 1), r.parameters, r.steps, round(r.train_seconds, 1)])  # fmt: skip
+    (out / "results.json").write_text(
+        json.dumps({"settings": dataclasses.asdict(settings), "wall_seconds": report.wall_seconds,
+                    "results": [dataclasses.asdict(r) for r in rows]}, indent=2),  # fmt: skip
+        encoding="utf-8",
+    )
+    lines = [
+        "# Attention variants on a character-level GPT",
+        "",
+        f"Same model (`{settings.model_preset}`, {rows[0].parameters:,} parameters for every variant), same "
+        f"seed and data, block size {settings.block_size}, batch {settings.batch_size}; each variant trained "
+        f"for {_budget_s(settings):.0f} s in a fresh process. Validation loss in nats per character on the "
+        "last 10% of the text.",
+        "",
+        "| variant | best valid loss | Δ vs full | tokens/s | speed vs full | peak MiB | steps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        delta = "—" if full is None else f"{r.best_valid_loss - full.best_valid_loss:+.3f}"
+        speed = "—" if full is None or not full.tokens_per_s else f"{r.tokens_per_s / full.tokens_per_s:.2f}×"
+        lines.append(f"| `{r.variant}` | {_fmt(r.best_valid_loss)} | {delta} | {r.tokens_per_s:,.0f} | {speed} | "
+                     f"{r.peak_mib:.0f} | {r.steps} |")  # fmt: skip
+    lines += [
+        "",
+        "Peak MiB: the growth of the process's resident memory during that variant's run (Linux "
+        "high-water mark, reset before each run): model, optimizer state, activations and temporaries.",
+        "",
+        f"Whole run: {report.wall_seconds / 60:.1f} min. Curves: `variants.png`; numbers: `variants.csv`, "
+        "`results.json`.",
+    ]
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _plot(rows, out / "variants.png")
+
+
+def _plot(rows: Sequence[VariantResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_l, ax_s) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, r in enumerate(rows):
+        if r.curve:
+            xs, ys = zip(*r.curve)
+            ax_l.plot(xs, ys, marker="o", color=f"C{i}", label=r.variant)
+    ax_l.set_xlabel("training time (s)")
+    ax_l.set_ylabel("validation loss (nats/char)")
+    ax_l.grid(True, alpha=0.3)
+    ax_l.legend(fontsize=8)
+    names = [r.variant for r in rows]
+    bars = ax_s.bar(names, [r.tokens_per_s for r in rows], color=[f"C{i}" for i in range(len(rows))])
+    for bar, r in zip(bars, rows):
+        ax_s.annotate(f"{r.peak_mib:.0f} MiB", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                      ha="center", va="bottom", fontsize=8)  # fmt: skip
+    ax_s.set_ylabel("training tokens/s (label: peak memory)")
+    ax_s.tick_params(axis="x", labelrotation=20, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _worker(job_path: str) -> None:
+    """Entry of the per-variant process: ``python -m attnlab.recipes.variants JOB.json``."""
+    job = json.loads(Path(job_path).read_text())
+    settings = VariantsSettings(**{**job["settings"], "variants": tuple(job["settings"]["variants"])})
+    text = Path(job["text"]).read_text(encoding="utf-8")
+    result = _run_one(job["variant"], job["fields"], text, settings)
+    Path(job["answer"]).write_text(json.dumps(dataclasses.asdict(result)))
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])
