@@ -15,6 +15,7 @@ The issue's quality-per-CPU-minute run::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def read_curve(log_path: Path) -> list[tuple[float, int, float]]:
     times.sort()
 
     def seconds_at(step: int) -> float:
-        for (s0, t0), (s1, t1) in zip(times, times[1:]):
+        for (s0, t0), (s1, t1) in itertools.pairwise(times):
             if s0 <= step <= s1:
                 return t0 + (t1 - t0) * (step - s0) / max(s1 - s0, 1)
         s_last, t_last = times[-1]
