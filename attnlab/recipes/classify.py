@@ -1,0 +1,345 @@
+"""The text-classification recipe: ``label<TAB>text`` lines → tokenizer → attention-pooling classifier.
+
+``attnlab train classify`` and ``attnlab classify`` are thin wrappers over
+:func:`train_classifier`, :func:`load_classifier` and :meth:`TextClassifier.predict`. Every
+prediction carries the pooling weights over its tokens, shown as terminal bars
+(:func:`format_token_weights`) or a one-row heatmap (:func:`plot_token_weights`).
+
+Shape letters: ``B`` batch, ``S`` tokens, ``C`` classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import checkpoint as ckpt
+from ..data import batching, tokenizers
+from ..functional import padding_mask
+from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
+from ..train import TrainConfig, TrainResult, train
+from .translate import resolve_model_dir
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "ClassifySetup",
+    "RECIPES",
+    "ClassBatch",
+    "ClassificationTask",
+    "split_validation",
+    "train_classifier",
+    "load_classifier",
+    "Prediction",
+    "TextClassifier",
+    "format_token_weights",
+    "plot_token_weights",
+]
+
+
+@dataclass
+class ClassifySetup:
+    """Everything that defines a classification run besides the data."""
+
+    model_preset: str = "small"  # key of attnlab.models.classifier.PRESETS
+    model_overrides: dict = field(default_factory=dict)  # config fields set on top of the preset
+    tokenizer: str = "bpe"  # "bpe", "unigram" or "char"
+    vocab_size: int = 4000  # subword vocabulary size (ignored by "char")
+    max_len: int = 128  # texts are cut to their first max_len tokens (training and prediction)
+    max_tokens: int = 4096  # padded tokens per batch (short texts: many per batch; lower it for more steps)
+    valid_fraction: float = 0.1  # share of the training lines held out when no validation file is given
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+RECIPES: dict[str, ClassifySetup] = {
+    "small": ClassifySetup(max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50)),
+    "tiny": ClassifySetup(model_preset="tiny", vocab_size=200, max_tokens=512,
+                          train=TrainConfig(epochs=3, lr=3e-3, warmup_steps=10, log_every=10)),
+}
+
+
+@dataclass
+class ClassBatch:
+    """Padded token ids with their labels.
+
+    Shape:
+        input_ids ``(B, S)`` int64; mask ``(B, S)`` bool (True = real token); labels ``(B,)`` int64
+    """
+
+    input_ids: Tensor  # (B, S) padded with pad_id
+    mask: Tensor  # (B, S) True at real tokens
+    labels: Tensor  # (B,) class indices
+
+    def to(self, device: torch.device | str) -> "ClassBatch":
+        return ClassBatch(self.input_ids.to(device), self.mask.to(device), self.labels.to(device))
+
+
+def _collate(ids: Sequence[list[int]], labels: Sequence[int], pad_id: int) -> ClassBatch:
+    lengths = torch.tensor([len(x) for x in ids])  # (B,)
+    S = int(lengths.max())
+    input_ids = torch.tensor([list(x) + [pad_id] * (S - len(x)) for x in ids], dtype=torch.long)  # (B, S)
+    return ClassBatch(input_ids, padding_mask(lengths, max_len=S), torch.tensor(list(labels), dtype=torch.long))
+
+
+def _encode(tok, texts: Sequence[str], max_len: int) -> list[list[int]]:
+    encoded = [ids[:max_len] for ids in tok.encode_batch(list(texts))]
+    for text, ids in zip(texts, encoded):
+        if not ids:
+            raise ValueError(f"cannot classify {text!r}: it has no tokens")
+    return encoded
+
+
+class ClassificationTask:
+    """Supplies :func:`attnlab.train.train` with batches, the loss and the evaluation (accuracy)."""
+
+    metric = "accuracy"
+    maximize = True
+
+    def __init__(
+        self,
+        setup: ClassifySetup,
+        model_config: ClassifierConfig,
+        tokenizer,
+        labels: Sequence[str],
+        train_pairs: Sequence[tuple[str, str]],
+        valid_pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        self.setup, self.model_config, self.tokenizer = setup, model_config, tokenizer
+        self.labels = list(labels)
+        index = {name: i for i, name in enumerate(self.labels)}
+        for what, pairs in (("training", train_pairs), ("validation", valid_pairs)):
+            unknown = sorted({label for label, _ in pairs} - set(index))
+            if unknown:
+                raise ValueError(f"{what} labels {unknown} are not among the known labels {self.labels}")
+        self.device = torch.device(setup.train.device)
+        self.train_ids = _encode(tokenizer, [t for _, t in train_pairs], setup.max_len)
+        self.train_y = [index[label] for label, _ in train_pairs]
+        self.valid_ids = _encode(tokenizer, [t for _, t in valid_pairs], setup.max_len)
+        self.valid_y = [index[label] for label, _ in valid_pairs]
+        if not self.valid_ids:
+            raise ValueError("the validation set is empty")
+
+    def _batches(self, ids, ys, *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1) -> list[ClassBatch]:
+        lengths = [len(x) for x in ids]
+        groups = batching.bucket_batches(lengths, [1] * len(ids), max_tokens=self.setup.max_tokens, shuffle=shuffle,
+                                         seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size)
+        pad = self.tokenizer.pad_id
+        return [_collate([ids[i] for i in g], [ys[i] for i in g], pad).to(self.device) for g in groups]
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[ClassBatch]:
+        return self._batches(self.train_ids, self.train_y, shuffle=True, epoch=epoch, rank=rank, world_size=world_size)
+
+    def loss(self, model: nn.Module, batch: ClassBatch) -> tuple[Tensor, int]:
+        out = model(batch.input_ids, batch.mask, labels=batch.labels)
+        return out.loss, len(batch.labels)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        correct, total_loss = 0, 0.0
+        for b in self._batches(self.valid_ids, self.valid_y, shuffle=False):
+            logits = model(b.input_ids, b.mask).logits  # (B, C)
+            total_loss += F.cross_entropy(logits, b.labels, reduction="sum").item()
+            correct += int((logits.argmax(-1) == b.labels).sum())
+        n = len(self.valid_y)
+        return {"accuracy": correct / n, "loss": total_loss / n}
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        config = dataclasses.asdict(self.model_config)
+        config["labels"] = self.labels
+        return config, {"tokenizer": self.tokenizer}
+
+
+def split_validation(
+    pairs: Sequence[tuple[str, str]], fraction: float, seed: int = 0
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Hold out ``fraction`` of each label's examples (at least one per label) for validation.
+
+    Shape:
+        N pairs → ``(train, valid)`` with about ``(1 - fraction)·N`` and ``fraction·N`` pairs.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"valid_fraction must be between 0 and 1, got {fraction}")
+    by_label: dict[str, list[tuple[str, str]]] = {}
+    for pair in pairs:
+        by_label.setdefault(pair[0], []).append(pair)
+    rng = random.Random(f"attnlab/classify-split/{seed}")
+    train_part, valid_part = [], []
+    for label in sorted(by_label):
+        group = list(by_label[label])
+        if len(group) < 2:
+            raise ValueError(f"label {label!r} has a single example; it cannot appear in training and validation")
+        rng.shuffle(group)
+        k = max(1, round(fraction * len(group)))
+        valid_part += group[:k]
+        train_part += group[k:]
+    return train_part, valid_part
+
+
+def _train_tokenizer(setup: ClassifySetup, texts: list[str]):
+    if setup.tokenizer == "char":
+        return tokenizers.CharTokenizer.train(texts)
+    if setup.tokenizer in ("bpe", "unigram"):
+        return tokenizers.train_subword_tokenizer(texts, setup.vocab_size, model=setup.tokenizer)
+    raise ValueError(f"tokenizer must be 'bpe', 'unigram' or 'char', got {setup.tokenizer!r}")
+
+
+def train_classifier(
+    setup: ClassifySetup,
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]] | None = None,
+) -> tuple["TextClassifier", TrainResult]:
+    """Train a tokenizer and an attention-pooling classifier on ``(label, text)`` pairs.
+
+    Without ``valid_pairs``, ``setup.valid_fraction`` of each label is held out. Returns the best
+    model by validation accuracy (reloaded from ``out_dir/best`` when the run writes one).
+
+    Shape:
+        N ``(label, text)`` pairs → a classifier over the ``C`` labels seen in training.
+    """
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the data and the tokenizer; "
+                         "set the text length with max_len=N, not model.max_len")
+    train_pairs = list(train_pairs)
+    if valid_pairs is None:
+        train_pairs, valid_pairs = split_validation(train_pairs, setup.valid_fraction, setup.train.seed)
+    labels = sorted({label for label, _ in train_pairs})
+    if len(labels) < 2:
+        raise ValueError(f"the training data has {len(labels)} label(s) {labels}; a classifier needs at least 2")
+    tok = _train_tokenizer(setup, [t for _, t in train_pairs])
+    torch.manual_seed(setup.train.seed)
+    config = ClassifierConfig(vocab_size=tok.vocab_size, n_classes=len(labels), max_len=setup.max_len,
+                              pad_id=tok.pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    model = AttentionPoolClassifier(config)
+    task = ClassificationTask(setup, config, tok, labels, train_pairs, list(valid_pairs))
+    result = train(model, task, setup.train)
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    model.eval()
+    return TextClassifier(model, tok, labels, max_len=setup.max_len), result
+
+
+def load_classifier(path: str | Path, device: str = "cpu") -> "TextClassifier":
+    """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
+    directory = resolve_model_dir(path)
+    checkpoint = ckpt.load_checkpoint(directory)
+    config_dict = dict(checkpoint.config)
+    if config_dict.get("model_type") != ClassifierConfig.model_type:
+        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a text classifier "
+                         f"({ClassifierConfig.model_type!r})")
+    labels = config_dict.pop("labels")
+    config = ClassifierConfig(**config_dict)
+    model = AttentionPoolClassifier(config)
+    ckpt.load_weights(model, checkpoint)
+    model.to(device).eval()
+    tok = tokenizers.load_tokenizer(directory / "tokenizer.json")
+    return TextClassifier(model, tok, labels, max_len=config.max_len)
+
+
+@dataclass
+class Prediction:
+    text: str  # the input text
+    label: str  # the most probable label
+    probs: dict[str, float]  # label → probability
+    tokens: list[str]  # the tokens the model read (after cutting to max_len)
+    weights: list[float]  # pooling weight of each token; they sum to 1
+
+
+class TextClassifier:
+    """A trained attention-pooling classifier with its tokenizer and label names."""
+
+    def __init__(self, model: AttentionPoolClassifier, tokenizer, labels: Sequence[str], *, max_len: int) -> None:
+        self.model, self.tokenizer, self.labels, self.max_len = model, tokenizer, list(labels), max_len
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def predict(self, texts: Sequence[str], *, batch_size: int = 64) -> list[Prediction]:
+        """Labels, probabilities and per-token pooling weights for each text."""
+        if isinstance(texts, str):
+            raise TypeError("predict takes a list of texts, not one string")
+        was_training = self.model.training
+        self.model.eval()
+        encoded = _encode(self.tokenizer, texts, self.max_len)
+        results: list[Prediction] = []
+        for start in range(0, len(encoded), batch_size):
+            chunk = encoded[start : start + batch_size]
+            b = _collate(chunk, [0] * len(chunk), self.tokenizer.pad_id).to(self.device)
+            out = self.model(b.input_ids, b.mask)
+            probs = torch.softmax(out.logits.float(), dim=-1).cpu()  # (B, C)
+            weights = out.pool_weights.float().cpu()  # (B, S)
+            for row, ids in enumerate(chunk):
+                text = texts[start + row]
+                results.append(Prediction(
+                    text=text,
+                    label=self.labels[int(probs[row].argmax())],
+                    probs={name: float(p) for name, p in zip(self.labels, probs[row])},
+                    tokens=[self.tokenizer.id_to_token(i) for i in ids],
+                    weights=weights[row, : len(ids)].tolist(),
+                ))
+        self.model.train(was_training)
+        return results
+
+    def evaluate(self, pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
+        """Accuracy on ``(label, text)`` pairs, overall and per label (``accuracy/<label>``)."""
+        if not pairs:
+            raise ValueError("nothing to evaluate: no pairs")
+        preds = self.predict([t for _, t in pairs])
+        scores = {"accuracy": sum(p.label == y for p, (y, _) in zip(preds, pairs)) / len(pairs), "n": len(pairs)}
+        for label in self.labels:
+            idx = [i for i, (y, _) in enumerate(pairs) if y == label]
+            if idx:
+                scores[f"accuracy/{label}"] = sum(preds[i].label == label for i in idx) / len(idx)
+        return scores
+
+
+def format_token_weights(prediction: Prediction, *, width: int = 30) -> str:
+    """Terminal bars: one line per token, the bar proportional to its pooling weight.
+
+    Shape:
+        ``S`` tokens → ``S`` lines plus a header line.
+    """
+    probs = ", ".join(f"{name} {p:.2f}" for name, p in sorted(prediction.probs.items(), key=lambda kv: -kv[1]))
+    lines = [f"{prediction.label}   ({probs})"]
+    top = max(prediction.weights)
+    label_width = min(max(len(t) for t in prediction.tokens), 20)
+    for token, w in zip(prediction.tokens, prediction.weights):
+        n = round(width * w / top) if top > 0 else 0
+        lines.append(f"  {token[:20]:<{label_width}} {'█' * n}{' ' * (width - n)} {w:.3f}")
+    return "\n".join(lines)
+
+
+def plot_token_weights(prediction: Prediction, path: str | Path) -> Path:
+    """A bar per token, its height the pooling weight (PNG or SVG); the title gives the prediction.
+
+    Shape:
+        weights ``(S,)`` → ``S`` bars
+    """
+    from ..viz import _check_weights, _new_figure, _output_path, _save
+
+    path = _output_path(path)
+    w = _check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
+    S = len(w)
+    fig = _new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
+    ax = fig.add_subplot()
+    ax.bar(range(S), w, color=[(0.16, 0.44, 0.70, 0.35 + 0.65 * x / max(w.max(), 1e-9)) for x in w])
+    ax.set_xticks(range(S))
+    ax.set_xticklabels(prediction.tokens, rotation=90 if S > 12 else 0, parse_math=False)
+    ax.set_xlim(-0.6, S - 0.4)
+    ax.set_ylabel("pooling weight")
+    ax.grid(True, axis="y", alpha=0.3)
+    p = prediction.probs[prediction.label]
+    ax.set_title(f"attention pooling → {prediction.label} ({p:.0%})", parse_math=False)
+    return _save(fig, path)
