@@ -538,7 +538,7 @@ def _check_variant_call(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dr
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     if mask is not None and mask.dim() < 2:
-        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))  # (..., 1, S) or (1, 1)
+        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))  # (1, S) or (1, 1)
     return mask
 
 
@@ -725,11 +725,11 @@ class _LocalPlan:
 
     def queries(self, x: Tensor, g0: int, g1: int) -> Tensor:
         """Rows of blocks ``g0:g1``: ``(..., Tp, E)`` → ``(..., G, b, E)``."""
-        return x[..., g0 * self.b : g1 * self.b, :].unflatten(-2, (g1 - g0, self.b))
+        return x[..., g0 * self.b : g1 * self.b, :].unflatten(-2, (g1 - g0, self.b))  # (..., G, b, E)
 
     def bands(self, x: Tensor, g0: int, g1: int) -> Tensor:
         """Key bands of blocks ``g0:g1`` as a strided view: ``(..., Lk, E)`` → ``(..., G, E, Wk)``."""
-        return x[..., g0 * self.b : (g1 + self.m - 1) * self.b, :].unfold(-2, self.wk, self.b)
+        return x[..., g0 * self.b : (g1 + self.m - 1) * self.b, :].unfold(-2, self.wk, self.b)  # (..., G, E, Wk)
 
     def fold_add(self, dst: Tensor, band_grad: Tensor, g0: int, g1: int) -> None:
         """Add per-band gradients ``(..., G, Wk, E)`` back onto the shifted keys ``(..., Lk, E)``.
@@ -881,7 +881,7 @@ def _local_weights(plan: _LocalPlan, q: Tensor, k: Tensor, kx: Tensor | None, ls
             p = s.sub_(plan.queries(lse.unsqueeze(-1), g0, g1)).exp_()
             bands[..., g0:g1, :, :] = p[..., : plan.wk]
             if wx is not None:
-                wx[..., g0 * plan.b : g1 * plan.b, :] = p[..., plan.wk :].flatten(-3, -2)
+                wx[..., g0 * plan.b : g1 * plan.b, :] = p[..., plan.wk :].flatten(-3, -2)  # (..., G·b, g)
         dense = _shift(dense, -plan.s0, plan.S, -1)[..., : plan.T, :]  # (..., T, S)
         return dense, None if wx is None else wx[..., : plan.T, :]
 
@@ -1274,7 +1274,7 @@ def _chunked_backend(
 ) -> AttentionResult:
     """The ``"chunked"`` backend of :func:`scaled_dot_product_attention` (inputs already checked)."""
     if mask is not None and mask.dim() < 2:
-        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
+        mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))  # (1, S) or (1, 1)
     if return_weights:
         _check_weights_size("chunked attention", q, k.shape[-2])
     seed = _new_seed() if dropout_p > 0.0 else 0

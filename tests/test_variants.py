@@ -152,7 +152,9 @@ def test_sliding_window_equals_reference(T, S, window, causal):
     mask = sliding_window_mask(T, S, window=window, causal=causal)
     for block in (4, None):  # 4: several blocks, lengths not multiples of the block size
         assert_same(
-            lambda q, k, v: sliding_window_attention(q, k, v, window=window, is_causal=causal, block_size=block),
+            lambda q, k, v, block=block: sliding_window_attention(
+                q, k, v, window=window, is_causal=causal, block_size=block
+            ),
             reference(mask), q, k, v,
         )
 
@@ -394,7 +396,7 @@ def test_dropout_backward_matches_its_forward(name):
 def test_weights_size_limit(monkeypatch):
     monkeypatch.setattr(AF, "MAX_DENSE_WEIGHTS", 100)
     q, k, v = qkv(11, 11)
-    for name, call in VARIANT_CALLS.items():
+    for call in VARIANT_CALLS.values():
         with pytest.raises(ValueError, match="MAX_DENSE_WEIGHTS"):
             call(q, k, v, None, return_weights=True)
         assert call(q, k, v, None).weights is None  # without weights there is no limit
@@ -521,7 +523,7 @@ def test_blocks_pass_the_variant_through():
     memory = torch.randn(2, 5, D, dtype=torch.float64)
     for window in (T, 2):  # the decoder's self-attention is causal; a window of T changes nothing
         spec = AttentionSpec("sliding_window", window=window)
-        full, variant = twins(lambda a: DecoderBlock(D, H, 20, attention=spec if a is None else a))
+        full, variant = twins(lambda a, spec=spec: DecoderBlock(D, H, 20, attention=spec if a is None else a))
         assert variant.self_attn.attention == spec and variant.cross_attn.attention == AttentionSpec("full")
         same = torch.allclose(variant(x, memory).hidden, full(x, memory).hidden, **TOL[torch.float64])
         assert same == (window == T)
