@@ -1,0 +1,215 @@
+"""The captioning recipe: a digit image in, its name written out character by character, in English or Japanese.
+
+Captions are the digit's name — English ``zero … nine`` or the Japanese readings used when
+counting aloud, in hiragana (れい, いち, に, さん, よん, ご, ろく, なな, はち, きゅう). Hiragana and
+not the kanji 七: a one-character caption would make the "decoder" a classifier; spelled out,
+every caption is a short sequence (1–5 characters) that the decoder writes one token at a time
+while cross-attending to the image. Tokens are characters (:class:`~attnlab.data.tokenizers.CharTokenizer`).
+
+The images and splits are the ViT's (:func:`attnlab.recipes.vision.digits_splits`); the metric is
+exact match of the greedy caption on held-out images.
+
+Shape letters: ``B`` batch, ``P`` patches, ``T`` caption length, ``L`` layers, ``H`` heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import checkpoint as ckpt
+from ..data import batching, tokenizers
+from ..decode import beam_search, greedy_decode
+from ..metrics import exact_match
+from ..models.captioner import PRESETS, Captioner, CaptionerConfig
+from ..train import TrainConfig, TrainResult, train
+from .translate import resolve_model_dir
+from .vision import DigitsSplits, random_shift, digits_splits, image_batches
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "DIGIT_NAMES",
+    "CaptionSetup",
+    "RECIPES",
+    "CaptionTask",
+    "train_captioner",
+    "load_captioner",
+    "Caption",
+    "ImageCaptioner",
+]
+
+#: The caption of each digit 0–9, per language.
+DIGIT_NAMES: dict[str, list[str]] = {
+    "en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
+    "ja": ["れい", "いち", "に", "さん", "よん", "ご", "ろく", "なな", "はち", "きゅう"],
+}
+
+
+@dataclass
+class CaptionSetup:
+    """Everything that defines a captioning run."""
+
+    lang: str = "en"  # caption language: "en" or "ja" (a key of DIGIT_NAMES)
+    model_preset: str = "digits"  # key of attnlab.models.captioner.PRESETS
+    model_overrides: dict = field(default_factory=dict)  # config fields on top of the preset (e.g. patch_size)
+    batch_size: int = 64  # images per batch
+    shift: int = 1  # training augmentation: random translation by up to this many pixels (0: none)
+    seed: int = 0  # seed of the data split (the training seed is train.seed)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+#: Named recipes (``--preset``).
+RECIPES: dict[str, CaptionSetup] = {
+    "digits": CaptionSetup(shift=0, train=TrainConfig(epochs=100, max_steps=1500, lr=3e-3, warmup_steps=50,
+                                                      schedule="cosine", weight_decay=0.05, log_every=50)),
+    "tiny": CaptionSetup(model_preset="tiny", shift=0,
+                         train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10)),
+}
+
+
+def _names(lang: str) -> list[str]:
+    if lang not in DIGIT_NAMES:
+        raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {lang!r}")
+    return DIGIT_NAMES[lang]
+
+
+class CaptionTask:
+    """Supplies :func:`attnlab.train.train` with (image, caption) batches, the loss and exact match."""
+
+    metric = "exact_match"
+    maximize = True
+
+    def __init__(self, setup: CaptionSetup, config: CaptionerConfig, tokenizer, data: DigitsSplits) -> None:
+        self.setup, self.config, self.tokenizer, self.data = setup, config, tokenizer, data
+        self.names = _names(setup.lang)
+        self.caption_ids = tokenizer.encode_batch(self.names)  # one id list per digit
+        self.device = torch.device(setup.train.device)
+
+    def _captions(self, labels: Tensor) -> batching.Seq2SeqBatch:
+        t = self.tokenizer
+        # The image side is not a token sequence; collate_pairs is used for the caption side only.
+        pairs = [([0], self.caption_ids[int(y)]) for y in labels]
+        return batching.collate_pairs(pairs, pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id)
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[tuple[Tensor, batching.Seq2SeqBatch]]:
+        s = self.setup
+        g = torch.Generator().manual_seed(s.train.seed * 7919 + epoch)
+        out = []
+        for idx in image_batches(len(self.data.train_y), s.batch_size, seed=s.train.seed, epoch=epoch,
+                                 rank=rank, world_size=world_size):
+            images = random_shift(self.data.train_x[idx], s.shift, g)
+            out.append((images.to(self.device), self._captions(self.data.train_y[idx]).to(self.device)))
+        return out
+
+    def loss(self, model: nn.Module, batch: tuple[Tensor, batching.Seq2SeqBatch]) -> tuple[Tensor, int]:
+        images, b = batch
+        out = model(images, b.tgt_in, tgt_mask=b.tgt_mask, labels=b.tgt_out)
+        return out.loss, b.n_tgt_tokens
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        images, labels = self.data.valid_x, self.data.valid_y
+        b = self._captions(labels).to(self.device)
+        out = model(images.to(self.device), b.tgt_in, tgt_mask=b.tgt_mask)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=self.tokenizer.pad_id)
+        captioner = ImageCaptioner(model, self.tokenizer, self.setup.lang)
+        hyps = [c.text for c in captioner.caption(images)]
+        return {"exact_match": exact_match(hyps, [self.names[int(y)] for y in labels]), "loss": loss.item()}
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        config = dataclasses.asdict(self.config)
+        config.update(lang=self.setup.lang, split_seed=self.setup.seed)
+        return config, {"tokenizer": self.tokenizer}
+
+
+def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple["ImageCaptioner", TrainResult, DigitsSplits]:
+    """Train a captioner on the digits; returns the best one by validation exact match, the run and the data.
+
+    Shape:
+        images ``(N, 8, 8)`` → captions of up to 5 characters
+    """
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
+    names = _names(setup.lang)
+    data = digits_splits(seed=setup.seed) if data is None else data
+    tok = tokenizers.CharTokenizer.train(names)
+    torch.manual_seed(setup.train.seed)
+    config = CaptionerConfig(vocab_size=tok.vocab_size, pad_id=tok.pad_id,
+                             **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    model = Captioner(config)
+    result = train(model, CaptionTask(setup, config, tok, data), setup.train)
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    model.eval()
+    return ImageCaptioner(model, tok, setup.lang), result, data
+
+
+def load_captioner(path: str | Path, device: str = "cpu") -> tuple["ImageCaptioner", dict]:
+    """A captioner saved by :func:`train_captioner` (run folder or checkpoint), and its saved config dict."""
+    directory = resolve_model_dir(path)
+    checkpoint = ckpt.load_checkpoint(directory)
+    config_dict = dict(checkpoint.config)
+    if config_dict.get("model_type") != "captioner":
+        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a captioner ('captioner')")
+    names = {f.name for f in dataclasses.fields(CaptionerConfig)}
+    model = Captioner(CaptionerConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    ckpt.load_weights(model, checkpoint)
+    model.to(device).eval()
+    tok = tokenizers.load_tokenizer(directory / "tokenizer.json")
+    return ImageCaptioner(model, tok, config_dict["lang"]), config_dict
+
+
+@dataclass
+class Caption:
+    text: str  # the generated caption
+    tokens: list[str]  # generated tokens incl. the end token (one per attention row)
+    cross_attention: Tensor | None = None  # (L, H, T, P) cross-attention of each generated token, if asked
+
+
+class ImageCaptioner:
+    """A trained :class:`~attnlab.models.captioner.Captioner` with its tokenizer: images in, captions out."""
+
+    def __init__(self, model: Captioner, tokenizer, lang: str) -> None:
+        self.model, self.tokenizer, self.lang = model, tokenizer, lang
+
+    @torch.no_grad()
+    def caption(self, images: Tensor, *, beam_size: int = 1, return_attention: bool = False) -> list[Caption]:
+        """Caption a batch of images with greedy (``beam_size=1``) or beam search.
+
+        Shape:
+            images ``(B, 8, 8)`` → ``B`` captions; cross_attention ``(L, H, T, P)`` each
+        """
+        was_training = self.model.training
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        images = images.to(device)
+        t = self.tokenizer
+        kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=self.model.config.max_len - 1,
+                  src_mask=self.model.patch_mask(images), return_attention=return_attention)
+        src = images.flatten(1)  # (B, C·H·W): the decoder protocol's 2-D source
+        hyps = greedy_decode(self.model, src, **kw) if beam_size == 1 else beam_search(self.model, src, beam_size=beam_size, **kw)
+        self.model.train(was_training)
+        out = []
+        for h in hyps:
+            labels = [t.id_to_token(i) for i in h.tokens] + [t.id_to_token(t.eos_id)]
+            cross = h.cross_attention
+            if cross is not None:
+                labels = labels[: cross.shape[2]]
+            out.append(Caption(t.decode(h.tokens), labels, cross))
+        return out
+
+    def evaluate(self, images: Tensor, labels: Sequence[int] | Tensor, *, beam_size: int = 1) -> dict[str, float]:
+        """Exact match of the captions against the digit names of ``labels``."""
+        names = _names(self.lang)
+        hyps = [c.text for c in self.caption(images, beam_size=beam_size)]
+        return {"exact_match": exact_match(hyps, [names[int(y)] for y in labels]), "n": len(hyps)}
