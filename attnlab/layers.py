@@ -170,14 +170,26 @@ class MultiHeadAttention(nn.Module):
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.dropout, self.backend = dropout, backend
-        spec = attention if isinstance(attention, AF.AttentionSpec) else AF.AttentionSpec(attention)
-        self.attention = spec if backend == "auto" else spec.replace(backend=backend)
+        self.dropout = dropout
+        self.attention = attention if isinstance(attention, AF.AttentionSpec) else AF.AttentionSpec(attention)
+        self.backend = backend
         self.rotary = rotary
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    @property
+    def backend(self) -> str:
+        """The kernel of ``"full"`` attention (see :func:`attnlab.functional.scaled_dot_product_attention`)."""
+        return self.attention.options.get("backend", "auto")
+
+    @backend.setter
+    def backend(self, name: str) -> None:
+        # Lives in the spec; only "full" has the option, so another variant rejects a backend.
+        options = {k: v for k, v in self.attention.options.items() if k != "backend"}
+        spec = AF.AttentionSpec(self.attention.name, **options)
+        self.attention = spec if name == "auto" else spec.replace(backend=name)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape

@@ -783,3 +783,20 @@ def test_experiment_variants_command(tmp_path):
     results = json.loads((out / "results.json").read_text())["results"]
     assert [r["variant"] for r in results] == ["full", "global_window:4:1"]
     assert all(r["steps"] > 0 and r["peak_mib"] >= 0 for r in results)
+
+
+def test_backend_attribute_switches_the_kernel_of_full_attention():
+    mha = MultiHeadAttention(D, H)
+    assert mha.backend == "auto"
+    mha.backend = "math"
+    assert mha.attention == AttentionSpec("full", backend="math") and mha.backend == "math"
+    x = torch.randn(1, 3, D)
+    assert mha(x, need_weights=True).weights is not None  # the math kernel returns weights
+    mha.backend = "sdpa"
+    with pytest.raises(ValueError, match="cannot return attention weights"):
+        mha(x, need_weights=True)
+    mha.backend = "auto"
+    assert mha.attention == AttentionSpec("full")
+    windowed = MultiHeadAttention(D, H, attention=AttentionSpec("sliding_window", window=2))
+    with pytest.raises(ValueError, match="has no option"):
+        windowed.backend = "math"
