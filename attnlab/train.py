@@ -10,27 +10,55 @@ translator, a language model or a classifier:
 - ``checkpoint_payload()`` — the model config dict and the tokenizers to save beside weights.
 
 What the loop adds: AdamW, warm-up + inverse-square-root (or cosine) schedule, gradient
-accumulation and clipping, bf16 autocast, evaluation, early stopping, a progress bar, a JSON-lines
-log, atomic checkpoints and *exact* resume (the data order and every RNG are restored, so an
-interrupted-then-resumed run reproduces the uninterrupted run's losses).
+accumulation and clipping, bf16 autocast, ``torch.compile``, evaluation, early stopping, a progress
+bar, a JSON-lines log, atomic checkpoints and *exact* resume (the data order and every RNG are
+restored, so an interrupted-then-resumed run reproduces the uninterrupted run's losses).
+
+**Several processes** (``torchrun``, see :mod:`attnlab.distributed` and docs/distributed.md).
+Every rank runs this same loop on its own shard of each epoch's batches (``task.batches(epoch,
+rank, world_size)``). The model is wrapped in DistributedDataParallel (``strategy="ddp"``: every
+rank holds the whole model, gradients are all-reduced) or sharded with FSDP2 ``fully_shard``
+(``strategy="fsdp"``: parameters, gradients and AdamW moments are split over the ranks). Only rank
+0 logs, evaluates and writes checkpoints; the others wait in a collective meanwhile. A resumable
+checkpoint holds the random-number state of *every* rank, so resuming with the same number of
+processes is exact too.
+
+**How gradients are averaged.** Each optimizer step's gradient is the gradient of the mean loss
+over *all target tokens of the global batch* — every micro-batch of the accumulation group on
+every rank — so each token weighs the same however the tokens fall on ranks and micro-batches:
+
+    g = Σ_{rank r, micro-batch k} n_rk · ∇ mean_loss_rk  /  Σ_{r,k} n_rk
+
+Each micro-batch back-propagates ``n_rk · mean_loss_rk`` (its summed loss); DDP/FSDP average the
+ranks' sums (÷ world_size) and the loop then multiplies by ``world_size / N`` with ``N`` the
+global token count (one small all-reduce per step). Hence one step over K accumulated batches
+equals one step over their union, and 2 ranks × 1 batch equal 1 process × 2 accumulated batches.
+(Averaging per-batch means instead would let a rank holding a short batch pull as hard as one
+holding a long batch.) A lone micro-batch on a lone process back-propagates its mean loss
+directly: the same gradient, without the rounding of the multiply-divide.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import inspect
 import json
 import math
 import time
+import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from . import checkpoint as ckpt
+from . import distributed
 
-__all__ = ["TrainConfig", "TrainTask", "TrainResult", "train", "lr_multiplier", "seed_everything"]
+__all__ = ["TrainConfig", "TrainResult", "TrainTask", "lr_multiplier", "seed_everything", "train"]
 
 
 @dataclass
@@ -47,17 +75,29 @@ class TrainConfig:
     eps: float = 1e-9  # Adam ε of the paper (§5.3)
     clip_norm: float | None = 1.0  # clip the global gradient norm (None: no clipping)
     grad_accum: int = 1  # batches whose gradients are summed into one optimizer step
-    precision: str = "fp32"  # "fp32" or "bf16" (autocast; master weights stay fp32)
+    precision: str = "fp32"  # "fp32" or "bf16" (autocast on CPU, CUDA, MPS; weights and AdamW state stay fp32)
+    compile: bool = False  # torch.compile the model for training steps (evaluation runs the plain model)
+    strategy: str = "ddp"  # with several processes: "ddp" (replicate the model) or "fsdp" (shard it, FSDP2)
     eval_every_steps: int | None = None  # evaluate every N steps (None: at the end of each epoch)
     save_every_steps: int | None = None  # also save a resumable checkpoint every N steps
     patience: int | None = None  # early stopping: evaluations without improvement before stopping
     seed: int = 0  # seeds data order, initialisation and dropout
     log_every: int = 50  # optimizer steps between log lines
     progress: bool = True  # show a progress bar
-    device: str = "cpu"  # "cpu", "cuda", "mps"
+    device: str = "cpu"  # "cpu", "cuda", "mps" or "auto" (CUDA, else MPS, else CPU); "cuda" = this rank's GPU
 
 
 class TrainTask(Protocol):
+    """What :func:`train` needs from a model-specific task (see the module docstring).
+
+    ``loss`` may receive the model wrapped (DistributedDataParallel, FSDP, ``torch.compile``):
+    it must only *call* it (its forward), not reach for other methods or attributes.
+    ``evaluate`` always receives the plain model and runs on rank 0 only.
+
+    Shape:
+        ``loss`` returns a scalar mean loss and the number of tokens (or examples) it averages.
+    """
+
     metric: str
     maximize: bool
 
@@ -128,12 +168,96 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _autocast(cfg: TrainConfig):
-    if cfg.precision == "fp32":
+def _autocast(precision: str, device: torch.device):
+    if precision == "fp32":
         return contextlib.nullcontext()
-    if cfg.precision == "bf16":
-        return torch.autocast(device_type=torch.device(cfg.device).type, dtype=torch.bfloat16)
-    raise ValueError(f"precision must be 'fp32' or 'bf16', got {cfg.precision!r}")
+    if precision == "bf16":
+        # Matrix products run in bf16, reductions and the loss in fp32 (PyTorch's autocast lists);
+        # bf16 has fp32's exponent range, so no loss scaling is needed (unlike fp16).
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+
+
+def _rank_seed(seed: int, rank: int) -> int:
+    # Rank 0 keeps the configured seed (a one-process run is unchanged); other ranks get their own
+    # streams, so that their dropout masks differ.
+    return seed + 1_000_003 * rank
+
+
+@dataclass
+class _Engine:
+    """The model in the forms the loop needs: the caller's module (evaluated and saved by rank 0)
+    and what the training forward runs through (DDP / FSDP / compiled wrappers)."""
+
+    module: nn.Module  # the caller's model; trained in place (DDP), or refreshed from the shards (FSDP)
+    forward: nn.Module  # what task.loss calls
+    ddp: nn.parallel.DistributedDataParallel | None = None  # set with strategy "ddp" on several ranks
+    sharded: nn.Module | None = None  # the fully_shard-ed copy with strategy "fsdp" on several ranks
+
+    def parameters(self) -> list[nn.Parameter]:
+        return list((self.sharded or self.module).parameters())
+
+    def grad_sync(self, enabled: bool):
+        """Skip the gradient all-reduce for all but the last micro-batch of an accumulation group
+        (the gradients accumulate locally; the last backward reduces their sum once)."""
+        if self.ddp is not None and not enabled:
+            return self.ddp.no_sync()
+        if self.sharded is not None:
+            self.sharded.set_requires_gradient_sync(enabled)
+        return contextlib.nullcontext()
+
+
+def _shard(model: nn.Module) -> nn.Module:
+    """FSDP2: each element of an ``nn.ModuleList`` (the layer stacks) becomes one shard unit,
+    the root holds the rest (embeddings, tied output projection, final norm). Units are
+    sharded children first, as ``fully_shard`` requires."""
+    from torch.distributed.fsdp import fully_shard
+
+    units = {id(layer) for m in model.modules() if isinstance(m, nn.ModuleList) for layer in m}
+    for module in reversed(list(model.modules())):  # reversed pre-order: descendants first
+        if id(module) in units:
+            fully_shard(module)
+    fully_shard(model)
+    return model
+
+
+def _prepare(model: nn.Module, cfg: TrainConfig, device: torch.device, world_size: int) -> _Engine:
+    if world_size == 1:
+        return _Engine(model, torch.compile(model) if cfg.compile else model)
+    if cfg.strategy == "fsdp":
+        import torch.distributed as dist
+
+        for tensor in model.state_dict().values():  # every rank shards rank 0's initialisation
+            dist.broadcast(tensor, src=0)
+        sharded = _shard(copy.deepcopy(model))
+        model.to("cpu")  # the full model waits on the CPU; rank 0 fills it for evaluation/saving
+        return _Engine(model, torch.compile(sharded) if cfg.compile else sharded, sharded=sharded)
+    # No buffer sync before each forward: the models' buffers are constant tables (positions), not
+    # running statistics (PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers).
+    ddp_args = inspect.signature(nn.parallel.DistributedDataParallel).parameters
+    no_buffer_sync = {"forward_sync_buffers" if "forward_sync_buffers" in ddp_args else "broadcast_buffers": False}
+    # find_unused_parameters=True: some trainers leave parameters out of the loss (BERT's pooler
+    # during MLM-only training), which DDP otherwise rejects at the next step. It costs one walk
+    # over the autograd graph per step; static_graph would avoid it but fails with no_sync().
+    ddp = nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        find_unused_parameters=True,
+        **no_buffer_sync,
+    )
+    return _Engine(model, torch.compile(ddp) if cfg.compile else ddp, ddp=ddp)
+
+
+def _fsdp_options(cpu_offload: bool):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
+
+
+def _scale_grads(params: Iterable[nn.Parameter], factor: float) -> None:
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(factor)
 
 
 class _Log:
@@ -168,52 +292,106 @@ def train(
     cfg: TrainConfig,
     *,
     resume: bool = False,
-    rank: int = 0,
-    world_size: int = 1,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``task``; returns what happened. See the module docstring.
 
     Checkpoints (when ``cfg.out_dir`` is set): ``out_dir/best`` holds the best evaluated model
     (weights, config, tokenizers); ``out_dir/last`` additionally holds the optimizer, scheduler,
     data position and RNG states that ``resume=True`` continues from.
+
+    ``rank``/``world_size`` default to the joined process group's (see
+    :func:`attnlab.distributed.init_distributed`), or 0 of 1. Under several processes every rank
+    calls ``train`` with the same config; ``out_dir`` must be one shared folder (rank 0 writes it,
+    every rank reads ``out_dir/last`` to resume), and resuming needs the same number of processes,
+    ``grad_accum`` and ``strategy``.
+
+    Shape:
+        batches are whatever the task yields; the loop only calls ``task.loss`` on them.
     """
     if cfg.grad_accum < 1:
         raise ValueError(f"grad_accum must be ≥ 1, got {cfg.grad_accum}")
-    device = torch.device(cfg.device)
+    if cfg.strategy not in ("ddp", "fsdp"):
+        raise ValueError(f"strategy must be 'ddp' or 'fsdp', got {cfg.strategy!r}")
+    _autocast(cfg.precision, torch.device("cpu"))  # reject a bad precision before any work
+    rank, world_size = distributed.rank_and_world(rank, world_size)
+    device = torch.device(distributed.resolve_device(cfg.device))
     out = Path(cfg.out_dir) if cfg.out_dir else None
     is_main = rank == 0
+    many = world_size > 1
     model.to(device)
-    optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps))
 
     step, epoch, batch_in_epoch, tokens_done, train_seconds = 0, 0, 0, 0, 0.0
     best: dict | None = None
     evals_without_gain = 0
+    state: dict | None = None
     if resume:
         if out is None or not (out / "last").is_dir():
             raise FileNotFoundError(f"--resume: no checkpoint to resume from at {out / 'last' if out else '(no out_dir)'}")
         last = ckpt.load_checkpoint(out / "last")
-        ckpt.load_weights(model, last)
         state = last.trainer_state
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        saved = {"world_size": state.get("world_size", 1), "grad_accum": state["config"]["grad_accum"],
+                 "strategy": state.get("strategy", "ddp")}
+        wanted = {"world_size": world_size, "grad_accum": cfg.grad_accum, "strategy": cfg.strategy}
+        if not many:
+            saved.pop("strategy"), wanted.pop("strategy")  # one process: there is nothing to shard
+        if saved != wanted:
+            raise ValueError(
+                f"--resume: {out / 'last'} was written with {saved}, this run has {wanted}; the position in "
+                "the epoch and the per-rank random states depend on them, so resume with the same settings"
+            )
+        ckpt.load_weights(model, last)
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         tokens_done, train_seconds = state["tokens"], state["train_seconds"]
         best, evals_without_gain = state["best"], state["evals_without_gain"]
-        ckpt.set_rng_state(state["rng"])
+    if many:
+        distributed.barrier("the start of training")
+    engine = _prepare(model, cfg, device, world_size)
+    params = engine.parameters()
+    optimizer = torch.optim.AdamW(_param_groups(engine.sharded or model, cfg.weight_decay), lr=cfg.lr,
+                                  betas=cfg.betas, eps=cfg.eps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps))
+    if state is not None:
+        if engine.sharded is not None:
+            from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+            set_optimizer_state_dict(engine.sharded, optimizer, state["optimizer"], options=_fsdp_options(False))
+        else:
+            optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        ckpt.set_rng_state(state["rng_per_rank"][rank] if many else state["rng"])
     else:
-        seed_everything(cfg.seed)
+        seed_everything(_rank_seed(cfg.seed, rank))
     log = _Log(out / "log.jsonl" if (out and is_main) else None, step if resume else None)
     history: list[dict] = []
 
-    def save(kind: str) -> None:
-        if out is None or not is_main:
-            return
+    def full_model() -> nn.Module | None:
+        """The whole model with the current weights on rank 0 (None elsewhere). With FSDP every
+        rank takes part in gathering the shards."""
+        if engine.sharded is None:
+            return model if is_main else None
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        full = get_model_state_dict(engine.sharded, options=_fsdp_options(True))  # rank 0 only
+        if not is_main:
+            return None
+        model.load_state_dict(full)
+        return model.to(device)
+
+    def optimizer_state() -> dict | None:
+        if engine.sharded is None:
+            return optimizer.state_dict() if is_main else None
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        return get_optimizer_state_dict(engine.sharded, optimizer, options=_fsdp_options(True))
+
+    def save(kind: str, module: nn.Module, rngs: list | None = None, optim: dict | None = None) -> None:
         config, tokenizers = task.checkpoint_payload()
         trainer_state = None
         if kind == "last":
             trainer_state = {
-                "optimizer": optimizer.state_dict(),
+                "optimizer": optim,
                 "scheduler": scheduler.state_dict(),
                 "step": step,
                 "epoch": epoch,
@@ -222,28 +400,50 @@ def train(
                 "train_seconds": train_seconds,
                 "best": best,
                 "evals_without_gain": evals_without_gain,
-                "rng": ckpt.rng_state(),
+                "rng": rngs[0],
                 "config": asdict(cfg),
+                "world_size": world_size,
+                "strategy": cfg.strategy,
             }
-        ckpt.save_checkpoint(out / kind, model=model, config=config, tokenizers=tokenizers, trainer_state=trainer_state)
+            if many:
+                trainer_state["rng_per_rank"] = rngs
+        ckpt.save_checkpoint(out / kind, model=module, config=config, tokenizers=tokenizers, trainer_state=trainer_state)
 
-    def run_eval() -> bool:
-        """Evaluate, log, keep the best; returns True when early stopping triggers."""
+    def run_eval(module: nn.Module) -> bool:
+        """Rank 0: evaluate, log, keep the best; returns True when early stopping triggers."""
         nonlocal best, evals_without_gain
-        model.eval()
+        module.eval()
         with torch.no_grad():
-            metrics = task.evaluate(model)
-        model.train()
-        record = {"step": step, "epoch": epoch, "eval": metrics}
+            metrics = task.evaluate(module)
+        module.train()
+        record = {"step": step, "epoch": epoch, "train_seconds": train_seconds, "eval": metrics}
         history.append(record)
         log.write(record)
         if _better(metrics[task.metric], None if best is None else best[task.metric], task.maximize):
             best, evals_without_gain = dict(metrics), 0
-            save("best")
+            if out is not None:
+                save("best", module)
         else:
             evals_without_gain += 1
-        save("last")
         return cfg.patience is not None and evals_without_gain >= cfg.patience
+
+    def checkpoint_point(evaluate: bool) -> bool:
+        """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
+        out_dir/last; the others wait. Returns True (on every rank) when early stopping triggers."""
+        if out is None and not evaluate:
+            return False
+        module = full_model()
+        stop = run_eval(module) if is_main and evaluate else False
+        if out is not None:
+            # Captured after the evaluation, as a one-process run does: resuming continues from
+            # exactly the random state the uninterrupted run continued from.
+            rngs = distributed.gather_to_main(ckpt.rng_state()) if many else [ckpt.rng_state()]
+            optim = optimizer_state()
+            if is_main:
+                save("last", module, rngs, optim)
+        if engine.sharded is not None and is_main:
+            model.to("cpu")
+        return distributed.broadcast_flag(stop) if many else stop
 
     bar = None
     if cfg.progress and is_main:
@@ -252,73 +452,113 @@ def train(
         bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, leave=False)
     stop_reason = "epochs"
     model.train()
+    engine.forward.train()
     window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-    while epoch < cfg.epochs:
-        batches = task.batches(epoch, rank, world_size)
-        if not batches:
-            raise ValueError("the task produced no training batches (is the training data empty?)")
-        groups = [batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
-        if bar is not None and cfg.max_steps is None:
-            bar.total = cfg.epochs * len(groups)
-        stop = False
-        while batch_in_epoch < len(groups):
-            t0 = time.perf_counter()
-            group = groups[batch_in_epoch]
-            n_tokens = 0
-            optimizer.zero_grad(set_to_none=True)
-            for batch in group:
-                with _autocast(cfg):
-                    loss, n = task.loss(model, batch)
-                (loss / len(group)).backward()
-                window_loss += loss.item() * n
-                n_tokens += n
-            if cfg.clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            batch_in_epoch += 1
-            tokens_done += n_tokens
-            window_tokens += n_tokens
-            train_seconds += time.perf_counter() - t0
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
-            if step % cfg.log_every == 0:
-                elapsed = time.perf_counter() - window_start
-                record = {
-                    "step": step,
-                    "epoch": epoch,
-                    "loss": window_loss / max(window_tokens, 1),
-                    "lr": scheduler.get_last_lr()[0],
-                    "tokens_per_s": window_tokens / elapsed if elapsed else 0.0,
-                    "train_seconds": train_seconds,
-                }
-                history.append(record)
-                log.write(record)
-                window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-            if cfg.eval_every_steps and step % cfg.eval_every_steps == 0 and run_eval():
-                stop, stop_reason = True, "early_stopping"
-            elif cfg.save_every_steps and step % cfg.save_every_steps == 0:
-                save("last")
-            if cfg.max_steps is not None and step >= cfg.max_steps:
-                stop, stop_reason = True, "max_steps"
-            if cfg.time_budget_s is not None and train_seconds >= cfg.time_budget_s:
-                stop, stop_reason = True, "time_budget"
+    try:
+        while epoch < cfg.epochs:
+            batches = task.batches(epoch, rank, world_size)
+            if not batches:
+                raise ValueError("the task produced no training batches (is the training data empty?)")
+            groups = [batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
+            if many:
+                # A rank with an extra step would wait forever in its all-reduce: every rank takes
+                # as many steps as the rank with the fewest groups.
+                fewest, most = distributed.all_reduce([len(groups), -len(groups)], op="min")
+                fewest, most = int(fewest), int(-most)
+                if fewest != most:
+                    if is_main:
+                        warnings.warn(f"epoch {epoch}: the ranks got {fewest} to {most} accumulation groups of "
+                                      f"batches; every rank trains on its first {fewest}", stacklevel=2)
+                    groups = groups[:fewest]
+            if bar is not None and cfg.max_steps is None:
+                bar.total = cfg.epochs * len(groups)
+            stop = False
+            while batch_in_epoch < len(groups):
+                t0 = time.perf_counter()
+                group = groups[batch_in_epoch]
+                # Weight by tokens (module docstring) whenever more than one micro-batch meets in a step.
+                weighted = many or len(group) > 1
+                local_loss, local_tokens = 0.0, 0
+                optimizer.zero_grad(set_to_none=True)
+                for k, batch in enumerate(group):
+                    with engine.grad_sync(k == len(group) - 1):
+                        with _autocast(cfg.precision, device):
+                            loss, n = task.loss(engine.forward, batch)
+                        (loss * n if weighted else loss).backward()
+                    local_loss += loss.item() * n
+                    local_tokens += n
+                if many:
+                    step_loss, step_tokens = distributed.all_reduce([local_loss, local_tokens], op="sum")
+                    step_tokens = int(step_tokens)
+                else:
+                    step_loss, step_tokens = local_loss, local_tokens
+                if weighted:
+                    # DDP/FSDP averaged the ranks' summed losses (÷ world_size): rescale to ÷ tokens.
+                    _scale_grads(params, world_size / max(step_tokens, 1))
+                if cfg.clip_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                batch_in_epoch += 1
+                tokens_done += step_tokens
+                window_loss += step_loss
+                window_tokens += step_tokens
+                train_seconds += time.perf_counter() - t0
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(epoch=epoch, loss=f"{step_loss / max(step_tokens, 1):.3f}")
+                if step % cfg.log_every == 0:
+                    elapsed = time.perf_counter() - window_start
+                    record = {
+                        "step": step,
+                        "epoch": epoch,
+                        "loss": window_loss / max(window_tokens, 1),
+                        "lr": scheduler.get_last_lr()[0],
+                        "tokens_per_s": window_tokens / elapsed if elapsed else 0.0,
+                        "train_seconds": train_seconds,
+                    }
+                    history.append(record)
+                    log.write(record)
+                    window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+                if cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
+                    if checkpoint_point(evaluate=True):
+                        stop, stop_reason = True, "early_stopping"
+                elif cfg.save_every_steps and step % cfg.save_every_steps == 0:
+                    checkpoint_point(evaluate=False)
+                if cfg.max_steps is not None and step >= cfg.max_steps:
+                    stop, stop_reason = True, "max_steps"
+                if cfg.time_budget_s is not None:
+                    # Clocks differ between ranks: rank 0's decides, or the ranks would part ways.
+                    over = train_seconds >= cfg.time_budget_s
+                    if distributed.broadcast_flag(over) if many else over:
+                        stop, stop_reason = True, "time_budget"
+                if stop:
+                    break
             if stop:
+                epochs_done = epoch + batch_in_epoch / len(groups)
+                if stop_reason != "early_stopping":
+                    checkpoint_point(evaluate=True)
                 break
-        if stop:
-            epochs_done = epoch + batch_in_epoch / len(groups)
-            if stop_reason != "early_stopping":
-                run_eval()
-            break
-        epoch, batch_in_epoch = epoch + 1, 0
-        epochs_done = float(epoch)
-        if not cfg.eval_every_steps and run_eval():
-            stop_reason = "early_stopping"
-            break
-    else:
-        epochs_done = float(epoch)
-    if bar is not None:
-        bar.close()
+            epoch, batch_in_epoch = epoch + 1, 0
+            epochs_done = float(epoch)
+            if not cfg.eval_every_steps and checkpoint_point(evaluate=True):
+                stop_reason = "early_stopping"
+                break
+        else:
+            epochs_done = float(epoch)
+    except RuntimeError as err:
+        if many:
+            err.add_note(f"(rank {rank} of {world_size}, optimizer step {step + 1}: if a collective operation "
+                         "failed, another rank probably died or hung — see its messages)")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    if engine.sharded is not None:
+        # Hand the caller a whole trained model on every rank, as with DDP.
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        model.load_state_dict(get_model_state_dict(engine.sharded, options=_fsdp_options(False)))
+        model.to(device)
     return TrainResult(step, epochs_done, best, history, train_seconds, tokens_done, stop_reason)
