@@ -104,6 +104,49 @@ def _add_function_arguments(parser: argparse.ArgumentParser, fn: Callable) -> No
             parser.add_argument(name, **kwargs)
 
 
+def train_options(
+    *,
+    device: str = "auto",
+    precision: Literal["fp32", "bf16"] | None = None,
+    grad_accum: int | None = None,
+    compile: bool | None = None,
+    strategy: Literal["ddp", "fsdp"] | None = None,
+    dist_timeout: float | None = None,
+) -> dict:
+    """The options every `attnlab train ...` command takes, added by the CLI itself.
+
+    They reach the command as ``train.<field>=value`` overrides of its recipe's TrainConfig (after
+    the user's own --overrides), so each trainer needs no code for them; under torchrun the
+    command also joins the process group first (see attnlab.distributed).
+
+    Args:
+        device: auto (CUDA, then MPS, then CPU), cpu, cuda or mps; under torchrun each process uses cuda:LOCAL_RANK.
+        precision: fp32, or bf16 autocast (weights stay fp32; faster on GPUs and CPUs with bf16 instructions).
+        grad_accum: batches whose gradients are summed into one optimizer step (default: the recipe's).
+        compile: torch.compile the model for the training steps (off unless given).
+        strategy: with several processes: ddp replicates the model on each, fsdp shards it (FSDP2).
+        dist_timeout: seconds a process waits for the others before stopping with an error (default 1800).
+    """
+    return {name: value for name, value in locals().items() if value is not None}
+
+
+_TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
+
+
+def _run_training(fn: Callable, positional: list, args: dict, options: dict):
+    """Call a `train ...` command inside a distributed session, with the shared options as overrides."""
+    from .distributed import DEFAULT_TIMEOUT_S, session
+
+    if "overrides" not in inspect.signature(fn).parameters:
+        raise TypeError(f"{fn.__name__} takes no `overrides` (train.<field>=value), so the shared training "
+                        "options cannot reach its TrainConfig")
+    timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
+    with session(options.pop("device"), timeout_s=timeout) as ctx:
+        given = {"device": ctx.device, **options}
+        args["overrides"] = list(args.get("overrides") or []) + [f"train.{k}={json.dumps(v)}" for k, v in given.items()]
+        return fn(*positional, **args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnlab",
@@ -131,10 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
             sub = groups[group].add_parser(leaf, help=summary, description=description,
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_function_arguments(sub, fn)
+        if words[0] == "train":
+            clash = [p for p in inspect.signature(fn).parameters if p in _TRAIN_OPTIONS]
+            if clash:
+                raise TypeError(f"command {name!r} declares {clash}, which every train command gets from "
+                                "attnlab.cli.train_options; drop them from its signature")
+            _add_function_arguments(sub, train_options)
         # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
         # negative) as an unknown option; treat anything that starts like a negative number as a value.
         sub._negative_number_matcher = re.compile(r"^-\.?\d")
-        sub.set_defaults(_fn=fn)
+        sub.set_defaults(_fn=fn, _train=words[0] == "train")
     return parser
 
 
@@ -144,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     fn = args.pop("_fn")
     args.pop("command", None)
     args.pop("subcommand", None)
+    options = train_options(**{name: args.pop(name) for name in _TRAIN_OPTIONS}) if args.pop("_train") else None
     positional = [args.pop(name) for name, p in inspect.signature(fn).parameters.items()
                   if p.kind is inspect.Parameter.POSITIONAL_ONLY]
     try:
-        result = fn(*positional, **args)
+        result = fn(*positional, **args) if options is None else _run_training(fn, positional, args, options)
     except (ValueError, FileNotFoundError, TypeError) as err:
         # Bad input is reported as one clear line, not a traceback.
         print(f"attnlab: error: {err}", file=sys.stderr)
@@ -227,7 +277,6 @@ def train_translate_cmd(
     minutes: float | None = None,
     epochs: int | None = None,
     seed: int | None = None,
-    device: str | None = None,
     resume: bool = False,
     on_empty: Literal["skip", "error"] = "skip",
     overrides: list[str] | None = None,
@@ -251,7 +300,6 @@ def train_translate_cmd(
         minutes: stop training after this many minutes (evaluation time excluded).
         epochs: number of passes over the training data.
         seed: random seed (data order, initialisation, dropout).
-        device: cpu, cuda or mps.
         resume: continue an interrupted run from OUT/last.
         on_empty: pairs with an empty side: skip them (with a count) or stop with file:line.
         overrides: further settings as key=value: model.d_model=512, train.lr=1e-3, vocab_size=4000.
@@ -262,7 +310,7 @@ def train_translate_cmd(
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(tr.RECIPES)}")
     extra = list(overrides or [])
     for key, value in (("arch", arch), ("train.time_budget_s", None if minutes is None else minutes * 60),
-                       ("train.epochs", epochs), ("train.seed", seed), ("train.device", device)):
+                       ("train.epochs", epochs), ("train.seed", seed)):
         if value is not None:
             extra.insert(0, f"{key}={json.dumps(value)}")
     if attention is not None:
@@ -507,11 +555,10 @@ def _read_text(path: Path) -> str:
 
 
 def _lm_overrides(out: Path, tokenizer: str | None, minutes: float | None, epochs: int | None,
-                  max_steps: int | None, seed: int | None, device: str | None, precision: str | None,
-                  overrides: list[str] | None) -> list[str]:
+                  max_steps: int | None, seed: int | None, overrides: list[str] | None) -> list[str]:
     given = {"train.out_dir": str(out), "tokenizer": tokenizer,
              "train.time_budget_s": None if minutes is None else minutes * 60, "train.epochs": epochs,
-             "train.max_steps": max_steps, "train.seed": seed, "train.device": device, "train.precision": precision}
+             "train.max_steps": max_steps, "train.seed": seed}
     return [f"{k}={json.dumps(v)}" for k, v in given.items() if v is not None] + list(overrides or [])
 
 
@@ -534,8 +581,6 @@ def train_lm_cmd(
     epochs: int | None = None,
     max_steps: int | None = None,
     seed: int | None = None,
-    device: str | None = None,
-    precision: Literal["fp32", "bf16"] | None = None,
     resume: bool = False,
     overrides: list[str] | None = None,
 ) -> int:
@@ -554,8 +599,6 @@ def train_lm_cmd(
         epochs: passes over the training text.
         max_steps: stop after this many optimizer steps.
         seed: random seed (data order, initialisation).
-        device: cpu, cuda or mps.
-        precision: fp32, or bf16 autocast (faster on CPUs with bf16 instructions).
         resume: continue an interrupted run from OUT/last.
         overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, batch_size=32.
     """
@@ -564,7 +607,7 @@ def train_lm_cmd(
 
     if preset not in lm.LM_RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(lm.LM_RECIPES)}")
-    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, device, precision, overrides)
+    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, overrides)
     setup = lm.apply_overrides(lm.LM_RECIPES[preset], extra, GPTConfig)
     _, result, _ = lm.train_lm(setup, _read_text(text), resume=resume)
     _report_training(result, out)
@@ -583,8 +626,6 @@ def train_mlm_cmd(
     epochs: int | None = None,
     max_steps: int | None = None,
     seed: int | None = None,
-    device: str | None = None,
-    precision: Literal["fp32", "bf16"] | None = None,
     resume: bool = False,
     overrides: list[str] | None = None,
 ) -> int:
@@ -603,8 +644,6 @@ def train_mlm_cmd(
         epochs: passes over the training text.
         max_steps: stop after this many optimizer steps.
         seed: random seed (data order, masks, initialisation).
-        device: cpu, cuda or mps.
-        precision: fp32, or bf16 autocast.
         resume: continue an interrupted run from OUT/last.
         overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, max_len=64.
     """
@@ -613,7 +652,7 @@ def train_mlm_cmd(
 
     if preset not in lm.MLM_RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(lm.MLM_RECIPES)}")
-    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, device, precision, overrides)
+    extra = _lm_overrides(out, tokenizer, minutes, epochs, max_steps, seed, overrides)
     if next_sentence:
         extra.insert(0, "next_sentence=true")
     setup = lm.apply_overrides(lm.MLM_RECIPES[preset], extra, BertConfig)
