@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def run_demo(
     for i, r in enumerate(results):
         path = out_dir / f"cross_attention_{i}.png"
         plot_attention(r.cross_attention[-1].mean(0), r.src_tokens, r.tgt_tokens, path,
-                       title=f"{r.source} → {r.text}")
+                       title=textwrap.fill(r.source, 36) + f"\n→ {r.text}")
         heatmaps.append(path)
     grid = out_dir / "cross_attention_grid.png"
     plot_attention_grid(results[0].cross_attention, results[0].src_tokens, results[0].tgt_tokens, grid)
