@@ -309,12 +309,12 @@ def train_translate_cmd(
     if preset not in tr.RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(tr.RECIPES)}")
     extra = list(overrides or [])
+    if attention is not None:  # inserted first so that it lands after arch=, which picks the model fields
+        extra.insert(0, f"model.attention={json.dumps(attention)}")
     for key, value in (("arch", arch), ("train.time_budget_s", None if minutes is None else minutes * 60),
                        ("train.epochs", epochs), ("train.seed", seed)):
         if value is not None:
             extra.insert(0, f"{key}={json.dumps(value)}")
-    if attention is not None:
-        extra.insert(0, f"model.attention={json.dumps(attention)}")
     setup = tr.apply_overrides(tr.RECIPES[preset], [f"train.out_dir={json.dumps(str(out))}"] + extra)
     train_pairs = _read_pairs(train_src, train_tgt, train_tsv, "train", on_empty)
     valid_pairs = _read_pairs(valid_src, valid_tgt, valid_tsv, "valid", on_empty)
@@ -474,8 +474,9 @@ def experiment_bottleneck_cmd(
     test_tgt: Path | None = None,
     transformer_preset: str = "demo",
     rnn_cell: Literal["gru", "lstm"] = "gru",
-    tokenizer: str | None = None,
-    vocab_size: int = 8000,
+    tokenizer: Literal["bpe", "unigram", "char"] = "bpe",
+    tgt_tokenizer: Literal["bpe", "unigram", "char"] | None = None,
+    vocab_size: int | None = None,
     beam: int = 1,
     buckets: list[str] | None = None,
     length_unit: Literal["auto", "words", "chars"] = "auto",
@@ -506,8 +507,9 @@ def experiment_bottleneck_cmd(
         test_tgt: corpus test targets.
         transformer_preset: the Transformer's size; the RNNs are matched to its parameter count.
         rnn_cell: recurrent cell of both RNNs.
-        tokenizer: char, bpe or unigram (default: char for generated data, bpe for a corpus).
-        vocab_size: subword vocabulary size.
+        tokenizer: source tokenizer: bpe, unigram or char.
+        tgt_tokenizer: target tokenizer (default: char for generated data, as the source for a corpus).
+        vocab_size: subword vocabulary size (default: 200 for generated data, 8000 for a corpus).
         beam: beam size of the test translations (1 = greedy).
         buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: 5 equal-count buckets.
         length_unit: unit of source length: words, chars, or auto (words when sources have spaces).
@@ -533,7 +535,8 @@ def experiment_bottleneck_cmd(
             splits[f"{name}_pairs"] = _read_pairs(src, tgt, None, name, "skip")
     settings = BottleneckSettings(minutes=minutes, task=task, n_train=n_train, n_valid=n_valid, n_test=n_test,
                                   seed=seed, transformer_preset=transformer_preset, rnn_cell=rnn_cell,
-                                  tokenizer=tokenizer, vocab_size=vocab_size, beam=beam, buckets=parsed or None,
+                                  tokenizer=tokenizer, tgt_tokenizer=tgt_tokenizer, vocab_size=vocab_size, beam=beam,
+                                  buckets=parsed or None,
                                   length_unit=length_unit, bleu_tokenize=bleu_tokenize, progress=progress)
     report = run_bottleneck(out, settings, **splits)
     print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
