@@ -28,7 +28,7 @@ from attnlab.web.models import ModelRun, load_model  # noqa: E402
 # --------------------------------------------------------------------------------------------
 
 
-def train_tiny_translator(out: Path, steps: int = 40) -> Path:
+def train_tiny_translator(out: Path, steps: int = 40, arch: str = "transformer") -> Path:
     """Train the "tiny" recipe on generated number pairs; returns the checkpoint folder."""
     from attnlab.data.tasks import make_splits
     from attnlab.recipes.translate import RECIPES, train_translation
@@ -36,7 +36,7 @@ def train_tiny_translator(out: Path, steps: int = 40) -> Path:
 
     splits = make_splits("numbers-en-ja", 300, 8, 0, seed=0)
     setup = dataclasses.replace(
-        RECIPES["tiny"], eval_sentences=4, metric="loss",
+        RECIPES["tiny"], arch=arch, eval_sentences=4, metric="loss",
         train=TrainConfig(out_dir=str(out), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=10,
                           log_every=1000, progress=False),
     )
@@ -481,3 +481,16 @@ def test_packaged_minilm_by_name():
     weights = torch.tensor(got["attentions"]["self"])
     assert weights.shape[:2] == (6, 12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-4, rtol=0)
+
+
+def test_rnn_translator_shows_its_single_cross_attention_map(tmp_path):
+    from attnlab.recipes.translate import load_translator
+
+    model = load_model(train_tiny_translator(tmp_path / "rnn", steps=10, arch="rnn"))
+    assert model.kind == "rnn-translator"
+    got = TestClient(create_app([model])).post("/api/run", json={"model": "rnn", "text": "five"}).json()
+    reference = load_translator(tmp_path / "rnn").translate(["five"], return_attention=True)[0]
+    assert got["output"] == reference.text
+    assert [g["name"] for g in got["groups"]] == ["cross"]
+    torch.testing.assert_close(torch.tensor(got["attentions"]["cross"], dtype=torch.float64),
+                               reference.cross_attention.double(), atol=1e-4, rtol=0)

@@ -204,7 +204,7 @@ class TranslatorModel:
     rows are the ones of the decoding steps.
 
     Shape:
-        src ``(1, S)``; tgt_in ``(1, T)`` with ``T`` = output tokens + 1 (the end token's row)
+        src ``(1, S)``; tgt_in ``(1, T)`` with ``T`` = output tokens + the end token (if produced)
     """
 
     def __init__(self, translator, name: str, kind: str) -> None:
@@ -226,12 +226,13 @@ class TranslatorModel:
         limit = min(2 * len(src_ids) + 10, max_src - 1)
         hyp = greedy_decode(model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id,
                             max_len=limit)[0]
-        tgt_in = torch.tensor([[tgt_tok.bos_id] + hyp.tokens], device=device)  # (1, T)
+        # One row per produced token; the end token only if decoding stopped on it (not at the limit).
+        produced = hyp.tokens + ([tgt_tok.eos_id] if len(hyp.tokens) < limit else [])
+        tgt_in = torch.tensor([[tgt_tok.bos_id] + produced[:-1]], device=device)  # (1, T)
         out = model(src, tgt_in, need_weights=True)
-        produced = hyp.tokens + [tgt_tok.eos_id]
         tokens = {
             "src": [src_tok.id_to_token(i) for i in src_ids],
-            "tgt": [tgt_tok.id_to_token(i) for i in produced[: tgt_in.shape[1]]],
+            "tgt": [tgt_tok.id_to_token(i) for i in produced],
             "tgt_in": [tgt_tok.id_to_token(i) for i in tgt_in[0].tolist()],
         }
         names = {"encoder": "encoder_self", "decoder": "decoder_self", "cross": "cross"}
