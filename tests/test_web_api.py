@@ -357,6 +357,11 @@ def test_pages_and_assets_are_served(client):
     assert font.content[:4] in (b"\x00\x01\x00\x00", b"OTTO", b"true")
 
 
+def test_no_page_that_needs_a_cdn(client):
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert client.get("/openapi.json").json()["info"]["title"] == "attnlab explorer"
+
+
 def test_static_assets_fetch_nothing_from_the_network():
     for path in STATIC_DIR.iterdir():
         text = path.read_text(encoding="utf-8")

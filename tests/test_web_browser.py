@@ -247,4 +247,4 @@ def test_masks_page_draws_the_helpers_and_flips_cells(page):
     _wait_for_request(page, "#mask-result", dict(expected, window=3, toggled=[[1, 5]]))
     assert page.get_attribute('#mask-svg .cell[data-r="1"][data-c="5"]', "data-v") == "true"
     assert page.get_attribute('#mask-svg .cell[data-r="1"][data-c="5"]', "stroke") == "#e07b00"
-    assert "1" in page.text_content("#edited")
+    assert page.text_content("#edited") == "Flipped by hand: 1"

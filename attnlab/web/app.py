@@ -329,6 +329,9 @@ def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(
     app = FastAPI(
         title="attnlab explorer",
         version="1",
+        # FastAPI's /docs and /redoc pages load their scripts from a CDN; the explorer stays offline.
+        docs_url=None,
+        redoc_url=None,
         description="Move the numbers of scaled dot-product attention and watch every step; "
         "see the attention maps of attnlab's models. Every number comes from attnlab itself.",
     )

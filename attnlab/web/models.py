@@ -360,3 +360,13 @@ def _language_model(path: Path) -> ExplorerModel:
 # model_type in config.json; load_language_model tells them apart).
 for _model_type in ("gpt", "bert", "gpt2"):
     adapter(_model_type)(_language_model)
+
+
+def _question_answerer(path: Path) -> ExplorerModel:
+    # Type the question (ending with "?") and then the passage; see attnlab.recipes.qa.QAExplorerModel.
+    from ..recipes.qa import explorer_model
+
+    return explorer_model(path)
+
+
+adapter("bert_qa")(_question_answerer)

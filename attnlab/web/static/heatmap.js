@@ -40,6 +40,13 @@
     return "rgb(8,48,107)";
   }
 
+  // Dark text on light cells, white text on dark ones.
+  function darkText(colour) {
+    const m = /rgb\((\d+),(\d+),(\d+)\)/.exec(colour.replace(/\s/g, ""));
+    if (!m) return !/^#(0|1|2|3)/.test(colour);
+    return 0.299 * m[1] + 0.587 * m[2] + 0.114 * m[3] > 140;
+  }
+
   // opts: matrix (rows × cols numbers), rowLabels, colLabels, cell (px), title, fill(v, r, c),
   // values (bool: print numbers in cells), stroke(r, c) -> colour or null, fontSize.
   function scene(opts) {
@@ -74,7 +81,7 @@
           items.push({
             t: "text", x: left + c * cell + cell / 2, y: top + r * cell + cell / 2 + size * 0.35,
             s: opts.format ? opts.format(v) : Number(v).toFixed(2), size: Math.max(8, size - 3),
-            anchor: "middle", fill: typeof v === "number" && v > 0.55 ? "#fff" : "#1f2933", nohit: true,
+            anchor: "middle", fill: darkText(fill(v, r, c)) ? "#1f2933" : "#fff", nohit: true,
           });
         }
       }

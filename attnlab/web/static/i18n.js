@@ -47,8 +47,8 @@ window.ATTN_STRINGS = {
     factor_off: "Scaling is off: the factor is 1.",
     top: "Most attention goes to {book} ({pct}%).",
     saturated:
-      "Without the division the softmax is nearly one-hot: the larger d_k, the larger the dot products, " +
-      "so one book takes almost all the weight.",
+      "Without the division the softmax is nearly one-hot: one book takes almost all the weight. " +
+      "Dot products of d_k-wide vectors spread out by about √d_k, which is why the scores are divided by √d_k.",
     pg_source: "Computed by attnlab.explain.compute_steps via POST /api/playground (float64).",
 
     md_title: "Attention maps of a model",
@@ -65,6 +65,7 @@ window.ATTN_STRINGS = {
     md_layer: "Layer",
     md_head: "Head",
     md_all_heads: "All layers and heads",
+    md_stretch: "Darkest colour = the map's largest weight",
     md_png: "Download PNG",
     md_svg: "Download SVG",
     md_hint:
@@ -110,7 +111,7 @@ window.ATTN_STRINGS = {
     mk_allowed: "may attend",
     mk_blocked: "masked",
     mk_flipped: "flipped by hand",
-    mk_edited: "{n} cells flipped by hand",
+    mk_edited: "Flipped by hand: {n}",
     mk_source: "Built by attnlab.functional's mask helpers via POST /api/mask.",
   },
   ja: {
@@ -159,8 +160,8 @@ window.ATTN_STRINGS = {
     factor_off: "スケールなしなので、係数は 1 です。",
     top: "いちばん注目されているのは{book}です（{pct}%）。",
     saturated:
-      "割らないとソフトマックスがほぼ1冊だけを選びます。d_k が大きいほど内積が大きくなり、" +
-      "1冊に重みが集中するためです。",
+      "割り算をしないと、ソフトマックスがほぼ1冊だけを選びます。d_k 次元のベクトルどうしの内積は " +
+      "√d_k ほどの幅でばらつくので、√d_k で割って大きさをそろえます。",
     pg_source: "attnlab.explain.compute_steps が POST /api/playground で計算しています（float64）。",
 
     md_title: "モデルのアテンションマップ",
@@ -177,6 +178,7 @@ window.ATTN_STRINGS = {
     md_layer: "層",
     md_head: "ヘッド",
     md_all_heads: "すべての層とヘッド",
+    md_stretch: "図の中で最大の重みを最も濃い色にする",
     md_png: "PNG で保存",
     md_svg: "SVG で保存",
     md_hint: "マスやトークンにマウスを重ねると、そのつながりが目立ちます。小さな図をクリックすると大きく表示します。",

@@ -44,6 +44,7 @@
     $("group").addEventListener("change", (ev) => { view.group = ev.target.value; view.layer = 0; view.head = 0; draw(); });
     $("layer").addEventListener("change", (ev) => { view.layer = Number(ev.target.value); draw(); });
     $("head").addEventListener("change", (ev) => { view.head = Number(ev.target.value); draw(); });
+    $("stretch").addEventListener("change", () => result && draw());
     $("png").addEventListener("click", () => mainScene && Heatmap.downloadPNG(mainScene, fileName("png")));
     $("svg").addEventListener("click", () => mainScene && Heatmap.downloadSVG(mainScene, fileName("svg")));
   }
@@ -134,13 +135,20 @@
     $("result").dataset.runs = String(runs);
   }
 
+  // Colours run from 0 to 1, or (the default) from 0 to the map's largest weight, so that the
+  // pattern of a head with spread-out weights is still visible. Hovering shows the true number.
+  function fillFor(matrix) {
+    const top = $("stretch").checked ? Math.max(...matrix.flat(), 1e-9) : 1;
+    return (v) => Heatmap.blues(v / top);
+  }
+
   function drawMain(g) {
     const matrix = result.attentions[g.name][view.layer][view.head];
     const rowLabels = result.tokens[g.rows].map(shownToken);
     const colLabels = result.tokens[g.cols].map(shownToken);
     const cell = Math.max(14, Math.min(40, Math.floor(640 / Math.max(colLabels.length, 1))));
     mainScene = Heatmap.scene({
-      matrix, rowLabels, colLabels, cell, values: cell >= 30,
+      matrix, rowLabels, colLabels, cell, values: cell >= 30, fill: fillFor(matrix),
       title: t("md_map_title", { group: t("group_" + g.name), l: view.layer + 1, h: view.head + 1 }),
     });
     const svg = Heatmap.toSVG(mainScene);
@@ -167,7 +175,7 @@
     grid.style.gridTemplateColumns = `repeat(${g.heads}, max-content)`;
     const figures = [];
     maps4.forEach((layer, l) => layer.forEach((matrix, h) => {
-      const svg = Heatmap.toSVG(Heatmap.scene({ matrix, cell }));
+      const svg = Heatmap.toSVG(Heatmap.scene({ matrix, cell, fill: fillFor(matrix) }));
       const hover = Heatmap.interactive(svg);
       maps.push({ highlight: hover.highlight, rowsAxis: g.rows, colsAxis: g.cols });
       figures.push(el("figure", {
