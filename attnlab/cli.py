@@ -511,7 +511,7 @@ def experiment_bottleneck_cmd(
         tgt_tokenizer: target tokenizer (default: char for generated data, as the source for a corpus).
         vocab_size: subword vocabulary size (default: 200 for generated data, 8000 for a corpus).
         beam: beam size of the test translations (1 = greedy).
-        buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: 5 equal-count buckets.
+        buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: up to 5 equal-width buckets, thin ones merged.
         length_unit: unit of source length: words, chars, or auto (words when sources have spaces).
         bleu_tokenize: sacreBLEU tokenizer (default: char for unsegmented Japanese/Chinese targets, else 13a).
         seed: random seed of the data and the training.

@@ -16,6 +16,7 @@ from attnlab.recipes.bottleneck import (
     ModelResult,
     count_parameters,
     describe_finding,
+    length_buckets,
     match_rnn_config,
     run_bottleneck,
 )
@@ -65,6 +66,17 @@ def test_finding_with_equal_drops_and_too_few_buckets():
     assert "All models lose about the same" in text
     text = describe_finding([_result("rnn-none", [50.0, None]), _result("transformer", [60.0, 50.0])], "chars")
     assert "cannot be compared for the RNN without attention" in text
+
+
+def test_length_buckets_are_equal_width_with_thin_ones_merged():
+    lengths = [n for n in range(1, 11) for _ in range(40)] + [20, 20, 20]
+    # width ⌈20/5⌉ = 4: 1–4 (160), 5–8 (160), 9–12 (80), 13–16 (0), 17–20 (3); the empty and the
+    # 3-sentence bucket fall below 30 and merge into their neighbours.
+    assert length_buckets(lengths) == [(1, 4), (5, 8), (9, 20)]
+    assert length_buckets(lengths, min_count=0) == [(1, 4), (5, 8), (9, 12), (13, 16), (17, 20)]
+    assert length_buckets([3, 3, 3]) == [(3, 3)]
+    with pytest.raises(ValueError, match="at least one length"):
+        length_buckets([])
 
 
 def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):

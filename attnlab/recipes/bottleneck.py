@@ -49,6 +49,7 @@ __all__ = [
     "count_parameters",
     "match_rnn_config",
     "describe_finding",
+    "length_buckets",
     "run_bottleneck",
 ]
 
@@ -83,7 +84,7 @@ class BottleneckSettings:
     lr: float = 3e-3  # peak learning rate, the same for all three models
     warmup_steps: int = 100  # linear warm-up steps
     beam: int = 1  # beam size for the test translations (1 = greedy)
-    buckets: list[tuple[int, int]] | None = None  # inclusive source-length ranges; None: 5 equal-count buckets
+    buckets: list[tuple[int, int]] | None = None  # inclusive source-length ranges; None: length_buckets()
     length_unit: str = "auto"  # "words", "chars" or "auto" (words when sources contain spaces)
     bleu_tokenize: str | None = None  # sacreBLEU tokenizer; None: "char" for unsegmented CJK targets, else "13a"
     progress: bool = True  # show a training progress bar per model
@@ -186,6 +187,36 @@ def _change(first: float, last: float) -> str:
         return f"stays at {first:.1f}"
     verb = "falls" if change < 0 else "rises"
     return f"{verb} by {abs(change):.1f} points (from {first:.1f} to {last:.1f})"
+
+
+def length_buckets(lengths: Sequence[int], n_buckets: int = 5, min_count: int | None = None) -> list[tuple[int, int]]:
+    """Up to ``n_buckets`` equal-width, inclusive length ranges from the shortest to the longest
+    sentence; a range holding fewer than ``min_count`` sentences is merged into its smaller
+    neighbour.
+
+    Equal widths (as the per-length axis of Bahdanau et al. 2015, Fig. 2) keep the longest
+    sentences together in the last bucket, where a bottleneck shows; equal-count buckets would
+    dilute them with medium ones. The merge keeps every plotted point backed by enough sentences.
+    ``min_count`` defaults to 30, or fewer for a small test set (``N / 2n``).
+
+    Shape:
+        lengths: ``N`` ints → a list of ``(low, high)`` pairs.
+    """
+    if not lengths:
+        raise ValueError("length_buckets needs at least one length")
+    if min_count is None:
+        min_count = min(30, max(1, len(lengths) // (2 * n_buckets)))
+    lo, hi = min(lengths), max(lengths)
+    width = max(1, -(-(hi - lo + 1) // n_buckets))  # ceiling division
+    edges = [(a, min(a + width - 1, hi)) for a in range(lo, hi + 1, width)]
+    counts = [sum(a <= n <= b for n in lengths) for a, b in edges]
+    while len(edges) > 1 and min(counts) < min_count:
+        i = counts.index(min(counts))
+        j = i - 1 if i == len(edges) - 1 or (i > 0 and counts[i - 1] <= counts[i + 1]) else i + 1
+        a, b = min(i, j), max(i, j)
+        edges[a:b + 1] = [(edges[a][0], edges[b][1])]
+        counts[a:b + 1] = [counts[a] + counts[b]]
+    return edges
 
 
 def _end_buckets(rows: Sequence[dict]) -> tuple[dict, dict] | None:
@@ -335,6 +366,7 @@ def run_bottleneck(
     unit = _length_unit(sources, settings.length_unit)
     tokenize = _bleu_tokenize(references, settings.bleu_tokenize)
     length_fn = (lambda s: len(s.split())) if unit == "words" else len
+    buckets = settings.buckets or length_buckets([length_fn(s) for s in sources])
     log(f"data: {data['source']}, {len(train_pairs):,} training pairs; BLEU tokenizer {tokenize!r}, "
         f"source length in {unit}")
 
@@ -355,7 +387,6 @@ def run_bottleneck(
     budget_s = TRAIN_SHARE * settings.minutes * 60 / len(MODELS)
     results: list[ModelResult] = []
     translators = {}
-    rows = None
     for i, name in enumerate(MODELS, start=1):
         if name == "transformer":
             setup = _setup(settings, "transformer", settings.transformer_preset, {}, tok, tokenize,
@@ -368,9 +399,7 @@ def run_bottleneck(
         log(f"[{i}/{len(MODELS)}] {name}: {n_params:,} parameters, trained {result.train_seconds:.0f} s "
             f"({result.steps} steps, {result.tokens_per_s:,.0f} target tokens/s)")
         hyps = [t.text for t in translator.translate(sources, beam_size=settings.beam)]
-        by_length = bleu_by_length(sources, hyps, references, buckets=settings.buckets if rows is None else rows,
-                                   length_fn=length_fn, tokenize=tokenize)
-        rows = [tuple(r["bucket"]) for r in by_length]  # the same buckets for every model
+        by_length = bleu_by_length(sources, hyps, references, buckets=buckets, length_fn=length_fn, tokenize=tokenize)
         res = ModelResult(name, n_params, dataclasses.asdict(model.config), result.train_seconds, result.steps,
                           result.tokens_per_s, result.stop_reason, bleu(hyps, references, tokenize=tokenize),
                           chrf(hyps, references), exact_match(hyps, references),
