@@ -36,7 +36,6 @@ from pathlib import Path
 
 from attnlab.data.corpus import read_lines
 from attnlab.recipes import classify as C
-from attnlab.train import TrainConfig
 
 SPLITS = {  # our split → (Multi30k file stem, small_parallel_enja file stem)
     "train": ("train", "train"),

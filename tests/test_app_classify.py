@@ -13,12 +13,17 @@ from hypothesis import strategies as st
 
 from attnlab import cli
 from attnlab.functional import padding_mask
-from attnlab.models.classifier import AttentionPoolClassifier, AttentionPooling, ClassifierConfig, classifier_config
+from attnlab.models.classifier import (
+    AttentionPoolClassifier,
+    AttentionPooling,
+    ClassifierConfig,
+    classifier_config,
+)
 from attnlab.recipes import classify as cl
 from attnlab.train import TrainConfig
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-FILLER = "the a of and to in is it on at by we you they he she or as be this that with from have".split()
+FILLER = ["the", "a", "of", "and", "to", "in", "is", "it", "on", "at", "by", "we", "you", "they", "he", "she", "or", "as", "be", "this", "that", "with", "from", "have"]
 KEYWORDS = ["red", "blue", "green"]
 
 
@@ -52,7 +57,7 @@ def trained():
 
 
 def test_pooling_learns_to_find_the_keyword(trained):
-    clf, result, test_pairs = trained
+    clf, _, test_pairs = trained
     assert clf.labels == sorted(KEYWORDS)
     assert clf.evaluate(test_pairs)["accuracy"] >= 0.95
     preds = clf.predict([text for _, text in test_pairs])

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from attnlab import cli
-from attnlab.models.vit import ViT, ViTConfig, attention_rollout, cls_attention, patchify, vit_config
+from attnlab.models.vit import (
+    ViT,
+    ViTConfig,
+    attention_rollout,
+    cls_attention,
+    patchify,
+    vit_config,
+)
 from attnlab.recipes import vision
 from attnlab.train import TrainConfig
 
@@ -97,6 +104,7 @@ def test_patch_attention_of_a_trained_model(trained, tmp_path):
         weights, probs = vision.patch_attention(model, data.test_x[0], method)
         assert weights.shape == (16,) and probs.shape == (10,)
         assert 0.0 < float(weights.sum()) <= 1.0 + 1e-6 and bool((weights >= 0).all())
+    assert config["patch_size"] == 2 and config["model_type"] == "vit"
     path = vision.plot_image_attention(data.test_x[0], torch.stack([weights, weights]), 2, tmp_path / "a.png",
                                        titles=["一", "two"])
     assert path.read_bytes()[:8] == PNG_MAGIC

@@ -177,8 +177,11 @@ class Captioner(nn.Module):
         logits = self.out_proj(self.decoder_norm(x))  # (B, T, V)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=self.config.pad_id)  # over (B·T, V)
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
+                labels.reshape(-1),  # (B·T,)
+                ignore_index=self.config.pad_id,
+            )
         attentions = {"encoder": enc_w, "decoder": self_w, "cross": cross_w} if need_weights else None
         return Seq2SeqOutput(logits, loss, attentions)
 

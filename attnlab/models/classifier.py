@@ -115,7 +115,7 @@ class AttentionPooling(nn.Module):
     def forward(self, states: Tensor, mask: Tensor | None = None) -> PooledOutput:
         if states.dim() != 3:
             raise ValueError(f"states must have shape (B, S, D), got {tuple(states.shape)}")
-        B, S, D = states.shape
+        B, _, D = states.shape
         keys = torch.tanh(self.k_proj(states))  # (B, S, D)
         query = self.query.expand(B, 1, D)  # (B, 1, D)
         attn_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, S)

@@ -15,9 +15,9 @@ Shape letters: ``B`` batch, ``P`` patches, ``T`` caption length, ``L`` layers, `
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,7 @@ from ..metrics import exact_match
 from ..models.captioner import PRESETS, Captioner, CaptionerConfig
 from ..train import TrainConfig, TrainResult, train
 from .translate import resolve_model_dir
-from .vision import DigitsSplits, random_shift, digits_splits, image_batches
+from .vision import DigitsSplits, digits_splits, image_batches, random_shift
 
 Tensor = torch.Tensor
 
@@ -117,7 +117,8 @@ class CaptionTask:
         images, labels = self.data.valid_x, self.data.valid_y
         b = self._captions(labels).to(self.device)
         out = model(images.to(self.device), b.tgt_in, tgt_mask=b.tgt_mask)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=self.tokenizer.pad_id)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(),  # (B·T, V), (B·T,)
+                               ignore_index=self.tokenizer.pad_id)
         captioner = ImageCaptioner(model, self.tokenizer, self.setup.lang)
         hyps = [c.text for c in captioner.caption(images)]
         return {"exact_match": exact_match(hyps, [self.names[int(y)] for y in labels]), "loss": loss.item()}
@@ -128,7 +129,7 @@ class CaptionTask:
         return config, {"tokenizer": self.tokenizer}
 
 
-def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple["ImageCaptioner", TrainResult, DigitsSplits]:
+def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple[ImageCaptioner, TrainResult, DigitsSplits]:
     """Train a captioner on the digits; returns the best one by validation exact match, the run and the data.
 
     Shape:
@@ -154,7 +155,7 @@ def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tu
     return ImageCaptioner(model, tok, setup.lang), result, data
 
 
-def load_captioner(path: str | Path, device: str = "cpu") -> tuple["ImageCaptioner", dict]:
+def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptioner, dict]:
     """A captioner saved by :func:`train_captioner` (run folder or checkpoint), and its saved config dict."""
     directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)

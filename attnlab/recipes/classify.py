@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +78,7 @@ class ClassBatch:
     mask: Tensor  # (B, S) True at real tokens
     labels: Tensor  # (B,) class indices
 
-    def to(self, device: torch.device | str) -> "ClassBatch":
+    def to(self, device: torch.device | str) -> ClassBatch:
         return ClassBatch(self.input_ids.to(device), self.mask.to(device), self.labels.to(device))
 
 
@@ -194,7 +194,7 @@ def train_classifier(
     setup: ClassifySetup,
     train_pairs: Sequence[tuple[str, str]],
     valid_pairs: Sequence[tuple[str, str]] | None = None,
-) -> tuple["TextClassifier", TrainResult]:
+) -> tuple[TextClassifier, TrainResult]:
     """Train a tokenizer and an attention-pooling classifier on ``(label, text)`` pairs.
 
     Without ``valid_pairs``, ``setup.valid_fraction`` of each label is held out. Returns the best
@@ -229,7 +229,7 @@ def train_classifier(
     return TextClassifier(model, tok, labels, max_len=setup.max_len), result
 
 
-def load_classifier(path: str | Path, device: str = "cpu") -> "TextClassifier":
+def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
     directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)

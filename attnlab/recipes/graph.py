@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -230,7 +231,7 @@ def _layout(edges: Tensor, n: int, seed: int) -> np.ndarray:
 
     g = nx.Graph()
     g.add_nodes_from(range(n))
-    g.add_edges_from(edges.T.tolist())
+    g.add_edges_from(edges.T.tolist())  # (2, E) -> E pairs
     pos = nx.spring_layout(g, seed=seed)
     return np.array([pos[i] for i in range(n)])  # (N, 2)
 
@@ -283,7 +284,7 @@ def plot_graph_attention(
     if node is not None and not 0 <= node < N:
         raise ValueError(f"node must be in [0, {N}), got {node}")
     xy = _layout(data.edges, N, seed)
-    edges = data.edges.T.tolist()
+    edges = data.edges.T.tolist()  # (2, E) -> E pairs
     if node is None:
         strength = [(w[i, j] + w[j, i]) / 2 for i, j in edges]
     else:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -260,7 +261,7 @@ def patch_attention(model: ViT, image: Tensor, method: str = "rollout") -> tuple
     """
     model.eval()
     device = next(model.parameters()).device
-    out = model(image.unsqueeze(0).to(device), need_weights=True)
+    out = model(image.unsqueeze(0).to(device), need_weights=True)  # a batch of one (1, 8, 8)
     if method == "last":
         row = cls_attention(out.attentions)[0, -1].mean(0)  # (1+P,)
     elif method == "rollout":
