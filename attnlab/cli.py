@@ -99,6 +99,9 @@ def _add_function_arguments(parser: argparse.ArgumentParser, fn: Callable) -> No
         elif has_default:
             if param.default is not None and "choices" not in kwargs and origin is not list:
                 kwargs["help"] = (help_text + f" (default: {param.default})").strip()
+            if origin is list:
+                # `--model a --model b` and `--model a b` both give [a, b].
+                kwargs["action"] = "extend"
             parser.add_argument(flag, dest=name, default=param.default, **kwargs)
         else:
             parser.add_argument(name, **kwargs)
