@@ -1213,5 +1213,242 @@ def gat_cmd(*, model: Path, node: int | None = None, layer: int = 0, plot: Path 
     return 0
 
 
+
+@command("train summarize")
+def train_summarize_cmd(
+    *,
+    out: Path = Path("runs/summarize"),
+    train: Path | None = None,
+    valid: Path | None = None,
+    preset: str | None = None,
+    n_train: int = 4000,
+    epochs: int | None = None,
+    minutes: float | None = None,
+    seed: int | None = None,
+    overrides: list[str] | None = None,
+) -> int:
+    """Train a pointer-generator summarizer (attention that can copy) on JSON lines {"document", "summary"}.
+
+    Without --train it trains on the generated "facts" task — documents of news-like sentences
+    whose invented names and numbers must be copied into the summary — and then scores ROUGE and
+    the copy rate of those names on held-out documents (OUT/test.json). Writes OUT/best (the best
+    model by validation ROUGE-L: weights, config, word vocabulary), OUT/last and OUT/log.jsonl.
+
+    Args:
+        out: output folder.
+        train: training examples, one {"document": ..., "summary": ...} object per line (default: the generated facts task).
+        valid: validation examples in the same format (default: 5% of --train held out; generated with the facts task).
+        preset: facts, small or see2017 (default: facts for the generated task, small with --train).
+        n_train: number of generated training documents (without --train).
+        epochs: passes over the training data.
+        minutes: stop training after this many minutes (evaluation time excluded).
+        seed: random seed (generated data, split, data order, initialisation).
+        overrides: further settings as key=value: model.coverage=true, train.lr=1e-3, vocab_size=20000.
+    """
+    from .models.pointer_generator import PointerGeneratorConfig
+    from .recipes import summarize as sm
+    from .recipes.lm import apply_overrides
+
+    preset = preset or ("facts" if train is None else "small")
+    if preset not in sm.RECIPES:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(sm.RECIPES)}")
+    if train is None and valid is not None:
+        raise ValueError("--valid needs --train (the generated task makes its own validation documents)")
+    extra = _app_overrides(out, {"train.epochs": epochs, "train.time_budget_s": None if minutes is None else minutes * 60,
+                                 "train.seed": seed}, overrides)
+    setup = apply_overrides(sm.RECIPES[preset], extra, PointerGeneratorConfig)
+    test = None
+    if train is None:
+        generated = sm.facts_splits(n_train, seed=setup.train.seed)
+        train_pairs, valid_pairs, test = generated.train, generated.valid, generated.test
+    else:
+        train_pairs = sm.read_jsonl(train)
+        valid_pairs = None if valid is None else sm.read_jsonl(valid)
+    summarizer, result = sm.train_summarizer(setup, train_pairs, valid_pairs)
+    _report_training(result, out)
+    if test is not None:
+        scores = sm.evaluate_facts(summarizer, test)
+        (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
+        print(f"held-out generated documents: ROUGE-1 {100 * scores['rouge1']:.1f}  ROUGE-2 {100 * scores['rouge2']:.1f}  "
+              f"ROUGE-L {100 * scores['rougeL']:.1f}  names/numbers copied {100 * scores['copy_recall']:.1f}%  "
+              f"({scores['n']} documents, beam {scores['beam']})")
+    return 0
+
+
+@command("summarize")
+def summarize_cmd(
+    text: list[str] | None = None,
+    /,
+    *,
+    model: Path,
+    input: Path | None = None,
+    beam: int | None = None,
+    max_len: int | None = None,
+    attention_plot: Path | None = None,
+    device: str = "cpu",
+) -> int:
+    """Summarise documents with a trained pointer-generator; optionally draw where it looked and what it copied.
+
+    Prints one summary per document. With a JSON-lines --input whose records all have a
+    "summary", ROUGE-1/2/L against those references is printed too (to stderr).
+
+    Args:
+        text: documents to summarise (or use --input).
+        model: a folder written by `attnlab train summarize`.
+        input: documents as JSON lines {"document": ...} (.jsonl), or one document per line.
+        beam: beam size (default: the model's; 1 = greedy).
+        max_len: longest summary in words (default: the model's).
+        attention_plot: write the first summary's attention over its document here (PNG or SVG);
+            each row is labelled with the probability that the word was copied (1 − p_gen).
+        device: cpu, cuda or mps.
+    """
+    from .data.corpus import read_lines
+    from .metrics import rouge
+    from .recipes import summarize as sm
+
+    documents, references = list(text or []), []
+    if input is not None:
+        if input.suffix == ".jsonl":
+            records = sm.read_jsonl(input, require_summary=False)
+            documents += [d for d, _ in records]
+            references = [s for _, s in records]
+        else:
+            documents += [line for line in read_lines(input) if line.strip()]
+    if not documents:
+        raise ValueError("nothing to summarise: give documents or --input FILE")
+    summarizer = sm.load_summarizer(model, device=device)
+    results = summarizer.summarize(documents, beam_size=beam, max_len=max_len, return_attention=attention_plot is not None)
+    for r in results:
+        print(r.text, flush=True)
+    if references and not text and all(s is not None for s in references):
+        scores = rouge([r.text for r in results], [summarizer.normalise(s) for s in references])
+        print(f"ROUGE-1 {100 * scores['rouge1']:.1f}  ROUGE-2 {100 * scores['rouge2']:.1f}  "
+              f"ROUGE-L {100 * scores['rougeL']:.1f}  ({len(results)} documents)", file=sys.stderr)
+    if attention_plot is not None:
+        sm.plot_summary_attention(results[0], attention_plot)
+        print(f"attention heatmap written to {attention_plot}", file=sys.stderr)
+    return 0
+
+
+@command("train qa")
+def train_qa_cmd(
+    *,
+    out: Path = Path("runs/qa"),
+    train: Path | None = None,
+    valid: Path | None = None,
+    preset: str | None = None,
+    init: str | None = None,
+    n_train: int = 400,
+    epochs: int | None = None,
+    max_steps: int | None = None,
+    minutes: float | None = None,
+    seed: int | None = None,
+    overrides: list[str] | None = None,
+) -> int:
+    """Fine-tune an extractive question answerer (a span head on BERT, from all-MiniLM-L6-v2) on SQuAD-format JSON.
+
+    Without --train it trains on a generated SQuAD-format set of templated facts ("X was born in
+    Y in YEAR." → "Where was X born?") and then scores exact match and F1 on held-out generated
+    questions (OUT/test.json). Writes OUT/best (best validation F1: weights, config, tokenizer),
+    OUT/last and OUT/log.jsonl.
+
+    Args:
+        out: output folder.
+        train: training questions, SQuAD v1.1 JSON (data → paragraphs → context, qas) (default: generated).
+        valid: validation questions in the same format (needed with --train).
+        preset: squad or facts (default: facts for the generated set, squad with --train).
+        init: encoder to start from: minilm (the packaged all-MiniLM-L6-v2) or a HuggingFace BERT folder.
+        n_train: generated paragraphs to train on (two questions each; without --train).
+        epochs: passes over the training data.
+        max_steps: stop after this many optimizer steps.
+        minutes: stop training after this many minutes (evaluation time excluded).
+        seed: random seed (generated data, data order, the span head's initialisation).
+        overrides: further settings as key=value: train.lr=5e-5, max_length=256, doc_stride=64, model.dropout=0.0.
+    """
+    from .models.bert import BertConfig
+    from .recipes import qa
+    from .recipes.lm import apply_overrides
+
+    preset = preset or ("facts" if train is None else "squad")
+    if preset not in qa.RECIPES:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(qa.RECIPES)}")
+    if (train is None) != (valid is None):
+        raise ValueError("give both --train and --valid (SQuAD-format files), or neither for the generated set")
+    extra = _app_overrides(out, {"init": init, "train.epochs": epochs, "train.max_steps": max_steps,
+                                 "train.time_budget_s": None if minutes is None else minutes * 60,
+                                 "train.seed": seed}, overrides)
+    setup = apply_overrides(qa.RECIPES[preset], extra, BertConfig)
+    test = None
+    if train is None:
+        generated = qa.facts_splits(n_train, seed=setup.train.seed)
+        train_examples, valid_examples, test = generated.train, generated.valid, generated.test
+    else:
+        train_examples, valid_examples = qa.read_squad(train), qa.read_squad(valid)
+    answerer, result = qa.train_qa(setup, train_examples, valid_examples)
+    _report_training(result, out)
+    if test is not None:
+        scores = answerer.evaluate(test)
+        (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
+        print(f"held-out generated questions: exact match {100 * scores['exact_match']:.1f}  "
+              f"F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)")
+    return 0
+
+
+@command("answer")
+def answer_cmd(
+    question: list[str] | None = None,
+    /,
+    *,
+    model: Path,
+    context: str | None = None,
+    context_file: Path | None = None,
+    input: Path | None = None,
+    attention_plot: Path | None = None,
+    layer: int = -1,
+    device: str = "cpu",
+) -> int:
+    """Answer questions from a passage with a trained question answerer; show the question–passage attention.
+
+    Prints one answer per question. With --input (a SQuAD-format file) it answers every question
+    in it and prints exact match and F1 instead.
+
+    Args:
+        question: questions about the passage.
+        model: a folder written by `attnlab train qa`.
+        context: the passage to find the answers in.
+        context_file: read the passage from this text file instead of --context.
+        input: a SQuAD-format JSON file to score (exact match and F1).
+        attention_plot: write the first answer's question × passage attention heatmap here (PNG or
+            SVG; mean over the heads of --layer); a layer × head grid is written beside it with the suffix _grid.
+        layer: encoder layer of the heatmap (0-based; -1 = the last).
+        device: cpu, cuda or mps.
+    """
+    from .recipes import qa
+
+    answerer = qa.load_qa(model, device=device)
+    if input is not None:
+        if question or context is not None or context_file is not None:
+            raise ValueError("--input scores a SQuAD file; do not also give questions or a context")
+        scores = answerer.evaluate(qa.read_squad(input))
+        print(f"exact match {100 * scores['exact_match']:.1f}  F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)")
+        return 0
+    if context_file is not None:
+        if context is not None:
+            raise ValueError("give --context or --context-file, not both")
+        context = context_file.read_text(encoding="utf-8")
+    if context is None or not context.strip():
+        raise ValueError("give the passage with --context TEXT or --context-file FILE")
+    questions = list(question or [])
+    if not questions:
+        raise ValueError("give at least one question")
+    answers = answerer.answer(questions, [context] * len(questions), return_attention=attention_plot is not None)
+    for a in answers:
+        print(a.text, flush=True)
+    if attention_plot is not None:
+        qa.plot_question_attention(answers[0], attention_plot, layer=layer)
+        print(f"attention heatmaps written to {attention_plot} and its _grid companion", file=sys.stderr)
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

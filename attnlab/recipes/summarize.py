@@ -1,0 +1,582 @@
+"""The summarization recipe: JSON lines ``{"document", "summary"}`` → word vocabulary → pointer-generator → ROUGE.
+
+``attnlab train summarize`` and ``attnlab summarize`` are thin wrappers over
+:func:`train_summarizer`, :func:`load_summarizer` and :meth:`Summarizer.summarize`.
+
+Why words and not subwords: the pointer-generator's point is the *out-of-vocabulary* word —
+a name or number the vocabulary lacks, which the model copies from the document through the
+extended vocabulary (:mod:`attnlab.models.pointer_generator`). A subword tokenizer has no such
+words (it spells them in pieces), so See et al. (2017) and this recipe use a word vocabulary of the
+most frequent training words (:class:`WordVocab`): text is split into words and punctuation
+(lower-cased by default, as See et al.), and summaries come out as those tokens joined by spaces.
+ROUGE is computed on the same tokenization of hypothesis and reference.
+
+Without training files the recipe uses the generated "facts" task of
+:mod:`attnlab.data.text_tasks`, whose names and numbers must be copied.
+
+Shape letters: ``B`` batch, ``S`` document words, ``T`` summary words, ``V_ext`` extended vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, NamedTuple, Sequence
+
+import torch
+from torch import nn
+
+from .. import checkpoint as ckpt
+from ..data import batching
+from ..data.text_tasks import SummaryExample, make_summarization_task
+from ..decode import beam_search, greedy_decode
+from ..metrics import rouge
+from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
+from ..train import TrainConfig, TrainResult, train
+from .translate import resolve_model_dir
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "WordVocab",
+    "SummarizeSetup",
+    "RECIPES",
+    "read_jsonl",
+    "split_validation",
+    "SummarizationTask",
+    "train_summarizer",
+    "load_summarizer",
+    "Summary",
+    "Summarizer",
+    "FactsSplits",
+    "facts_splits",
+    "evaluate_facts",
+    "copy_recall",
+    "plot_summary_attention",
+]
+
+VOCAB_FORMAT = "attnlab.word_vocab"
+_WORD = re.compile(r"\w+(?:[-'.,]\w+)*|[^\w\s]")  # words (with inner - ' . , as in 3.5, 1,200, don't) or one symbol
+
+
+# --------------------------------------------------------------------------------------------
+# Words and the extended vocabulary.
+# --------------------------------------------------------------------------------------------
+
+
+class WordVocab:
+    """A word vocabulary with the pointer-generator's per-document extension.
+
+    Ids: ``[PAD]`` 0, ``[UNK]`` 1, ``[BOS]`` 2, ``[EOS]`` 3, then the words. A document's words
+    outside the vocabulary get extended ids ``V, V+1, …`` in order of first appearance
+    (:meth:`encode_source`); a summary word outside the vocabulary takes its document's extended id
+    if the document has it, else ``[UNK]`` (:meth:`encode_target`).
+
+    Shape:
+        ``split``: str → N words; ``encode_source``: N words → N ids and the document's K rare words.
+    """
+
+    SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+    pad_id, unk_id, bos_id, eos_id = 0, 1, 2, 3
+
+    def __init__(self, words: Sequence[str], *, lowercase: bool = True) -> None:
+        words = list(words)
+        clash = sorted(set(words) & set(self.SPECIALS))
+        if clash:
+            raise ValueError(f"vocabulary words {clash} clash with the special tokens")
+        if len(set(words)) != len(words):
+            raise ValueError("the vocabulary has repeated words")
+        self.lowercase = lowercase
+        self._itos = list(self.SPECIALS) + words
+        self._stoi = {w: i for i, w in enumerate(self._itos)}
+
+    @classmethod
+    def build(cls, texts: Iterable[str], *, max_size: int, min_count: int = 1, lowercase: bool = True) -> "WordVocab":
+        """The ``max_size − 4`` most frequent words occurring at least ``min_count`` times (ties: alphabetical)."""
+        if max_size <= len(cls.SPECIALS):
+            raise ValueError(f"max_size must exceed the {len(cls.SPECIALS)} special tokens, got {max_size}")
+        if min_count < 1:
+            raise ValueError(f"min_count must be ≥ 1, got {min_count}")
+        probe = cls([], lowercase=lowercase)
+        counts = Counter(w for t in texts for w in probe.split(t))
+        ranked = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
+        return cls(ranked[: max_size - len(cls.SPECIALS)], lowercase=lowercase)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._itos)
+
+    def split(self, text: str) -> list[str]:
+        """Words and punctuation marks of ``text`` (lower-cased if the vocabulary is)."""
+        return _WORD.findall(text.lower() if self.lowercase else text)
+
+    def id_to_token(self, token_id: int) -> str:
+        if not 0 <= token_id < len(self._itos):
+            raise ValueError(f"token id {token_id} is outside the vocabulary of size {len(self._itos)}")
+        return self._itos[token_id]
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._stoi.get(token)
+
+    def encode_source(self, words: Sequence[str]) -> tuple[list[int], list[str]]:
+        """Ids in the extended vocabulary and the document's out-of-vocabulary words (in id order)."""
+        oovs: list[str] = []
+        index: dict[str, int] = {}
+        ids = []
+        for w in words:
+            i = self._stoi.get(w)
+            if i is None:
+                if w not in index:
+                    index[w] = self.vocab_size + len(oovs)
+                    oovs.append(w)
+                i = index[w]
+            ids.append(i)
+        return ids, oovs
+
+    def encode_target(self, words: Sequence[str], oovs: Sequence[str]) -> list[int]:
+        """Summary ids: vocabulary words, the document's rare words by extended id, else ``[UNK]``."""
+        ext = {w: self.vocab_size + k for k, w in enumerate(oovs)}
+        return [self._stoi.get(w, ext.get(w, self.unk_id)) for w in words]
+
+    def decode(self, ids: Iterable[int], oovs: Sequence[str]) -> list[str]:
+        """Words of extended ids (special tokens dropped)."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i >= self.vocab_size:
+                k = i - self.vocab_size
+                if k >= len(oovs):
+                    raise ValueError(f"extended id {i} but the document has only {len(oovs)} rare words")
+                out.append(oovs[k])
+            elif i >= len(self.SPECIALS) or i == self.unk_id:
+                out.append(self._itos[i])
+        return out
+
+    def save(self, directory: str | os.PathLike, name: str) -> Path:
+        """Write ``directory/name.json``; read it back with :meth:`load`."""
+        path = Path(directory) / f"{name}.json"
+        payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS):]}
+        path.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "WordVocab":
+        path = Path(path)
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(payload, dict) or payload.get("format") != VOCAB_FORMAT:
+            raise ValueError(f"{path}: not an attnlab word vocabulary (format {VOCAB_FORMAT!r})")
+        return cls(payload["words"], lowercase=bool(payload["lowercase"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Settings and data.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SummarizeSetup:
+    """Everything that defines a summarization run besides the data."""
+
+    model_preset: str = "small"  # key of attnlab.models.pointer_generator.PRESETS
+    model_overrides: dict = field(default_factory=dict)  # config fields set on top of the preset
+    vocab_size: int = 50000  # words in the vocabulary incl. 4 special tokens (See et al.: 50k)
+    min_count: int = 2  # a word must occur this often in the training data to enter the vocabulary
+    lowercase: bool = True  # lower-case all text before splitting (See et al. did)
+    max_src_len: int = 400  # documents are cut to their first words (See et al.: 400)
+    max_tgt_len: int = 100  # training summaries are cut to their first words (See et al.: 100)
+    max_summary_len: int = 120  # longest generated summary in words (See et al.: 120 at test time)
+    max_tokens: int = 8192  # padded words per batch (documents, the longer side)
+    valid_fraction: float = 0.05  # share of the training examples held out when no validation file is given
+    eval_examples: int = 200  # validation documents summarised for ROUGE at each evaluation
+    eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
+    beam_size: int = 4  # beam size when the trained model summarises (See et al.: 4)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
+RECIPES: dict[str, SummarizeSetup] = {
+    "facts": SummarizeSetup(
+        model_preset="tiny", vocab_size=2000, min_count=3, max_src_len=120, max_tgt_len=60, max_summary_len=60,
+        max_tokens=2048, eval_examples=100, beam_size=1,
+        train=TrainConfig(epochs=4, lr=3e-3, warmup_steps=20, schedule="constant", weight_decay=0.0,
+                          betas=(0.9, 0.999), eps=1e-8, log_every=20),
+    ),
+    "small": SummarizeSetup(
+        max_tokens=8192, train=TrainConfig(epochs=10, lr=1e-3, warmup_steps=200, schedule="constant",
+                                           betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0),
+    ),
+    "see2017": SummarizeSetup(
+        model_preset="see2017", max_tokens=16 * 400,
+        train=TrainConfig(epochs=30, lr=1e-3, warmup_steps=200, schedule="constant",
+                          betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0),
+    ),
+}
+
+
+def read_jsonl(path: str | os.PathLike, *, require_summary: bool = True) -> list[tuple[str, str | None]]:
+    """``(document, summary)`` pairs from JSON lines ``{"document": ..., "summary": ...}``.
+
+    Blank lines are skipped; other keys are ignored. Errors name the file and line.
+
+    Shape:
+        N lines → N pairs (summary None where absent and not required).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    pairs = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{lineno}: expected an object with \"document\" and \"summary\"")
+            doc, summary = row.get("document"), row.get("summary")
+            if not isinstance(doc, str) or not doc.strip():
+                raise ValueError(f"{path}:{lineno}: \"document\" must be a non-empty string")
+            if summary is None and not require_summary:
+                pairs.append((doc, None))
+                continue
+            if not isinstance(summary, str) or not summary.strip():
+                raise ValueError(f"{path}:{lineno}: \"summary\" must be a non-empty string")
+            pairs.append((doc, summary))
+    if not pairs:
+        raise ValueError(f"{path}: no records")
+    return pairs
+
+
+def split_validation(pairs: Sequence, fraction: float, seed: int = 0) -> tuple[list, list]:
+    """Hold out ``fraction`` of the examples (at least one) for validation, chosen by ``seed``.
+
+    Shape:
+        N items → ``(train, valid)`` with about ``(1 − fraction)·N`` and ``fraction·N`` items.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"valid_fraction must be between 0 and 1, got {fraction}")
+    if len(pairs) < 2:
+        raise ValueError(f"need at least 2 examples to hold some out for validation, got {len(pairs)}")
+    order = list(range(len(pairs)))
+    random.Random(f"attnlab/summarize-split/{seed}").shuffle(order)
+    k = max(1, round(fraction * len(pairs)))
+    held = set(order[:k])
+    return [p for i, p in enumerate(pairs) if i not in held], [pairs[i] for i in sorted(held)]
+
+
+@dataclass
+class _Encoded:
+    src: list[int]  # document ids in the extended vocabulary (cut to max_src_len)
+    tgt: list[int]  # summary ids (extended where copied; cut to max_tgt_len for training)
+    oovs: list[str]  # the document's out-of-vocabulary words, by extended id
+
+
+def _encode(vocab: WordVocab, document: str, summary: str | None, max_src: int, max_tgt: int | None) -> _Encoded:
+    words = vocab.split(document)[:max_src]
+    if not words:
+        raise ValueError(f"document {document[:60]!r} has no words")
+    src, oovs = vocab.encode_source(words)
+    tgt = [] if summary is None else vocab.encode_target(vocab.split(summary)[:max_tgt], oovs)
+    return _Encoded(src, tgt, oovs)
+
+
+# --------------------------------------------------------------------------------------------
+# The trainer's task.
+# --------------------------------------------------------------------------------------------
+
+
+class SummarizationTask:
+    """Supplies :func:`attnlab.train.train` with batches, the loss and the evaluation (ROUGE)."""
+
+    metric = "rougeL"
+    maximize = True
+
+    def __init__(
+        self,
+        setup: SummarizeSetup,
+        model_config: PointerGeneratorConfig,
+        vocab: WordVocab,
+        train_pairs: Sequence[tuple[str, str]],
+        valid_pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        self.setup, self.model_config, self.vocab = setup, model_config, vocab
+        self.device = torch.device(setup.train.device)
+        self.train_data = [_encode(vocab, d, s, setup.max_src_len, setup.max_tgt_len) for d, s in train_pairs]
+        self.train_data = [e for e in self.train_data if e.tgt]
+        if not self.train_data:
+            raise ValueError("no training example has a non-empty summary")
+        self.valid_pairs = list(valid_pairs)[: setup.eval_examples]
+        if not self.valid_pairs:
+            raise ValueError("the validation set is empty")
+        self.valid_data = [_encode(vocab, d, s, setup.max_src_len, None) for d, s in self.valid_pairs]
+
+    def _collate(self, items: Sequence[_Encoded]) -> batching.Seq2SeqBatch:
+        v = self.vocab
+        pairs = [(e.src, e.tgt) for e in items]
+        return batching.collate_pairs(pairs, pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id).to(self.device)
+
+    def _batches(self, data: Sequence[_Encoded], *, shuffle: bool, epoch: int = 0, rank: int = 0,
+                 world_size: int = 1) -> list[batching.Seq2SeqBatch]:
+        groups = batching.bucket_batches(
+            [len(e.src) for e in data], [len(e.tgt) + 1 for e in data], max_tokens=self.setup.max_tokens,
+            shuffle=shuffle, seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size,
+        )
+        return [self._collate([data[i] for i in g]) for g in groups]
+
+    def batches(self, epoch: int, rank: int, world_size: int) -> list[batching.Seq2SeqBatch]:
+        return self._batches(self.train_data, shuffle=True, epoch=epoch, rank=rank, world_size=world_size)
+
+    def loss(self, model: nn.Module, batch: batching.Seq2SeqBatch) -> tuple[Tensor, int]:
+        out = model(batch.src, batch.tgt_in, src_mask=batch.src_mask, labels=batch.tgt_out)
+        return out.loss, batch.n_tgt_tokens
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        total, count = 0.0, 0
+        for b in self._batches(self.valid_data, shuffle=False):
+            out = model(b.src, b.tgt_in, src_mask=b.src_mask, labels=b.tgt_out)
+            total += float(out.nll) * b.n_tgt_tokens
+            count += b.n_tgt_tokens
+        summarizer = Summarizer(model, self.vocab, max_src_len=self.setup.max_src_len,
+                                max_summary_len=self.setup.max_summary_len)
+        hyps = [s.text for s in summarizer.summarize([d for d, _ in self.valid_pairs], beam_size=self.setup.eval_beam)]
+        scores = rouge(hyps, [summarizer.normalise(r) for _, r in self.valid_pairs])
+        return {"loss": total / max(count, 1), **scores}
+
+    def checkpoint_payload(self) -> tuple[dict, dict]:
+        config = dataclasses.asdict(self.model_config)
+        s = self.setup
+        config.update(max_src_len=s.max_src_len, max_summary_len=s.max_summary_len, beam_size=s.beam_size)
+        return config, {"vocab": self.vocab}
+
+
+# --------------------------------------------------------------------------------------------
+# Training and loading.
+# --------------------------------------------------------------------------------------------
+
+
+def train_summarizer(
+    setup: SummarizeSetup,
+    train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]] | None = None,
+) -> tuple["Summarizer", TrainResult]:
+    """Build the word vocabulary and train a pointer-generator on ``(document, summary)`` pairs.
+
+    Without ``valid_pairs``, ``setup.valid_fraction`` of the examples is held out. Returns the best
+    model by validation ROUGE-L (reloaded from ``out_dir/best`` when the run writes one).
+
+    Shape:
+        N ``(document, summary)`` pairs → a :class:`Summarizer`.
+    """
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
+    train_pairs = list(train_pairs)
+    if valid_pairs is None:
+        train_pairs, valid_pairs = split_validation(train_pairs, setup.valid_fraction, setup.train.seed)
+    vocab = WordVocab.build((t for pair in train_pairs for t in pair), max_size=setup.vocab_size,
+                            min_count=setup.min_count, lowercase=setup.lowercase)
+    torch.manual_seed(setup.train.seed)
+    config = PointerGeneratorConfig(vocab_size=vocab.vocab_size, pad_id=vocab.pad_id, unk_id=vocab.unk_id,
+                                    **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    model = PointerGenerator(config)
+    task = SummarizationTask(setup, config, vocab, train_pairs, list(valid_pairs))
+    result = train(model, task, setup.train)
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    if out is not None and (out / "best").is_dir():
+        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
+    model.eval()
+    return Summarizer(model, vocab, max_src_len=setup.max_src_len, max_summary_len=setup.max_summary_len,
+                      beam_size=setup.beam_size), result
+
+
+def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> "Summarizer":
+    """A summarizer saved by :func:`train_summarizer` (a run folder or its ``best`` checkpoint)."""
+    directory = resolve_model_dir(path)
+    checkpoint = ckpt.load_checkpoint(directory)
+    config_dict = dict(checkpoint.config)
+    if config_dict.get("model_type") != PointerGeneratorConfig.model_type:
+        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a summarizer "
+                         f"({PointerGeneratorConfig.model_type!r})")
+    names = {f.name for f in dataclasses.fields(PointerGeneratorConfig)}
+    model = PointerGenerator(PointerGeneratorConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    ckpt.load_weights(model, checkpoint)
+    model.to(device).eval()
+    vocab = WordVocab.load(directory / "vocab.json")
+    return Summarizer(model, vocab, max_src_len=config_dict["max_src_len"],
+                      max_summary_len=config_dict["max_summary_len"], beam_size=config_dict["beam_size"])
+
+
+# --------------------------------------------------------------------------------------------
+# Using a trained model.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    document: str  # the input document
+    text: str  # the summary: its words joined by spaces
+    src_tokens: list[str]  # the document words the model read (heatmap columns)
+    tokens: list[str]  # the summary words followed by [EOS] (heatmap rows)
+    p_gen: list[float] | None = None  # per row of `tokens`: probability of generating (1 − p_gen = copying)
+    attention: Tensor | None = None  # (T, S) attention of each summary word over the document words
+
+
+class Summarizer:
+    """A trained pointer-generator with its vocabulary: documents in, summaries (and attention) out."""
+
+    def __init__(self, model: PointerGenerator, vocab: WordVocab, *, max_src_len: int, max_summary_len: int,
+                 beam_size: int = 4) -> None:
+        self.model, self.vocab = model, vocab
+        self.max_src_len, self.max_summary_len, self.beam_size = max_src_len, max_summary_len, beam_size
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def normalise(self, text: str) -> str:
+        """``text`` in the tokenization the summaries come out in (for ROUGE against references)."""
+        return " ".join(self.vocab.split(text))
+
+    @torch.no_grad()
+    def summarize(
+        self,
+        documents: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        max_len: int | None = None,
+        return_attention: bool = False,
+        batch_size: int = 32,
+    ) -> list[Summary]:
+        """Summarise documents (batched by length); with ``return_attention`` also p_gen and attention.
+
+        The attention and ``p_gen`` come from one teacher-forced pass over ``[BOS] + summary``,
+        which replays exactly the decoder states (and coverage) of the search.
+
+        Shape:
+            N documents → N summaries; attention ``(T, S)`` each
+        """
+        if isinstance(documents, str):
+            raise TypeError("summarize takes a list of documents, not one string")
+        beam = self.beam_size if beam_size is None else beam_size
+        limit = max_len or self.max_summary_len
+        v = self.vocab
+        was_training = self.model.training
+        self.model.eval()
+        encoded = [_encode(v, d, None, self.max_src_len, None) for d in documents]
+        order = sorted(range(len(documents)), key=lambda i: len(encoded[i].src))
+        results: list[Summary | None] = [None] * len(documents)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = batching.collate_pairs([(encoded[i].src, []) for i in idx], pad_id=v.pad_id, bos_id=v.bos_id,
+                                           eos_id=v.eos_id).to(self.device)
+            kw = dict(bos_id=v.bos_id, eos_id=v.eos_id, pad_id=v.pad_id, max_len=limit, src_mask=batch.src_mask)
+            hyps = (greedy_decode(self.model, batch.src, **kw) if beam == 1
+                    else beam_search(self.model, batch.src, beam_size=beam, **kw))
+            for row, (i, h) in enumerate(zip(idx, hyps)):
+                e = encoded[i]
+                words = v.decode(h.tokens, e.oovs)
+                src_words = v.decode(e.src, e.oovs)
+                summary = Summary(documents[i], " ".join(words), src_words, words + [v.SPECIALS[v.eos_id]])
+                if return_attention:
+                    src = batch.src[row : row + 1, : len(e.src)]  # (1, S)
+                    tgt_in = torch.tensor([[v.bos_id, *h.tokens]], device=self.device)  # (1, T)
+                    out = self.model(src, tgt_in, need_weights=True)
+                    summary.attention = out.attentions["cross"][0][0, 0].float().cpu()  # (T, S)
+                    summary.p_gen = out.p_gen[0].tolist()
+                    summary.tokens = summary.tokens[: tgt_in.shape[1]]  # no [EOS] row if max_len cut it
+                results[i] = summary
+        self.model.train(was_training)
+        return results  # type: ignore[return-value]
+
+    def evaluate(self, pairs: Sequence[tuple[str, str]], *, beam_size: int | None = None) -> dict[str, float]:
+        """ROUGE-1/2/L F1 (0–1) of the summaries of ``(document, reference)`` pairs."""
+        if not pairs:
+            raise ValueError("nothing to evaluate: no pairs")
+        hyps = [s.text for s in self.summarize([d for d, _ in pairs], beam_size=beam_size)]
+        return {**rouge(hyps, [self.normalise(r) for _, r in pairs]), "n": len(pairs)}
+
+
+class FactsSplits(NamedTuple):
+    """Generated train/valid/test data of the "facts" task (different seeds: no shared names).
+
+    Shape:
+        train, valid: lists of ``(document, summary)``; test: list of :class:`SummaryExample`.
+    """
+
+    train: list[tuple[str, str]]
+    valid: list[tuple[str, str]]
+    test: list[SummaryExample]
+
+
+def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 200, n_test: int = 200, **task) -> FactsSplits:
+    """Splits of :func:`attnlab.data.text_tasks.make_summarization_task`; ``task`` passes
+    ``max_facts``/``max_fillers`` on.
+
+    Shape:
+        n_train, n_valid, n_test examples.
+    """
+    train_ex, valid_ex, test_ex = (make_summarization_task(n, seed=3 * seed + k, **task)
+                                   for k, n in enumerate((n_train, n_valid, n_test)))
+    return FactsSplits([(e.document, e.summary) for e in train_ex], [(e.document, e.summary) for e in valid_ex],
+                       test_ex)
+
+
+def evaluate_facts(summarizer: "Summarizer", examples: Sequence[SummaryExample], *,
+                   beam_size: int | None = None) -> dict[str, float]:
+    """ROUGE-1/2/L (0–1) and the copy rate of the invented names and numbers on generated examples.
+
+    Shape:
+        N examples → ``{"rouge1", "rouge2", "rougeL", "copy_recall", "n", "beam"}``
+    """
+    beam = summarizer.beam_size if beam_size is None else beam_size
+    out = summarizer.summarize([e.document for e in examples], beam_size=beam)
+    hyps = [s.text for s in out]
+    return {**rouge(hyps, [summarizer.normalise(e.summary) for e in examples]),
+            "copy_recall": copy_recall(hyps, [e.rare for e in examples]), "n": len(examples), "beam": beam}
+
+
+def copy_recall(summaries: Sequence[str], rare: Sequence[Sequence[str]]) -> float:
+    """Fraction of the rare words (names, numbers) that appear in the corresponding summaries.
+
+    Shape:
+        N summaries and N word lists → a number in [0, 1]
+    """
+    if len(summaries) != len(rare):
+        raise ValueError(f"{len(summaries)} summaries but {len(rare)} rare-word lists")
+    hits = total = 0
+    for text, words in zip(summaries, rare):
+        present = set(text.split())
+        hits += sum(w in present for w in words)
+        total += len(words)
+    if total == 0:
+        raise ValueError("no rare words to look for")
+    return hits / total
+
+
+def plot_summary_attention(summary: Summary, path: str | os.PathLike) -> Path:
+    """Heatmap of the summary words (rows, with their copy probability 1 − p_gen) over the document words.
+
+    Shape:
+        attention ``(T, S)`` → one ``T × S`` panel
+    """
+    from ..viz import plot_attention
+
+    if summary.attention is None or summary.p_gen is None:
+        raise ValueError("this summary has no attention; call summarize(..., return_attention=True)")
+    rows = [f"{w}  (copy {1 - p:.2f})" for w, p in zip(summary.tokens, summary.p_gen)]
+    return plot_attention(summary.attention, summary.src_tokens, rows, path,
+                          title="pointer-generator attention (row: summary word, copy probability)")
