@@ -117,7 +117,7 @@ class TrainResult:
     best: dict[str, float] | None  # metrics of the best evaluation
     history: list[dict] = field(default_factory=list)  # every log record of this process
     train_seconds: float = 0.0  # time spent in training steps (evaluation excluded)
-    tokens: int = 0  # target tokens trained on
+    tokens: int = 0  # target tokens trained on, summed over all ranks
     stop_reason: str = ""  # "epochs", "max_steps", "time_budget", "early_stopping"
 
     @property

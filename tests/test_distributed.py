@@ -28,7 +28,7 @@ from distributed_worker import NextTokenTask, TinyLM
 WORKER = Path(__file__).with_name("distributed_worker.py")
 # Near-SGD AdamW for the first steps (ε ≫ |g|: the update is ≈ lr·g, not ≈ lr·sign(g)), so that
 # the comparisons see the gradient's size and direction, not only its sign.
-BASE = dict(lr=0.05, eps=1.0, warmup_steps=1, log_every=1, progress=False)
+BASE = {"lr": 0.05, "eps": 1.0, "warmup_steps": 1, "log_every": 1, "progress": False}
 
 
 def _fsdp2_available() -> bool:
@@ -373,3 +373,15 @@ def test_compiled_training_matches_eager(tmp_path):
     compiled = single_process(tmp_path / "compiled", **dict(BASE, max_steps=3, compile=True))
     for name, value in eager.state_dict().items():
         torch.testing.assert_close(compiled.state_dict()[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@needs_gloo
+@pytest.mark.slow
+def test_compiled_ddp_with_accumulation_matches_eager_ddp(tmp_path):
+    runs = [{"train": dict(BASE, out_dir=str(tmp_path / kind), max_steps=3, grad_accum=2, compile=kind == "compiled")}
+            for kind in ("compiled", "eager")]
+    proc, _ = run_worker(tmp_path, {"timeout_s": 300, "runs": runs}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    compiled, eager = params(tmp_path / "compiled" / "params_rank0.pt"), params(tmp_path / "eager" / "params_rank0.pt")
+    for name, value in eager.items():
+        torch.testing.assert_close(compiled[name], value, rtol=1e-4, atol=1e-5, msg=name)
