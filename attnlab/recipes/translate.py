@@ -80,7 +80,9 @@ RECIPES: dict[str, TranslationSetup] = {
         joint_vocab=True,
         max_tokens=6000,
         eval_sentences=1014,
-        train=TrainConfig(epochs=30, lr=1.5e-3, warmup_steps=800, patience=None, time_budget_s=30 * 60),
+        # bf16 autocast: ~1.7x the fp32 step rate on a CPU with AVX512-BF16, master weights stay fp32.
+        train=TrainConfig(epochs=30, lr=1.5e-3, warmup_steps=800, patience=None, time_budget_s=30 * 60,
+                          precision="bf16"),
     ),
     "small": TranslationSetup(),
     "tiny": TranslationSetup(model_preset="tiny", tokenizer="char", max_tokens=512, eval_sentences=50,
