@@ -20,13 +20,16 @@ looks back at every encoder state at every output step.
     logits = out_proj(readout)   (out_proj may share the target embedding, Press & Wolf 2017)
 
 Every variant starts the decoder from the encoder's final state (both directions concatenated,
-layer by layer). Shape letters: ``B`` batch, ``S`` source length, ``T`` target length, ``E``
-embedding width, ``D`` hidden width (= memory width), ``A`` additive-attention width, ``L``
-layers, ``V`` vocabulary.
+layer by layer).
 
 Decoding uses the protocol of :mod:`attnlab.decode`: :meth:`RNNSeq2Seq.start` encodes once,
 :meth:`RNNSeq2Seq.step` advances one token (cross weights ``(B, 1, 1, S)``, or ``None`` for
 ``attention="none"``), and :meth:`RNNDecoderState.reorder` follows beam search.
+
+Shape:
+    ``B`` batch, ``S`` source length, ``T`` target length, ``E`` embedding width, ``D`` hidden
+    width (= memory width), ``A`` additive-attention width, ``L`` layers, ``V`` vocabulary.
+    src ``(B, S)``, tgt_in ``(B, T)`` → logits ``(B, T, V)``, cross attention ``(B, 1, T, S)``.
 """
 
 from __future__ import annotations
@@ -357,7 +360,11 @@ class RNNDecoderState:
     length: int = 0  # target positions decoded so far
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beam search moves hypotheses between rows)."""
+        """Keep rows ``index`` (beam search moves hypotheses between rows).
+
+        Shape:
+            index ``(B',)`` → every tensor's batch dimension becomes ``B'``
+        """
         self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
         self.src_mask = self.src_mask.index_select(0, index)
         for name in ("memory", "keys", "feed"):
@@ -482,7 +489,12 @@ def _build_decoder(c: RNNSeq2SeqConfig) -> nn.Module:
 
 
 class RNNSeq2Seq(nn.Module):
-    """RNN encoder–decoder; ``config.attention`` picks the decoder. See the module docstring."""
+    """RNN encoder–decoder; ``config.attention`` picks the decoder. See the module docstring.
+
+    Shape:
+        src ``(B, S)``, tgt_in ``(B, T)`` → logits ``(B, T, V)``; one decoding step: tokens
+        ``(B, 1)`` → logits ``(B, V)``, cross weights ``(B, 1, 1, S)`` or ``None``
+    """
 
     def __init__(self, config: RNNSeq2SeqConfig) -> None:
         super().__init__()

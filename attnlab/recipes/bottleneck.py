@@ -27,6 +27,7 @@ import csv
 import dataclasses
 import json
 import re
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,7 +420,7 @@ def run_bottleneck(
         cross = translation.cross_attention  # (L, H, T, S)
         what = "additive attention" if res.name.startswith("rnn") else "cross-attention, last layer, mean of heads"
         plot_attention(cross[-1].mean(0), translation.src_tokens, translation.tgt_tokens, path,
-                       title=f"{LABELS[res.name]} ({what})\n{sentence} → {translation.text}")
+                       title=f"{LABELS[res.name]} ({what})\n" + textwrap.fill(f"{sentence} → {translation.text}", 50))
         if cross.shape[0] * cross.shape[1] > 1:
             plot_attention_grid(cross, translation.src_tokens, translation.tgt_tokens,
                                 out_dir / f"attention_{res.name}_grid.png")
