@@ -449,7 +449,11 @@ def train(
     if cfg.progress and is_main:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, leave=False)
+        # A time budget with no step limit is the binding constraint: count its seconds, not steps.
+        by_time = cfg.max_steps is None and cfg.time_budget_s is not None
+        bar = (tqdm(total=round(cfg.time_budget_s), initial=round(train_seconds), unit="s", dynamic_ncols=True,
+                    leave=False, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]")
+               if by_time else tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, leave=False))
     stop_reason = "epochs"
     model.train()
     engine.forward.train()
@@ -470,7 +474,7 @@ def train(
                         warnings.warn(f"epoch {epoch}: the ranks got {fewest} to {most} accumulation groups of "
                                       f"batches; every rank trains on its first {fewest}", stacklevel=2)
                     groups = groups[:fewest]
-            if bar is not None and cfg.max_steps is None:
+            if bar is not None and cfg.max_steps is None and not by_time:
                 bar.total = cfg.epochs * len(groups)
             stop = False
             while batch_in_epoch < len(groups):
@@ -506,8 +510,8 @@ def train(
                 window_tokens += step_tokens
                 train_seconds += time.perf_counter() - t0
                 if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(epoch=epoch, loss=f"{step_loss / max(step_tokens, 1):.3f}")
+                    bar.update(min(time.perf_counter() - t0, bar.total - bar.n) if by_time else 1)
+                    bar.set_postfix(step=step, epoch=epoch, loss=f"{step_loss / max(step_tokens, 1):.3f}")
                 if step % cfg.log_every == 0:
                     elapsed = time.perf_counter() - window_start
                     record = {
