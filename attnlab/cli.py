@@ -888,7 +888,7 @@ def train_classify_cmd(
     from .data.corpus import read_tsv
     from .models.classifier import ClassifierConfig
     from .recipes import classify as cl
-    from .recipes.lm import apply_overrides
+    from .recipes import apply_overrides
 
     if preset not in cl.RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(cl.RECIPES)}")
@@ -972,7 +972,7 @@ def train_vit_cmd(
     """
     from .models.vit import ViTConfig
     from .recipes import vision
-    from .recipes.lm import apply_overrides
+    from .recipes import apply_overrides
 
     if preset not in vision.RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(vision.RECIPES)}")
@@ -1066,7 +1066,7 @@ def train_caption_cmd(
     """
     from .models.captioner import CaptionerConfig
     from .recipes import caption
-    from .recipes.lm import apply_overrides
+    from .recipes import apply_overrides
 
     if preset not in caption.RECIPES:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(caption.RECIPES)}")
@@ -1247,7 +1247,7 @@ def train_summarize_cmd(
     """
     from .models.pointer_generator import PointerGeneratorConfig
     from .recipes import summarize as sm
-    from .recipes.lm import apply_overrides
+    from .recipes import apply_overrides
 
     preset = preset or ("facts" if train is None else "small")
     if preset not in sm.RECIPES:
@@ -1367,7 +1367,7 @@ def train_qa_cmd(
     """
     from .models.bert import BertConfig
     from .recipes import qa
-    from .recipes.lm import apply_overrides
+    from .recipes import apply_overrides
 
     preset = preset or ("facts" if train is None else "squad")
     if preset not in qa.RECIPES:

@@ -49,6 +49,7 @@ from ..models.convert_hf import (
 )
 from ..models.gpt import GPT, GPTConfig, gpt_config
 from ..train import TrainConfig, TrainResult, train
+from . import apply_overrides
 
 Tensor = torch.Tensor
 
@@ -136,37 +137,6 @@ MLM_RECIPES: dict[str, MLMSetup] = {
         train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, eps=1e-8),
     ),
 }
-
-
-def apply_overrides(setup, overrides: Sequence[str], config_cls: type):
-    """Apply ``key=value`` overrides: ``model.n_embd=256``, ``train.lr=1e-3``, ``batch_size=32``."""
-    setup = dataclasses.replace(setup, model_overrides=dict(setup.model_overrides), train=dataclasses.replace(setup.train))
-    settings = [f.name for f in dataclasses.fields(setup) if f.name not in ("train", "model_overrides")]
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value (e.g. model.n_embd=256, train.lr=1e-3)")
-        key, raw = item.split("=", 1)
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        if key.startswith("model."):
-            name = key[len("model.") :]
-            names = {f.name for f in dataclasses.fields(config_cls)}
-            if name not in names:
-                raise ValueError(f"unknown model field {name!r}; fields: {sorted(names)}")
-            setup.model_overrides[name] = value
-        elif key.startswith("train."):
-            name = key[len("train.") :]
-            names = [f.name for f in dataclasses.fields(TrainConfig)]
-            if name not in names:
-                raise ValueError(f"unknown training field {name!r}; fields: {names}")
-            setattr(setup.train, name, tuple(value) if isinstance(value, list) else value)
-        elif key in settings:
-            setattr(setup, key, value)
-        else:
-            raise ValueError(f"unknown setting {key!r}; use model.<field>, train.<field> or one of {settings}")
-    return setup
 
 
 # --------------------------------------------------------------------------------------------

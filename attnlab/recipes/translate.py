@@ -30,6 +30,7 @@ from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import Transformer, TransformerConfig
 from ..train import TrainConfig, TrainResult, train
+from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
 
@@ -174,33 +175,18 @@ def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[li
 
 
 def apply_overrides(setup: TranslationSetup, overrides: Sequence[str]) -> TranslationSetup:
-    """Apply ``key=value`` overrides: ``model.d_model=512``, ``train.lr=1e-3``, ``vocab_size=4000``."""
-    setup = dataclasses.replace(setup, model_overrides=dict(setup.model_overrides), train=dataclasses.replace(setup.train))
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value (e.g. model.d_model=512, train.lr=1e-3)")
-        key, raw = item.split("=", 1)
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        if key.startswith("model."):
-            field_names = {f.name for f in dataclasses.fields(ARCHS[setup.arch].config_cls)}
-            name = key[len("model."):]
-            if name not in field_names:
-                raise ValueError(f"unknown model field {name!r}; fields: {sorted(field_names)}")
-            setup.model_overrides[name] = value
-        elif key.startswith("train."):
-            name = key[len("train."):]
-            if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
-                raise ValueError(f"unknown training field {name!r}; fields: {[f.name for f in dataclasses.fields(TrainConfig)]}")
-            setattr(setup.train, name, value)
-        else:
-            if key not in {f.name for f in dataclasses.fields(TranslationSetup)} or key in ("train", "model_overrides"):
-                raise ValueError(f"unknown setting {key!r}; use model.<field>, train.<field> or one of "
-                                 f"{[f.name for f in dataclasses.fields(TranslationSetup) if f.name not in ('train', 'model_overrides')]}")
-            setattr(setup, key, value)
-    return setup
+    """Apply ``key=value`` overrides: ``model.d_model=512``, ``train.lr=1e-3``, ``vocab_size=4000``.
+
+    An ``arch=...`` override is applied first, so ``model.*`` fields are checked against the
+    architecture that will be built.
+    """
+    arch = [o for o in overrides if o.startswith("arch=")]
+    if arch:
+        setup = _apply_overrides(setup, arch, ARCHS[setup.arch].config_cls)
+        if setup.arch not in ARCHS:
+            raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
+    rest = [o for o in overrides if not o.startswith("arch=")]
+    return _apply_overrides(setup, rest, ARCHS[setup.arch].config_cls)
 
 
 def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
