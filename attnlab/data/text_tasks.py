@@ -36,15 +36,16 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 __all__ = [
     "SummaryExample",
-    "make_summarization_task",
     "make_qa_task",
-    "write_jsonl",
+    "make_summarization_task",
     "write_json",
+    "write_jsonl",
 ]
 
 # Syllables of invented names: consonant onset + vowel (+ optional coda).

@@ -43,9 +43,11 @@ teacher-forced pass runs the decoder RNN over the whole summary in one call and,
 coverage, scores all ``T × S`` attention pairs at once; with coverage ``a_t`` depends on
 ``a_{<t}``, so attention (only attention) steps through ``t``.
 
-Shape letters: ``B`` batch, ``S`` source length, ``T`` target length, ``E`` embedding width,
-``D`` hidden width (= memory width; each encoder direction ``D/2``), ``A`` attention width,
-``L`` layers, ``V`` vocabulary, ``V_ext`` extended vocabulary.
+Shape:
+    src ``(B, S)`` and tgt_in ``(B, T)`` in extended ids → logits ``(B, T, V_ext)`` (log P), attention
+    ``(B, T, S)``, p_gen ``(B, T)``. Letters: ``B`` batch, ``S`` source length, ``T`` target length,
+    ``E`` embedding width, ``D`` hidden width (= memory width; each encoder direction ``D/2``),
+    ``A`` attention width, ``L`` layers, ``V`` vocabulary, ``V_ext`` extended vocabulary.
 """
 
 from __future__ import annotations
@@ -57,15 +59,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layers import AdditiveAttention
-from .rnn_seq2seq import CELLS, RNNEncoder, RNNSeq2SeqConfig
+
+# The recurrent plumbing (state tuples, masked softmax, RNN construction) is the RNN translators'.
+from .rnn_seq2seq import (
+    CELLS,
+    RNNEncoder,
+    RNNSeq2SeqConfig,
+    RNNState,
+    _masked_softmax,
+    _our_state,
+    _rnn,
+    _torch_state,
+)
 from .transformer import StepOutput
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "PointerGeneratorConfig",
     "PRESETS",
     "PointerGenerator",
+    "PointerGeneratorConfig",
     "PointerGeneratorOutput",
     "PointerGeneratorState",
     "mix_copy_distribution",
@@ -114,24 +127,6 @@ def _check_config(c: PointerGeneratorConfig) -> None:
             raise ValueError(f"{name}={getattr(c, name)} is outside the vocabulary of size {c.vocab_size}")
 
 
-# A recurrent state is a tuple of (L, B, D) tensors: (h,) for a GRU, (h, c) for an LSTM.
-RNNState = tuple[Tensor, ...]
-
-
-def _torch_state(state: RNNState):
-    return state[0] if len(state) == 1 else state
-
-
-def _our_state(state) -> RNNState:
-    return (state,) if isinstance(state, Tensor) else tuple(state)
-
-
-def _masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    """Softmax over the allowed positions (True = may attend); exactly 0 elsewhere."""
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * mask
-
-
 def mix_copy_distribution(p_vocab: Tensor, weights: Tensor, p_gen: Tensor, src_ext: Tensor, n_ext: int) -> Tensor:
     """The final distribution of eq. 9: ``p_gen·P_vocab`` plus ``(1 − p_gen)·a`` scattered onto source words.
 
@@ -175,7 +170,11 @@ class PointerGeneratorState:
     coverage: Tensor | None  # (B, S) c_t = sum of the attention so far; None without coverage
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beam search moves hypotheses between rows)."""
+        """Keep rows ``index`` (beam search moves hypotheses between rows).
+
+        Shape:
+            index ``(B',)`` → every batch-first tensor becomes ``(B', ...)``, hidden ``(L, B', D)``
+        """
         self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
         for name in ("memory", "keys", "src_mask", "src_ext", "coverage"):
             t = getattr(self, name)
@@ -201,9 +200,7 @@ class PointerGenerator(nn.Module):
             hidden_size=c.hidden_size, n_layers=c.n_layers, bidirectional=True, dropout=c.dropout, pad_id=c.pad_id,
         )
         self.encoder = RNNEncoder(encoder_config, self.embed)
-        rnn = nn.LSTM if c.cell == "lstm" else nn.GRU
-        self.decoder_rnn = rnn(c.embed_dim, c.hidden_size, c.n_layers, batch_first=True,
-                               dropout=c.dropout if c.n_layers > 1 else 0.0)
+        self.decoder_rnn = _rnn(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
         # q_proj = W_s, k_proj = W_h with bias b_attn, score = v (eq. 1).
         self.attention = AdditiveAttention(c.hidden_size, c.hidden_size, c.attn_dim)
         self.coverage_proj = nn.Linear(1, c.attn_dim, bias=False) if c.coverage else None  # w_c (eq. 11)

@@ -15,8 +15,10 @@ the special tokens and the padding from both softmaxes and from the search. The 
 from any BERT checkpoint (:meth:`BertForQuestionAnswering.from_encoder`; the recipe uses the
 packaged all-MiniLM-L6-v2 through :mod:`attnlab.models.convert_hf`); the span head starts random.
 
-Shape letters: ``B`` batch, ``S`` sequence length (question + passage + 3 special tokens), ``D``
-width, ``H`` heads, ``L`` layers.
+Shape:
+    input_ids ``(B, S)`` → start/end logits ``(B, S)``, attentions ``L × (B, H, S, S)``. Letters:
+    ``B`` batch, ``S`` sequence length (question + passage + 3 special tokens), ``D`` width, ``H``
+    heads, ``L`` layers.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .bert import BertConfig, BertModel, _init_bert_weights
 
 Tensor = torch.Tensor
 
-__all__ = ["MODEL_TYPE", "QAOutput", "SpanPrediction", "BertForQuestionAnswering", "best_spans"]
+__all__ = ["MODEL_TYPE", "BertForQuestionAnswering", "QAOutput", "SpanPrediction", "best_spans"]
 
 MODEL_TYPE = "bert_qa"  # config.model_type of a question-answering BERT (checkpoint tag)
 
@@ -98,7 +100,7 @@ class BertForQuestionAnswering(nn.Module):
         _init_bert_weights(self.span_proj, config.init_std)
 
     @classmethod
-    def from_encoder(cls, encoder: BertModel) -> "BertForQuestionAnswering":
+    def from_encoder(cls, encoder: BertModel) -> BertForQuestionAnswering:
         """A QA model whose encoder is a copy of ``encoder`` (e.g. MiniLM); the span head is new.
 
         Shape:

@@ -18,8 +18,10 @@ are normalised — lower-cased, punctuation removed, the articles a/an/the remov
 collapsed — then exact match is equality and F1 the harmonic mean of token precision and recall,
 each the maximum over the reference answers, averaged over questions (reported on 0–1).
 
-Shape letters: ``B`` windows in a batch, ``S`` tokens, ``Q`` question tokens, ``C`` passage tokens
-of a window, ``L`` layers, ``H`` heads.
+Shape:
+    batches ``(B, S)`` of windows; attention ``(L, H, Q, C)`` per answer. Letters: ``B`` windows in a
+    batch, ``S`` tokens, ``Q`` question tokens, ``C`` passage tokens of a window, ``L`` layers,
+    ``H`` heads.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ import re
 import string
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -49,26 +52,26 @@ from .translate import resolve_model_dir
 Tensor = torch.Tensor
 
 __all__ = [
+    "RECIPES",
+    "Answer",
     "QAExample",
-    "read_squad",
-    "squad_examples",
+    "QAExplorerModel",
+    "QASetup",
     "QASplits",
-    "facts_splits",
-    "normalize_answer",
+    "QATask",
+    "QuestionAnswerer",
+    "SpanTokenizer",
     "answer_exact_match",
     "answer_f1",
-    "squad_scores",
-    "SpanTokenizer",
-    "QASetup",
-    "RECIPES",
-    "QATask",
-    "train_qa",
-    "load_qa",
-    "Answer",
-    "QuestionAnswerer",
-    "plot_question_attention",
-    "QAExplorerModel",
     "explorer_model",
+    "facts_splits",
+    "load_qa",
+    "normalize_answer",
+    "plot_question_attention",
+    "read_squad",
+    "squad_examples",
+    "squad_scores",
+    "train_qa",
 ]
 
 
@@ -195,13 +198,21 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalisation: lower-case, drop punctuation, drop a/an/the, collapse whitespace."""
+    """SQuAD's answer normalisation: lower-case, drop punctuation, drop a/an/the, collapse whitespace.
+
+    Shape:
+        str → str
+    """
     text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def answer_exact_match(prediction: str, references: Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals any normalised reference, else 0.0."""
+    """1.0 if the normalised prediction equals any normalised reference, else 0.0.
+
+    Shape:
+        one prediction, R references → a number
+    """
     if not references:
         raise ValueError("no reference answers")
     return float(any(normalize_answer(prediction) == normalize_answer(r) for r in references))
@@ -217,7 +228,11 @@ def _f1(prediction: str, reference: str) -> float:
 
 
 def answer_f1(prediction: str, references: Sequence[str]) -> float:
-    """Token F1 of the normalised prediction against the best-matching normalised reference."""
+    """Token F1 of the normalised prediction against the best-matching normalised reference.
+
+    Shape:
+        one prediction, R references → a number in [0, 1]
+    """
     if not references:
         raise ValueError("no reference answers")
     return max(_f1(prediction, r) for r in references)
@@ -267,8 +282,12 @@ class SpanTokenizer:
         self.cls_id, self.sep_id, self.pad_id = ids["cls"], ids["sep"], ids["pad"]
 
     @classmethod
-    def from_checkpoint(cls, directory: str | os.PathLike) -> "SpanTokenizer":
-        """The ``tokenizer.json`` of a HuggingFace checkpoint directory."""
+    def from_checkpoint(cls, directory: str | os.PathLike) -> SpanTokenizer:
+        """The ``tokenizer.json`` of a HuggingFace checkpoint directory.
+
+        Shape:
+            a directory → a tokenizer
+        """
         from tokenizers import Tokenizer
 
         path = Path(directory) / "tokenizer.json"
@@ -278,7 +297,7 @@ class SpanTokenizer:
         return cls(Tokenizer.from_file(str(path)))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "SpanTokenizer":
+    def load(cls, path: str | os.PathLike) -> SpanTokenizer:
         from tokenizers import Tokenizer
 
         if not Path(path).is_file():
@@ -323,7 +342,7 @@ RECIPES: dict[str, QASetup] = {
     "squad": QASetup(train=TrainConfig(epochs=2, lr=1e-4, warmup_steps=500, schedule="constant",
                                        betas=(0.9, 0.999), eps=1e-6, eval_every_steps=2000, log_every=100)),
     "facts": QASetup(max_length=128, max_tokens=1024, eval_examples=200,
-                     train=TrainConfig(epochs=1, lr=2e-4, warmup_steps=10, schedule="constant",
+                     train=TrainConfig(epochs=6, lr=2e-4, warmup_steps=20, schedule="constant",
                                        betas=(0.9, 0.999), eps=1e-6, log_every=10)),
 }
 
@@ -388,7 +407,7 @@ class QABatch:
     start: Tensor  # (B,) answer start positions (-1 when unknown)
     end: Tensor  # (B,) answer end positions
 
-    def to(self, device) -> "QABatch":
+    def to(self, device) -> QABatch:
         return QABatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
 
@@ -494,7 +513,7 @@ def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, SpanTokeni
 
 def train_qa(
     setup: QASetup, train_examples: Sequence[QAExample], valid_examples: Sequence[QAExample]
-) -> tuple["QuestionAnswerer", TrainResult]:
+) -> tuple[QuestionAnswerer, TrainResult]:
     """Fine-tune a span head and its encoder (from ``setup.init``) on SQuAD-format examples.
 
     Returns the best model by validation F1 (reloaded from ``out_dir/best`` when the run writes one).
@@ -518,8 +537,12 @@ def train_qa(
     return QuestionAnswerer(model, tokenizer, _inference_settings(setup)), result
 
 
-def load_qa(path: str | os.PathLike, device: str = "cpu") -> "QuestionAnswerer":
-    """A question answerer saved by :func:`train_qa` (a run folder or its ``best`` checkpoint)."""
+def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
+    """A question answerer saved by :func:`train_qa` (a run folder or its ``best`` checkpoint).
+
+    Shape:
+        a checkpoint directory → a :class:`QuestionAnswerer`
+    """
     directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
@@ -612,7 +635,11 @@ class QuestionAnswerer:
         answer.context_tokens = [self.tokenizer.id_to_token(t) for t in ids[c]]
 
     def evaluate(self, examples: Sequence[QAExample]) -> dict[str, float]:
-        """Exact match and F1 (0–1, SQuAD v1.1 rules) on ``examples``."""
+        """Exact match and F1 (0–1, SQuAD v1.1 rules) on ``examples``.
+
+        Shape:
+            N examples → ``{"exact_match", "f1", "n"}``
+        """
         if not examples:
             raise ValueError("nothing to evaluate: no examples")
         predictions = self.answer([ex.question for ex in examples], [ex.context for ex in examples])
@@ -687,5 +714,9 @@ class QAExplorerModel:
 
 
 def explorer_model(path: Path) -> QAExplorerModel:
-    """Load a question answerer for the explorer (registered in :mod:`attnlab.web.models`)."""
+    """Load a question answerer for the explorer (registered in :mod:`attnlab.web.models`).
+
+    Shape:
+        a checkpoint directory → an explorer model
+    """
     return QAExplorerModel(load_qa(path), name=Path(path).name)

@@ -14,7 +14,9 @@ ROUGE is computed on the same tokenization of hypothesis and reference.
 Without training files the recipe uses the generated "facts" task of
 :mod:`attnlab.data.text_tasks`, whose names and numbers must be copied.
 
-Shape letters: ``B`` batch, ``S`` document words, ``T`` summary words, ``V_ext`` extended vocabulary.
+Shape:
+    documents → summaries (strings); batches ``(B, S)`` documents and ``(B, T)`` summaries in
+    extended ids; attention ``(T, S)`` per summary. ``V_ext`` is the extended vocabulary.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import os
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -44,21 +47,21 @@ from .translate import resolve_model_dir
 Tensor = torch.Tensor
 
 __all__ = [
-    "WordVocab",
-    "SummarizeSetup",
     "RECIPES",
+    "FactsSplits",
+    "SummarizationTask",
+    "SummarizeSetup",
+    "Summarizer",
+    "Summary",
+    "WordVocab",
+    "copy_recall",
+    "evaluate_facts",
+    "facts_splits",
+    "load_summarizer",
+    "plot_summary_attention",
     "read_jsonl",
     "split_validation",
-    "SummarizationTask",
     "train_summarizer",
-    "load_summarizer",
-    "Summary",
-    "Summarizer",
-    "FactsSplits",
-    "facts_splits",
-    "evaluate_facts",
-    "copy_recall",
-    "plot_summary_attention",
 ]
 
 VOCAB_FORMAT = "attnlab.word_vocab"
@@ -97,8 +100,12 @@ class WordVocab:
         self._stoi = {w: i for i, w in enumerate(self._itos)}
 
     @classmethod
-    def build(cls, texts: Iterable[str], *, max_size: int, min_count: int = 1, lowercase: bool = True) -> "WordVocab":
-        """The ``max_size − 4`` most frequent words occurring at least ``min_count`` times (ties: alphabetical)."""
+    def build(cls, texts: Iterable[str], *, max_size: int, min_count: int = 1, lowercase: bool = True) -> WordVocab:
+        """The ``max_size − 4`` most frequent words occurring at least ``min_count`` times (ties: alphabetical).
+
+        Shape:
+            N texts → a vocabulary of at most ``max_size`` entries
+        """
         if max_size <= len(cls.SPECIALS):
             raise ValueError(f"max_size must exceed the {len(cls.SPECIALS)} special tokens, got {max_size}")
         if min_count < 1:
@@ -113,7 +120,11 @@ class WordVocab:
         return len(self._itos)
 
     def split(self, text: str) -> list[str]:
-        """Words and punctuation marks of ``text`` (lower-cased if the vocabulary is)."""
+        """Words and punctuation marks of ``text`` (lower-cased if the vocabulary is).
+
+        Shape:
+            str → N words
+        """
         return _WORD.findall(text.lower() if self.lowercase else text)
 
     def id_to_token(self, token_id: int) -> str:
@@ -125,7 +136,11 @@ class WordVocab:
         return self._stoi.get(token)
 
     def encode_source(self, words: Sequence[str]) -> tuple[list[int], list[str]]:
-        """Ids in the extended vocabulary and the document's out-of-vocabulary words (in id order)."""
+        """Ids in the extended vocabulary and the document's out-of-vocabulary words (in id order).
+
+        Shape:
+            N words → N ids, K rare words (ids ``V … V+K−1``)
+        """
         oovs: list[str] = []
         index: dict[str, int] = {}
         ids = []
@@ -140,12 +155,20 @@ class WordVocab:
         return ids, oovs
 
     def encode_target(self, words: Sequence[str], oovs: Sequence[str]) -> list[int]:
-        """Summary ids: vocabulary words, the document's rare words by extended id, else ``[UNK]``."""
+        """Summary ids: vocabulary words, the document's rare words by extended id, else ``[UNK]``.
+
+        Shape:
+            N words → N ids
+        """
         ext = {w: self.vocab_size + k for k, w in enumerate(oovs)}
         return [self._stoi.get(w, ext.get(w, self.unk_id)) for w in words]
 
     def decode(self, ids: Iterable[int], oovs: Sequence[str]) -> list[str]:
-        """Words of extended ids (special tokens dropped)."""
+        """Words of extended ids (special tokens dropped; ``[UNK]`` kept).
+
+        Shape:
+            N ids → at most N words
+        """
         out = []
         for i in ids:
             i = int(i)
@@ -159,14 +182,18 @@ class WordVocab:
         return out
 
     def save(self, directory: str | os.PathLike, name: str) -> Path:
-        """Write ``directory/name.json``; read it back with :meth:`load`."""
+        """Write ``directory/name.json``; read it back with :meth:`load`.
+
+        Shape:
+            the word list, as JSON
+        """
         path = Path(directory) / f"{name}.json"
         payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS):]}
         path.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "WordVocab":
+    def load(cls, path: str | os.PathLike) -> WordVocab:
         path = Path(path)
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
@@ -370,7 +397,7 @@ def train_summarizer(
     setup: SummarizeSetup,
     train_pairs: Sequence[tuple[str, str]],
     valid_pairs: Sequence[tuple[str, str]] | None = None,
-) -> tuple["Summarizer", TrainResult]:
+) -> tuple[Summarizer, TrainResult]:
     """Build the word vocabulary and train a pointer-generator on ``(document, summary)`` pairs.
 
     Without ``valid_pairs``, ``setup.valid_fraction`` of the examples is held out. Returns the best
@@ -403,8 +430,12 @@ def train_summarizer(
                       beam_size=setup.beam_size), result
 
 
-def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> "Summarizer":
-    """A summarizer saved by :func:`train_summarizer` (a run folder or its ``best`` checkpoint)."""
+def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
+    """A summarizer saved by :func:`train_summarizer` (a run folder or its ``best`` checkpoint).
+
+    Shape:
+        a checkpoint directory → a :class:`Summarizer`
+    """
     directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
@@ -448,7 +479,11 @@ class Summarizer:
         return next(self.model.parameters()).device
 
     def normalise(self, text: str) -> str:
-        """``text`` in the tokenization the summaries come out in (for ROUGE against references)."""
+        """``text`` in the tokenization the summaries come out in (for ROUGE against references).
+
+        Shape:
+            str → str
+        """
         return " ".join(self.vocab.split(text))
 
     @torch.no_grad()
@@ -503,7 +538,11 @@ class Summarizer:
         return results  # type: ignore[return-value]
 
     def evaluate(self, pairs: Sequence[tuple[str, str]], *, beam_size: int | None = None) -> dict[str, float]:
-        """ROUGE-1/2/L F1 (0–1) of the summaries of ``(document, reference)`` pairs."""
+        """ROUGE-1/2/L F1 (0–1) of the summaries of ``(document, reference)`` pairs.
+
+        Shape:
+            N pairs → ``{"rouge1", "rouge2", "rougeL", "n"}``
+        """
         if not pairs:
             raise ValueError("nothing to evaluate: no pairs")
         hyps = [s.text for s in self.summarize([d for d, _ in pairs], beam_size=beam_size)]
@@ -535,7 +574,7 @@ def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 200, n_test: int
                        test_ex)
 
 
-def evaluate_facts(summarizer: "Summarizer", examples: Sequence[SummaryExample], *,
+def evaluate_facts(summarizer: Summarizer, examples: Sequence[SummaryExample], *,
                    beam_size: int | None = None) -> dict[str, float]:
     """ROUGE-1/2/L (0–1) and the copy rate of the invented names and numbers on generated examples.
 
