@@ -374,17 +374,21 @@ def _windows(tok: SpanTokenizer, setup: QASetup, index: int, question: str, cont
     if room < 1:
         raise ValueError(f"max_length={setup.max_length} leaves no room for the passage after a "
                          f"{len(q_ids)}-token question")
+    tok_start = tok_end = None
     if answer is not None:
         a_start, a_end = answer[1], answer[1] + len(answer[0])
-        # First token ending after the answer starts, last token starting before it ends.
-        tok_start = next(i for i, (s, e) in enumerate(c_offsets) if e > a_start)
-        tok_end = max(i for i, (s, e) in enumerate(c_offsets) if s < a_end)
+        # First token ending after the answer starts, last token starting before it ends; an
+        # answer made only of characters the tokenizer drops has no tokens and labels no window.
+        tok_start = next((i for i, (s, e) in enumerate(c_offsets) if e > a_start), None)
+        tok_end = max((i for i, (s, e) in enumerate(c_offsets) if s < a_end), default=None)
+        if tok_start is None or tok_end is None or tok_end < tok_start:
+            tok_start = tok_end = None
     out = []
     first = 0
     while True:
         piece = slice(first, min(first + room, len(c_ids)))
         w = _Window(index, [tok.cls_id, *q_ids, tok.sep_id, *c_ids[piece], tok.sep_id], len(q_ids), c_offsets[piece])
-        if answer is not None and piece.start <= tok_start and tok_end < piece.stop:
+        if tok_start is not None and piece.start <= tok_start and tok_end < piece.stop:
             w.start, w.end = w.context_start + tok_start - first, w.context_start + tok_end - first
         out.append(w)
         if piece.stop >= len(c_ids):
