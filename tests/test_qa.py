@@ -28,8 +28,7 @@ from attnlab.data.text_tasks import make_qa_task, write_json
 from attnlab.models.bert import BertConfig
 from attnlab.models.convert_hf import load_bert, minilm_dir
 from attnlab.models.qa import BertForQuestionAnswering, best_spans
-from attnlab.recipes import qa
-from attnlab.recipes.lm import apply_overrides
+from attnlab.recipes import apply_overrides, qa
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ from attnlab.models.pointer_generator import (
     PointerGeneratorConfig,
     mix_copy_distribution,
 )
+from attnlab.recipes import apply_overrides
 from attnlab.recipes import summarize as sm
-from attnlab.recipes.lm import apply_overrides
 
 V = 12  # vocabulary of the unit-test models: ids 0..11, extended ids from 12
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
