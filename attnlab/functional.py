@@ -34,6 +34,7 @@ __all__ = [
     "padding_mask",
     "sliding_window_mask",
     "combine_masks",
+    "neighbour_mask",
     "BACKENDS",
 ]
 
@@ -398,6 +399,28 @@ def sliding_window_mask(
     if causal:
         return (j <= p) & (j > p - window)  # (T, S)
     return (j - p).abs() <= window // 2  # (T, S)
+
+
+def neighbour_mask(edges: Tensor, n_nodes: int) -> Tensor:
+    """Who may attend to whom: ``mask[i, j]`` is True iff ``j`` is a neighbour of ``i`` or ``j = i``.
+
+    The graph-attention mask (Veličković et al. 2018, §2.1: attention only over N(i) ∪ {i}).
+    Edges are undirected: each ``(u, v)`` lets ``u`` attend to ``v`` and ``v`` to ``u``.
+
+    Shape:
+        edges ``(2, E)`` or ``(E, 2)`` integer node indices → ``(N, N)`` boolean
+    """
+    edges = torch.as_tensor(edges)
+    if edges.is_floating_point() or edges.dim() != 2 or 2 not in edges.shape:
+        raise ValueError(f"edges must be an integer tensor of shape (2, E) or (E, 2), got {tuple(edges.shape)} {edges.dtype}")
+    if edges.shape[0] != 2:
+        edges = edges.T  # (E, 2) -> (2, E)
+    if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= n_nodes):
+        raise ValueError(f"edge endpoints must be node indices in [0, {n_nodes}), got [{int(edges.min())}, {int(edges.max())}]")
+    mask = torch.eye(n_nodes, dtype=torch.bool, device=edges.device)  # (N, N) self-loops
+    mask[edges[0], edges[1]] = True
+    mask[edges[1], edges[0]] = True
+    return mask
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:

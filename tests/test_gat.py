@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import cli
-from attnlab.models.gat import GAT, GATLayer, gat_config, neighbour_mask
+from attnlab.functional import neighbour_mask
+from attnlab.models.gat import GAT, GATLayer, gat_config
 from attnlab.recipes import graph
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -14,7 +14,7 @@ run side by side and are concatenated (hidden layers, eq. 5) or averaged (the ou
 eq. 6). Dropout is applied to the layer's input and to the attention coefficients (§3.3).
 
 The neighbourhood is a boolean ``(N, N)`` mask in attnlab's convention (``True`` = may attend),
-from :func:`neighbour_mask`. Every node has its self-loop, so no row is empty.
+from :func:`attnlab.functional.neighbour_mask`. Every node has its self-loop, so no row is empty.
 
 Shape letters: ``N`` nodes, ``F`` input features, ``F'`` features per head, ``H`` heads,
 ``C`` classes, ``E`` edges, ``L`` layers.
@@ -29,30 +29,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..functional import neighbour_mask
+
 Tensor = torch.Tensor
 
-__all__ = ["neighbour_mask", "GATLayer", "GATLayerOutput", "GATConfig", "PRESETS", "gat_config", "GATOutput", "GAT"]
-
-
-def neighbour_mask(edges: Tensor, n_nodes: int) -> Tensor:
-    """Who may attend to whom: ``mask[i, j]`` is True iff ``j`` is a neighbour of ``i`` or ``j = i``.
-
-    Edges are undirected: each ``(u, v)`` lets ``u`` attend to ``v`` and ``v`` to ``u``.
-
-    Shape:
-        edges ``(2, E)`` or ``(E, 2)`` integer node indices → ``(N, N)`` boolean
-    """
-    edges = torch.as_tensor(edges)
-    if edges.is_floating_point() or edges.dim() != 2 or 2 not in edges.shape:
-        raise ValueError(f"edges must be an integer tensor of shape (2, E) or (E, 2), got {tuple(edges.shape)} {edges.dtype}")
-    if edges.shape[0] != 2:
-        edges = edges.T  # (E, 2) -> (2, E)
-    if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= n_nodes):
-        raise ValueError(f"edge endpoints must be node indices in [0, {n_nodes}), got [{int(edges.min())}, {int(edges.max())}]")
-    mask = torch.eye(n_nodes, dtype=torch.bool, device=edges.device)  # (N, N) self-loops
-    mask[edges[0], edges[1]] = True
-    mask[edges[1], edges[0]] = True
-    return mask
+__all__ = ["GATLayer", "GATLayerOutput", "GATConfig", "PRESETS", "gat_config", "GATOutput", "GAT"]
 
 
 @dataclass

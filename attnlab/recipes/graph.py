@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from .. import checkpoint as ckpt
-from ..models.gat import GAT, PRESETS, GATConfig, neighbour_mask
+from ..functional import neighbour_mask
+from ..models.gat import GAT, PRESETS, GATConfig
 from ..train import seed_everything
 from .translate import resolve_model_dir
 
