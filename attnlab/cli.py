@@ -465,7 +465,7 @@ def experiment_bottleneck_cmd(
     *,
     out: Path = Path("runs/bottleneck"),
     minutes: float = 15.0,
-    task: str = "numbers-en-ja",
+    task: str = "number-lists-en-ja",
     n_train: int = 30000,
     n_valid: int = 300,
     n_test: int = 1000,
@@ -493,7 +493,7 @@ def experiment_bottleneck_cmd(
     training time each, then writes OUT/report.md (tables and the finding), summary.csv,
     bleu_by_length.csv, results.json, bleu_by_length.png (cf. Bahdanau et al. 2015, Fig. 2),
     alignment heatmaps of both attention models on one sentence, and the checkpoints (OUT/models).
-    Without corpus files the data is generated (English number words → Japanese numerals).
+    Without corpus files the data is generated (lists of English numbers → Japanese numerals).
 
     Args:
         out: report folder.

@@ -244,3 +244,15 @@ def test_task_errors():
         make_task("numbers", 10)
     with pytest.raises(ValueError, match="n_valid"):
         make_splits("dates", 10, -1, 0)
+
+
+def test_number_lists_are_lists_of_number_translations_with_long_sources():
+    pairs = make_task("number-lists-en-ja", 1500, seed=4)
+    counts = set()
+    for src, tgt in pairs:
+        en_parts, ja_parts = src.split(" and "), tgt.split("、")
+        assert len(en_parts) == len(ja_parts)
+        counts.add(len(en_parts))
+        assert [parse_english(e) for e in en_parts] == [parse_japanese(j) for j in ja_parts]
+    assert counts == {1, 2, 3, 4, 5}
+    assert max(len(src.split()) for src, _ in pairs) >= 40  # far longer than one number

@@ -46,7 +46,7 @@ __all__ = [
     "TaskSplits",
 ]
 
-TASKS = ("numbers-en-ja", "numbers-ja-en", "dates", "mixed")
+TASKS = ("numbers-en-ja", "numbers-ja-en", "number-lists-en-ja", "dates", "mixed")
 
 MAX_EN_WORDS = 12  # longest English side of the numbers task, in words ("forty-two" is one)
 MAX_DIGITS = 10  # numbers are sampled below 10**MAX_DIGITS (up to 九十九億…)
@@ -175,6 +175,16 @@ def _number_pair(rng: random.Random) -> tuple[str, str]:
             return en, japanese_numeral(n)
 
 
+MAX_LIST = 5  # numbers in one "number-lists-en-ja" pair
+
+
+def _number_list_pair(rng: random.Random) -> tuple[str, str]:
+    """1 to MAX_LIST numbers in a row: sources from 1 to ~60 words, long enough that one
+    fixed-length vector must hold a lot (the Seq2Seq bottleneck, Bahdanau et al. 2015, Fig. 2)."""
+    pairs = [_number_pair(rng) for _ in range(rng.randint(1, MAX_LIST))]
+    return " and ".join(en for en, _ in pairs), "、".join(ja for _, ja in pairs)
+
+
 _DATE_SPAN = (LAST_DATE - FIRST_DATE).days
 
 
@@ -189,6 +199,8 @@ def _generator(name: str):
         return _number_pair
     if name == "numbers-ja-en":
         return lambda rng: _number_pair(rng)[::-1]
+    if name == "number-lists-en-ja":
+        return _number_list_pair
     if name == "dates":
         return _date_pair
     if name == "mixed":

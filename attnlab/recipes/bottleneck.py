@@ -69,7 +69,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff00-\uffef]")
 @dataclass
 class BottleneckSettings:
     minutes: float = 15.0  # wall-clock budget of the whole run; each model trains for an equal share
-    task: str = "numbers-en-ja"  # generated task when no corpus is given (attnlab.data.tasks)
+    task: str = "number-lists-en-ja"  # generated task without a corpus: 1–5 numbers in a row, 1–45 words
     n_train: int = 30000  # generated training pairs
     n_valid: int = 300  # generated validation pairs (best checkpoint by BLEU)
     n_test: int = 1000  # generated test pairs (the BLEU-by-length table)
