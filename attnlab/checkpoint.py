@@ -15,11 +15,11 @@ final path ``run/last`` the sequence is:
 
 1. check every input (config is JSON with a ``model_type``, tokenizers have ``.save``) before
    touching the disk; delete ``run/.last.tmp-*`` directories left by earlier interrupted saves;
-2. write everything into a fresh sibling ``run/.last.tmp-XXXX`` (same filesystem, so renames are
+2. write everything into a fresh sibling ``run/.last.tmp-<random>`` (same filesystem, so renames are
    atomic), ``fsync`` every file and then the directory — the data is on disk before any name
    points at it;
 3. if ``run/last`` exists, ``os.replace(run/last, run/.last.previous)``;
-4. ``os.replace(run/.last.tmp-XXXX, run/last)`` — if this fails, step 3 is undone;
+4. ``os.replace(run/.last.tmp-<random>, run/last)`` — if this fails, step 3 is undone;
 5. ``fsync(run)`` so both renames are durable, then delete ``run/.last.previous``.
 
 A crash during 1–2 leaves ``run/last`` untouched. A crash between 3 and 4 (two renames apart)
