@@ -547,6 +547,14 @@ def global_window_mask(
 # --------------------------------------------------------------------------------------------
 
 
+def _check_window_args(window: int, dilation: int, block_size: int | None) -> None:
+    """The shared options of the windowed variants."""
+    _check_positive_int("window", window)
+    _check_positive_int("dilation", dilation)
+    if block_size is not None:
+        _check_positive_int("block_size", block_size)
+
+
 def _check_positive_int(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -1057,10 +1065,7 @@ def sliding_window_attention(
         - output: ``(..., T, Dv)``;  weights: ``(..., T, S)`` (densified; detached) or ``None``
     """
     mask = _check_variant_call(q, k, v, mask, dropout_p)
-    _check_positive_int("window", window)
-    _check_positive_int("dilation", dilation)
-    if block_size is not None:
-        _check_positive_int("block_size", block_size)
+    _check_window_args(window, dilation, block_size)
     if return_weights:
         _check_weights_size("sliding_window_attention", q, k.shape[-2])
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -1108,10 +1113,7 @@ def global_window_attention(
         - output: ``(..., T, Dv)``;  weights: ``(..., T, S)`` (densified; detached) or ``None``
     """
     mask = _check_variant_call(q, k, v, mask, dropout_p)
-    _check_positive_int("window", window)
-    _check_positive_int("dilation", dilation)
-    if block_size is not None:
-        _check_positive_int("block_size", block_size)
+    _check_window_args(window, dilation, block_size)
     T, S = q.shape[-2], k.shape[-2]
     if return_weights:
         _check_weights_size("global_window_attention", q, S)
