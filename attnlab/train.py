@@ -69,7 +69,7 @@ class TrainConfig:
     time_budget_s: float | None = None  # stop after this many seconds of training (evaluation excluded)
     lr: float = 1e-3  # peak learning rate, reached at the end of warm-up
     warmup_steps: int = 400  # linear warm-up; avoids early divergence with Adam (Vaswani §5.3)
-    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (Vaswani §5.3), "cosine" (to 10% at max_steps) or "constant"
+    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (Vaswani §5.3), "cosine" (to 10% at max_steps, or at time_budget_s without max_steps) or "constant"
     weight_decay: float = 0.01  # decoupled weight decay (AdamW), not applied to biases/norms/embeddings
     betas: tuple[float, float] = (0.9, 0.98)  # Adam β's of the paper (§5.3)
     eps: float = 1e-9  # Adam ε of the paper (§5.3)
@@ -135,8 +135,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def lr_multiplier(step: int, cfg: TrainConfig, total_steps: int | None = None) -> float:
-    """Learning-rate factor for optimizer step ``step`` (1-based), peak 1.0 after warm-up."""
+def lr_multiplier(step: int, cfg: TrainConfig, total_steps: int | None = None, progress: float | None = None) -> float:
+    """Learning-rate factor for optimizer step ``step`` (1-based), peak 1.0 after warm-up.
+
+    ``"cosine"`` decays over ``total_steps``, or, when the run is bounded by time instead
+    (``progress``: the share of ``time_budget_s`` spent so far), over the time budget: the rate
+    then reaches its floor when the clock runs out, whatever the machine's speed. Annealing at
+    the very end of the budget is what a fixed-time run gains from a schedule (Hägele et al.
+    2024, §3: the cool-down, not the schedule's shape, gives the final drop in loss).
+    """
     step = max(step, 1)
     warm = max(cfg.warmup_steps, 1)
     if step < warm:
@@ -144,9 +151,11 @@ def lr_multiplier(step: int, cfg: TrainConfig, total_steps: int | None = None) -
     if cfg.schedule == "inverse_sqrt":
         return math.sqrt(warm / step)
     if cfg.schedule == "cosine":
-        if not total_steps:
-            raise ValueError("schedule='cosine' needs max_steps")
-        progress = min((step - warm) / max(total_steps - warm, 1), 1.0)
+        if total_steps:
+            progress = (step - warm) / max(total_steps - warm, 1)
+        elif progress is None:
+            raise ValueError("schedule='cosine' needs max_steps or time_budget_s")
+        progress = min(max(progress, 0.0), 1.0)
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
     if cfg.schedule == "constant":
         return 1.0
@@ -351,7 +360,13 @@ def train(
     params = engine.parameters()
     optimizer = torch.optim.AdamW(_param_groups(engine.sharded or model, cfg.weight_decay), lr=cfg.lr,
                                   betas=cfg.betas, eps=cfg.eps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps))
+    def time_progress() -> float | None:
+        # Read when the scheduler steps: the seconds trained before the current step.
+        return train_seconds / cfg.time_budget_s if cfg.time_budget_s else None
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps, time_progress())
+    )
     if state is not None:
         if engine.sharded is not None:
             from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict

@@ -166,6 +166,26 @@ def test_auto_backend_choice():
     assert w is not None and w.shape == (2, 3, 4)
 
 
+@pytest.mark.parametrize("dtype, S, expected", [
+    (torch.float32, 16, "sdpa"),
+    (torch.float64, 16, "sdpa"),
+    (torch.bfloat16, 16, "math"),
+    (torch.float16, 16, "math"),
+    (torch.bfloat16, AF.MATH_MAX_KEYS_LOW_PRECISION, "math"),
+    (torch.bfloat16, AF.MATH_MAX_KEYS_LOW_PRECISION + 1, "sdpa"),
+])
+def test_auto_backend_takes_math_for_short_low_precision_attention_on_cpu(monkeypatch, dtype, S, expected):
+    calls = []
+    for name, fn in list(AF.BACKENDS.items()):
+        monkeypatch.setitem(AF.BACKENDS, name, lambda *a, _n=name, _f=fn: calls.append(_n) or _f(*a))
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=gen).to(dtype) for n in (3, S, S))
+    out, w = scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert calls == [expected] and w is None
+    ref, _ = scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True, backend="math")
+    torch.testing.assert_close(out.double(), ref, atol=3e-2, rtol=3e-2)
+
+
 def test_dropout_is_applied_to_weights_and_rescaled():
     q, k = torch.zeros(1, 1, 4), torch.zeros(1, 400, 4)  # uniform weights 1/400
     v = torch.ones(1, 400, 1)

@@ -195,6 +195,24 @@ def test_cached_decoding_with_key_padding():
     assert bool((steps[0][1] == mha.out_proj.bias).all())  # a pad query with nothing to see: zero mix, bias only
 
 
+def test_stacked_self_attention_projection_equals_the_three_projections():
+    # Self-attention without a cache projects q, k, v in one matmul; giving key/value explicitly
+    # takes the three separate products. Same outputs and the same gradients for every weight.
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3).double()
+    x = torch.randn(2, 5, 12, dtype=torch.float64)
+    grads = []
+    for args in ((x,), (x, x, x)):
+        mha.zero_grad()
+        out = mha(*args, is_causal=True).output
+        out.square().sum().backward()
+        grads.append((out.detach(), {n: p.grad.clone() for n, p in mha.named_parameters()}))
+    torch.testing.assert_close(grads[0][0], grads[1][0], **TOL64)
+    for name in grads[0][1]:
+        torch.testing.assert_close(grads[0][1][name], grads[1][1][name], **TOL64, msg=name)
+    assert set(grads[0][1]) == {f"{p}.{w}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for w in ("weight", "bias")}
+
+
 def test_project_kv_equals_key_value():
     torch.manual_seed(0)
     mha = MultiHeadAttention(12, 3, kdim=5, vdim=7).double()

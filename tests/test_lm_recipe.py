@@ -12,7 +12,7 @@ import torch
 from attnlab.models.bert import BertConfig, BertForMaskedLM, bert_config
 from attnlab.models.gpt import GPT, GPTConfig, gpt_config
 from attnlab.recipes import lm
-from attnlab.train import TrainConfig
+from attnlab.train import TrainConfig, lr_multiplier
 
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(60))
 
@@ -81,6 +81,33 @@ def test_train_lm_resume_reproduces_the_uninterrupted_run(tmp_path):
     losses = [[json.loads(l)["loss"] for l in log if '"loss"' in l and '"eval"' not in l] for log in logs]
     assert losses[0] == pytest.approx(losses[1])
     assert tok.kind == "char"
+
+
+def test_cosine_schedule_by_steps_or_by_the_time_budget():
+    cfg = TrainConfig(lr=1.0, warmup_steps=10, schedule="cosine")
+    assert lr_multiplier(5, cfg, 110) == pytest.approx(0.5)  # warm-up
+    assert lr_multiplier(10, cfg, 110) == pytest.approx(1.0)
+    assert lr_multiplier(60, cfg, 110) == pytest.approx(0.55)  # half-way: the mean of 1 and 0.1
+    assert lr_multiplier(500, cfg, 110) == pytest.approx(0.1)
+    # Without a step count the share of the time budget spent decides, whatever the step.
+    assert lr_multiplier(60, cfg, None, progress=0.0) == pytest.approx(1.0)
+    assert lr_multiplier(60, cfg, None, progress=0.5) == pytest.approx(0.55)
+    assert lr_multiplier(7, cfg, None, progress=0.5) == pytest.approx(0.7)  # warm-up still counts in steps
+    assert lr_multiplier(60, cfg, None, progress=1.3) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="needs max_steps or time_budget_s"):
+        lr_multiplier(60, cfg)
+
+
+def test_time_budgeted_cosine_run_anneals_when_the_clock_runs_out(tmp_path):
+    setup = lm_setup(block_size=16, batch_size=4, train=dataclasses.replace(
+        lm.LM_RECIPES["tiny"].train, out_dir=str(tmp_path), epochs=10_000, time_budget_s=2.0, progress=False,
+        schedule="cosine", warmup_steps=2, lr=1e-3, log_every=1))
+    _, result, _ = lm.train_lm(setup, TEXT)
+    assert result.stop_reason == "time_budget" and result.steps > 20
+    lrs = [r["lr"] for r in result.history if "lr" in r]
+    assert lrs[2] > 0.9e-3  # just after warm-up: near the peak
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(lrs[2:]))  # then only down
+    assert lrs[-1] < 0.2e-3  # close to the 10% floor when the budget is spent
 
 
 def test_mlm_sequences_and_next_sentence_pairs():

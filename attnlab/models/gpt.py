@@ -99,7 +99,9 @@ class GPTConfig:
 #: recipe, small enough to see several epochs of the text in that time.
 PRESETS: dict[str, dict] = {
     "tiny": dict(n_positions=64, n_embd=32, n_layer=2, n_head=2),
-    "shakespeare-char": dict(n_positions=256, n_embd=192, n_layer=6, n_head=6, dropout=0.0),
+    # Exact GELU rather than GPT-2's tanh approximation: the same curve, and PyTorch's CPU kernel
+    # for it is ~2x faster forward + backward (the approximation was a speed trick elsewhere).
+    "shakespeare-char": dict(n_positions=256, n_embd=192, n_layer=6, n_head=6, dropout=0.0, activation="gelu"),
     "bench-small": dict(n_positions=256, n_embd=128, n_layer=4, n_head=4),
     "bench-large": dict(n_positions=256, n_embd=384, n_layer=6, n_head=6),
     "gpt2": dict(n_positions=1024, n_embd=768, n_layer=12, n_head=12),

@@ -107,7 +107,8 @@ class MLMSetup:
 #: Named LM recipes (``--preset``): a model size plus the training settings that suit it.
 #: "shakespeare-char" aims at the lowest validation loss after 10 minutes on two CPU cores:
 #: AdamW with β2 = 0.99 (few tokens per step, so a shorter second-moment memory, as nanoGPT's
-#: shakespeare_char), a short warm-up and inverse-square-root decay, no dropout (a few epochs only).
+#: shakespeare_char), a short warm-up, then a cosine decay timed to the 10-minute budget (the rate
+#: reaches its floor when the clock runs out), no dropout (a few epochs only).
 LM_RECIPES: dict[str, LMSetup] = {
     "shakespeare-char": LMSetup(
         model_preset="shakespeare-char",
@@ -115,7 +116,7 @@ LM_RECIPES: dict[str, LMSetup] = {
         block_size=256,
         batch_size=16,
         train=TrainConfig(
-            epochs=1000, time_budget_s=10 * 60, lr=2e-3, warmup_steps=100, schedule="inverse_sqrt",
+            epochs=1000, time_budget_s=10 * 60, lr=2e-3, warmup_steps=100, schedule="cosine",
             betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, eval_every_steps=250,
             log_every=50,
         ),
