@@ -6,15 +6,19 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
+    ONEDNN_MAX_ROWS,
     DecoderBlock,
     EncoderBlock,
     FeedForward,
     KVCache,
+    Linear,
     MultiHeadAttention,
+    linear,
 )
 
 TOL64 = dict(atol=1e-10, rtol=1e-10)
@@ -193,6 +197,24 @@ def test_cached_decoding_with_key_padding():
     torch.testing.assert_close(out[0], full[0], **TOL64)
     torch.testing.assert_close(out[1, 2:], full[1, 2:], **TOL64)
     assert bool((steps[0][1] == mha.out_proj.bias).all())  # a pad query with nothing to see: zero mix, bias only
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 48), (1, 48), (3, 5, 48), (ONEDNN_MAX_ROWS, 48), (ONEDNN_MAX_ROWS + 1, 48), (0, 48)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
+    torch.manual_seed(0)
+    layer = Linear(48, 80, bias=bias)
+    x = torch.randn(shape)
+    ref = F.linear(x, layer.weight, layer.bias)
+    with torch.inference_mode():  # at most ONEDNN_MAX_ROWS rows take oneDNN here
+        torch.testing.assert_close(layer(x), ref, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x.double(), layer.weight.double(), None if not bias else layer.bias.double()),
+                                   ref.double(), atol=1e-5, rtol=1e-5)
+    out = layer(x)  # with autograd: F.linear, gradients flow
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
 
 
 def test_stacked_self_attention_projection_equals_the_three_projections():

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..functional import AttentionSpec
-from ..layers import EncoderBlock, KVCache
+from ..layers import EncoderBlock, KVCache, linear
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 
 Tensor = torch.Tensor
@@ -229,7 +229,7 @@ class GPT(nn.Module):
             if need_weights:
                 attentions.append(weights)
         x = self.final_norm(x)
-        logits = F.linear(x, self.tok_emb.weight)  # (B, T, D) x (V, D)ᵀ -> (B, T, V), tied output
+        logits = linear(x, self.tok_emb.weight)  # (B, T, D) x (V, D)ᵀ -> (B, T, V), tied output
         loss = None if labels is None else causal_lm_loss(logits, labels)
         return LMOutput(logits, loss, attentions)
 
