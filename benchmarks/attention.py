@@ -39,6 +39,7 @@ Usage::
 
     python benchmarks/attention.py --quick       # 2 lengths, 3 repeats: about a minute
     python benchmarks/attention.py               # L = 128 … 4096; writes outputs/bench/attention.{json,png}
+    python benchmarks/attention.py --crossover   # math vs fused in fp32 and bf16: where backend="auto" switches
 
 Shape letters: B batch, H heads, L length (T = S = L), D model width, Dh head width.
 """
@@ -396,6 +397,41 @@ def plot(results: list[Result], path: Path) -> None:
     plt.close(fig)
 
 
+def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
+    """fp32 and bf16, causal forward+backward at B·L = 4096 tokens, H = 6, Dh = 64: the math
+    backend against the fused one, and what ``backend="auto"`` picks (it takes math for bf16 on a
+    CPU up to ``attnlab.functional.MATH_MAX_KEYS_LOW_PRECISION`` keys)."""
+    from attnlab.functional import _math_is_faster
+
+    rows = []
+    for L in lengths:
+        b = max(1, 4096 // L)
+        for dtype in (torch.float32, torch.bfloat16):
+            gen = torch.Generator().manual_seed(L)
+            q, k, v = (torch.randn(b, 6, L, 64, generator=gen).to(dtype).requires_grad_() for _ in range(3))
+            grad = torch.randn(b, 6, L, 64, generator=gen).to(dtype)
+            runs = {
+                name: (lambda name=name: scaled_dot_product_attention(q, k, v, is_causal=True, backend=name)[0].backward(grad))
+                for name in ("math", "sdpa")
+            }
+            times: dict[str, list[float]] = {name: [] for name in runs}
+            for i in range(warmup + repeats):
+                for name, run in runs.items():  # round-robin, as the main table
+                    t0 = time.perf_counter()
+                    run()
+                    if i >= warmup:
+                        times[name].append(time.perf_counter() - t0)
+            ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+            auto = "math" if _math_is_faster(q, k) else "sdpa"
+            rows.append(dict(L=L, batch=b, dtype=str(dtype).removeprefix("torch."), math_ms=ms["math"],
+                             sdpa_ms=ms["sdpa"], auto=auto, auto_is_faster=ms[auto] <= min(ms.values())))
+            r = rows[-1]
+            print(f"  L={L:<5} B={b:<3} {r['dtype']:9} math {r['math_ms']:8.1f} ms  sdpa {r['sdpa_ms']:8.1f} ms  "
+                  f"math/sdpa {r['math_ms'] / r['sdpa_ms']:5.2f}  auto → {auto}{'' if r['auto_is_faster'] else '  (the slower one)'}",
+                  flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="L in {128, 512}, 1 warm-up, 3 repeats (about a minute)")
@@ -406,8 +442,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     parser.add_argument("--isolate", action="store_true", help="run every case in a fresh subprocess")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for the JSON and PNG")
+    parser.add_argument("--crossover", action="store_true",
+                        help="only the math-vs-fused table in fp32 and bf16 that backend='auto' follows")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+
+    if args.crossover:
+        torch.set_num_threads(args.threads)
+        lengths = args.lengths or [128, 256, 512, 1024, 2048]
+        print(f"torch {torch.__version__}, {args.threads} threads; causal forward+backward, B·L=4096, H=6, Dh=64")
+        rows = crossover(lengths, args.repeats or 5, args.warmup if args.warmup is not None else 2)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "attention-crossover.json").write_text(json.dumps(rows, indent=1))
+        print(f"wrote {args.out / 'attention-crossover.json'}")
+        return 0
 
     if args.worker:  # one case's memory in this fresh process; the parent reads the last stdout line
         spec = json.loads(args.worker)

@@ -116,7 +116,7 @@ LM_RECIPES: dict[str, LMSetup] = {
         block_size=256,
         batch_size=16,
         train=TrainConfig(
-            epochs=1000, time_budget_s=10 * 60, lr=2e-3, warmup_steps=100, schedule="cosine",
+            epochs=1000, time_budget_s=10 * 60, lr=3e-3, warmup_steps=100, schedule="cosine",
             betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, eval_every_steps=250,
             log_every=50,
         ),
