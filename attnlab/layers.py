@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import functional as AF
+from . import kernels
 
 Tensor = torch.Tensor
 
@@ -47,24 +48,41 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Decoding one token multiplies each weight matrix by a single row, so the cost is reading the
     weights from memory. On a CPU, fp32 ``F.linear`` hands that product to MKL's
-    matrix-vector routine, which uses one thread for these sizes; oneDNN's inner product (the
-    kernel ``torch.compile`` uses on CPUs) splits it over the threads: six layers of a (6, 6,
-    384) GPT, one row, two threads: 2.5 ms against 4.2 ms. So without autograd (nothing to
-    train through), on a CPU, in fp32 and for at most :data:`ONEDNN_MAX_ROWS` rows this takes
-    oneDNN; everything else, training included, is ``F.linear``. Tested against ``F.linear``.
+    matrix-vector routine, which uses one thread for these sizes. So without autograd (nothing
+    to train through), on a CPU and in fp32:
+
+    - one row goes to attnlab's own kernel (:func:`attnlab.kernels.gemv`, compiled on first
+      use), which streams the weights on all of torch's threads;
+    - up to :data:`ONEDNN_MAX_ROWS` rows (beam search, a short prompt), or one row where the
+      kernel could not be built, go to oneDNN's inner product (the kernel ``torch.compile``
+      uses on CPUs), which also splits the work over the threads;
+    - everything else, training included, is ``F.linear``.
+
+    The six layers of a (6, 6, 384) GPT, one row, two threads: MKL 4.2 ms, oneDNN 2.5 ms,
+    attnlab's kernel 1.8 ms (``benchmarks/lm.py`` has the whole-generation figures). Every
+    path is tested against ``F.linear``.
 
     Shape:
         x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` → ``(..., out)``
     """
     if (
-        _ONEDNN_LINEAR
-        and x.device.type == "cpu"
+        x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_grad_enabled()
-        and x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
-        and x.numel() > 0
+        and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
     ):
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        if (
+            x.numel() == x.shape[-1]
+            and weight.is_cpu
+            and weight.dim() == 2
+            and weight.is_contiguous()
+            and (bias is None or (bias.is_cpu and bias.dtype == torch.float32 and bias.is_contiguous()))
+        ):
+            y = kernels.matvec(x, weight, bias)
+            if y is not None:
+                return y
+        if _ONEDNN_LINEAR:
+            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 
 
@@ -73,6 +91,12 @@ class Linear(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias)
+
+
+def dropout(module: nn.Dropout, x: Tensor) -> Tensor:
+    """``module(x)``, without the call when it would return ``x`` unchanged (evaluation, or
+    ``p = 0``): decoding one token passes ~20 dropouts, and a module call costs microseconds."""
+    return module(x) if module.training and module.p > 0 else x
 
 
 class AttentionOutput(NamedTuple):
@@ -437,7 +461,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(self.dropout(self.act(self.up_proj(x))))
+        return self.down_proj(dropout(self.dropout, self.act(self.up_proj(x))))
 
 
 class BlockOutput(NamedTuple):
@@ -510,12 +534,12 @@ class EncoderBlock(nn.Module):
 
         if self.norm == "pre":
             a = attend(self.attn_norm(x))
-            x = x + self.dropout(a.output)
-            x = x + self.dropout(self.ff(self.ff_norm(x)))
+            x = x + dropout(self.dropout, a.output)
+            x = x + dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             a = attend(x)
-            x = self.attn_norm(x + self.dropout(a.output))
-            x = self.ff_norm(x + self.dropout(self.ff(x)))
+            x = self.attn_norm(x + dropout(self.dropout, a.output))
+            x = self.ff_norm(x + dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, a.weights)
 
 
@@ -585,14 +609,14 @@ class DecoderBlock(nn.Module):
 
         if self.norm == "pre":
             s = self_attend(self.self_norm(x))
-            x = x + self.dropout(s.output)
+            x = x + dropout(self.dropout, s.output)
             c = cross_attend(self.cross_norm(x))
-            x = x + self.dropout(c.output)
-            x = x + self.dropout(self.ff(self.ff_norm(x)))
+            x = x + dropout(self.dropout, c.output)
+            x = x + dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             s = self_attend(x)
-            x = self.self_norm(x + self.dropout(s.output))
+            x = self.self_norm(x + dropout(self.dropout, s.output))
             c = cross_attend(x)
-            x = self.cross_norm(x + self.dropout(c.output))
-            x = self.ff_norm(x + self.dropout(self.ff(x)))
+            x = self.cross_norm(x + dropout(self.dropout, c.output))
+            x = self.ff_norm(x + dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, s.weights, c.weights)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..functional import AttentionSpec
-from ..layers import EncoderBlock, KVCache, linear
+from ..layers import EncoderBlock, KVCache, dropout, linear
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 
 Tensor = torch.Tensor
@@ -216,7 +216,7 @@ class GPT(nn.Module):
         x = self.tok_emb(input_ids)  # (B, T, D)
         if self.pos_emb is not None:
             x = self.pos_emb(x, offset)  # (B, T, D)
-        x = self.embed_dropout(x)
+        x = dropout(self.embed_dropout, x)
         # A single new position after a cache may see every cached key, so the causal mask would
         # be all True: skip building it (one mask per layer per generated token).
         # A window needs is_causal even then: it decides the window's shape (causal, not symmetric).

@@ -1,0 +1,160 @@
+"""Native kernels of attnlab, compiled on first use with the machine's C compiler.
+
+One kernel so far: :func:`gemv`, the fp32 matrix–vector product that dominates decoding one
+token at a time (each weight matrix times a single row). PyTorch's CPU path for that product
+(MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
+plain loop in ``gemv.c`` streams the weights on all of torch's threads.
+
+The source is compiled once per machine (``cc -O3 -march=native -fopenmp``) into
+``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), under a name that hashes the source, the
+flags, the compiler and the CPU's feature flags, and loaded with :mod:`ctypes`; no Python headers
+or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_NATIVE=0``)
+nothing is compiled: :func:`gemv` returns ``None`` and callers use PyTorch
+(:func:`attnlab.layers.linear` falls back to oneDNN, then ``F.linear``). :func:`status` says which.
+
+The loop's OpenMP runtime is the one PyTorch already loaded (same ``libgomp.so.1``), and it runs
+on ``torch.get_num_threads()`` threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import torch
+
+Tensor = torch.Tensor
+
+__all__ = ["gemv", "matvec", "available", "status"]
+
+_SOURCE = Path(__file__).with_name("gemv.c")
+_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+_lock = threading.Lock()
+_state: dict = {"lib": None, "tried": False, "status": "not loaded yet"}
+_gemv_f32 = None  # the loaded C function, once built
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("ATTNLAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "attnlab"
+    )
+    return Path(root) / "kernels"
+
+
+def _cpu_flags() -> str:
+    # -march=native bakes in this CPU's instruction set: a home directory shared by different
+    # machines must not hand one machine's build to another.
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _build() -> Path:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise OSError("no C compiler (cc/gcc) on PATH")
+    source = _SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), compiler.encode(), _cpu_flags().encode()]))
+    target = _cache_dir() / key.hexdigest()[:16] / "libattnlab_kernels.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Compile next to the target and rename: another process may be building the same file.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)], check=True, capture_output=True,
+                       text=True, timeout=120)
+        os.replace(partial, target)
+    except subprocess.CalledProcessError as err:
+        raise OSError(f"{compiler} failed: {err.stderr.strip()[:500]}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def _load() -> ctypes.CDLL | None:
+    global _gemv_f32
+    if _state["tried"]:
+        return _state["lib"]
+    with _lock:
+        if not _state["tried"]:
+            if os.environ.get("ATTNLAB_NATIVE", "1") == "0":
+                _state["status"] = "disabled by ATTNLAB_NATIVE=0"
+            else:
+                try:
+                    path = _build()
+                    lib = ctypes.CDLL(str(path))
+                    fn = lib.attnlab_gemv_f32
+                    p = ctypes.c_void_p
+                    fn.argtypes = [p, p, p, p, ctypes.c_long, ctypes.c_long, ctypes.c_int]
+                    fn.restype = None
+                    _state["lib"] = lib
+                    _gemv_f32 = fn
+                    _state["status"] = f"loaded {path}"
+                except (OSError, AttributeError, subprocess.SubprocessError) as err:
+                    _state["status"] = f"unavailable: {err}"
+            _state["tried"] = True  # last: a thread that sees it also sees the outcome
+    return _state["lib"]
+
+
+def available() -> bool:
+    """Whether the native kernels are compiled and loaded (compiling them on the first call)."""
+    return _load() is not None
+
+
+def status() -> str:
+    """Why the kernels are or are not in use (after the first use or :func:`available`)."""
+    return _state["status"]
+
+
+def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
+    """``x Wᵀ + b`` for a single fp32 row on a CPU, or ``None`` if the kernel cannot take it
+    (not built here; another dtype or device; non-contiguous tensors; autograd wanted), in which
+    case the caller computes it another way. Same numbers as ``F.linear`` up to the order of the
+    additions (tested to 1e-5).
+
+    Shape:
+        x ``(..., n)`` with one row in all (e.g. ``(1, 1, n)``), weight ``(out, n)``, bias ``(out,)``
+        → ``(..., out)``
+    """
+    n = x.shape[-1]
+    if (
+        x.numel() != n
+        or n == 0
+        or weight.dim() != 2
+        or weight.shape[1] != n
+        or x.dtype != torch.float32
+        or weight.dtype != torch.float32
+        or x.device.type != "cpu"
+        or weight.device.type != "cpu"
+        or not weight.is_contiguous()
+        or (bias is not None and (bias.shape != weight.shape[:1] or bias.dtype != torch.float32
+                                  or not bias.is_contiguous() or bias.device.type != "cpu"))
+        or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    ):
+        return None
+    return matvec(x, weight, bias)
+
+
+def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
+    """:func:`gemv` without its checks, for a caller that has made them (one fp32 CPU row, a
+    contiguous 2-D fp32 weight and bias, no autograd): decoding calls it ~40 times per token, so
+    a dozen attribute checks per call would cost more than the product of a small layer."""
+    fn = _gemv_f32 if _gemv_f32 is not None else (_load() and _gemv_f32)
+    if fn is None:
+        return None
+    out = weight.shape[0]
+    y = x.new_empty(x.shape[:-1] + (out,))
+    fn(weight.data_ptr(), x.contiguous().data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
+       out, weight.shape[1], torch.get_num_threads())
+    return y
