@@ -42,6 +42,9 @@ def test_gemv_equals_torch_linear(n, out, bias, threads):
                 y = kernels.gemv(x, w, b)
             assert y is not None and y.shape == shape[:-1] + (out,)
             torch.testing.assert_close(y, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
+        strided = torch.randn(1, 2 * n, generator=gen)[:, ::2]  # one row, not contiguous: copied first
+        with torch.no_grad():
+            torch.testing.assert_close(kernels.gemv(strided, w, b), F.linear(strided, w, b), atol=1e-5, rtol=1e-5)
     finally:
         torch.set_num_threads(before)
 

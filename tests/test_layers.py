@@ -217,6 +217,15 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
 
 
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_linear_with_a_transposed_weight(rows):
+    # A non-contiguous weight cannot go to the native kernel: oneDNN or F.linear take it.
+    gen = torch.Generator().manual_seed(rows)
+    w, b, x = torch.randn(20, 30, generator=gen).t(), torch.randn(30, generator=gen), torch.randn(rows, 20, generator=gen)
+    with torch.inference_mode():
+        torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), atol=1e-5, rtol=1e-5)
+
+
 def test_stacked_self_attention_projection_equals_the_three_projections():
     # Self-attention without a cache projects q, k, v in one matmul; giving key/value explicitly
     # takes the three separate products. Same outputs and the same gradients for every weight.

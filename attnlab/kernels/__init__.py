@@ -155,6 +155,7 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
         return None
     out = weight.shape[0]
     y = x.new_empty(x.shape[:-1] + (out,))
-    fn(weight.data_ptr(), x.contiguous().data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
+    x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
+    fn(weight.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
        out, weight.shape[1], torch.get_num_threads())
     return y
