@@ -58,8 +58,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
       uses on CPUs), which also splits the work over the threads;
     - everything else, training included, is ``F.linear``.
 
-    The six layers of a (6, 6, 384) GPT, one row, two threads: MKL 4.2 ms, oneDNN 2.5 ms,
-    attnlab's kernel 1.8 ms (``benchmarks/lm.py`` has the whole-generation figures). Every
+    The 36 matrices of a (6, 6, 384) GPT, one row, two threads: MKL ~4.2 ms, oneDNN 2.5–3.6 ms,
+    attnlab's kernel 1.1–1.6 ms (``benchmarks/lm.py`` has the whole-generation figures). Every
     path is tested against ``F.linear``.
 
     Shape:
@@ -87,7 +87,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 class Linear(nn.Linear):
-    """:class:`torch.nn.Linear` computed by :func:`linear` (oneDNN for a few rows at inference)."""
+    """:class:`torch.nn.Linear` computed by :func:`linear` (attnlab's kernel or oneDNN for a few
+    rows at inference); same parameters and state-dict names."""
 
     def forward(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias)

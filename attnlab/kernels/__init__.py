@@ -12,8 +12,8 @@ or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_
 nothing is compiled: :func:`gemv` returns ``None`` and callers use PyTorch
 (:func:`attnlab.layers.linear` falls back to oneDNN, then ``F.linear``). :func:`status` says which.
 
-The loop's OpenMP runtime is the one PyTorch already loaded (same ``libgomp.so.1``), and it runs
-on ``torch.get_num_threads()`` threads.
+It runs on ``torch.get_num_threads()`` threads. With PyTorch's Linux wheels its OpenMP runtime is
+the one PyTorch already loaded (both ask for ``libgomp.so.1``), so no second thread pool appears.
 """
 
 from __future__ import annotations
