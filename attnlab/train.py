@@ -142,7 +142,9 @@ def lr_multiplier(step: int, cfg: TrainConfig, total_steps: int | None = None, p
     (``progress``: the share of ``time_budget_s`` spent so far), over the time budget: the rate
     then reaches its floor when the clock runs out, whatever the machine's speed. Annealing at
     the very end of the budget is what a fixed-time run gains from a schedule (Hägele et al.
-    2024, §3: the cool-down, not the schedule's shape, gives the final drop in loss).
+    2024, §3: the cool-down, not the schedule's shape, gives the final drop in loss). A rate
+    paced by the clock differs from run to run (a resumed run continues from the saved seconds);
+    for bit-exact reruns and resumes give ``max_steps``.
     """
     step = max(step, 1)
     warm = max(cfg.warmup_steps, 1)
