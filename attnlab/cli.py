@@ -694,9 +694,10 @@ def generate_cmd(
         cache: keep each layer's keys/values (one position of work per token); --no-cache re-runs
             the whole text at every step (slow; for comparison).
         device: cpu, cuda or mps.
-        precision: the weights while generating. bf16 halves the bytes read per token, which is
-            what one token costs (about 2x faster on a CPU with bf16 instructions); its logits
-            differ from fp32's in the third digit, so samples and even greedy text can differ.
+        precision: the weights while generating. bf16 halves their memory and the bytes read per
+            token; whether that is faster depends on the device's bf16 kernels (on the development
+            CPU it was slower: 228 against 384 tokens/s for fp32 with attnlab's own kernel). Its
+            logits differ from fp32's in the third digit, so samples and even greedy text can differ.
     """
     import torch
 

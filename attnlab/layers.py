@@ -94,7 +94,7 @@ class Linear(nn.Linear):
         return linear(x, self.weight, self.bias)
 
 
-def dropout(module: nn.Dropout, x: Tensor) -> Tensor:
+def apply_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
     """``module(x)``, without the call when it would return ``x`` unchanged (evaluation, or
     ``p = 0``): decoding one token passes ~20 dropouts, and a module call costs microseconds."""
     return module(x) if module.training and module.p > 0 else x
@@ -336,7 +336,7 @@ class MultiHeadAttention(nn.Module):
         if kv is None and key is None and value is None and cache is None and self._stackable:
             # Self-attention over a whole sequence (training, encoding): one (B·T, D) x (D, 3D)
             # product with the three weights stacked is cheaper than three (D, D) ones, forward
-            # and backward (~1.5% of a GPT training step on CPU, benchmarks/lm.py). Stacking
+            # and backward (1.2-1.6% of the fwd+bwd of benchmarks/lm.py's two GPT sizes). Stacking
             # copies 3·D² numbers per call, so decoding (one row per step, with a cache) keeps
             # the three separate products.
             q, k, v = self._project_qkv(query)  # (B, H, T, Dh) each
@@ -462,7 +462,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(dropout(self.dropout, self.act(self.up_proj(x))))
+        return self.down_proj(apply_dropout(self.dropout, self.act(self.up_proj(x))))
 
 
 class BlockOutput(NamedTuple):
@@ -535,12 +535,12 @@ class EncoderBlock(nn.Module):
 
         if self.norm == "pre":
             a = attend(self.attn_norm(x))
-            x = x + dropout(self.dropout, a.output)
-            x = x + dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + apply_dropout(self.dropout, a.output)
+            x = x + apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             a = attend(x)
-            x = self.attn_norm(x + dropout(self.dropout, a.output))
-            x = self.ff_norm(x + dropout(self.dropout, self.ff(x)))
+            x = self.attn_norm(x + apply_dropout(self.dropout, a.output))
+            x = self.ff_norm(x + apply_dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, a.weights)
 
 
@@ -610,14 +610,14 @@ class DecoderBlock(nn.Module):
 
         if self.norm == "pre":
             s = self_attend(self.self_norm(x))
-            x = x + dropout(self.dropout, s.output)
+            x = x + apply_dropout(self.dropout, s.output)
             c = cross_attend(self.cross_norm(x))
-            x = x + dropout(self.dropout, c.output)
-            x = x + dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + apply_dropout(self.dropout, c.output)
+            x = x + apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             s = self_attend(x)
-            x = self.self_norm(x + dropout(self.dropout, s.output))
+            x = self.self_norm(x + apply_dropout(self.dropout, s.output))
             c = cross_attend(x)
-            x = self.cross_norm(x + dropout(self.dropout, c.output))
-            x = self.ff_norm(x + dropout(self.dropout, self.ff(x)))
+            x = self.cross_norm(x + apply_dropout(self.dropout, c.output))
+            x = self.ff_norm(x + apply_dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, s.weights, c.weights)

@@ -410,10 +410,11 @@ def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
             gen = torch.Generator().manual_seed(L)
             q, k, v = (torch.randn(b, 6, L, 64, generator=gen).to(dtype).requires_grad_() for _ in range(3))
             grad = torch.randn(b, 6, L, 64, generator=gen).to(dtype)
-            runs = {
-                name: (lambda name=name: scaled_dot_product_attention(q, k, v, is_causal=True, backend=name)[0].backward(grad))
-                for name in ("math", "sdpa")
-            }
+            def fwd_bwd(name: str) -> None:
+                q.grad = k.grad = v.grad = None  # as zero_grad(): no accumulation into old gradients
+                scaled_dot_product_attention(q, k, v, is_causal=True, backend=name).output.backward(grad)
+
+            runs = {name: (lambda name=name: fwd_bwd(name)) for name in ("math", "sdpa")}
             times: dict[str, list[float]] = {name: [] for name in runs}
             for i in range(warmup + repeats):
                 for name, run in runs.items():  # round-robin, as the main table

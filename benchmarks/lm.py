@@ -216,28 +216,22 @@ def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, r
         ours = load_gpt2(tmp)
     prompt = torch.randint(1, vocab, (1, prompt_len), generator=torch.Generator().manual_seed(2))
 
-    def run_hf() -> torch.Tensor:
-        with torch.no_grad():
-            return hf.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                               use_cache=True, eos_token_id=None, pad_token_id=0,
-                               attention_mask=torch.ones_like(prompt))
-
     ours_bf16 = copy.deepcopy(ours).to(torch.bfloat16)
     hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)
 
-    def run_hf_bf16() -> torch.Tensor:
+    def run_hf(model) -> torch.Tensor:
         with torch.no_grad():
-            return hf_bf16.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                                    use_cache=True, eos_token_id=None, pad_token_id=0,
-                                    attention_mask=torch.ones_like(prompt))
+            return model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                                  use_cache=True, eos_token_id=None, pad_token_id=0,
+                                  attention_mask=torch.ones_like(prompt))
 
     runs = {
         "attnlab (cache)": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0).tokens,
-        "hf generate": run_hf,
+        "hf generate": lambda: run_hf(hf),
         "attnlab (no cache)": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0,
                                                use_cache=False).tokens,
         "attnlab (cache) bf16": lambda: generate(ours_bf16, prompt, max_new_tokens=new_tokens, temperature=0).tokens,
-        "hf generate bf16": run_hf_bf16,
+        "hf generate bf16": lambda: run_hf(hf_bf16),
     }
     outputs = {name: fn() for name, fn in runs.items()}  # warm-up, and the tokens to compare
     reference = outputs["hf generate"]

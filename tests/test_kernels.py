@@ -59,6 +59,7 @@ def test_gemv_declines_what_it_cannot_compute():
         assert kernels.gemv(torch.randn(1, 0), torch.randn(8, 0)) is None  # nothing to multiply
     wg = w.clone().requires_grad_()
     assert kernels.gemv(torch.randn(1, 16), wg) is None  # autograd wanted: F.linear's job
+    assert kernels.gemv(torch.randn(1, 16), w, b.clone().requires_grad_()) is None  # ... for the bias too
 
 
 @needs_kernel

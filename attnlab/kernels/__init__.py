@@ -36,8 +36,9 @@ __all__ = ["gemv", "matvec", "available", "status"]
 _SOURCE = Path(__file__).with_name("gemv.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 _lock = threading.Lock()
-_state: dict = {"lib": None, "tried": False, "status": "not loaded yet"}
 _gemv_f32 = None  # the loaded C function, once built
+_tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
+_status = "not loaded yet"
 
 
 def _cache_dir() -> Path:
@@ -82,29 +83,27 @@ def _build() -> Path:
     return target
 
 
-def _load() -> ctypes.CDLL | None:
-    global _gemv_f32
-    if _state["tried"]:
-        return _state["lib"]
+def _load():
+    """The C function, building and loading it on the first call; ``None`` if unavailable."""
+    global _gemv_f32, _tried, _status
+    if _tried:
+        return _gemv_f32
     with _lock:
-        if not _state["tried"]:
+        if not _tried:
             if os.environ.get("ATTNLAB_NATIVE", "1") == "0":
-                _state["status"] = "disabled by ATTNLAB_NATIVE=0"
+                _status = "disabled by ATTNLAB_NATIVE=0"
             else:
                 try:
                     path = _build()
-                    lib = ctypes.CDLL(str(path))
-                    fn = lib.attnlab_gemv_f32
+                    fn = ctypes.CDLL(str(path)).attnlab_gemv_f32
                     p = ctypes.c_void_p
                     fn.argtypes = [p, p, p, p, ctypes.c_long, ctypes.c_long, ctypes.c_int]
                     fn.restype = None
-                    _state["lib"] = lib
-                    _gemv_f32 = fn
-                    _state["status"] = f"loaded {path}"
+                    _gemv_f32, _status = fn, f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
-                    _state["status"] = f"unavailable: {err}"
-            _state["tried"] = True  # last: a thread that sees it also sees the outcome
-    return _state["lib"]
+                    _status = f"unavailable: {err}"
+            _tried = True  # last: a thread that sees it also sees the outcome
+    return _gemv_f32
 
 
 def available() -> bool:
@@ -114,7 +113,7 @@ def available() -> bool:
 
 def status() -> str:
     """Why the kernels are or are not in use (after the first use or :func:`available`)."""
-    return _state["status"]
+    return _status
 
 
 def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
@@ -140,7 +139,7 @@ def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None
         or not weight.is_contiguous()
         or (bias is not None and (bias.shape != weight.shape[:1] or bias.dtype != torch.float32
                                   or not bias.is_contiguous() or bias.device.type != "cpu"))
-        or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+        or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
     ):
         return None
     return matvec(x, weight, bias)
@@ -150,7 +149,7 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
     """:func:`gemv` without its checks, for a caller that has made them (one fp32 CPU row, a
     contiguous 2-D fp32 weight and bias, no autograd): decoding calls it ~40 times per token, so
     a dozen attribute checks per call would cost more than the product of a small layer."""
-    fn = _gemv_f32 if _gemv_f32 is not None else (_load() and _gemv_f32)
+    fn = _gemv_f32 if _tried else _load()
     if fn is None:
         return None
     out = weight.shape[0]
