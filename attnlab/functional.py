@@ -24,6 +24,8 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from . import accel
+
 Tensor = torch.Tensor
 
 __all__ = [
@@ -192,28 +194,6 @@ BACKENDS: dict[str, AttentionBackend] = {
 }
 
 
-#: Longest key length at which "auto" prefers the explicit matmuls for bf16/fp16 on a CPU.
-MATH_MAX_KEYS_LOW_PRECISION = 512
-
-
-def _math_is_faster(q: Tensor, k: Tensor) -> bool:
-    """Whether "auto" should take the math path although no weights were asked for.
-
-    PyTorch's fused CPU kernel is slower in bf16 than in fp32 at short lengths, while the
-    explicit matmuls run on the CPU's bf16 instructions: causal forward + backward, B·T = 4096,
-    H = 6, Dh = 64, one thread, math / fused = 0.36 at S = 128, 0.58 at 256, 0.83 at 512, 1.53
-    at 1024 (and one decoding query over 272 keys: 77 µs vs 177 µs). In fp32 the fused kernel
-    wins at every length, and past a few hundred keys the (T, S) weights the math path keeps
-    for backward cost more memory than they save time. ``benchmarks/attention.py --crossover``
-    measures it again.
-    """
-    return (
-        q.device.type == "cpu"
-        and q.dtype in (torch.bfloat16, torch.float16)
-        and k.shape[-2] <= MATH_MAX_KEYS_LOW_PRECISION
-    )
-
-
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -243,7 +223,7 @@ def scaled_dot_product_attention(
         backend: ``"math"`` (the readable reference), ``"sdpa"``
             (``torch.nn.functional.scaled_dot_product_attention``) or ``"auto"`` (sdpa, except
             math when weights are requested or where math is measurably faster: bf16/fp16 on a
-            CPU with at most :data:`MATH_MAX_KEYS_LOW_PRECISION` keys), or any other name in
+            CPU with few keys, see :func:`attnlab.accel.prefer_math`), or any other name in
             :data:`BACKENDS`.
 
     Shape:
@@ -264,7 +244,7 @@ def scaled_dot_product_attention(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     if backend == "auto":
-        backend = "math" if return_weights or _math_is_faster(q, k) else "sdpa"
+        backend = "math" if return_weights or accel.prefer_math(q, k) else "sdpa"
     try:
         fn = BACKENDS[backend]
     except KeyError:

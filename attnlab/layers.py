@@ -3,6 +3,11 @@
 Shape letters: ``B`` batch, ``T`` query length, ``S`` key length, ``H`` heads, ``D`` model width,
 ``Dh`` head width. Tensors are batch-first. Masks are boolean with ``True`` = may attend (see
 :mod:`attnlab.functional`).
+
+The projections are :class:`attnlab.accel.Linear`, a :class:`torch.nn.Linear` (same numbers,
+parameters and state-dict names) that takes a faster kernel for the few-row products of
+decoding; :func:`attnlab.accel.apply_dropout` is ``dropout(x)`` without the call when it is
+inactive. :mod:`attnlab.accel` documents this fast path and how to turn it off.
 """
 
 from __future__ import annotations
@@ -13,14 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import accel
 from . import functional as AF
-from . import kernels
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "linear",
-    "Linear",
     "AttentionOutput",
     "KVCache",
     "RollingKVCache",
@@ -31,73 +34,6 @@ __all__ = [
     "DecoderBlock",
     "BlockOutput",
 ]
-
-
-def _onednn_linear_available() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-_ONEDNN_LINEAR = _onednn_linear_available()
-
-#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
-ONEDNN_MAX_ROWS = 16
-
-
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x Wᵀ + b``, the same numbers as :func:`torch.nn.functional.linear` (the reference).
-
-    Decoding one token multiplies each weight matrix by a single row, so the cost is reading the
-    weights from memory. On a CPU, fp32 ``F.linear`` hands that product to MKL's
-    matrix-vector routine, which uses one thread for these sizes. So without autograd (nothing
-    to train through), on a CPU and in fp32:
-
-    - one row goes to attnlab's own kernel (:func:`attnlab.kernels.gemv`, compiled on first
-      use), which streams the weights on all of torch's threads;
-    - up to :data:`ONEDNN_MAX_ROWS` rows (beam search, a short prompt), or one row where the
-      kernel could not be built, go to oneDNN's inner product (the kernel ``torch.compile``
-      uses on CPUs), which also splits the work over the threads;
-    - everything else, training included, is ``F.linear``.
-
-    The 36 matrices of a (6, 6, 384) GPT, one row, two threads: MKL ~4.2 ms, oneDNN 2.5–3.6 ms,
-    attnlab's kernel 1.1–1.6 ms (``benchmarks/lm.py`` has the whole-generation figures). Every
-    path is tested against ``F.linear``.
-
-    Shape:
-        x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` → ``(..., out)``
-    """
-    if (
-        x.device.type == "cpu"
-        and x.dtype == weight.dtype == torch.float32
-        and not torch.is_grad_enabled()
-        and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
-    ):
-        if (
-            x.numel() == x.shape[-1]
-            and weight.is_cpu
-            and weight.dim() == 2
-            and weight.is_contiguous()
-            and (bias is None or (bias.is_cpu and bias.dtype == torch.float32 and bias.is_contiguous()))
-        ):
-            y = kernels.matvec(x, weight, bias)
-            if y is not None:
-                return y
-        if _ONEDNN_LINEAR:
-            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-    return F.linear(x, weight, bias)
-
-
-class Linear(nn.Linear):
-    """:class:`torch.nn.Linear` computed by :func:`linear` (attnlab's kernel or oneDNN for a few
-    rows at inference); same parameters and state-dict names."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)
-
-
-def apply_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
-    """``module(x)``, without the call when it would return ``x`` unchanged (evaluation, or
-    ``p = 0``): decoding one token passes ~20 dropouts, and a module call costs microseconds."""
-    return module(x) if module.training and module.p > 0 else x
 
 
 class AttentionOutput(NamedTuple):
@@ -244,10 +180,10 @@ class MultiHeadAttention(nn.Module):
         self.attention = attention if isinstance(attention, AF.AttentionSpec) else AF.AttentionSpec(attention)
         self.backend = backend
         self.rotary = rotary
-        self.q_proj = Linear(d_model, d_model, bias=bias)
-        self.k_proj = Linear(kdim or d_model, d_model, bias=bias)
-        self.v_proj = Linear(vdim or d_model, d_model, bias=bias)
-        self.out_proj = Linear(d_model, d_model, bias=bias)
+        self.q_proj = accel.Linear(d_model, d_model, bias=bias)
+        self.k_proj = accel.Linear(kdim or d_model, d_model, bias=bias)
+        self.v_proj = accel.Linear(vdim or d_model, d_model, bias=bias)
+        self.out_proj = accel.Linear(d_model, d_model, bias=bias)
         self._stackable = (kdim or d_model) == (vdim or d_model) == d_model  # see _project_qkv
 
     @property
@@ -336,9 +272,8 @@ class MultiHeadAttention(nn.Module):
         if kv is None and key is None and value is None and cache is None and self._stackable:
             # Self-attention over a whole sequence (training, encoding): one (B·T, D) x (D, 3D)
             # product with the three weights stacked is cheaper than three (D, D) ones, forward
-            # and backward (1.2-1.6% of the fwd+bwd of benchmarks/lm.py's two GPT sizes). Stacking
-            # copies 3·D² numbers per call, so decoding (one row per step, with a cache) keeps
-            # the three separate products.
+            # and backward (measured in docs/foundation.md). Stacking copies 3·D² numbers per
+            # call, so decoding (one row per step, with a cache) keeps the three separate products.
             q, k, v = self._project_qkv(query)  # (B, H, T, Dh) each
             key = query
         else:
@@ -456,13 +391,13 @@ class FeedForward(nn.Module):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
-        self.up_proj = Linear(d_model, d_ff, bias=bias)
-        self.down_proj = Linear(d_ff, d_model, bias=bias)
+        self.up_proj = accel.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = accel.Linear(d_ff, d_model, bias=bias)
         self.act = _ACTIVATIONS[activation]
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(apply_dropout(self.dropout, self.act(self.up_proj(x))))
+        return self.down_proj(accel.apply_dropout(self.dropout, self.act(self.up_proj(x))))
 
 
 class BlockOutput(NamedTuple):
@@ -535,12 +470,12 @@ class EncoderBlock(nn.Module):
 
         if self.norm == "pre":
             a = attend(self.attn_norm(x))
-            x = x + apply_dropout(self.dropout, a.output)
-            x = x + apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + accel.apply_dropout(self.dropout, a.output)
+            x = x + accel.apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             a = attend(x)
-            x = self.attn_norm(x + apply_dropout(self.dropout, a.output))
-            x = self.ff_norm(x + apply_dropout(self.dropout, self.ff(x)))
+            x = self.attn_norm(x + accel.apply_dropout(self.dropout, a.output))
+            x = self.ff_norm(x + accel.apply_dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, a.weights)
 
 
@@ -610,14 +545,14 @@ class DecoderBlock(nn.Module):
 
         if self.norm == "pre":
             s = self_attend(self.self_norm(x))
-            x = x + apply_dropout(self.dropout, s.output)
+            x = x + accel.apply_dropout(self.dropout, s.output)
             c = cross_attend(self.cross_norm(x))
-            x = x + apply_dropout(self.dropout, c.output)
-            x = x + apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + accel.apply_dropout(self.dropout, c.output)
+            x = x + accel.apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
         else:
             s = self_attend(x)
-            x = self.self_norm(x + apply_dropout(self.dropout, s.output))
+            x = self.self_norm(x + accel.apply_dropout(self.dropout, s.output))
             c = cross_attend(x)
-            x = self.cross_norm(x + apply_dropout(self.dropout, c.output))
-            x = self.ff_norm(x + apply_dropout(self.dropout, self.ff(x)))
+            x = self.cross_norm(x + accel.apply_dropout(self.dropout, c.output))
+            x = self.ff_norm(x + accel.apply_dropout(self.dropout, self.ff(x)))
         return BlockOutput(x, s.weights, c.weights)

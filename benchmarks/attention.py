@@ -399,9 +399,9 @@ def plot(results: list[Result], path: Path) -> None:
 
 def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
     """fp32 and bf16, causal forward+backward at B·L = 4096 tokens, H = 6, Dh = 64: the math
-    backend against the fused one, and what ``backend="auto"`` picks (it takes math for bf16 on a
-    CPU up to ``attnlab.functional.MATH_MAX_KEYS_LOW_PRECISION`` keys)."""
-    from attnlab.functional import _math_is_faster
+    backend against the fused one, and what ``backend="auto"`` picks (:func:`attnlab.accel.prefer_math`:
+    math for bf16 on a CPU up to ``attnlab.accel.MATH_MAX_KEYS_LOW_PRECISION`` keys)."""
+    from attnlab.accel import prefer_math
 
     rows = []
     for L in lengths:
@@ -423,7 +423,7 @@ def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
                     if i >= warmup:
                         times[name].append(time.perf_counter() - t0)
             ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
-            auto = "math" if _math_is_faster(q, k) else "sdpa"
+            auto = "math" if prefer_math(q, k) else "sdpa"
             rows.append(dict(L=L, batch=b, dtype=str(dtype).removeprefix("torch."), math_ms=ms["math"],
                              sdpa_ms=ms["sdpa"], auto=auto, auto_is_faster=ms[auto] <= min(ms.values())))
             r = rows[-1]

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import functional as AF
+from attnlab.accel import MATH_MAX_KEYS_LOW_PRECISION
 from attnlab.functional import (
     additive_attention,
     causal_mask,
@@ -171,8 +172,8 @@ def test_auto_backend_choice():
     (torch.float64, 16, "sdpa"),
     (torch.bfloat16, 16, "math"),
     (torch.float16, 16, "math"),
-    (torch.bfloat16, AF.MATH_MAX_KEYS_LOW_PRECISION, "math"),
-    (torch.bfloat16, AF.MATH_MAX_KEYS_LOW_PRECISION + 1, "sdpa"),
+    (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION, "math"),
+    (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION + 1, "sdpa"),
 ])
 def test_auto_backend_takes_math_for_short_low_precision_attention_on_cpu(monkeypatch, dtype, S, expected):
     calls = []

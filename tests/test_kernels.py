@@ -1,4 +1,4 @@
-"""attnlab.kernels: the native matrix-vector product against F.linear, its fallbacks and its build."""
+"""attnlab.accel.kernels: the native matrix-vector product against F.linear, its fallbacks and its build."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab import kernels, layers
+from attnlab import accel
+from attnlab.accel import kernels
 
 HAVE_CC = (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")) is not None
 needs_kernel = pytest.mark.skipif(not HAVE_CC or os.environ.get("ATTNLAB_NATIVE") == "0",
@@ -67,7 +68,7 @@ def test_linear_sends_one_row_to_the_kernel_and_more_rows_elsewhere(monkeypatch)
     calls = []
     real = kernels.matvec
     monkeypatch.setattr(kernels, "matvec", lambda *a: calls.append(a[0].shape) or real(*a))
-    layer = layers.Linear(32, 24)
+    layer = accel.Linear(32, 24)
     with torch.inference_mode():
         for shape in ((1, 1, 32), (3, 32), (40, 32)):
             x = torch.randn(shape)
@@ -78,9 +79,9 @@ def test_linear_sends_one_row_to_the_kernel_and_more_rows_elsewhere(monkeypatch)
 
 
 def _probe(env: dict) -> list[str]:
-    code = ("import torch; from attnlab import kernels, layers; import torch.nn.functional as F\n"
+    code = ("import torch; from attnlab.accel import kernels, linear; import torch.nn.functional as F\n"
             "w, b, x = torch.randn(6, 10), torch.randn(6), torch.randn(1, 10)\n"
-            "with torch.no_grad(): y = layers.linear(x, w, b); g = kernels.gemv(x, w, b)\n"
+            "with torch.no_grad(): y = linear(x, w, b); g = kernels.gemv(x, w, b)\n"
             "print(kernels.status()); print(g is None); print(bool(torch.allclose(y, F.linear(x, w, b), atol=1e-5)))")
     run = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
                          timeout=300, check=True)

@@ -9,16 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
-    ONEDNN_MAX_ROWS,
     DecoderBlock,
     EncoderBlock,
     FeedForward,
     KVCache,
-    Linear,
     MultiHeadAttention,
-    linear,
 )
 
 TOL64 = dict(atol=1e-10, rtol=1e-10)

@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..accel import apply_dropout, linear
 from ..functional import AttentionSpec
-from ..layers import EncoderBlock, KVCache, apply_dropout, linear
+from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 
 Tensor = torch.Tensor

@@ -1,4 +1,4 @@
-"""Native kernels of attnlab, compiled on first use with the machine's C compiler.
+"""attnlab's native kernels, compiled on first use with the machine's C compiler.
 
 One kernel so far: :func:`gemv`, the fp32 matrix–vector product that dominates decoding one
 token at a time (each weight matrix times a single row). PyTorch's CPU path for that product
@@ -10,7 +10,7 @@ The source is compiled once per machine (``cc -O3 -march=native -fopenmp``) into
 flags, the compiler and the CPU's feature flags, and loaded with :mod:`ctypes`; no Python headers
 or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_NATIVE=0``)
 nothing is compiled: :func:`gemv` returns ``None`` and callers use PyTorch
-(:func:`attnlab.layers.linear` falls back to oneDNN, then ``F.linear``). :func:`status` says which.
+(:func:`attnlab.accel.linear` falls back to oneDNN, then ``F.linear``). :func:`status` says which.
 
 It runs on ``torch.get_num_threads()`` threads. With PyTorch's Linux wheels its OpenMP runtime is
 the one PyTorch already loaded (both ask for ``libgomp.so.1``), so no second thread pool appears.

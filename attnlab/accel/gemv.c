@@ -3,10 +3,9 @@
  * Generating one token multiplies every weight matrix by a single vector, so the cost is reading
  * the weights from memory once. The loop is the plainest one: the rows are split over the
  * threads in contiguous ranges, and each row is one vectorised dot product. Each thread then
- * reads a single sequential stream, which the hardware prefetcher follows best: on the
- * development machine (AMD EPYC, 2 threads) this reached ~1.2-1.6 ms for the 42.5 MB of a
- * (6, 6, 384) GPT, against ~2.5 ms for a variant that interleaves four rows, 2.5-3.6 ms for
- * oneDNN and ~4.2 ms for MKL. Built by attnlab/kernels/__init__.py with -O3 -march=native.
+ * reads a single sequential stream, which the hardware prefetcher follows best (a variant that
+ * interleaves four rows was slower; docs/foundation.md has the measurements). Built by
+ * attnlab/accel/kernels.py with -O3 -march=native.
  *
  * Shapes: W (out, n) row-major and contiguous, x (n,), b (out,) or NULL, y (out,).
  */

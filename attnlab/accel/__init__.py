@@ -1,0 +1,45 @@
+"""The fast path: the places where attnlab computes the same numbers as plain PyTorch, faster.
+
+Everything else in attnlab is written to be read; this package holds the few spots where the
+plain call was measurably slow on a CPU, each behind one function whose contract is the plain
+call it replaces:
+
+- :func:`linear` ``==`` :func:`torch.nn.functional.linear` (and :class:`Linear` ``==``
+  :class:`torch.nn.Linear`, same parameters and state-dict names). Without autograd, on a CPU and
+  in fp32, one row goes to attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on
+  first use) and up to :data:`ONEDNN_MAX_ROWS` rows to oneDNN's inner product: both split the
+  product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
+  That is decoding, which reads every weight matrix once per token. Training and everything
+  else is ``F.linear``.
+- :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
+  dropout is inactive (evaluation, ``p = 0``).
+- :func:`prefer_math`: which kernel ``backend="auto"`` of
+  :func:`attnlab.functional.scaled_dot_product_attention` takes when no weights are asked for.
+  For bf16/fp16 on a CPU with at most :data:`MATH_MAX_KEYS_LOW_PRECISION` keys the explicit
+  matmuls beat PyTorch's fused kernel, so "auto" takes them there; elsewhere the fused kernel.
+
+All of it is on by default, exactly where it was measured faster (docs/foundation.md and
+docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
+``benchmarks/lm.py`` measure them again). To turn parts off:
+
+- ``ATTNLAB_NATIVE=0`` in the environment: nothing is compiled or loaded, and single rows take
+  oneDNN like the few-row products (the same happens without a C compiler with OpenMP);
+  :func:`attnlab.accel.kernels.status` says which. The kernel is cached under
+  ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), keyed by its source, flags, compiler and CPU.
+- ``backend="sdpa"`` (or ``"math"``) instead of ``"auto"`` on ``MultiHeadAttention`` /
+  ``scaled_dot_product_attention`` (``backend`` of ``GPTConfig`` and ``BertConfig``) fixes the
+  attention kernel.
+- :func:`linear` only leaves ``F.linear`` without autograd; code that wants the plain product
+  everywhere uses ``nn.Linear`` / ``F.linear`` directly.
+
+Each fast path is tested against the plain one (``tests/test_kernels.py``, ``tests/test_layers.py``,
+``tests/test_functional.py``). This package imports only torch and the standard library, so the
+bottom of the model stack (:mod:`attnlab.functional`) can use it.
+"""
+
+from __future__ import annotations
+
+from .inference import ONEDNN_MAX_ROWS, Linear, apply_dropout, linear
+from .rules import MATH_MAX_KEYS_LOW_PRECISION, prefer_math
+
+__all__ = ["linear", "Linear", "apply_dropout", "prefer_math", "ONEDNN_MAX_ROWS", "MATH_MAX_KEYS_LOW_PRECISION"]

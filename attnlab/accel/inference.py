@@ -1,0 +1,92 @@
+"""Inference-time shortcuts for ``nn.Linear`` and ``nn.Dropout``: same numbers, less time per token.
+
+Decoding one token multiplies each weight matrix by a single row, so its cost is reading the
+weights from memory, plus the Python around a few dozen small calls. :func:`linear` sends those
+few-row products to kernels that use every thread; :func:`apply_dropout` skips a dropout call
+that would change nothing. Training (autograd on) always takes the plain PyTorch call.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import kernels
+
+Tensor = torch.Tensor
+
+__all__ = ["linear", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS"]
+
+
+def _onednn_linear_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+_ONEDNN_LINEAR = _onednn_linear_available()
+
+#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
+ONEDNN_MAX_ROWS = 16
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x Wᵀ + b``, the same numbers as :func:`torch.nn.functional.linear` (the reference).
+
+    Decoding one token multiplies each weight matrix by a single row, so the cost is reading the
+    weights from memory. On a CPU, fp32 ``F.linear`` hands that product to MKL's
+    matrix-vector routine, which uses one thread for these sizes. So without autograd (nothing
+    to train through), on a CPU and in fp32:
+
+    - one row goes to attnlab's own kernel (:func:`attnlab.accel.kernels.gemv`, compiled on
+      first use), which streams the weights on all of torch's threads;
+    - up to :data:`ONEDNN_MAX_ROWS` rows (beam search, a short prompt), or one row where the
+      kernel could not be built, go to oneDNN's inner product (the kernel ``torch.compile``
+      uses on CPUs), which also splits the work over the threads;
+    - everything else, training included, is ``F.linear``.
+
+    Every path is tested against ``F.linear``; docs/foundation.md has the measured times.
+
+    Shape:
+        x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` → ``(..., out)``
+    """
+    if (
+        x.device.type == "cpu"
+        and x.dtype == weight.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
+    ):
+        if (
+            x.numel() == x.shape[-1]
+            and weight.is_cpu
+            and weight.dim() == 2
+            and weight.is_contiguous()
+            and (bias is None or (bias.is_cpu and bias.dtype == torch.float32 and bias.is_contiguous()))
+        ):
+            y = kernels.matvec(x, weight, bias)
+            if y is not None:
+                return y
+        if _ONEDNN_LINEAR:
+            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """:class:`torch.nn.Linear` computed by :func:`linear` (attnlab's kernel or oneDNN for a few
+    rows at inference); same parameters, initialisation and state-dict names.
+
+    Shape:
+        x ``(..., in_features)`` → ``(..., out_features)``
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+def apply_dropout(module: nn.Dropout, x: Tensor) -> Tensor:
+    """``module(x)``, without the call when it would return ``x`` unchanged (evaluation, or
+    ``p = 0``): decoding one token passes ~20 dropouts, and each module call costs Python time.
+
+    Shape:
+        x any shape → the same shape
+    """
+    return module(x) if module.training and module.p > 0 else x
