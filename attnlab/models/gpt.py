@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..functional import AttentionSpec
 from ..layers import EncoderBlock, KVCache, apply_dropout, linear
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
+from ..variants import AttentionSpec
 
 Tensor = torch.Tensor
 
