@@ -1,20 +1,22 @@
 """attnlab: the attention mechanism and the Transformer as real, fast, tested software."""
 
 from .functional import (
-    ATTENTION_VARIANTS,
-    AttentionSpec,
     additive_attention,
     causal_mask,
-    chunked_attention,
     combine_masks,
-    global_window_attention,
     neighbour_mask,
     padding_mask,
     scaled_dot_product_attention,
-    sliding_window_attention,
     sliding_window_mask,
 )
 from .layers import AdditiveAttention, FeedForward, KVCache, MultiHeadAttention, RollingKVCache
+from .variants import (
+    ATTENTION_VARIANTS,
+    AttentionSpec,
+    chunked_attention,
+    global_window_attention,
+    sliding_window_attention,
+)
 
 __version__ = "0.1.0"
 

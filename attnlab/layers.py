@@ -20,6 +20,7 @@ from torch import nn
 
 from . import accel
 from . import functional as AF
+from .variants import AttentionSpec
 
 Tensor = torch.Tensor
 
@@ -153,8 +154,8 @@ class MultiHeadAttention(nn.Module):
             position of its first row (the cache length while decoding), e.g.
             :class:`attnlab.positional.RotaryEmbedding`. Values are left alone (Su et al. 2021).
         attention: how each head attends: a name in
-            :data:`attnlab.functional.ATTENTION_VARIANTS` (``"full"``, ``"chunked"``) or an
-            :class:`attnlab.functional.AttentionSpec` with options, e.g.
+            :data:`attnlab.variants.ATTENTION_VARIANTS` (``"full"``, ``"chunked"``) or an
+            :class:`attnlab.variants.AttentionSpec` with options, e.g.
             ``AttentionSpec("sliding_window", window=256)``. ``is_causal`` of :meth:`forward`
             makes a window causal (decoder) or symmetric (encoder). ``backend`` applies to
             ``"full"`` only.
@@ -170,14 +171,14 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         backend: str = "auto",
         rotary: nn.Module | None = None,
-        attention: str | AF.AttentionSpec = "full",
+        attention: str | AttentionSpec = "full",
     ) -> None:
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
-        self.attention = attention if isinstance(attention, AF.AttentionSpec) else AF.AttentionSpec(attention)
+        self.attention = attention if isinstance(attention, AttentionSpec) else AttentionSpec(attention)
         self.backend = backend
         self.rotary = rotary
         self.q_proj = accel.Linear(d_model, d_model, bias=bias)
@@ -195,7 +196,7 @@ class MultiHeadAttention(nn.Module):
     def backend(self, name: str) -> None:
         # Lives in the spec; only "full" has the option, so another variant rejects a backend.
         options = {k: v for k, v in self.attention.options.items() if k != "backend"}
-        spec = AF.AttentionSpec(self.attention.name, **options)
+        spec = AttentionSpec(self.attention.name, **options)
         self.attention = spec if name == "auto" else spec.replace(backend=name)
 
     def _split_heads(self, x: Tensor) -> Tensor:
@@ -433,7 +434,7 @@ class EncoderBlock(nn.Module):
         bias: bool = True,
         backend: str = "auto",
         rotary: nn.Module | None = None,
-        attention: str | AF.AttentionSpec = "full",
+        attention: str | AttentionSpec = "full",
     ) -> None:
         super().__init__()
         _check_norm(norm)
@@ -499,7 +500,7 @@ class DecoderBlock(nn.Module):
         layer_norm_eps: float = 1e-5,
         bias: bool = True,
         backend: str = "auto",
-        attention: str | AF.AttentionSpec = "full",
+        attention: str | AttentionSpec = "full",
     ) -> None:
         super().__init__()
         _check_norm(norm)

@@ -74,18 +74,19 @@ def _attention_call(case: str, args: argparse.Namespace):
     import torch.nn.functional as F
 
     from attnlab import functional as AF
+    from attnlab import variants as AV
 
     if case == "sdpa":
         return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
     if case == "math":
         return lambda q, k, v: AF.scaled_dot_product_attention(q, k, v, is_causal=True, backend="math").output
     if case == "chunked":
-        return lambda q, k, v: AF.chunked_attention(q, k, v, is_causal=True).output
+        return lambda q, k, v: AV.chunked_attention(q, k, v, is_causal=True).output
     if case == "sliding_window":
-        return lambda q, k, v: AF.sliding_window_attention(q, k, v, window=args.window).output
+        return lambda q, k, v: AV.sliding_window_attention(q, k, v, window=args.window).output
     if case == "global_window":
         positions = list(range(args.n_global))
-        return lambda q, k, v: AF.global_window_attention(
+        return lambda q, k, v: AV.global_window_attention(
             q, k, v, window=args.window, global_positions=positions
         ).output
     raise ValueError(f"unknown case {case!r}; choose from {CASES}")

@@ -18,18 +18,21 @@ from hypothesis import strategies as st
 
 from attnlab import functional as AF
 from attnlab.functional import (
-    ATTENTION_VARIANTS,
-    AttentionSpec,
-    chunked_attention,
     combine_masks,
     dilated_window_mask,
-    global_window_attention,
     global_window_mask,
     scaled_dot_product_attention,
-    sliding_window_attention,
     sliding_window_mask,
 )
 from attnlab.layers import DecoderBlock, EncoderBlock, KVCache, MultiHeadAttention, RollingKVCache
+from attnlab.variants import (
+    ATTENTION_VARIANTS,
+    AttentionSpec,
+    blocks,
+    chunked_attention,
+    global_window_attention,
+    sliding_window_attention,
+)
 
 TOL = {
     torch.float64: dict(atol=1e-10, rtol=1e-10),
@@ -334,12 +337,25 @@ def test_chunked_float32_and_backend_name():
     q, k, v = qkv(70, 70, dtype=torch.float32)
     um = user_mask("key_padding", 70, 70)
     assert_same(
-        lambda q, k, v: scaled_dot_product_attention(q, k, v, um, is_causal=True, backend="chunked"),
+        lambda q, k, v: AttentionSpec("full", backend="chunked")(q, k, v, um, is_causal=True),
         torch_sdpa(um, causal=True), q, k, v, dtype=torch.float32,
     )
     got = chunked_attention(q, k, v, um, is_causal=True, return_weights=True, q_chunk=16, k_chunk=16)
     want = scaled_dot_product_attention(q, k, v, um, is_causal=True, return_weights=True, backend="math")
     torch.testing.assert_close(got.weights, want.weights, **TOL[torch.float32])
+
+
+def test_chunked_backend_name_resolves_in_the_spec_not_in_functional():
+    x = torch.randn(2, 9, D, dtype=torch.float64)
+    torch.manual_seed(0)
+    chunked = MultiHeadAttention(D, H, backend="chunked").double()
+    torch.manual_seed(0)
+    math_ = MultiHeadAttention(D, H, backend="math").double()
+    assert chunked.backend == "chunked"
+    torch.testing.assert_close(chunked(x, is_causal=True).output, math_(x, is_causal=True).output, **TOL[torch.float64])
+    q, k, v = qkv(4, 4)
+    with pytest.raises(ValueError, match="chunked_attention"):
+        scaled_dot_product_attention(q, k, v, backend="chunked")
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +410,7 @@ def test_dropout_backward_matches_its_forward(name):
 
 
 def test_weights_size_limit(monkeypatch):
-    monkeypatch.setattr(AF, "MAX_DENSE_WEIGHTS", 100)
+    monkeypatch.setattr(blocks, "MAX_DENSE_WEIGHTS", 100)
     q, k, v = qkv(11, 11)
     for call in VARIANT_CALLS.values():
         with pytest.raises(ValueError, match="MAX_DENSE_WEIGHTS"):

@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as AF
-from ..functional import AttentionSpec
 from ..layers import _ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from ..variants import AttentionSpec
 
 Tensor = torch.Tensor
 

@@ -31,9 +31,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..accel import apply_dropout, linear
-from ..functional import AttentionSpec
 from ..layers import EncoderBlock, KVCache
+from ..variants import AttentionSpec
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
+from ..variants import AttentionSpec
 
 Tensor = torch.Tensor
 

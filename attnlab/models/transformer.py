@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..functional import AttentionSpec
 from ..layers import DecoderBlock, EncoderBlock, KVCache
 from ..positional import SinusoidalPositionalEncoding
+from ..variants import AttentionSpec
 
 Tensor = torch.Tensor
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..functional import ATTENTION_VARIANTS, AttentionSpec
 from ..train import TrainConfig
+from ..variants import ATTENTION_VARIANTS, AttentionSpec
 
 __all__ = ["DEFAULT_VARIANTS", "VariantsSettings", "VariantResult", "VariantsReport", "parse_variant", "run_variants"]
 
