@@ -405,7 +405,7 @@ class Trainer:
     def step(self, group: list[Any]) -> None:
         """One optimizer update over an accumulation group of micro-batches: forward (under
         autocast) and backward of each, gradients weighted by tokens (module docstring),
-        clipping, AdamW, the schedule, the progress bar and, when due, a log line."""
+        clipping, AdamW, the schedule; then the progress bar and, when due, a log line."""
         cfg, state, engine = self.cfg, self.state, self.engine
         start = time.perf_counter()
         # Weight by tokens whenever more than one micro-batch meets in a step.
@@ -413,7 +413,7 @@ class Trainer:
         local_loss, local_tokens = 0.0, 0
         self.optimizer.zero_grad(set_to_none=True)
         for k, batch in enumerate(group):
-            last = k == len(group) - 1
+            last = k == len(group) - 1  # only the last backward of the group reduces gradients over the ranks
             with contextlib.nullcontext() if last else engine.no_sync():
                 with _autocast(cfg.precision, engine.device):
                     loss, n = self.task.loss(self.forward, batch)
@@ -435,20 +435,7 @@ class Trainer:
         self.window.loss += step_loss
         self.window.tokens += step_tokens
         state.train_seconds += time.perf_counter() - start
-        if self.bar is not None:
-            self.bar.update(min(time.perf_counter() - start, self.bar.total - self.bar.n) if self.by_time else 1)
-            self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss / max(step_tokens, 1):.3f}")
-        if state.step % cfg.log_every == 0:
-            elapsed = time.perf_counter() - self.window.start
-            self._record({
-                "step": state.step,
-                "epoch": state.epoch,
-                "loss": self.window.loss / max(self.window.tokens, 1),
-                "lr": self.scheduler.get_last_lr()[0],
-                "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
-                "train_seconds": state.train_seconds,
-            })
-            self.window = _Window()
+        self._report(step_loss / max(step_tokens, 1), time.perf_counter() - start)
 
     def evaluate(self, module: nn.Module) -> bool:
         """Rank 0: evaluate ``module``, log the metrics, keep the best (saved as ``out_dir/best``).
@@ -564,6 +551,24 @@ class Trainer:
         if cfg.time_budget_s is not None and self.engine.broadcast_flag(state.train_seconds >= cfg.time_budget_s):
             stop = "time_budget"
         return stop
+
+    def _report(self, step_loss: float, step_seconds: float) -> None:
+        """After a step: advance the progress bar; every ``log_every`` steps, log the window's mean loss."""
+        state = self.state
+        if self.bar is not None:
+            self.bar.update(min(step_seconds, self.bar.total - self.bar.n) if self.by_time else 1)
+            self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}")
+        if state.step % self.cfg.log_every == 0:
+            elapsed = time.perf_counter() - self.window.start
+            self._record({
+                "step": state.step,
+                "epoch": state.epoch,
+                "loss": self.window.loss / max(self.window.tokens, 1),
+                "lr": self.scheduler.get_last_lr()[0],
+                "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
+                "train_seconds": state.train_seconds,
+            })
+            self.window = _Window()
 
     def _record(self, record: dict) -> None:
         self.history.append(record)
