@@ -495,8 +495,8 @@ class Trainer:
                     stop = self._after_step()
                 if stop is not None:
                     stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
-                    if stop != "early_stopping":
-                        self.checkpoint(evaluate=True)
+                    if stop != "early_stopping":  # (early stopping has just evaluated)
+                        self.checkpoint(evaluate=True)  # the final evaluation
                     break
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 epochs_done = float(state.epoch)
