@@ -25,6 +25,14 @@ When a rank dies, the others are stopped three ways, whichever comes first:
    by the timeout: gloo raises ``Timed out waiting ... ms``; NCCL's watchdog aborts the
    communicator (``TORCH_NCCL_ASYNC_ERROR_HANDLING``, on by default).
 
+**The engine.** :class:`Engine` is everything the training loop (:mod:`attnlab.train`) needs to
+know about the other processes: how the model is wrapped, how gradient accumulation skips the
+all-reduce, which rank logs and saves, how a step's loss is summed over the ranks, how the whole
+model is gathered for evaluation and checkpoints. :class:`Engine` itself is the single process
+(every method is the identity or does nothing), :class:`DDPEngine` replicates the model with
+DistributedDataParallel and :class:`FSDPEngine` shards it with FSDP2; :func:`make_engine` picks
+one. So the loop reads as a one-process loop.
+
 Shape:
     the collectives here move small 1-D float64 tensors (a few per optimizer step), never
     activations; gradients are reduced by DistributedDataParallel / FSDP themselves.
@@ -33,7 +41,9 @@ Shape:
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
+import inspect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,16 +51,21 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "DDPEngine",
     "DistContext",
+    "Engine",
+    "FSDPEngine",
     "all_reduce",
     "barrier",
     "broadcast_flag",
     "gather_to_main",
     "init_distributed",
     "launched_by_torchrun",
+    "make_engine",
     "rank_and_world",
     "resolve_device",
     "session",
@@ -338,3 +353,232 @@ def barrier(what: str, timeout_s: float | None = None) -> None:
     except RuntimeError as err:
         raise _explain(f"waiting for every rank at {what}", err) from err
 
+
+
+# --------------------------------------------------------------------------------------------
+# The engine: what the training loop asks of the other processes
+# --------------------------------------------------------------------------------------------
+
+
+class Engine:
+    """One process: what the training loop needs to know about the other ranks, when there are none.
+
+    The loop hands the model to :meth:`wrap` once and trains what it returns; every other method
+    stands where several processes must agree or exchange something (gradients, the step's loss,
+    a stop decision, random states, the whole model for evaluation and saving). Here each is the
+    identity or does nothing; :class:`DDPEngine` and :class:`FSDPEngine` make them real.
+
+    Shape:
+        no tensors beyond the model's (:meth:`all_reduce` takes and returns plain floats).
+    """
+
+    def __init__(self, device: torch.device, rank: int = 0, world_size: int = 1) -> None:
+        self.device = device  # where this rank trains
+        self.rank = rank  # this process's index; 0 logs, evaluates and writes checkpoints
+        self.world_size = world_size  # number of processes in the run
+        self.module: nn.Module | None = None  # the caller's model (set by wrap): evaluated and saved by rank 0
+        self.trained: nn.Module | None = None  # the module whose parameters the optimizer updates
+
+    @property
+    def is_main(self) -> bool:
+        """True on rank 0: the process that logs, evaluates and writes checkpoints."""
+        return self.rank == 0
+
+    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+        """Take charge of ``model`` (trained in place); return what the training forward calls,
+        compiled with ``torch.compile`` when asked."""
+        self.module = self.trained = model
+        return torch.compile(model) if compile else model
+
+    def parameters(self) -> list[nn.Parameter]:
+        """The parameters the optimizer updates (this rank's shards under FSDP)."""
+        return list(self.trained.parameters())
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Backward passes inside accumulate their gradients locally, without reducing them over
+        the ranks: all micro-batches of an accumulation group but the last, whose backward then
+        reduces the group's sum once."""
+        return contextlib.nullcontext()
+
+    def all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        """The element-wise ``op`` of ``values`` over all ranks (see :func:`all_reduce`)."""
+        return list(values)
+
+    def broadcast_flag(self, flag: bool) -> bool:
+        """Rank 0's ``flag`` on every rank (see :func:`broadcast_flag`)."""
+        return flag
+
+    def gather_to_main(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` as a list indexed by rank on rank 0; None elsewhere."""
+        return [obj]
+
+    def barrier(self, what: str) -> None:
+        """Wait until every rank gets here (``what`` names the place in error messages)."""
+
+    def full_model(self) -> nn.Module | None:
+        """The whole model with the current weights on rank 0, for evaluation and saving; None
+        elsewhere. Every rank calls it (FSDP gathers the shards)."""
+        return self.module if self.is_main else None
+
+    def release_full_model(self) -> None:
+        """Done with :meth:`full_model`'s module until the next evaluation or checkpoint."""
+
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict | None:
+        """The whole optimizer ``state_dict`` on rank 0 (None elsewhere); every rank calls it."""
+        return optimizer.state_dict() if self.is_main else None
+
+    def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        """Restore what :meth:`optimizer_state` returned (on every rank)."""
+        optimizer.load_state_dict(state)
+
+    def finish(self) -> None:
+        """Leave the trained weights in the caller's model, on every rank."""
+
+    def explain(self, err: BaseException, where: str) -> None:
+        """Add a note to ``err`` naming this rank and ``where`` it stopped, when another rank may
+        be the cause (a failed collective)."""
+
+
+class _ProcessGroup(Engine):
+    """Several processes in the joined process group: the collectives are real."""
+
+    def all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        return all_reduce(values, op)
+
+    def broadcast_flag(self, flag: bool) -> bool:
+        return broadcast_flag(flag)
+
+    def gather_to_main(self, obj: Any) -> list[Any] | None:
+        return gather_to_main(obj)
+
+    def barrier(self, what: str) -> None:
+        barrier(what)
+
+    def explain(self, err: BaseException, where: str) -> None:
+        err.add_note(f"(rank {self.rank} of {self.world_size}, {where}: if a collective operation "
+                     "failed, another rank probably died or hung — see its messages)")
+
+
+class DDPEngine(_ProcessGroup):
+    """Every rank holds the whole model; DistributedDataParallel all-reduces the gradients.
+
+    Shape:
+        no tensors beyond the model's.
+    """
+
+    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+        # No buffer sync before each forward: the models' buffers are constant tables (positions), not
+        # running statistics (PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers).
+        ddp_args = inspect.signature(nn.parallel.DistributedDataParallel).parameters
+        no_buffer_sync = {"forward_sync_buffers" if "forward_sync_buffers" in ddp_args else "broadcast_buffers": False}
+        # find_unused_parameters=True: some trainers leave parameters out of the loss (BERT's pooler
+        # during MLM-only training), which DDP otherwise rejects at the next step. It costs one walk
+        # over the autograd graph per step; static_graph would avoid it but fails with no_sync().
+        self._ddp = nn.parallel.DistributedDataParallel(
+            model,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            find_unused_parameters=True,
+            **no_buffer_sync,
+        )
+        self.module = self.trained = model
+        return torch.compile(self._ddp) if compile else self._ddp
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        return self._ddp.no_sync()
+
+
+class FSDPEngine(_ProcessGroup):
+    """FSDP2 (``fully_shard``): parameters, gradients and AdamW moments are split over the ranks.
+
+    The caller's model waits on the CPU and is filled from the shards on rank 0 whenever it is
+    evaluated or saved; at the end every rank gets the whole trained model back.
+
+    Shape:
+        no tensors beyond the model's.
+    """
+
+    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+        for tensor in model.state_dict().values():  # every rank shards rank 0's initialisation
+            dist.broadcast(tensor, src=0)
+        sharded = _shard(copy.deepcopy(model))
+        model.to("cpu")  # the full model waits on the CPU; rank 0 fills it for evaluation/saving
+        self.module, self.trained = model, sharded
+        return torch.compile(sharded) if compile else sharded
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        self.trained.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            self.trained.set_requires_gradient_sync(True)
+
+    def full_model(self) -> nn.Module | None:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        full = get_model_state_dict(self.trained, options=_fsdp_options(cpu_offload=True))  # rank 0 only
+        if not self.is_main:
+            return None
+        self.module.load_state_dict(full)
+        return self.module.to(self.device)
+
+    def release_full_model(self) -> None:
+        if self.is_main:
+            self.module.to("cpu")
+
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict | None:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        state = get_optimizer_state_dict(self.trained, optimizer, options=_fsdp_options(cpu_offload=True))
+        return state if self.is_main else None
+
+    def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        set_optimizer_state_dict(self.trained, optimizer, state, options=_fsdp_options(cpu_offload=False))
+
+    def finish(self) -> None:
+        # Hand the caller a whole trained model on every rank, as with DDP.
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        self.module.load_state_dict(get_model_state_dict(self.trained, options=_fsdp_options(cpu_offload=False)))
+        self.module.to(self.device)
+
+
+def _shard(model: nn.Module) -> nn.Module:
+    """FSDP2: each element of an ``nn.ModuleList`` (the layer stacks) becomes one shard unit,
+    the root holds the rest (embeddings, tied output projection, final norm). Units are
+    sharded children first, as ``fully_shard`` requires."""
+    from torch.distributed.fsdp import fully_shard
+
+    units = {id(layer) for m in model.modules() if isinstance(m, nn.ModuleList) for layer in m}
+    for module in reversed(list(model.modules())):  # reversed pre-order: descendants first
+        if id(module) in units:
+            fully_shard(module)
+    fully_shard(model)
+    return model
+
+
+def _fsdp_options(cpu_offload: bool):
+    # Whole (unsharded) state dicts, as ordinary checkpoints hold them. With cpu_offload only rank 0
+    # receives one, on its CPU; without, every rank gets it on its device.
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
+
+
+def make_engine(strategy: str, device: torch.device, rank: int = 0, world_size: int = 1) -> Engine:
+    """The engine for a run: :class:`Engine` for one process, else :class:`DDPEngine` (``"ddp"``)
+    or :class:`FSDPEngine` (``"fsdp"``). Several processes need the joined process group.
+
+    Raises:
+        ValueError: an unknown strategy.
+
+    Shape:
+        no tensors.
+    """
+    if strategy not in ("ddp", "fsdp"):
+        raise ValueError(f"strategy must be 'ddp' or 'fsdp', got {strategy!r}")
+    if world_size == 1:
+        return Engine(device)
+    return (FSDPEngine if strategy == "fsdp" else DDPEngine)(device, rank, world_size)

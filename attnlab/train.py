@@ -14,12 +14,21 @@ accumulation and clipping, bf16 autocast, ``torch.compile``, evaluation, early s
 bar, a JSON-lines log, atomic checkpoints and *exact* resume (the data order and every RNG are
 restored, so an interrupted-then-resumed run reproduces the uninterrupted run's losses).
 
+**How it reads.** :class:`TrainState` is where the run stands (step, epoch, position in the
+epoch, tokens, the training clock, the best metrics and patience) and, one key per field, what a
+resumable checkpoint saves (with the optimizer, scheduler and random states). :class:`Trainer`
+holds the model, the optimizer and the state; its methods are the named steps: ``resume``,
+``step`` (one optimizer update), ``evaluate``, ``checkpoint`` and ``fit``, the loop that calls
+them. :func:`train` builds one and calls ``fit``.
+
 **Several processes** (``torchrun``, see :mod:`attnlab.distributed` and docs/distributed.md).
 Every rank runs this same loop on its own shard of each epoch's batches (``task.batches(epoch,
 rank, world_size)``). The model is wrapped in DistributedDataParallel (``strategy="ddp"``: every
 rank holds the whole model, gradients are all-reduced) or sharded with FSDP2 ``fully_shard``
-(``strategy="fsdp"``: parameters, gradients and AdamW moments are split over the ranks). Only rank
-0 logs, evaluates and writes checkpoints; the others wait in a collective meanwhile. A resumable
+(``strategy="fsdp"``: parameters, gradients and AdamW moments are split over the ranks); how is
+the business of the :class:`attnlab.distributed.Engine`, through which the loop does everything
+that involves other ranks. Only rank 0 logs, evaluates and writes checkpoints; the others wait
+in a collective meanwhile. A resumable
 checkpoint holds the random-number state of *every* rank, so resuming with the same number of
 processes is exact too.
 
@@ -41,14 +50,12 @@ directly: the same gradient, without the rounding of the multiply-divide.
 from __future__ import annotations
 
 import contextlib
-import copy
-import inspect
 import json
 import math
 import time
 import warnings
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,7 +65,16 @@ from torch import nn
 from . import checkpoint as ckpt
 from . import distributed
 
-__all__ = ["TrainConfig", "TrainResult", "TrainTask", "lr_multiplier", "seed_everything", "train"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "TrainState",
+    "TrainTask",
+    "Trainer",
+    "lr_multiplier",
+    "seed_everything",
+    "train",
+]
 
 
 @dataclass
@@ -194,81 +210,14 @@ def _rank_seed(seed: int, rank: int) -> int:
     # streams, so that their dropout masks differ.
     return seed + 1_000_003 * rank
 
-
-@dataclass
-class _Engine:
-    """The model in the forms the loop needs: the caller's module (evaluated and saved by rank 0)
-    and what the training forward runs through (DDP / FSDP / compiled wrappers)."""
-
-    module: nn.Module  # the caller's model; trained in place (DDP), or refreshed from the shards (FSDP)
-    forward: nn.Module  # what task.loss calls
-    ddp: nn.parallel.DistributedDataParallel | None = None  # set with strategy "ddp" on several ranks
-    sharded: nn.Module | None = None  # the fully_shard-ed copy with strategy "fsdp" on several ranks
-
-    def parameters(self) -> list[nn.Parameter]:
-        return list((self.sharded or self.module).parameters())
-
-    def grad_sync(self, enabled: bool):
-        """Skip the gradient all-reduce for all but the last micro-batch of an accumulation group
-        (the gradients accumulate locally; the last backward reduces their sum once)."""
-        if self.ddp is not None and not enabled:
-            return self.ddp.no_sync()
-        if self.sharded is not None:
-            self.sharded.set_requires_gradient_sync(enabled)
-        return contextlib.nullcontext()
-
-
-def _shard(model: nn.Module) -> nn.Module:
-    """FSDP2: each element of an ``nn.ModuleList`` (the layer stacks) becomes one shard unit,
-    the root holds the rest (embeddings, tied output projection, final norm). Units are
-    sharded children first, as ``fully_shard`` requires."""
-    from torch.distributed.fsdp import fully_shard
-
-    units = {id(layer) for m in model.modules() if isinstance(m, nn.ModuleList) for layer in m}
-    for module in reversed(list(model.modules())):  # reversed pre-order: descendants first
-        if id(module) in units:
-            fully_shard(module)
-    fully_shard(model)
-    return model
-
-
-def _prepare(model: nn.Module, cfg: TrainConfig, device: torch.device, world_size: int) -> _Engine:
-    if world_size == 1:
-        return _Engine(model, torch.compile(model) if cfg.compile else model)
-    if cfg.strategy == "fsdp":
-        import torch.distributed as dist
-
-        for tensor in model.state_dict().values():  # every rank shards rank 0's initialisation
-            dist.broadcast(tensor, src=0)
-        sharded = _shard(copy.deepcopy(model))
-        model.to("cpu")  # the full model waits on the CPU; rank 0 fills it for evaluation/saving
-        return _Engine(model, torch.compile(sharded) if cfg.compile else sharded, sharded=sharded)
-    # No buffer sync before each forward: the models' buffers are constant tables (positions), not
-    # running statistics (PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers).
-    ddp_args = inspect.signature(nn.parallel.DistributedDataParallel).parameters
-    no_buffer_sync = {"forward_sync_buffers" if "forward_sync_buffers" in ddp_args else "broadcast_buffers": False}
-    # find_unused_parameters=True: some trainers leave parameters out of the loss (BERT's pooler
-    # during MLM-only training), which DDP otherwise rejects at the next step. It costs one walk
-    # over the autograd graph per step; static_graph would avoid it but fails with no_sync().
-    ddp = nn.parallel.DistributedDataParallel(
-        model,
-        device_ids=[device.index] if device.type == "cuda" else None,
-        find_unused_parameters=True,
-        **no_buffer_sync,
-    )
-    return _Engine(model, torch.compile(ddp) if cfg.compile else ddp, ddp=ddp)
-
-
-def _fsdp_options(cpu_offload: bool):
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload)
-
-
 def _scale_grads(params: Iterable[nn.Parameter], factor: float) -> None:
     for p in params:
         if p.grad is not None:
             p.grad.mul_(factor)
+
+
+def _better(a: float, b: float | None, maximize: bool) -> bool:
+    return b is None or (a > b if maximize else a < b)
 
 
 class _Log:
@@ -293,8 +242,355 @@ class _Log:
                 f.write(json.dumps(record) + "\n")
 
 
-def _better(a: float, b: float | None, maximize: bool) -> bool:
-    return b is None or (a > b if maximize else a < b)
+@dataclass
+class _Window:
+    """The training loss and tokens since the last log line (a log line reports their mean)."""
+
+    loss: float = 0.0  # summed loss of the steps since the last log line, all ranks
+    tokens: int = 0  # their target tokens, all ranks
+    start: float = field(default_factory=time.perf_counter)  # when the window opened
+
+
+# Saved by every version of this loop; world_size, strategy and rng_per_rank came with several processes.
+_REQUIRED_STATE = ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "tokens", "train_seconds", "best",
+                   "evals_without_gain", "rng", "config")
+
+
+@dataclass
+class TrainState:
+    """Where a run stands: what the loop updates from step to step and, one key per field, what
+    ``out_dir/last/trainer_state.pt`` holds for ``resume=True``.
+
+    The position in the data, the counters, the clock and the early-stopping record change with
+    every step and are restored on resume; ``config``, ``world_size`` and ``strategy`` describe
+    the run that writes the checkpoint; ``optimizer``, ``scheduler`` and the random states are
+    captured when ``out_dir/last`` is written (None in between) and put back on resume.
+
+    Shape:
+        no tensors except inside ``optimizer``, ``rng`` and ``rng_per_rank``.
+    """
+
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0  # the epoch being trained (0-based)
+    batch_in_epoch: int = 0  # accumulation groups of this epoch already trained: the position in the data
+    tokens: int = 0  # target tokens trained on, summed over all ranks
+    # Seconds spent in training steps (evaluation excluded): the clock of time_budget_s and of the cosine
+    # schedule paced by it.
+    train_seconds: float = 0.0
+    best: dict[str, float] | None = None  # metrics of the best evaluation so far
+    evals_without_gain: int = 0  # evaluations since the best one (for patience)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's TrainConfig, as a dict (asdict)
+    world_size: int = 1  # number of processes of the run
+    strategy: str = "ddp"  # the run's TrainConfig.strategy
+    optimizer: dict | None = None  # AdamW's state_dict (the whole, unsharded one under FSDP)
+    scheduler: dict | None = None  # the learning-rate scheduler's state_dict
+    rng: dict | None = None  # rank 0's random states (checkpoint.rng_state())
+    rng_per_rank: list[dict] | None = None  # every rank's random states, with several processes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``trainer_state.pt`` dict: plain types and tensors, so it loads with ``weights_only=True``.
+
+        Shape:
+            tensors as held.
+        """
+        state = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it would deep-copy tensors
+        if state["rng_per_rank"] is None:
+            del state["rng_per_rank"]
+        return state
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any] | None, where: Path) -> TrainState:
+        """Read what :meth:`to_dict` wrote (``where``: the checkpoint, for error messages).
+
+        Raises:
+            ValueError: no trainer state, or one this loop did not write.
+
+        Shape:
+            tensors as saved.
+        """
+        if state is None:
+            raise ValueError(f"--resume: {where} has no trainer state; it was not written by attnlab.train")
+        missing = [name for name in _REQUIRED_STATE if name not in state]
+        if missing:
+            raise ValueError(f"--resume: the trainer state in {where} lacks {missing}; "
+                             "it was not written by attnlab.train")
+        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name in state})
+
+    def rng_of(self, rank: int) -> dict:
+        """The random states saved for ``rank``."""
+        return self.rng_per_rank[rank] if self.world_size > 1 else self.rng
+
+
+class Trainer:
+    """One run of :func:`train`: the model in its engine, the optimizer and schedule, the loop state.
+
+    Its methods are the loop's named steps — :meth:`resume`, :meth:`step`, :meth:`evaluate`,
+    :meth:`checkpoint` — and :meth:`fit`, the loop that calls them. Whatever differs between one
+    process and several is behind ``engine`` (:class:`attnlab.distributed.Engine`).
+
+    Shape:
+        batches are whatever the task yields; the loop only calls ``task.loss`` on them.
+    """
+
+    def __init__(self, model: nn.Module, task: TrainTask, cfg: TrainConfig, engine: distributed.Engine,
+                 *, resume: bool = False) -> None:
+        self.model, self.task, self.cfg, self.engine = model, task, cfg, engine
+        self.out = Path(cfg.out_dir) if cfg.out_dir else None
+        self.state = TrainState(config=asdict(cfg), world_size=engine.world_size, strategy=cfg.strategy)
+        saved = self.resume() if resume else None  # loads the weights, which the engine then wraps
+        engine.barrier("the start of training")
+        self.forward = engine.wrap(model, compile=cfg.compile)  # what task.loss calls
+        self.params = engine.parameters()
+        self.optimizer = torch.optim.AdamW(_param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr,
+                                           betas=cfg.betas, eps=cfg.eps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps, self._time_progress())
+        )
+        if saved is None:
+            seed_everything(_rank_seed(cfg.seed, engine.rank))
+        else:  # the rest of resume(), which needed the optimizer and the scheduler
+            engine.load_optimizer_state(self.optimizer, saved.optimizer)
+            self.scheduler.load_state_dict(saved.scheduler)
+            ckpt.set_rng_state(saved.rng_of(engine.rank))
+        self.log = _Log(self.out / "log.jsonl" if (self.out and engine.is_main) else None,
+                        self.state.step if resume else None)
+        self.history: list[dict] = []  # every log record of this process
+        self.window = _Window()
+        # A time budget with no step limit is the binding constraint: the bar counts its seconds, not steps.
+        self.by_time = cfg.max_steps is None and cfg.time_budget_s is not None
+        self.bar = None
+
+    def _time_progress(self) -> float | None:
+        # Read when the scheduler steps: the share of the time budget trained before the current step.
+        return self.state.train_seconds / self.cfg.time_budget_s if self.cfg.time_budget_s else None
+
+    # ----------------------------------------------------------------------------------------
+    # The named steps
+    # ----------------------------------------------------------------------------------------
+
+    def resume(self) -> TrainState:
+        """Continue from ``out_dir/last``: check that it was written with this run's settings,
+        load its weights into the model and take over its position, counters and best metrics.
+
+        Returns the saved state, whose optimizer, schedule and random states ``__init__`` puts
+        back once those exist.
+
+        Raises:
+            FileNotFoundError: no ``out_dir/last``.
+            ValueError: it was written with another number of processes, ``grad_accum`` or
+                ``strategy``, or not by this loop.
+        """
+        out, cfg, engine = self.out, self.cfg, self.engine
+        if out is None or not (out / "last").is_dir():
+            where = out / "last" if out else "(no out_dir)"
+            raise FileNotFoundError(f"--resume: no checkpoint to resume from at {where}")
+        last = ckpt.load_checkpoint(out / "last")
+        saved = TrainState.from_dict(last.trainer_state, out / "last")
+        was = {"world_size": saved.world_size, "grad_accum": saved.config["grad_accum"], "strategy": saved.strategy}
+        now = {"world_size": engine.world_size, "grad_accum": cfg.grad_accum, "strategy": cfg.strategy}
+        if engine.world_size == 1:
+            was.pop("strategy"), now.pop("strategy")  # one process: there is nothing to shard
+        if was != now:
+            raise ValueError(
+                f"--resume: {out / 'last'} was written with {was}, this run has {now}; the position in "
+                "the epoch and the per-rank random states depend on them, so resume with the same settings"
+            )
+        ckpt.load_weights(self.model, last)
+        # This run's settings are the ones saved from now on; the captured states are put back
+        # into the optimizer, scheduler and generators, and captured afresh at each checkpoint.
+        self.state = replace(saved, config=self.state.config, world_size=self.state.world_size,
+                             strategy=self.state.strategy, optimizer=None, scheduler=None, rng=None, rng_per_rank=None)
+        return saved
+
+    def step(self, group: list[Any]) -> None:
+        """One optimizer update over an accumulation group of micro-batches: forward (under
+        autocast) and backward of each, gradients weighted by tokens (module docstring),
+        clipping, AdamW, the schedule; then the progress bar and, when due, a log line."""
+        cfg, state, engine = self.cfg, self.state, self.engine
+        start = time.perf_counter()
+        # Weight by tokens whenever more than one micro-batch meets in a step.
+        weighted = engine.world_size > 1 or len(group) > 1
+        local_loss, local_tokens = 0.0, 0
+        self.optimizer.zero_grad(set_to_none=True)
+        for k, batch in enumerate(group):
+            last = k == len(group) - 1  # only the last backward of the group reduces gradients over the ranks
+            with contextlib.nullcontext() if last else engine.no_sync():
+                with _autocast(cfg.precision, engine.device):
+                    loss, n = self.task.loss(self.forward, batch)
+                (loss * n if weighted else loss).backward()
+            local_loss += loss.item() * n
+            local_tokens += n
+        step_loss, step_tokens = engine.all_reduce([local_loss, local_tokens], op="sum")
+        step_tokens = int(step_tokens)
+        if weighted:
+            # DDP/FSDP averaged the ranks' summed losses (÷ world_size): rescale to ÷ tokens.
+            _scale_grads(self.params, engine.world_size / max(step_tokens, 1))
+        if cfg.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, cfg.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        state.step += 1
+        state.batch_in_epoch += 1
+        state.tokens += step_tokens
+        self.window.loss += step_loss
+        self.window.tokens += step_tokens
+        state.train_seconds += time.perf_counter() - start
+        self._report(step_loss / max(step_tokens, 1), time.perf_counter() - start)
+
+    def evaluate(self, module: nn.Module) -> bool:
+        """Rank 0: evaluate ``module``, log the metrics, keep the best (saved as ``out_dir/best``).
+        Returns True when early stopping triggers."""
+        state, task = self.state, self.task
+        module.eval()
+        with torch.no_grad():
+            metrics = task.evaluate(module)
+        module.train()
+        self._record({"step": state.step, "epoch": state.epoch, "train_seconds": state.train_seconds, "eval": metrics})
+        if _better(metrics[task.metric], None if state.best is None else state.best[task.metric], task.maximize):
+            state.best, state.evals_without_gain = dict(metrics), 0
+            if self.out is not None:
+                self._save("best", module)
+        else:
+            state.evals_without_gain += 1
+        return self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience
+
+    def checkpoint(self, evaluate: bool) -> bool:
+        """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
+        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers."""
+        engine = self.engine
+        if self.out is None and not evaluate:
+            return False
+        module = engine.full_model()
+        stop = self.evaluate(module) if engine.is_main and evaluate else False
+        if self.out is not None:
+            # Captured after the evaluation, as a one-process run does: resuming continues from
+            # exactly the random state the uninterrupted run continued from.
+            rngs = engine.gather_to_main(ckpt.rng_state())
+            optimizer = engine.optimizer_state(self.optimizer)
+            if engine.is_main:
+                snapshot = replace(self.state, optimizer=optimizer, scheduler=self.scheduler.state_dict(), rng=rngs[0],
+                                   rng_per_rank=rngs if engine.world_size > 1 else None)
+                self._save("last", module, snapshot)
+        engine.release_full_model()
+        return engine.broadcast_flag(stop)
+
+    def fit(self) -> TrainResult:
+        """The loop: epoch after epoch, one :meth:`step` per accumulation group of batches, with
+        evaluations and checkpoints when due, until the epochs, ``max_steps``, the time budget
+        or the patience run out; then a final evaluation."""
+        cfg, state = self.cfg, self.state
+        stop_reason, epochs_done = "epochs", float(state.epoch)
+        self.bar = self._progress_bar()
+        self.model.train()
+        self.forward.train()
+        self.window = _Window()
+        try:
+            while state.epoch < cfg.epochs:
+                groups = self._accumulation_groups()
+                if self.bar is not None and cfg.max_steps is None and not self.by_time:
+                    self.bar.total = cfg.epochs * len(groups)
+                stop = None
+                while state.batch_in_epoch < len(groups) and stop is None:
+                    self.step(groups[state.batch_in_epoch])
+                    stop = self._after_step()
+                if stop is not None:
+                    stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
+                    if stop != "early_stopping":  # (early stopping has just evaluated)
+                        self.checkpoint(evaluate=True)  # the final evaluation
+                    break
+                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+                epochs_done = float(state.epoch)
+                if not cfg.eval_every_steps and self.checkpoint(evaluate=True):
+                    stop_reason = "early_stopping"
+                    break
+        except RuntimeError as err:
+            self.engine.explain(err, f"optimizer step {state.step + 1}")
+            raise
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        self.engine.finish()
+        return TrainResult(state.step, epochs_done, state.best, self.history, state.train_seconds, state.tokens,
+                           stop_reason)
+
+    # ----------------------------------------------------------------------------------------
+    # Helpers of the steps
+    # ----------------------------------------------------------------------------------------
+
+    def _accumulation_groups(self) -> list[list[Any]]:
+        """This rank's batches of the current epoch in groups of ``grad_accum``, one step each."""
+        engine = self.engine
+        batches = self.task.batches(self.state.epoch, engine.rank, engine.world_size)
+        if not batches:
+            raise ValueError("the task produced no training batches (is the training data empty?)")
+        accum = self.cfg.grad_accum
+        groups = [batches[i : i + accum] for i in range(0, len(batches), accum)]
+        # A rank with an extra step would wait forever in its all-reduce: every rank takes as many
+        # steps as the rank with the fewest groups.
+        fewest, most = engine.all_reduce([len(groups), -len(groups)], op="min")
+        fewest, most = int(fewest), int(-most)
+        if fewest != most:
+            if engine.is_main:
+                warnings.warn(f"epoch {self.state.epoch}: the ranks got {fewest} to {most} accumulation groups of "
+                              f"batches; every rank trains on its first {fewest}", stacklevel=4)
+            groups = groups[:fewest]
+        return groups
+
+    def _after_step(self) -> str | None:
+        """Evaluate or save when due; then why the loop stops here (a TrainResult.stop_reason), or None."""
+        cfg, state = self.cfg, self.state
+        stop = None
+        if cfg.eval_every_steps and state.step % cfg.eval_every_steps == 0:
+            if self.checkpoint(evaluate=True):
+                stop = "early_stopping"
+        elif cfg.save_every_steps and state.step % cfg.save_every_steps == 0:
+            self.checkpoint(evaluate=False)
+        if cfg.max_steps is not None and state.step >= cfg.max_steps:
+            stop = "max_steps"
+        # Clocks differ between ranks: rank 0's decides, or the ranks would part ways.
+        if cfg.time_budget_s is not None and self.engine.broadcast_flag(state.train_seconds >= cfg.time_budget_s):
+            stop = "time_budget"
+        return stop
+
+    def _report(self, step_loss: float, step_seconds: float) -> None:
+        """After a step: advance the progress bar; every ``log_every`` steps, log the window's mean loss."""
+        state = self.state
+        if self.bar is not None:
+            self.bar.update(min(step_seconds, self.bar.total - self.bar.n) if self.by_time else 1)
+            self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}")
+        if state.step % self.cfg.log_every == 0:
+            elapsed = time.perf_counter() - self.window.start
+            self._record({
+                "step": state.step,
+                "epoch": state.epoch,
+                "loss": self.window.loss / max(self.window.tokens, 1),
+                "lr": self.scheduler.get_last_lr()[0],
+                "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
+                "train_seconds": state.train_seconds,
+            })
+            self.window = _Window()
+
+    def _record(self, record: dict) -> None:
+        self.history.append(record)
+        self.log.write(record)
+
+    def _save(self, kind: str, module: nn.Module, snapshot: TrainState | None = None) -> None:
+        config, tokenizers = self.task.checkpoint_payload()
+        trainer_state = None if snapshot is None else snapshot.to_dict()
+        ckpt.save_checkpoint(self.out / kind, model=module, config=config, tokenizers=tokenizers,
+                             trainer_state=trainer_state)
+
+    def _progress_bar(self):
+        if not (self.cfg.progress and self.engine.is_main):
+            return None
+        from tqdm.auto import tqdm
+
+        cfg, state = self.cfg, self.state
+        if self.by_time:
+            return tqdm(total=round(cfg.time_budget_s), initial=round(state.train_seconds), unit="s",
+                        dynamic_ncols=True, leave=False,
+                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]")
+        return tqdm(total=cfg.max_steps, initial=state.step, unit="step", dynamic_ncols=True, leave=False)
 
 
 def train(
@@ -310,7 +606,7 @@ def train(
 
     Checkpoints (when ``cfg.out_dir`` is set): ``out_dir/best`` holds the best evaluated model
     (weights, config, tokenizers); ``out_dir/last`` additionally holds the optimizer, scheduler,
-    data position and RNG states that ``resume=True`` continues from.
+    data position and RNG states that ``resume=True`` continues from (a :class:`TrainState`).
 
     ``rank``/``world_size`` default to the joined process group's (see
     :func:`attnlab.distributed.init_distributed`), or 0 of 1. Under several processes every rank
@@ -328,258 +624,6 @@ def train(
     _autocast(cfg.precision, torch.device("cpu"))  # reject a bad precision before any work
     rank, world_size = distributed.rank_and_world(rank, world_size)
     device = torch.device(distributed.resolve_device(cfg.device))
-    out = Path(cfg.out_dir) if cfg.out_dir else None
-    is_main = rank == 0
-    many = world_size > 1
     model.to(device)
-
-    step, epoch, batch_in_epoch, tokens_done, train_seconds = 0, 0, 0, 0, 0.0
-    best: dict | None = None
-    evals_without_gain = 0
-    state: dict | None = None
-    if resume:
-        if out is None or not (out / "last").is_dir():
-            raise FileNotFoundError(f"--resume: no checkpoint to resume from at {out / 'last' if out else '(no out_dir)'}")
-        last = ckpt.load_checkpoint(out / "last")
-        state = last.trainer_state
-        saved = {"world_size": state.get("world_size", 1), "grad_accum": state["config"]["grad_accum"],
-                 "strategy": state.get("strategy", "ddp")}
-        wanted = {"world_size": world_size, "grad_accum": cfg.grad_accum, "strategy": cfg.strategy}
-        if not many:
-            saved.pop("strategy"), wanted.pop("strategy")  # one process: there is nothing to shard
-        if saved != wanted:
-            raise ValueError(
-                f"--resume: {out / 'last'} was written with {saved}, this run has {wanted}; the position in "
-                "the epoch and the per-rank random states depend on them, so resume with the same settings"
-            )
-        ckpt.load_weights(model, last)
-        step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
-        tokens_done, train_seconds = state["tokens"], state["train_seconds"]
-        best, evals_without_gain = state["best"], state["evals_without_gain"]
-    if many:
-        distributed.barrier("the start of training")
-    engine = _prepare(model, cfg, device, world_size)
-    params = engine.parameters()
-    optimizer = torch.optim.AdamW(_param_groups(engine.sharded or model, cfg.weight_decay), lr=cfg.lr,
-                                  betas=cfg.betas, eps=cfg.eps)
-    def time_progress() -> float | None:
-        # Read when the scheduler steps: the seconds trained before the current step.
-        return train_seconds / cfg.time_budget_s if cfg.time_budget_s else None
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps, time_progress())
-    )
-    if state is not None:
-        if engine.sharded is not None:
-            from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
-
-            set_optimizer_state_dict(engine.sharded, optimizer, state["optimizer"], options=_fsdp_options(False))
-        else:
-            optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        ckpt.set_rng_state(state["rng_per_rank"][rank] if many else state["rng"])
-    else:
-        seed_everything(_rank_seed(cfg.seed, rank))
-    log = _Log(out / "log.jsonl" if (out and is_main) else None, step if resume else None)
-    history: list[dict] = []
-
-    def full_model() -> nn.Module | None:
-        """The whole model with the current weights on rank 0 (None elsewhere). With FSDP every
-        rank takes part in gathering the shards."""
-        if engine.sharded is None:
-            return model if is_main else None
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        full = get_model_state_dict(engine.sharded, options=_fsdp_options(True))  # rank 0 only
-        if not is_main:
-            return None
-        model.load_state_dict(full)
-        return model.to(device)
-
-    def optimizer_state() -> dict | None:
-        if engine.sharded is None:
-            return optimizer.state_dict() if is_main else None
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-        return get_optimizer_state_dict(engine.sharded, optimizer, options=_fsdp_options(True))
-
-    def save(kind: str, module: nn.Module, rngs: list | None = None, optim: dict | None = None) -> None:
-        config, tokenizers = task.checkpoint_payload()
-        trainer_state = None
-        if kind == "last":
-            trainer_state = {
-                "optimizer": optim,
-                "scheduler": scheduler.state_dict(),
-                "step": step,
-                "epoch": epoch,
-                "batch_in_epoch": batch_in_epoch,
-                "tokens": tokens_done,
-                "train_seconds": train_seconds,
-                "best": best,
-                "evals_without_gain": evals_without_gain,
-                "rng": rngs[0],
-                "config": asdict(cfg),
-                "world_size": world_size,
-                "strategy": cfg.strategy,
-            }
-            if many:
-                trainer_state["rng_per_rank"] = rngs
-        ckpt.save_checkpoint(out / kind, model=module, config=config, tokenizers=tokenizers, trainer_state=trainer_state)
-
-    def run_eval(module: nn.Module) -> bool:
-        """Rank 0: evaluate, log, keep the best; returns True when early stopping triggers."""
-        nonlocal best, evals_without_gain
-        module.eval()
-        with torch.no_grad():
-            metrics = task.evaluate(module)
-        module.train()
-        record = {"step": step, "epoch": epoch, "train_seconds": train_seconds, "eval": metrics}
-        history.append(record)
-        log.write(record)
-        if _better(metrics[task.metric], None if best is None else best[task.metric], task.maximize):
-            best, evals_without_gain = dict(metrics), 0
-            if out is not None:
-                save("best", module)
-        else:
-            evals_without_gain += 1
-        return cfg.patience is not None and evals_without_gain >= cfg.patience
-
-    def checkpoint_point(evaluate: bool) -> bool:
-        """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
-        out_dir/last; the others wait. Returns True (on every rank) when early stopping triggers."""
-        if out is None and not evaluate:
-            return False
-        module = full_model()
-        stop = run_eval(module) if is_main and evaluate else False
-        if out is not None:
-            # Captured after the evaluation, as a one-process run does: resuming continues from
-            # exactly the random state the uninterrupted run continued from.
-            rngs = distributed.gather_to_main(ckpt.rng_state()) if many else [ckpt.rng_state()]
-            optim = optimizer_state()
-            if is_main:
-                save("last", module, rngs, optim)
-        if engine.sharded is not None and is_main:
-            model.to("cpu")
-        return distributed.broadcast_flag(stop) if many else stop
-
-    bar = None
-    if cfg.progress and is_main:
-        from tqdm.auto import tqdm
-
-        # A time budget with no step limit is the binding constraint: count its seconds, not steps.
-        by_time = cfg.max_steps is None and cfg.time_budget_s is not None
-        bar = (tqdm(total=round(cfg.time_budget_s), initial=round(train_seconds), unit="s", dynamic_ncols=True,
-                    leave=False, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]")
-               if by_time else tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, leave=False))
-    stop_reason = "epochs"
-    model.train()
-    engine.forward.train()
-    window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-    try:
-        while epoch < cfg.epochs:
-            batches = task.batches(epoch, rank, world_size)
-            if not batches:
-                raise ValueError("the task produced no training batches (is the training data empty?)")
-            groups = [batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
-            if many:
-                # A rank with an extra step would wait forever in its all-reduce: every rank takes
-                # as many steps as the rank with the fewest groups.
-                fewest, most = distributed.all_reduce([len(groups), -len(groups)], op="min")
-                fewest, most = int(fewest), int(-most)
-                if fewest != most:
-                    if is_main:
-                        warnings.warn(f"epoch {epoch}: the ranks got {fewest} to {most} accumulation groups of "
-                                      f"batches; every rank trains on its first {fewest}", stacklevel=2)
-                    groups = groups[:fewest]
-            if bar is not None and cfg.max_steps is None and not by_time:
-                bar.total = cfg.epochs * len(groups)
-            stop = False
-            while batch_in_epoch < len(groups):
-                t0 = time.perf_counter()
-                group = groups[batch_in_epoch]
-                # Weight by tokens (module docstring) whenever more than one micro-batch meets in a step.
-                weighted = many or len(group) > 1
-                local_loss, local_tokens = 0.0, 0
-                optimizer.zero_grad(set_to_none=True)
-                for k, batch in enumerate(group):
-                    with engine.grad_sync(k == len(group) - 1):
-                        with _autocast(cfg.precision, device):
-                            loss, n = task.loss(engine.forward, batch)
-                        (loss * n if weighted else loss).backward()
-                    local_loss += loss.item() * n
-                    local_tokens += n
-                if many:
-                    step_loss, step_tokens = distributed.all_reduce([local_loss, local_tokens], op="sum")
-                    step_tokens = int(step_tokens)
-                else:
-                    step_loss, step_tokens = local_loss, local_tokens
-                if weighted:
-                    # DDP/FSDP averaged the ranks' summed losses (÷ world_size): rescale to ÷ tokens.
-                    _scale_grads(params, world_size / max(step_tokens, 1))
-                if cfg.clip_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-                optimizer.step()
-                scheduler.step()
-                step += 1
-                batch_in_epoch += 1
-                tokens_done += step_tokens
-                window_loss += step_loss
-                window_tokens += step_tokens
-                train_seconds += time.perf_counter() - t0
-                if bar is not None:
-                    bar.update(min(time.perf_counter() - t0, bar.total - bar.n) if by_time else 1)
-                    bar.set_postfix(step=step, epoch=epoch, loss=f"{step_loss / max(step_tokens, 1):.3f}")
-                if step % cfg.log_every == 0:
-                    elapsed = time.perf_counter() - window_start
-                    record = {
-                        "step": step,
-                        "epoch": epoch,
-                        "loss": window_loss / max(window_tokens, 1),
-                        "lr": scheduler.get_last_lr()[0],
-                        "tokens_per_s": window_tokens / elapsed if elapsed else 0.0,
-                        "train_seconds": train_seconds,
-                    }
-                    history.append(record)
-                    log.write(record)
-                    window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
-                if cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
-                    if checkpoint_point(evaluate=True):
-                        stop, stop_reason = True, "early_stopping"
-                elif cfg.save_every_steps and step % cfg.save_every_steps == 0:
-                    checkpoint_point(evaluate=False)
-                if cfg.max_steps is not None and step >= cfg.max_steps:
-                    stop, stop_reason = True, "max_steps"
-                if cfg.time_budget_s is not None:
-                    # Clocks differ between ranks: rank 0's decides, or the ranks would part ways.
-                    over = train_seconds >= cfg.time_budget_s
-                    if distributed.broadcast_flag(over) if many else over:
-                        stop, stop_reason = True, "time_budget"
-                if stop:
-                    break
-            if stop:
-                epochs_done = epoch + batch_in_epoch / len(groups)
-                if stop_reason != "early_stopping":
-                    checkpoint_point(evaluate=True)
-                break
-            epoch, batch_in_epoch = epoch + 1, 0
-            epochs_done = float(epoch)
-            if not cfg.eval_every_steps and checkpoint_point(evaluate=True):
-                stop_reason = "early_stopping"
-                break
-        else:
-            epochs_done = float(epoch)
-    except RuntimeError as err:
-        if many:
-            err.add_note(f"(rank {rank} of {world_size}, optimizer step {step + 1}: if a collective operation "
-                         "failed, another rank probably died or hung — see its messages)")
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    if engine.sharded is not None:
-        # Hand the caller a whole trained model on every rank, as with DDP.
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        model.load_state_dict(get_model_state_dict(engine.sharded, options=_fsdp_options(False)))
-        model.to(device)
-    return TrainResult(step, epochs_done, best, history, train_seconds, tokens_done, stop_reason)
+    engine = distributed.make_engine(cfg.strategy, device, rank, world_size)
+    return Trainer(model, task, cfg, engine, resume=resume).fit()
