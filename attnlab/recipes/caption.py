@@ -29,7 +29,6 @@ from ..decode import beam_search, greedy_decode
 from ..metrics import exact_match
 from ..models.captioner import PRESETS, Captioner, CaptionerConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 from .vision import DigitsSplits, digits_splits, image_batches, random_shift
 
 Tensor = torch.Tensor
@@ -157,7 +156,7 @@ def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tu
 
 def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptioner, dict]:
     """A captioner saved by :func:`train_captioner` (run folder or checkpoint), and its saved config dict."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "captioner":

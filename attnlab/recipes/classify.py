@@ -25,7 +25,6 @@ from ..data import batching, tokenizers
 from ..functional import padding_mask
 from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -231,7 +230,7 @@ def train_classifier(
 
 def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != ClassifierConfig.model_type:

@@ -35,7 +35,6 @@ from .. import checkpoint as ckpt
 from ..functional import neighbour_mask
 from ..models.gat import GAT, PRESETS, GATConfig
 from ..train import seed_everything
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -200,7 +199,7 @@ def save_gat(run: GATRun, directory: str | Path) -> Path:
 
 def load_gat(path: str | Path) -> tuple[GAT, dict]:
     """A GAT saved by :func:`save_gat` (a run folder holding ``best/`` or the checkpoint itself), and its config."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "gat":

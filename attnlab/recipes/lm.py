@@ -64,7 +64,6 @@ __all__ = [
     "apply_overrides",
     "train_lm",
     "train_mlm",
-    "resolve_model_dir",
     "load_language_model",
     "load_encoder",
 ]
@@ -400,21 +399,11 @@ def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[Bert
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "best" / "config.json").is_file():
-        return path / "best"
-    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
-
-
 def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Module, Any]:
     """Model and tokenizer from an attnlab checkpoint (``train lm``/``train mlm``) or a
     HuggingFace GPT-2/BERT directory. Returns :class:`GPT`, :class:`BertForMaskedLM` or
     :class:`BertModel` (eval mode)."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     if (directory / ckpt.TOKENIZERS_FILE).is_file():
         checkpoint = ckpt.load_checkpoint(directory)
         model_type = checkpoint.model_type
@@ -440,7 +429,7 @@ def load_encoder(path: str | Path | None = None, device: str = "cpu") -> Sentenc
     """A sentence encoder: the packaged all-MiniLM-L6-v2 by default, a HuggingFace BERT
     (sentence-transformers) directory, or an attnlab BERT checkpoint (mean pooling, normalised)."""
     if path is not None:
-        directory = resolve_model_dir(path)
+        directory = ckpt.resolve_model_dir(path)
         if (directory / ckpt.TOKENIZERS_FILE).is_file():
             model, tokenizer = load_language_model(directory, device)
             bert = getattr(model, "bert", model)

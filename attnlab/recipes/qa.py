@@ -47,7 +47,6 @@ from ..functional import padding_mask
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -547,7 +546,7 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     Shape:
         a checkpoint directory → a :class:`QuestionAnswerer`
     """
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != MODEL_TYPE:

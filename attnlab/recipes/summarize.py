@@ -42,7 +42,6 @@ from ..decode import beam_search, greedy_decode
 from ..metrics import rouge
 from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -436,7 +435,7 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
     Shape:
         a checkpoint directory → a :class:`Summarizer`
     """
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != PointerGeneratorConfig.model_type:

@@ -249,18 +249,8 @@ def _load_tokenizers(directory: Path):
     return src_tok, tgt_tok
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "best" / "config.json").is_file():
-        return path / "best"
-    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
-
-
 def load_translator(path: str | Path, device: str = "cpu") -> "Translator":
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     model_type = config_dict.get("model_type")

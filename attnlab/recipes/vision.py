@@ -27,7 +27,6 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -237,7 +236,7 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
 
 def load_vit(path: str | Path, device: str = "cpu") -> tuple[ViT, dict]:
     """A ViT saved by :func:`train_vit` (run folder or checkpoint), and its saved config dict."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "vit":

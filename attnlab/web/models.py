@@ -36,7 +36,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..checkpoint import CONFIG_FILE
+from ..checkpoint import CONFIG_FILE, resolve_model_dir
 
 __all__ = [
     "GROUP_AXES",
@@ -127,15 +127,7 @@ def checkpoint_dir(path: Path) -> Path:
         from ..models.convert_hf import minilm_dir
 
         return minilm_dir()
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model directory not found: {path}")
-    for candidate in (path, path / "best"):
-        if (candidate / CONFIG_FILE).is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"{path / CONFIG_FILE} not found (nor {path / 'best' / CONFIG_FILE}): is {path} an attnlab checkpoint?"
-    )
+    return resolve_model_dir(path)
 
 
 def read_model_type(path: Path) -> str:
