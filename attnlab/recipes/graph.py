@@ -271,14 +271,14 @@ def plot_graph_attention(
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    from ..viz import _check_weights, _new_figure, _output_path, _save, _to_array
+    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
 
-    path = _output_path(path)
+    path = figure_path(path)
     N = len(data.labels)
-    w = _check_weights(weights, "weights", 2, "(N, N)")
+    w = check_weights(weights, "weights", 2, "(N, N)")
     if w.shape != (N, N):
         raise ValueError(f"weights must be (N, N) = {(N, N)} for this graph, got {w.shape}")
-    pred = _to_array(predictions, "predictions").astype(int)
+    pred = to_array(predictions, "predictions").astype(int)
     if pred.shape != (N,):
         raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
     if node is not None and not 0 <= node < N:
@@ -291,7 +291,7 @@ def plot_graph_attention(
         strength = [w[node, j if i == node else i] if node in (i, j) else 0.0 for i, j in edges]
     vmax = max(max(strength), 1e-6)
     cmap, norm = colormaps["viridis"], Normalize(0.0, vmax)
-    fig = _new_figure(7.5, 6.0)
+    fig = new_figure(7.5, 6.0)
     ax = fig.add_subplot()
     for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
         faded = node is not None and node not in (i, j)
@@ -315,4 +315,4 @@ def plot_graph_attention(
                  label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2")
     if title:
         ax.set_title(title)
-    return _save(fig, path)
+    return save_figure(fig, path)

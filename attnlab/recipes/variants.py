@@ -281,12 +281,11 @@ def _write(report: VariantsReport, settings: VariantsSettings) -> None:
 
 
 def _plot(rows: Sequence[VariantResult], path: Path) -> None:
-    import matplotlib
+    from ..viz import figure_path, new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_l, ax_s) = plt.subplots(1, 2, figsize=(12, 4.5))
+    path = figure_path(path)
+    fig = new_figure(12, 4.5)
+    ax_l, ax_s = fig.subplots(1, 2)
     for i, r in enumerate(rows):
         if r.curve:
             xs, ys = zip(*r.curve)
@@ -302,9 +301,7 @@ def _plot(rows: Sequence[VariantResult], path: Path) -> None:
                       ha="center", va="bottom", fontsize=8)  # fmt: skip
     ax_s.set_ylabel("training tokens/s (label: peak memory)")
     ax_s.tick_params(axis="x", labelrotation=20, labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _worker(job_path: str) -> None:

@@ -296,14 +296,14 @@ def plot_image_attention(
     Shape:
         image ``(H, W)``; weights ``(P,)`` or ``(K, P)`` with ``P = (H/p)·(W/p)``
     """
-    from ..viz import _check_weights, _new_figure, _output_path, _save, _to_array
+    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
 
-    path = _output_path(path)
-    img = _to_array(image, "image").astype(np.float64)
+    path = figure_path(path)
+    img = to_array(image, "image").astype(np.float64)
     if img.ndim != 2:
         raise ValueError(f"image must have shape (H, W), got {img.shape}")
-    w = _to_array(weights, "weights")
-    w = _check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
+    w = to_array(weights, "weights")
+    w = check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
     K, P = w.shape
     rows, cols = img.shape[0] // patch_size, img.shape[1] // patch_size
     if img.shape[0] % patch_size or img.shape[1] % patch_size or rows * cols != P:
@@ -320,7 +320,7 @@ def plot_image_attention(
     vmax = max(float(w.max()), 1e-6)
     ncols = min(K, 6)
     nrows = math.ceil(K / ncols)
-    fig = _new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
+    fig = new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     extent = (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)
     heat = None
@@ -342,4 +342,4 @@ def plot_image_attention(
     if title:
         fig.suptitle(title)
     fig.colorbar(heat, ax=axes, shrink=0.8, label="attention weight")
-    return _save(fig, path)
+    return save_figure(fig, path)
