@@ -417,7 +417,7 @@ def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: in
         n_train: number of generated training pairs.
         seed: random seed of the data and the training.
     """
-    from .recipes.demo import run_demo
+    from .experiments.demo import run_demo
 
     report = run_demo(out, minutes=minutes, n_train=n_train, seed=seed)
     print()
@@ -520,7 +520,7 @@ def experiment_bottleneck_cmd(
         seed: random seed of the data and the training.
         progress: show a progress bar per model.
     """
-    from .recipes.bottleneck import BottleneckSettings, run_bottleneck
+    from .experiments.bottleneck import BottleneckSettings, run_bottleneck
 
     parsed = []
     for item in buckets or []:
@@ -838,7 +838,7 @@ def experiment_variants_cmd(
         seed: data order and initial weights, the same for every variant.
         progress: show a progress bar per variant.
     """
-    from .recipes.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
+    from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
 
     settings = VariantsSettings(variants=tuple(variants or DEFAULT_VARIANTS), minutes=minutes, model_preset=preset,
                                 block_size=block_size, batch_size=batch_size, seed=seed, progress=progress)

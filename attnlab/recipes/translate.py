@@ -217,7 +217,7 @@ def train_translation(
             raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
         src_tok, tgt_tok = _load_tokenizers(out / "last")
     else:
-        src_tok, tgt_tok = _build_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
+        src_tok, tgt_tok = train_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
     torch.manual_seed(setup.train.seed)
     model, config = build_model(setup, src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
     task = TranslationTask(setup, config, src_tok, tgt_tok, train_pairs, valid_pairs)
@@ -228,7 +228,13 @@ def train_translation(
     return model, result, Translator(model, src_tok, tgt_tok, bleu_tokenize=setup.bleu_tokenize)
 
 
-def _build_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
+def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
+    """The source and target tokenizers ``setup`` asks for, trained on the texts (one shared when
+    ``setup.joint_vocab``).
+
+    Shape:
+        N source and N target texts → ``(src_tok, tgt_tok)``
+    """
     tgt_kind = setup.tgt_tokenizer or setup.tokenizer
     if tgt_kind == setup.tokenizer:
         return tokenizers.build_tokenizers(src_texts, tgt_texts, kind=setup.tokenizer, joint=setup.joint_vocab,

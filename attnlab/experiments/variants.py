@@ -1,7 +1,7 @@
 """``attnlab experiment variants``: what do cheaper attention patterns cost a language model?
 
 The lesson lists local attention and sparse attention (Longformer's sliding window) as ways to cut
-attention's cost and asks how they affect performance. This recipe measures it:
+attention's cost and asks how they affect performance. This experiment measures it:
 
 1. one text (tinyshakespeare by default), split by position into training and validation parts,
    one character tokenizer;
@@ -172,7 +172,7 @@ def _budget_s(settings: VariantsSettings) -> float:
 
 def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
     """Train one variant (in its own process) and measure it."""
-    from .lm import LMSetup, train_lm
+    from ..recipes.lm import LMSetup, train_lm
 
     budget = _budget_s(settings)
     train = TrainConfig(
@@ -305,7 +305,7 @@ def _plot(rows: Sequence[VariantResult], path: Path) -> None:
 
 
 def _worker(job_path: str) -> None:
-    """Entry of the per-variant process: ``python -m attnlab.recipes.variants JOB.json``."""
+    """Entry of the per-variant process: ``python -m attnlab.experiments.variants JOB.json``."""
     job = json.loads(Path(job_path).read_text())
     settings = VariantsSettings(**{**job["settings"], "variants": tuple(job["settings"]["variants"])})
     text = Path(job["text"]).read_text(encoding="utf-8")
