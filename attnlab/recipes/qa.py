@@ -268,11 +268,20 @@ class QuestionAnswerer:
         self.model.train(was_training)
         return answers
 
-    def _attach_attention(self, answer: Answer, window: QAWindow) -> None:
+    @torch.no_grad()
+    def window_attention(self, window: QAWindow) -> Tensor:
+        """Every layer's and head's self-attention over one window ``[CLS] question [SEP] passage [SEP]``.
+
+        Shape:
+            one window of S tokens → ``(L, H, S, S)``
+        """
         batch = collate_windows([window], self.tokenizer.pad_id).to(self.device)
         out = self.model(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
                          span_mask=batch.span_mask, need_weights=True)
-        maps = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+        return torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+
+    def _attach_attention(self, answer: Answer, window: QAWindow) -> None:
+        maps = self.window_attention(window)  # (L, H, S, S)
         q = slice(1, 1 + window.n_question)
         c = slice(window.context_start, window.context_start + len(window.offsets))
         answer.attention = maps[:, :, q, c]  # (L, H, Q, C)

@@ -359,7 +359,7 @@ class QuestionAnswererModel:
         self.qa, self.name = qa, name
 
     def run(self, text: str) -> ModelRun:
-        from ..data.squad import collate_windows, question_windows
+        from ..data.squad import question_windows
 
         if "?" not in text:
             raise ValueError("write the question first, ending with '?', then the passage")
@@ -374,11 +374,7 @@ class QuestionAnswererModel:
                              "tokens; shorten the passage")
         window = windows[0]
         answer = qa.answer([question], [context])[0]
-        batch = collate_windows([window], qa.tokenizer.pad_id).to(qa.device)
-        with torch.no_grad():
-            out = qa.model(batch.input_ids, token_type_ids=batch.token_type_ids,
-                           attention_mask=batch.attention_mask, span_mask=batch.span_mask, need_weights=True)
-        maps = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+        maps = qa.window_attention(window)  # (L, H, S, S)
         tokens = [qa.tokenizer.id_to_token(t) for t in window.input_ids]
         return ModelRun(output=f"answer: {answer.text}", tokens={"src": tokens}, attentions={"self": maps})
 
