@@ -62,6 +62,7 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "load_weights",
+    "resolve_model_dir",
     "rng_state",
     "set_rng_state",
     "WEIGHTS_FILE",
@@ -334,6 +335,29 @@ def _move_into_place(tmp: Path, final: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Load
 # --------------------------------------------------------------------------------------------
+
+
+def resolve_model_dir(path: str | os.PathLike) -> Path:
+    """The checkpoint a user means by ``path``: the folder itself when it holds a ``config.json``,
+    else its ``best/`` checkpoint (``path`` is then a training output folder).
+
+    Raises:
+        FileNotFoundError: ``path`` is not a directory, or neither it nor ``path/best`` holds a
+            ``config.json``.
+
+    Shape:
+        no tensors; returns a directory.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    for candidate in (path, path / "best"):
+        if (candidate / CONFIG_FILE).is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"{path}: no model found ({path / CONFIG_FILE} not found, nor {path / 'best' / CONFIG_FILE}); "
+        "expected an attnlab checkpoint or a training output folder holding best/"
+    )
 
 
 def load_checkpoint(

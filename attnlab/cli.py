@@ -417,7 +417,7 @@ def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: in
         n_train: number of generated training pairs.
         seed: random seed of the data and the training.
     """
-    from .recipes.demo import run_demo
+    from .experiments.demo import run_demo
 
     report = run_demo(out, minutes=minutes, n_train=n_train, seed=seed)
     print()
@@ -520,7 +520,7 @@ def experiment_bottleneck_cmd(
         seed: random seed of the data and the training.
         progress: show a progress bar per model.
     """
-    from .recipes.bottleneck import BottleneckSettings, run_bottleneck
+    from .experiments.bottleneck import BottleneckSettings, run_bottleneck
 
     parsed = []
     for item in buckets or []:
@@ -838,7 +838,7 @@ def experiment_variants_cmd(
         seed: data order and initial weights, the same for every variant.
         progress: show a progress bar per variant.
     """
-    from .recipes.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
+    from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
 
     settings = VariantsSettings(variants=tuple(variants or DEFAULT_VARIANTS), minutes=minutes, model_preset=preset,
                                 block_size=block_size, batch_size=batch_size, seed=seed, progress=progress)
@@ -996,7 +996,7 @@ def train_vit_cmd(
 
 
 def _digit_image(config: dict, index: int):
-    from .recipes.vision import digits_splits
+    from .data.digits import digits_splits
 
     data = digits_splits(seed=config.get("split_seed", 0))
     if not 0 <= index < len(data.test_y):
@@ -1159,6 +1159,7 @@ def train_gat_cmd(
     """
     import dataclasses
 
+    from .data.graphs import karate_club
     from .recipes import graph
 
     if seeds < 1:
@@ -1166,7 +1167,7 @@ def train_gat_cmd(
     given = {"labelled": labelled, "epochs": epochs, "seed": seed}
     extra = [f"{k}={json.dumps(v)}" for k, v in given.items() if v is not None] + list(overrides or [])
     base = graph.apply_overrides(graph.GATSetup(), extra)
-    data = graph.karate_club()
+    data = karate_club()
     runs = [graph.train_gat(dataclasses.replace(base, seed=base.seed + k), data) for k in range(seeds)]
     graph.save_gat(runs[0], out / "best")
     n_eval = len(data.labels) - len(set(base.labelled))
@@ -1197,10 +1198,11 @@ def gat_cmd(*, model: Path, node: int | None = None, layer: int = 0, plot: Path 
         layer: which GAT layer's attention: 0 (hidden) or 1 (output).
         plot: draw the attention on the graph here (PNG or SVG).
     """
+    from .data.graphs import karate_club
     from .recipes import graph
 
     gat, config = graph.load_gat(model)
-    data = graph.karate_club()
+    data = karate_club()
     weights, predictions = graph.node_attention(gat, data, layer)
     names = data.class_names
     wrong = [i for i in range(len(predictions)) if int(predictions[i]) != int(data.labels[i])]
@@ -1252,6 +1254,7 @@ def train_summarize_cmd(
         seed: random seed (generated data, split, data order, initialisation).
         overrides: further settings as key=value: model.coverage=true, train.lr=1e-3, vocab_size=20000.
     """
+    from .data.summaries import facts_splits, read_jsonl
     from .models.pointer_generator import PointerGeneratorConfig
     from .recipes import summarize as sm
     from .recipes import apply_overrides
@@ -1266,11 +1269,11 @@ def train_summarize_cmd(
     setup = apply_overrides(sm.RECIPES[preset], extra, PointerGeneratorConfig)
     test = None
     if train is None:
-        generated = sm.facts_splits(n_train, seed=setup.train.seed)
+        generated = facts_splits(n_train, seed=setup.train.seed)
         train_pairs, valid_pairs, test = generated.train, generated.valid, generated.test
     else:
-        train_pairs = sm.read_jsonl(train)
-        valid_pairs = None if valid is None else sm.read_jsonl(valid)
+        train_pairs = read_jsonl(train)
+        valid_pairs = None if valid is None else read_jsonl(valid)
     summarizer, result = sm.train_summarizer(setup, train_pairs, valid_pairs)
     _report_training(result, out)
     if test is not None:
@@ -1310,13 +1313,14 @@ def summarize_cmd(
         device: cpu, cuda or mps.
     """
     from .data.corpus import read_lines
+    from .data.summaries import read_jsonl
     from .metrics import rouge
     from .recipes import summarize as sm
 
     documents, references = list(text or []), []
     if input is not None:
         if input.suffix == ".jsonl":
-            records = sm.read_jsonl(input, require_summary=False)
+            records = read_jsonl(input, require_summary=False)
             documents += [d for d, _ in records]
             references = [s for _, s in records]
         else:
@@ -1372,6 +1376,7 @@ def train_qa_cmd(
         seed: random seed (generated data, data order, the span head's initialisation).
         overrides: further settings as key=value: train.lr=5e-5, max_length=256, doc_stride=64, model.dropout=0.0.
     """
+    from .data.squad import facts_splits, read_squad
     from .models.bert import BertConfig
     from .recipes import qa
     from .recipes import apply_overrides
@@ -1387,10 +1392,10 @@ def train_qa_cmd(
     setup = apply_overrides(qa.RECIPES[preset], extra, BertConfig)
     test = None
     if train is None:
-        generated = qa.facts_splits(n_train, seed=setup.train.seed)
+        generated = facts_splits(n_train, seed=setup.train.seed)
         train_examples, valid_examples, test = generated.train, generated.valid, generated.test
     else:
-        train_examples, valid_examples = qa.read_squad(train), qa.read_squad(valid)
+        train_examples, valid_examples = read_squad(train), read_squad(valid)
     answerer, result = qa.train_qa(setup, train_examples, valid_examples)
     _report_training(result, out)
     if test is not None:
@@ -1430,13 +1435,14 @@ def answer_cmd(
         layer: encoder layer of the heatmap (0-based; -1 = the last).
         device: cpu, cuda or mps.
     """
+    from .data.squad import read_squad
     from .recipes import qa
 
     answerer = qa.load_qa(model, device=device)
     if input is not None:
         if question or context is not None or context_file is not None:
             raise ValueError("--input scores a SQuAD file; do not also give questions or a context")
-        scores = answerer.evaluate(qa.read_squad(input))
+        scores = answerer.evaluate(read_squad(input))
         print(f"exact match {100 * scores['exact_match']:.1f}  F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)")
         return 0
     if context_file is not None:

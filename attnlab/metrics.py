@@ -1,12 +1,12 @@
-"""Translation and summarization metrics: sacreBLEU BLEU and chrF, exact match, ROUGE-1/2/L, and
-BLEU by source-length bucket.
+"""Translation, summarization and question-answering metrics: sacreBLEU BLEU and chrF, exact match,
+ROUGE-1/2/L, SQuAD's answer exact match and F1, and BLEU by source-length bucket.
 
 Every function takes *detokenized* text — the strings a user would read — one hypothesis per
 segment, in the same order as the references. Corpus scores (BLEU, chrF) are computed over the
 whole list, not averaged per sentence, which is how sacreBLEU and the papers report them.
 
-Scales: BLEU and chrF are on 0–100 (sacreBLEU's convention); exact match and ROUGE F1 are
-fractions on 0–1.
+Scales: BLEU and chrF are on 0–100 (sacreBLEU's convention); exact match, ROUGE F1 and the SQuAD
+scores are fractions on 0–1.
 
 Japanese (or Chinese) targets: the default BLEU tokenizer ``"13a"`` splits on spaces and
 punctuation, so an unsegmented Japanese sentence becomes one "word" and BLEU collapses to ~0.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import string
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -33,6 +34,10 @@ __all__ = [
     "chrf",
     "exact_match",
     "rouge",
+    "normalize_answer",
+    "answer_exact_match",
+    "answer_f1",
+    "squad_scores",
     "bleu_by_length",
 ]
 
@@ -264,6 +269,72 @@ def rouge(
             totals[f"rouge{n}"] += _f1(overlap, sum(hg.values()), sum(rg.values()))
         totals["rougeL"] += _f1(_lcs_length(ht, rt), len(ht), len(rt))
     return {k: v / len(hyps) for k, v in totals.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Question answering: the SQuAD v1.1 evaluation, written here from its definition
+# --------------------------------------------------------------------------------------------
+
+_PUNCTUATION = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's answer normalisation: lower-case, drop punctuation, drop a/an/the, collapse whitespace.
+
+    Shape:
+        str → str
+    """
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def answer_exact_match(prediction: str, references: Sequence[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised reference, else 0.0.
+
+    Shape:
+        one prediction, R references → a number
+    """
+    if not references:
+        raise ValueError("no reference answers")
+    return float(any(normalize_answer(prediction) == normalize_answer(r) for r in references))
+
+
+def answer_f1(prediction: str, references: Sequence[str]) -> float:
+    """Token F1 of the normalised prediction against the best-matching normalised reference.
+
+    Tokens are counted with clipping, as ROUGE-1: a word twice in the prediction and once in the
+    reference overlaps once.
+
+    Shape:
+        one prediction, R references → a number in [0, 1]
+    """
+    if not references:
+        raise ValueError("no reference answers")
+    pred = Counter(normalize_answer(prediction).split())
+    scores = []
+    for reference in references:
+        ref = Counter(normalize_answer(reference).split())
+        scores.append(_f1(sum((pred & ref).values()), sum(pred.values()), sum(ref.values())))
+    return max(scores)
+
+
+def squad_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Mean exact match and F1 over questions (0–1), as the SQuAD v1.1 evaluation: each question
+    scores the best over its reference answers.
+
+    Shape:
+        N predictions and N lists of references → ``{"exact_match", "f1"}``
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
+    if not predictions:
+        raise ValueError("nothing to score")
+    n = len(predictions)
+    return {
+        "exact_match": sum(answer_exact_match(p, r) for p, r in zip(predictions, references)) / n,
+        "f1": sum(answer_f1(p, r) for p, r in zip(predictions, references)) / n,
+    }
 
 
 # --------------------------------------------------------------------------------------------

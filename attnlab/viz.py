@@ -11,6 +11,10 @@ raised before any drawing), and missing parent directories are created.
 Japanese labels render because every function calls :func:`use_cjk_font` first (IPAexGothic,
 shipped by ``matplotlib-fontja``, placed after DejaVu Sans in the fallback chain).
 
+Figures drawn elsewhere (the recipes' image-patch, graph and token-weight plots) use the same
+building blocks, so they follow the same rules: :func:`figure_path` (check the suffix first),
+:func:`to_array` and :func:`check_weights` (inputs), :func:`new_figure` and :func:`save_figure`.
+
 Shape:
     one attention map: ``(T, S)`` — rows are target/query tokens, columns source/key tokens;
     a grid: ``(L, H, T, S)`` for ``L`` layers and ``H`` heads (one batch item);
@@ -31,6 +35,11 @@ import numpy as np
 __all__ = [
     "cjk_font_path",
     "use_cjk_font",
+    "figure_path",
+    "to_array",
+    "check_weights",
+    "new_figure",
+    "save_figure",
     "plot_attention",
     "plot_attention_grid",
     "plot_mask",
@@ -76,11 +85,22 @@ def use_cjk_font() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Shared helpers: input checks, figure creation, saving
+# Building blocks, public for figures drawn elsewhere (the recipes' image, graph and bar plots):
+# input checks, figure creation, saving
 # --------------------------------------------------------------------------------------------
 
 
-def _output_path(path: str | Path) -> Path:
+def figure_path(path: str | Path) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, checked to end in ``.png`` or ``.svg`` (the format).
+
+    Call it first, so that a bad name fails before any drawing.
+
+    Raises:
+        ValueError: any other suffix.
+
+    Shape:
+        no tensors; returns a file path.
+    """
     path = Path(path)
     if path.suffix.lower() not in _FORMATS:
         raise ValueError(
@@ -90,8 +110,12 @@ def _output_path(path: str | Path) -> Path:
     return path
 
 
-def _to_array(x: Any, name: str) -> np.ndarray:
-    """A tensor (any device/dtype), array or nested list → a NumPy array."""
+def to_array(x: Any, name: str) -> np.ndarray:
+    """A tensor (any device/dtype), array or nested list → a NumPy array; ``name`` labels errors.
+
+    Shape:
+        any shape → the same shape.
+    """
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
         x = x.detach().cpu()
         x = x.float() if x.is_floating_point() else x
@@ -102,8 +126,15 @@ def _to_array(x: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a tensor, array or nested list; got {type(x).__name__}") from exc
 
 
-def _check_weights(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
-    w = _to_array(x, name)
+def check_weights(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
+    """Attention weights checked for plotting: ``ndim`` dimensions, non-empty, real, finite and in
+    [0, 1] (a rounding overshoot is clipped); errors name ``name`` and its expected ``shape_doc``
+    (e.g. ``"(T, S)"``).
+
+    Shape:
+        ``ndim`` dimensions → the same shape, float64.
+    """
+    w = to_array(x, name)
     if w.ndim != ndim:
         raise ValueError(f"{name} must have shape {shape_doc}; got shape {tuple(w.shape)}")
     if not np.issubdtype(w.dtype, np.number) or np.issubdtype(w.dtype, np.complexfloating):
@@ -134,7 +165,13 @@ def _check_tokens(tokens: Sequence[Any], n: int, name: str, axis: str) -> list[s
     return labels
 
 
-def _new_figure(width: float, height: float):
+def new_figure(width: float, height: float):
+    """A :class:`matplotlib.figure.Figure` of ``width`` × ``height`` inches on its own Agg canvas
+    (pyplot and the session's backend untouched), constrained layout, the CJK font registered.
+
+    Shape:
+        no tensors; returns a figure.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -144,7 +181,12 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` (from :func:`figure_path`) at 150 dpi, creating missing folders.
+
+    Shape:
+        no tensors; returns the path written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=_FORMATS[path.suffix.lower()], dpi=150)
     return path
@@ -211,14 +253,14 @@ def plot_attention(
     Shape:
         weights: ``(T, S)``.
     """
-    path = _output_path(path)
-    w = _check_weights(weights, "weights", 2, "(T, S)")
+    path = figure_path(path)
+    w = check_weights(weights, "weights", 2, "(T, S)")
     T, S = w.shape
     src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
     tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
     width = min(max(S * _CELL_INCHES + 2.2, 4.0), 24.0)
     height = min(max(T * _CELL_INCHES + 1.6, 3.0), 24.0)
-    fig = _new_figure(width, height)
+    fig = new_figure(width, height)
     ax = fig.add_subplot()
     image = _heatmap(ax, w, src, tgt)
     ax.set_xlabel("source (key)")
@@ -226,7 +268,7 @@ def plot_attention(
     if title is not None:
         ax.set_title(title)
     fig.colorbar(image, ax=ax, label="attention weight")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_attention_grid(
@@ -257,9 +299,9 @@ def plot_attention_grid(
     Shape:
         weights: ``(L, H, T, S)``.
     """
-    path = _output_path(path)
+    path = figure_path(path)
     if isinstance(weights, (list, tuple)):
-        layers = [_check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
+        layers = [check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
         if not layers:
             raise ValueError("weights is an empty list; give one (H, T, S) map per layer")
         shapes = {layer.shape for layer in layers}
@@ -267,7 +309,7 @@ def plot_attention_grid(
             raise ValueError(f"every layer must have the same (H, T, S) shape; got {sorted(shapes)}")
         w = np.stack(layers)  # (L, H, T, S)
     else:
-        w = _check_weights(weights, "weights", 4, "(L, H, T, S) (pick one batch item first)")
+        w = check_weights(weights, "weights", 4, "(L, H, T, S) (pick one batch item first)")
     L, H, T, S = w.shape
     src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
     tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
@@ -275,7 +317,7 @@ def plot_attention_grid(
     panel_h = max(T * _CELL_INCHES * 0.8, 1.6)
     width = min(H * panel_w + 2.5, 40.0)
     height = min(L * panel_h + 1.5 + (0.4 if title else 0.0), 40.0)
-    fig = _new_figure(width, height)
+    fig = new_figure(width, height)
     axes = fig.subplots(L, H, squeeze=False)
     image = None
     for layer in range(L):
@@ -291,7 +333,7 @@ def plot_attention_grid(
     if title is not None:
         fig.suptitle(title)
     fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_mask(
@@ -320,8 +362,8 @@ def plot_mask(
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    path = _output_path(path)
-    m = _to_array(mask, "mask")
+    path = figure_path(path)
+    m = to_array(mask, "mask")
     while m.ndim > 2 and m.shape[0] == 1:
         m = m[0]
     if m.ndim != 2:
@@ -343,7 +385,7 @@ def plot_mask(
         labels = _check_tokens(tokens, S, "tokens", "positions")
     width = min(max(S * _CELL_INCHES + 1.8, 3.5), 24.0)
     height = min(max(T * _CELL_INCHES + 1.8, 3.0), 24.0)
-    fig = _new_figure(width, height)
+    fig = new_figure(width, height)
     ax = fig.add_subplot()
     colours = ListedColormap(["#ececec", "#2b5d9c"])  # False = masked, True = may attend
     ax.imshow(m.astype(np.int8), cmap=colours, vmin=0, vmax=1, interpolation="nearest")
@@ -365,7 +407,7 @@ def plot_mask(
         bbox_to_anchor=(1.02, 1.0),
         fontsize=8,
     )
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,7 +446,7 @@ def plot_curves(
     Shape:
         each series: ``xs`` and ``ys`` of equal length ``n ≥ 1``.
     """
-    path = _output_path(path)
+    path = figure_path(path)
     if not isinstance(series, Mapping) or not series:
         raise ValueError("series must be a non-empty dict: name -> (xs, ys)")
     prepared = []
@@ -425,7 +467,7 @@ def plot_curves(
                         f"series[{name!r}] has {axis} values <= 0, which a log {axis}-axis cannot show"
                     )
         prepared.append((str(name), xs, ys))
-    fig = _new_figure(6.4, 4.2)
+    fig = new_figure(6.4, 4.2)
     ax = fig.add_subplot()
     for name, xs, ys in prepared:
         ax.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=4, label=name)
@@ -440,7 +482,7 @@ def plot_curves(
     ax.grid(True, alpha=0.3)
     if len(prepared) > 1:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_bars(
@@ -468,7 +510,7 @@ def plot_bars(
     Shape:
         ``K`` series × up to ``C`` categories → ``C`` groups of up to ``K`` bars.
     """
-    path = _output_path(path)
+    path = figure_path(path)
     if not isinstance(series, Mapping) or not series:
         raise ValueError("series must be a non-empty dict: name -> {category: value}")
     categories: list[str] = []
@@ -484,7 +526,7 @@ def plot_bars(
                 categories.append(str(cat))
     k = len(series)
     bar_width = 0.8 / k
-    fig = _new_figure(min(max(len(categories) * (0.5 + 0.35 * k) + 2.0, 5.0), 24.0), 4.2)
+    fig = new_figure(min(max(len(categories) * (0.5 + 0.35 * k) + 2.0, 5.0), 24.0), 4.2)
     ax = fig.add_subplot()
     for j, (name, values) in enumerate(series.items()):
         xs = [categories.index(str(c)) + (j - (k - 1) / 2) * bar_width for c in values]
@@ -502,4 +544,4 @@ def plot_bars(
     ax.grid(True, axis="y", alpha=0.3)
     if k > 1:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)

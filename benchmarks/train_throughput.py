@@ -27,7 +27,7 @@ import torch
 
 from attnlab import distributed
 from attnlab.data.tasks import make_splits
-from attnlab.recipes.demo import demo_setup
+from attnlab.experiments.demo import demo_setup
 from attnlab.recipes.translate import train_translation
 
 

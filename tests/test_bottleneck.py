@@ -10,7 +10,7 @@ from attnlab.data.tasks import make_splits
 from attnlab.models.rnn_seq2seq import RNNSeq2Seq
 from attnlab.models.transformer import PRESETS as TRANSFORMER_PRESETS
 from attnlab.models.transformer import Transformer, TransformerConfig
-from attnlab.recipes.bottleneck import (
+from attnlab.experiments.bottleneck import (
     MODELS,
     BottleneckSettings,
     ModelResult,

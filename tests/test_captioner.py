@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnlab import cli
+from attnlab.data.digits import DigitsSplits, digits_splits
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.models.captioner import Captioner, CaptionerConfig, captioner_config
 from attnlab.recipes import caption as cp
@@ -20,18 +21,18 @@ from attnlab.train import TrainConfig
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def subset(data: vision.DigitsSplits, digits: list[int]) -> vision.DigitsSplits:
+def subset(data: DigitsSplits, digits: list[int]) -> DigitsSplits:
     parts = {}
     for name in ("train", "valid", "test"):
         x, y = getattr(data, f"{name}_x"), getattr(data, f"{name}_y")
         keep = torch.isin(y, torch.tensor(digits))
         parts[f"{name}_x"], parts[f"{name}_y"] = x[keep], y[keep]
-    return vision.DigitsSplits(**parts)
+    return DigitsSplits(**parts)
 
 
 @pytest.fixture(scope="module")
 def data():
-    return subset(vision.digits_splits(), [0, 1, 7])
+    return subset(digits_splits(), [0, 1, 7])
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import attnlab.checkpoint as ckpt_mod
 from attnlab.checkpoint import (
     load_checkpoint,
     load_weights,
+    resolve_model_dir,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -413,3 +414,13 @@ def test_rng_state_survives_a_checkpoint(tmp_path):
 def test_set_rng_state_rejects_other_dicts():
     with pytest.raises(ValueError, match="lacks"):
         set_rng_state({"python": None})
+
+
+def test_resolve_model_dir_takes_a_checkpoint_or_a_run_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model directory not found"):
+        resolve_model_dir(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no model found"):
+        resolve_model_dir(tmp_path)
+    save_checkpoint(tmp_path / "best", model=TinyLM(), config={"model_type": "tiny"})
+    assert resolve_model_dir(tmp_path) == tmp_path / "best"
+    assert resolve_model_dir(tmp_path / "best") == tmp_path / "best"

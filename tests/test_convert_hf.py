@@ -21,19 +21,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers", reason="HuggingFace transformers is the reference")
 
 from attnlab.cli import main
+from attnlab.data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
 from attnlab.decode import generate
 from attnlab.models.bert import BertForMaskedLM, BertModel
 from attnlab.models.convert_hf import (
-    PretrainedTokenizer,
     is_hf_checkpoint,
     load_bert,
     load_gpt2,
-    load_hf_tokenizer,
-    load_pretrained,
-    load_sentence_encoder,
     minilm_dir,
 )
 from attnlab.models.gpt import GPT
+from attnlab.recipes.lm import load_pretrained, load_sentence_encoder
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 SENTENCES = [

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 
 from attnlab.data import (
     CharTokenizer,
+    PretrainedTokenizer,
     SpecialTokens,
     SubwordTokenizer,
     Tokenizer,
+    WordVocab,
     build_tokenizers,
     load_tokenizer,
     read_lines,
@@ -152,6 +154,29 @@ def test_special_ids_and_bos_eos(kind):
     shown = src.decode(wrapped, skip_special=False)
     assert "[BOS]" in shown and "[EOS]" in shown
     assert src.decode(torch.tensor(wrapped)) == "Two dogs."
+
+
+def test_word_and_pretrained_tokenizers_implement_the_interface():
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "two": 4, "dogs": 5, ".": 6}
+    hf = HFTokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    pretrained = PretrainedTokenizer(hf, pad="[PAD]", unk="[UNK]", bos="[CLS]", eos="[SEP]")
+    words = WordVocab(["two", "dogs", "."])
+    for tok in (pretrained, words):
+        assert isinstance(tok, Tokenizer)
+        wrapped = tok.encode("two cats.", add_bos=True, add_eos=True)
+        assert tok.tokens("two cats.", add_bos=True, add_eos=True) == [tok.id_to_token(i) for i in wrapped]
+        assert [tok.id_to_token(i) for i in wrapped] == [tok.id_to_token(tok.bos_id), "two", "[UNK]", ".",
+                                                         tok.id_to_token(tok.eos_id)]
+        assert tok.encode_batch(["two dogs.", "dogs"]) == [tok.encode("two dogs."), tok.encode("dogs")]
+    assert words.kind == "word" and words.mask_id is None
+    assert words.decode(words.encode("Two dogs .", add_bos=True, add_eos=True)) == "two dogs ."
+    assert words.decode_batch([words.encode("dogs")]) == ["dogs"]
+    ids, spans = pretrained.encode_with_offsets("two  dogs.")
+    assert ids == pretrained.encode("two  dogs.") and spans == [(0, 3), (5, 9), (9, 10)]
 
 
 def test_no_mask_token_when_disabled():

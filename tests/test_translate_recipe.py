@@ -109,7 +109,7 @@ def test_cli_reports_mismatched_corpus_line_counts(tmp_path, capsys):
 
 
 def test_demo_runs_in_a_reduced_size(tmp_path):
-    from attnlab.recipes.demo import run_demo
+    from attnlab.experiments.demo import run_demo
 
     report = run_demo(tmp_path, minutes=0.05, n_train=300, n_test=20, progress=False, log=lambda *_: None)
     assert 0.0 <= report.exact_match <= 1.0 and report.steps > 0

@@ -746,7 +746,7 @@ SONNET = (
 
 
 def test_parse_variant():
-    from attnlab.recipes.variants import parse_variant
+    from attnlab.experiments.variants import parse_variant
 
     assert parse_variant("full") == AttentionSpec("full")
     assert parse_variant("sliding_window:64") == AttentionSpec("sliding_window", window=64)
@@ -758,7 +758,7 @@ def test_parse_variant():
 
 
 def test_experiment_rejects_windows_as_long_as_the_block(tmp_path):
-    from attnlab.recipes.variants import VariantsSettings, run_variants
+    from attnlab.experiments.variants import VariantsSettings, run_variants
 
     with pytest.raises(ValueError, match="full attention"):
         run_variants(SONNET, tmp_path, VariantsSettings(variants=("sliding_window:32",), block_size=32))
@@ -767,7 +767,7 @@ def test_experiment_rejects_windows_as_long_as_the_block(tmp_path):
 
 def test_one_variant_run_and_report(tmp_path):
     """One contestant trained in-process for a second, then the report files."""
-    from attnlab.recipes.variants import VariantsReport, VariantsSettings, _run_one, _write
+    from attnlab.experiments.variants import VariantsReport, VariantsSettings, _run_one, _write
 
     settings = VariantsSettings(variants=("full", "sliding_window:4"), minutes=0.04, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=2, progress=False)  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attnlab import cli
+from attnlab.data.digits import digits_splits
 from attnlab.models.vit import (
     ViT,
     ViTConfig,
@@ -36,7 +37,7 @@ def test_patchify_cuts_raster_order_patches():
 
 
 def test_digits_split_is_stratified_disjoint_and_fixed():
-    a, b = vision.digits_splits(seed=0), vision.digits_splits(seed=0)
+    a, b = digits_splits(seed=0), digits_splits(seed=0)
     torch.testing.assert_close(a.test_x, b.test_x)
     sizes = (len(a.train_y), len(a.valid_y), len(a.test_y))
     assert sum(sizes) == 1797 and 350 <= sizes[2] <= 370 and 170 <= sizes[1] <= 190

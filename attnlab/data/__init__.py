@@ -1,5 +1,8 @@
 """Data for attnlab: corpus readers, tokenizers, generated tasks, and length-bucketed batching.
 
+The readers of the other jobs are modules of their own: :mod:`.squad` (SQuAD and its windows),
+:mod:`.summaries`, :mod:`.digits` and :mod:`.graphs`.
+
 Shape:
     Readers and tasks give lists of ``(source, target)`` strings; ``collate_pairs`` gives
     ``src (B, S)``, ``tgt_in``/``tgt_out (B, T)`` and their ``(B, S)``/``(B, T)`` masks.
@@ -19,10 +22,13 @@ from .tasks import (
 )
 from .tokenizers import (
     CharTokenizer,
+    PretrainedTokenizer,
     SpecialTokens,
     SubwordTokenizer,
     Tokenizer,
+    WordVocab,
     build_tokenizers,
+    load_hf_tokenizer,
     load_tokenizer,
     train_subword_tokenizer,
 )
@@ -36,9 +42,12 @@ __all__ = [
     "Tokenizer",
     "SubwordTokenizer",
     "CharTokenizer",
+    "WordVocab",
+    "PretrainedTokenizer",
     "train_subword_tokenizer",
     "build_tokenizers",
     "load_tokenizer",
+    "load_hf_tokenizer",
     "TASKS",
     "DATE_FORMATS",
     "TaskSplits",

@@ -1,9 +1,13 @@
-"""Tokenizers: subword (BPE or Unigram, on HuggingFace ``tokenizers``) and characters.
+"""Tokenizers: subword (BPE or Unigram, on HuggingFace ``tokenizers``), characters, words, and the
+tokenizers of pretrained HuggingFace checkpoints.
 
-Both kinds share one interface (:class:`Tokenizer`): ``encode``/``decode`` between text
-and ids, ``tokens`` for display labels, the special ids (``pad_id`` is always 0, then
-``unk``, ``bos``, ``eos`` and optionally ``mask``), and ``save``/:func:`load_tokenizer`
-to a single JSON file that is stored next to a model checkpoint.
+Every kind implements one interface (:class:`Tokenizer`): ``encode``/``decode`` between text
+and ids, ``tokens`` for display labels, the special ids (``pad``, ``unk``, ``bos``, ``eos`` and
+optionally ``mask``) and ``save`` to a single JSON file that is stored next to a model
+checkpoint. The kinds trained here (:class:`SubwordTokenizer`, :class:`CharTokenizer`,
+:class:`WordVocab`) number their special tokens 0–3 (4 for the mask), so ``pad_id`` is 0; a
+:class:`PretrainedTokenizer` keeps its checkpoint's ids. :func:`load_tokenizer` restores the first
+two, :meth:`WordVocab.load` a word vocabulary, :func:`load_hf_tokenizer` a checkpoint's tokenizer.
 
 Why Metaspace and not ByteLevel (the choice in :func:`train_subword_tokenizer`):
 the translator is scored with BLEU on *detokenized* text and shows tokens as heatmap
@@ -26,12 +30,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Protocol, Sequence, runtime_checkable
+from typing import Iterable, Literal, Protocol, Sequence, overload, runtime_checkable
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
@@ -41,14 +46,19 @@ __all__ = [
     "Tokenizer",
     "SubwordTokenizer",
     "CharTokenizer",
+    "WordVocab",
+    "PretrainedTokenizer",
     "train_subword_tokenizer",
     "build_tokenizers",
     "load_tokenizer",
+    "load_hf_tokenizer",
 ]
 
 FORMAT = "attnlab.tokenizer"
 FORMAT_VERSION = 1
 METASPACE = "▁"  # U+2581, the SentencePiece word-start marker; also how spaces are displayed
+VOCAB_FORMAT = "attnlab.word_vocab"  # the format tag of a saved WordVocab
+_WORD = re.compile(r"\w+(?:[-'.,]\w+)*|[^\w\s]")  # words (with inner - ' . , as in 3.5, 1,200, don't) or one symbol
 
 
 @dataclass(frozen=True)
@@ -77,14 +87,15 @@ class SpecialTokens:
 class Tokenizer(Protocol):
     """What every attnlab tokenizer offers; models and training depend only on this.
 
+    Implemented by :class:`SubwordTokenizer`, :class:`CharTokenizer`, :class:`WordVocab` and
+    :class:`PretrainedTokenizer`.
+
     Shape:
         ``encode``: str → L ids; ``decode``: L ids → str; ``tokens``: str → L display strings.
     """
 
     @property
-    def kind(self) -> str: ...  # "bpe", "unigram" or "char"
-    @property
-    def special_tokens(self) -> SpecialTokens: ...
+    def kind(self) -> str: ...  # "bpe", "unigram", "char", "word", or a pretrained tokenizer's model ("wordpiece", …)
     @property
     def vocab_size(self) -> int: ...
     @property
@@ -117,6 +128,13 @@ def _as_int_list(ids: Iterable[int]) -> list[int]:
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     return [int(i) for i in ids]
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
 
 
 def _write_json_atomically(payload: dict, directory: str | os.PathLike, name: str) -> Path:
@@ -338,6 +356,280 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
+class WordVocab:
+    """A word vocabulary (See et al. 2017's summarizer) with the pointer-generator's per-document extension.
+
+    Text is split into words and punctuation marks (:meth:`split`, lower-cased by default); ids
+    are ``[PAD]`` 0, ``[UNK]`` 1, ``[BOS]`` 2, ``[EOS]`` 3, then the words. :meth:`encode` maps a
+    word outside the vocabulary to ``[UNK]``; the pointer-generator instead gives a document's
+    words outside the vocabulary extended ids ``V, V+1, …`` in order of first appearance
+    (:meth:`encode_source`), and a summary word outside the vocabulary takes its document's
+    extended id if the document has it, else ``[UNK]`` (:meth:`encode_target`); ``decode`` with
+    the document's rare words turns extended ids back into words.
+
+    Shape:
+        ``split``: str → N words; ``encode_source``: N words → N ids and the document's K rare words.
+    """
+
+    SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+    pad_id, unk_id, bos_id, eos_id = 0, 1, 2, 3
+    mask_id = None  # no masked-LM token
+
+    def __init__(self, words: Sequence[str], *, lowercase: bool = True) -> None:
+        words = list(words)
+        clash = sorted(set(words) & set(self.SPECIALS))
+        if clash:
+            raise ValueError(f"vocabulary words {clash} clash with the special tokens")
+        if len(set(words)) != len(words):
+            raise ValueError("the vocabulary has repeated words")
+        self.lowercase = lowercase
+        self._itos = list(self.SPECIALS) + words
+        self._stoi = {w: i for i, w in enumerate(self._itos)}
+
+    @classmethod
+    def build(cls, texts: Iterable[str], *, max_size: int, min_count: int = 1, lowercase: bool = True) -> WordVocab:
+        """The ``max_size − 4`` most frequent words occurring at least ``min_count`` times (ties: alphabetical).
+
+        Shape:
+            N texts → a vocabulary of at most ``max_size`` entries
+        """
+        if max_size <= len(cls.SPECIALS):
+            raise ValueError(f"max_size must exceed the {len(cls.SPECIALS)} special tokens, got {max_size}")
+        if min_count < 1:
+            raise ValueError(f"min_count must be ≥ 1, got {min_count}")
+        probe = cls([], lowercase=lowercase)
+        counts = Counter(w for t in texts for w in probe.split(t))
+        ranked = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
+        return cls(ranked[: max_size - len(cls.SPECIALS)], lowercase=lowercase)
+
+    @property
+    def kind(self) -> str:
+        return "word"
+
+    @property
+    def special_tokens(self) -> SpecialTokens:
+        return SpecialTokens(*self.SPECIALS, mask=None)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._itos)
+
+    def split(self, text: str) -> list[str]:
+        """Words and punctuation marks of ``text`` (lower-cased if the vocabulary is).
+
+        Shape:
+            str → N words
+        """
+        return _WORD.findall(text.lower() if self.lowercase else text)
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        ids = [self._stoi.get(w, self.unk_id) for w in self.split(text)]
+        return _wrap(ids, self.bos_id, self.eos_id, add_bos, add_eos)
+
+    def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
+
+    def encode_source(self, words: Sequence[str]) -> tuple[list[int], list[str]]:
+        """Ids in the extended vocabulary and the document's out-of-vocabulary words (in id order).
+
+        Shape:
+            N words → N ids, K rare words (ids ``V … V+K−1``)
+        """
+        oovs: list[str] = []
+        index: dict[str, int] = {}
+        ids = []
+        for w in words:
+            i = self._stoi.get(w)
+            if i is None:
+                if w not in index:
+                    index[w] = self.vocab_size + len(oovs)
+                    oovs.append(w)
+                i = index[w]
+            ids.append(i)
+        return ids, oovs
+
+    def encode_target(self, words: Sequence[str], oovs: Sequence[str]) -> list[int]:
+        """Summary ids: vocabulary words, the document's rare words by extended id, else ``[UNK]``.
+
+        Shape:
+            N words → N ids
+        """
+        ext = {w: self.vocab_size + k for k, w in enumerate(oovs)}
+        return [self._stoi.get(w, ext.get(w, self.unk_id)) for w in words]
+
+    @overload
+    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str: ...
+    @overload
+    def decode(self, ids: Iterable[int], oovs: Sequence[str], *, skip_special: bool = True) -> list[str]: ...
+
+    def decode(self, ids, oovs=None, *, skip_special=True):
+        """The words of ``ids`` joined by spaces; with a document's rare words ``oovs``, the list of
+        words of extended ids (the pointer-generator's output). ``skip_special`` drops the special
+        tokens except ``[UNK]``, which stands for a word.
+
+        Shape:
+            N ids → a str, or at most N words with ``oovs``
+        """
+        rare = () if oovs is None else oovs
+        out = []
+        for i in _as_int_list(ids):
+            if i >= self.vocab_size:
+                k = i - self.vocab_size
+                if k >= len(rare):
+                    raise ValueError(f"extended id {i} but the document has only {len(rare)} rare words")
+                out.append(rare[k])
+            elif i < 0:
+                raise ValueError(f"token id {i} is outside the vocabulary of size {self.vocab_size}")
+            elif not skip_special or i >= len(self.SPECIALS) or i == self.unk_id:
+                out.append(self._itos[i])
+        return out if oovs is not None else " ".join(out)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+    def id_to_token(self, token_id: int) -> str:
+        if not 0 <= token_id < len(self._itos):
+            raise ValueError(f"token id {token_id} is outside the vocabulary of size {len(self._itos)}")
+        return self._itos[token_id]
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._stoi.get(token)
+
+    def save(self, directory: str | os.PathLike, name: str) -> Path:
+        """Write ``directory/name.json``; read it back with :meth:`load`.
+
+        Shape:
+            the word list, as JSON
+        """
+        payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS):]}
+        return _write_json_atomically(payload, directory, name)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> WordVocab:
+        """A vocabulary written by :meth:`save`.
+
+        Shape:
+            a JSON file → a vocabulary
+        """
+        path = Path(path)
+        payload = _read_json(path)
+        if not isinstance(payload, dict) or payload.get("format") != VOCAB_FORMAT:
+            raise ValueError(f"{path}: not an attnlab word vocabulary (format {VOCAB_FORMAT!r})")
+        return cls(payload["words"], lowercase=bool(payload["lowercase"]))
+
+    def __repr__(self) -> str:
+        return f"WordVocab(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+
+class PretrainedTokenizer:
+    """The tokenizer of a pretrained HuggingFace checkpoint (a ``tokenizers.Tokenizer``), see
+    :func:`load_hf_tokenizer`.
+
+    ``encode`` gives the plain token ids (no special tokens unless ``add_bos``/``add_eos``), as
+    every :class:`Tokenizer` does; :meth:`encode_with_offsets` also gives each token's character
+    span in the text (question answering maps answers through them). The special tokens keep the
+    checkpoint's own ids: for BERT ``bos`` is ``[CLS]`` and ``eos`` is ``[SEP]``; GPT-2 has one
+    special token, ``<|endoftext|>``, which serves as bos, eos, unk and padding. :meth:`save`
+    writes HuggingFace's own ``tokenizer.json`` format, so any HuggingFace tool reads it too.
+
+    Shape:
+        ``encode``: str → L ids; ``decode``: L ids → str; ``tokens``: str → L display strings.
+    """
+
+    def __init__(
+        self,
+        hf_tokenizer: HFTokenizer,
+        *,
+        pad: str | None,
+        unk: str | None,
+        bos: str | None,
+        eos: str | None,
+        mask: str | None = None,
+    ) -> None:
+        self._hf = hf_tokenizer
+        # attnlab pads batches itself and cuts inputs where it needs to; some tokenizer.json files
+        # pad or truncate every encoding to a fixed length.
+        self._hf.no_padding()
+        self._hf.no_truncation()
+        self._names = {"pad": pad, "unk": unk, "bos": bos, "eos": eos, "mask": mask}
+        self._ids: dict[str, int | None] = {}
+        for role, token in self._names.items():
+            tid = None if token is None else hf_tokenizer.token_to_id(token)
+            if token is not None and tid is None:
+                raise ValueError(f"special token {token!r} ({role}) is not in the tokenizer's vocabulary")
+            self._ids[role] = tid
+        if self._ids["pad"] is None:
+            # Models without a padding token (GPT-2) pad with eos; padded positions are masked anyway.
+            self._ids["pad"] = self._ids["eos"] if self._ids["eos"] is not None else 0
+
+    @property
+    def kind(self) -> str:
+        return type(self._hf.model).__name__.lower()  # "wordpiece", "bpe", "unigram", ...
+
+    @property
+    def vocab_size(self) -> int:
+        return self._hf.get_vocab_size(with_added_tokens=True)
+
+    pad_id = property(lambda self: self._ids["pad"])
+    unk_id = property(lambda self: self._ids["unk"])
+    bos_id = property(lambda self: self._ids["bos"])
+    eos_id = property(lambda self: self._ids["eos"])
+    mask_id = property(lambda self: self._ids["mask"])
+
+    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
+        for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
+            if flag and self._ids[role] is None:
+                raise ValueError(f"this tokenizer has no {role} token")
+        return _wrap(ids, self.bos_id, self.eos_id, add_bos, add_eos)
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        return self._wrap(self._hf.encode(text, add_special_tokens=False).ids, add_bos, add_eos)
+
+    def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        encodings = self._hf.encode_batch(list(texts), add_special_tokens=False)
+        return [self._wrap(e.ids, add_bos, add_eos) for e in encodings]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of ``text`` (no special tokens) and each token's character span ``(start, end)``
+        in ``text`` — through lower-casing and accent stripping, so ``text[start:end]`` is the
+        token's original spelling.
+
+        Shape:
+            str → L ids and L spans
+        """
+        enc = self._hf.encode(text, add_special_tokens=False)
+        return list(enc.ids), [tuple(o) for o in enc.offsets]
+
+    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str:
+        return self._hf.decode(_as_int_list(ids), skip_special_tokens=skip_special)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._hf.id_to_token(int(token_id))
+        if token is None:
+            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
+        return token
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._hf.token_to_id(token)
+
+    def save(self, directory: str | os.PathLike, name: str) -> Path:
+        """Write ``directory/name.json`` in HuggingFace's ``tokenizer.json`` format; a checkpoint
+        saved as ``tokenizer`` reloads with :func:`load_hf_tokenizer` (giving its ``model_type``)."""
+        return _write_json_atomically(json.loads(self._hf.to_str()), directory, name)
+
+    def __repr__(self) -> str:
+        return f"PretrainedTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
 def train_subword_tokenizer(
     texts: Iterable[str],
     vocab_size: int,
@@ -429,10 +721,7 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such tokenizer file")
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    payload = _read_json(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path}: not an attnlab tokenizer file (missing format={FORMAT!r})")
     if payload.get("version") != FORMAT_VERSION:
@@ -445,3 +734,70 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         hf = HFTokenizer.from_str(json.dumps(payload["hf_tokenizer"]))
         return SubwordTokenizer(hf, model=kind, special_tokens=special_tokens)
     raise ValueError(f"{path}: unknown tokenizer kind {kind!r}")
+
+
+def _special_token(entry) -> str | None:
+    # special_tokens_map.json writes a token either as a string or as {"content": ...}.
+    if isinstance(entry, dict):
+        return entry.get("content")
+    return entry
+
+
+def load_hf_tokenizer(path: str | os.PathLike, model_type: str | None = None) -> PretrainedTokenizer:
+    """The tokenizer of a HuggingFace checkpoint directory, without network access.
+
+    Reads ``tokenizer.json`` when present; otherwise builds the tokenizer from ``vocab.txt``
+    (BERT's WordPiece) or ``vocab.json`` + ``merges.txt`` (GPT-2's byte-level BPE). The special
+    tokens come from ``tokenizer_config.json`` / ``special_tokens_map.json`` when present, else
+    from ``model_type`` (read from ``config.json`` when not given): ``bert`` takes ``[CLS]`` as
+    bos and ``[SEP]`` as eos, anything else GPT-2's ``<|endoftext|>`` if the vocabulary has it.
+
+    Raises:
+        FileNotFoundError: no such directory, no ``config.json`` (when ``model_type`` is not
+            given), or no tokenizer files.
+
+    Shape:
+        a checkpoint directory → a :class:`PretrainedTokenizer`
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
+    if model_type is None:
+        config = path / "config.json"
+        if not config.is_file():
+            raise FileNotFoundError(f"{config}: missing (a HuggingFace checkpoint directory has a config.json)")
+        model_type = _read_json(config).get("model_type")
+    tok_cfg = _read_json(path / "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
+    special_map = _read_json(path / "special_tokens_map.json") if (path / "special_tokens_map.json").is_file() else {}
+    names = {k: _special_token(v) for k, v in {**tok_cfg, **special_map}.items() if k.endswith("_token")}
+    if (path / "tokenizer.json").is_file():
+        hf = HFTokenizer.from_file(str(path / "tokenizer.json"))
+    elif (path / "vocab.txt").is_file():
+        hf = HFTokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token=names.get("unk_token", "[UNK]")))
+        hf.normalizer = normalizers.BertNormalizer(lowercase=tok_cfg.get("do_lower_case", True))
+        hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        hf.decoder = decoders.WordPiece()
+    elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        hf = HFTokenizer(models.BPE.from_file(str(path / "vocab.json"), str(path / "merges.txt")))
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=tok_cfg.get("add_prefix_space", False))
+        hf.decoder = decoders.ByteLevel()
+    else:
+        raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.txt, or vocab.json + merges.txt")
+    if model_type == "bert":
+        return PretrainedTokenizer(
+            hf,
+            pad=names.get("pad_token", "[PAD]"),
+            unk=names.get("unk_token", "[UNK]"),
+            bos=names.get("cls_token", "[CLS]"),
+            eos=names.get("sep_token", "[SEP]"),
+            mask=names.get("mask_token", "[MASK]"),
+        )
+    end = "<|endoftext|>"
+    return PretrainedTokenizer(
+        hf,
+        pad=names.get("pad_token"),
+        unk=names.get("unk_token", end if hf.token_to_id(end) is not None else None),
+        bos=names.get("bos_token", end if hf.token_to_id(end) is not None else None),
+        eos=names.get("eos_token", end if hf.token_to_id(end) is not None else None),
+        mask=names.get("mask_token"),
+    )

@@ -47,6 +47,7 @@ __all__ = [
     "mask_tokens",
     "mean_pool",
     "sentence_embeddings",
+    "encode_with_masks",
     "fill_mask",
 ]
 
@@ -442,21 +443,18 @@ def sentence_embeddings(
 
 
 @torch.no_grad()
-def fill_mask(model: BertForMaskedLM, tokenizer, text: str, *, top_k: int = 5) -> list[list[tuple[str, float]]]:
-    """The ``top_k`` most likely tokens (and their probabilities) at every mask token of ``text``.
+def encode_with_masks(tokenizer, text: str) -> list[int]:
+    """``[CLS] text [SEP]`` as ids, where each mask token written in ``text`` (the tokenizer's
+    ``[MASK]``) becomes the mask id.
 
-    ``text`` writes the mask as the tokenizer's mask token (``[MASK]``); the pieces between masks
-    are tokenized on their own, so this works for character and subword tokenizers alike.
+    The pieces between masks are tokenized on their own, so this works for character and subword
+    tokenizers alike; a tokenizer without a mask token encodes ``text`` whole.
 
     Shape:
-        one text with M masks → M lists of ``top_k`` ``(token, probability)`` pairs
+        one text with M masks → S ids, M of them the mask id
     """
-    if tokenizer.mask_id is None:
-        raise ValueError("this tokenizer has no mask token")
-    mask_str = tokenizer.id_to_token(tokenizer.mask_id)
-    pieces = text.split(mask_str)
-    if len(pieces) < 2:
-        raise ValueError(f"text has no {mask_str} to fill: {text!r}")
+    mask_str = tokenizer.id_to_token(tokenizer.mask_id) if tokenizer.mask_id is not None else None
+    pieces = text.split(mask_str) if mask_str else [text]
     ids = [tokenizer.bos_id]
     for i, piece in enumerate(pieces):
         if i:
@@ -464,6 +462,24 @@ def fill_mask(model: BertForMaskedLM, tokenizer, text: str, *, top_k: int = 5) -
         if piece:
             ids.extend(tokenizer.encode(piece))
     ids.append(tokenizer.eos_id)
+    return ids
+
+
+def fill_mask(model: BertForMaskedLM, tokenizer, text: str, *, top_k: int = 5) -> list[list[tuple[str, float]]]:
+    """The ``top_k`` most likely tokens (and their probabilities) at every mask token of ``text``.
+
+    ``text`` writes the mask as the tokenizer's mask token (``[MASK]``); see
+    :func:`encode_with_masks`.
+
+    Shape:
+        one text with M masks → M lists of ``top_k`` ``(token, probability)`` pairs
+    """
+    if tokenizer.mask_id is None:
+        raise ValueError("this tokenizer has no mask token")
+    mask_str = tokenizer.id_to_token(tokenizer.mask_id)
+    if mask_str not in text:
+        raise ValueError(f"text has no {mask_str} to fill: {text!r}")
+    ids = encode_with_masks(tokenizer, text)
     n_pos = model.config.n_positions
     if len(ids) > n_pos:
         raise ValueError(f"text is {len(ids)} tokens long, more than the model's n_positions={n_pos}")

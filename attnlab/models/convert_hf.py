@@ -3,7 +3,7 @@
 A HuggingFace checkpoint directory holds ``config.json``, the weights (``model.safetensors``, a
 sharded ``model.safetensors.index.json``, or ``pytorch_model.bin``) and the tokenizer
 (``tokenizer.json``, or ``vocab.txt`` for WordPiece / ``vocab.json`` + ``merges.txt`` for GPT-2's
-byte-level BPE). This module is the only place in attnlab where HuggingFace's parameter names
+byte-level BPE), which :func:`attnlab.data.tokenizers.load_hf_tokenizer` reads. This module is the only place in attnlab where HuggingFace's parameter names
 appear: each converter is a table from attnlab's name to the checkpoint's name (plus the
 reshaping the two layouts need), so a reader can see the correspondence at a glance.
 
@@ -24,29 +24,26 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from .bert import BertConfig, BertForMaskedLM, BertModel, sentence_embeddings
+from .bert import BertConfig, BertForMaskedLM, BertModel
 from .gpt import GPT, GPTConfig
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "PretrainedTokenizer",
-    "SentenceEncoder",
-    "load_hf_tokenizer",
+    "load_hf_config",
     "load_hf_state_dict",
     "gpt_config_from_hf",
     "bert_config_from_hf",
     "load_gpt2",
     "load_bert",
-    "load_pretrained",
-    "load_sentence_encoder",
+    "load_hf_model",
+    "sentence_transformers_pooling",
     "minilm_dir",
     "is_hf_checkpoint",
 ]
@@ -124,153 +121,6 @@ def load_hf_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
         # weights_only: a checkpoint is data, never code to execute.
         return torch.load(pickled, map_location="cpu", weights_only=True)
     raise FileNotFoundError(f"{path}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
-
-
-# --------------------------------------------------------------------------------------------
-# Tokenizer: a HuggingFace tokenizer behind attnlab's tokenizer interface.
-# --------------------------------------------------------------------------------------------
-
-
-class PretrainedTokenizer:
-    """A HuggingFace ``tokenizers.Tokenizer`` with attnlab's tokenizer interface.
-
-    ``encode`` gives the plain token ids (no special tokens unless ``add_bos``/``add_eos``), as
-    :class:`attnlab.data.tokenizers.Tokenizer` does. The special tokens keep the checkpoint's own
-    ids: for BERT ``bos`` is ``[CLS]`` and ``eos`` is ``[SEP]``; GPT-2 has one special token,
-    ``<|endoftext|>``, which serves as bos, eos, unk and padding.
-
-    Shape:
-        ``encode``: str → L ids; ``decode``: L ids → str; ``tokens``: str → L display strings.
-    """
-
-    def __init__(
-        self,
-        hf_tokenizer,
-        *,
-        pad: str | None,
-        unk: str | None,
-        bos: str | None,
-        eos: str | None,
-        mask: str | None = None,
-    ) -> None:
-        self._hf = hf_tokenizer
-        self._names = {"pad": pad, "unk": unk, "bos": bos, "eos": eos, "mask": mask}
-        self._ids: dict[str, int | None] = {}
-        for role, token in self._names.items():
-            tid = None if token is None else hf_tokenizer.token_to_id(token)
-            if token is not None and tid is None:
-                raise ValueError(f"special token {token!r} ({role}) is not in the tokenizer's vocabulary")
-            self._ids[role] = tid
-        if self._ids["pad"] is None:
-            # Models without a padding token (GPT-2) pad with eos; padded positions are masked anyway.
-            self._ids["pad"] = self._ids["eos"] if self._ids["eos"] is not None else 0
-
-    @property
-    def kind(self) -> str:
-        return type(self._hf.model).__name__.lower()  # "wordpiece", "bpe", "unigram", ...
-
-    @property
-    def vocab_size(self) -> int:
-        return self._hf.get_vocab_size(with_added_tokens=True)
-
-    pad_id = property(lambda self: self._ids["pad"])
-    unk_id = property(lambda self: self._ids["unk"])
-    bos_id = property(lambda self: self._ids["bos"])
-    eos_id = property(lambda self: self._ids["eos"])
-    mask_id = property(lambda self: self._ids["mask"])
-
-    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
-        for flag, role in ((add_bos, "bos"), (add_eos, "eos")):
-            if flag and self._ids[role] is None:
-                raise ValueError(f"this tokenizer has no {role} token")
-        return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if add_eos else [])
-
-    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
-        return self._wrap(self._hf.encode(text, add_special_tokens=False).ids, add_bos, add_eos)
-
-    def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        encodings = self._hf.encode_batch(list(texts), add_special_tokens=False)
-        return [self._wrap(e.ids, add_bos, add_eos) for e in encodings]
-
-    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str:
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        return self._hf.decode([int(i) for i in ids], skip_special_tokens=skip_special)
-
-    def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
-        return [self.decode(ids, skip_special=skip_special) for ids in batch]
-
-    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
-
-    def id_to_token(self, token_id: int) -> str:
-        token = self._hf.id_to_token(int(token_id))
-        if token is None:
-            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
-        return token
-
-    def token_to_id(self, token: str) -> int | None:
-        return self._hf.token_to_id(token)
-
-    def __repr__(self) -> str:
-        return f"PretrainedTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
-
-
-def _special_token(entry) -> str | None:
-    # special_tokens_map.json writes a token either as a string or as {"content": ...}.
-    if isinstance(entry, dict):
-        return entry.get("content")
-    return entry
-
-
-def load_hf_tokenizer(path: str | os.PathLike, model_type: str | None = None) -> PretrainedTokenizer:
-    """The tokenizer of a HuggingFace checkpoint directory, without network access.
-
-    Reads ``tokenizer.json`` when present; otherwise builds the tokenizer from ``vocab.txt``
-    (BERT's WordPiece) or ``vocab.json`` + ``merges.txt`` (GPT-2's byte-level BPE).
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
-
-    path = Path(path)
-    model_type = model_type or load_hf_config(path).get("model_type")
-    tok_cfg = _read_json(path / "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
-    special_map = _read_json(path / "special_tokens_map.json") if (path / "special_tokens_map.json").is_file() else {}
-    names = {k: _special_token(v) for k, v in {**tok_cfg, **special_map}.items() if k.endswith("_token")}
-    if (path / "tokenizer.json").is_file():
-        hf = Tokenizer.from_file(str(path / "tokenizer.json"))
-        # Some tokenizer.json files pad/truncate every encoding to a fixed length; attnlab pads
-        # batches itself and cuts inputs to the model's limit where it needs to.
-        hf.no_padding()
-        hf.no_truncation()
-    elif (path / "vocab.txt").is_file():
-        hf = Tokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token=names.get("unk_token", "[UNK]")))
-        hf.normalizer = normalizers.BertNormalizer(lowercase=tok_cfg.get("do_lower_case", True))
-        hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        hf.decoder = decoders.WordPiece()
-    elif (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
-        hf = Tokenizer(models.BPE.from_file(str(path / "vocab.json"), str(path / "merges.txt")))
-        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=tok_cfg.get("add_prefix_space", False))
-        hf.decoder = decoders.ByteLevel()
-    else:
-        raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.txt, or vocab.json + merges.txt")
-    if model_type == "bert":
-        return PretrainedTokenizer(
-            hf,
-            pad=names.get("pad_token", "[PAD]"),
-            unk=names.get("unk_token", "[UNK]"),
-            bos=names.get("cls_token", "[CLS]"),
-            eos=names.get("sep_token", "[SEP]"),
-            mask=names.get("mask_token", "[MASK]"),
-        )
-    end = "<|endoftext|>"
-    return PretrainedTokenizer(
-        hf,
-        pad=names.get("pad_token"),
-        unk=names.get("unk_token", end if hf.token_to_id(end) is not None else None),
-        bos=names.get("bos_token", end if hf.token_to_id(end) is not None else None),
-        eos=names.get("eos_token", end if hf.token_to_id(end) is not None else None),
-        mask=names.get("mask_token"),
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -547,51 +397,28 @@ def load_bert(path: str | os.PathLike) -> BertModel | BertForMaskedLM:
 # --------------------------------------------------------------------------------------------
 
 
-def load_pretrained(path: str | os.PathLike) -> tuple[nn.Module, PretrainedTokenizer]:
-    """Model and tokenizer of a HuggingFace GPT-2 or BERT checkpoint directory."""
+def load_hf_model(path: str | os.PathLike) -> nn.Module:
+    """attnlab's model of a HuggingFace GPT-2 or BERT checkpoint directory (eval mode), by the
+    ``model_type`` of its ``config.json``; its tokenizer is :func:`attnlab.data.tokenizers.load_hf_tokenizer`'s."""
     path = Path(path)
     model_type = load_hf_config(path).get("model_type")
     if model_type == "gpt2":
-        model = load_gpt2(path)
-    elif model_type == "bert":
-        model = load_bert(path)
-    else:
-        raise ValueError(f"{path / 'config.json'}: model_type {model_type!r} is not supported (gpt2, bert)")
-    return model, load_hf_tokenizer(path, model_type)
+        return load_gpt2(path)
+    if model_type == "bert":
+        return load_bert(path)
+    raise ValueError(f"{path / 'config.json'}: model_type {model_type!r} is not supported (gpt2, bert)")
 
 
-@dataclass
-class SentenceEncoder:
-    """A BERT encoder, its tokenizer and the sentence-transformers pooling settings.
-
-    Shape:
-        :meth:`embed`: N texts → ``(N, D)``
-    """
-
-    model: BertModel  # the encoder (eval mode)
-    tokenizer: PretrainedTokenizer  # WordPiece with [CLS]/[SEP] as bos/eos
-    max_length: int  # longer inputs are cut to this many tokens (sentence-transformers' max_seq_length)
-    normalize: bool  # L2-normalise the pooled vectors (a Normalize module follows the pooling)
-
-    def embed(self, texts: Sequence[str]) -> Tensor:
-        return sentence_embeddings(
-            self.model, self.tokenizer, texts, max_length=self.max_length, normalize=self.normalize
-        )
-
-
-def load_sentence_encoder(path: str | os.PathLike | None = None) -> SentenceEncoder:
-    """A sentence-transformers BERT checkpoint (default: the packaged all-MiniLM-L6-v2).
+def sentence_transformers_pooling(path: str | os.PathLike) -> tuple[bool, int | None]:
+    """How a sentence-transformers checkpoint pools: whether it L2-normalises the pooled vectors,
+    and its ``max_seq_length`` (None: not set).
 
     Reads ``modules.json`` (is there a Normalize step?), the pooling config (only mean pooling is
-    supported) and ``sentence_bert_config.json`` (``max_seq_length``); a plain BERT directory
-    without them is mean-pooled and normalised.
+    supported) and ``sentence_bert_config.json``; a plain BERT directory without them is mean-pooled
+    and normalised, ``(True, None)``.
     """
-    path = minilm_dir() if path is None else Path(path)
-    model, tokenizer = load_pretrained(path)
-    if not isinstance(model, (BertModel, BertForMaskedLM)):
-        raise ValueError(f"{path}: sentence embeddings need a BERT checkpoint, got {type(model).__name__}")
-    bert = model.bert if isinstance(model, BertForMaskedLM) else model
-    normalize, max_length = True, bert.config.n_positions
+    path = Path(path)
+    normalize, max_length = True, None
     modules_file = path / "modules.json"
     if modules_file.is_file():
         modules = _read_json(modules_file)
@@ -605,5 +432,5 @@ def load_sentence_encoder(path: str | os.PathLike | None = None) -> SentenceEnco
                     raise ValueError(f"{pooling_file}: only mean pooling is supported, this model uses {other}")
     st_config = path / "sentence_bert_config.json"
     if st_config.is_file():
-        max_length = min(max_length, int(_read_json(st_config).get("max_seq_length", max_length)))
-    return SentenceEncoder(bert, tokenizer, max_length, normalize)
+        max_length = _read_json(st_config).get("max_seq_length")
+    return normalize, None if max_length is None else int(max_length)

@@ -6,7 +6,7 @@ not the kanji 七: a one-character caption would make the "decoder" a classifier
 every caption is a short sequence (1–5 characters) that the decoder writes one token at a time
 while cross-attending to the image. Tokens are characters (:class:`~attnlab.data.tokenizers.CharTokenizer`).
 
-The images and splits are the ViT's (:func:`attnlab.recipes.vision.digits_splits`); the metric is
+The images and splits are the ViT's (:func:`attnlab.data.digits.digits_splits`); the metric is
 exact match of the greedy caption on held-out images.
 
 Shape letters: ``B`` batch, ``P`` patches, ``T`` caption length, ``L`` layers, ``H`` heads.
@@ -25,12 +25,11 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
+from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
 from ..decode import beam_search, greedy_decode
 from ..metrics import exact_match
 from ..models.captioner import PRESETS, Captioner, CaptionerConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
-from .vision import DigitsSplits, digits_splits, image_batches, random_shift
 
 Tensor = torch.Tensor
 
@@ -157,7 +156,7 @@ def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tu
 
 def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptioner, dict]:
     """A captioner saved by :func:`train_captioner` (run folder or checkpoint), and its saved config dict."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "captioner":

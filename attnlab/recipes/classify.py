@@ -25,7 +25,6 @@ from ..data import batching, tokenizers
 from ..functional import padding_mask
 from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
@@ -231,7 +230,7 @@ def train_classifier(
 
 def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != ClassifierConfig.model_type:
@@ -327,12 +326,12 @@ def plot_token_weights(prediction: Prediction, path: str | Path) -> Path:
     Shape:
         weights ``(S,)`` → ``S`` bars
     """
-    from ..viz import _check_weights, _new_figure, _output_path, _save
+    from ..viz import check_weights, figure_path, new_figure, save_figure
 
-    path = _output_path(path)
-    w = _check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
+    path = figure_path(path)
+    w = check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
     S = len(w)
-    fig = _new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
+    fig = new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
     ax = fig.add_subplot()
     ax.bar(range(S), w, color=[(0.16, 0.44, 0.70, 0.35 + 0.65 * x / max(w.max(), 1e-9)) for x in w])
     ax.set_xticks(range(S))
@@ -342,4 +341,4 @@ def plot_token_weights(prediction: Prediction, path: str | Path) -> Path:
     ax.grid(True, axis="y", alpha=0.3)
     p = prediction.probs[prediction.label]
     ax.set_title(f"attention pooling → {prediction.label} ({p:.0%})", parse_math=False)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -1,15 +1,9 @@
 """The graph recipe: Zachary's karate club → a graph attention network → who each member listens to.
 
-The data are Zachary's (1977) karate club as shipped with networkx (``karate_club_graph``): 34
-members, 78 friendships, and the faction each member joined when the club split (the ``club``
-attribute: "Mr. Hi", the instructor's, or "Officer", the administrator's). The task is the
-classic semi-supervised one: only the two leaders are labelled — node 0 (Mr. Hi himself) and
-node 33 (the administrator) — and the GAT must place the 32 others; accuracy is over those 32.
-
-Node features are the rows of the adjacency matrix with self-loops (member ``i``'s feature
-vector marks ``i`` and its friends). One-hot identities would give a node whose 2-hop
-neighbourhood holds no labelled node nothing to go on; neighbour sets let members with common
-friends look alike even when they are far from the leaders.
+The data are Zachary's (1977) karate club (:func:`attnlab.data.graphs.karate_club`): 34 members,
+78 friendships, and the faction each member joined when the club split. The task is the classic
+semi-supervised one: only the two leaders are labelled — node 0 (Mr. Hi himself) and node 33 (the
+administrator) — and the GAT must place the 32 others; accuracy is over those 32.
 
 Training is a plain full-batch loop rather than :func:`attnlab.train.train`: the whole graph is
 one batch of 34 nodes, an epoch is one step, and there is no validation set to evaluate on or
@@ -32,16 +26,13 @@ import numpy as np
 import torch
 
 from .. import checkpoint as ckpt
-from ..functional import neighbour_mask
+from ..data.graphs import GraphData, karate_club
 from ..models.gat import GAT, PRESETS, GATConfig
 from ..train import seed_everything
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "GraphData",
-    "karate_club",
     "GATSetup",
     "apply_overrides",
     "GATRun",
@@ -51,40 +42,6 @@ __all__ = [
     "node_attention",
     "plot_graph_attention",
 ]
-
-
-@dataclass
-class GraphData:
-    """A graph with node features, labels and the edges as a list.
-
-    Shape:
-        features ``(N, F)``; mask ``(N, N)`` bool; labels ``(N,)``; edges ``(2, E)``
-    """
-
-    features: Tensor  # (N, F) float
-    mask: Tensor  # (N, N) True where i may attend j (neighbours and itself)
-    labels: Tensor  # (N,) class index of every node
-    edges: Tensor  # (2, E) undirected edges, each once
-    class_names: list[str]  # class index → name
-
-
-def karate_club() -> GraphData:
-    """Zachary's karate club: adjacency-row features, faction labels ("Mr. Hi" = 0, "Officer" = 1).
-
-    Shape:
-        N = 34 nodes, E = 78 edges, F = 34 features, C = 2 classes
-    """
-    try:
-        import networkx as nx
-    except ImportError:
-        raise ImportError("the karate club graph ships with networkx: pip install 'attnlab[apps]'") from None
-    g = nx.karate_club_graph()
-    nodes = sorted(g.nodes)
-    class_names = ["Mr. Hi", "Officer"]
-    labels = torch.tensor([class_names.index(g.nodes[n]["club"]) for n in nodes])  # (N,)
-    edges = torch.tensor(sorted((min(u, v), max(u, v)) for u, v in g.edges)).T  # (2, E)
-    mask = neighbour_mask(edges, len(nodes))  # (N, N)
-    return GraphData(mask.float(), mask, labels, edges, class_names)
 
 
 @dataclass
@@ -200,7 +157,7 @@ def save_gat(run: GATRun, directory: str | Path) -> Path:
 
 def load_gat(path: str | Path) -> tuple[GAT, dict]:
     """A GAT saved by :func:`save_gat` (a run folder holding ``best/`` or the checkpoint itself), and its config."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "gat":
@@ -272,14 +229,14 @@ def plot_graph_attention(
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    from ..viz import _check_weights, _new_figure, _output_path, _save, _to_array
+    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
 
-    path = _output_path(path)
+    path = figure_path(path)
     N = len(data.labels)
-    w = _check_weights(weights, "weights", 2, "(N, N)")
+    w = check_weights(weights, "weights", 2, "(N, N)")
     if w.shape != (N, N):
         raise ValueError(f"weights must be (N, N) = {(N, N)} for this graph, got {w.shape}")
-    pred = _to_array(predictions, "predictions").astype(int)
+    pred = to_array(predictions, "predictions").astype(int)
     if pred.shape != (N,):
         raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
     if node is not None and not 0 <= node < N:
@@ -292,7 +249,7 @@ def plot_graph_attention(
         strength = [w[node, j if i == node else i] if node in (i, j) else 0.0 for i, j in edges]
     vmax = max(max(strength), 1e-6)
     cmap, norm = colormaps["viridis"], Normalize(0.0, vmax)
-    fig = _new_figure(7.5, 6.0)
+    fig = new_figure(7.5, 6.0)
     ax = fig.add_subplot()
     for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
         faded = node is not None and node not in (i, j)
@@ -316,4 +273,4 @@ def plot_graph_attention(
                  label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2")
     if title:
         ax.set_title(title)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -34,18 +34,21 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import tokenizers
+from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
 from ..models.bert import (
     BertConfig,
     BertForMaskedLM,
     BertModel,
     bert_config,
     mask_tokens,
+    sentence_embeddings,
 )
 from ..models.convert_hf import (
-    SentenceEncoder,
     is_hf_checkpoint,
-    load_pretrained,
-    load_sentence_encoder,
+    load_hf_config,
+    load_hf_model,
+    minilm_dir,
+    sentence_transformers_pooling,
 )
 from ..models.gpt import GPT, GPTConfig, gpt_config
 from ..train import TrainConfig, TrainResult, train
@@ -64,8 +67,10 @@ __all__ = [
     "apply_overrides",
     "train_lm",
     "train_mlm",
-    "resolve_model_dir",
+    "load_pretrained",
     "load_language_model",
+    "SentenceEncoder",
+    "load_sentence_encoder",
     "load_encoder",
 ]
 
@@ -400,21 +405,22 @@ def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[Bert
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
+def load_pretrained(path: str | Path) -> tuple[nn.Module, PretrainedTokenizer]:
+    """Model and tokenizer of a HuggingFace GPT-2 or BERT checkpoint directory (eval mode).
+
+    Shape:
+        a checkpoint directory → ``(model, tokenizer)``
+    """
     path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "best" / "config.json").is_file():
-        return path / "best"
-    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
+    model = load_hf_model(path)
+    return model, load_hf_tokenizer(path, load_hf_config(path).get("model_type"))
 
 
 def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Module, Any]:
     """Model and tokenizer from an attnlab checkpoint (``train lm``/``train mlm``) or a
     HuggingFace GPT-2/BERT directory. Returns :class:`GPT`, :class:`BertForMaskedLM` or
     :class:`BertModel` (eval mode)."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     if (directory / ckpt.TOKENIZERS_FILE).is_file():
         checkpoint = ckpt.load_checkpoint(directory)
         model_type = checkpoint.model_type
@@ -436,11 +442,49 @@ def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
     return model.to(device).eval(), tokenizer
 
 
+@dataclass
+class SentenceEncoder:
+    """A BERT encoder, its tokenizer and the sentence-transformers pooling settings.
+
+    Shape:
+        :meth:`embed`: N texts → ``(N, D)``
+    """
+
+    model: BertModel  # the encoder (eval mode)
+    tokenizer: PretrainedTokenizer  # with [CLS]/[SEP] as bos/eos
+    max_length: int  # longer inputs are cut to this many tokens (sentence-transformers' max_seq_length)
+    normalize: bool  # L2-normalise the pooled vectors (a Normalize module follows the pooling)
+
+    def embed(self, texts: Sequence[str]) -> Tensor:
+        """Shape: N texts → ``(N, D)``."""
+        return sentence_embeddings(
+            self.model, self.tokenizer, texts, max_length=self.max_length, normalize=self.normalize
+        )
+
+
+def load_sentence_encoder(path: str | Path | None = None) -> SentenceEncoder:
+    """A sentence-transformers BERT checkpoint (default: the packaged all-MiniLM-L6-v2), pooled as
+    its files say (:func:`attnlab.models.convert_hf.sentence_transformers_pooling`); a plain BERT
+    directory is mean-pooled and normalised.
+
+    Shape:
+        a checkpoint directory → a :class:`SentenceEncoder`
+    """
+    path = minilm_dir() if path is None else Path(path)
+    model, tokenizer = load_pretrained(path)
+    if not isinstance(model, (BertModel, BertForMaskedLM)):
+        raise ValueError(f"{path}: sentence embeddings need a BERT checkpoint, got {type(model).__name__}")
+    bert = model.bert if isinstance(model, BertForMaskedLM) else model
+    normalize, max_seq_length = sentence_transformers_pooling(path)
+    max_length = bert.config.n_positions if max_seq_length is None else min(bert.config.n_positions, max_seq_length)
+    return SentenceEncoder(bert, tokenizer, max_length, normalize)
+
+
 def load_encoder(path: str | Path | None = None, device: str = "cpu") -> SentenceEncoder:
     """A sentence encoder: the packaged all-MiniLM-L6-v2 by default, a HuggingFace BERT
     (sentence-transformers) directory, or an attnlab BERT checkpoint (mean pooling, normalised)."""
     if path is not None:
-        directory = resolve_model_dir(path)
+        directory = ckpt.resolve_model_dir(path)
         if (directory / ckpt.TOKENIZERS_FILE).is_file():
             model, tokenizer = load_language_model(directory, device)
             bert = getattr(model, "bert", model)

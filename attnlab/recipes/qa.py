@@ -4,19 +4,8 @@
 ``attnlab train qa`` and ``attnlab answer`` are thin wrappers over :func:`train_qa`,
 :func:`load_qa` and :meth:`QuestionAnswerer.answer`.
 
-**Offsets.** Answers are character spans of the passage, the model predicts token positions. The
-HuggingFace tokenizer reports each token's character span in the original text (through
-lower-casing and accent handling), so an answer's characters map to its first and last token for
-training, and a predicted token span maps back to the exact passage text for the answer.
-
-**Long passages** are cut into overlapping windows of ``max_length`` tokens, ``doc_stride`` passage
-tokens apart (Devlin et al. 2019's SQuAD setup). Training uses the windows that contain the whole
-answer; prediction scores every window and keeps the best span over all of them.
-
-**Scores** follow the official SQuAD v1.1 evaluation (written here from its definition): answers
-are normalised — lower-cased, punctuation removed, the articles a/an/the removed, whitespace
-collapsed — then exact match is equality and F1 the harmonic mean of token precision and recall,
-each the maximum over the reference answers, averaged over questions (reported on 0–1).
+The data side — the SQuAD reader, the windows and their offsets — is :mod:`attnlab.data.squad`;
+the scores are SQuAD v1.1's exact match and F1 (:func:`attnlab.metrics.squad_scores`).
 
 Shape:
     batches ``(B, S)`` of windows; attention ``(L, H, Q, C)`` per answer. Letters: ``B`` windows in a
@@ -27,298 +16,45 @@ Shape:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
-import string
-import warnings
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
-from ..data import batching
-from ..functional import padding_mask
+from ..data.squad import (
+    QABatch,
+    QAExample,
+    QAWindow,
+    collate_windows,
+    question_windows,
+    window_batches,
+)
+from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
+from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
 __all__ = [
     "RECIPES",
     "Answer",
-    "QAExample",
-    "QAExplorerModel",
     "QASetup",
-    "QASplits",
     "QATask",
     "QuestionAnswerer",
-    "SpanTokenizer",
-    "answer_exact_match",
-    "answer_f1",
-    "explorer_model",
-    "facts_splits",
     "load_qa",
-    "normalize_answer",
     "plot_question_attention",
-    "read_squad",
-    "squad_examples",
-    "squad_scores",
     "train_qa",
 ]
 
 
 # --------------------------------------------------------------------------------------------
-# SQuAD data and scores.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class QAExample:
-    id: str  # the question's id
-    question: str
-    context: str  # the passage
-    answers: list[tuple[str, int]]  # (text, character offset in context); SQuAD dev sets have several
-
-
-def _locate(context: str, text: str, start: int) -> int | None:
-    """``start`` if the answer is there, else the occurrence of ``text`` nearest to it (None: absent)."""
-    if context[start : start + len(text)] == text:
-        return start
-    hits = [m.start() for m in re.finditer(re.escape(text), context)]
-    return min(hits, key=lambda h: abs(h - start)) if hits else None
-
-
-def read_squad(path: str | os.PathLike) -> list[QAExample]:
-    """The answerable questions of a SQuAD-format file (v1.1: ``data → paragraphs → context, qas``).
-
-    An ``answer_start`` that does not point at its text is moved to the nearest occurrence of the
-    text; an answer whose text is not in the passage is an error. Questions without answers
-    (SQuAD 2.0's unanswerable ones) are skipped with a warning: the span head has no "no answer".
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: invalid JSON or structure; the message names the file and the entry
-            (``data[3].paragraphs[0].qas[2]``).
-
-    Shape:
-        one file → N examples.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        root = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    return squad_examples(root, source=str(path))
-
-
-def squad_examples(root: dict, *, source: str = "SQuAD data") -> list[QAExample]:
-    """The answerable questions of a SQuAD-format object already in memory (see :func:`read_squad`).
-
-    Shape:
-        one dataset → N examples.
-    """
-
-    def need(cond: bool, where: str, what: str) -> None:
-        if not cond:
-            raise ValueError(f"{source}: {where}: {what}")
-
-    need(isinstance(root, dict) and isinstance(root.get("data"), list), "top level",
-         'expected {"data": [...]} (SQuAD format)')
-    examples, unanswerable = [], 0
-    for a, article in enumerate(root["data"]):
-        need(isinstance(article, dict) and isinstance(article.get("paragraphs"), list), f"data[{a}]",
-             'expected {"paragraphs": [...]}')
-        for p, para in enumerate(article["paragraphs"]):
-            where = f"data[{a}].paragraphs[{p}]"
-            need(isinstance(para, dict) and isinstance(para.get("context"), str) and para["context"].strip(),
-                 where, '"context" must be a non-empty string')
-            need(isinstance(para.get("qas"), list), where, '"qas" must be a list')
-            context = para["context"]
-            for q, qa in enumerate(para["qas"]):
-                where_q = f"{where}.qas[{q}]"
-                need(isinstance(qa, dict) and isinstance(qa.get("question"), str) and qa["question"].strip(),
-                     where_q, '"question" must be a non-empty string')
-                answers = []
-                for k, ans in enumerate(qa.get("answers") or []):
-                    need(isinstance(ans, dict) and isinstance(ans.get("text"), str) and ans["text"].strip()
-                         and isinstance(ans.get("answer_start"), int), f"{where_q}.answers[{k}]",
-                         'expected {"text": non-empty string, "answer_start": integer}')
-                    start = _locate(context, ans["text"], ans["answer_start"])
-                    need(start is not None, f"{where_q}.answers[{k}]", f"answer {ans['text']!r} is not in the context")
-                    answers.append((ans["text"], start))
-                if not answers:
-                    unanswerable += 1
-                    continue
-                examples.append(QAExample(str(qa.get("id", f"{a}-{p}-{q}")), qa["question"], context, answers))
-    if unanswerable:
-        warnings.warn(f"{source}: skipped {unanswerable} question(s) without answers (SQuAD 2.0 unanswerable "
-                      "questions are not supported)", stacklevel=3)
-    if not examples:
-        raise ValueError(f"{source}: no answerable questions")
-    return examples
-
-
-class QASplits(NamedTuple):
-    """Generated train/valid/test questions (paragraphs from different seeds: no shared names).
-
-    Shape:
-        each field: a list of :class:`QAExample`.
-    """
-
-    train: list[QAExample]
-    valid: list[QAExample]
-    test: list[QAExample]
-
-
-def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 50, n_test: int = 100) -> QASplits:
-    """Splits of the generated SQuAD-format facts set (:func:`attnlab.data.text_tasks.make_qa_task`),
-    counted in paragraphs of two questions each.
-
-    Shape:
-        n_train, n_valid, n_test paragraphs → 2·n questions per split.
-    """
-    from ..data.text_tasks import make_qa_task
-
-    return QASplits(*(squad_examples(make_qa_task(n, seed=3 * seed + k), source=f"generated facts (seed {3 * seed + k})")
-                      for k, n in enumerate((n_train, n_valid, n_test))))
-
-
-_PUNCTUATION = set(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalisation: lower-case, drop punctuation, drop a/an/the, collapse whitespace.
-
-    Shape:
-        str → str
-    """
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def answer_exact_match(prediction: str, references: Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals any normalised reference, else 0.0.
-
-    Shape:
-        one prediction, R references → a number
-    """
-    if not references:
-        raise ValueError("no reference answers")
-    return float(any(normalize_answer(prediction) == normalize_answer(r) for r in references))
-
-
-def _f1(prediction: str, reference: str) -> float:
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def answer_f1(prediction: str, references: Sequence[str]) -> float:
-    """Token F1 of the normalised prediction against the best-matching normalised reference.
-
-    Shape:
-        one prediction, R references → a number in [0, 1]
-    """
-    if not references:
-        raise ValueError("no reference answers")
-    return max(_f1(prediction, r) for r in references)
-
-
-def squad_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Mean exact match and F1 over questions (0–1), as the SQuAD v1.1 evaluation.
-
-    Shape:
-        N predictions and N lists of references → ``{"exact_match", "f1"}``
-    """
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} reference lists")
-    if not predictions:
-        raise ValueError("nothing to score")
-    n = len(predictions)
-    return {
-        "exact_match": sum(answer_exact_match(p, r) for p, r in zip(predictions, references)) / n,
-        "f1": sum(answer_f1(p, r) for p, r in zip(predictions, references)) / n,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Tokenizer with character offsets.
-# --------------------------------------------------------------------------------------------
-
-
-class SpanTokenizer:
-    """A HuggingFace ``tokenizers.Tokenizer`` (BERT WordPiece) that reports character offsets.
-
-    Saved as the HuggingFace ``tokenizer.json`` itself, so any HF tool can read it too.
-
-    Shape:
-        ``encode``: str → L ids and L ``(start, end)`` character spans.
-    """
-
-    def __init__(self, hf_tokenizer, *, cls: str = "[CLS]", sep: str = "[SEP]", pad: str = "[PAD]") -> None:
-        self._hf = hf_tokenizer
-        # attnlab pads and cuts itself; a tokenizer.json may ask for fixed-length encodings.
-        self._hf.no_padding()
-        self._hf.no_truncation()
-        ids = {}
-        for role, token in (("cls", cls), ("sep", sep), ("pad", pad)):
-            ids[role] = hf_tokenizer.token_to_id(token)
-            if ids[role] is None:
-                raise ValueError(f"the tokenizer has no {token!r} ({role}) token; a BERT WordPiece tokenizer is needed")
-        self.cls_id, self.sep_id, self.pad_id = ids["cls"], ids["sep"], ids["pad"]
-
-    @classmethod
-    def from_checkpoint(cls, directory: str | os.PathLike) -> SpanTokenizer:
-        """The ``tokenizer.json`` of a HuggingFace checkpoint directory.
-
-        Shape:
-            a directory → a tokenizer
-        """
-        from tokenizers import Tokenizer
-
-        path = Path(directory) / "tokenizer.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; question answering needs a fast tokenizer (tokenizer.json) "
-                                    "for character offsets")
-        return cls(Tokenizer.from_file(str(path)))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> SpanTokenizer:
-        from tokenizers import Tokenizer
-
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{path}: no such tokenizer file")
-        return cls(Tokenizer.from_file(str(path)))
-
-    def encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        enc = self._hf.encode(text, add_special_tokens=False)
-        return list(enc.ids), [tuple(o) for o in enc.offsets]
-
-    def id_to_token(self, token_id: int) -> str:
-        return self._hf.id_to_token(int(token_id))
-
-    def save(self, directory: str | os.PathLike, name: str) -> Path:
-        path = Path(directory) / f"{name}.json"
-        path.write_text(self._hf.to_str(), encoding="utf-8")
-        return path
-
-
-# --------------------------------------------------------------------------------------------
-# Settings, windows, batches.
+# Settings.
 # --------------------------------------------------------------------------------------------
 
 
@@ -347,100 +83,6 @@ RECIPES: dict[str, QASetup] = {
 }
 
 
-@dataclass
-class _Window:
-    example: int  # index of the example it belongs to
-    input_ids: list[int]  # [CLS] question [SEP] passage piece [SEP]
-    n_question: int  # question tokens (positions 1 … n_question)
-    offsets: list[tuple[int, int]]  # character span of each passage token of the window
-    start: int = -1  # answer start position in input_ids (-1: the answer is not in this window)
-    end: int = -1  # answer end position (inclusive)
-
-    @property
-    def context_start(self) -> int:
-        return self.n_question + 2
-
-
-def _windows(tok: SpanTokenizer, setup: QASetup, index: int, question: str, context: str,
-             answer: tuple[str, int] | None = None) -> list[_Window]:
-    q_ids, _ = tok.encode(question)
-    q_ids = q_ids[: setup.max_query_tokens]
-    if not q_ids:
-        raise ValueError(f"question {question!r} has no tokens")
-    c_ids, c_offsets = tok.encode(context)
-    if not c_ids:
-        raise ValueError(f"context {context[:60]!r} has no tokens")
-    room = setup.max_length - len(q_ids) - 3
-    if room < 1:
-        raise ValueError(f"max_length={setup.max_length} leaves no room for the passage after a "
-                         f"{len(q_ids)}-token question")
-    tok_start = tok_end = None
-    if answer is not None:
-        a_start, a_end = answer[1], answer[1] + len(answer[0])
-        # First token ending after the answer starts, last token starting before it ends; an
-        # answer made only of characters the tokenizer drops has no tokens and labels no window.
-        tok_start = next((i for i, (s, e) in enumerate(c_offsets) if e > a_start), None)
-        tok_end = max((i for i, (s, e) in enumerate(c_offsets) if s < a_end), default=None)
-        if tok_start is None or tok_end is None or tok_end < tok_start:
-            tok_start = tok_end = None
-    out = []
-    first = 0
-    while True:
-        piece = slice(first, min(first + room, len(c_ids)))
-        w = _Window(index, [tok.cls_id, *q_ids, tok.sep_id, *c_ids[piece], tok.sep_id], len(q_ids), c_offsets[piece])
-        if tok_start is not None and piece.start <= tok_start and tok_end < piece.stop:
-            w.start, w.end = w.context_start + tok_start - first, w.context_start + tok_end - first
-        out.append(w)
-        if piece.stop >= len(c_ids):
-            return out
-        first += min(setup.doc_stride, room)
-
-
-@dataclass
-class QABatch:
-    """Padded windows.
-
-    Shape:
-        every tensor ``(B, S)`` except start/end ``(B,)``
-    """
-
-    input_ids: Tensor  # (B, S) padded with the tokenizer's pad id
-    token_type_ids: Tensor  # (B, S) 0 for [CLS] question [SEP], 1 for passage [SEP]
-    attention_mask: Tensor  # (B, S) True at real tokens
-    span_mask: Tensor  # (B, S) True at passage tokens (possible answer starts/ends)
-    start: Tensor  # (B,) answer start positions (-1 when unknown)
-    end: Tensor  # (B,) answer end positions
-
-    def to(self, device) -> QABatch:
-        return QABatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
-
-
-def _collate(windows: Sequence[_Window], pad_id: int) -> QABatch:
-    lengths = torch.tensor([len(w.input_ids) for w in windows])  # (B,)
-    S = int(lengths.max())
-    ids = torch.tensor([w.input_ids + [pad_id] * (S - len(w.input_ids)) for w in windows])  # (B, S)
-    passage_start = torch.tensor([w.context_start for w in windows])  # (B,)
-    passage_end = torch.tensor([w.context_start + len(w.offsets) for w in windows])  # (B,)
-    before_passage = padding_mask(passage_start, max_len=S)  # (B, S) j < start
-    to_passage_end = padding_mask(passage_end, max_len=S)  # (B, S) j < end
-    attention_mask = padding_mask(lengths, max_len=S)  # (B, S)
-    return QABatch(
-        input_ids=ids,
-        token_type_ids=(~before_passage & attention_mask).long(),  # (B, S) segment B from the passage on
-        attention_mask=attention_mask,
-        span_mask=to_passage_end & ~before_passage,  # (B, S)
-        start=torch.tensor([w.start for w in windows]),
-        end=torch.tensor([w.end for w in windows]),
-    )
-
-
-def _window_batches(windows: Sequence[_Window], max_tokens: int, *, shuffle: bool, seed: int = 0, epoch: int = 0,
-                    rank: int = 0, world_size: int = 1) -> list[list[int]]:
-    lengths = [len(w.input_ids) for w in windows]
-    return batching.bucket_batches(lengths, [1] * len(windows), max_tokens=max_tokens, shuffle=shuffle,
-                                   seed=seed, epoch=epoch, rank=rank, world_size=world_size)
-
-
 # --------------------------------------------------------------------------------------------
 # The trainer's task.
 # --------------------------------------------------------------------------------------------
@@ -452,12 +94,12 @@ class QATask:
     metric = "f1"
     maximize = True
 
-    def __init__(self, setup: QASetup, config: BertConfig, tokenizer: SpanTokenizer,
+    def __init__(self, setup: QASetup, config: BertConfig, tokenizer: PretrainedTokenizer,
                  train_examples: Sequence[QAExample], valid_examples: Sequence[QAExample]) -> None:
         self.setup, self.config, self.tokenizer = setup, config, tokenizer
         self.device = torch.device(setup.train.device)
         self.windows = [w for i, ex in enumerate(train_examples)
-                        for w in _windows(tokenizer, setup, i, ex.question, ex.context, ex.answers[0]) if w.start >= 0]
+                        for w in question_windows(tokenizer, setup, i, ex.question, ex.context, ex.answers[0]) if w.start >= 0]
         if not self.windows:
             raise ValueError("no training question has its answer inside a window; raise max_length")
         self.valid = list(valid_examples)[: setup.eval_examples]
@@ -465,9 +107,9 @@ class QATask:
             raise ValueError("the validation set is empty")
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[QABatch]:
-        groups = _window_batches(self.windows, self.setup.max_tokens, shuffle=True, seed=self.setup.train.seed,
+        groups = window_batches(self.windows, self.setup.max_tokens, shuffle=True, seed=self.setup.train.seed,
                                  epoch=epoch, rank=rank, world_size=world_size)
-        return [_collate([self.windows[i] for i in g], self.tokenizer.pad_id).to(self.device) for g in groups]
+        return [collate_windows([self.windows[i] for i in g], self.tokenizer.pad_id).to(self.device) for g in groups]
 
     def loss(self, model: nn.Module, batch: QABatch) -> tuple[Tensor, int]:
         out = model(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
@@ -496,7 +138,7 @@ def _inference_settings(setup: QASetup) -> dict:
 _ADJUSTABLE = ("dropout", "backend")  # encoder fields that can change without changing its weights
 
 
-def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, SpanTokenizer]:
+def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, PretrainedTokenizer]:
     from ..models.convert_hf import load_bert, minilm_dir
 
     fixed = sorted(set(setup.model_overrides) - set(_ADJUSTABLE))
@@ -512,7 +154,7 @@ def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, SpanTokeni
         adjusted = BertModel(dataclasses.replace(encoder.config, **setup.model_overrides))
         adjusted.load_state_dict(encoder.state_dict())
         encoder = adjusted
-    return BertForQuestionAnswering.from_encoder(encoder), SpanTokenizer.from_checkpoint(directory)
+    return BertForQuestionAnswering.from_encoder(encoder), load_hf_tokenizer(directory, "bert")
 
 
 def train_qa(
@@ -547,7 +189,7 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     Shape:
         a checkpoint directory → a :class:`QuestionAnswerer`
     """
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != MODEL_TYPE:
@@ -557,7 +199,7 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     model = BertForQuestionAnswering(BertConfig.from_dict(config_dict))
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
-    return QuestionAnswerer(model, SpanTokenizer.load(directory / "tokenizer.json"), settings)
+    return QuestionAnswerer(model, load_hf_tokenizer(directory, "bert"), settings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -581,7 +223,7 @@ class Answer:
 class QuestionAnswerer:
     """A trained span-head BERT with its tokenizer: (question, passage) in, answer span (and attention) out."""
 
-    def __init__(self, model: BertForQuestionAnswering, tokenizer: SpanTokenizer, settings: dict) -> None:
+    def __init__(self, model: BertForQuestionAnswering, tokenizer: PretrainedTokenizer, settings: dict) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.setup = QASetup(**settings)  # the window and answer-length settings the model was trained with
 
@@ -605,10 +247,10 @@ class QuestionAnswerer:
         was_training = self.model.training
         self.model.eval()
         windows = [w for i, (q, c) in enumerate(zip(questions, contexts))
-                   for w in _windows(self.tokenizer, self.setup, i, q, c)]
-        best: list[tuple[float, _Window, int, int] | None] = [None] * len(questions)
-        for group in _window_batches(windows, self.setup.max_tokens, shuffle=False):
-            batch = _collate([windows[i] for i in group], self.tokenizer.pad_id).to(self.device)
+                   for w in question_windows(self.tokenizer, self.setup, i, q, c)]
+        best: list[tuple[float, QAWindow, int, int] | None] = [None] * len(questions)
+        for group in window_batches(windows, self.setup.max_tokens, shuffle=False):
+            batch = collate_windows([windows[i] for i in group], self.tokenizer.pad_id).to(self.device)
             out = self.model(batch.input_ids, token_type_ids=batch.token_type_ids,
                              attention_mask=batch.attention_mask, span_mask=batch.span_mask)
             spans = best_spans(out.start_logits, out.end_logits, batch.span_mask, self.setup.max_answer_tokens)
@@ -626,11 +268,20 @@ class QuestionAnswerer:
         self.model.train(was_training)
         return answers
 
-    def _attach_attention(self, answer: Answer, window: _Window) -> None:
-        batch = _collate([window], self.tokenizer.pad_id).to(self.device)
+    @torch.no_grad()
+    def window_attention(self, window: QAWindow) -> Tensor:
+        """Every layer's and head's self-attention over one window ``[CLS] question [SEP] passage [SEP]``.
+
+        Shape:
+            one window of S tokens → ``(L, H, S, S)``
+        """
+        batch = collate_windows([window], self.tokenizer.pad_id).to(self.device)
         out = self.model(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
                          span_mask=batch.span_mask, need_weights=True)
-        maps = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+        return torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
+
+    def _attach_attention(self, answer: Answer, window: QAWindow) -> None:
+        maps = self.window_attention(window)  # (L, H, S, S)
         q = slice(1, 1 + window.n_question)
         c = slice(window.context_start, window.context_start + len(window.offsets))
         answer.attention = maps[:, :, q, c]  # (L, H, Q, C)
@@ -674,53 +325,3 @@ def plot_question_attention(answer: Answer, path: str | os.PathLike, *, layer: i
     grid = path.with_name(path.stem + "_grid" + path.suffix)
     plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
     return path
-
-
-class QAExplorerModel:
-    """The explorer's view of a question answerer (``kind`` "encoder": one self-attention stack).
-
-    The model page has one text box: the question comes first and ends at its first ``?``; the
-    rest is the passage. The output is the answer; the maps are the encoder's self-attention over
-    ``[CLS] question [SEP] passage [SEP]``, whose question rows × passage columns are the
-    question–document attention.
-
-    Shape:
-        attentions["self"] ``(L, H, S, S)``
-    """
-
-    kind = "encoder"
-
-    def __init__(self, qa: QuestionAnswerer, name: str) -> None:
-        self.qa, self.name = qa, name
-
-    def run(self, text: str):
-        from ..web.models import ModelRun
-
-        if "?" not in text:
-            raise ValueError("write the question first, ending with '?', then the passage")
-        cut = text.index("?") + 1
-        question, context = text[:cut].strip(), text[cut:].strip()
-        if not context:
-            raise ValueError("the passage after the question is empty")
-        windows = _windows(self.qa.tokenizer, self.qa.setup, 0, question, context)
-        if len(windows) > 1:
-            raise ValueError(f"question and passage exceed the model's window of {self.qa.setup.max_length} "
-                             "tokens; shorten the passage")
-        window = windows[0]
-        answer = self.qa.answer([question], [context])[0]
-        batch = _collate([window], self.qa.tokenizer.pad_id).to(self.qa.device)
-        with torch.no_grad():
-            out = self.qa.model(batch.input_ids, token_type_ids=batch.token_type_ids,
-                                attention_mask=batch.attention_mask, span_mask=batch.span_mask, need_weights=True)
-        maps = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
-        tokens = [self.qa.tokenizer.id_to_token(t) for t in window.input_ids]
-        return ModelRun(output=f"answer: {answer.text}", tokens={"src": tokens}, attentions={"self": maps})
-
-
-def explorer_model(path: Path) -> QAExplorerModel:
-    """Load a question answerer for the explorer (registered in :mod:`attnlab.web.models`).
-
-    Shape:
-        a checkpoint directory → an explorer model
-    """
-    return QAExplorerModel(load_qa(path), name=Path(path).name)

@@ -7,12 +7,14 @@ Why words and not subwords: the pointer-generator's point is the *out-of-vocabul
 a name or number the vocabulary lacks, which the model copies from the document through the
 extended vocabulary (:mod:`attnlab.models.pointer_generator`). A subword tokenizer has no such
 words (it spells them in pieces), so See et al. (2017) and this recipe use a word vocabulary of the
-most frequent training words (:class:`WordVocab`): text is split into words and punctuation
-(lower-cased by default, as See et al.), and summaries come out as those tokens joined by spaces.
+most frequent training words (:class:`attnlab.data.tokenizers.WordVocab`): text is split into
+words and punctuation (lower-cased by default, as See et al.), and summaries come out as those
+tokens joined by spaces.
 ROUGE is computed on the same tokenization of hypothesis and reference.
 
-Without training files the recipe uses the generated "facts" task of
-:mod:`attnlab.data.text_tasks`, whose names and numbers must be copied.
+Data: JSON lines read by :func:`attnlab.data.summaries.read_jsonl`; without training files the
+recipe uses the generated "facts" task of :mod:`attnlab.data.text_tasks`
+(:func:`attnlab.data.summaries.facts_splits`), whose names and numbers must be copied.
 
 Shape:
     documents → summaries (strings); batches ``(B, S)`` documents and ``(B, T)`` summaries in
@@ -22,186 +24,39 @@ Shape:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
-import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import batching
-from ..data.text_tasks import SummaryExample, make_summarization_task
+from ..data.text_tasks import SummaryExample
+from ..data.tokenizers import WordVocab
 from ..decode import beam_search, greedy_decode
 from ..metrics import rouge
 from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
 __all__ = [
     "RECIPES",
-    "FactsSplits",
     "SummarizationTask",
     "SummarizeSetup",
     "Summarizer",
     "Summary",
-    "WordVocab",
     "copy_recall",
     "evaluate_facts",
-    "facts_splits",
     "load_summarizer",
     "plot_summary_attention",
-    "read_jsonl",
     "split_validation",
     "train_summarizer",
 ]
-
-VOCAB_FORMAT = "attnlab.word_vocab"
-_WORD = re.compile(r"\w+(?:[-'.,]\w+)*|[^\w\s]")  # words (with inner - ' . , as in 3.5, 1,200, don't) or one symbol
-
-
-# --------------------------------------------------------------------------------------------
-# Words and the extended vocabulary.
-# --------------------------------------------------------------------------------------------
-
-
-class WordVocab:
-    """A word vocabulary with the pointer-generator's per-document extension.
-
-    Ids: ``[PAD]`` 0, ``[UNK]`` 1, ``[BOS]`` 2, ``[EOS]`` 3, then the words. A document's words
-    outside the vocabulary get extended ids ``V, V+1, …`` in order of first appearance
-    (:meth:`encode_source`); a summary word outside the vocabulary takes its document's extended id
-    if the document has it, else ``[UNK]`` (:meth:`encode_target`).
-
-    Shape:
-        ``split``: str → N words; ``encode_source``: N words → N ids and the document's K rare words.
-    """
-
-    SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
-    pad_id, unk_id, bos_id, eos_id = 0, 1, 2, 3
-
-    def __init__(self, words: Sequence[str], *, lowercase: bool = True) -> None:
-        words = list(words)
-        clash = sorted(set(words) & set(self.SPECIALS))
-        if clash:
-            raise ValueError(f"vocabulary words {clash} clash with the special tokens")
-        if len(set(words)) != len(words):
-            raise ValueError("the vocabulary has repeated words")
-        self.lowercase = lowercase
-        self._itos = list(self.SPECIALS) + words
-        self._stoi = {w: i for i, w in enumerate(self._itos)}
-
-    @classmethod
-    def build(cls, texts: Iterable[str], *, max_size: int, min_count: int = 1, lowercase: bool = True) -> WordVocab:
-        """The ``max_size − 4`` most frequent words occurring at least ``min_count`` times (ties: alphabetical).
-
-        Shape:
-            N texts → a vocabulary of at most ``max_size`` entries
-        """
-        if max_size <= len(cls.SPECIALS):
-            raise ValueError(f"max_size must exceed the {len(cls.SPECIALS)} special tokens, got {max_size}")
-        if min_count < 1:
-            raise ValueError(f"min_count must be ≥ 1, got {min_count}")
-        probe = cls([], lowercase=lowercase)
-        counts = Counter(w for t in texts for w in probe.split(t))
-        ranked = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
-        return cls(ranked[: max_size - len(cls.SPECIALS)], lowercase=lowercase)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self._itos)
-
-    def split(self, text: str) -> list[str]:
-        """Words and punctuation marks of ``text`` (lower-cased if the vocabulary is).
-
-        Shape:
-            str → N words
-        """
-        return _WORD.findall(text.lower() if self.lowercase else text)
-
-    def id_to_token(self, token_id: int) -> str:
-        if not 0 <= token_id < len(self._itos):
-            raise ValueError(f"token id {token_id} is outside the vocabulary of size {len(self._itos)}")
-        return self._itos[token_id]
-
-    def token_to_id(self, token: str) -> int | None:
-        return self._stoi.get(token)
-
-    def encode_source(self, words: Sequence[str]) -> tuple[list[int], list[str]]:
-        """Ids in the extended vocabulary and the document's out-of-vocabulary words (in id order).
-
-        Shape:
-            N words → N ids, K rare words (ids ``V … V+K−1``)
-        """
-        oovs: list[str] = []
-        index: dict[str, int] = {}
-        ids = []
-        for w in words:
-            i = self._stoi.get(w)
-            if i is None:
-                if w not in index:
-                    index[w] = self.vocab_size + len(oovs)
-                    oovs.append(w)
-                i = index[w]
-            ids.append(i)
-        return ids, oovs
-
-    def encode_target(self, words: Sequence[str], oovs: Sequence[str]) -> list[int]:
-        """Summary ids: vocabulary words, the document's rare words by extended id, else ``[UNK]``.
-
-        Shape:
-            N words → N ids
-        """
-        ext = {w: self.vocab_size + k for k, w in enumerate(oovs)}
-        return [self._stoi.get(w, ext.get(w, self.unk_id)) for w in words]
-
-    def decode(self, ids: Iterable[int], oovs: Sequence[str]) -> list[str]:
-        """Words of extended ids (special tokens dropped; ``[UNK]`` kept).
-
-        Shape:
-            N ids → at most N words
-        """
-        out = []
-        for i in ids:
-            i = int(i)
-            if i >= self.vocab_size:
-                k = i - self.vocab_size
-                if k >= len(oovs):
-                    raise ValueError(f"extended id {i} but the document has only {len(oovs)} rare words")
-                out.append(oovs[k])
-            elif i >= len(self.SPECIALS) or i == self.unk_id:
-                out.append(self._itos[i])
-        return out
-
-    def save(self, directory: str | os.PathLike, name: str) -> Path:
-        """Write ``directory/name.json``; read it back with :meth:`load`.
-
-        Shape:
-            the word list, as JSON
-        """
-        path = Path(directory) / f"{name}.json"
-        payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS):]}
-        path.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-        return path
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> WordVocab:
-        path = Path(path)
-        try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-        if not isinstance(payload, dict) or payload.get("format") != VOCAB_FORMAT:
-            raise ValueError(f"{path}: not an attnlab word vocabulary (format {VOCAB_FORMAT!r})")
-        return cls(payload["words"], lowercase=bool(payload["lowercase"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,42 +103,6 @@ RECIPES: dict[str, SummarizeSetup] = {
                           betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0),
     ),
 }
-
-
-def read_jsonl(path: str | os.PathLike, *, require_summary: bool = True) -> list[tuple[str, str | None]]:
-    """``(document, summary)`` pairs from JSON lines ``{"document": ..., "summary": ...}``.
-
-    Blank lines are skipped; other keys are ignored. Errors name the file and line.
-
-    Shape:
-        N lines → N pairs (summary None where absent and not required).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    pairs = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected an object with \"document\" and \"summary\"")
-            doc, summary = row.get("document"), row.get("summary")
-            if not isinstance(doc, str) or not doc.strip():
-                raise ValueError(f"{path}:{lineno}: \"document\" must be a non-empty string")
-            if summary is None and not require_summary:
-                pairs.append((doc, None))
-                continue
-            if not isinstance(summary, str) or not summary.strip():
-                raise ValueError(f"{path}:{lineno}: \"summary\" must be a non-empty string")
-            pairs.append((doc, summary))
-    if not pairs:
-        raise ValueError(f"{path}: no records")
-    return pairs
 
 
 def split_validation(pairs: Sequence, fraction: float, seed: int = 0) -> tuple[list, list]:
@@ -436,7 +255,7 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
     Shape:
         a checkpoint directory → a :class:`Summarizer`
     """
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != PointerGeneratorConfig.model_type:
@@ -547,31 +366,6 @@ class Summarizer:
             raise ValueError("nothing to evaluate: no pairs")
         hyps = [s.text for s in self.summarize([d for d, _ in pairs], beam_size=beam_size)]
         return {**rouge(hyps, [self.normalise(r) for _, r in pairs]), "n": len(pairs)}
-
-
-class FactsSplits(NamedTuple):
-    """Generated train/valid/test data of the "facts" task (different seeds: no shared names).
-
-    Shape:
-        train, valid: lists of ``(document, summary)``; test: list of :class:`SummaryExample`.
-    """
-
-    train: list[tuple[str, str]]
-    valid: list[tuple[str, str]]
-    test: list[SummaryExample]
-
-
-def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 200, n_test: int = 200, **task) -> FactsSplits:
-    """Splits of :func:`attnlab.data.text_tasks.make_summarization_task`; ``task`` passes
-    ``max_facts``/``max_fillers`` on.
-
-    Shape:
-        n_train, n_valid, n_test examples.
-    """
-    train_ex, valid_ex, test_ex = (make_summarization_task(n, seed=3 * seed + k, **task)
-                                   for k, n in enumerate((n_train, n_valid, n_test)))
-    return FactsSplits([(e.document, e.summary) for e in train_ex], [(e.document, e.summary) for e in valid_ex],
-                       test_ex)
 
 
 def evaluate_facts(summarizer: Summarizer, examples: Sequence[SummaryExample], *,

@@ -217,7 +217,7 @@ def train_translation(
             raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
         src_tok, tgt_tok = _load_tokenizers(out / "last")
     else:
-        src_tok, tgt_tok = _build_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
+        src_tok, tgt_tok = train_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
     torch.manual_seed(setup.train.seed)
     model, config = build_model(setup, src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
     task = TranslationTask(setup, config, src_tok, tgt_tok, train_pairs, valid_pairs)
@@ -228,7 +228,13 @@ def train_translation(
     return model, result, Translator(model, src_tok, tgt_tok, bleu_tokenize=setup.bleu_tokenize)
 
 
-def _build_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
+def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
+    """The source and target tokenizers ``setup`` asks for, trained on the texts (one shared when
+    ``setup.joint_vocab``).
+
+    Shape:
+        N source and N target texts → ``(src_tok, tgt_tok)``
+    """
     tgt_kind = setup.tgt_tokenizer or setup.tokenizer
     if tgt_kind == setup.tokenizer:
         return tokenizers.build_tokenizers(src_texts, tgt_texts, kind=setup.tokenizer, joint=setup.joint_vocab,
@@ -249,18 +255,8 @@ def _load_tokenizers(directory: Path):
     return src_tok, tgt_tok
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A training output folder (holding ``best/``) or a checkpoint folder itself."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        return path
-    if (path / "best" / "config.json").is_file():
-        return path / "best"
-    raise FileNotFoundError(f"{path}: no model found (expected config.json in it or in {path / 'best'})")
-
-
 def load_translator(path: str | Path, device: str = "cpu") -> "Translator":
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     model_type = config_dict.get("model_type")

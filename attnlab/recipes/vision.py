@@ -1,9 +1,8 @@
 """The vision recipe: scikit-learn's handwritten digits → a small Vision Transformer → where [CLS] looks.
 
-The data are the 1,797 8×8 grey images of handwritten digits that ship inside scikit-learn
-(``sklearn.datasets.load_digits``, the UCI optical-recognition test set; nothing is downloaded).
-Pixels are 0–16 and are scaled to [0, 1]. :func:`digits_splits` makes a fixed stratified
-train/validation/test split; the test images are used once, for the reported accuracy.
+The data are scikit-learn's 1,797 8×8 grey images of handwritten digits, split by
+:func:`attnlab.data.digits.digits_splits` (fixed, stratified); the test images are used once, for
+the reported accuracy.
 
 The image-overlay heatmaps here (:func:`plot_image_attention`) also serve the captioner.
 
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,17 +23,13 @@ import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
 from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
-from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "DigitsSplits",
-    "digits_splits",
-    "image_batches",
-    "random_shift",
     "ViTSetup",
     "RECIPES",
     "ImageClassificationTask",
@@ -45,78 +39,6 @@ __all__ = [
     "patch_attention",
     "plot_image_attention",
 ]
-
-
-@dataclass
-class DigitsSplits:
-    """Images in [0, 1] and their digit labels, split three ways.
-
-    Shape:
-        ``*_x``: ``(N, 8, 8)`` float32; ``*_y``: ``(N,)`` int64
-    """
-
-    train_x: Tensor  # (N_train, 8, 8)
-    train_y: Tensor  # (N_train,)
-    valid_x: Tensor  # (N_valid, 8, 8)
-    valid_y: Tensor  # (N_valid,)
-    test_x: Tensor  # (N_test, 8, 8)
-    test_y: Tensor  # (N_test,)
-
-
-def _load_digits() -> tuple[np.ndarray, np.ndarray]:
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise ImportError("the digits data ship with scikit-learn: pip install 'attnlab[apps]'") from None
-    digits = load_digits()
-    return digits.images.astype(np.float32) / 16.0, digits.target.astype(np.int64)
-
-
-def digits_splits(valid_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0) -> DigitsSplits:
-    """Stratified, seeded split of the 1,797 digits: each class is shuffled and cut in the same proportions.
-
-    Shape:
-        see :class:`DigitsSplits`; with the defaults about 1,257 / 180 / 360 images
-    """
-    if not (0 < valid_fraction < 1 and 0 < test_fraction < 1 and valid_fraction + test_fraction < 1):
-        raise ValueError(f"fractions must be in (0, 1) and leave training data: valid={valid_fraction}, test={test_fraction}")
-    images, labels = _load_digits()
-    rng = random.Random(f"attnlab/digits/{seed}")
-    parts: dict[str, list[int]] = {"train": [], "valid": [], "test": []}
-    for digit in range(10):
-        idx = [i for i in range(len(labels)) if labels[i] == digit]
-        rng.shuffle(idx)
-        n_test, n_valid = round(test_fraction * len(idx)), round(valid_fraction * len(idx))
-        parts["test"] += idx[:n_test]
-        parts["valid"] += idx[n_test : n_test + n_valid]
-        parts["train"] += idx[n_test + n_valid :]
-    x, y = torch.from_numpy(images), torch.from_numpy(labels)
-    out = {}
-    for name, idx in parts.items():
-        index = torch.tensor(sorted(idx))
-        out[f"{name}_x"], out[f"{name}_y"] = x[index], y[index]
-    return DigitsSplits(**out)
-
-
-def image_batches(n: int, batch_size: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1) -> list[Tensor]:
-    """Shuffled index batches for one epoch (fixed by ``seed`` and ``epoch``), sharded by rank.
-
-    Every rank gets the same number of batches (distributed training steps in lockstep), so with
-    several ranks up to ``world_size - 1`` batches of the epoch are left out — different ones
-    each epoch, as the order is reshuffled.
-
-    Shape:
-        → ``floor(ceil(n / batch_size) / world_size)`` index tensors of at most ``batch_size``
-    """
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    order = torch.randperm(n, generator=g)  # (n,)
-    batches = list(order.split(batch_size))
-    if len(batches) < world_size:
-        raise ValueError(f"{n} images make {len(batches)} batches, too few for {world_size} ranks")
-    usable = len(batches) - len(batches) % world_size
-    return batches[:usable][rank::world_size]
 
 
 @dataclass
@@ -139,24 +61,6 @@ RECIPES: dict[str, ViTSetup] = {
     "tiny": ViTSetup(model_preset="tiny", shift=0,
                      train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10)),
 }
-
-
-def random_shift(images: Tensor, max_shift: int, generator: torch.Generator) -> Tensor:
-    """Translate each image by a random offset in ``[-max_shift, max_shift]²``, filling with zeros.
-
-    Digits vary in where they sit in the frame; small shifts are the augmentation that keeps
-    their label (flips and large rotations would not: 6 ↔ 9).
-
-    Shape:
-        images ``(B, H, W)`` → ``(B, H, W)``
-    """
-    if max_shift == 0:
-        return images
-    B, Hi, Wi = images.shape
-    padded = torch.nn.functional.pad(images, (max_shift,) * 4)  # (B, H + 2s, W + 2s)
-    windows = padded.unfold(1, Hi, 1).unfold(2, Wi, 1)  # (B, 2s+1, 2s+1, H, W) every shifted view
-    dy, dx = torch.randint(0, 2 * max_shift + 1, (2, B), generator=generator)  # (B,) each
-    return windows[torch.arange(B), dy, dx]  # (B, H, W)
 
 
 class ImageClassificationTask:
@@ -237,7 +141,7 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
 
 def load_vit(path: str | Path, device: str = "cpu") -> tuple[ViT, dict]:
     """A ViT saved by :func:`train_vit` (run folder or checkpoint), and its saved config dict."""
-    directory = resolve_model_dir(path)
+    directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "vit":
@@ -297,14 +201,14 @@ def plot_image_attention(
     Shape:
         image ``(H, W)``; weights ``(P,)`` or ``(K, P)`` with ``P = (H/p)·(W/p)``
     """
-    from ..viz import _check_weights, _new_figure, _output_path, _save, _to_array
+    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
 
-    path = _output_path(path)
-    img = _to_array(image, "image").astype(np.float64)
+    path = figure_path(path)
+    img = to_array(image, "image").astype(np.float64)
     if img.ndim != 2:
         raise ValueError(f"image must have shape (H, W), got {img.shape}")
-    w = _to_array(weights, "weights")
-    w = _check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
+    w = to_array(weights, "weights")
+    w = check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
     K, P = w.shape
     rows, cols = img.shape[0] // patch_size, img.shape[1] // patch_size
     if img.shape[0] % patch_size or img.shape[1] % patch_size or rows * cols != P:
@@ -321,7 +225,7 @@ def plot_image_attention(
     vmax = max(float(w.max()), 1e-6)
     ncols = min(K, 6)
     nrows = math.ceil(K / ncols)
-    fig = _new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
+    fig = new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     extent = (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)
     heat = None
@@ -343,4 +247,4 @@ def plot_image_attention(
     if title:
         fig.suptitle(title)
     fig.colorbar(heat, ax=axes, shrink=0.8, label="attention weight")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -36,7 +36,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..checkpoint import CONFIG_FILE
+from ..checkpoint import CONFIG_FILE, resolve_model_dir
 
 __all__ = [
     "GROUP_AXES",
@@ -127,15 +127,7 @@ def checkpoint_dir(path: Path) -> Path:
         from ..models.convert_hf import minilm_dir
 
         return minilm_dir()
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model directory not found: {path}")
-    for candidate in (path, path / "best"):
-        if (candidate / CONFIG_FILE).is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"{path / CONFIG_FILE} not found (nor {path / 'best' / CONFIG_FILE}): is {path} an attnlab checkpoint?"
-    )
+    return resolve_model_dir(path)
 
 
 def read_model_type(path: Path) -> str:
@@ -307,25 +299,12 @@ class EncoderModel:
         self.kind = "encoder"
         self.top_k = top_k  # candidates shown for each mask
 
-    def _ids(self, text: str) -> list[int]:
-        tok = self.tokenizer
-        mask = tok.id_to_token(tok.mask_id) if tok.mask_id is not None else None
-        pieces = text.split(mask) if mask else [text]
-        ids = [tok.bos_id]
-        for i, piece in enumerate(pieces):
-            if i:
-                ids.append(tok.mask_id)
-            if piece:
-                ids.extend(tok.encode(piece))
-        ids.append(tok.eos_id)
-        return ids
-
     def run(self, text: str) -> ModelRun:
-        from ..models.bert import fill_mask, sentence_embeddings
+        from ..models.bert import encode_with_masks, fill_mask, sentence_embeddings
 
         tok, model = self.tokenizer, self.model
         bert = getattr(model, "bert", model)
-        ids = self._ids(text)
+        ids = encode_with_masks(tok, text)
         if len(ids) <= 2:
             raise ValueError(f"cannot encode {text!r}: it has no tokens")
         if len(ids) > bert.config.n_positions:
@@ -362,11 +341,48 @@ for _model_type in ("gpt", "bert", "gpt2"):
     adapter(_model_type)(_language_model)
 
 
-def _question_answerer(path: Path) -> ExplorerModel:
-    # Type the question (ending with "?") and then the passage; see attnlab.recipes.qa.QAExplorerModel.
-    from ..recipes.qa import explorer_model
+class QuestionAnswererModel:
+    """A question answerer (``kind`` "encoder": one self-attention stack).
 
-    return explorer_model(path)
+    The model page has one text box: the question comes first and ends at its first ``?``; the
+    rest is the passage. The output is the answer; the maps are the encoder's self-attention over
+    ``[CLS] question [SEP] passage [SEP]``, whose question rows × passage columns are the
+    question–document attention.
+
+    Shape:
+        attentions["self"] ``(L, H, S, S)``
+    """
+
+    kind = "encoder"
+
+    def __init__(self, qa, name: str) -> None:
+        self.qa, self.name = qa, name
+
+    def run(self, text: str) -> ModelRun:
+        from ..data.squad import question_windows
+
+        if "?" not in text:
+            raise ValueError("write the question first, ending with '?', then the passage")
+        cut = text.index("?") + 1
+        question, context = text[:cut].strip(), text[cut:].strip()
+        if not context:
+            raise ValueError("the passage after the question is empty")
+        qa = self.qa
+        windows = question_windows(qa.tokenizer, qa.setup, 0, question, context)
+        if len(windows) > 1:
+            raise ValueError(f"question and passage exceed the model's window of {qa.setup.max_length} "
+                             "tokens; shorten the passage")
+        window = windows[0]
+        answer = qa.answer([question], [context])[0]
+        maps = qa.window_attention(window)  # (L, H, S, S)
+        tokens = [qa.tokenizer.id_to_token(t) for t in window.input_ids]
+        return ModelRun(output=f"answer: {answer.text}", tokens={"src": tokens}, attentions={"self": maps})
+
+
+def _question_answerer(path: Path) -> ExplorerModel:
+    from ..recipes.qa import load_qa
+
+    return QuestionAnswererModel(load_qa(path), name=path.name)
 
 
 adapter("bert_qa")(_question_answerer)

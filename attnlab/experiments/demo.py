@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..data.tasks import make_splits
 from ..train import TrainConfig
-from .translate import RECIPES, TranslationSetup, train_translation
+from ..recipes.translate import RECIPES, TranslationSetup, train_translation
 
 #: Sentences translated at the end of the demo (not in any split: checked against the test set).
 EXAMPLES = [

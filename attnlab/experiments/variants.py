@@ -1,7 +1,7 @@
 """``attnlab experiment variants``: what do cheaper attention patterns cost a language model?
 
 The lesson lists local attention and sparse attention (Longformer's sliding window) as ways to cut
-attention's cost and asks how they affect performance. This recipe measures it:
+attention's cost and asks how they affect performance. This experiment measures it:
 
 1. one text (tinyshakespeare by default), split by position into training and validation parts,
    one character tokenizer;
@@ -172,7 +172,7 @@ def _budget_s(settings: VariantsSettings) -> float:
 
 def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
     """Train one variant (in its own process) and measure it."""
-    from .lm import LMSetup, train_lm
+    from ..recipes.lm import LMSetup, train_lm
 
     budget = _budget_s(settings)
     train = TrainConfig(
@@ -281,12 +281,11 @@ def _write(report: VariantsReport, settings: VariantsSettings) -> None:
 
 
 def _plot(rows: Sequence[VariantResult], path: Path) -> None:
-    import matplotlib
+    from ..viz import figure_path, new_figure, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_l, ax_s) = plt.subplots(1, 2, figsize=(12, 4.5))
+    path = figure_path(path)
+    fig = new_figure(12, 4.5)
+    ax_l, ax_s = fig.subplots(1, 2)
     for i, r in enumerate(rows):
         if r.curve:
             xs, ys = zip(*r.curve)
@@ -302,13 +301,11 @@ def _plot(rows: Sequence[VariantResult], path: Path) -> None:
                       ha="center", va="bottom", fontsize=8)  # fmt: skip
     ax_s.set_ylabel("training tokens/s (label: peak memory)")
     ax_s.tick_params(axis="x", labelrotation=20, labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _worker(job_path: str) -> None:
-    """Entry of the per-variant process: ``python -m attnlab.recipes.variants JOB.json``."""
+    """Entry of the per-variant process: ``python -m attnlab.experiments.variants JOB.json``."""
     job = json.loads(Path(job_path).read_text())
     settings = VariantsSettings(**{**job["settings"], "variants": tuple(job["settings"]["variants"])})
     text = Path(job["text"]).read_text(encoding="utf-8")
