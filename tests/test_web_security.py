@@ -14,12 +14,19 @@ import torch
 
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from attnlab.cli import main as cli_main  # noqa: E402
-from attnlab.web import app as web_app  # noqa: E402
-from attnlab.web.app import SECURITY_HEADERS, STATIC_DIR, AllowedHosts, Limits, check_address, create_app  # noqa: E402
-from attnlab.web.models import ModelRun  # noqa: E402
+from attnlab.cli import main as cli_main
+from attnlab.web import app as web_app
+from attnlab.web.app import (
+    SECURITY_HEADERS,
+    STATIC_DIR,
+    AllowedHosts,
+    Limits,
+    check_address,
+    create_app,
+)
+from attnlab.web.models import ModelRun
 
 LOCAL = "http://127.0.0.1:8000"
 
@@ -155,9 +162,9 @@ def test_static_files_need_no_inline_script_or_style():
     for path in STATIC_DIR.iterdir():
         text = path.read_text(encoding="utf-8")
         if path.suffix in (".html", ".svg"):
-            assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", text, re.I), path.name
-            assert not re.search(r"<style\b", text, re.I), path.name
-            assert not re.search(r"\s(on\w+|style)\s*=", text, re.I), path.name
+            assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", text, re.IGNORECASE), path.name
+            assert not re.search(r"<style\b", text, re.IGNORECASE), path.name
+            assert not re.search(r"\s(on\w+|style)\s*=", text, re.IGNORECASE), path.name
             assert "javascript:" not in text.lower(), path.name
         if path.suffix == ".js":
             for pattern in (r"\beval\s*\(", r"new\s+Function\b", r"\.innerHTML\b", r"\.outerHTML\b",

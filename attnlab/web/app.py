@@ -111,7 +111,7 @@ def _host_name(value: str) -> str | None:
             return None
     else:
         name = value  # no port, or a bare IPv6 address (which a browser would bracket)
-    name = name[:-1] if name.endswith(".") else name
+    name = name.removesuffix(".")
     if not name or any(c.isspace() or c in "/\\@?#[]" for c in name):
         return None
     return name
