@@ -208,7 +208,7 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: width ``D`` of the queries and of the output.
         n_heads: number of heads ``H`` (must divide ``D``).
-        dropout: dropout on the attention weights during training.
+        dropout: dropout on the attention weights during training, in ``[0, 1)``.
         bias: whether the four projections have biases.
         kdim, vdim: widths of the key and value inputs (default ``D``), for cross-attention.
         backend: attention backend name (see :func:`attnlab.functional.scaled_dot_product_attention`).
