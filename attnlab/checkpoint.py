@@ -55,6 +55,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .files import contained_path, new_file_mode
+
 Tensor = torch.Tensor
 
 __all__ = [
@@ -305,6 +307,7 @@ def _write_contents(
     (tmp / TOKENIZERS_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (tmp / CONFIG_FILE).write_text(config_text, encoding="utf-8")
     save_file(stored, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases)})
+    os.chmod(tmp / WEIGHTS_FILE, new_file_mode())  # save_file writes 0600; config.json follows the umask
     if trainer_state is not None:
         torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
     for rel in _files_under(tmp):
@@ -435,7 +438,12 @@ def load_checkpoint(
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        tokenizer_files = {name: [directory / f for f in files] for name, files in manifest.items()}
+        if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
+            raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
+        tokenizer_files = {
+            name: [contained_path(directory, f, source=manifest_path, what=f"tokenizer {name!r} file") for f in files]
+            for name, files in manifest.items()
+        }
         for name, files in tokenizer_files.items():
             for f in files:
                 if not f.is_file():

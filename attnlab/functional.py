@@ -91,9 +91,12 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
         )
 
 
-def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> None:
+def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> Tensor | None:
+    """Check that ``mask`` is boolean and broadcasts to ``scores_shape``; return it viewed with
+    the scores' rank (leading size-1 dims added), the form every backend accepts: torch's fused
+    kernel rejects a 1-D mask next to 4-D queries, for one."""
     if mask is None:
-        return
+        return None
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a boolean torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
@@ -112,19 +115,40 @@ def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> None:
             f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores "
             f"(..., T, S) = {tuple(scores_shape)}"
         )
+    return mask.reshape((1,) * (len(scores_shape) - mask.dim()) + tuple(mask.shape))  # (..., T|1, S|1)
 
 
-def check_attention_call(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> None:
+def _quiet_unreachable(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Zero the keys and values that no query may attend to, and the queries that may attend to
+    nothing, so that a NaN or inf there (an uninitialised pad, an overflow in a padded row) stays
+    out of the real rows: ``0 · NaN`` is NaN in the weights-times-values product, and in the
+    backward pass of ``q kᵀ``. The output and the gradients are otherwise unchanged, as these
+    positions get zero weight and zero gradient anyway.
+
+    Shape:
+        q: ``(..., T, Dh)``; k: ``(..., S, Dh)``; v: ``(..., S, Dv)``; mask: ``(..., T, S)`` with
+        the rank of the scores (size-1 dims broadcast)
+    """
+    key_used = mask.any(dim=-2).unsqueeze(-1)  # (..., S, 1)
+    row_used = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+    if bool(key_used.all() & row_used.all()):  # one host sync for both
+        return q, k, v
+    return q.masked_fill(~row_used, 0.0), k.masked_fill(~key_used, 0.0), v.masked_fill(~key_used, 0.0)
+
+
+def check_attention_call(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> Tensor | None:
     """The checks of :func:`scaled_dot_product_attention`, for every function with its calling
-    convention (the variants in :mod:`attnlab.variants` too): raises naming the problem.
+    convention (the variants in :mod:`attnlab.variants` too): raises naming the problem, and
+    returns the mask viewed with the scores' rank (see :func:`_check_mask`).
 
     Shape:
         q ``(..., T, Dh)``;  k ``(..., S, Dh)``;  v ``(..., S, Dv)``;  mask broadcastable to ``(..., T, S)``
     """
     _check_qkv(q, k, v)
-    _check_mask(mask, q.shape[:-2] + (q.shape[-2], k.shape[-2]))
+    mask = _check_mask(mask, q.shape[:-2] + (q.shape[-2], k.shape[-2]))  # (..., T, S), the scores' rank
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    return mask
 
 
 def check_positive_int(name: str, value) -> None:
@@ -163,14 +187,27 @@ def _math_attention(
     # Scaling q (T·Dh numbers) rather than the scores (T·S numbers) gives the same product and
     # saves one (..., T, S) tensor in the forward and in the backward pass.
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, Dh) x (..., Dh, S) -> (..., T, S)
+    # A score past the dtype's range (|q·k| > 65504 in fp16) is ±inf: clamp it to the largest
+    # finite number, so that an allowed key that overflowed still ranks above every masked key
+    # (-inf below) and a +inf cannot make inf - inf = NaN in the softmax. The clamp changes only
+    # ±inf entries, so autograd may treat it as the identity (no_grad: no saved copy of the
+    # scores); in place, as the product is a fresh tensor that matmul's backward does not need.
+    with torch.no_grad():
+        finfo = torch.finfo(scores.dtype)
+        scores.clamp_(finfo.min, finfo.max)
+    empty_rows = False
     if mask is not None:
-        # The most negative finite number, not -inf: exp() sends it to exactly 0 in a row that
-        # has some allowed key, and a row with *no* allowed key stays finite (uniform) instead of
-        # NaN; multiplying by the mask below then makes that row exactly zero. In place: the
-        # product is a fresh tensor that matmul's backward does not need.
-        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        # -inf, not a finite fill value: exp() sends it to exactly 0, and no allowed score can
+        # fall below it.
+        scores.masked_fill_(~mask, float("-inf"))
+        row_has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+        empty_rows = not bool(row_has_key.all())
+        if empty_rows:
+            # A row with no allowed key would be all -inf, and its softmax NaN: give it uniform
+            # weights instead (finite forward and backward), made exactly zero below.
+            scores.masked_fill_(~row_has_key, 0.0)
     weights = torch.softmax(scores, dim=-1)  # (..., T, S)
-    if mask is not None and not bool(mask.any(dim=-1).all()):
+    if empty_rows:
         weights = weights * mask  # rows with nothing to attend to become all zeros
     mixed = weights
     if dropout_p > 0.0:
@@ -268,7 +305,7 @@ def scaled_dot_product_attention(
     Returns:
         :class:`AttentionResult` ``(output, weights)``.
     """
-    check_attention_call(q, k, v, mask, dropout_p)
+    mask = check_attention_call(q, k, v, mask, dropout_p)  # (..., T, S)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     if backend == "auto":
@@ -280,6 +317,8 @@ def scaled_dot_product_attention(
         raise ValueError(
             f"unknown attention backend {backend!r}; choose from {sorted(BACKENDS)} or 'auto'{hint}"
         ) from None
+    if mask is not None:
+        q, k, v = _quiet_unreachable(q, k, v, mask)
     return fn(q, k, v, mask, scale, dropout_p, is_causal, return_weights)
 
 

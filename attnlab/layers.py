@@ -145,7 +145,7 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: width ``D`` of the queries and of the output.
         n_heads: number of heads ``H`` (must divide ``D``).
-        dropout: dropout on the attention weights during training.
+        dropout: dropout on the attention weights during training, in ``[0, 1)``.
         bias: whether the four projections have biases.
         kdim, vdim: widths of the key and value inputs (default ``D``), for cross-attention.
         backend: attention backend name (see :func:`attnlab.functional.scaled_dot_product_attention`).
@@ -174,8 +174,19 @@ class MultiHeadAttention(nn.Module):
         attention: str | AttentionSpec = "full",
     ) -> None:
         super().__init__()
+        sizes = {"d_model": d_model, "n_heads": n_heads, "kdim": kdim, "vdim": vdim}
+        for name, value in sizes.items():
+            if value is None and name in ("kdim", "vdim"):
+                continue  # default: d_model
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"MultiHeadAttention: {name} must be an int, got {type(value).__name__} {value!r}")
+            if value < 1:
+                raise ValueError(f"MultiHeadAttention: {name} must be ≥ 1, got {value}")
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            # `not 0 <= x < 1` is also true for NaN.
+            raise ValueError(f"MultiHeadAttention: dropout must be a number in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.attention = attention if isinstance(attention, AttentionSpec) else AttentionSpec(attention)
@@ -267,6 +278,10 @@ class MultiHeadAttention(nn.Module):
             - attn_mask: ``(T, S)`` or ``(B, 1|H, T, S)``
             - output: ``(B, T, D)``;  weights: ``(B, H, T, S)``
         """
+        inputs = {"query": query, "key": key, "value": value}
+        if kv is not None:
+            inputs.update({"kv[0]": kv[0], "kv[1]": kv[1]})
+        self._check_dtypes(inputs)
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must have shape (B, T, {self.d_model}), got {tuple(query.shape)}")
         B, T, _ = query.shape
@@ -326,6 +341,28 @@ class MultiHeadAttention(nn.Module):
         )  # (B, H, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
         return AttentionOutput(self.out_proj(out), weights)
+
+    def _check_dtypes(self, inputs: dict[str, Tensor | None]) -> None:
+        """Inputs must have the weights' dtype (else F.linear fails with "mat1 and mat2 must have
+        the same dtype"), except under autocast, which casts both to its own dtype."""
+        weight = self.q_proj.weight
+        if torch.is_autocast_enabled(weight.device.type):
+            return
+        for name, x in inputs.items():
+            if x is None:
+                continue
+            if not isinstance(x, Tensor):
+                raise TypeError(f"MultiHeadAttention: {name} must be a torch.Tensor, got {type(x).__name__}")
+            if not x.is_floating_point():
+                raise TypeError(
+                    f"MultiHeadAttention: {name} must be a floating-point tensor (embed token ids first), "
+                    f"got dtype {x.dtype}"
+                )
+            if x.dtype != weight.dtype:
+                raise TypeError(
+                    f"MultiHeadAttention: {name} has dtype {x.dtype} but the weights are {weight.dtype}; "
+                    f"convert one of them (e.g. module.to({x.dtype}) or {name}.to({weight.dtype}))"
+                )
 
     def _check_rolling(self, cache: RollingKVCache, is_causal: bool) -> None:
         span = self.attention.recent_positions

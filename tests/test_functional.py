@@ -376,6 +376,99 @@ def test_causal_with_more_queries_than_keys_has_empty_rows():
         torch.testing.assert_close(out[:, 2:], ref)
 
 
+# Every rank a mask can have next to queries of rank 2..5: 0 (a bool scalar) up to the queries'
+# own rank, with some dims of size 1 (broadcast). Issue 17: a 1-D mask passed the check but made
+# torch's fused kernel raise IndexError next to 4-D queries.
+MASK_RANK_CASES = [(lead, rank) for lead in [(), (2,), (2, 3), (2, 3, 2)] for rank in range(len(lead) + 3)]
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa", "auto"])
+@pytest.mark.parametrize("lead, rank", MASK_RANK_CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("is_causal", [False, True], ids=["plain", "causal"])
+def test_masks_of_every_rank_work_on_every_backend(backend, lead, rank, is_causal):
+    gen = torch.Generator().manual_seed(len(lead) * 10 + rank)
+    T, S = 4, 6
+    q, k, v = make_qkv(lead, T, S, 3, 2, torch.float64, gen)
+    full_shape = lead + (T, S)
+    shape = list(full_shape[len(full_shape) - rank :])  # the trailing `rank` dims ...
+    for i in range(0, len(shape) - 1, 2):
+        shape[i] = 1  # ... some of them broadcast
+    mask = torch.rand(shape, generator=gen) < 0.7
+    if rank:
+        mask[..., -1] = True  # every row keeps a key: the reference needs none of the empty-row rule
+    run_both(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, backend=backend).output,
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask.expand(full_shape), is_causal=is_causal,
+                                                     backend="math").output,
+        (q, k, v),
+        torch.float64,
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype, big, backends",
+    [(torch.float16, 300.0, ["math", "sdpa", "auto"]), (torch.bfloat16, 1e20, ["math"])],
+    ids=["fp16", "bf16"],
+)
+def test_low_precision_overflow_does_not_let_a_masked_key_in(dtype, big, backends):
+    """Issue 17 reproducer: the only allowed key scores -big² (below the dtype's range: -inf), the
+    masked key scores 0. The output must be the allowed value 1.0, not the masked 100.0."""
+    q = torch.full((1, 1, 1, 1), big, dtype=dtype)  # (B, H, T, Dh)
+    k = torch.tensor([-big, 0.0], dtype=dtype).reshape(1, 1, 2, 1)  # (B, H, S, Dh)
+    v = torch.tensor([1.0, 100.0], dtype=dtype).reshape(1, 1, 2, 1)
+    mask = torch.tensor([True, False])
+    assert bool(torch.isneginf(q @ k.transpose(-2, -1))[..., 0].all())  # the score does overflow
+    for backend in backends:
+        out = scaled_dot_product_attention(q, k, v, mask, scale=1.0, backend=backend).output
+        assert out.item() == 1.0, backend
+    # The same on the math path with the weights, and with a +inf score (no inf - inf = NaN).
+    out, weights = scaled_dot_product_attention(q, k, v, mask, scale=1.0, return_weights=True)
+    assert weights.flatten().tolist() == [1.0, 0.0]
+    k_up = torch.tensor([big, 0.0], dtype=dtype).reshape(1, 1, 2, 1)  # scores +inf and 0, both allowed
+    assert scaled_dot_product_attention(q, k_up, v, scale=1.0, backend="math").output.item() == 1.0
+    # A row with nothing to attend to still gives zeros, and the gradients stay finite.
+    q2 = torch.cat([q, q], dim=2).requires_grad_()  # (1, 1, 2, 1)
+    k2, v2 = k.clone().requires_grad_(), v.clone().requires_grad_()
+    mask2 = torch.tensor([[True, False], [False, False]])
+    out = scaled_dot_product_attention(q2, k2, v2, mask2, scale=1.0, backend="math").output
+    assert out.flatten().tolist() == [1.0, 0.0]
+    out.sum().backward()
+    assert all(bool(torch.isfinite(t.grad).all()) for t in (q2, k2, v2))
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa", "auto"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_nan_at_padded_positions_stays_out_of_real_rows(backend, bad):
+    """NaN/inf in the keys and values of padded positions, and in queries that may attend to
+    nothing, must leave the real rows (output and gradients) as they are with zeros there."""
+    gen = torch.Generator().manual_seed(3)
+    B, H, T, S = 2, 2, 5, 6
+    q, k, v = make_qkv((B, H), T, S, 4, 3, torch.float64, gen)
+    keys = padding_mask(torch.tensor([6, 4]), max_len=S)  # (B, S): sequence 1 has 2 padded keys
+    queries = padding_mask(torch.tensor([5, 3]), max_len=T)  # (B, T): sequence 1 has 2 padded queries
+    for mask in (keys[:, None, None, :], queries[:, None, :, None] & keys[:, None, None, :]):  # (B, 1, 1|T, S)
+        clean = [t.clone() for t in (q, k, v)]
+        dirty = [t.clone() for t in (q, k, v)]
+        dirty[1][1, :, 4:] = bad  # k at the padded keys
+        dirty[2][1, :, 4:] = bad  # v at the padded keys
+        if mask.shape[-2] == T:
+            dirty[0][1, :, 3:] = bad  # q at the queries with nothing to attend to
+        outs, grads = [], []
+        for inputs in (clean, dirty):
+            inputs = [t.requires_grad_() for t in inputs]
+            out = scaled_dot_product_attention(*inputs, mask, backend=backend).output  # (B, H, T, 3)
+            out.sum().backward()
+            outs.append(out)
+            grads.append([t.grad for t in inputs])
+        real_rows = queries[:, None, :] if mask.shape[-2] == T else torch.ones(B, 1, T, dtype=torch.bool)
+        torch.testing.assert_close(outs[1][real_rows.expand(B, H, T)], outs[0][real_rows.expand(B, H, T)])
+        assert bool(torch.isfinite(outs[1][real_rows.expand(B, H, T)]).all())
+        torch.testing.assert_close(grads[1][0][real_rows.expand(B, H, T)], grads[0][0][real_rows.expand(B, H, T)])
+        real_keys = keys[:, None, :].expand(B, H, S)
+        for g_dirty, g_clean in zip(grads[1][1:], grads[0][1:]):
+            torch.testing.assert_close(g_dirty[real_keys], g_clean[real_keys])
+
+
 # --------------------------------------------------------------------------------------------
 # Mask helpers
 # --------------------------------------------------------------------------------------------

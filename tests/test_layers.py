@@ -161,6 +161,69 @@ def test_mha_bad_input_messages():
         MultiHeadAttention(8, 2, backend="sdpa")(x, need_weights=True)
 
 
+@pytest.mark.parametrize(
+    "args, kwargs, err, pattern",
+    [
+        ((8, 0), {}, ValueError, r"n_heads must be ≥ 1, got 0"),
+        ((8, -2), {}, ValueError, r"n_heads must be ≥ 1, got -2"),
+        ((0, 1), {}, ValueError, r"d_model must be ≥ 1, got 0"),
+        ((-8, 2), {}, ValueError, r"d_model must be ≥ 1, got -8"),
+        ((8, 3), {}, ValueError, r"d_model=8 is not divisible by n_heads=3"),
+        ((8, 2.0), {}, TypeError, r"n_heads must be an int, got float"),
+        (("8", 2), {}, TypeError, r"d_model must be an int, got str"),
+        ((8, True), {}, TypeError, r"n_heads must be an int, got bool"),
+        ((8, 2), {"kdim": 0}, ValueError, r"kdim must be ≥ 1"),
+        ((8, 2), {"vdim": 2.5}, TypeError, r"vdim must be an int"),
+        ((8, 2), {"dropout": 1.0}, ValueError, r"dropout must be a number in \[0, 1\), got 1.0"),
+        ((8, 2), {"dropout": -0.1}, ValueError, r"dropout must be a number in \[0, 1\)"),
+        ((8, 2), {"dropout": float("nan")}, ValueError, r"dropout must be a number in \[0, 1\), got nan"),
+        ((8, 2), {"dropout": "0.1"}, ValueError, r"dropout must be a number"),
+    ],
+)
+def test_mha_bad_settings_are_named(args, kwargs, err, pattern):
+    with pytest.raises(err, match=pattern):
+        MultiHeadAttention(*args, **kwargs)
+
+
+def test_mha_dtype_mismatch_is_named():
+    mha = MultiHeadAttention(8, 2)  # float32 weights
+    x = torch.randn(2, 4, 8)
+    with pytest.raises(TypeError, match=r"query has dtype torch.float16 but the weights are torch.float32"):
+        mha(x.half())
+    with pytest.raises(TypeError, match=r"key has dtype torch.float64 but the weights are torch.float32"):
+        mha(x, x.double())
+    with pytest.raises(TypeError, match=r"value has dtype torch.bfloat16"):
+        mha(x, x, x.bfloat16())
+    with pytest.raises(TypeError, match=r"kv\[1\] has dtype torch.float64"):
+        k, v = mha.project_kv(x)
+        mha(x, kv=(k, v.double()))
+    with pytest.raises(TypeError, match=r"query must be a floating-point tensor.*int64"):
+        mha(torch.zeros(2, 4, 8, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"query must be a torch.Tensor, got list"):
+        mha([[0.0] * 8])
+    # Autocast casts inputs and weights itself: a bf16 input to fp32 weights is fine there.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mha(x.bfloat16()).output.shape == (2, 4, 8)
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa", "auto"])
+def test_mha_nan_in_padded_positions_stays_out_of_real_rows(backend):
+    """Garbage (NaN) in the padded positions of the input: the real positions' outputs equal
+    those with zeros there. (Parameter gradients cannot stay clean: any linear layer's weight
+    gradient multiplies the padded inputs by their zero gradient, and 0 · NaN is NaN.)"""
+    mha = randomize_(MultiHeadAttention(8, 2, backend=backend).double(), 1)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    real = padding_mask(torch.tensor([5, 3]), max_len=5)  # (B, T)
+    dirty = x.clone()
+    dirty[1, 3:] = float("nan")
+    clean = x.masked_fill(~real[..., None], 0.0)
+    for extra in ({}, {"is_causal": True}):
+        expected = mha(clean, key_padding_mask=real, **extra).output[real]
+        out = mha(dirty, key_padding_mask=real, **extra).output[real]
+        assert bool(torch.isfinite(out).all())
+        torch.testing.assert_close(out, expected, **TOL64)
+
+
 # --------------------------------------------------------------------------------------------
 # The key/value cache seam
 # --------------------------------------------------------------------------------------------

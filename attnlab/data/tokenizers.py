@@ -41,6 +41,8 @@ from typing import Iterable, Literal, Protocol, Sequence, overload, runtime_chec
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..files import new_file_mode
+
 __all__ = [
     "SpecialTokens",
     "Tokenizer",
@@ -148,6 +150,8 @@ def _write_json_atomically(payload: dict, directory: str | os.PathLike, name: st
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(payload, f, ensure_ascii=False)
+        # mkstemp creates the file 0600; give it the mode open() would, as config.json has.
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

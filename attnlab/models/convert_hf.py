@@ -24,12 +24,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from ..files import contained_path
 from .bert import BertConfig, BertForMaskedLM, BertModel
 from .gpt import GPT, GPTConfig
 
@@ -110,16 +113,37 @@ def load_hf_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
 
         if single.is_file():
             return load_file(str(single))
-        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        weight_map = _read_json(index).get("weight_map", {})
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index}: weight_map must map tensor names to shard file names")
+        # A shard name comes from the file, so it must name a file inside the folder.
+        shards = {contained_path(path, shard, source=index, what="weight_map entry") for shard in weight_map.values()}
         if not shards:
             raise ValueError(f"{index}: no weight_map entries")
         state: dict[str, Tensor] = {}
-        for shard in shards:
-            state.update(load_file(str(path / shard)))
+        for shard in sorted(shards):
+            if not shard.is_file():
+                raise FileNotFoundError(f"{shard}: shard listed in {index} is missing")
+            state.update(load_file(str(shard)))
         return state
     if pickled.is_file():
         # weights_only: a checkpoint is data, never code to execute.
-        return torch.load(pickled, map_location="cpu", weights_only=True)
+        try:
+            return torch.load(pickled, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as exc:
+            # Never torch's own advice, which it gives for any failure of the restricted unpickler:
+            # retry with weights_only=False, which runs whatever code the file names.
+            text = str(exc)
+            found = re.search(r"GLOBAL ([\w.]+)|[Gg]lobal:? ([\w.]+)", text)
+            if found:
+                raise ValueError(
+                    f"{pickled}: holds pickled objects other than tensors ({found.group(1) or found.group(2)}), "
+                    "which attnlab does not unpickle; convert the checkpoint to safetensors (model.safetensors)"
+                ) from None
+            detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+            lines = [line for line in text.splitlines() if line.strip() and "weights_only" not in line]
+            reason = detail.group(1) if detail else (lines[0] if lines else "")
+            raise ValueError(f"{pickled}: not a readable PyTorch checkpoint ({type(exc).__name__}: {reason})") from None
     raise FileNotFoundError(f"{path}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
 
 

@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..functional import neighbour_mask
 
 Tensor = torch.Tensor
 

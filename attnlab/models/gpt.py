@@ -34,7 +34,6 @@ from ..accel import apply_dropout, linear
 from ..layers import EncoderBlock, KVCache
 from ..variants import AttentionSpec
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
-from ..variants import AttentionSpec
 
 Tensor = torch.Tensor
 

@@ -21,8 +21,6 @@ Shape letters: ``B`` batch, ``T`` block length, ``S`` sequence length, ``V`` voc
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field

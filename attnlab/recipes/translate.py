@@ -12,7 +12,6 @@ plugs into the same training, decoding, checkpoints and heatmaps by registering 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
