@@ -30,7 +30,7 @@ from torch import nn
 
 from .. import functional as AF
 from ..functional import AttentionSpec
-from ..layers import _ACTIVATIONS, EncoderBlock
+from ..layers import ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
 
 Tensor = torch.Tensor
@@ -44,6 +44,7 @@ __all__ = [
     "BertForMaskedLM",
     "MaskedLMOutput",
     "MLMHead",
+    "init_bert_weights",
     "mask_tokens",
     "mean_pool",
     "sentence_embeddings",
@@ -78,8 +79,8 @@ class BertConfig:
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         spec = self.attention_spec()  # a clear error now for a bad variant or window
         if self.backend != "auto":
             spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
@@ -144,7 +145,12 @@ class MaskedLMOutput:
     next_sentence_logits: Tensor | None = None  # (B, 2): [is next, is random], with the NSP head
 
 
-def _init_bert_weights(module: nn.Module, std: float) -> None:
+def init_bert_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: every linear and embedding matrix of ``module`` ~ N(0, std), biases zero.
+
+    ``std`` is ``config.init_std`` (0.02, BERT's ``initializer_range``). Used for the encoder, the
+    pretraining heads and heads added later (the question-answering span head).
+    """
     for m in module.modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=std)
@@ -183,7 +189,7 @@ class BertModel(nn.Module):
             for _ in range(c.n_layer)
         )
         self.pooler = nn.Linear(c.n_embd, c.n_embd)
-        _init_bert_weights(self, c.init_std)
+        init_bert_weights(self, c.init_std)
         with torch.no_grad():
             self.tok_emb.weight[c.pad_id].zero_()
 
@@ -249,7 +255,7 @@ class MLMHead(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.transform = nn.Linear(config.n_embd, config.n_embd)
-        self.act = _ACTIVATIONS[config.activation]
+        self.act = ACTIVATIONS[config.activation]
         self.norm = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -272,9 +278,9 @@ class BertForMaskedLM(nn.Module):
         self.bert = BertModel(config)
         self.mlm = MLMHead(config)
         self.next_sentence = nn.Linear(config.n_embd, 2) if config.next_sentence_head else None
-        _init_bert_weights(self.mlm, config.init_std)
+        init_bert_weights(self.mlm, config.init_std)
         if self.next_sentence is not None:
-            _init_bert_weights(self.next_sentence, config.init_std)
+            init_bert_weights(self.next_sentence, config.init_std)
 
     def forward(
         self,

@@ -36,7 +36,7 @@ from .. import functional as AF
 from ..layers import DecoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding
 from .transformer import DecoderState, Seq2SeqOutput, StepOutput
-from .vit import PatchEmbedding, PatchEncoder, _check_geometry, as_image_batch
+from .vit import PatchEmbedding, PatchEncoder, as_image_batch, check_geometry
 
 Tensor = torch.Tensor
 
@@ -60,7 +60,7 @@ class CaptionerConfig:
     model_type: str = "captioner"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        _check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
+        check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
         for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

@@ -66,10 +66,10 @@ from .rnn_seq2seq import (
     RNNEncoder,
     RNNSeq2SeqConfig,
     RNNState,
-    _masked_softmax,
-    _our_state,
-    _rnn,
-    _torch_state,
+    from_torch_state,
+    masked_softmax,
+    recurrent_layer,
+    to_torch_state,
 )
 from .transformer import StepOutput
 
@@ -200,7 +200,7 @@ class PointerGenerator(nn.Module):
             hidden_size=c.hidden_size, n_layers=c.n_layers, bidirectional=True, dropout=c.dropout, pad_id=c.pad_id,
         )
         self.encoder = RNNEncoder(encoder_config, self.embed)
-        self.decoder_rnn = _rnn(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
+        self.decoder_rnn = recurrent_layer(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
         # q_proj = W_s, k_proj = W_h with bias b_attn, score = v (eq. 1).
         self.attention = AdditiveAttention(c.hidden_size, c.hidden_size, c.attn_dim)
         self.coverage_proj = nn.Linear(1, c.attn_dim, bias=False) if c.coverage else None  # w_c (eq. 11)
@@ -263,12 +263,12 @@ class PointerGenerator(nn.Module):
         if state.coverage is None:
             hidden = torch.tanh(q.unsqueeze(2) + state.keys.unsqueeze(1))  # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A)
             scores = hidden @ v  # (B, T, S, A) x (A,) -> (B, T, S)
-            return _masked_softmax(scores, state.src_mask.unsqueeze(1)), None  # (B, T, S)
+            return masked_softmax(scores, state.src_mask.unsqueeze(1)), None  # (B, T, S)
         weights, penalties = [], []
         for t in range(s.shape[1]):
             cov = state.coverage  # (B, S)
             hidden = torch.tanh(q[:, t].unsqueeze(1) + state.keys + self.coverage_proj(cov.unsqueeze(-1)))  # (B, S, A)
-            a = _masked_softmax(hidden @ v, state.src_mask)  # (B, S, A) x (A,) -> (B, S)
+            a = masked_softmax(hidden @ v, state.src_mask)  # (B, S, A) x (A,) -> (B, S)
             penalties.append(torch.minimum(a, cov).sum(dim=-1))  # (B,) eq. 12
             state.coverage = cov + a  # (B, S) eq. 10
             weights.append(a)
@@ -283,8 +283,8 @@ class PointerGenerator(nn.Module):
         """
         self._check_ids("tokens", tokens)
         x = self.dropout(self.embed(self._in_vocab(tokens)))  # (B, T, E)
-        s, hidden = self.decoder_rnn(x, _torch_state(state.hidden))  # (B, T, D)
-        state.hidden = _our_state(hidden)
+        s, hidden = self.decoder_rnn(x, to_torch_state(state.hidden))  # (B, T, D)
+        state.hidden = from_torch_state(hidden)
         weights, penalties = self._attend(s, state)  # (B, T, S)
         context = weights @ state.memory  # (B, T, S) x (B, S, D) -> (B, T, D)
         vocab_logits = self.out_proj(self.dropout(self.readout(torch.cat([s, context], dim=-1))))  # (B, T, V)
