@@ -32,10 +32,10 @@ extended slot that no source word of this row fills). They are already normalise
 :mod:`attnlab.decode`'s ``log_softmax`` leaves them unchanged and greedy/beam search pick tokens
 by the true mixed probabilities; the loss is ``−log P(w*)`` on them directly.
 
-**Decoding protocol** (:mod:`attnlab.decode`): :meth:`PointerGenerator.start` encodes (the
-sources in extended ids), :meth:`PointerGenerator.step` advances by one token and returns the
-attention ``a_t`` as cross weights ``(B, 1, 1, S)`` (one "layer", one "head") for heatmaps, and
-:meth:`PointerGeneratorState.reorder` follows beam search.
+**Decoding protocol** (:mod:`attnlab.models.seq2seq`, searched by :mod:`attnlab.decode`):
+:meth:`PointerGenerator.start` encodes (the sources in extended ids), :meth:`PointerGenerator.step`
+advances by one token and returns the attention ``a_t`` as cross weights ``(B, 1, 1, S)`` (one
+"layer", one "head") for heatmaps, and :meth:`PointerGeneratorState.reorder` follows beam search.
 
 Design choice: the decoder input is the previous word only (no input feeding of ``h*_{t-1}``),
 as in the paper's equations. The decoder states then depend on the target prefix alone, so the
@@ -71,7 +71,7 @@ from .rnn_seq2seq import (
     recurrent_layer,
     to_torch_state,
 )
-from .transformer import StepOutput
+from .seq2seq import Seq2SeqOutput, StepOutput, mean_over_targets
 
 Tensor = torch.Tensor
 
@@ -147,11 +147,18 @@ def mix_copy_distribution(p_vocab: Tensor, weights: Tensor, p_gen: Tensor, src_e
     return gen.scatter_add(-1, index, copy)  # (B, T, n_ext)
 
 
-@dataclass
-class PointerGeneratorOutput:
-    logits: Tensor  # (B, T, V_ext) log P of the final (mixed) distribution, see the module docstring
-    loss: Tensor | None  # NLL + coverage_weight · coverage loss, averaged over real target tokens
-    attentions: dict[str, list[Tensor]] | None  # {"cross": [(B, 1, T, S)]} when need_weights
+@dataclass(kw_only=True)
+class PointerGeneratorOutput(Seq2SeqOutput):
+    """:class:`~attnlab.models.seq2seq.Seq2SeqOutput` plus the pointer-generator's own terms.
+
+    ``logits`` ``(B, T, V_ext)`` are log P of the final (mixed) distribution (see the module
+    docstring); ``loss`` is NLL + coverage_weight · coverage loss, averaged over real target
+    tokens; ``attentions`` is ``{"cross": [(B, 1, T, S)]}`` when need_weights.
+
+    Shape:
+        logits ``(B, T, V_ext)``; p_gen ``(B, T)``; nll, coverage_loss scalars
+    """
+
     p_gen: Tensor  # (B, T) probability of generating (vs copying) at each step
     nll: Tensor | None = None  # mean −log P(w*) over real target tokens
     coverage_loss: Tensor | None = None  # mean Σ_i min(a_ti, c_ti) over real target tokens (coverage only)
@@ -328,18 +335,19 @@ class PointerGenerator(nn.Module):
                 raise ValueError(f"label id {int(labels.max())} is outside this batch's extended vocabulary "
                                  f"(size {state.n_ext}): a target word outside the vocabulary must be in its source "
                                  "(extended id) or [UNK]")
-            real = labels != self.config.pad_id  # (B, T)
-            n = real.sum().clamp(min=1)
+            # The loss is −log P(w*) of the mixed distribution itself, not a cross-entropy of logits:
+            # log P is already normalised (a softmax over it would only add rounding). Both terms use
+            # the seq2seq reduction, the mean over the non-padding targets.
             # log P may be −inf only at extended slots no source word fills; a label never points
             # there (checked above per batch), but clamp so a rounding 0 cannot give an infinite loss.
             gold = log_p.gather(-1, labels.unsqueeze(-1)).squeeze(-1).clamp(min=-100.0)  # (B, T)
-            nll = -(gold * real).sum() / n
+            nll = mean_over_targets(-gold, labels, pad_id=self.config.pad_id)
             loss = nll
             if penalties is not None:
-                coverage_loss = (penalties * real).sum() / n
+                coverage_loss = mean_over_targets(penalties, labels, pad_id=self.config.pad_id)
                 loss = nll + self.config.coverage_weight * coverage_loss
         attentions = {"cross": [weights.unsqueeze(1)]} if need_weights else None  # (B, 1, T, S)
-        return PointerGeneratorOutput(log_p, loss, attentions, p_gen, nll, coverage_loss)
+        return PointerGeneratorOutput(log_p, loss, attentions, p_gen=p_gen, nll=nll, coverage_loss=coverage_loss)
 
     def step(self, tokens: Tensor, state: PointerGeneratorState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next token(s); return log P of the next word over the extended vocabulary.

@@ -22,7 +22,8 @@ looks back at every encoder state at every output step.
 Every variant starts the decoder from the encoder's final state (both directions concatenated,
 layer by layer).
 
-Decoding uses the protocol of :mod:`attnlab.decode`: :meth:`RNNSeq2Seq.start` encodes once,
+Decoding uses the protocol of :mod:`attnlab.models.seq2seq` (what :mod:`attnlab.decode` searches
+with): :meth:`RNNSeq2Seq.start` encodes once,
 :meth:`RNNSeq2Seq.step` advances one token (cross weights ``(B, 1, 1, S)``, or ``None`` for
 ``attention="none"``), and :meth:`RNNDecoderState.reorder` follows beam search.
 
@@ -38,13 +39,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import functional as AF
 from ..layers import AdditiveAttention
-from .transformer import Seq2SeqOutput, StepOutput
+from .seq2seq import Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
 
@@ -603,12 +603,7 @@ class RNNSeq2Seq(nn.Module):
         logits, weights = self.decode(tgt_in, self.encoder(src, src_mask), src_mask)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
-                labels.reshape(-1),  # (B·T,)
-                ignore_index=self.config.pad_id,
-                label_smoothing=label_smoothing,
-            )
+            loss = token_cross_entropy(logits, labels, pad_id=self.config.pad_id, label_smoothing=label_smoothing)
         attentions = None
         if need_weights:
             attentions = {"cross": [] if weights is None else [weights.unsqueeze(1)]}  # (B, 1, T, S)
