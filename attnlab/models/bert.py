@@ -21,7 +21,7 @@ Shape letters: ``B`` batch, ``S`` sequence length, ``D`` width, ``H`` heads, ``V
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as AF
-from ..functional import AttentionSpec
 from ..layers import ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from .config import StackConfig, preset_config
 
 Tensor = torch.Tensor
 
@@ -55,7 +55,7 @@ IGNORE_INDEX = -100  # label of positions the loss skips (F.cross_entropy's defa
 
 
 @dataclass
-class BertConfig:
+class BertConfig(StackConfig):
     vocab_size: int = 30522  # token ids 0 … V-1 (BERT's uncased WordPiece has 30522)
     n_positions: int = 512  # longest sequence; sizes the learned position table
     n_embd: int = 768  # model width D
@@ -76,37 +76,12 @@ class BertConfig:
     n_global: int = 0  # "global_window": the first n_global positions are global ([CLS]; Longformer)
     model_type: str = "bert"  # checkpoint tag used to rebuild the right class
 
+    # d_ff, attention_spec(), to_dict() / from_dict() (config.json) and the shared checks: StackConfig.
+
     def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
-        spec = self.attention_spec()  # a clear error now for a bad variant or window
-        if self.backend != "auto":
-            spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
-        for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "type_vocab_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-
-    @property
-    def d_ff(self) -> int:
-        """Feed-forward hidden width."""
-        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
-
-    def attention_spec(self) -> AttentionSpec:
-        """The self-attention variant of every block (see attnlab.functional.AttentionSpec)."""
-        return AttentionSpec.from_config(self.attention, self.window, self.n_global)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "BertConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown BertConfig fields {unknown}; known: {sorted(known)}")
-        return cls(**d)
+        super().__post_init__()
+        if self.type_vocab_size < 1:
+            raise ValueError(f"type_vocab_size must be ≥ 1, got {self.type_vocab_size}")
 
 
 #: Named sizes, in one place. ``vocab_size`` is filled in from the tokenizer when training.
@@ -123,9 +98,7 @@ PRESETS: dict[str, dict] = {
 
 def bert_config(preset: str, **overrides) -> BertConfig:
     """A :class:`BertConfig` from a named preset, with fields overridden (e.g. ``vocab_size``)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown BERT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return BertConfig(**{**PRESETS[preset], **overrides})
+    return preset_config(BertConfig, PRESETS, preset, "BERT", **overrides)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import DecoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding
+from .config import preset_config
 from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 from .vit import PatchEmbedding, PatchEncoder, as_image_batch, check_geometry
 
@@ -79,9 +80,7 @@ PRESETS: dict[str, dict] = {
 
 def captioner_config(preset: str, **fields) -> CaptionerConfig:
     """A :class:`CaptionerConfig` from a named preset plus fields (``vocab_size``, ``patch_size``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown captioner preset {preset!r}; choose from {sorted(PRESETS)}")
-    return CaptionerConfig(**{**PRESETS[preset], **fields})
+    return preset_config(CaptionerConfig, PRESETS, preset, "captioner", **fields)
 
 
 class Captioner(nn.Module):

@@ -33,6 +33,7 @@ from torch import nn
 
 from ..layers import EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from .config import preset_config
 
 Tensor = torch.Tensor
 
@@ -98,9 +99,7 @@ PRESETS: dict[str, dict] = {
 
 def vit_config(preset: str, **fields) -> ViTConfig:
     """A :class:`ViTConfig` from a named preset plus fields (``patch_size``, ``n_classes``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown ViT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return ViTConfig(**{**PRESETS[preset], **fields})
+    return preset_config(ViTConfig, PRESETS, preset, "ViT", **fields)
 
 
 def as_image_batch(images: Tensor, channels: int, image_size: int) -> Tensor:
