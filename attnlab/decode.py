@@ -1,12 +1,11 @@
 """Decoding: turning a trained model's next-token distributions into sequences.
 
-Sequence-to-sequence models (the Transformer, the RNN encoder–decoders) are decoded through one
-small protocol, so the search code below knows nothing about their insides:
-
-- ``model.start(src, src_mask) -> state`` encodes the source once;
-- ``model.step(tokens (B, 1), state, need_weights=...) -> StepOutput(logits (B, V),
-  cross_weights (B, L, H, S) | None)`` advances every row by one token;
-- ``state.reorder(index)`` keeps the given rows (beam search).
+Sequence-to-sequence models (the Transformer, the RNN encoder–decoders, the captioner, the
+pointer-generator) are decoded through one small protocol,
+:class:`~attnlab.models.seq2seq.Seq2SeqModel`, so the search code below knows nothing about their
+insides: ``model.start(src, src_mask)`` encodes the source once, ``model.step(tokens, state,
+need_weights=...)`` advances every row by one token, and ``state.reorder(index)`` keeps the given
+rows (beam search).
 
 Decoder-only language models (GPT) are sampled by :func:`generate` / :func:`iter_generate`
 (greedy, temperature, top-k, top-p) with a key/value cache; see the section at the end.
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+
+from .models.seq2seq import Seq2SeqModel
 
 Tensor = torch.Tensor
 
@@ -53,7 +54,7 @@ def _check_src(src: Tensor, src_mask: Tensor | None, pad_id: int) -> Tensor:
 
 @torch.no_grad()
 def greedy_decode(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     bos_id: int,
@@ -111,7 +112,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.no_grad()
 def beam_search(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     bos_id: int,

@@ -410,7 +410,9 @@ class AdditiveAttention(nn.Module):
         return AttentionOutput(out, weights)
 
 
-_ACTIVATIONS = {
+#: The feed-forward activations by config name (``activation=`` of :class:`FeedForward`, the blocks
+#: and the model configs): name → elementwise function.
+ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,
     # GPT-2's tanh approximation of GELU (Hendrycks & Gimpel 2016, eq. in §2).
@@ -427,11 +429,11 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
         self.up_proj = accel.Linear(d_model, d_ff, bias=bias)
         self.down_proj = accel.Linear(d_ff, d_model, bias=bias)
-        self.act = _ACTIVATIONS[activation]
+        self.act = ACTIVATIONS[activation]
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

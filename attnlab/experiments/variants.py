@@ -15,7 +15,7 @@ attention's cost and asks how they affect performance. This experiment measures 
    ``variants.png`` (loss against time; throughput and memory).
 
 A variant is written ``NAME[:WINDOW[:N_GLOBAL]]``, e.g. ``full``, ``sliding_window:64``,
-``global_window:16:4``, ``chunked`` (names of :data:`attnlab.functional.ATTENTION_VARIANTS`).
+``global_window:16:4``, ``chunked`` (names of :data:`attnlab.variants.ATTENTION_VARIANTS`).
 
 Additive (Bahdanau) attention is not among them: it scores with its own parameters
 (``W_q, W_k, v``) and an ``(T, S, A)`` hidden tensor, so it is not a drop-in replacement for the

@@ -21,7 +21,7 @@ Shape letters: ``B`` batch, ``S`` sequence length, ``D`` width, ``H`` heads, ``V
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as AF
-from ..layers import _ACTIVATIONS, EncoderBlock
+from ..layers import ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
-from ..variants import AttentionSpec
+from .config import StackConfig, preset_config
 
 Tensor = torch.Tensor
 
@@ -44,6 +44,7 @@ __all__ = [
     "BertForMaskedLM",
     "MaskedLMOutput",
     "MLMHead",
+    "init_bert_weights",
     "mask_tokens",
     "mean_pool",
     "sentence_embeddings",
@@ -55,7 +56,7 @@ IGNORE_INDEX = -100  # label of positions the loss skips (F.cross_entropy's defa
 
 
 @dataclass
-class BertConfig:
+class BertConfig(StackConfig):
     vocab_size: int = 30522  # token ids 0 … V-1 (BERT's uncased WordPiece has 30522)
     n_positions: int = 512  # longest sequence; sizes the learned position table
     n_embd: int = 768  # model width D
@@ -76,37 +77,12 @@ class BertConfig:
     n_global: int = 0  # "global_window": the first n_global positions are global ([CLS]; Longformer)
     model_type: str = "bert"  # checkpoint tag used to rebuild the right class
 
+    # d_ff, attention_spec(), to_dict() / from_dict() (config.json) and the shared checks: StackConfig.
+
     def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(_ACTIVATIONS)}")
-        spec = self.attention_spec()  # a clear error now for a bad variant or window
-        if self.backend != "auto":
-            spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
-        for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "type_vocab_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-
-    @property
-    def d_ff(self) -> int:
-        """Feed-forward hidden width."""
-        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
-
-    def attention_spec(self) -> AttentionSpec:
-        """The self-attention variant of every block (see attnlab.functional.AttentionSpec)."""
-        return AttentionSpec.from_config(self.attention, self.window, self.n_global)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "BertConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown BertConfig fields {unknown}; known: {sorted(known)}")
-        return cls(**d)
+        super().__post_init__()
+        if self.type_vocab_size < 1:
+            raise ValueError(f"type_vocab_size must be ≥ 1, got {self.type_vocab_size}")
 
 
 #: Named sizes, in one place. ``vocab_size`` is filled in from the tokenizer when training.
@@ -123,9 +99,7 @@ PRESETS: dict[str, dict] = {
 
 def bert_config(preset: str, **overrides) -> BertConfig:
     """A :class:`BertConfig` from a named preset, with fields overridden (e.g. ``vocab_size``)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown BERT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return BertConfig(**{**PRESETS[preset], **overrides})
+    return preset_config(BertConfig, PRESETS, preset, "BERT", **overrides)
 
 
 @dataclass
@@ -145,7 +119,12 @@ class MaskedLMOutput:
     next_sentence_logits: Tensor | None = None  # (B, 2): [is next, is random], with the NSP head
 
 
-def _init_bert_weights(module: nn.Module, std: float) -> None:
+def init_bert_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: every linear and embedding matrix of ``module`` ~ N(0, std), biases zero.
+
+    ``std`` is ``config.init_std`` (0.02, BERT's ``initializer_range``). Used for the encoder, the
+    pretraining heads and heads added later (the question-answering span head).
+    """
     for m in module.modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=std)
@@ -184,7 +163,7 @@ class BertModel(nn.Module):
             for _ in range(c.n_layer)
         )
         self.pooler = nn.Linear(c.n_embd, c.n_embd)
-        _init_bert_weights(self, c.init_std)
+        init_bert_weights(self, c.init_std)
         with torch.no_grad():
             self.tok_emb.weight[c.pad_id].zero_()
 
@@ -250,7 +229,7 @@ class MLMHead(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.transform = nn.Linear(config.n_embd, config.n_embd)
-        self.act = _ACTIVATIONS[config.activation]
+        self.act = ACTIVATIONS[config.activation]
         self.norm = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -273,9 +252,9 @@ class BertForMaskedLM(nn.Module):
         self.bert = BertModel(config)
         self.mlm = MLMHead(config)
         self.next_sentence = nn.Linear(config.n_embd, 2) if config.next_sentence_head else None
-        _init_bert_weights(self.mlm, config.init_std)
+        init_bert_weights(self.mlm, config.init_std)
         if self.next_sentence is not None:
-            _init_bert_weights(self.next_sentence, config.init_std)
+            init_bert_weights(self.next_sentence, config.init_std)
 
     def forward(
         self,

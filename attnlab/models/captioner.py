@@ -13,9 +13,10 @@ features), here with scaled dot-product attention. Each generated token's cross-
 distribution over the patches, drawn on the image by
 :func:`attnlab.recipes.vision.plot_image_attention`.
 
-Decoding goes through attnlab's protocol (:mod:`attnlab.decode`), so greedy and beam search work
-unchanged: the "source" is the image flattened to one row of pixels, and the source mask is over
-the *patches* (all real — an image has no padding), built with :meth:`Captioner.patch_mask`::
+Decoding goes through the seq2seq protocol (:mod:`attnlab.models.seq2seq`), so
+:mod:`attnlab.decode`'s greedy and beam search work unchanged: the "source" is the image flattened
+to one row of pixels, and the source mask is over the *patches* (all real — an image has no
+padding), built with :meth:`Captioner.patch_mask`::
 
     hyps = greedy_decode(model, images.flatten(1), src_mask=model.patch_mask(images), bos_id=..., eos_id=...)
 
@@ -29,14 +30,14 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as AF
 from ..layers import DecoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding
-from .transformer import DecoderState, Seq2SeqOutput, StepOutput
-from .vit import PatchEmbedding, PatchEncoder, _check_geometry, as_image_batch
+from .config import preset_config
+from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
+from .vit import PatchEmbedding, PatchEncoder, as_image_batch, check_geometry
 
 Tensor = torch.Tensor
 
@@ -60,7 +61,7 @@ class CaptionerConfig:
     model_type: str = "captioner"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        _check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
+        check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
         for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -79,9 +80,7 @@ PRESETS: dict[str, dict] = {
 
 def captioner_config(preset: str, **fields) -> CaptionerConfig:
     """A :class:`CaptionerConfig` from a named preset plus fields (``vocab_size``, ``patch_size``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown captioner preset {preset!r}; choose from {sorted(PRESETS)}")
-    return CaptionerConfig(**{**PRESETS[preset], **fields})
+    return preset_config(CaptionerConfig, PRESETS, preset, "captioner", **fields)
 
 
 class Captioner(nn.Module):
@@ -175,17 +174,11 @@ class Captioner(nn.Module):
                 self_w.append(sw)
                 cross_w.append(cw)
         logits = self.out_proj(self.decoder_norm(x))  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
-                labels.reshape(-1),  # (B·T,)
-                ignore_index=self.config.pad_id,
-            )
+        loss = None if labels is None else token_cross_entropy(logits, labels, pad_id=self.config.pad_id)
         attentions = {"encoder": enc_w, "decoder": self_w, "cross": cross_w} if need_weights else None
         return Seq2SeqOutput(logits, loss, attentions)
 
-    # -- incremental decoding (the attnlab.decode protocol) ------------------------------------
+    # -- incremental decoding (the protocol of attnlab.models.seq2seq) -----------------------
 
     def start(self, src: Tensor, src_mask: Tensor | None = None) -> DecoderState:
         """Encode the images once and project the patch states to every layer's cross-attention keys/values.

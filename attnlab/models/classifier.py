@@ -32,6 +32,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
+from .config import preset_config
 
 Tensor = torch.Tensor
 
@@ -81,9 +82,7 @@ PRESETS: dict[str, dict] = {
 
 def classifier_config(preset: str, **fields) -> ClassifierConfig:
     """A :class:`ClassifierConfig` from a named preset plus fields (``vocab_size``, ``n_classes``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown classifier preset {preset!r}; choose from {sorted(PRESETS)}")
-    return ClassifierConfig(**{**PRESETS[preset], **fields})
+    return preset_config(ClassifierConfig, PRESETS, preset, "classifier", **fields)
 
 
 @dataclass

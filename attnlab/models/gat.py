@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import preset_config
 
 Tensor = torch.Tensor
 
@@ -137,9 +138,7 @@ PRESETS: dict[str, dict] = {
 
 def gat_config(preset: str, **fields) -> GATConfig:
     """A :class:`GATConfig` from a named preset plus fields (``n_features``, ``n_classes``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown GAT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return GATConfig(**{**PRESETS[preset], **fields})
+    return preset_config(GATConfig, PRESETS, preset, "GAT", **fields)
 
 
 @dataclass

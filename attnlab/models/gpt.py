@@ -24,7 +24,7 @@ Shape letters: ``B`` batch, ``T`` new positions, ``S`` positions attended (cache
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +32,8 @@ from torch import nn
 
 from ..accel import apply_dropout, linear
 from ..layers import EncoderBlock, KVCache
-from ..variants import AttentionSpec
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
+from .config import StackConfig, preset_config
 
 Tensor = torch.Tensor
 
@@ -41,7 +41,7 @@ __all__ = ["GPTConfig", "PRESETS", "GPT", "LMOutput", "gpt_config", "causal_lm_l
 
 
 @dataclass
-class GPTConfig:
+class GPTConfig(StackConfig):
     vocab_size: int = 50257  # token ids 0 … V-1 (GPT-2's byte-level BPE has 50257)
     n_positions: int = 1024  # longest sequence (context window); sizes the learned position table
     n_embd: int = 768  # model width D
@@ -61,37 +61,12 @@ class GPTConfig:
     n_global: int = 0  # "global_window": the first n_global positions are global (Longformer)
     model_type: str = "gpt"  # checkpoint tag used to rebuild the right class
 
+    # d_ff, attention_spec(), to_dict() / from_dict() (config.json) and the shared checks: StackConfig.
+
     def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        super().__post_init__()
         if self.positions not in ("learned", "rotary"):
             raise ValueError(f"positions must be 'learned' or 'rotary', got {self.positions!r}")
-        spec = self.attention_spec()  # a clear error now for a bad variant or window
-        if self.backend != "auto":
-            spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
-        for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-
-    @property
-    def d_ff(self) -> int:
-        """Feed-forward hidden width."""
-        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
-
-    def attention_spec(self) -> AttentionSpec:
-        """The self-attention variant of every block (see attnlab.functional.AttentionSpec)."""
-        return AttentionSpec.from_config(self.attention, self.window, self.n_global)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown GPTConfig fields {unknown}; known: {sorted(known)}")
-        return cls(**d)
 
 
 #: Named sizes, in one place. ``vocab_size`` is filled in from the tokenizer when training.
@@ -112,9 +87,7 @@ PRESETS: dict[str, dict] = {
 
 def gpt_config(preset: str, **overrides) -> GPTConfig:
     """A :class:`GPTConfig` from a named preset, with fields overridden (e.g. ``vocab_size``)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown GPT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return GPTConfig(**{**PRESETS[preset], **overrides})
+    return preset_config(GPTConfig, PRESETS, preset, "GPT", **overrides)
 
 
 @dataclass

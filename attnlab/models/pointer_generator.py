@@ -32,10 +32,10 @@ extended slot that no source word of this row fills). They are already normalise
 :mod:`attnlab.decode`'s ``log_softmax`` leaves them unchanged and greedy/beam search pick tokens
 by the true mixed probabilities; the loss is ``−log P(w*)`` on them directly.
 
-**Decoding protocol** (:mod:`attnlab.decode`): :meth:`PointerGenerator.start` encodes (the
-sources in extended ids), :meth:`PointerGenerator.step` advances by one token and returns the
-attention ``a_t`` as cross weights ``(B, 1, 1, S)`` (one "layer", one "head") for heatmaps, and
-:meth:`PointerGeneratorState.reorder` follows beam search.
+**Decoding protocol** (:mod:`attnlab.models.seq2seq`, searched by :mod:`attnlab.decode`):
+:meth:`PointerGenerator.start` encodes (the sources in extended ids), :meth:`PointerGenerator.step`
+advances by one token and returns the attention ``a_t`` as cross weights ``(B, 1, 1, S)`` (one
+"layer", one "head") for heatmaps, and :meth:`PointerGeneratorState.reorder` follows beam search.
 
 Design choice: the decoder input is the previous word only (no input feeding of ``h*_{t-1}``),
 as in the paper's equations. The decoder states then depend on the target prefix alone, so the
@@ -66,12 +66,12 @@ from .rnn_seq2seq import (
     RNNEncoder,
     RNNSeq2SeqConfig,
     RNNState,
-    _masked_softmax,
-    _our_state,
-    _rnn,
-    _torch_state,
+    from_torch_state,
+    masked_softmax,
+    recurrent_layer,
+    to_torch_state,
 )
-from .transformer import StepOutput
+from .seq2seq import Seq2SeqOutput, StepOutput, mean_over_targets
 
 Tensor = torch.Tensor
 
@@ -147,11 +147,18 @@ def mix_copy_distribution(p_vocab: Tensor, weights: Tensor, p_gen: Tensor, src_e
     return gen.scatter_add(-1, index, copy)  # (B, T, n_ext)
 
 
-@dataclass
-class PointerGeneratorOutput:
-    logits: Tensor  # (B, T, V_ext) log P of the final (mixed) distribution, see the module docstring
-    loss: Tensor | None  # NLL + coverage_weight · coverage loss, averaged over real target tokens
-    attentions: dict[str, list[Tensor]] | None  # {"cross": [(B, 1, T, S)]} when need_weights
+@dataclass(kw_only=True)
+class PointerGeneratorOutput(Seq2SeqOutput):
+    """:class:`~attnlab.models.seq2seq.Seq2SeqOutput` plus the pointer-generator's own terms.
+
+    ``logits`` ``(B, T, V_ext)`` are log P of the final (mixed) distribution (see the module
+    docstring); ``loss`` is NLL + coverage_weight · coverage loss, averaged over real target
+    tokens; ``attentions`` is ``{"cross": [(B, 1, T, S)]}`` when need_weights.
+
+    Shape:
+        logits ``(B, T, V_ext)``; p_gen ``(B, T)``; nll, coverage_loss scalars
+    """
+
     p_gen: Tensor  # (B, T) probability of generating (vs copying) at each step
     nll: Tensor | None = None  # mean −log P(w*) over real target tokens
     coverage_loss: Tensor | None = None  # mean Σ_i min(a_ti, c_ti) over real target tokens (coverage only)
@@ -200,7 +207,7 @@ class PointerGenerator(nn.Module):
             hidden_size=c.hidden_size, n_layers=c.n_layers, bidirectional=True, dropout=c.dropout, pad_id=c.pad_id,
         )
         self.encoder = RNNEncoder(encoder_config, self.embed)
-        self.decoder_rnn = _rnn(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
+        self.decoder_rnn = recurrent_layer(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
         # q_proj = W_s, k_proj = W_h with bias b_attn, score = v (eq. 1).
         self.attention = AdditiveAttention(c.hidden_size, c.hidden_size, c.attn_dim)
         self.coverage_proj = nn.Linear(1, c.attn_dim, bias=False) if c.coverage else None  # w_c (eq. 11)
@@ -263,12 +270,12 @@ class PointerGenerator(nn.Module):
         if state.coverage is None:
             hidden = torch.tanh(q.unsqueeze(2) + state.keys.unsqueeze(1))  # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A)
             scores = hidden @ v  # (B, T, S, A) x (A,) -> (B, T, S)
-            return _masked_softmax(scores, state.src_mask.unsqueeze(1)), None  # (B, T, S)
+            return masked_softmax(scores, state.src_mask.unsqueeze(1)), None  # (B, T, S)
         weights, penalties = [], []
         for t in range(s.shape[1]):
             cov = state.coverage  # (B, S)
             hidden = torch.tanh(q[:, t].unsqueeze(1) + state.keys + self.coverage_proj(cov.unsqueeze(-1)))  # (B, S, A)
-            a = _masked_softmax(hidden @ v, state.src_mask)  # (B, S, A) x (A,) -> (B, S)
+            a = masked_softmax(hidden @ v, state.src_mask)  # (B, S, A) x (A,) -> (B, S)
             penalties.append(torch.minimum(a, cov).sum(dim=-1))  # (B,) eq. 12
             state.coverage = cov + a  # (B, S) eq. 10
             weights.append(a)
@@ -283,8 +290,8 @@ class PointerGenerator(nn.Module):
         """
         self._check_ids("tokens", tokens)
         x = self.dropout(self.embed(self._in_vocab(tokens)))  # (B, T, E)
-        s, hidden = self.decoder_rnn(x, _torch_state(state.hidden))  # (B, T, D)
-        state.hidden = _our_state(hidden)
+        s, hidden = self.decoder_rnn(x, to_torch_state(state.hidden))  # (B, T, D)
+        state.hidden = from_torch_state(hidden)
         weights, penalties = self._attend(s, state)  # (B, T, S)
         context = weights @ state.memory  # (B, T, S) x (B, S, D) -> (B, T, D)
         vocab_logits = self.out_proj(self.dropout(self.readout(torch.cat([s, context], dim=-1))))  # (B, T, V)
@@ -328,18 +335,19 @@ class PointerGenerator(nn.Module):
                 raise ValueError(f"label id {int(labels.max())} is outside this batch's extended vocabulary "
                                  f"(size {state.n_ext}): a target word outside the vocabulary must be in its source "
                                  "(extended id) or [UNK]")
-            real = labels != self.config.pad_id  # (B, T)
-            n = real.sum().clamp(min=1)
+            # The loss is −log P(w*) of the mixed distribution itself, not a cross-entropy of logits:
+            # log P is already normalised (a softmax over it would only add rounding). Both terms use
+            # the seq2seq reduction, the mean over the non-padding targets.
             # log P may be −inf only at extended slots no source word fills; a label never points
             # there (checked above per batch), but clamp so a rounding 0 cannot give an infinite loss.
             gold = log_p.gather(-1, labels.unsqueeze(-1)).squeeze(-1).clamp(min=-100.0)  # (B, T)
-            nll = -(gold * real).sum() / n
+            nll = mean_over_targets(-gold, labels, pad_id=self.config.pad_id)
             loss = nll
             if penalties is not None:
-                coverage_loss = (penalties * real).sum() / n
+                coverage_loss = mean_over_targets(penalties, labels, pad_id=self.config.pad_id)
                 loss = nll + self.config.coverage_weight * coverage_loss
         attentions = {"cross": [weights.unsqueeze(1)]} if need_weights else None  # (B, 1, T, S)
-        return PointerGeneratorOutput(log_p, loss, attentions, p_gen, nll, coverage_loss)
+        return PointerGeneratorOutput(log_p, loss, attentions, p_gen=p_gen, nll=nll, coverage_loss=coverage_loss)
 
     def step(self, tokens: Tensor, state: PointerGeneratorState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next token(s); return log P of the next word over the extended vocabulary.

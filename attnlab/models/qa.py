@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bert import BertConfig, BertModel, _init_bert_weights
+from .bert import BertConfig, BertModel, init_bert_weights
 
 Tensor = torch.Tensor
 
@@ -97,7 +97,7 @@ class BertForQuestionAnswering(nn.Module):
         self.config = config
         self.bert = BertModel(config)
         self.span_proj = nn.Linear(config.n_embd, 2)  # rows: the start vector S and the end vector E
-        _init_bert_weights(self.span_proj, config.init_std)
+        init_bert_weights(self.span_proj, config.init_std)
 
     @classmethod
     def from_encoder(cls, encoder: BertModel) -> BertForQuestionAnswering:

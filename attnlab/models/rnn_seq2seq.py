@@ -22,7 +22,8 @@ looks back at every encoder state at every output step.
 Every variant starts the decoder from the encoder's final state (both directions concatenated,
 layer by layer).
 
-Decoding uses the protocol of :mod:`attnlab.decode`: :meth:`RNNSeq2Seq.start` encodes once,
+Decoding uses the protocol of :mod:`attnlab.models.seq2seq` (what :mod:`attnlab.decode` searches
+with): :meth:`RNNSeq2Seq.start` encodes once,
 :meth:`RNNSeq2Seq.step` advances one token (cross weights ``(B, 1, 1, S)``, or ``None`` for
 ``attention="none"``), and :meth:`RNNDecoderState.reorder` follows beam search.
 
@@ -38,13 +39,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import functional as AF
 from ..layers import AdditiveAttention
-from .transformer import Seq2SeqOutput, StepOutput
+from .seq2seq import Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
 
@@ -65,6 +65,11 @@ __all__ = [
     "FixedContextDecoder",
     "AdditiveDecoder",
     "LuongDecoder",
+    "RNNState",
+    "recurrent_layer",
+    "to_torch_state",
+    "from_torch_state",
+    "masked_softmax",
 ]
 
 ATTENTION_KINDS = ("none", "additive", "dot", "general", "local")
@@ -121,7 +126,14 @@ def _check_config(c: RNNSeq2SeqConfig) -> None:
         )
 
 
-def _rnn(cell: str, input_size: int, hidden_size: int, n_layers: int, dropout: float, bidirectional: bool = False) -> nn.RNNBase:
+def recurrent_layer(
+    cell: str, input_size: int, hidden_size: int, n_layers: int, dropout: float, bidirectional: bool = False
+) -> nn.RNNBase:
+    """A batch-first ``nn.GRU`` or ``nn.LSTM`` (``cell``); dropout between stacked layers only.
+
+    Shape:
+        input ``(B, T, input_size)`` → output ``(B, T, dirs·hidden_size)``, state ``(L·dirs, B, hidden_size)``
+    """
     cls = nn.GRU if cell == "gru" else nn.LSTM
     return cls(input_size, hidden_size, n_layers, batch_first=True, bidirectional=bidirectional,
                dropout=dropout if n_layers > 1 else 0.0)
@@ -131,11 +143,21 @@ def _rnn(cell: str, input_size: int, hidden_size: int, n_layers: int, dropout: f
 RNNState = tuple[Tensor, ...]
 
 
-def _torch_state(state: RNNState):
+def to_torch_state(state: RNNState) -> Tensor | tuple[Tensor, Tensor]:
+    """An :data:`RNNState` as ``nn.GRU`` (``h``) or ``nn.LSTM`` (``(h, c)``) takes it.
+
+    Shape:
+        ``(L, B, D)`` each → the same tensors
+    """
     return state[0] if len(state) == 1 else state
 
 
-def _our_state(state) -> RNNState:
+def from_torch_state(state: Tensor | tuple[Tensor, Tensor]) -> RNNState:
+    """What ``nn.GRU``/``nn.LSTM`` return as their state, as an :data:`RNNState` (always a tuple).
+
+    Shape:
+        ``(L, B, D)`` each → the same tensors
+    """
     return (state,) if isinstance(state, Tensor) else tuple(state)
 
 
@@ -169,7 +191,7 @@ class RNNEncoder(nn.Module):
         self.bidirectional = c.bidirectional
         self.n_layers = c.n_layers
         width = c.hidden_size // 2 if c.bidirectional else c.hidden_size
-        self.rnn = _rnn(c.cell, c.embed_dim, width, c.n_layers, c.dropout, bidirectional=c.bidirectional)
+        self.rnn = recurrent_layer(c.cell, c.embed_dim, width, c.n_layers, c.dropout, bidirectional=c.bidirectional)
 
     def forward(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         B, S = src.shape
@@ -182,7 +204,7 @@ class RNNEncoder(nn.Module):
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, state = self.rnn(packed)
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=S)  # (B, S, D)
-        final = _our_state(state)  # (L·dirs, B, D/dirs) each
+        final = from_torch_state(state)  # (L·dirs, B, D/dirs) each
         if self.bidirectional:
             # torch orders h_n as (layer0 fwd, layer0 bwd, layer1 fwd, …): pair the directions.
             final = tuple(
@@ -205,8 +227,14 @@ class AttentionStep(NamedTuple):
     centre: Tensor | None = None  # (B,) local-p only: the predicted window centre p_t
 
 
-def _masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    """Softmax over the allowed positions (the convention of :mod:`attnlab.functional`)."""
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the allowed positions (the convention of :mod:`attnlab.functional`).
+
+    Disallowed positions get weight exactly 0; every row needs at least one allowed position.
+
+    Shape:
+        scores ``(..., S)``, mask ``(..., S)`` boolean (broadcastable), True = may attend → ``(..., S)``
+    """
     scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     return torch.softmax(scores, dim=-1) * mask  # (B, S)
 
@@ -236,7 +264,7 @@ class BahdanauAttention(nn.Module):
     def forward(self, query: Tensor, memory: Tensor, src_mask: Tensor, keys: Tensor) -> AttentionStep:
         hidden = torch.tanh(self.additive.q_proj(query).unsqueeze(1) + keys)  # (B, 1, A) + (B, S, A) -> (B, S, A)
         scores = hidden @ self.additive.score  # (B, S, A) x (A,) -> (B, S)
-        weights = _masked_softmax(scores, src_mask)  # (B, S)
+        weights = masked_softmax(scores, src_mask)  # (B, S)
         context = (weights.unsqueeze(1) @ memory).squeeze(1)  # (B, 1, S) x (B, S, D) -> (B, D)
         return AttentionStep(context, weights)
 
@@ -387,7 +415,7 @@ class FixedContextDecoder(nn.Module):
     def __init__(self, config: RNNSeq2SeqConfig) -> None:
         super().__init__()
         c = config
-        self.rnn = _rnn(c.cell, c.embed_dim + c.hidden_size, c.hidden_size, c.n_layers, c.dropout)
+        self.rnn = recurrent_layer(c.cell, c.embed_dim + c.hidden_size, c.hidden_size, c.n_layers, c.dropout)
         self.readout = nn.Linear(2 * c.hidden_size + c.embed_dim, c.embed_dim)
 
     def init_state(self, encoded: EncoderOutput, src_mask: Tensor) -> RNNDecoderState:
@@ -398,8 +426,8 @@ class FixedContextDecoder(nn.Module):
         # The context does not depend on the step, so the whole sequence runs in one RNN call.
         T = emb.shape[1]
         context = state.feed.unsqueeze(1).expand(-1, T, -1)  # (B, T, D)
-        out, hidden = self.rnn(torch.cat([emb, context], dim=-1), _torch_state(state.hidden))  # (B, T, D)
-        state.hidden = _our_state(hidden)
+        out, hidden = self.rnn(torch.cat([emb, context], dim=-1), to_torch_state(state.hidden))  # (B, T, D)
+        state.hidden = from_torch_state(hidden)
         state.length += T
         return torch.tanh(self.readout(torch.cat([out, context, emb], dim=-1))), None  # (B, T, E)
 
@@ -415,7 +443,7 @@ class AdditiveDecoder(nn.Module):
         super().__init__()
         c = config
         self.attention = BahdanauAttention(c.hidden_size, c.hidden_size, c.attn_dim)
-        self.rnn = _rnn(c.cell, c.embed_dim + c.hidden_size, c.hidden_size, c.n_layers, c.dropout)
+        self.rnn = recurrent_layer(c.cell, c.embed_dim + c.hidden_size, c.hidden_size, c.n_layers, c.dropout)
         self.readout = nn.Linear(2 * c.hidden_size + c.embed_dim, c.embed_dim)
 
     def init_state(self, encoded: EncoderOutput, src_mask: Tensor) -> RNNDecoderState:
@@ -426,8 +454,9 @@ class AdditiveDecoder(nn.Module):
         for t in range(emb.shape[1]):
             e = emb[:, t]  # (B, E)
             att = self.attention(state.hidden[0][-1], state.memory, state.src_mask, state.keys)  # uses s_{i-1}
-            out, hidden = self.rnn(torch.cat([e, att.context], dim=-1).unsqueeze(1), _torch_state(state.hidden))  # (B, 1, D)
-            state.hidden = _our_state(hidden)
+            x = torch.cat([e, att.context], dim=-1).unsqueeze(1)  # (B, 1, E + D)
+            out, hidden = self.rnn(x, to_torch_state(state.hidden))  # (B, 1, D)
+            state.hidden = from_torch_state(hidden)
             readouts.append(torch.tanh(self.readout(torch.cat([out[:, 0], att.context, e], dim=-1))))  # (B, E)
             weights.append(att.weights)
         state.length += emb.shape[1]
@@ -448,7 +477,7 @@ class LuongDecoder(nn.Module):
         c = config
         self.attention = attention
         # Input feeding: h̃_{t-1} enters the next step, so the model knows what it attended before.
-        self.rnn = _rnn(c.cell, 2 * c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
+        self.rnn = recurrent_layer(c.cell, 2 * c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
         self.readout = nn.Linear(2 * c.hidden_size, c.embed_dim)  # W_c of eq. 5
 
     def init_state(self, encoded: EncoderOutput, src_mask: Tensor) -> RNNDecoderState:
@@ -460,8 +489,8 @@ class LuongDecoder(nn.Module):
         readouts, weights = [], []
         for t in range(emb.shape[1]):
             x = torch.cat([emb[:, t], state.feed], dim=-1).unsqueeze(1)  # (B, 1, 2E)
-            out, hidden = self.rnn(x, _torch_state(state.hidden))  # (B, 1, D)
-            state.hidden = _our_state(hidden)
+            out, hidden = self.rnn(x, to_torch_state(state.hidden))  # (B, 1, D)
+            state.hidden = from_torch_state(hidden)
             att = self.attention(out[:, 0], state.memory, state.src_mask, state.keys)
             state.feed = torch.tanh(self.readout(torch.cat([att.context, out[:, 0]], dim=-1)))  # (B, E) h̃_t
             readouts.append(state.feed)
@@ -574,12 +603,7 @@ class RNNSeq2Seq(nn.Module):
         logits, weights = self.decode(tgt_in, self.encoder(src, src_mask), src_mask)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
-                labels.reshape(-1),  # (B·T,)
-                ignore_index=self.config.pad_id,
-                label_smoothing=label_smoothing,
-            )
+            loss = token_cross_entropy(logits, labels, pad_id=self.config.pad_id, label_smoothing=label_smoothing)
         attentions = None
         if need_weights:
             attentions = {"cross": [] if weights is None else [weights.unsqueeze(1)]}  # (B, 1, T, S)

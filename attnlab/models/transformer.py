@@ -7,28 +7,29 @@
 Shape letters: ``B`` batch, ``S`` source length, ``T`` target length, ``D`` model width,
 ``H`` heads, ``V`` vocabulary size, ``L`` layers.
 
-Decoding (greedy and beam search live in :mod:`attnlab.decode`) uses :meth:`Transformer.start`
-and :meth:`Transformer.step`: the encoder output is projected to each layer's cross-attention
-keys/values once, and the decoder's self-attention keys/values are kept in a :class:`KVCache`, so
-each new token costs one position of work instead of re-running the whole prefix.
+Decoding (greedy and beam search live in :mod:`attnlab.decode`) goes through the protocol of
+:mod:`attnlab.models.seq2seq`, :meth:`Transformer.start` and :meth:`Transformer.step`: the encoder
+output is projected to each layer's cross-attention keys/values once, and the decoder's
+self-attention keys/values are kept in a :class:`~attnlab.layers.KVCache`, so each new token
+costs one position of work instead of re-running the whole prefix.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..layers import DecoderBlock, EncoderBlock, KVCache
+from ..layers import DecoderBlock, EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
 from ..variants import AttentionSpec
+from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
 
-__all__ = ["TransformerConfig", "PRESETS", "Transformer", "Seq2SeqOutput", "DecoderState", "StepOutput"]
+__all__ = ["TransformerConfig", "PRESETS", "Transformer"]
 
 
 @dataclass
@@ -66,37 +67,6 @@ PRESETS: dict[str, dict] = {
                      norm="pre", share_embeddings=True),
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
 }
-
-
-@dataclass
-class Seq2SeqOutput:
-    logits: Tensor  # (B, T, V)
-    loss: Tensor | None = None  # mean cross-entropy over non-padding target tokens
-    # "encoder": L × (B, H, S, S); "decoder": L × (B, H, T, T); "cross": L × (B, H, T, S)
-    attentions: dict[str, list[Tensor]] | None = None
-
-
-@dataclass
-class StepOutput:
-    logits: Tensor  # (B, V) next-token logits
-    cross_weights: Tensor | None  # (B, L, H, S) cross-attention of the new position, if asked
-
-
-@dataclass
-class DecoderState:
-    """Everything the decoder carries from one generated token to the next."""
-
-    memory_kv: list[tuple[Tensor, Tensor]]  # per layer: cross-attention keys/values (B, H, S, Dh)
-    src_mask: Tensor  # (B, S) True = real source token
-    caches: list[KVCache] = field(default_factory=list)  # per layer: decoder self-attention cache
-    length: int = 0  # target positions decoded so far
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beam search moves hypotheses between rows)."""
-        self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
-        self.src_mask = self.src_mask.index_select(0, index)
-        for c in self.caches:
-            c.reorder(index)
 
 
 class Transformer(nn.Module):
@@ -218,12 +188,7 @@ class Transformer(nn.Module):
         logits, self_w, cross_w = self.decode(tgt_in, memory, src_mask, tgt_mask, need_weights=need_weights)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
-                labels.reshape(-1),  # (B·T,)
-                ignore_index=pad,
-                label_smoothing=label_smoothing,
-            )
+            loss = token_cross_entropy(logits, labels, pad_id=pad, label_smoothing=label_smoothing)
         attentions = {"encoder": enc_w, "decoder": self_w, "cross": cross_w} if need_weights else None
         return Seq2SeqOutput(logits, loss, attentions)
 

@@ -33,6 +33,7 @@ from torch import nn
 
 from ..layers import EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from .config import preset_config
 
 Tensor = torch.Tensor
 
@@ -40,6 +41,7 @@ __all__ = [
     "ViTConfig",
     "PRESETS",
     "vit_config",
+    "check_geometry",
     "as_image_batch",
     "patchify",
     "PatchEmbedding",
@@ -65,7 +67,7 @@ class ViTConfig:
     model_type: str = "vit"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        _check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
+        check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be ≥ 2, got {self.n_classes}")
 
@@ -74,7 +76,11 @@ class ViTConfig:
         return (self.image_size // self.patch_size) ** 2
 
 
-def _check_geometry(image_size: int, patch_size: int, d_model: int, n_heads: int) -> None:
+def check_geometry(image_size: int, patch_size: int, d_model: int, n_heads: int) -> None:
+    """Raise ``ValueError`` unless the patches tile the image and the width splits into the heads.
+
+    Shared by the configs of every model with a patch encoder (ViT, the captioner).
+    """
     if image_size < 1 or patch_size < 1:
         raise ValueError(f"image_size and patch_size must be ≥ 1, got {image_size} and {patch_size}")
     if image_size % patch_size:
@@ -93,9 +99,7 @@ PRESETS: dict[str, dict] = {
 
 def vit_config(preset: str, **fields) -> ViTConfig:
     """A :class:`ViTConfig` from a named preset plus fields (``patch_size``, ``n_classes``...)."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown ViT preset {preset!r}; choose from {sorted(PRESETS)}")
-    return ViTConfig(**{**PRESETS[preset], **fields})
+    return preset_config(ViTConfig, PRESETS, preset, "ViT", **fields)
 
 
 def as_image_batch(images: Tensor, channels: int, image_size: int) -> Tensor:

@@ -1,0 +1,185 @@
+"""The sequence-to-sequence contract: what every encoder–decoder returns, and what decoding needs.
+
+attnlab has four encoder–decoders: the Transformer (:mod:`attnlab.models.transformer`), the RNN
+translators (:mod:`attnlab.models.rnn_seq2seq`), the image captioner
+(:mod:`attnlab.models.captioner`) and the pointer-generator (:mod:`attnlab.models.pointer_generator`).
+They agree on three things, all defined here:
+
+- **The teacher-forced output**, :class:`Seq2SeqOutput`: logits for every target position, the
+  loss when labels are given, and the attention maps when asked.
+- **The decoding protocol**, :class:`Seq2SeqModel` and :class:`Seq2SeqState`: all that
+  :func:`attnlab.decode.greedy_decode` and :func:`attnlab.decode.beam_search` use of a model::
+
+      state = model.start(src, src_mask)                  # encode the source once
+      out = model.step(tokens, state, need_weights=...)   # StepOutput: next-token logits (+ cross weights)
+      state.reorder(index)                                # keep these rows (beam search)
+
+  The search code knows nothing else about a model's insides; a model's state carries whatever
+  its decoder needs (key/value caches for a Transformer, the recurrent state for an RNN).
+  :class:`DecoderState` is the state of the Transformer decoders (the Transformer's and the
+  captioner's).
+- **The loss**: the mean over the target positions whose label is not padding. Models whose
+  logits go through one softmax use :func:`token_cross_entropy` (with optional label
+  smoothing); the pointer-generator, whose output is already a (mixed) distribution, scores
+  ``−log P`` itself and averages it with :func:`mean_over_targets`, the same reduction.
+
+Shape letters: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary,
+``L`` layers, ``H`` heads, ``Dh`` head width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, runtime_checkable
+
+import torch
+import torch.nn.functional as F
+
+from ..layers import KVCache
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "Seq2SeqOutput",
+    "StepOutput",
+    "Seq2SeqState",
+    "Seq2SeqModel",
+    "DecoderState",
+    "token_cross_entropy",
+    "mean_over_targets",
+]
+
+
+@dataclass
+class Seq2SeqOutput:
+    """The teacher-forced forward pass of an encoder–decoder.
+
+    Shape:
+        logits ``(B, T, V)``; attentions ``"encoder"``: L × ``(B, H, S, S)``, ``"decoder"``:
+        L × ``(B, H, T, T)``, ``"cross"``: L × ``(B, H, T, S)`` (a model without some of these
+        leaves the key out or the list empty)
+    """
+
+    logits: Tensor  # (B, T, V) next-token scores at every target position
+    loss: Tensor | None = None  # the training loss, averaged over the non-padding target tokens
+    # "encoder": L × (B, H, S, S); "decoder": L × (B, H, T, T); "cross": L × (B, H, T, S)
+    attentions: dict[str, list[Tensor]] | None = None
+
+
+@dataclass
+class StepOutput:
+    """One decoding step: the scores of the next token, and where the new position looked.
+
+    Shape:
+        logits ``(B, V)``; cross_weights ``(B, L, H, S)`` or ``None``
+    """
+
+    logits: Tensor  # (B, V) next-token logits (or log-probabilities: decode applies log_softmax)
+    cross_weights: Tensor | None  # (B, L, H, S) cross-attention of the new position, if asked
+
+
+@runtime_checkable
+class Seq2SeqState(Protocol):
+    """What beam search needs of a decoder state: to follow the hypotheses it keeps.
+
+    Shape:
+        index ``(B',)`` row numbers → every batched tensor of the state becomes batch ``B'``
+    """
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows ``index`` (in that order, repeats allowed), in place."""
+        ...
+
+
+StateT = TypeVar("StateT", bound=Seq2SeqState)
+
+
+@runtime_checkable
+class Seq2SeqModel(Protocol[StateT]):
+    """The decoding protocol: what :mod:`attnlab.decode`'s greedy and beam search use of a model.
+
+    ``start`` encodes the source once; ``step`` advances every row by the given token(s),
+    updating the state in place (its caches grow by one position per token), and returns the
+    logits of the last one. ``step`` may return normalised log-probabilities instead of logits
+    (the pointer-generator does): the search applies ``log_softmax``, which leaves them unchanged.
+
+    Shape:
+        start: src ``(B, S)``, src_mask ``(B, S)`` True = real source token (default: not
+        padding) → state; step: tokens ``(B, t)`` (``t = 1`` when decoding) → logits ``(B, V)``,
+        cross_weights ``(B, L, H, S)`` when ``need_weights`` (``None`` for a model without
+        attention)
+    """
+
+    def start(self, src: Tensor, src_mask: Tensor | None = None) -> StateT:
+        """Encode the source; return the state decoding starts from."""
+        ...
+
+    def step(self, tokens: Tensor, state: StateT, *, need_weights: bool = False) -> StepOutput:
+        """Feed the next target token(s) of every row; return the next-token scores."""
+        ...
+
+
+@dataclass
+class DecoderState:
+    """The state of a Transformer decoder from one generated token to the next.
+
+    The encoder output is projected to each layer's cross-attention keys/values once (they do not
+    change while decoding); each layer's self-attention keys/values grow in a :class:`KVCache`.
+
+    Shape:
+        memory_kv L × 2 × ``(B, H, S, Dh)``; src_mask ``(B, S)``; caches L × ``(B, H, length, Dh)``
+    """
+
+    memory_kv: list[tuple[Tensor, Tensor]]  # per layer: cross-attention keys/values (B, H, S, Dh)
+    src_mask: Tensor  # (B, S) True = real source token
+    caches: list[KVCache] = field(default_factory=list)  # per layer: decoder self-attention cache
+    length: int = 0  # target positions decoded so far
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows ``index`` (beam search moves hypotheses between rows).
+
+        Shape:
+            index ``(B',)`` → every tensor's batch dimension becomes ``B'``
+        """
+        self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
+        self.src_mask = self.src_mask.index_select(0, index)
+        for c in self.caches:
+            c.reorder(index)
+
+
+def token_cross_entropy(logits: Tensor, labels: Tensor, *, pad_id: int, label_smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy of the next-token logits over the target positions that are not padding.
+
+    Positions whose label is ``pad_id`` count neither in the sum nor in the mean. With
+    ``label_smoothing`` ε the target is ``1 − ε`` on the label plus ``ε`` spread evenly over the
+    vocabulary (Szegedy et al. 2016, §7; ε = 0.1 in Vaswani et al. 2017, §5.4).
+
+    Shape:
+        logits ``(B, T, V)``, labels ``(B, T)`` → scalar
+    """
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (the logits' without V), "
+                         f"got {tuple(labels.shape)}")
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
+        labels.reshape(-1),  # (B·T,)
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
+    )
+
+
+def mean_over_targets(values: Tensor, labels: Tensor, *, pad_id: int) -> Tensor:
+    """Average per-position loss terms over the target positions that are not padding.
+
+    The reduction of :func:`token_cross_entropy`, for losses computed elsewhere (the
+    pointer-generator's ``−log P(w*)`` and coverage terms). A batch of padding only gives 0
+    (:func:`token_cross_entropy` gives NaN there: an empty mean).
+
+    Shape:
+        values ``(B, T)``, labels ``(B, T)`` → scalar
+    """
+    if values.shape != labels.shape:
+        raise ValueError(f"values and labels must have the same shape, got {tuple(values.shape)} "
+                         f"and {tuple(labels.shape)}")
+    real = labels != pad_id  # (B, T)
+    return (values * real).sum() / real.sum().clamp(min=1)
