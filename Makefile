@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.attnlab-installed
 
-.PHONY: venv demo test test-slow test-browser bench clean
+.PHONY: venv demo test test-slow test-browser lint format bench clean
 
 venv: $(STAMP)
 
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lint]"
 	touch $(STAMP)
 
 # The main job: trains a small translator on data the package generates itself.
@@ -31,6 +31,17 @@ test-slow: $(STAMP)
 
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -q -m "browser"
+
+# Style (ruff check), formatting (ruff format --check) and the import layers (import-linter,
+# contracts in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check attnlab tests benchmarks examples
+	$(BIN)/ruff format --check attnlab tests benchmarks examples
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix attnlab tests benchmarks examples
+	$(BIN)/ruff format attnlab tests benchmarks examples
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

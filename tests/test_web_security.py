@@ -12,8 +12,7 @@ import time
 import pytest
 import torch
 
-pytest.importorskip("fastapi")
-uvicorn = pytest.importorskip("uvicorn")
+import uvicorn
 from fastapi.testclient import TestClient
 
 from attnlab.cli import main as cli_main
