@@ -125,7 +125,7 @@ def english_number(n: int) -> str:
     """American English words for ``0 <= n < 10**15``: 342000 → "three hundred forty-two thousand".
 
     Equal to ``num2words(n)`` without "and" and commas; built from cached three-digit groups
-    because calling ``num2words`` on every number is ~40× slower.
+    because calling ``num2words`` on every number dominates the time to generate a task.
 
     Shape:
         int → str.
