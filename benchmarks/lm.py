@@ -205,7 +205,8 @@ def bench_training(size: Size, vocab: int, precision: str, rounds: int, steps_pe
 # --------------------------------------------------------------------------------------------
 
 
-def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, repeats: int) -> dict:
+def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, repeats: int,
+                     with_bf16: bool = True) -> dict:
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -233,6 +234,8 @@ def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, r
         "attnlab (cache) bf16": lambda: generate(ours_bf16, prompt, max_new_tokens=new_tokens, temperature=0).tokens,
         "hf generate bf16": lambda: run_hf(hf_bf16),
     }
+    if not with_bf16:
+        runs = {name: fn for name, fn in runs.items() if "bf16" not in name}
     outputs = {name: fn() for name, fn in runs.items()}  # warm-up, and the tokens to compare
     reference = outputs["hf generate"]
     for name, tokens in outputs.items():
@@ -267,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gen-repeats", type=int, default=None, help="timed generations per model")
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=sorted(SIZES),
                         help="training sizes to run (generation always uses the large one)")
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"],
+                        help="precisions to run (bf16 is emulated, and very slow, on CPUs without bf16 instructions)")
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -287,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nTraining tokens/s (forward + backward + AdamW), median of rounds")
         print(f"{'size':<7}{'precision':<11}{'attnlab':>10}{'hf':>10}{'minimal':>10}{'/hf':>8}{'/minimal':>10}")
         for size in (sizes[name] for name in ("small", "large") if name in args.sizes):
-            for precision in ("fp32", "bf16"):
+            for precision in args.precisions:
                 r = bench_training(size, args.vocab, precision, rounds, steps, warmup)
                 results["training"][f"{size.name}/{precision}"] = r
                 extra = f"   (bf16 loss vs fp32: {r['bf16_loss_rel_diff']:.1e} relative)" if precision == "bf16" else ""
@@ -298,14 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         size = sizes["large"]
         print(f"\nGreedy generation, {size.name} size, batch 1, {prompt_len}-token prompt, {new_tokens} new tokens "
               "(same tokens checked)")
-        g = bench_generation(size, args.vocab, prompt_len, new_tokens, gen_repeats)
+        g = bench_generation(size, args.vocab, prompt_len, new_tokens, gen_repeats, "bf16" in args.precisions)
         results["generation"] = g
         r = g["tokens_per_s"]
         base = r["hf generate"]
         for name, rate in r.items():
             print(f"  {name:<22}{rate:>9,.0f} tok/s  {rate / base:>6.2f}× hf (fp32)")
         print(f"  cache speed-up over no cache: {r['attnlab (cache)'] / r['attnlab (no cache)']:.2f}×")
-        print(f"  bf16: attnlab / hf generate in bf16: {r['attnlab (cache) bf16'] / r['hf generate bf16']:.2f}×; "
+        if "bf16" in args.precisions:
+            print(f"  bf16: attnlab / hf generate in bf16: {r['attnlab (cache) bf16'] / r['hf generate bf16']:.2f}×; "
               + ", ".join(f"{name} matches fp32's greedy text on {a:.0%} of the new tokens"
                           for name, a in g["bf16_agreement"].items()))
 
