@@ -22,7 +22,6 @@ Shape letters: ``N`` nodes, ``F`` features, ``H`` heads, ``C`` classes, ``E`` ed
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from .. import checkpoint as ckpt
 from ..functional import neighbour_mask
 from ..models.gat import GAT, PRESETS, GATConfig
 from ..train import seed_everything
+from . import apply_overrides as _apply_overrides
 from .translate import resolve_model_dir
 
 Tensor = torch.Tensor
@@ -104,35 +104,10 @@ class GATSetup:
 def apply_overrides(setup: GATSetup, overrides: Sequence[str]) -> GATSetup:
     """Apply ``key=value`` overrides: ``model.hidden=16``, ``lr=0.01``, ``labelled=[0,1,33]``, ``train.device=cuda``.
 
-    ``train.device`` is accepted because every ``attnlab train`` command receives the shared
-    training options that way; the other ``train.*`` settings (precision, compile, ...) belong to
-    the generic trainer, which this full-batch loop does not use.
+    The GAT trains in its own full-batch loop, so of the ``train.*`` keys it takes only those
+    that are its own settings (``train.device`` is ``device``); see :func:`attnlab.recipes.apply_overrides`.
     """
-    setup = dataclasses.replace(setup, model_overrides=dict(setup.model_overrides), labelled=list(setup.labelled))
-    settings = [f.name for f in dataclasses.fields(GATSetup) if f.name != "model_overrides"]
-    model_fields = {f.name for f in dataclasses.fields(GATConfig)} - {"n_features", "n_classes", "model_type"}
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value (e.g. model.hidden=16, lr=0.01)")
-        key, raw = item.split("=", 1)
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        if key.startswith("model."):
-            if key[len("model."):] not in model_fields:
-                raise ValueError(f"unknown model field {key[len('model.'):]!r}; fields: {sorted(model_fields)}")
-            setup.model_overrides[key[len("model."):]] = value
-        elif key == "train.device":
-            setup.device = value
-        elif key.startswith("train."):
-            raise ValueError(f"{key} does not apply: the GAT trains in its own full-batch loop "
-                             "(of the train.* options it takes only train.device)")
-        elif key in settings:
-            setattr(setup, key, value)
-        else:
-            raise ValueError(f"unknown setting {key!r}; use model.<field>, train.device or one of {settings}")
-    return setup
+    return _apply_overrides(setup, overrides, GATConfig)
 
 
 @dataclass
@@ -165,6 +140,9 @@ def train_gat(setup: GATSetup, data: GraphData | None = None) -> GATRun:
     _check_labelled(setup.labelled, data)
     if setup.model_preset not in PRESETS:
         raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
     seed_everything(setup.seed)
     config = GATConfig(n_features=data.features.shape[1], n_classes=len(data.class_names),
                        **{**PRESETS[setup.model_preset], **setup.model_overrides})

@@ -175,19 +175,20 @@ def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[li
 # --------------------------------------------------------------------------------------------
 
 
+def model_config(setup: TranslationSetup) -> type:
+    """The config class of the setup's architecture."""
+    if setup.arch not in ARCHS:
+        raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
+    return ARCHS[setup.arch].config_cls
+
+
 def apply_overrides(setup: TranslationSetup, overrides: Sequence[str]) -> TranslationSetup:
     """Apply ``key=value`` overrides: ``model.d_model=512``, ``train.lr=1e-3``, ``vocab_size=4000``.
 
-    An ``arch=...`` override is applied first, so ``model.*`` fields are checked against the
-    architecture that will be built.
+    ``model.*`` fields are checked against the architecture that will be built (an ``arch=...``
+    among the overrides included).
     """
-    arch = [o for o in overrides if o.startswith("arch=")]
-    if arch:
-        setup = _apply_overrides(setup, arch, ARCHS[setup.arch].config_cls)
-        if setup.arch not in ARCHS:
-            raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
-    rest = [o for o in overrides if not o.startswith("arch=")]
-    return _apply_overrides(setup, rest, ARCHS[setup.arch].config_cls)
+    return _apply_overrides(setup, overrides, model_config)
 
 
 def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
