@@ -20,9 +20,8 @@ __all__ = ["TextStream"]
 class TextStream:
     """The text of a prompt and its continuation, handed out piece by piece as tokens are added.
 
-    >>> stream = TextStream(tokenizer, prompt_ids)   # doctest: +SKIP
-    >>> print(stream.text, end="")                    # the prompt as the tokenizer decodes it
-    >>> print(stream.push(next_id), end="")           # "" while a character is incomplete
+    ``stream.text`` starts as the prompt as the tokenizer decodes it; print it, then print what
+    ``stream.push(token_id)`` returns for each generated token.
     """
 
     def __init__(self, tokenizer: Any, prompt_ids: Iterable[int]) -> None:
