@@ -545,3 +545,77 @@ def plot_bars(
     if k > 1:
         ax.legend()
     return save_figure(fig, path)
+
+def plot_image_attention(
+    image: Any,
+    weights: Any,
+    patch_size: int,
+    path: str | Path,
+    *,
+    titles: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Attention over image patches drawn on the image: one panel per row of ``weights``.
+
+    Each panel colours every patch by its weight (one colour scale from 0 to the largest weight
+    of the figure) and draws the digit's strokes on top as contour lines, so both stay readable.
+    Titles (e.g. the generated token of each step, Japanese included) go above the panels.
+
+    Args:
+        image: the image, pixel values in any range.
+        weights: patch weights in raster order, one row per panel, each in [0, 1].
+        patch_size: side of a patch in pixels.
+        path: output ``.png`` or ``.svg`` file.
+        titles: one title per panel.
+        title: a title for the whole figure.
+
+    Shape:
+        image ``(H, W)``; weights ``(P,)`` or ``(K, P)`` with ``P = (H/p)·(W/p)``
+    """
+    import torch  # only to upsample the strokes
+
+    path = figure_path(path)
+    img = to_array(image, "image").astype(np.float64)
+    if img.ndim != 2:
+        raise ValueError(f"image must have shape (H, W), got {img.shape}")
+    w = to_array(weights, "weights")
+    w = check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
+    K, P = w.shape
+    rows, cols = img.shape[0] // patch_size, img.shape[1] // patch_size
+    if img.shape[0] % patch_size or img.shape[1] % patch_size or rows * cols != P:
+        raise ValueError(f"{P} patch weights do not fit a {img.shape[0]}×{img.shape[1]} image cut into "
+                         f"{patch_size}×{patch_size} patches ({rows * cols} patches)")
+    if titles is not None and len(titles) != K:
+        raise ValueError(f"{len(titles)} titles for {K} panels")
+    grid = w.reshape(K, rows, cols)  # patch weights back in their image positions
+    # The strokes: the image upsampled 8× (bilinear) so that its contour is smooth.
+    fine = torch.nn.functional.interpolate(torch.from_numpy(img)[None, None], scale_factor=8, mode="bilinear",
+                                           align_corners=False)[0, 0].numpy()  # (8H, 8W)
+    span = float(img.max() - img.min())
+    levels = [float(img.min()) + 0.35 * span, float(img.min()) + 0.7 * span] if span > 0 else None
+    vmax = max(float(w.max()), 1e-6)
+    ncols = min(K, 6)
+    nrows = math.ceil(K / ncols)
+    fig = new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    extent = (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)
+    heat = None
+    for k, ax in enumerate(axes.flat):
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if k >= K:
+            ax.set_axis_off()
+            continue
+        heat = ax.imshow(grid[k], cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest", extent=extent)
+        if levels is not None:
+            ys = np.linspace(-0.5, img.shape[0] - 0.5, fine.shape[0])
+            xs = np.linspace(-0.5, img.shape[1] - 0.5, fine.shape[1])
+            ax.contour(xs, ys, fine, levels=levels, colors=["white"], linewidths=[1.0, 2.0])
+        ax.set_xlim(extent[0], extent[1])
+        ax.set_ylim(extent[2], extent[3])
+        if titles is not None:
+            ax.set_title(str(titles[k]), fontsize=11)
+    if title:
+        fig.suptitle(title)
+    fig.colorbar(heat, ax=axes, shrink=0.8, label="attention weight")
+    return save_figure(fig, path)

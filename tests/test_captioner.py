@@ -17,6 +17,7 @@ from attnlab.models.captioner import Captioner, CaptionerConfig, captioner_confi
 from attnlab.recipes import caption as cp
 from attnlab.recipes import vision
 from attnlab.train import TrainConfig
+from attnlab.viz import plot_image_attention
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -110,7 +111,7 @@ def test_japanese_token_titles_render_without_missing_glyphs(trained, data, tmp_
     c = captioner.caption(data.test_x[:1], return_attention=True)[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        path = vision.plot_image_attention(data.test_x[0], c.cross_attention[-1].mean(0), 2, tmp_path / "ja.png",
+        path = plot_image_attention(data.test_x[0], c.cross_attention[-1].mean(0), 2, tmp_path / "ja.png",
                                            titles=c.tokens, title=f"「{c.text}」")
     assert not [w for w in caught if "missing from" in str(w.message)]
     assert path.read_bytes()[:8] == PNG_MAGIC

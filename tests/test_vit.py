@@ -20,6 +20,7 @@ from attnlab.models.vit import (
 )
 from attnlab.recipes import vision
 from attnlab.train import TrainConfig
+from attnlab.viz import plot_image_attention
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -106,11 +107,11 @@ def test_patch_attention_of_a_trained_model(trained, tmp_path):
         assert weights.shape == (16,) and probs.shape == (10,)
         assert 0.0 < float(weights.sum()) <= 1.0 + 1e-6 and bool((weights >= 0).all())
     assert config["patch_size"] == 2 and config["model_type"] == "vit"
-    path = vision.plot_image_attention(data.test_x[0], torch.stack([weights, weights]), 2, tmp_path / "a.png",
+    path = plot_image_attention(data.test_x[0], torch.stack([weights, weights]), 2, tmp_path / "a.png",
                                        titles=["一", "two"])
     assert path.read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(ValueError, match="do not fit"):
-        vision.plot_image_attention(data.test_x[0], weights[:4], 2, tmp_path / "b.png")
+        plot_image_attention(data.test_x[0], weights[:4], 2, tmp_path / "b.png")
     with pytest.raises(ValueError, match="method"):
         vision.patch_attention(model, data.test_x[0], "mean")
 

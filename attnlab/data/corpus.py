@@ -27,7 +27,7 @@ from typing import Iterator, Literal
 
 OnEmpty = Literal["skip", "error"]
 
-__all__ = ["ParallelCorpus", "read_parallel", "read_tsv", "read_lines"]
+__all__ = ["ParallelCorpus", "read_parallel", "read_tsv", "read_lines", "read_split", "read_text"]
 
 
 @dataclass
@@ -186,3 +186,55 @@ def read_tsv(path: str | os.PathLike, *, on_empty: OnEmpty = "skip") -> Parallel
             continue
         corpus.pairs.append((src, tgt))
     return corpus
+
+
+def read_split(
+    src: str | os.PathLike | None,
+    tgt: str | os.PathLike | None,
+    tsv: str | os.PathLike | None,
+    *,
+    split: str,
+    on_empty: OnEmpty = "skip",
+) -> ParallelCorpus:
+    """One split of a parallel corpus, given as two line-aligned files or as one TSV (not both).
+
+    Args:
+        src: source file (with ``tgt``).
+        tgt: target file, line-aligned with ``src``.
+        tsv: a ``source<TAB>target`` file instead of ``src``/``tgt``.
+        split: the split's name as the command-line options spell it (``--{split}-src``,
+            ``--{split}-tsv``), used in the error messages.
+        on_empty: as for :func:`read_parallel`.
+
+    Raises:
+        ValueError: both forms or neither given; and as :func:`read_parallel` / :func:`read_tsv`.
+
+    Shape:
+        output.pairs: N ``(source, target)`` strings.
+    """
+    if tsv is not None:
+        if src is not None or tgt is not None:
+            raise ValueError(f"give either --{split}-tsv or --{split}-src/--{split}-tgt, not both")
+        return read_tsv(tsv, on_empty=on_empty)
+    if src is not None and tgt is not None:
+        return read_parallel(src, tgt, on_empty=on_empty)
+    raise ValueError(f"give --{split}-src and --{split}-tgt (two line-aligned files) or --{split}-tsv")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A whole UTF-8 text file as one string, line endings kept (a language model's training text).
+
+    Raises:
+        FileNotFoundError: not a file.
+        ValueError: invalid UTF-8, with the byte offset.
+
+    Shape:
+        output: one string.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such text file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: invalid UTF-8 at byte {err.start}") from None

@@ -109,3 +109,14 @@ def random_shift(images: Tensor, max_shift: int, generator: torch.Generator) -> 
     windows = padded.unfold(1, Hi, 1).unfold(2, Wi, 1)  # (B, 2s+1, 2s+1, H, W) every shifted view
     dy, dx = torch.randint(0, 2 * max_shift + 1, (2, B), generator=generator)  # (B,) each
     return windows[torch.arange(B), dy, dx]  # (B, H, W)
+
+def held_out_image(config: dict, index: int) -> tuple[Tensor, int]:
+    """Held-out test image ``index`` of the digits split a model was trained on, and its label.
+
+    Shape:
+        → image ``(8, 8)``, label
+    """
+    data = digits_splits(seed=config.get("split_seed", 0))
+    if not 0 <= index < len(data.test_y):
+        raise ValueError(f"--index must be in [0, {len(data.test_y)}) (the held-out test images), got {index}")
+    return data.test_x[index], int(data.test_y[index])

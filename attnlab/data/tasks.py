@@ -32,7 +32,6 @@ from typing import NamedTuple
 
 from babel import Locale
 from babel.dates import format_date
-from num2words import num2words
 
 __all__ = [
     "TASKS",
@@ -111,14 +110,22 @@ def _american(words: str) -> str:
     return " ".join(w for w in words.replace(",", "").split() if w != "and")
 
 
+def _num2words(n: int) -> str:
+    # Imported on first use: num2words loads every language it knows, which would slow down every
+    # `import attnlab.data` (and so `attnlab --help`) for the generated tasks only.
+    from num2words import num2words
+
+    return num2words(n)
+
+
 @lru_cache(maxsize=None)
 def _en_group(n: int) -> str:
-    return _american(num2words(n))
+    return _american(_num2words(n))
 
 
 @lru_cache(maxsize=None)
 def _en_scale(k: int) -> str:
-    return "" if k == 0 else _american(num2words(10**k)).split(" ", 1)[1]  # "one thousand" → "thousand"
+    return "" if k == 0 else _american(_num2words(10**k)).split(" ", 1)[1]  # "one thousand" → "thousand"
 
 
 def english_number(n: int) -> str:

@@ -11,7 +11,7 @@ cross-attention come from the text being written and its keys/values from the im
 "cross-modal attention" of Xu et al. 2015 ("Show, Attend and Tell", §3.1.2, there over CNN
 features), here with scaled dot-product attention. Each generated token's cross-attention is a
 distribution over the patches, drawn on the image by
-:func:`attnlab.recipes.vision.plot_image_attention`.
+:func:`attnlab.viz.plot_image_attention`.
 
 Decoding goes through the seq2seq protocol (:mod:`attnlab.models.seq2seq`), so
 :mod:`attnlab.decode`'s greedy and beam search work unchanged: the "source" is the image flattened

@@ -12,9 +12,10 @@ plugs into the same training, decoding, checkpoints and heatmaps by registering 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,7 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
+from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, greedy_decode
 from ..metrics import bleu, chrf, exact_match
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
@@ -29,6 +31,7 @@ from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import Transformer, TransformerConfig
 from ..train import TrainConfig, TrainResult, train
+from . import Recipe, TrainJob, print_training
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -174,19 +177,20 @@ def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[li
 # --------------------------------------------------------------------------------------------
 
 
+def model_config(setup: TranslationSetup) -> type:
+    """The config class of the setup's architecture."""
+    if setup.arch not in ARCHS:
+        raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
+    return ARCHS[setup.arch].config_cls
+
+
 def apply_overrides(setup: TranslationSetup, overrides: Sequence[str]) -> TranslationSetup:
     """Apply ``key=value`` overrides: ``model.d_model=512``, ``train.lr=1e-3``, ``vocab_size=4000``.
 
-    An ``arch=...`` override is applied first, so ``model.*`` fields are checked against the
-    architecture that will be built.
+    ``model.*`` fields are checked against the architecture that will be built (an ``arch=...``
+    among the overrides included).
     """
-    arch = [o for o in overrides if o.startswith("arch=")]
-    if arch:
-        setup = _apply_overrides(setup, arch, ARCHS[setup.arch].config_cls)
-        if setup.arch not in ARCHS:
-            raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
-    rest = [o for o in overrides if not o.startswith("arch=")]
-    return _apply_overrides(setup, rest, ARCHS[setup.arch].config_cls)
+    return _apply_overrides(setup, overrides, model_config)
 
 
 def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
@@ -350,3 +354,146 @@ class Translator:
             "exact_match": exact_match(hyps, references),
             "n": len(sources),
         }
+
+
+# --------------------------------------------------------------------------------------------
+# The recipe's descriptor: `attnlab train translate`, `attnlab translate` and `attnlab evaluate`.
+# --------------------------------------------------------------------------------------------
+
+
+def read_pairs(src: Path | None, tgt: Path | None, tsv: Path | None, split: str, on_empty: str = "skip"):
+    """The sentence pairs of one split (:func:`attnlab.data.corpus.read_split`); the count skipped goes to stderr."""
+    corpus = read_split(src, tgt, tsv, split=split, on_empty=on_empty)
+    if corpus.n_skipped:
+        print(f"{split}: skipped {corpus.n_skipped} pair(s) with an empty side", file=sys.stderr)
+    return corpus.pairs
+
+
+def train_command(
+    *,
+    out: Path,
+    train_src: Path | None = None,
+    train_tgt: Path | None = None,
+    train_tsv: Path | None = None,
+    valid_src: Path | None = None,
+    valid_tgt: Path | None = None,
+    valid_tsv: Path | None = None,
+    preset: str = "small",
+    arch: str | None = None,
+    attention: str | None = None,
+    minutes: float | None = None,
+    epochs: int | None = None,
+    seed: int | None = None,
+    resume: bool = False,
+    on_empty: Literal["skip", "error"] = "skip",
+    overrides: list[str] | None = None,
+) -> TrainJob:
+    """Train a translator on a parallel corpus (two line-aligned files or one TSV).
+
+    Writes OUT/best (the best model by validation BLEU: weights, config, tokenizers),
+    OUT/last (everything needed by --resume) and OUT/log.jsonl.
+
+    Args:
+        out: output folder.
+        train_src: training source sentences, one per line.
+        train_tgt: training target sentences, line-aligned with --train-src.
+        train_tsv: training pairs as source<TAB>target lines (instead of --train-src/--train-tgt).
+        valid_src: validation source sentences.
+        valid_tgt: validation target sentences.
+        valid_tsv: validation pairs as a TSV file.
+        preset: a named recipe (model size + training settings): multi30k, small, tiny.
+        arch: model architecture (default: the preset's; transformer, or rnn when installed).
+        attention: attention kind for architectures that have several (e.g. the RNN's additive).
+        minutes: stop training after this many minutes (evaluation time excluded).
+        epochs: number of passes over the training data.
+        seed: random seed (data order, initialisation, dropout).
+        resume: continue an interrupted run from OUT/last.
+        on_empty: pairs with an empty side: skip them (with a count) or stop with file:line.
+        overrides: further settings as key=value: model.d_model=512, train.lr=1e-3, vocab_size=4000.
+    """
+
+    def run(setup: TranslationSetup) -> None:
+        train_pairs = read_pairs(train_src, train_tgt, train_tsv, "train", on_empty)
+        valid_pairs = read_pairs(valid_src, valid_tgt, valid_tsv, "valid", on_empty)
+        _, result, _ = train_translation(setup, train_pairs, valid_pairs, resume=resume)
+        print_training(result, out, unit="target tokens")
+
+    return TrainJob(preset, run, {"arch": arch, "model.attention": attention}, overrides,
+                    out=out, minutes=minutes, epochs=epochs, seed=seed)
+
+
+def translate_command(
+    text: list[str] | None = None,
+    /,
+    *,
+    model: Path,
+    input: Path | None = None,
+    beam: int = 4,
+    alpha: float = 0.6,
+    attention_plot: Path | None = None,
+    device: str = "cpu",
+) -> int:
+    """Translate sentences with a trained model.
+
+    Args:
+        text: sentences to translate (or use --input).
+        model: a model folder written by `attnlab train translate` or `attnlab demo`.
+        input: a file of sentences, one per line.
+        beam: beam size (1 = greedy).
+        alpha: length-penalty exponent of beam search (GNMT; 0 disables it).
+        attention_plot: write the cross-attention heatmap of the first sentence here (PNG or SVG);
+            a layer × head grid is written beside it with the suffix _grid.
+        device: cpu, cuda or mps.
+    """
+    sentences = list(text or [])
+    if input is not None:
+        sentences += [line for line in read_lines(input) if line.strip()]
+    if not sentences:
+        raise ValueError("nothing to translate: give sentences or --input FILE")
+    translator = load_translator(model, device=device)
+    results = translator.translate(sentences, beam_size=beam, alpha=alpha, return_attention=attention_plot is not None)
+    for r in results:
+        print(r.text, flush=True)
+    if attention_plot is not None:
+        from ..viz import plot_attention, plot_attention_grid
+
+        first = results[0]
+        cross = first.cross_attention  # (L, H, T, S)
+        if cross is None:
+            raise ValueError(f"{model}: this model has no attention (an RNN with attention='none' reads only the "
+                             "encoder's final state), so there is no heatmap to draw")
+        plot_attention(cross[-1].mean(0), first.src_tokens, first.tgt_tokens, attention_plot,
+                       title="cross-attention (last layer, mean over heads)")
+        grid = attention_plot.with_name(attention_plot.stem + "_grid" + attention_plot.suffix)
+        plot_attention_grid(cross, first.src_tokens, first.tgt_tokens, grid)
+        print(f"attention heatmaps written to {attention_plot} and {grid}", file=sys.stderr)
+    return 0
+
+
+def evaluate_command(*, model: Path, src: Path, ref: Path, beam: int = 4, device: str = "cpu") -> int:
+    """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
+
+    Args:
+        model: a model folder written by `attnlab train translate` or `attnlab demo`.
+        src: source sentences, one per line.
+        ref: reference translations, line-aligned with --src.
+        beam: beam size (1 = greedy).
+        device: cpu, cuda or mps.
+    """
+    corpus = read_parallel(src, ref, on_empty="error")
+    scores = load_translator(model, device=device).evaluate(corpus.sources, corpus.targets, beam_size=beam)
+    print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
+          f"({scores['n']} sentences)")
+    return 0
+
+
+TRANSLATE_JOB = Recipe(
+    name="translate",
+    presets=RECIPES,
+    setup_cls=TranslationSetup,
+    model_config=model_config,
+    train=train_translation,
+    load=load_translator,
+    train_command=train_command,
+    commands={"translate": translate_command, "evaluate": evaluate_command},
+)

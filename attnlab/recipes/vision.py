@@ -12,20 +12,21 @@ Shape letters: ``B`` batch, ``P`` patches, ``L`` layers, ``H`` heads, ``K`` pane
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Sequence
+import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-import numpy as np
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
-from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
+from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
 from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
+from ..viz import plot_image_attention
+from . import Recipe, TrainJob, print_training
 
 Tensor = torch.Tensor
 
@@ -175,76 +176,96 @@ def patch_attention(model: ViT, image: Tensor, method: str = "rollout") -> tuple
     return row[1:].cpu(), torch.softmax(out.logits[0].float(), -1).cpu()  # (P,), (10,)
 
 
-def plot_image_attention(
-    image: Any,
-    weights: Any,
-    patch_size: int,
-    path: str | Path,
-    *,
-    titles: Sequence[str] | None = None,
-    title: str | None = None,
-) -> Path:
-    """Attention over image patches drawn on the image: one panel per row of ``weights``.
 
-    Each panel colours every patch by its weight (one colour scale from 0 to the largest weight
-    of the figure) and draws the digit's strokes on top as contour lines, so both stay readable.
-    Titles (e.g. the generated token of each step, Japanese included) go above the panels.
+
+# --------------------------------------------------------------------------------------------
+# The recipe's descriptor: `attnlab train vit` and `attnlab vit`.
+# --------------------------------------------------------------------------------------------
+
+
+
+
+def train_command(
+    *,
+    out: Path = Path("runs/vit"),
+    preset: str = "digits",
+    patch_size: int | None = None,
+    max_steps: int | None = None,
+    epochs: int | None = None,
+    minutes: float | None = None,
+    seed: int | None = None,
+    overrides: list[str] | None = None,
+) -> TrainJob:
+    """Train a small Vision Transformer on scikit-learn's 8×8 handwritten digits; report test accuracy.
+
+    The 1,797 images are split (stratified, seeded) into train / validation / test; the best
+    model by validation accuracy is scored once on the test split. Writes OUT/best, OUT/last,
+    OUT/log.jsonl and OUT/test.json. See where it looks with `attnlab vit --model OUT`.
 
     Args:
-        image: the image, pixel values in any range.
-        weights: patch weights in raster order, one row per panel, each in [0, 1].
-        patch_size: side of a patch in pixels.
-        path: output ``.png`` or ``.svg`` file.
-        titles: one title per panel.
-        title: a title for the whole figure.
-
-    Shape:
-        image ``(H, W)``; weights ``(P,)`` or ``(K, P)`` with ``P = (H/p)·(W/p)``
+        out: output folder.
+        preset: a named recipe (model size + training settings): digits, tiny.
+        patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
+        max_steps: stop after this many optimizer steps.
+        epochs: passes over the training images.
+        minutes: stop training after this many minutes (evaluation time excluded).
+        seed: random seed of the training (the data split is fixed).
+        overrides: further settings as key=value: model.n_layers=3, train.lr=1e-3, shift=1.
     """
-    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
 
-    path = figure_path(path)
-    img = to_array(image, "image").astype(np.float64)
-    if img.ndim != 2:
-        raise ValueError(f"image must have shape (H, W), got {img.shape}")
-    w = to_array(weights, "weights")
-    w = check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(K, P)")
-    K, P = w.shape
-    rows, cols = img.shape[0] // patch_size, img.shape[1] // patch_size
-    if img.shape[0] % patch_size or img.shape[1] % patch_size or rows * cols != P:
-        raise ValueError(f"{P} patch weights do not fit a {img.shape[0]}×{img.shape[1]} image cut into "
-                         f"{patch_size}×{patch_size} patches ({rows * cols} patches)")
-    if titles is not None and len(titles) != K:
-        raise ValueError(f"{len(titles)} titles for {K} panels")
-    grid = w.reshape(K, rows, cols)  # patch weights back in their image positions
-    # The strokes: the image upsampled 8× (bilinear) so that its contour is smooth.
-    fine = torch.nn.functional.interpolate(torch.from_numpy(img)[None, None], scale_factor=8, mode="bilinear",
-                                           align_corners=False)[0, 0].numpy()  # (8H, 8W)
-    span = float(img.max() - img.min())
-    levels = [float(img.min()) + 0.35 * span, float(img.min()) + 0.7 * span] if span > 0 else None
-    vmax = max(float(w.max()), 1e-6)
-    ncols = min(K, 6)
-    nrows = math.ceil(K / ncols)
-    fig = new_figure(1.9 * ncols + 1.0, 2.1 * nrows + (0.4 if title else 0.0))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    extent = (-0.5, img.shape[1] - 0.5, img.shape[0] - 0.5, -0.5)
-    heat = None
-    for k, ax in enumerate(axes.flat):
-        ax.set_xticks([])
-        ax.set_yticks([])
-        if k >= K:
-            ax.set_axis_off()
-            continue
-        heat = ax.imshow(grid[k], cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest", extent=extent)
-        if levels is not None:
-            ys = np.linspace(-0.5, img.shape[0] - 0.5, fine.shape[0])
-            xs = np.linspace(-0.5, img.shape[1] - 0.5, fine.shape[1])
-            ax.contour(xs, ys, fine, levels=levels, colors=["white"], linewidths=[1.0, 2.0])
-        ax.set_xlim(extent[0], extent[1])
-        ax.set_ylim(extent[2], extent[3])
-        if titles is not None:
-            ax.set_title(str(titles[k]), fontsize=11)
-    if title:
-        fig.suptitle(title)
-    fig.colorbar(heat, ax=axes, shrink=0.8, label="attention weight")
-    return save_figure(fig, path)
+    def run(setup: ViTSetup) -> None:
+        model, result, data = train_vit(setup)
+        scores = evaluate_vit(model, data.test_x, data.test_y)
+        (out / "test.json").write_text(json.dumps({**scores, "n": len(data.test_y)}, indent=2))
+        print_training(result, out)
+        print(f"test accuracy {100 * scores['accuracy']:.2f}% on {len(data.test_y)} held-out images")
+
+    return TrainJob(preset, run, {"model.patch_size": patch_size}, overrides, out=out, minutes=minutes, epochs=epochs,
+                    max_steps=max_steps, seed=seed)
+
+
+def vit_command(
+    *,
+    model: Path,
+    index: int = 0,
+    method: Literal["rollout", "last"] = "rollout",
+    plot: Path | None = None,
+    device: str = "cpu",
+) -> int:
+    """Classify one held-out digit with a trained ViT and show which patches [CLS] attends to.
+
+    Prints the prediction and the patch weights as a grid; --plot draws them over the image.
+
+    Args:
+        model: a folder written by `attnlab train vit`.
+        index: which test image (0 … 358).
+        method: rollout (through all layers, Abnar & Zuidema 2020) or last (the last layer's [CLS] row).
+        plot: write the attention drawn over the image here (PNG or SVG).
+        device: cpu, cuda or mps.
+    """
+    vit, config = load_vit(model, device)
+    image, label = held_out_image(config, index)
+    weights, probs = patch_attention(vit, image, method)
+    side = config["image_size"] // config["patch_size"]
+    print(f"test image {index}: true {label}, predicted {int(probs.argmax())} ({float(probs.max()):.1%})")
+    kept = 1 - float(weights.sum())
+    print(f"[CLS] attention over the {side}×{side} patches ({method}; [CLS] itself keeps {kept:.2f}):")
+    for r in range(side):
+        print("  " + " ".join(f"{float(w):.2f}" for w in weights[r * side : (r + 1) * side]))
+    if plot is not None:
+        plot_image_attention(image, weights, config["patch_size"], plot, titles=[f"predicted {int(probs.argmax())}"],
+                             title=f"[CLS] attention ({method})")
+        print(f"attention written to {plot}", file=sys.stderr)
+    return 0
+
+
+VIT_JOB = Recipe(
+    name="vit",
+    presets=RECIPES,
+    setup_cls=ViTSetup,
+    model_config=ViTConfig,
+    train=train_vit,
+    load=load_vit,
+    train_command=train_command,
+    commands={"vit": vit_command},
+)
