@@ -15,7 +15,6 @@ from attnlab.data.digits import DigitsSplits, digits_splits
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.models.captioner import Captioner, CaptionerConfig, captioner_config
 from attnlab.recipes import caption as cp
-from attnlab.recipes import vision
 from attnlab.train import TrainConfig
 from attnlab.viz import plot_image_attention
 
