@@ -54,8 +54,8 @@ class ViTSetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
-#: Named recipes (``--preset``). "digits": about a minute on two CPU cores; one-pixel shifts did not
-#: help within that budget (test accuracy 94.7% with, 96.4% without, at patch size 2).
+#: Named recipes (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
+#: its step budget (the comparison is in docs/applications.md).
 RECIPES: dict[str, ViTSetup] = {
     "digits": ViTSetup(shift=0, train=TrainConfig(epochs=100, max_steps=1500, lr=3e-3, warmup_steps=50,
                                                   schedule="cosine", weight_decay=0.05, log_every=50)),
