@@ -159,7 +159,25 @@ def _write_json_atomically(payload: dict, directory: str | os.PathLike, name: st
     return path
 
 
-class SubwordTokenizer:
+class _HFVocabulary:
+    """Token look-ups of a tokenizer that wraps a HuggingFace ``tokenizers.Tokenizer`` as
+    ``self._hf`` (the subword and the pretrained tokenizers share them)."""
+
+    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+    def id_to_token(self, token_id: int) -> str:
+        token = self._hf.id_to_token(int(token_id))
+        if token is None:
+            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
+        return token
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._hf.token_to_id(token)
+
+
+
+class SubwordTokenizer(_HFVocabulary):
     """A trained BPE or Unigram tokenizer (HuggingFace ``tokenizers``), see :func:`train_subword_tokenizer`.
 
     Shape:
@@ -209,18 +227,6 @@ class SubwordTokenizer:
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
         return self._hf.decode_batch([_as_int_list(ids) for ids in batch], skip_special_tokens=skip_special)
-
-    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
-
-    def id_to_token(self, token_id: int) -> str:
-        token = self._hf.id_to_token(int(token_id))
-        if token is None:
-            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
-        return token
-
-    def token_to_id(self, token: str) -> int | None:
-        return self._hf.token_to_id(token)
 
     def to_dict(self) -> dict:
         return {
@@ -528,7 +534,7 @@ class WordVocab:
         return f"WordVocab(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
 
-class PretrainedTokenizer:
+class PretrainedTokenizer(_HFVocabulary):
     """The tokenizer of a pretrained HuggingFace checkpoint (a ``tokenizers.Tokenizer``), see
     :func:`load_hf_tokenizer`.
 
@@ -612,18 +618,6 @@ class PretrainedTokenizer:
 
     def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]:
         return [self.decode(ids, skip_special=skip_special) for ids in batch]
-
-    def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
-
-    def id_to_token(self, token_id: int) -> str:
-        token = self._hf.id_to_token(int(token_id))
-        if token is None:
-            raise ValueError(f"token id {token_id} is outside the vocabulary of size {self.vocab_size}")
-        return token
-
-    def token_to_id(self, token: str) -> int | None:
-        return self._hf.token_to_id(token)
 
     def save(self, directory: str | os.PathLike, name: str) -> Path:
         """Write ``directory/name.json`` in HuggingFace's ``tokenizer.json`` format; a checkpoint
