@@ -563,16 +563,19 @@ class Trainer:
             state.evals_without_gain += 1
         return self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience
 
-    def checkpoint(self, evaluate: bool) -> bool:
+    def checkpoint(self, evaluate: bool, final: str = "") -> bool:
         """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
-        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers."""
+        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers.
+
+        ``final``: why the run stops, when this is its last checkpoint. The checkpoint records it
+        (or early stopping, when the evaluation triggers it at the end of the epochs), so that a
+        resumed run knows it is finished."""
         engine = self.engine
         if self.out is None and not evaluate:
             return False
         module = engine.full_model()
         stop = self.evaluate(module) if engine.is_main and evaluate else False
-        if stop and not self.state.stop_reason:
-            self.state.stop_reason = "early_stopping"  # saved below: the run is finished
+        self._set_stop_reason(stop, final)
         if self.out is not None:
             # Captured after the evaluation, as a one-process run does: resuming continues from
             # exactly the random state the uninterrupted run continued from.
@@ -584,9 +587,16 @@ class Trainer:
                 self._save("last", module, snapshot)
         engine.release_full_model()
         stop = engine.broadcast_flag(stop)
-        if stop and not self.state.stop_reason:
-            self.state.stop_reason = "early_stopping"
+        self._set_stop_reason(stop, final)
         return stop
+
+    def _set_stop_reason(self, early_stop: bool, final: str) -> None:
+        # As in TrainResult.stop_reason: a step or time limit reached at the same step outranks early
+        # stopping, which outranks the end of the epochs.
+        if early_stop and final in ("", "epochs"):
+            self.state.stop_reason = "early_stopping"
+        elif final:
+            self.state.stop_reason = final
 
     def fit(self) -> TrainResult:
         """The loop: epoch after epoch, one :meth:`step` per accumulation group of batches, with
@@ -616,19 +626,17 @@ class Trainer:
                 if stop is not None:
                     stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
                     if stop != "early_stopping":  # (early stopping has just evaluated)
-                        state.stop_reason = stop
-                        self.checkpoint(evaluate=True)  # the final evaluation
+                        self.checkpoint(evaluate=True, final=stop)  # the final evaluation
                     break
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 epochs_done = float(state.epoch)
-                if state.epoch >= cfg.epochs:
-                    state.stop_reason = "epochs"  # the checkpoint below is the run's last
+                final = "epochs" if state.epoch >= cfg.epochs else ""
                 if not cfg.eval_every_steps:
-                    if self.checkpoint(evaluate=True):
+                    if self.checkpoint(evaluate=True, final=final):
                         stop_reason = "early_stopping"
                         break
-                elif state.epoch >= cfg.epochs:
-                    self.checkpoint(evaluate=False)  # no evaluation is due, but last/ must show the run finished
+                elif final:
+                    self.checkpoint(evaluate=False, final=final)  # nothing to evaluate; last/ records the end
         except RuntimeError as err:
             self.engine.explain(err, f"optimizer step {state.step + 1}")
             raise

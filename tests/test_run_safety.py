@@ -133,11 +133,13 @@ def test_no_checkpoint_to_resume_from_is_one_line(tmp_path):
     ("epochs", {"epochs": 1, "eval_every_steps": 2}),  # no evaluation at the end: last/ still records it
     ("time_budget", {"time_budget_s": 1e-9}),
     ("early_stopping", {"patience": 1, "lr": 5.0, "eval_every_steps": 1, "max_steps": 50}),  # too large a rate
+    ("early_stopping", {"patience": 1, "lr": 5.0, "epochs": 30}),  # evaluated at the end of each epoch
 ])
 def test_resume_on_a_finished_run_changes_nothing(tmp_path, capsys, reason, limit):
     out = tmp_path / "run"
     _, first = run(out, **limit)
     assert first.best_saved and not first.already_finished and first.stop_reason == reason
+    assert torch.load(out / "last" / "trainer_state.pt", weights_only=True)["stop_reason"] == reason
     before = snapshot(out)
     capsys.readouterr()
     model, again = run(out, resume=True, **limit)
@@ -391,7 +393,7 @@ _DRIVER = textwrap.dedent(
     repo, tests, run_json, cases_json, root = sys.argv[1:6]
     sys.path[:0] = [repo, tests]
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # no thread pool: forking after the reference run below is safe
     import attnlab.checkpoint as ck
     import attnlab.train as tr
     from distributed_worker import NextTokenTask, TinyLM
