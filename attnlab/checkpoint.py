@@ -24,8 +24,12 @@ final path ``run/last`` the sequence is:
 
 A crash during 1–2 leaves ``run/last`` untouched. A crash between 3 and 4 (two renames apart)
 leaves no ``run/last`` but the previous checkpoint complete in ``run/.last.previous``;
-:func:`load_checkpoint` says so in its error, and the next save finishes the job. One writer per
-checkpoint directory at a time.
+:func:`load_checkpoint` says so in its error, :func:`resume_point` resumes a training run from
+there, and the next save finishes the job. One writer per checkpoint directory at a time.
+
+**Run folders.** A training run (:func:`attnlab.train.train`) writes ``log.jsonl``, ``best/`` and
+``last/`` into its folder, one run per folder: :func:`check_run_folder` refuses a folder that holds
+another run unless the run resumes it or overwrites it (:func:`clear_run_folder`).
 
 **Tied weights.** A decoder whose output projection shares the embedding matrix has two
 state_dict names for one tensor, and safetensors refuses shared memory. The file stores the tensor
@@ -65,18 +69,24 @@ __all__ = [
     "load_checkpoint",
     "load_weights",
     "resolve_model_dir",
+    "resume_point",
+    "check_run_folder",
+    "clear_run_folder",
+    "remove_save_leftovers",
     "rng_state",
     "set_rng_state",
     "WEIGHTS_FILE",
     "CONFIG_FILE",
     "TOKENIZERS_FILE",
     "TRAINER_STATE_FILE",
+    "RUN_LOG_FILE",
 ]
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TOKENIZERS_FILE = "tokenizers.json"
 TRAINER_STATE_FILE = "trainer_state.pt"
+RUN_LOG_FILE = "log.jsonl"  # a training run's JSON-lines log, beside its best/ and last/ checkpoints
 _RESERVED = (WEIGHTS_FILE, CONFIG_FILE, TOKENIZERS_FILE, TRAINER_STATE_FILE)
 _TIED_KEY = "attnlab.tied"  # safetensors metadata entry: JSON {alias name: stored name}
 _TOKENIZER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -202,6 +212,22 @@ def _is_checkpoint(directory: Path) -> bool:
 
 def _previous_path(directory: Path) -> Path:
     return directory.parent / f".{directory.name}.previous"
+
+
+def _first_line(message: object, limit: int = 200) -> str:
+    """The first line of an exception's message, shortened: library errors can run to paragraphs."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else "no message"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _unpickling_reason(exc: BaseException) -> str:
+    # PyTorch's weights-only unpickler explains at length how to turn itself off; the cause is the
+    # line after "WeightsUnpickler error:".
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        return _first_line(text.split(marker, 1)[1])
+    return _first_line(exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,9 +482,13 @@ def load_checkpoint(
             trainer_state = torch.load(state_path, map_location=map_location, weights_only=weights_only)
         except pickle.UnpicklingError as exc:
             raise ValueError(
-                f"{state_path}: cannot be loaded with weights_only=True ({exc}); keep trainer "
-                "state to tensors and plain Python types, or pass weights_only=False for a "
-                "checkpoint you trust"
+                f"{state_path}: cannot be loaded with weights_only=True ({_unpickling_reason(exc)}): it is "
+                "damaged, or holds more than tensors and plain Python types (keep trainer state to those)"
+            ) from None
+        # torch.load's errors for a damaged file vary (RuntimeError, OSError, EOFError, KeyError...).
+        except Exception as exc:  # noqa: BLE001
+            raise ValueError(
+                f"{state_path}: damaged, not a PyTorch file ({type(exc).__name__}: {_first_line(exc)})"
             ) from None
     return Checkpoint(
         state_dict=state_dict,
@@ -518,6 +548,141 @@ def load_weights(model: nn.Module, checkpoint: Checkpoint | Mapping[str, Tensor]
                 "in the checkpoint (was it saved from an untied model?)"
             )
     module.load_state_dict(state, strict=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Run folders: one run per folder, and where a run resumes from
+# --------------------------------------------------------------------------------------------
+
+# What a training run leaves in its folder (attnlab.train): the log, the best and the last
+# checkpoint, and the hidden siblings of an interrupted save (see the module docstring).
+_RUN_CHECKPOINTS = ("best", "last")
+
+
+def _run_entries(out: Path) -> list[Path]:
+    """The entries of a training run in ``out``, in the order :func:`clear_run_folder` deletes them."""
+    found = []
+    for name in _RUN_CHECKPOINTS:
+        found += [out / name, out / f".{name}.previous"]
+        if out.is_dir():
+            found += sorted(p for p in out.iterdir() if p.name.startswith(f".{name}.tmp-"))
+    found.append(out / RUN_LOG_FILE)  # last: a folder cleared halfway still shows a run
+    return [p for p in found if p.exists() or p.is_symlink()]
+
+
+def resume_point(out_dir: str | os.PathLike) -> Path:
+    """The checkpoint a training run in ``out_dir`` resumes from: ``out_dir/last``, or, when a save
+    was interrupted between its two renames (module docstring, steps 3–4), the intact previous
+    checkpoint ``out_dir/.last.previous``. The next save of ``last`` then completes the interrupted one.
+
+    Raises:
+        FileNotFoundError: neither exists (one line: there is nothing to resume).
+
+    Shape:
+        no tensors; returns a directory.
+    """
+    last = Path(out_dir) / "last"
+    if last.is_dir():
+        return last
+    previous = _previous_path(last)
+    if _is_checkpoint(previous):
+        return previous
+    raise FileNotFoundError(f"--resume: no checkpoint to resume from at {last}; start the run without --resume")
+
+
+def check_run_folder(out_dir: str | os.PathLike | None, resume: bool, overwrite: bool = False) -> Path | None:
+    """Check, before any work, that a run may write into ``out_dir``; return what it resumes from.
+
+    A folder holds at most one run. With ``resume`` the run continues the one there (the
+    checkpoint of :func:`resume_point` is returned); otherwise a folder already holding a run
+    (its ``log.jsonl``, ``last/`` or ``best/``) is refused, unless ``overwrite``, which lets
+    :func:`clear_run_folder` delete that run when training starts.
+
+    Raises:
+        ValueError: ``resume`` and ``overwrite`` together.
+        FileNotFoundError: ``resume`` without a checkpoint to resume from (or without ``out_dir``).
+        FileExistsError: ``out_dir`` holds another run, or is not a directory.
+
+    Shape:
+        no tensors.
+    """
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in the output folder and --overwrite deletes it: give one")
+    if out_dir is None:
+        if resume:
+            raise FileNotFoundError("--resume: no checkpoint to resume from (no output folder given)")
+        return None
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory; give a folder for the run")
+    if resume:
+        return resume_point(out)
+    entries = _run_entries(out)
+    if entries and not overwrite:
+        names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in entries)
+        raise FileExistsError(
+            f"{out} already holds a training run ({names}); continue it with --resume, replace it with "
+            "--overwrite, or choose another folder"
+        )
+    if overwrite:
+        _check_removable(entries)
+    return None
+
+
+def _check_removable(entries: list[Path]) -> None:
+    for path in entries:
+        # best/ and last/ are deleted only when they are checkpoints: a folder of the user's that
+        # happens to be named so is never deleted. Hidden .previous/.tmp- folders are the saver's own.
+        if (path.name in _RUN_CHECKPOINTS and path.is_dir() and not path.is_symlink()
+                and not _is_checkpoint(path) and any(path.iterdir())):
+            raise FileExistsError(
+                f"{path} is not a checkpoint (no {WEIGHTS_FILE} + {CONFIG_FILE}); refusing to delete it "
+                "for --overwrite: move it away or choose another folder"
+            )
+        if path.name == RUN_LOG_FILE and path.is_dir() and not path.is_symlink():
+            raise FileExistsError(f"{path} is a directory, not a training log; move it away or choose another folder")
+
+
+def remove_save_leftovers(out_dir: str | os.PathLike) -> None:
+    """Finish the clean-up of saves of ``out_dir/best`` and ``out_dir/last`` that a crash interrupted:
+    delete their temporary ``.NAME.tmp-*`` folders, and a ``.NAME.previous`` whose ``NAME`` is in
+    place (the crash came after the second rename). A ``.NAME.previous`` without ``NAME`` is the
+    checkpoint to keep (:func:`resume_point`) and stays. The next save would do the same; a
+    resumed run that has nothing left to save needs it done here.
+
+    Shape:
+        no tensors.
+    """
+    out = Path(out_dir)
+    for name in _RUN_CHECKPOINTS:
+        previous = out / f".{name}.previous"
+        if (out / name).is_dir() and previous.is_dir() and not previous.is_symlink():
+            shutil.rmtree(previous, ignore_errors=True)
+        for stale in out.glob(f".{name}.tmp-*"):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def clear_run_folder(out_dir: str | os.PathLike) -> None:
+    """Delete the training run in ``out_dir`` (``--overwrite``): its ``best/`` and ``last/``
+    checkpoints with their interrupted-save leftovers, then ``log.jsonl``. Nothing else in the folder
+    is touched, a symbolic link is removed without following it, and nothing is deleted unless
+    everything may be (see :func:`check_run_folder`). Interrupted, it leaves a folder that is still
+    seen as holding a run (the log goes last).
+
+    Shape:
+        no tensors.
+    """
+    out = Path(out_dir)
+    entries = _run_entries(out)
+    _check_removable(entries)
+    for path in entries:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    if entries:
+        _fsync_dir(out)
 
 
 # --------------------------------------------------------------------------------------------

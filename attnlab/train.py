@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
 import time
 import warnings
 from collections.abc import Iterable
@@ -101,6 +102,9 @@ class TrainConfig:
     log_every: int = 50  # optimizer steps between log lines
     progress: bool = True  # show a progress bar
     device: str = "cpu"  # "cpu", "cuda", "mps" or "auto" (CUDA, else MPS, else CPU); "cuda" = this rank's GPU
+    # Replace a run already in out_dir (its log.jsonl, last/, best/) when training starts; without it
+    # such a folder is refused unless resuming, so that no run is ever overwritten by mistake.
+    overwrite: bool = False
 
 
 class TrainTask(Protocol):
@@ -135,6 +139,8 @@ class TrainResult:
     train_seconds: float = 0.0  # time spent in training steps (evaluation excluded)
     tokens: int = 0  # target tokens trained on, summed over all ranks
     stop_reason: str = ""  # "epochs", "max_steps", "time_budget", "early_stopping"
+    best_saved: bool = False  # this call wrote out_dir/best (False: nothing was saved there)
+    already_finished: bool = False  # resume=True found the run finished: nothing was trained or written
 
     @property
     def tokens_per_s(self) -> float:
@@ -220,26 +226,75 @@ def _better(a: float, b: float | None, maximize: bool) -> bool:
     return b is None or (a > b if maximize else a < b)
 
 
+_START_AGAIN = "start the run again without --resume (with --overwrite to replace it)"
+
+
 class _Log:
     """Append-only JSON-lines log (only rank 0 writes)."""
 
-    def __init__(self, path: Path | None, resume_step: int | None) -> None:
+    def __init__(self, path: Path | None, resumed: TrainState | None) -> None:
         self.path = path
+        self.kept = 0  # records kept from the interrupted run
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        if resume_step is None:
+        if resumed is None:
             path.write_text("")
         elif path.exists():
-            # Drop what the interrupted run logged after its last checkpoint: those steps
-            # are about to be run again.
-            kept = [l for l in path.read_text().splitlines() if l and json.loads(l).get("step", 0) <= resume_step]
-            path.write_text("".join(l + "\n" for l in kept))
+            # Drop what the interrupted run logged after its last checkpoint: those steps are about
+            # to be run again. The checkpoint counted the records before it; cutting by step would
+            # keep an evaluation logged after a checkpoint of the same step (the final one).
+            records = _read_log(path)
+            if resumed.log_records is None:
+                kept = [line for line, record in records if record.get("step", 0) <= resumed.step]
+            else:
+                if len(records) < resumed.log_records:
+                    print(f"attnlab: {path}: {len(records)} records where the checkpoint saw "
+                          f"{resumed.log_records}; lines were lost, the log goes on from here", file=sys.stderr)
+                kept = [line for line, _ in records[: resumed.log_records]]
+            self.kept = len(kept)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            tmp.replace(path)  # a crash while rewriting keeps the old log whole
 
     def write(self, record: dict) -> None:
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
+
+
+def _read_log(path: Path) -> list[tuple[str, dict]]:
+    """The records of a run's log, each with its line. A last line without its newline was torn by
+    an interrupted append: it is dropped (saying so on stderr). Any other line that is not a JSON
+    object is damage the loop did not cause: a ValueError naming ``file:line``."""
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    torn = lines.pop()  # "" when the file ends with a newline
+    if torn.strip():
+        try:
+            complete = isinstance(json.loads(torn), dict)  # whole, only its newline is missing
+        except json.JSONDecodeError:
+            complete = False
+        if complete:
+            lines.append(torn)
+        else:
+            print(f"attnlab: {path}:{len(lines) + 1}: dropped a partial last line left by an interrupted write",
+                  file=sys.stderr)
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--resume: {path}:{number}: damaged log line ({exc.msg}); repair or delete that line, "
+                             f"or {_START_AGAIN}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("step", 0), int):
+            # ValueError, not TypeError: the file is wrong, not the caller.
+            raise ValueError(  # noqa: TRY004
+                f"--resume: {path}:{number}: not a log record (a JSON object with an integer step); "
+                f"repair or delete that line, or {_START_AGAIN}")
+        records.append((line, record))
+    return records
 
 
 @dataclass
@@ -251,9 +306,11 @@ class _Window:
     start: float = field(default_factory=time.perf_counter)  # when the window opened
 
 
-# Saved by every version of this loop; world_size, strategy and rng_per_rank came with several processes.
-_REQUIRED_STATE = ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "tokens", "train_seconds", "best",
-                   "evals_without_gain", "rng", "config")
+# Saved by every version of this loop, with their types; world_size, strategy and rng_per_rank came with
+# several processes, stop_reason with the rule that a finished run is not resumed.
+_REQUIRED_STATE = {"optimizer": dict, "scheduler": dict, "step": int, "epoch": int, "batch_in_epoch": int,
+                   "tokens": int, "train_seconds": (int, float), "best": (dict, type(None)),
+                   "evals_without_gain": int, "rng": dict, "config": dict}
 
 
 @dataclass
@@ -279,6 +336,12 @@ class TrainState:
     train_seconds: float = 0.0
     best: dict[str, float] | None = None  # metrics of the best evaluation so far
     evals_without_gain: int = 0  # evaluations since the best one (for patience)
+    # Why the run stopped, set in the checkpoint written after its final evaluation ("" until then):
+    # resuming a run that has it, and whose limit this run's settings keep, finds nothing to do.
+    stop_reason: str = ""
+    # Records in out_dir/log.jsonl when the state was saved: a resumed run keeps exactly those (None:
+    # a checkpoint from before this count, whose log is cut by step instead).
+    log_records: int | None = 0
     config: dict[str, Any] = field(default_factory=dict)  # the run's TrainConfig, as a dict (asdict)
     world_size: int = 1  # number of processes of the run
     strategy: str = "ddp"  # the run's TrainConfig.strategy
@@ -303,18 +366,38 @@ class TrainState:
         """Read what :meth:`to_dict` wrote (``where``: the checkpoint, for error messages).
 
         Raises:
-            ValueError: no trainer state, or one this loop did not write.
+            ValueError: no trainer state, or one this loop did not write (a one-line message
+                naming the file).
 
         Shape:
             tensors as saved.
         """
+        path = where / ckpt.TRAINER_STATE_FILE
         if state is None:
-            raise ValueError(f"--resume: {where} has no trainer state; it was not written by attnlab.train")
+            raise ValueError(f"{path}: missing; {where} is not a checkpoint to resume from")
+        if not isinstance(state, dict):  # the file is wrong, not the caller: ValueError
+            raise ValueError(  # noqa: TRY004
+                f"{path}: holds a {type(state).__name__}, not the trainer state of attnlab.train")
         missing = [name for name in _REQUIRED_STATE if name not in state]
         if missing:
-            raise ValueError(f"--resume: the trainer state in {where} lacks {missing}; "
-                             "it was not written by attnlab.train")
-        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name in state})
+            raise ValueError(f"{path}: lacks {missing}; it was not written by attnlab.train")
+        wrong = [name for name, kind in _REQUIRED_STATE.items()
+                 if not isinstance(state[name], kind) or (kind is int and isinstance(state[name], bool))]
+        if not wrong and not isinstance(state["config"].get("grad_accum"), int):
+            wrong = ["config"]
+        world_size = state.get("world_size", 1)
+        if not isinstance(world_size, int) or world_size < 1:
+            wrong.append("world_size")
+        elif world_size > 1 and not (isinstance(state.get("rng_per_rank"), list)
+                                     and len(state["rng_per_rank"]) == world_size):
+            wrong.append("rng_per_rank")
+        if not isinstance(state.get("stop_reason", ""), str):
+            wrong.append("stop_reason")
+        if not isinstance(state.get("log_records", 0), int) or state.get("log_records", 0) < 0:
+            wrong.append("log_records")
+        if wrong:
+            raise ValueError(f"{path}: damaged: {wrong} do not have the types attnlab.train saves")
+        return cls(**{"log_records": None, **{f.name: state[f.name] for f in fields(cls) if f.name in state}})
 
     def rng_of(self, rank: int) -> dict:
         """The random states saved for ``rank``."""
@@ -337,7 +420,15 @@ class Trainer:
         self.model, self.task, self.cfg, self.engine = model, task, cfg, engine
         self.out = Path(cfg.out_dir) if cfg.out_dir else None
         self.state = TrainState(config=asdict(cfg), world_size=engine.world_size, strategy=cfg.strategy)
+        self.best_saved = False  # whether this run has written out_dir/best
         saved = self.resume() if resume else None  # loads the weights, which the engine then wraps
+        # Resuming a run that reached its limit (under this run's settings) trains and writes nothing.
+        self.finished = saved.stop_reason if saved is not None and saved.stop_reason and self._limit(saved) else None
+        if self.out is not None and engine.is_main:
+            if resume:
+                ckpt.remove_save_leftovers(self.out)  # what a crash left of a save that has completed
+            elif cfg.overwrite:
+                ckpt.clear_run_folder(self.out)  # checked by train(); deleted only now that training starts
         engine.barrier("the start of training")
         self.forward = engine.wrap(model, compile=cfg.compile)  # what task.loss calls
         self.params = engine.parameters()
@@ -349,11 +440,19 @@ class Trainer:
         if saved is None:
             seed_everything(_rank_seed(cfg.seed, engine.rank))
         else:  # the rest of resume(), which needed the optimizer and the scheduler
-            engine.load_optimizer_state(self.optimizer, saved.optimizer)
-            self.scheduler.load_state_dict(saved.scheduler)
-            ckpt.set_rng_state(saved.rng_of(engine.rank))
-        self.log = _Log(self.out / "log.jsonl" if (self.out and engine.is_main) else None,
-                        self.state.step if resume else None)
+            try:
+                engine.load_optimizer_state(self.optimizer, saved.optimizer)
+                self.scheduler.load_state_dict(saved.scheduler)
+                ckpt.set_rng_state(saved.rng_of(engine.rank))
+            except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
+                raise ValueError(f"--resume: {self.resumed_from / ckpt.TRAINER_STATE_FILE}: its optimizer, schedule "
+                                 f"or random states do not fit this run ({type(err).__name__}: "
+                                 f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}); "
+                                 f"{_START_AGAIN}") from None
+        log = self.out / ckpt.RUN_LOG_FILE if (self.out and engine.is_main and not self.finished) else None
+        self.log = _Log(log, self.state if resume else None)
+        if self.state.log_records is None:  # a checkpoint from before the count: count what was kept
+            self.state.log_records = self.log.kept
         self.history: list[dict] = []  # every log record of this process
         self.window = _Window()
         # A time budget with no step limit is the binding constraint: the bar counts its seconds, not steps.
@@ -375,24 +474,33 @@ class Trainer:
         Returns the saved state, whose optimizer, schedule and random states ``__init__`` puts
         back once those exist.
 
+        The checkpoint is ``out_dir/last``, or the intact ``out_dir/.last.previous`` that a save
+        interrupted between its two renames left (:func:`attnlab.checkpoint.resume_point`).
+
         Raises:
-            FileNotFoundError: no ``out_dir/last``.
+            FileNotFoundError: neither exists.
             ValueError: it was written with another number of processes, ``grad_accum`` or
-                ``strategy``, or not by this loop.
+                ``strategy``, or not by this loop, or it is damaged (one line naming the file).
         """
         out, cfg, engine = self.out, self.cfg, self.engine
-        if out is None or not (out / "last").is_dir():
-            where = out / "last" if out else "(no out_dir)"
-            raise FileNotFoundError(f"--resume: no checkpoint to resume from at {where}")
-        last = ckpt.load_checkpoint(out / "last")
-        saved = TrainState.from_dict(last.trainer_state, out / "last")
+        if out is None:
+            raise FileNotFoundError("--resume: no checkpoint to resume from (no out_dir)")
+        where = self.resumed_from = ckpt.resume_point(out)
+        if where.name != "last" and engine.is_main:
+            print(f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
+                  "renames; the next save completes it", file=sys.stderr)
+        try:
+            last = ckpt.load_checkpoint(where)
+            saved = TrainState.from_dict(last.trainer_state, where)
+        except (ValueError, TypeError, FileNotFoundError) as err:
+            raise ValueError(f"--resume: {err}; {_START_AGAIN}") from None
         was = {"world_size": saved.world_size, "grad_accum": saved.config["grad_accum"], "strategy": saved.strategy}
         now = {"world_size": engine.world_size, "grad_accum": cfg.grad_accum, "strategy": cfg.strategy}
         if engine.world_size == 1:
             was.pop("strategy"), now.pop("strategy")  # one process: there is nothing to shard
         if was != now:
             raise ValueError(
-                f"--resume: {out / 'last'} was written with {was}, this run has {now}; the position in "
+                f"--resume: {where} was written with {was}, this run has {now}; the position in "
                 "the epoch and the per-rank random states depend on them, so resume with the same settings"
             )
         ckpt.load_weights(self.model, last)
@@ -450,18 +558,24 @@ class Trainer:
             state.best, state.evals_without_gain = dict(metrics), 0
             if self.out is not None:
                 self._save("best", module)
+                self.best_saved = True
         else:
             state.evals_without_gain += 1
         return self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience
 
-    def checkpoint(self, evaluate: bool) -> bool:
+    def checkpoint(self, evaluate: bool, final: str = "") -> bool:
         """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
-        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers."""
+        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers.
+
+        ``final``: why the run stops, when this is its last checkpoint. The checkpoint records it
+        (or early stopping, when the evaluation triggers it at the end of the epochs), so that a
+        resumed run knows it is finished."""
         engine = self.engine
         if self.out is None and not evaluate:
             return False
         module = engine.full_model()
         stop = self.evaluate(module) if engine.is_main and evaluate else False
+        self._set_stop_reason(stop, final)
         if self.out is not None:
             # Captured after the evaluation, as a one-process run does: resuming continues from
             # exactly the random state the uninterrupted run continued from.
@@ -472,14 +586,28 @@ class Trainer:
                                    rng_per_rank=rngs if engine.world_size > 1 else None)
                 self._save("last", module, snapshot)
         engine.release_full_model()
-        return engine.broadcast_flag(stop)
+        stop = engine.broadcast_flag(stop)
+        self._set_stop_reason(stop, final)
+        return stop
+
+    def _set_stop_reason(self, early_stop: bool, final: str) -> None:
+        # As in TrainResult.stop_reason: a step or time limit reached at the same step outranks early
+        # stopping, which outranks the end of the epochs.
+        if early_stop and final in ("", "epochs"):
+            self.state.stop_reason = "early_stopping"
+        elif final:
+            self.state.stop_reason = final
 
     def fit(self) -> TrainResult:
         """The loop: epoch after epoch, one :meth:`step` per accumulation group of batches, with
         evaluations and checkpoints when due, until the epochs, ``max_steps``, the time budget
-        or the patience run out; then a final evaluation."""
+        or the patience run out; then a final evaluation. A resumed run that had finished returns
+        at once (see :meth:`_finished_result`)."""
         cfg, state = self.cfg, self.state
+        if self.finished:
+            return self._finished_result()
         stop_reason, epochs_done = "epochs", float(state.epoch)
+        state.stop_reason = ""  # set again when this run stops; the checkpoint written then records it
         self.bar = self._progress_bar()
         self.model.train()
         self.forward.train()
@@ -489,20 +617,26 @@ class Trainer:
                 groups = self._accumulation_groups()
                 if self.bar is not None and cfg.max_steps is None and not self.by_time:
                     self.bar.total = cfg.epochs * len(groups)
-                stop = None
+                # A resumed run may stand at its limit already: killed after the checkpoint of its last
+                # step, before the final evaluation.
+                stop = self._limit_reached()
                 while state.batch_in_epoch < len(groups) and stop is None:
                     self.step(groups[state.batch_in_epoch])
                     stop = self._after_step()
                 if stop is not None:
                     stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
                     if stop != "early_stopping":  # (early stopping has just evaluated)
-                        self.checkpoint(evaluate=True)  # the final evaluation
+                        self.checkpoint(evaluate=True, final=stop)  # the final evaluation
                     break
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 epochs_done = float(state.epoch)
-                if not cfg.eval_every_steps and self.checkpoint(evaluate=True):
-                    stop_reason = "early_stopping"
-                    break
+                final = "epochs" if state.epoch >= cfg.epochs else ""
+                if not cfg.eval_every_steps:
+                    if self.checkpoint(evaluate=True, final=final):
+                        stop_reason = "early_stopping"
+                        break
+                elif final:
+                    self.checkpoint(evaluate=False, final=final)  # nothing to evaluate; last/ records the end
         except RuntimeError as err:
             self.engine.explain(err, f"optimizer step {state.step + 1}")
             raise
@@ -511,7 +645,22 @@ class Trainer:
                 self.bar.close()
         self.engine.finish()
         return TrainResult(state.step, epochs_done, state.best, self.history, state.train_seconds, state.tokens,
-                           stop_reason)
+                           stop_reason, best_saved=self.best_saved)
+
+    def _finished_result(self) -> TrainResult:
+        """A resumed run that had already finished: say so and report it from its saved state,
+        training nothing and writing nothing (``best/``, ``last/`` and the log stay as they are)."""
+        state, engine = self.state, self.engine
+        if engine.is_main:
+            print(f"attnlab: {self.out}: the run is finished (stopped by {self.finished} at step {state.step}); "
+                  "nothing to resume. To train on, raise its limit (epochs, max_steps, time budget or patience)",
+                  file=sys.stderr)
+        epochs_done = float(state.epoch)
+        if state.batch_in_epoch:  # stopped within an epoch
+            epochs_done += state.batch_in_epoch / len(self._accumulation_groups())
+        engine.finish()
+        return TrainResult(state.step, epochs_done, state.best, [], state.train_seconds, state.tokens,
+                           self.finished, already_finished=True)
 
     # ----------------------------------------------------------------------------------------
     # Helpers of the steps
@@ -535,6 +684,23 @@ class Trainer:
                               f"batches; every rank trains on its first {fewest}", stacklevel=4)
             groups = groups[:fewest]
         return groups
+
+    def _limit(self, state: TrainState) -> bool:
+        """Whether ``state`` stands at a limit of this run's settings: there is nothing left to train."""
+        cfg = self.cfg
+        return (state.epoch >= cfg.epochs
+                or (cfg.max_steps is not None and state.step >= cfg.max_steps)
+                or (cfg.time_budget_s is not None and state.train_seconds >= cfg.time_budget_s)
+                or (cfg.patience is not None and state.evals_without_gain >= cfg.patience))
+
+    def _limit_reached(self) -> str | None:
+        """Every rank: "max_steps" or "time_budget" when the run stands at that limit (rank 0's clock decides)."""
+        cfg, state = self.cfg, self.state
+        if cfg.max_steps is not None and state.step >= cfg.max_steps:
+            return "max_steps"
+        if cfg.time_budget_s is not None and self.engine.broadcast_flag(state.train_seconds >= cfg.time_budget_s):
+            return "time_budget"
+        return None
 
     def _after_step(self) -> str | None:
         """Evaluate or save when due; then why the loop stops here (a TrainResult.stop_reason), or None."""
@@ -573,6 +739,7 @@ class Trainer:
     def _record(self, record: dict) -> None:
         self.history.append(record)
         self.log.write(record)
+        self.state.log_records += 1
 
     def _save(self, kind: str, module: nn.Module, snapshot: TrainState | None = None) -> None:
         config, tokenizers = self.task.checkpoint_payload()
@@ -608,6 +775,12 @@ def train(
     (weights, config, tokenizers); ``out_dir/last`` additionally holds the optimizer, scheduler,
     data position and RNG states that ``resume=True`` continues from (a :class:`TrainState`).
 
+    One run per folder (:func:`attnlab.checkpoint.check_run_folder`, checked first): an
+    ``out_dir`` that already holds a run is refused unless ``resume=True`` (continue it) or
+    ``cfg.overwrite`` (delete it when training starts). Resuming a run that reached its limit under
+    these settings trains and writes nothing and returns its saved state (``already_finished``); a
+    log line torn by a crash is dropped; a damaged checkpoint is a one-line ValueError.
+
     ``rank``/``world_size`` default to the joined process group's (see
     :func:`attnlab.distributed.init_distributed`), or 0 of 1. Under several processes every rank
     calls ``train`` with the same config; ``out_dir`` must be one shared folder (rank 0 writes it,
@@ -617,6 +790,7 @@ def train(
     Shape:
         batches are whatever the task yields; the loop only calls ``task.loss`` on them.
     """
+    ckpt.check_run_folder(cfg.out_dir, resume, cfg.overwrite)  # before any work
     if cfg.grad_accum < 1:
         raise ValueError(f"grad_accum must be ≥ 1, got {cfg.grad_accum}")
     if cfg.strategy not in ("ddp", "fsdp"):

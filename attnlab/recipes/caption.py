@@ -139,6 +139,7 @@ def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tu
     Shape:
         images ``(N, 8, 8)`` → captions of up to 5 characters
     """
+    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.model_preset not in PRESETS:
         raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})

@@ -206,6 +206,7 @@ def train_classifier(
     Shape:
         N ``(label, text)`` pairs → a classifier over the ``C`` labels seen in training.
     """
+    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.model_preset not in PRESETS:
         raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})

@@ -242,20 +242,19 @@ class LMTask:
         return self.config.to_dict(), {TOKENIZER_NAME: self.tokenizer}
 
 
-def _run_tokenizer(setup, out: Path | None, train_text: str, resume: bool):
-    """The tokenizer of a run: reloaded from ``out/last`` when resuming, else trained on the text."""
-    if resume:
-        if out is None or not (out / "last").is_dir():
-            raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
-        return _checkpoint_tokenizer(out / "last")
+def _run_tokenizer(setup, resume_from: Path | None, train_text: str):
+    """The tokenizer of a run: reloaded from the checkpoint it resumes from, else trained on the text."""
+    if resume_from is not None:
+        return _checkpoint_tokenizer(resume_from)
     return _build_tokenizer(setup.tokenizer, train_text, setup.vocab_size)
 
 
 def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, TrainResult, Any]:
     """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
     train_text, valid_text = _split_text(text, setup.valid_fraction)
-    tokenizer = _run_tokenizer(setup, out, train_text, resume)
+    tokenizer = _run_tokenizer(setup, resume_from, train_text)
     config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
     task = LMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
     torch.manual_seed(setup.train.seed)
@@ -386,8 +385,9 @@ class MLMTask:
 def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[BertForMaskedLM, TrainResult, Any]:
     """Pretrain a BERT on ``text`` with masked LM (and NSP); return the best model, the run, the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
     train_text, valid_text = _split_text(text, setup.valid_fraction)
-    tokenizer = _run_tokenizer(setup, out, train_text, resume)
+    tokenizer = _run_tokenizer(setup, resume_from, train_text)
     fields = {**setup.model_overrides, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
               "next_sentence_head": setup.next_sentence}
     config = bert_config(setup.model_preset, **fields)

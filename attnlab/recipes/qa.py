@@ -172,6 +172,7 @@ def train_qa(
     Shape:
         N training examples → a :class:`QuestionAnswerer`.
     """
+    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.doc_stride < 1:
         raise ValueError(f"doc_stride must be ≥ 1, got {setup.doc_stride}")
     torch.manual_seed(setup.train.seed)

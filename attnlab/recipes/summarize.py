@@ -230,6 +230,7 @@ def train_summarizer(
     Shape:
         N ``(document, summary)`` pairs → a :class:`Summarizer`.
     """
+    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.model_preset not in PRESETS:
         raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})

@@ -215,10 +215,9 @@ def train_translation(
 ) -> tuple[nn.Module, TrainResult, "Translator"]:
     """Train tokenizers (or reload them when resuming) and a model; return the best translator."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    if resume:
-        if out is None or not (out / "last").is_dir():
-            raise FileNotFoundError(f"--resume: no checkpoint at {out}/last")
-        src_tok, tgt_tok = _load_tokenizers(out / "last")
+    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
+    if resume_from is not None:
+        src_tok, tgt_tok = _load_tokenizers(resume_from)
     else:
         src_tok, tgt_tok = train_tokenizers(setup, [s for s, _ in train_pairs], [t for _, t in train_pairs])
     torch.manual_seed(setup.train.seed)

@@ -123,6 +123,7 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
     Shape:
         images ``(N, 8, 8)`` → a classifier over the 10 digits
     """
+    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.model_preset not in PRESETS:
         raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"n_classes", "image_size", "channels"})
