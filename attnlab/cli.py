@@ -136,6 +136,7 @@ def train_options(
     compile: bool | None = None,
     strategy: Literal["ddp", "fsdp"] | None = None,
     dist_timeout: float | None = None,
+    overwrite: bool | None = None,
 ) -> dict:
     """The options every `attnlab train ...` command takes, added by the CLI itself.
 
@@ -150,6 +151,7 @@ def train_options(
         compile: torch.compile the model for the training steps (off unless given).
         strategy: with several processes: ddp replicates the model on each, fsdp shards it (FSDP2).
         dist_timeout: seconds a process waits for the others before stopping with an error (default 1800).
+        overwrite: replace a run already in OUT (its log.jsonl, last/, best/) instead of stopping; not with --resume.
     """
     return {name: value for name, value in locals().items() if value is not None}
 
@@ -159,11 +161,17 @@ _TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
 
 def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
     """Run a `train ...` command's job inside a distributed session, with the shared options on its TrainConfig."""
+    from .checkpoint import check_run_folder
     from .distributed import DEFAULT_TIMEOUT_S, session
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
     with session(options.pop("device"), timeout_s=timeout) as ctx:
-        job.run(recipe.setup(job, {"device": ctx.device, **options}))
+        setup = recipe.setup(job, {"device": ctx.device, **options})
+        train = getattr(setup, "train", None)  # the GAT trains in its own loop and keeps no run folder
+        if train is not None and hasattr(train, "overwrite"):
+            # Before any data is read: a folder holding another run is refused, --resume needs a checkpoint.
+            check_run_folder(train.out_dir, job.resume, train.overwrite)
+        job.run(setup)
 
 
 def build_parser() -> argparse.ArgumentParser:

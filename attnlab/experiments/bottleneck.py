@@ -304,7 +304,9 @@ def _setup(settings: BottleneckSettings, arch: str, preset: str, overrides: dict
         bleu_tokenize=bleu_tokenize,
         train=TrainConfig(out_dir=str(out_dir), epochs=100_000, time_budget_s=budget_s, lr=settings.lr,
                           warmup_steps=settings.warmup_steps, log_every=25, seed=settings.seed,
-                          progress=settings.progress),
+                          progress=settings.progress,
+                          # OUT/models/NAME belongs to this experiment: a rerun replaces its own models.
+                          overwrite=True),
     )
 
 

@@ -88,6 +88,9 @@ def run_demo(
     log(f"generated {len(splits.train):,} training pairs, e.g. {splits.train[0][0]!r} → {splits.train[0][1]!r}")
     setup = demo_setup(out_dir, minutes=minutes, seed=seed)
     setup.train.progress = progress
+    # Running the demo again replaces its own earlier run (the folder with its report.json); any
+    # other run in that folder is refused by the run-folder check, as for `attnlab train`.
+    setup.train.overwrite = (out_dir / "report.json").is_file()
     log(f"training a {setup.model_preset} Transformer for up to {minutes:g} min …")
     _, result, translator = train_translation(setup, splits.train, splits.valid)
     scores = translator.evaluate([s for s, _ in splits.test], [t for _, t in splits.test], beam_size=1)

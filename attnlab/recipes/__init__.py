@@ -209,6 +209,7 @@ class TrainJob:
     epochs: int | None = None  # train.epochs
     max_steps: int | None = None  # train.max_steps
     seed: int | None = None  # train.seed
+    resume: bool = False  # continue the run in `out` (checked with the run folder before any data is read)
 
 
 @dataclass(frozen=True)
@@ -264,4 +265,9 @@ def print_training(result: TrainResult, out: Path, *, unit: str = "tokens") -> N
           f"({result.tokens_per_s:,.0f} {unit}/s), stopped by {result.stop_reason}")
     if result.best:
         print("best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.best.items()))
-    print(f"model saved in {out / 'best'}")
+    if result.best_saved:
+        print(f"model saved in {out / 'best'}")
+    elif result.already_finished and (out / "best").is_dir():
+        print(f"the run was already finished; its model is in {out / 'best'}")
+    else:
+        print("no model saved (no evaluation ran)")

@@ -539,7 +539,7 @@ def train_lm_command(
         print_training(result, out)
 
     return TrainJob(preset, run, {"tokenizer": tokenizer}, overrides, out=out, minutes=minutes, epochs=epochs,
-                    max_steps=max_steps, seed=seed)
+                    max_steps=max_steps, seed=seed, resume=resume)
 
 
 def train_mlm_command(
@@ -581,7 +581,7 @@ def train_mlm_command(
 
     settings = {"tokenizer": tokenizer, "next_sentence": True if next_sentence else None}
     return TrainJob(preset, run, settings, overrides, out=out, minutes=minutes, epochs=epochs, max_steps=max_steps,
-                    seed=seed)
+                    seed=seed, resume=resume)
 
 
 def generate_command(

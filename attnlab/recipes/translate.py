@@ -418,7 +418,7 @@ def train_command(
         print_training(result, out, unit="target tokens")
 
     return TrainJob(preset, run, {"arch": arch, "model.attention": attention}, overrides,
-                    out=out, minutes=minutes, epochs=epochs, seed=seed)
+                    out=out, minutes=minutes, epochs=epochs, seed=seed, resume=resume)
 
 
 def translate_command(
