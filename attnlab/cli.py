@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         result = fn(*positional, **args)
         if recipe is not None:
             result = _run_training(recipe, result, options)
-    except (ValueError, FileNotFoundError, TypeError) as err:
+    except (ValueError, OSError, TypeError) as err:
         # Bad input is reported as one clear line, not a traceback.
         print(f"attnlab: error: {err}", file=sys.stderr)
         return 2

@@ -516,3 +516,66 @@ def test_a_crash_at_each_step_of_the_checkpoint_write_then_resume_equals_the_uni
             assert err.count("dropped a partial last line") == 1, case
         if case[:2] == ("rename_new", "last"):
             assert "resuming from" in err and ".last.previous" in err, case
+
+
+# --------------------------------------------------------------------------------------------
+# Through the command line: the run folder is checked before any data is read.
+# --------------------------------------------------------------------------------------------
+
+
+def _occupied(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 1}\n')
+    return out
+
+
+def test_cli_refuses_an_occupied_folder_before_reading_data(tmp_path, capsys):
+    from attnlab.cli import main
+
+    out = _occupied(tmp_path)
+    missing = tmp_path / "no-such-file.tsv"  # would be a FileNotFoundError if the data were read first
+    code = main(["train", "translate", "--train-tsv", str(missing), "--valid-tsv", str(missing), "--out", str(out),
+                 "--preset", "tiny"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "log.jsonl" in err and "--overwrite" in err and "no-such-file" not in err
+    assert (out / "log.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_cli_epochs_zero_with_overwrite_says_nothing_was_saved(tmp_path, capsys):
+    from attnlab.cli import main
+
+    out = _occupied(tmp_path)
+    text = tmp_path / "t.txt"
+    text.write_text("to be or not to be, that is the question\n" * 40)
+    code = main(["train", "lm", "--text", str(text), "--out", str(out), "--preset", "tiny", "--epochs", "0",
+                 "--overwrite", "--device", "cpu"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "no model saved" in printed and "model saved in" not in printed
+    assert not (out / "best").exists()
+
+
+def test_cli_resume_with_overwrite_is_one_line(tmp_path, capsys):
+    from attnlab.cli import main
+
+    out = _occupied(tmp_path)
+    text = tmp_path / "t.txt"
+    text.write_text("abc\n" * 40)
+    code = main(["train", "lm", "--text", str(text), "--out", str(out), "--preset", "tiny", "--resume", "--overwrite"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("attnlab: error:")
+
+
+def test_the_demo_replaces_its_own_earlier_run_but_not_another(tmp_path):
+    from attnlab.experiments.demo import run_demo
+
+    out = tmp_path / "demo"
+    first = run_demo(out, minutes=0.02, n_train=300, n_test=20, progress=False, log=lambda *a: None)
+    assert (out / "report.json").is_file() and first.steps >= 1
+    second = run_demo(out, minutes=0.02, n_train=300, n_test=20, progress=False, log=lambda *a: None)
+    assert second.steps >= 1
+    other = _occupied(tmp_path)
+    with pytest.raises(FileExistsError, match="log.jsonl"):
+        run_demo(other, minutes=0.02, n_train=300, n_test=20, progress=False, log=lambda *a: None)
