@@ -410,7 +410,7 @@ def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
             gen = torch.Generator().manual_seed(L)
             q, k, v = (torch.randn(b, 6, L, 64, generator=gen).to(dtype).requires_grad_() for _ in range(3))
             grad = torch.randn(b, 6, L, 64, generator=gen).to(dtype)
-            def fwd_bwd(name: str) -> None:
+            def fwd_bwd(name: str, q=q, k=k, v=v, grad=grad) -> None:  # this length's tensors, bound now
                 q.grad = k.grad = v.grad = None  # as zero_grad(): no accumulation into old gradients
                 scaled_dot_product_attention(q, k, v, is_causal=True, backend=name).output.backward(grad)
 

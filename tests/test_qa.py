@@ -192,7 +192,9 @@ def test_span_head_on_minilm_keeps_the_encoder_and_scores_only_the_passage(minil
     # Logits from S·h and E·h on the passage, the dtype's minimum elsewhere.
     torch.testing.assert_close(out.start_logits[b.span_mask], (hidden @ model.span_proj.weight[0] + model.span_proj.bias[0])[b.span_mask])
     assert bool((out.end_logits[~b.span_mask] == torch.finfo(torch.float32).min).all())
-    masked = lambda x: x.masked_fill(~b.span_mask, float("-inf"))
+    def masked(x):
+        return x.masked_fill(~b.span_mask, float("-inf"))
+
     expected = 0.5 * (F.cross_entropy(masked(out.start_logits), b.start) + F.cross_entropy(masked(out.end_logits), b.end))
     torch.testing.assert_close(out.loss, expected)
     # Every attention map is a distribution over the real tokens of its window.

@@ -23,7 +23,7 @@ from attnlab.train import TrainConfig, train
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
 sys.path.insert(0, str(TESTS))
-from distributed_worker import NextTokenTask, TinyLM
+from distributed_worker import NextTokenTask, TinyLM  # noqa: E402  (tests/ on the path first)
 
 # Near-SGD AdamW (ε ≫ |g|), as in test_distributed; dropout on, so that the random states matter.
 BASE = {"lr": 0.05, "eps": 1.0, "warmup_steps": 1, "log_every": 1, "progress": False, "epochs": 100}

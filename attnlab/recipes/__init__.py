@@ -28,7 +28,7 @@ __all__ = ["Recipe", "TrainJob", "apply_overrides", "print_training", "replace_s
 
 #: A model config class, or a function of the setup that returns it (when another setting picks
 #: the model, as translation's ``arch`` does).
-ConfigClass = typing.Union[type, Callable[[Any], type]]
+ConfigClass = typing.Union[type, Callable[[Any], type]]  # noqa: UP007  (a runtime alias: Union works on 3.10)
 
 
 # --------------------------------------------------------------------------------------------
