@@ -63,7 +63,7 @@ class CaptionerConfig:
     def __post_init__(self) -> None:
         check_fields(self, positive=("vocab_size", "channels", "d_model", "n_heads", "n_encoder_layers",
                                      "n_decoder_layers", "d_ff", "max_len"),
-                     non_negative=("pad_id",), dropout=("dropout",),
+                     non_negative=("pad_id",), fractions=("dropout",),
                      sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("image_size", "image_size", "d_model"),
                             ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)

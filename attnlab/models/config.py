@@ -101,7 +101,7 @@ def check_fields(
     *,
     positive: Iterable[str] = (),
     non_negative: Iterable[str] = (),
-    dropout: Iterable[str] = (),
+    fractions: Iterable[str] = (),
     choices: Mapping[str, Iterable[Any]] | None = None,
     sizes: Iterable[tuple[str, ...]] = (),
 ) -> None:
@@ -110,7 +110,8 @@ def check_fields(
     Types: an ``int`` field takes an integer (not ``true``, not ``"12"``), a ``float`` field a
     finite number (no NaN, no infinity), a ``bool`` ``true``/``false``, a ``str`` text, ``X |
     None`` also None, a tuple or list a list of such items. Then ``positive`` fields must be > 0
-    (≥ 1 for integers), ``non_negative`` ≥ 0, ``dropout`` in [0, 1), each ``choices`` field one of
+    (≥ 1 for integers), ``non_negative`` ≥ 0, ``fractions`` (dropout rates, label smoothing) in
+    [0, 1), each ``choices`` field one of
     its values (None passes where the type allows it), and the product of each group of ``sizes``
     (one weight matrix, or one matrix kind over all layers) at most :data:`MAX_PARAMETERS`.
 
@@ -132,7 +133,7 @@ def check_fields(
         value = getattr(config, name)
         if value is not None and not value >= 0:
             raise ValueError(f"{name} must be ≥ 0, got {value!r}")
-    for name in dropout:
+    for name in fractions:
         value = getattr(config, name)
         if not 0.0 <= value < 1.0:
             raise ValueError(f"{name} must be in [0, 1), got {value!r}")
@@ -161,7 +162,7 @@ class StackConfig:
     def __post_init__(self) -> None:
         check_fields(self, positive=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
                                      "layer_norm_eps"),
-                     non_negative=("init_std", "n_global"), dropout=("dropout",),
+                     non_negative=("init_std", "n_global"), fractions=("dropout",),
                      sizes=(("vocab_size", "n_embd"), ("n_positions", "n_embd"), ("n_layer", "n_embd", "d_ff"),
                             ("n_layer", "n_embd", "n_embd")))
         if self.n_embd % self.n_head:

@@ -122,7 +122,7 @@ class GATConfig:
     model_type: str = "gat"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("n_features", "hidden", "n_heads", "out_heads"), dropout=("dropout",),
+        check_fields(self, positive=("n_features", "hidden", "n_heads", "out_heads"), fractions=("dropout",),
                      non_negative=("negative_slope",),
                      sizes=(("n_features", "n_heads", "hidden"), ("n_heads", "hidden", "n_classes", "out_heads")))
         if self.n_classes < 2:

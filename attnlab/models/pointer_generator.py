@@ -119,7 +119,7 @@ def _check_config(c: PointerGeneratorConfig) -> None:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    check_fields(c, non_negative=("coverage_weight",), dropout=("dropout",),
+    check_fields(c, non_negative=("coverage_weight",), fractions=("dropout",),
                  sizes=(("vocab_size", "embed_dim"), ("vocab_size", "hidden_size"),
                         ("n_layers", "hidden_size", "hidden_size"), ("hidden_size", "attn_dim")))
     if c.cell not in CELLS:

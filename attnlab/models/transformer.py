@@ -56,7 +56,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, positive=("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
-                     non_negative=("n_encoder_layers", "n_decoder_layers", "pad_id"), dropout=("dropout",),
+                     non_negative=("n_encoder_layers", "n_decoder_layers", "pad_id"), fractions=("dropout",),
                      choices={"norm": ("post", "pre"), "activation": ACTIVATIONS},
                      sizes=(("src_vocab_size", "d_model"), ("tgt_vocab_size", "d_model"), ("max_len", "d_model"),
                             ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
