@@ -10,12 +10,19 @@ Most commands come from the recipes' descriptors (:class:`attnlab.recipes.Recipe
 :func:`train_options`, and the job's inference commands (``translate``, ``generate``, ...) are
 its ``commands``. The commands that belong to no single job are registered here with
 :func:`command`; their bodies import their heavy modules lazily.
+
+Errors: :func:`main` is the one error boundary. A failure the user can fix (a missing or wrong
+file, a bad setting, a model folder that does not load; see :func:`_expected`) is one line,
+``attnlab: error: …``, and exit code 2; Ctrl-C stops quietly with 130; anything else is a bug,
+reported in one line that says so, exit code 1. ``--debug`` (or ``ATTNLAB_DEBUG=1``) shows the
+traceback of any of them instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import re
 import sys
 import types
@@ -174,11 +181,17 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
         job.run(setup)
 
 
+def _add_debug_flag(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="show the full traceback of an error (also: environment variable ATTNLAB_DEBUG=1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnlab",
         description="attnlab: attention and the Transformer, from softmax(QKᵀ/√d_k)·V to a CPU-trained translator.",
     )
+    _add_debug_flag(parser, False)
     groups: dict[str, argparse._SubParsersAction] = {}
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     top.required = True
@@ -201,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub = groups[group].add_parser(leaf, help=summary, description=description,
                                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_function_arguments(sub, fn)
+        _add_debug_flag(sub, argparse.SUPPRESS)  # `attnlab CMD ... --debug` as well as `attnlab --debug CMD ...`
         if words[0] == "train":
             clash = [p for p in inspect.signature(fn).parameters if p in _TRAIN_OPTIONS]
             if clash:
@@ -214,9 +228,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_options(fn: Callable, args: dict) -> None:
+    """The checks every command gets before its body runs: an ``out`` folder that is not a file,
+    and a ``device`` this machine has (the one device check of training, :func:`attnlab.distributed.resolve_device`)."""
+    out = args.get("out")
+    if isinstance(out, Path) and out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file of that name exists; the output must be a folder")
+    if isinstance(args.get("device"), str):
+        from .distributed import resolve_device
+
+        args["device"] = resolve_device(args["device"])
+
+
+def _expected(err: BaseException) -> bool:
+    """Whether ``err`` is a failure the user can fix rather than a bug: a file missing, unreadable
+    or of the wrong kind, a bad setting, a model folder that does not load, a missing optional package."""
+    if isinstance(err, (OSError, ValueError, TypeError, EOFError)):  # (JSON and Unicode errors are ValueErrors)
+        return True
+    if isinstance(err, ImportError):  # an optional dependency ("pip install ..."), not one of attnlab's modules
+        return not (err.name or "").startswith("attnlab")
+    import pickle
+
+    if isinstance(err, pickle.UnpicklingError):
+        return True
+    if "torch" in sys.modules:
+        import torch
+
+        if isinstance(err, torch.OutOfMemoryError):
+            return True
+        if isinstance(err, RuntimeError) and "PytorchStreamReader" in str(err):  # a damaged torch.save file
+            return True
+    if "safetensors" in sys.modules:
+        from safetensors import SafetensorError
+
+        return isinstance(err, SafetensorError)
+    return False
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror}" + (f" (to {err.filename2})" if err.filename2 is not None else "")
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command line; returns the exit code (0, 2 for an expected error, 1 for a bug, 130 for Ctrl-C)."""
     parser = build_parser()
     args = vars(parser.parse_args(argv))
+    debug = args.pop("debug", False) or os.environ.get("ATTNLAB_DEBUG", "").strip() not in ("", "0")
     fn, recipe = args.pop("_fn"), args.pop("_recipe")
     args.pop("command", None)
     args.pop("subcommand", None)
@@ -224,13 +285,23 @@ def main(argv: list[str] | None = None) -> int:
     positional = [args.pop(name) for name, p in inspect.signature(fn).parameters.items()
                   if p.kind is inspect.Parameter.POSITIONAL_ONLY]
     try:
+        _check_options(fn, args)
         result = fn(*positional, **args)
         if recipe is not None:
             result = _run_training(recipe, result, options)
-    except (ValueError, OSError, TypeError) as err:
-        # Bad input is reported as one clear line, not a traceback.
-        print(f"attnlab: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        if _expected(err):
+            print(f"attnlab: error: {_one_line(err)}", file=sys.stderr)
+            return 2
+        print(f"attnlab: internal error, a bug in attnlab: {type(err).__name__}: {_one_line(err)} — run again with "
+              "--debug (or ATTNLAB_DEBUG=1) to see the traceback, and please report it", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

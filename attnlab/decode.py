@@ -16,6 +16,7 @@ Shape letters: ``B`` batch, ``K`` beam size, ``S`` source length, ``T`` output l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -29,7 +30,9 @@ __all__ = [
     "Hypothesis",
     "greedy_decode",
     "beam_search",
+    "check_beam",
     "length_penalty",
+    "MAX_BEAM",
     "Generation",
     "sample_next",
     "iter_generate",
@@ -105,6 +108,28 @@ def greedy_decode(
     return hyps
 
 
+#: The widest beam :func:`beam_search` accepts. Each step scores beam_size × V extensions of every
+#: sentence, so the time grows with the beam while the quality does not: it levels off after a few
+#: beams and can drop for wide ones (Koehn & Knowles 2017, "Six Challenges for Neural Machine
+#: Translation"). 64 leaves room to experiment and stops a mistyped ``--beam 100000`` at once.
+MAX_BEAM = 64
+
+
+def check_beam(beam_size: int, alpha: float = 0.6, vocab_size: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``beam_size`` is an integer in 1 … :data:`MAX_BEAM` (and at most
+    ``vocab_size``, when given: a beam wider than the vocabulary has nothing to keep) and ``alpha``,
+    the length-penalty exponent, is a finite number ≥ 0."""
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam size must be an integer ≥ 1, got {beam_size!r}")
+    if beam_size > MAX_BEAM:
+        raise ValueError(f"beam size {beam_size} is over the limit of {MAX_BEAM} (attnlab.decode.MAX_BEAM); "
+                         "wider beams cost time and rarely help")
+    if vocab_size is not None and beam_size > vocab_size:
+        raise ValueError(f"beam size {beam_size} is larger than the vocabulary ({vocab_size} tokens)")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha (the length-penalty exponent) must be a finite number ≥ 0, got {alpha!r}")
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length normaliser ``((5 + |Y|) / 6)^α`` (Wu et al. 2016, §7); α = 0 disables it."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -132,11 +157,14 @@ def beam_search(
     search ends; the final choice divides each score by :func:`length_penalty`. With
     ``beam_size=1`` this is exactly :func:`greedy_decode`.
 
+    Raises:
+        ValueError: a beam size or ``alpha`` that :func:`check_beam` refuses, a beam wider than the
+            model's vocabulary (found at the first step), or a malformed ``src``.
+
     Shape:
         src ``(B, S)`` → ``B`` hypotheses; cross_attention ``(L, H, T, S_b)`` each
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be ≥ 1, got {beam_size}")
+    check_beam(beam_size, alpha)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
     rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
@@ -153,6 +181,8 @@ def beam_search(
         step = model.step(tokens, state, need_weights=return_attention)
         logp = torch.log_softmax(step.logits.float(), dim=-1)  # (B·K, V)
         V = logp.shape[-1]
+        if K > V:
+            check_beam(K, alpha, V)  # raises: fewer tokens than beams
         # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
         frozen = torch.full_like(logp, float("-inf"))
         frozen[:, pad_id] = 0.0

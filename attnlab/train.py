@@ -65,6 +65,7 @@ from torch import nn
 
 from . import checkpoint as ckpt
 from . import distributed
+from .models.config import check_fields
 
 __all__ = [
     "TrainConfig",
@@ -76,6 +77,12 @@ __all__ = [
     "seed_everything",
     "train",
 ]
+
+
+#: The learning-rate schedules of :func:`lr_multiplier` (``TrainConfig.schedule``).
+SCHEDULES = ("inverse_sqrt", "cosine", "constant")
+#: The numeric precisions of the training steps (``TrainConfig.precision``).
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -105,6 +112,24 @@ class TrainConfig:
     # Replace a run already in out_dir (its log.jsonl, last/, best/) when training starts; without it
     # such a folder is refused unless resuming, so that no run is ever overwritten by mistake.
     overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        # Every field is checked when the config is made (a preset, an override, replace()), so a
+        # bad setting stops the run before any data is read, not at the first evaluation. The
+        # device is checked against this machine by distributed.resolve_device when training starts.
+        check_fields(self, positive=("lr", "eps", "clip_norm", "grad_accum", "eval_every_steps", "save_every_steps",
+                                     "patience", "log_every"),
+                     non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
+                     choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")})
+        if not all(0.0 <= beta < 1.0 for beta in self.betas):
+            raise ValueError(f"betas must each be in [0, 1), got {self.betas!r}")
+
+    def check_schedule(self) -> None:
+        """Raise ``ValueError`` unless the schedule can run: ``"cosine"`` decays towards the end of
+        the run, so it needs ``max_steps`` or ``time_budget_s`` to know where that is. (Checked when
+        training starts, not in ``__post_init__``: settings are often given one at a time.)"""
+        if self.schedule == "cosine" and not self.max_steps and not self.time_budget_s:
+            raise ValueError("schedule='cosine' needs max_steps or time_budget_s (--minutes) to know when the run ends")
 
 
 class TrainTask(Protocol):
@@ -796,6 +821,7 @@ def train(
     if cfg.strategy not in ("ddp", "fsdp"):
         raise ValueError(f"strategy must be 'ddp' or 'fsdp', got {cfg.strategy!r}")
     _autocast(cfg.precision, torch.device("cpu"))  # reject a bad precision before any work
+    cfg.check_schedule()
     rank, world_size = distributed.rank_and_world(rank, world_size)
     device = torch.device(distributed.resolve_device(cfg.device))
     model.to(device)

@@ -31,7 +31,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
-from .config import StackConfig, preset_config
+from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
 
@@ -81,8 +81,9 @@ class BertConfig(StackConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.type_vocab_size < 1:
-            raise ValueError(f"type_vocab_size must be ≥ 1, got {self.type_vocab_size}")
+        check_fields(self, positive=("type_vocab_size",), sizes=(("type_vocab_size", "n_embd"),))
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id={self.pad_id} is outside the vocabulary of size {self.vocab_size}")
 
 
 #: Named sizes, in one place. ``vocab_size`` is filled in from the tokenizer when training.

@@ -35,7 +35,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import DecoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding
-from .config import preset_config
+from .config import check_fields, preset_config
 from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 from .vit import PatchEmbedding, PatchEncoder, as_image_batch, check_geometry
 
@@ -61,10 +61,12 @@ class CaptionerConfig:
     model_type: str = "captioner"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "channels", "d_model", "n_heads", "n_encoder_layers",
+                                     "n_decoder_layers", "d_ff", "max_len"),
+                     non_negative=("pad_id",), fractions=("dropout",),
+                     sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("image_size", "image_size", "d_model"),
+                            ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
-        for name in ("vocab_size", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
 
     @property
     def n_patches(self) -> int:

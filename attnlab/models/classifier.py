@@ -32,7 +32,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
-from .config import preset_config
+from .config import check_fields, preset_config
 
 Tensor = torch.Tensor
 
@@ -61,11 +61,10 @@ class ClassifierConfig:
     model_type: str = "attention_pool_classifier"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if self.n_layers < 0:
-            raise ValueError(f"n_layers must be ≥ 0, got {self.n_layers}")
+        check_fields(self, positive=("vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
+                     non_negative=("n_layers", "pad_id"), fractions=("dropout",),
+                     sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("n_layers", "d_model", "d_ff"),
+                            ("n_classes", "d_model")))
         if self.n_classes < 2:
             raise ValueError(f"a classifier needs at least 2 classes, got n_classes={self.n_classes}")
         if self.d_model % self.n_heads:

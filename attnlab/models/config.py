@@ -11,18 +11,33 @@ lives here:
   described with the GPT-2/BERT field names (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``):
   the shared checks, the feed-forward width, the attention variant, and the plain-dict form
   written to a checkpoint's ``config.json`` and read back.
+- :func:`check_fields`: the checks every config (and the training settings) runs in
+  ``__post_init__``: each field against its declared type, the ranges it names, and a cap on the
+  parameters one weight matrix may ask for (:data:`MAX_PARAMETERS`). Because they run when the
+  dataclass is made, a bad value is refused wherever it comes from — a ``--override``, a preset,
+  a ``config.json`` — before any data is read or any weight allocated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..variants import AttentionSpec
 from ..layers import ACTIVATIONS
 
-__all__ = ["preset_config", "StackConfig"]
+__all__ = ["MAX_PARAMETERS", "check_fields", "preset_config", "StackConfig"]
+
+#: The most parameters a config may ask for in one product of its sizes (one weight matrix, or one
+#: kind of matrix over all layers): 2³¹, 8 GiB in fp32. Far above anything attnlab trains, it
+#: turns a typo such as ``d_ff=10**12`` into a clear error instead of an attempt to allocate
+#: terabytes.
+MAX_PARAMETERS = 2**31
 
 C = TypeVar("C")
 S = TypeVar("S", bound="StackConfig")
@@ -39,6 +54,103 @@ def preset_config(cls: type[C], presets: Mapping[str, Mapping[str, Any]], preset
     return cls(**{**presets[preset], **overrides})
 
 
+@functools.cache
+def _declared_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
+def _type_error(value: Any, tp: Any) -> str | None:
+    """Why ``value`` is not a ``tp`` (None when it is one). Types not listed here are not checked."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        reasons = [_type_error(value, a) for a in args if a is not type(None)]
+        return None if None in reasons else " or ".join(r for r in reasons if r) + (
+            " or null" if type(None) in args else "")
+    if origin is Literal:
+        return None if value in args else f"one of {list(args)}"
+    if tp is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if tp is int:
+        # bool is an int to Python, but true is no width; "12" from a hand-edited config.json is no number.
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return None if ok else "a finite number"
+    if tp is str:
+        return None if isinstance(value, str) else "text"
+    if tp is dict or origin is dict:
+        return None if isinstance(value, dict) else "a mapping"
+    if origin in (tuple, list) or tp in (tuple, list):
+        if not isinstance(value, (tuple, list)):  # a tuple comes back from JSON as a list
+            return "a list"
+        if origin is tuple and args and args[-1] is not Ellipsis and len(args) != len(value):
+            return f"a list of {len(args)} items"
+        item_types = args[:1] * len(value) if origin is list or (args and args[-1] is Ellipsis) else args
+        for item, item_tp in zip(value, item_types):
+            reason = _type_error(item, item_tp)
+            if reason:
+                return f"a list whose items are each {reason}"
+    return None
+
+
+def check_fields(
+    config: Any,
+    *,
+    positive: Iterable[str] = (),
+    non_negative: Iterable[str] = (),
+    fractions: Iterable[str] = (),
+    choices: Mapping[str, Iterable[Any]] | None = None,
+    sizes: Iterable[tuple[str, ...]] = (),
+) -> None:
+    """Check the dataclass ``config``: every field against its declared type, then the ranges named.
+
+    Types: an ``int`` field takes an integer (not ``true``, not ``"12"``), a ``float`` field a
+    finite number (no NaN, no infinity), a ``bool`` ``true``/``false``, a ``str`` text, ``X |
+    None`` also None, a tuple or list a list of such items. Then ``positive`` fields must be > 0
+    (≥ 1 for integers), ``non_negative`` ≥ 0, ``fractions`` (dropout rates, label smoothing) in
+    [0, 1), each ``choices`` field one of
+    its values (None passes where the type allows it), and the product of each group of ``sizes``
+    (one weight matrix, or one matrix kind over all layers) at most :data:`MAX_PARAMETERS`.
+
+    Raises:
+        ValueError: naming the field, what it must be, and the value it got.
+    """
+    declared = _declared_types(type(config))
+    for name, tp in declared.items():
+        value = getattr(config, name)
+        reason = _type_error(value, tp)
+        if reason:
+            raise ValueError(f"{name} must be {reason}, got {value!r}")
+    for name in positive:
+        value = getattr(config, name)
+        if value is not None and not value > 0:
+            integer = int in (declared.get(name), *typing.get_args(declared.get(name)))
+            raise ValueError(f"{name} must be {'≥ 1' if integer else '> 0'}, got {value!r}")
+    for name in non_negative:
+        value = getattr(config, name)
+        if value is not None and not value >= 0:
+            raise ValueError(f"{name} must be ≥ 0, got {value!r}")
+    for name in fractions:
+        value = getattr(config, name)
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    for name, allowed in (choices or {}).items():
+        value, allowed = getattr(config, name), list(allowed)
+        if value is not None and value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; choose from {allowed}")
+    for group in sizes:
+        values = [getattr(config, name) for name in group]
+        if any(v is None or v <= 0 for v in values):  # (a range check above, or the caller's, reports those)
+            continue
+        if math.prod(values) > MAX_PARAMETERS:
+            product = " × ".join(f"{name}={v}" for name, v in zip(group, values))
+            raise ValueError(f"{product} asks for {math.prod(values):,} parameters, over the limit of "
+                             f"{MAX_PARAMETERS:,} (attnlab.models.config.MAX_PARAMETERS); is a size mistyped?")
+
+
 class StackConfig:
     """Shared behaviour of the GPT and BERT config dataclasses (a mixin: it declares no fields).
 
@@ -48,6 +160,11 @@ class StackConfig:
     """
 
     def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
+                                     "layer_norm_eps"),
+                     non_negative=("init_std", "n_global"), fractions=("dropout",),
+                     sizes=(("vocab_size", "n_embd"), ("n_positions", "n_embd"), ("n_layer", "n_embd", "d_ff"),
+                            ("n_layer", "n_embd", "n_embd")))
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.activation not in ACTIVATIONS:
@@ -55,9 +172,6 @@ class StackConfig:
         spec = self.attention_spec()  # a clear error now for a bad variant or window
         if self.backend != "auto":
             spec.replace(backend=self.backend)  # ... or a backend, which only attention="full" has
-        for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
 
     @property
     def d_ff(self) -> int:

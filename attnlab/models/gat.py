@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import preset_config
+from .config import check_fields, preset_config
 
 Tensor = torch.Tensor
 
@@ -122,9 +122,9 @@ class GATConfig:
     model_type: str = "gat"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        for name in ("n_features", "hidden", "n_heads", "out_heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        check_fields(self, positive=("n_features", "hidden", "n_heads", "out_heads"), fractions=("dropout",),
+                     non_negative=("negative_slope",),
+                     sizes=(("n_features", "n_heads", "hidden"), ("n_heads", "hidden", "n_classes", "out_heads")))
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be ≥ 2, got {self.n_classes}")
 

@@ -33,7 +33,7 @@ from torch import nn
 from ..accel import apply_dropout, linear
 from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
-from .config import StackConfig, preset_config
+from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
 
@@ -65,6 +65,7 @@ class GPTConfig(StackConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_fields(self, positive=("rotary_base",))
         if self.positions not in ("learned", "rotary"):
             raise ValueError(f"positions must be 'learned' or 'rotary', got {self.positions!r}")
 

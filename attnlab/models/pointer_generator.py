@@ -71,6 +71,7 @@ from .rnn_seq2seq import (
     recurrent_layer,
     to_torch_state,
 )
+from .config import check_fields
 from .seq2seq import Seq2SeqOutput, StepOutput, mean_over_targets
 
 Tensor = torch.Tensor
@@ -100,6 +101,9 @@ class PointerGeneratorConfig:
     unk_id: int = 1  # the id that extended (out-of-vocabulary) ids are embedded as
     model_type: str = "pointer_generator"  # checkpoint tag used to rebuild the right class
 
+    def __post_init__(self) -> None:
+        _check_config(self)
+
 
 #: Named sizes, in one place. "see2017" is the paper's shape (128-wide embeddings, a 256-unit LSTM
 #: per encoder direction, hence D = 512 here; See et al. used a 50k vocabulary).
@@ -111,17 +115,17 @@ PRESETS: dict[str, dict] = {
 
 
 def _check_config(c: PointerGeneratorConfig) -> None:
+    for name in ("vocab_size", "embed_dim", "hidden_size", "attn_dim", "n_layers"):
+        value = getattr(c, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_fields(c, non_negative=("coverage_weight",), fractions=("dropout",),
+                 sizes=(("vocab_size", "embed_dim"), ("vocab_size", "hidden_size"),
+                        ("n_layers", "hidden_size", "hidden_size"), ("hidden_size", "attn_dim")))
     if c.cell not in CELLS:
         raise ValueError(f"unknown RNN cell {c.cell!r}; choose from {list(CELLS)}")
-    for name in ("vocab_size", "embed_dim", "hidden_size", "attn_dim", "n_layers"):
-        if not isinstance(getattr(c, name), int) or getattr(c, name) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
     if c.hidden_size % 2:
         raise ValueError(f"the bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}")
-    if not 0.0 <= c.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {c.dropout}")
-    if c.coverage_weight < 0:
-        raise ValueError(f"coverage_weight must be ≥ 0, got {c.coverage_weight}")
     for name in ("pad_id", "unk_id"):
         if not 0 <= getattr(c, name) < c.vocab_size:
             raise ValueError(f"{name}={getattr(c, name)} is outside the vocabulary of size {c.vocab_size}")
@@ -198,7 +202,6 @@ class PointerGenerator(nn.Module):
 
     def __init__(self, config: PointerGeneratorConfig) -> None:
         super().__init__()
-        _check_config(config)
         c = self.config = config
         self.embed = nn.Embedding(c.vocab_size, c.embed_dim, padding_idx=c.pad_id)
         # The encoder of attnlab.models.rnn_seq2seq, bidirectional as in See et al. §2.1.

@@ -44,6 +44,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import functional as AF
 from ..layers import AdditiveAttention
+from .config import check_fields
 from .seq2seq import Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
@@ -94,6 +95,9 @@ class RNNSeq2SeqConfig:
     pad_id: int = 0  # padding token id in both vocabularies
     model_type: str = "rnn"  # checkpoint tag used to rebuild the right class
 
+    def __post_init__(self) -> None:
+        _check_config(self)
+
 
 #: Named sizes, with the same names as the Transformer's so every translation recipe works with
 #: ``--arch rnn``. "demo" has about as many parameters as the Transformer "demo" preset on the
@@ -109,17 +113,20 @@ PRESETS: dict[str, dict] = {
 
 
 def _check_config(c: RNNSeq2SeqConfig) -> None:
+    for name in ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_size", "n_layers", "attn_dim", "local_window"):
+        value = getattr(c, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_fields(c, non_negative=("pad_id",), fractions=("dropout",),
+                 sizes=(("src_vocab_size", "embed_dim"), ("tgt_vocab_size", "embed_dim"),
+                        ("n_layers", "hidden_size", "hidden_size"), ("embed_dim", "hidden_size"),
+                        ("hidden_size", "attn_dim")))
     if c.cell not in CELLS:
         raise ValueError(f"unknown RNN cell {c.cell!r}; choose from {list(CELLS)}")
     if c.attention not in ATTENTION_KINDS:
         raise ValueError(f"unknown attention {c.attention!r}; choose from {list(ATTENTION_KINDS)}")
-    for name in ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_size", "n_layers", "attn_dim", "local_window"):
-        if not isinstance(getattr(c, name), int) or getattr(c, name) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
     if c.bidirectional and c.hidden_size % 2:
         raise ValueError(f"a bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}")
-    if not 0.0 <= c.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {c.dropout}")
     if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
         raise ValueError(
             f"share_embeddings needs one vocabulary, got src {c.src_vocab_size} and tgt {c.tgt_vocab_size}"
@@ -527,7 +534,6 @@ class RNNSeq2Seq(nn.Module):
 
     def __init__(self, config: RNNSeq2SeqConfig) -> None:
         super().__init__()
-        _check_config(config)
         c = self.config = config
         self.src_embed = nn.Embedding(c.src_vocab_size, c.embed_dim, padding_idx=c.pad_id)
         self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.embed_dim, padding_idx=c.pad_id)

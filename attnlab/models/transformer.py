@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..layers import DecoderBlock, EncoderBlock
+from ..layers import ACTIVATIONS, DecoderBlock, EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
 from ..variants import AttentionSpec
+from .config import check_fields
 from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
@@ -54,6 +55,16 @@ class TransformerConfig:
     model_type: str = "transformer"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
+        check_fields(self, positive=("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
+                     non_negative=("n_encoder_layers", "n_decoder_layers", "pad_id"), fractions=("dropout",),
+                     choices={"norm": ("post", "pre"), "activation": ACTIVATIONS},
+                     sizes=(("src_vocab_size", "d_model"), ("tgt_vocab_size", "d_model"), ("max_len", "d_model"),
+                            ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        for name in ("src_vocab_size", "tgt_vocab_size"):
+            if self.pad_id >= getattr(self, name):
+                raise ValueError(f"pad_id={self.pad_id} is outside the {name} of {getattr(self, name)}")
         AttentionSpec.from_config(self.attention, self.window, self.n_global)  # a clear error now
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +25,11 @@ from typing import Any
 
 from ..train import TrainConfig, TrainResult
 
-__all__ = ["Recipe", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
+__all__ = ["STAND_IN_SIZE", "Recipe", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
+
+#: The vocabulary (or class count) a recipe's ``check_model`` builds the model config with before
+#: the data decides the real one: any size will do to check the other fields.
+STAND_IN_SIZE = 64
 
 #: A model config class, or a function of the setup that returns it (when another setting picks
 #: the model, as translation's ``arch`` does).
@@ -231,6 +236,9 @@ class Recipe:
     load: Callable[..., Any]  # loads a trained model from its folder
     train_command: Callable[..., TrainJob]  # `attnlab train NAME`: its own options → what to train
     commands: Mapping[str, Callable[..., int]] = field(default_factory=dict)  # inference commands by name
+    # Builds a setup's model config with stand-ins for the sizes only the data decides (the
+    # vocabulary), so that a bad model.* setting stops the run before any data is read (None: no check).
+    check_model: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         wrong = [name for name, setup in self.presets.items() if not isinstance(setup, self.setup_cls)]
@@ -243,11 +251,18 @@ class Recipe:
         ``train_options`` are TrainConfig fields (``{"device": "cuda:0", "precision": "bf16"}``),
         the command line's shared training options; they are applied last.
 
+        Every setting is checked here, before any data is read: the types and ranges of the
+        setup's and the TrainConfig's fields (their ``__post_init__``), the schedule, and the
+        model config they make (``check_model``).
+
         Raises:
-            ValueError: an unknown preset, key or architecture, or a value of the wrong type.
+            ValueError: an unknown preset, key or architecture, or a value of the wrong type or
+                out of range.
         """
         if job.preset not in self.presets:
             raise ValueError(f"unknown preset {job.preset!r}; choose from {sorted(self.presets)}")
+        if job.minutes is not None and not (math.isfinite(job.minutes) and job.minutes >= 0):
+            raise ValueError(f"--minutes must be a finite number ≥ 0, got {job.minutes}")
         given = {"train.out_dir": None if job.out is None else str(job.out),
                  "train.time_budget_s": None if job.minutes is None else job.minutes * 60,
                  "train.epochs": job.epochs, "train.max_steps": job.max_steps, "train.seed": job.seed, **job.settings}
@@ -256,6 +271,10 @@ class Recipe:
         setup = apply_overrides(setup, job.overrides or (), self.model_config)
         setup = replace_settings(setup, {f"train.{k}": v for k, v in (train_options or {}).items()}, self.model_config)
         _config_class(self.model_config, setup)  # e.g. an unknown architecture fails here, before any data is read
+        if isinstance(getattr(setup, "train", None), TrainConfig):
+            setup.train.check_schedule()
+        if self.check_model is not None:
+            self.check_model(setup)
         return setup
 
 

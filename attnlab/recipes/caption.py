@@ -29,12 +29,13 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
-from ..decode import beam_search, greedy_decode
+from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import exact_match
 from ..models.captioner import PRESETS, Captioner, CaptionerConfig
+from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
-from . import Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
 Tensor = torch.Tensor
 
@@ -67,6 +68,11 @@ class CaptionSetup:
     shift: int = 1  # training augmentation: random translation by up to this many pixels (0: none)
     seed: int = 0  # seed of the data split (the training seed is train.seed)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("batch_size",), non_negative=("shift",))
+        if self.lang not in DIGIT_NAMES:
+            raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {self.lang!r}")
 
 
 #: Named recipes (``--preset``).
@@ -133,6 +139,16 @@ class CaptionTask:
         return config, {"tokenizer": self.tokenizer}
 
 
+def build_config(setup: CaptionSetup, vocab_size: int, pad_id: int) -> CaptionerConfig:
+    """The captioner config of ``setup``: its preset, its overrides, and the caption tokenizer's sizes."""
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
+    return CaptionerConfig(vocab_size=vocab_size, pad_id=pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+
+
 def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple[ImageCaptioner, TrainResult, DigitsSplits]:
     """Train a captioner on the digits; returns the best one by validation exact match, the run and the data.
 
@@ -140,17 +156,12 @@ def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tu
         images ``(N, 8, 8)`` → captions of up to 5 characters
     """
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
-    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
-    if fixed:
-        raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
+    build_config(setup, STAND_IN_SIZE, 0)  # a bad model setting fails before any data is read
     names = _names(setup.lang)
     data = digits_splits(seed=setup.seed) if data is None else data
     tok = tokenizers.CharTokenizer.train(names)
     torch.manual_seed(setup.train.seed)
-    config = CaptionerConfig(vocab_size=tok.vocab_size, pad_id=tok.pad_id,
-                             **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    config = build_config(setup, tok.vocab_size, tok.pad_id)
     model = Captioner(config)
     result = train(model, CaptionTask(setup, config, tok, data), setup.train)
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
@@ -195,6 +206,7 @@ class ImageCaptioner:
         Shape:
             images ``(B, 8, 8)`` → ``B`` captions; cross_attention ``(L, H, T, P)`` each
         """
+        check_beam(beam_size, vocab_size=self.tokenizer.vocab_size)
         was_training = self.model.training
         self.model.eval()
         device = next(self.model.parameters()).device
@@ -287,6 +299,7 @@ def caption_command(
             (last decoder layer, mean over heads; PNG or SVG).
         device: cpu, cuda or mps.
     """
+    check_beam(beam)  # before the model is loaded
     captioner, config = load_captioner(model, device)
     picked = [held_out_image(config, i) for i in (index or [0])]
     images = torch.stack([image for image, _ in picked])  # (B, 8, 8)
@@ -312,4 +325,5 @@ CAPTION_JOB = Recipe(
     load=load_captioner,
     train_command=train_command,
     commands={"caption": caption_command},
+    check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 0),
 )

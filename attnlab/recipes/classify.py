@@ -27,8 +27,9 @@ from ..data import batching, tokenizers
 from ..data.corpus import read_lines, read_tsv
 from ..functional import padding_mask
 from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
+from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
 Tensor = torch.Tensor
 
@@ -59,6 +60,12 @@ class ClassifySetup:
     max_tokens: int = 4096  # padded tokens per batch (short texts: many per batch; lower it for more steps)
     valid_fraction: float = 0.1  # share of the training lines held out when no validation file is given
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "max_len", "max_tokens"),
+                     choices={"tokenizer": ("bpe", "unigram", "char")})
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
 
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
@@ -193,6 +200,18 @@ def _train_tokenizer(setup: ClassifySetup, texts: list[str]):
     raise ValueError(f"tokenizer must be 'bpe', 'unigram' or 'char', got {setup.tokenizer!r}")
 
 
+def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: int) -> ClassifierConfig:
+    """The classifier config of ``setup``: its preset, its overrides, and the sizes the data decides."""
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the data and the tokenizer; "
+                         "set the text length with max_len=N, not model.max_len")
+    return ClassifierConfig(vocab_size=vocab_size, n_classes=n_classes, max_len=setup.max_len, pad_id=pad_id,
+                            **{**PRESETS[setup.model_preset], **setup.model_overrides})
+
+
 def train_classifier(
     setup: ClassifySetup,
     train_pairs: Sequence[tuple[str, str]],
@@ -207,22 +226,18 @@ def train_classifier(
         N ``(label, text)`` pairs → a classifier over the ``C`` labels seen in training.
     """
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
-    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
-    if fixed:
-        raise ValueError(f"model fields {fixed} come from the data and the tokenizer; "
-                         "set the text length with max_len=N, not model.max_len")
+    build_config(setup, STAND_IN_SIZE, 2, 0)  # a bad model setting fails before the tokenizer is trained
     train_pairs = list(train_pairs)
     if valid_pairs is None:
         train_pairs, valid_pairs = split_validation(train_pairs, setup.valid_fraction, setup.train.seed)
+    if not valid_pairs:
+        raise ValueError("the validation set is empty")
     labels = sorted({label for label, _ in train_pairs})
     if len(labels) < 2:
         raise ValueError(f"the training data has {len(labels)} label(s) {labels}; a classifier needs at least 2")
     tok = _train_tokenizer(setup, [t for _, t in train_pairs])
     torch.manual_seed(setup.train.seed)
-    config = ClassifierConfig(vocab_size=tok.vocab_size, n_classes=len(labels), max_len=setup.max_len,
-                              pad_id=tok.pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    config = build_config(setup, tok.vocab_size, len(labels), tok.pad_id)
     model = AttentionPoolClassifier(config)
     task = ClassificationTask(setup, config, tok, labels, train_pairs, list(valid_pairs))
     result = train(model, task, setup.train)
@@ -441,4 +456,5 @@ CLASSIFY_JOB = Recipe(
     load=load_classifier,
     train_command=train_command,
     commands={"classify": classify_command},
+    check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 2, 0),
 )

@@ -28,9 +28,10 @@ import torch
 
 from .. import checkpoint as ckpt
 from ..data.graphs import GraphData, karate_club
+from ..models.config import check_fields
 from ..models.gat import GAT, PRESETS, GATConfig
 from ..train import seed_everything
-from . import Recipe, TrainJob
+from . import STAND_IN_SIZE, Recipe, TrainJob
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -59,6 +60,9 @@ class GATSetup:
     weight_decay: float = 5e-4  # L2 penalty (§3.3, Cora)
     seed: int = 0  # initialisation and dropout
     device: str = "cpu"  # where the graph and the model live
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("lr",), non_negative=("epochs", "weight_decay"))
 
 
 def apply_overrides(setup: GATSetup, overrides: Sequence[str]) -> GATSetup:
@@ -90,6 +94,16 @@ def _check_labelled(labelled: Sequence[int], data: GraphData) -> None:
         raise ValueError("no labelled node: give at least one per class")
 
 
+def build_config(setup: GATSetup, n_features: int, n_classes: int) -> GATConfig:
+    """The GAT config of ``setup``: its preset, its overrides, and the graph's feature width and classes."""
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
+    return GATConfig(n_features=n_features, n_classes=n_classes, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+
+
 def train_gat(setup: GATSetup, data: GraphData | None = None) -> GATRun:
     """Full-batch semi-supervised training; accuracy on the nodes not in ``setup.labelled``.
 
@@ -98,14 +112,8 @@ def train_gat(setup: GATSetup, data: GraphData | None = None) -> GATRun:
     """
     data = karate_club() if data is None else data
     _check_labelled(setup.labelled, data)
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
-    fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
-    if fixed:
-        raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
     seed_everything(setup.seed)
-    config = GATConfig(n_features=data.features.shape[1], n_classes=len(data.class_names),
-                       **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    config = build_config(setup, data.features.shape[1], len(data.class_names))
     device = torch.device(setup.device)
     model = GAT(config).to(device)
     features, mask, labels = data.features.to(device), data.mask.to(device), data.labels.to(device)
@@ -353,4 +361,5 @@ GAT_JOB = Recipe(
     load=load_gat,
     train_command=train_command,
     commands={"gat": gat_command},
+    check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 2),
 )

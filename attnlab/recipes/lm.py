@@ -43,6 +43,7 @@ from ..models.bert import (
     mask_tokens,
     sentence_embeddings,
 )
+from ..models.config import check_fields
 from ..models.convert_hf import (
     is_hf_checkpoint,
     load_hf_config,
@@ -52,7 +53,7 @@ from ..models.convert_hf import (
 )
 from ..models.gpt import GPT, GPTConfig, gpt_config
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, apply_overrides, print_training
+from . import STAND_IN_SIZE, Recipe, TrainJob, apply_overrides, print_training
 
 Tensor = torch.Tensor
 
@@ -91,6 +92,12 @@ class LMSetup:
     eval_tokens: int | None = None  # validation tokens per evaluation (None: the whole split)
     train: TrainConfig = field(default_factory=TrainConfig)
 
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "batch_size", "eval_tokens"), choices={"tokenizer": ("char", "bpe")})
+        _check_fraction(self.valid_fraction)
+        if self.block_size is not None and self.block_size < 2:
+            raise ValueError(f"block_size must be ≥ 2 (one input and one target), got {self.block_size}")
+
 
 @dataclass
 class MLMSetup:
@@ -107,6 +114,28 @@ class MLMSetup:
     valid_fraction: float = 0.1  # the last 10% of the text (by position) is the validation split
     eval_sequences: int | None = 512  # validation sequences per evaluation (None: all)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "max_len", "batch_size", "mask_prob", "eval_sequences"),
+                     fractions=("mask_prob",), choices={"tokenizer": ("bpe", "char")})
+        _check_fraction(self.valid_fraction)
+
+
+def _check_fraction(valid_fraction: float) -> None:
+    if not 0.0 < valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+
+
+def _check_lm_model(setup: LMSetup) -> None:
+    config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": STAND_IN_SIZE})
+    if setup.block_size is not None and setup.block_size > config.n_positions:
+        raise ValueError(f"block_size={setup.block_size} exceeds the model's n_positions={config.n_positions}")
+
+
+def _check_mlm_model(setup: MLMSetup) -> None:
+    config = bert_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": STAND_IN_SIZE})
+    if setup.max_len > config.n_positions:
+        raise ValueError(f"max_len={setup.max_len} exceeds the model's n_positions={config.n_positions}")
 
 
 #: Named LM recipes (``--preset``): a model size plus the training settings that suit it.
@@ -151,8 +180,7 @@ MLM_RECIPES: dict[str, MLMSetup] = {
 
 
 def _split_text(text: str, valid_fraction: float) -> tuple[str, str]:
-    if not 0.0 < valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+    _check_fraction(valid_fraction)
     if not text.strip():
         raise ValueError("the training text is empty")
     cut = int(len(text) * (1.0 - valid_fraction))
@@ -707,6 +735,7 @@ LM_JOB = Recipe(
     load=load_language_model,
     train_command=train_lm_command,
     commands={"generate": generate_command},
+    check_model=_check_lm_model,
 )
 
 MLM_JOB = Recipe(
@@ -718,4 +747,5 @@ MLM_JOB = Recipe(
     load=load_language_model,
     train_command=train_mlm_command,
     commands={"fill-mask": fill_mask_command, "embed": embed_command, "similarity": similarity_command},
+    check_model=_check_mlm_model,
 )

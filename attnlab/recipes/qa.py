@@ -40,6 +40,7 @@ from ..data.squad import (
 from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
 from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel
+from ..models.config import check_fields
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
 from ..train import TrainConfig, TrainResult, train
 from . import Recipe, TrainJob, print_training
@@ -76,6 +77,10 @@ class QASetup:
     max_tokens: int = 4096  # padded tokens per batch
     eval_examples: int = 2000  # validation questions scored at each evaluation
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("max_length", "doc_stride", "max_query_tokens", "max_answer_tokens",
+                                     "max_tokens", "eval_examples"))
 
 
 #: Named recipes (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
@@ -143,12 +148,18 @@ def _inference_settings(setup: QASetup) -> dict:
 _ADJUSTABLE = ("dropout", "backend")  # encoder fields that can change without changing its weights
 
 
-def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, PretrainedTokenizer]:
-    from ..models.convert_hf import load_bert, minilm_dir
-
+def _check_overrides(setup: QASetup) -> None:
+    """Only the encoder fields that keep its weights can change; their values are checked as BertConfig's."""
     fixed = sorted(set(setup.model_overrides) - set(_ADJUSTABLE))
     if fixed:
         raise ValueError(f"model fields {fixed} are fixed by the pretrained encoder; only {list(_ADJUSTABLE)} can change")
+    BertConfig(**setup.model_overrides)
+
+
+def _initial_model(setup: QASetup) -> tuple[BertForQuestionAnswering, PretrainedTokenizer]:
+    from ..models.convert_hf import load_bert, minilm_dir
+
+    _check_overrides(setup)
     directory = minilm_dir() if setup.init == "minilm" else Path(setup.init)
     encoder = load_bert(directory)
     if isinstance(encoder, BertForMaskedLM):
@@ -175,6 +186,8 @@ def train_qa(
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.doc_stride < 1:
         raise ValueError(f"doc_stride must be ≥ 1, got {setup.doc_stride}")
+    if not valid_examples:
+        raise ValueError("the validation set is empty")
     torch.manual_seed(setup.train.seed)
     model, tokenizer = _initial_model(setup)
     if setup.max_length > model.config.n_positions:
@@ -457,4 +470,5 @@ QA_JOB = Recipe(
     load=load_qa,
     train_command=train_command,
     commands={"answer": answer_command},
+    check_model=_check_overrides,
 )

@@ -40,12 +40,13 @@ from ..data import batching
 from ..data.text_tasks import SummaryExample
 from ..data.tokenizers import WordVocab
 from ..data.corpus import read_lines
-from ..decode import beam_search, greedy_decode
+from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import rouge
+from ..models.config import check_fields
 from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
 from ..data.summaries import facts_splits, read_jsonl
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
 Tensor = torch.Tensor
 
@@ -87,6 +88,14 @@ class SummarizeSetup:
     eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
     beam_size: int = 4  # beam size when the trained model summarises (See et al.: 4)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "min_count", "max_src_len", "max_tgt_len", "max_summary_len",
+                                     "max_tokens", "eval_examples"))
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
+        check_beam(self.eval_beam)
+        check_beam(self.beam_size)
 
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
@@ -217,6 +226,17 @@ class SummarizationTask:
 # --------------------------------------------------------------------------------------------
 
 
+def build_config(setup: SummarizeSetup, vocab_size: int, pad_id: int, unk_id: int) -> PointerGeneratorConfig:
+    """The pointer-generator config of ``setup``: its preset, its overrides, and the vocabulary's sizes."""
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
+    return PointerGeneratorConfig(vocab_size=vocab_size, pad_id=pad_id, unk_id=unk_id,
+                                  **{**PRESETS[setup.model_preset], **setup.model_overrides})
+
+
 def train_summarizer(
     setup: SummarizeSetup,
     train_pairs: Sequence[tuple[str, str]],
@@ -231,19 +251,16 @@ def train_summarizer(
         N ``(document, summary)`` pairs → a :class:`Summarizer`.
     """
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
-    fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
-    if fixed:
-        raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
+    build_config(setup, STAND_IN_SIZE, 0, 1)  # a bad model setting fails before the vocabulary is built
     train_pairs = list(train_pairs)
     if valid_pairs is None:
         train_pairs, valid_pairs = split_validation(train_pairs, setup.valid_fraction, setup.train.seed)
+    if not valid_pairs:
+        raise ValueError("the validation set is empty")
     vocab = WordVocab.build((t for pair in train_pairs for t in pair), max_size=setup.vocab_size,
                             min_count=setup.min_count, lowercase=setup.lowercase)
     torch.manual_seed(setup.train.seed)
-    config = PointerGeneratorConfig(vocab_size=vocab.vocab_size, pad_id=vocab.pad_id, unk_id=vocab.unk_id,
-                                    **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    config = build_config(setup, vocab.vocab_size, vocab.pad_id, vocab.unk_id)
     model = PointerGenerator(config)
     task = SummarizationTask(setup, config, vocab, train_pairs, list(valid_pairs))
     result = train(model, task, setup.train)
@@ -332,6 +349,7 @@ class Summarizer:
         if isinstance(documents, str):
             raise TypeError("summarize takes a list of documents, not one string")
         beam = self.beam_size if beam_size is None else beam_size
+        check_beam(beam, vocab_size=self.vocab.vocab_size)
         limit = max_len or self.max_summary_len
         v = self.vocab
         was_training = self.model.training
@@ -508,6 +526,8 @@ def summarize_command(
             each row is labelled with the probability that the word was copied (1 − p_gen).
         device: cpu, cuda or mps.
     """
+    if beam is not None:
+        check_beam(beam)  # before the model is loaded
     documents, references = list(text or []), []
     if input is not None:
         if input.suffix == ".jsonl":
@@ -542,4 +562,5 @@ SUMMARIZE_JOB = Recipe(
     load=load_summarizer,
     train_command=train_command,
     commands={"summarize": summarize_command},
+    check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 0, 1),
 )

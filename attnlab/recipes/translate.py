@@ -24,14 +24,15 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
-from ..decode import Hypothesis, beam_search, greedy_decode
+from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
 from ..metrics import bleu, chrf, exact_match
+from ..models.config import check_fields
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import Transformer, TransformerConfig
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -69,9 +70,21 @@ class TranslationSetup:
     label_smoothing: float = 0.1  # Vaswani §5.4
     eval_sentences: int = 500  # validation sentences decoded for BLEU at each evaluation
     eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
-    metric: str = "bleu"  # metric that picks the best checkpoint: "bleu", "exact_match" or "loss"
+    metric: str = "bleu"  # metric that picks the best checkpoint: one of METRICS ("bleu", "chrf", "exact_match", "loss")
     bleu_tokenize: str = "13a"  # sacreBLEU tokenizer of the target language ("char" for Japanese)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("vocab_size", "max_tokens", "max_len", "eval_sentences"),
+                     fractions=("label_smoothing",),
+                     choices={"tokenizer": TOKENIZER_KINDS, "tgt_tokenizer": TOKENIZER_KINDS, "metric": METRICS})
+        check_beam(self.eval_beam)
+
+
+#: The tokenizer kinds a translation can use (``tokenizer``, ``tgt_tokenizer``).
+TOKENIZER_KINDS = ("bpe", "unigram", "char")
+#: The validation metrics of a translation run (:meth:`TranslationTask.evaluate`); ``metric`` picks one.
+METRICS = ("bleu", "chrf", "exact_match", "loss")
 
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
@@ -121,6 +134,8 @@ class TranslationTask:
             raise ValueError(f"no training pair is at most max_len={setup.max_len} tokens long")
         self.valid_pairs = list(valid_pairs)[: setup.eval_sentences]
         self.valid_ids = _encode_pairs(self.valid_pairs, src_tok, tgt_tok, None)
+        if not self.valid_ids:
+            raise ValueError("no validation pair has tokens on both sides: the validation set is empty")
         self._src_len, self._tgt_len = batching.pair_lengths(self.train_ids)
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[batching.Seq2SeqBatch]:
@@ -193,17 +208,30 @@ def apply_overrides(setup: TranslationSetup, overrides: Sequence[str]) -> Transl
     return _apply_overrides(setup, overrides, model_config)
 
 
-def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
+def build_config(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> Any:
+    """The model config of ``setup``: its architecture's preset, its overrides, the tokenizers' sizes.
+
+    Raises:
+        ValueError: an unknown architecture or preset, an override of a size the tokenizers
+            decide, or a field the config refuses.
+    """
     if setup.arch not in ARCHS:
         raise ValueError(f"unknown architecture {setup.arch!r}; choose from {sorted(ARCHS)}")
     arch = ARCHS[setup.arch]
     if setup.model_preset not in arch.presets:
         raise ValueError(f"unknown {setup.arch} preset {setup.model_preset!r}; choose from {sorted(arch.presets)}")
+    fixed = sorted(set(setup.model_overrides) & {"src_vocab_size", "tgt_vocab_size", "pad_id"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} come from the tokenizers; set the size with vocab_size=N")
     fields = dict(arch.presets[setup.model_preset], **setup.model_overrides)
     if fields.get("share_embeddings") and not setup.joint_vocab:
         fields["share_embeddings"] = False  # two vocabularies cannot share one embedding table
-    config = arch.config_cls(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, pad_id=pad_id, **fields)
-    return arch.model_cls(config), config
+    return arch.config_cls(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, pad_id=pad_id, **fields)
+
+
+def build_model(setup: TranslationSetup, src_vocab: int, tgt_vocab: int, pad_id: int) -> tuple[nn.Module, Any]:
+    config = build_config(setup, src_vocab, tgt_vocab, pad_id)
+    return ARCHS[setup.arch].model_cls(config), config
 
 
 def train_translation(
@@ -213,7 +241,16 @@ def train_translation(
     *,
     resume: bool = False,
 ) -> tuple[nn.Module, TrainResult, "Translator"]:
-    """Train tokenizers (or reload them when resuming) and a model; return the best translator."""
+    """Train tokenizers (or reload them when resuming) and a model; return the best translator.
+
+    Raises:
+        ValueError: no training or no validation pairs (checked before any tokenizer is trained).
+    """
+    train_pairs, valid_pairs = list(train_pairs), list(valid_pairs)
+    if not train_pairs:
+        raise ValueError("the training set is empty: no sentence pairs to train on")
+    if not valid_pairs:
+        raise ValueError("the validation set is empty: the best model is chosen on it, give at least one pair")
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
     resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
     if resume_from is not None:
@@ -310,7 +347,13 @@ class Translator:
         return_attention: bool = False,
         batch_size: int = 64,
     ) -> list[Translation]:
-        """Translate sentences (batched, sorted by length for little padding)."""
+        """Translate sentences (batched, sorted by length for little padding).
+
+        Raises:
+            ValueError: a sentence with no tokens, or a beam or ``alpha`` that
+                :func:`attnlab.decode.check_beam` refuses (checked before any decoding).
+        """
+        check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
         was_training = self.model.training
         self.model.eval()
         encoded = self.src_tok.encode_batch(list(texts))
@@ -444,6 +487,7 @@ def translate_command(
             a layer × head grid is written beside it with the suffix _grid.
         device: cpu, cuda or mps.
     """
+    check_beam(beam, alpha)  # before the model is loaded
     sentences = list(text or [])
     if input is not None:
         sentences += [line for line in read_lines(input) if line.strip()]
@@ -479,6 +523,7 @@ def evaluate_command(*, model: Path, src: Path, ref: Path, beam: int = 4, device
         beam: beam size (1 = greedy).
         device: cpu, cuda or mps.
     """
+    check_beam(beam)
     corpus = read_parallel(src, ref, on_empty="error")
     scores = load_translator(model, device=device).evaluate(corpus.sources, corpus.targets, beam_size=beam)
     print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
@@ -495,4 +540,5 @@ TRANSLATE_JOB = Recipe(
     load=load_translator,
     train_command=train_command,
     commands={"translate": translate_command, "evaluate": evaluate_command},
+    check_model=lambda setup: build_config(setup, STAND_IN_SIZE, STAND_IN_SIZE, 0),
 )

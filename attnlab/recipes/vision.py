@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
+from ..models.config import check_fields
 from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
@@ -52,6 +53,9 @@ class ViTSetup:
     shift: int = 1  # training augmentation: random translation by up to this many pixels (0: none)
     seed: int = 0  # seed of the data split (the training seed is train.seed)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("batch_size",), non_negative=("shift",))
 
 
 #: Named recipes (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
@@ -117,6 +121,16 @@ def evaluate_vit(model: nn.Module, images: Tensor, labels: Tensor, batch_size: i
     return {"accuracy": correct / len(labels), "loss": total_loss / len(labels)}
 
 
+def build_config(setup: ViTSetup) -> ViTConfig:
+    """The ViT config of ``setup``: its preset and its overrides."""
+    if setup.model_preset not in PRESETS:
+        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    fixed = sorted(set(setup.model_overrides) & {"n_classes", "image_size", "channels"})
+    if fixed:
+        raise ValueError(f"model fields {fixed} are fixed by the digits (10 classes of 8×8 grey images)")
+    return ViTConfig(**{**PRESETS[setup.model_preset], **setup.model_overrides})
+
+
 def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, TrainResult, DigitsSplits]:
     """Train a ViT on the digits; returns the best model by validation accuracy, the run and the data.
 
@@ -124,14 +138,9 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
         images ``(N, 8, 8)`` → a classifier over the 10 digits
     """
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
-    fixed = sorted(set(setup.model_overrides) & {"n_classes", "image_size", "channels"})
-    if fixed:
-        raise ValueError(f"model fields {fixed} are fixed by the digits (10 classes of 8×8 grey images)")
+    config = build_config(setup)
     data = digits_splits(seed=setup.seed) if data is None else data
     torch.manual_seed(setup.train.seed)
-    config = ViTConfig(**{**PRESETS[setup.model_preset], **setup.model_overrides})
     model = ViT(config)
     result = train(model, ImageClassificationTask(setup, config, data), setup.train)
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
@@ -269,4 +278,5 @@ VIT_JOB = Recipe(
     load=load_vit,
     train_command=train_command,
     commands={"vit": vit_command},
+    check_model=build_config,
 )
