@@ -246,13 +246,13 @@ def train_translation(
     Raises:
         ValueError: no training or no validation pairs (checked before any tokenizer is trained).
     """
+    out = Path(setup.train.out_dir) if setup.train.out_dir else None
+    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)  # before the data is looked at
     train_pairs, valid_pairs = list(train_pairs), list(valid_pairs)
     if not train_pairs:
         raise ValueError("the training set is empty: no sentence pairs to train on")
     if not valid_pairs:
         raise ValueError("the validation set is empty: the best model is chosen on it, give at least one pair")
-    out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
     if resume_from is not None:
         src_tok, tgt_tok = _load_tokenizers(resume_from)
     else:
