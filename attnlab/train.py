@@ -117,10 +117,21 @@ class TrainConfig:
         # Every field is checked when the config is made (a preset, an override, replace()), so a
         # bad setting stops the run before any data is read, not at the first evaluation. The
         # device is checked against this machine by distributed.resolve_device when training starts.
-        check_fields(self, positive=("lr", "eps", "clip_norm", "grad_accum", "eval_every_steps", "save_every_steps",
-                                     "patience", "log_every"),
-                     non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
-                     choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")})
+        check_fields(
+            self,
+            positive=(
+                "lr",
+                "eps",
+                "clip_norm",
+                "grad_accum",
+                "eval_every_steps",
+                "save_every_steps",
+                "patience",
+                "log_every",
+            ),
+            non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
+            choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")},
+        )
         if not all(0.0 <= beta < 1.0 for beta in self.betas):
             raise ValueError(f"betas must each be in [0, 1), got {self.betas!r}")
 
@@ -241,6 +252,7 @@ def _rank_seed(seed: int, rank: int) -> int:
     # streams, so that their dropout masks differ.
     return seed + 1_000_003 * rank
 
+
 def _scale_grads(params: Iterable[nn.Parameter], factor: float) -> None:
     for p in params:
         if p.grad is not None:
@@ -274,8 +286,11 @@ class _Log:
                 kept = [line for line, record in records if record.get("step", 0) <= resumed.step]
             else:
                 if len(records) < resumed.log_records:
-                    print(f"attnlab: {path}: {len(records)} records where the checkpoint saw "
-                          f"{resumed.log_records}; lines were lost, the log goes on from here", file=sys.stderr)
+                    print(
+                        f"attnlab: {path}: {len(records)} records where the checkpoint saw "
+                        f"{resumed.log_records}; lines were lost, the log goes on from here",
+                        file=sys.stderr,
+                    )
                 kept = [line for line, _ in records[: resumed.log_records]]
             self.kept = len(kept)
             tmp = path.with_name(path.name + ".tmp")
@@ -302,8 +317,10 @@ def _read_log(path: Path) -> list[tuple[str, dict]]:
         if complete:
             lines.append(torn)
         else:
-            print(f"attnlab: {path}:{len(lines) + 1}: dropped a partial last line left by an interrupted write",
-                  file=sys.stderr)
+            print(
+                f"attnlab: {path}:{len(lines) + 1}: dropped a partial last line left by an interrupted write",
+                file=sys.stderr,
+            )
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -311,13 +328,16 @@ def _read_log(path: Path) -> list[tuple[str, dict]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"--resume: {path}:{number}: damaged log line ({exc.msg}); repair or delete that line, "
-                             f"or {_START_AGAIN}") from None
+            raise ValueError(
+                f"--resume: {path}:{number}: damaged log line ({exc.msg}); repair or delete that line, "
+                f"or {_START_AGAIN}"
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("step", 0), int):
             # ValueError, not TypeError: the file is wrong, not the caller.
             raise ValueError(  # noqa: TRY004
                 f"--resume: {path}:{number}: not a log record (a JSON object with an integer step); "
-                f"repair or delete that line, or {_START_AGAIN}")
+                f"repair or delete that line, or {_START_AGAIN}"
+            )
         records.append((line, record))
     return records
 
@@ -333,9 +353,19 @@ class _Window:
 
 # Saved by every version of this loop, with their types; world_size, strategy and rng_per_rank came with
 # several processes, stop_reason with the rule that a finished run is not resumed.
-_REQUIRED_STATE = {"optimizer": dict, "scheduler": dict, "step": int, "epoch": int, "batch_in_epoch": int,
-                   "tokens": int, "train_seconds": (int, float), "best": (dict, type(None)),
-                   "evals_without_gain": int, "rng": dict, "config": dict}
+_REQUIRED_STATE = {
+    "optimizer": dict,
+    "scheduler": dict,
+    "step": int,
+    "epoch": int,
+    "batch_in_epoch": int,
+    "tokens": int,
+    "train_seconds": (int, float),
+    "best": (dict, type(None)),
+    "evals_without_gain": int,
+    "rng": dict,
+    "config": dict,
+}
 
 
 @dataclass
@@ -402,19 +432,24 @@ class TrainState:
             raise ValueError(f"{path}: missing; {where} is not a checkpoint to resume from")
         if not isinstance(state, dict):  # the file is wrong, not the caller: ValueError
             raise ValueError(  # noqa: TRY004
-                f"{path}: holds a {type(state).__name__}, not the trainer state of attnlab.train")
+                f"{path}: holds a {type(state).__name__}, not the trainer state of attnlab.train"
+            )
         missing = [name for name in _REQUIRED_STATE if name not in state]
         if missing:
             raise ValueError(f"{path}: lacks {missing}; it was not written by attnlab.train")
-        wrong = [name for name, kind in _REQUIRED_STATE.items()
-                 if not isinstance(state[name], kind) or (kind is int and isinstance(state[name], bool))]
+        wrong = [
+            name
+            for name, kind in _REQUIRED_STATE.items()
+            if not isinstance(state[name], kind) or (kind is int and isinstance(state[name], bool))
+        ]
         if not wrong and not isinstance(state["config"].get("grad_accum"), int):
             wrong = ["config"]
         world_size = state.get("world_size", 1)
         if not isinstance(world_size, int) or world_size < 1:
             wrong.append("world_size")
-        elif world_size > 1 and not (isinstance(state.get("rng_per_rank"), list)
-                                     and len(state["rng_per_rank"]) == world_size):
+        elif world_size > 1 and not (
+            isinstance(state.get("rng_per_rank"), list) and len(state["rng_per_rank"]) == world_size
+        ):
             wrong.append("rng_per_rank")
         if not isinstance(state.get("stop_reason", ""), str):
             wrong.append("stop_reason")
@@ -440,8 +475,9 @@ class Trainer:
         batches are whatever the task yields; the loop only calls ``task.loss`` on them.
     """
 
-    def __init__(self, model: nn.Module, task: TrainTask, cfg: TrainConfig, engine: distributed.Engine,
-                 *, resume: bool = False) -> None:
+    def __init__(
+        self, model: nn.Module, task: TrainTask, cfg: TrainConfig, engine: distributed.Engine, *, resume: bool = False
+    ) -> None:
         self.model, self.task, self.cfg, self.engine = model, task, cfg, engine
         self.out = Path(cfg.out_dir) if cfg.out_dir else None
         self.state = TrainState(config=asdict(cfg), world_size=engine.world_size, strategy=cfg.strategy)
@@ -457,8 +493,9 @@ class Trainer:
         engine.barrier("the start of training")
         self.forward = engine.wrap(model, compile=cfg.compile)  # what task.loss calls
         self.params = engine.parameters()
-        self.optimizer = torch.optim.AdamW(_param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr,
-                                           betas=cfg.betas, eps=cfg.eps)
+        self.optimizer = torch.optim.AdamW(
+            _param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps, self._time_progress())
         )
@@ -470,10 +507,12 @@ class Trainer:
                 self.scheduler.load_state_dict(saved.scheduler)
                 ckpt.set_rng_state(saved.rng_of(engine.rank))
             except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
-                raise ValueError(f"--resume: {self.resumed_from / ckpt.TRAINER_STATE_FILE}: its optimizer, schedule "
-                                 f"or random states do not fit this run ({type(err).__name__}: "
-                                 f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}); "
-                                 f"{_START_AGAIN}") from None
+                raise ValueError(
+                    f"--resume: {self.resumed_from / ckpt.TRAINER_STATE_FILE}: its optimizer, schedule "
+                    f"or random states do not fit this run ({type(err).__name__}: "
+                    f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}); "
+                    f"{_START_AGAIN}"
+                ) from None
         log = self.out / ckpt.RUN_LOG_FILE if (self.out and engine.is_main and not self.finished) else None
         self.log = _Log(log, self.state if resume else None)
         if self.state.log_records is None:  # a checkpoint from before the count: count what was kept
@@ -512,8 +551,11 @@ class Trainer:
             raise FileNotFoundError("--resume: no checkpoint to resume from (no out_dir)")
         where = self.resumed_from = ckpt.resume_point(out)
         if where.name != "last" and engine.is_main:
-            print(f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
-                  "renames; the next save completes it", file=sys.stderr)
+            print(
+                f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
+                "renames; the next save completes it",
+                file=sys.stderr,
+            )
         try:
             last = ckpt.load_checkpoint(where)
             saved = TrainState.from_dict(last.trainer_state, where)
@@ -531,8 +573,16 @@ class Trainer:
         ckpt.load_weights(self.model, last)
         # This run's settings are the ones saved from now on; the captured states are put back
         # into the optimizer, scheduler and generators, and captured afresh at each checkpoint.
-        self.state = replace(saved, config=self.state.config, world_size=self.state.world_size,
-                             strategy=self.state.strategy, optimizer=None, scheduler=None, rng=None, rng_per_rank=None)
+        self.state = replace(
+            saved,
+            config=self.state.config,
+            world_size=self.state.world_size,
+            strategy=self.state.strategy,
+            optimizer=None,
+            scheduler=None,
+            rng=None,
+            rng_per_rank=None,
+        )
         return saved
 
     def step(self, group: list[Any]) -> None:
@@ -607,8 +657,13 @@ class Trainer:
             rngs = engine.gather_to_main(ckpt.rng_state())
             optimizer = engine.optimizer_state(self.optimizer)
             if engine.is_main:
-                snapshot = replace(self.state, optimizer=optimizer, scheduler=self.scheduler.state_dict(), rng=rngs[0],
-                                   rng_per_rank=rngs if engine.world_size > 1 else None)
+                snapshot = replace(
+                    self.state,
+                    optimizer=optimizer,
+                    scheduler=self.scheduler.state_dict(),
+                    rng=rngs[0],
+                    rng_per_rank=rngs if engine.world_size > 1 else None,
+                )
                 self._save("last", module, snapshot)
         engine.release_full_model()
         stop = engine.broadcast_flag(stop)
@@ -669,23 +724,41 @@ class Trainer:
             if self.bar is not None:
                 self.bar.close()
         self.engine.finish()
-        return TrainResult(state.step, epochs_done, state.best, self.history, state.train_seconds, state.tokens,
-                           stop_reason, best_saved=self.best_saved)
+        return TrainResult(
+            state.step,
+            epochs_done,
+            state.best,
+            self.history,
+            state.train_seconds,
+            state.tokens,
+            stop_reason,
+            best_saved=self.best_saved,
+        )
 
     def _finished_result(self) -> TrainResult:
         """A resumed run that had already finished: say so and report it from its saved state,
         training nothing and writing nothing (``best/``, ``last/`` and the log stay as they are)."""
         state, engine = self.state, self.engine
         if engine.is_main:
-            print(f"attnlab: {self.out}: the run is finished (stopped by {self.finished} at step {state.step}); "
-                  "nothing to resume. To train on, raise its limit (epochs, max_steps, time budget or patience)",
-                  file=sys.stderr)
+            print(
+                f"attnlab: {self.out}: the run is finished (stopped by {self.finished} at step {state.step}); "
+                "nothing to resume. To train on, raise its limit (epochs, max_steps, time budget or patience)",
+                file=sys.stderr,
+            )
         epochs_done = float(state.epoch)
         if state.batch_in_epoch:  # stopped within an epoch
             epochs_done += state.batch_in_epoch / len(self._accumulation_groups())
         engine.finish()
-        return TrainResult(state.step, epochs_done, state.best, [], state.train_seconds, state.tokens,
-                           self.finished, already_finished=True)
+        return TrainResult(
+            state.step,
+            epochs_done,
+            state.best,
+            [],
+            state.train_seconds,
+            state.tokens,
+            self.finished,
+            already_finished=True,
+        )
 
     # ----------------------------------------------------------------------------------------
     # Helpers of the steps
@@ -705,18 +778,23 @@ class Trainer:
         fewest, most = int(fewest), int(-most)
         if fewest != most:
             if engine.is_main:
-                warnings.warn(f"epoch {self.state.epoch}: the ranks got {fewest} to {most} accumulation groups of "
-                              f"batches; every rank trains on its first {fewest}", stacklevel=4)
+                warnings.warn(
+                    f"epoch {self.state.epoch}: the ranks got {fewest} to {most} accumulation groups of "
+                    f"batches; every rank trains on its first {fewest}",
+                    stacklevel=4,
+                )
             groups = groups[:fewest]
         return groups
 
     def _limit(self, state: TrainState) -> bool:
         """Whether ``state`` stands at a limit of this run's settings: there is nothing left to train."""
         cfg = self.cfg
-        return (state.epoch >= cfg.epochs
-                or (cfg.max_steps is not None and state.step >= cfg.max_steps)
-                or (cfg.time_budget_s is not None and state.train_seconds >= cfg.time_budget_s)
-                or (cfg.patience is not None and state.evals_without_gain >= cfg.patience))
+        return (
+            state.epoch >= cfg.epochs
+            or (cfg.max_steps is not None and state.step >= cfg.max_steps)
+            or (cfg.time_budget_s is not None and state.train_seconds >= cfg.time_budget_s)
+            or (cfg.patience is not None and state.evals_without_gain >= cfg.patience)
+        )
 
     def _limit_reached(self) -> str | None:
         """Every rank: "max_steps" or "time_budget" when the run stands at that limit (rank 0's clock decides)."""
@@ -751,14 +829,16 @@ class Trainer:
             self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}")
         if state.step % self.cfg.log_every == 0:
             elapsed = time.perf_counter() - self.window.start
-            self._record({
-                "step": state.step,
-                "epoch": state.epoch,
-                "loss": self.window.loss / max(self.window.tokens, 1),
-                "lr": self.scheduler.get_last_lr()[0],
-                "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
-                "train_seconds": state.train_seconds,
-            })
+            self._record(
+                {
+                    "step": state.step,
+                    "epoch": state.epoch,
+                    "loss": self.window.loss / max(self.window.tokens, 1),
+                    "lr": self.scheduler.get_last_lr()[0],
+                    "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
+                    "train_seconds": state.train_seconds,
+                }
+            )
             self.window = _Window()
 
     def _record(self, record: dict) -> None:
@@ -769,8 +849,9 @@ class Trainer:
     def _save(self, kind: str, module: nn.Module, snapshot: TrainState | None = None) -> None:
         config, tokenizers = self.task.checkpoint_payload()
         trainer_state = None if snapshot is None else snapshot.to_dict()
-        ckpt.save_checkpoint(self.out / kind, model=module, config=config, tokenizers=tokenizers,
-                             trainer_state=trainer_state)
+        ckpt.save_checkpoint(
+            self.out / kind, model=module, config=config, tokenizers=tokenizers, trainer_state=trainer_state
+        )
 
     def _progress_bar(self):
         if not (self.cfg.progress and self.engine.is_main):
@@ -779,9 +860,14 @@ class Trainer:
 
         cfg, state = self.cfg, self.state
         if self.by_time:
-            return tqdm(total=round(cfg.time_budget_s), initial=round(state.train_seconds), unit="s",
-                        dynamic_ncols=True, leave=False,
-                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]")
+            return tqdm(
+                total=round(cfg.time_budget_s),
+                initial=round(state.train_seconds),
+                unit="s",
+                dynamic_ncols=True,
+                leave=False,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]",
+            )
         return tqdm(total=cfg.max_steps, initial=state.step, unit="step", dynamic_ncols=True, leave=False)
 
 

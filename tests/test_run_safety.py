@@ -96,9 +96,20 @@ def test_resume_after_a_crash_between_the_two_renames(tmp_path, capsys):
 def test_lm_recipe_resumes_from_the_previous_checkpoint(tmp_path):
     # The recipes reload their tokenizers from the same place the trainer resumes from.
     def setup(out, max_steps):
-        return dataclasses.replace(lm.LM_RECIPES["tiny"], block_size=16, batch_size=4, train=dataclasses.replace(
-            lm.LM_RECIPES["tiny"].train, out_dir=str(out), epochs=50, max_steps=max_steps, progress=False,
-            save_every_steps=1, log_every=1))
+        return dataclasses.replace(
+            lm.LM_RECIPES["tiny"],
+            block_size=16,
+            batch_size=4,
+            train=dataclasses.replace(
+                lm.LM_RECIPES["tiny"].train,
+                out_dir=str(out),
+                epochs=50,
+                max_steps=max_steps,
+                progress=False,
+                save_every_steps=1,
+                log_every=1,
+            ),
+        )
 
     text = "the quick brown fox jumps over the lazy dog. " * 40
     full, _, _ = lm.train_lm(setup(tmp_path / "a", 4), text)
@@ -128,13 +139,16 @@ def test_no_checkpoint_to_resume_from_is_one_line(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("reason", "limit"), [
-    ("max_steps", {"max_steps": 4, "save_every_steps": 2}),
-    ("epochs", {"epochs": 1, "eval_every_steps": 2}),  # no evaluation at the end: last/ still records it
-    ("time_budget", {"time_budget_s": 1e-9}),
-    ("early_stopping", {"patience": 1, "lr": 5.0, "eval_every_steps": 1, "max_steps": 50}),  # too large a rate
-    ("early_stopping", {"patience": 1, "lr": 5.0, "epochs": 30}),  # evaluated at the end of each epoch
-])
+@pytest.mark.parametrize(
+    ("reason", "limit"),
+    [
+        ("max_steps", {"max_steps": 4, "save_every_steps": 2}),
+        ("epochs", {"epochs": 1, "eval_every_steps": 2}),  # no evaluation at the end: last/ still records it
+        ("time_budget", {"time_budget_s": 1e-9}),
+        ("early_stopping", {"patience": 1, "lr": 5.0, "eval_every_steps": 1, "max_steps": 50}),  # too large a rate
+        ("early_stopping", {"patience": 1, "lr": 5.0, "epochs": 30}),  # evaluated at the end of each epoch
+    ],
+)
 def test_resume_on_a_finished_run_changes_nothing(tmp_path, capsys, reason, limit):
     out = tmp_path / "run"
     _, first = run(out, **limit)
@@ -146,7 +160,11 @@ def test_resume_on_a_finished_run_changes_nothing(tmp_path, capsys, reason, limi
     assert "finished" in capsys.readouterr().err
     assert again.already_finished and not again.best_saved and again.history == []
     assert (again.steps, again.stop_reason, again.best, again.tokens) == (
-        first.steps, first.stop_reason, first.best, first.tokens)
+        first.steps,
+        first.stop_reason,
+        first.best,
+        first.tokens,
+    )
     assert again.epochs_done == pytest.approx(first.epochs_done)
     assert snapshot(out) == before  # no extra step, no new best/, the log untouched
     last = weights(out / "last")
@@ -163,8 +181,14 @@ def test_raising_the_limit_continues_a_finished_run(tmp_path):
 
 
 def test_lm_recipe_reports_a_finished_run_from_its_saved_state(tmp_path):
-    setup = dataclasses.replace(lm.LM_RECIPES["tiny"], block_size=16, batch_size=4, train=dataclasses.replace(
-        lm.LM_RECIPES["tiny"].train, out_dir=str(tmp_path), epochs=50, max_steps=3, progress=False, log_every=1))
+    setup = dataclasses.replace(
+        lm.LM_RECIPES["tiny"],
+        block_size=16,
+        batch_size=4,
+        train=dataclasses.replace(
+            lm.LM_RECIPES["tiny"].train, out_dir=str(tmp_path), epochs=50, max_steps=3, progress=False, log_every=1
+        ),
+    )
     text = "the quick brown fox jumps over the lazy dog. " * 40
     model, first, _ = lm.train_lm(setup, text)
     before = snapshot(tmp_path)
@@ -280,8 +304,9 @@ def test_a_folder_holding_a_run_is_refused_before_any_work(tmp_path):
         one_line_error(err, str(out), "log.jsonl", "--resume", "--overwrite")
     assert snapshot(out) == before
     # Every recipe checks first, before it reads or builds anything: here the data is not even valid.
-    setup = dataclasses.replace(lm.LM_RECIPES["tiny"], train=dataclasses.replace(
-        lm.LM_RECIPES["tiny"].train, out_dir=str(out)))
+    setup = dataclasses.replace(
+        lm.LM_RECIPES["tiny"], train=dataclasses.replace(lm.LM_RECIPES["tiny"].train, out_dir=str(out))
+    )
     with pytest.raises(FileExistsError):
         lm.train_lm(setup, None)
     from attnlab.recipes import caption, classify, qa, summarize, translate, vision
@@ -295,11 +320,19 @@ def test_a_folder_holding_a_run_is_refused_before_any_work(tmp_path):
         lambda s: translate.train_translation(s, None, None),
         lambda s: lm.train_mlm(s, None),
     ]
-    setups = [caption.CaptionSetup(), classify.ClassifySetup(), qa.QASetup(), summarize.SummarizeSetup(),
-              vision.ViTSetup(), translate.RECIPES["tiny"], lm.MLM_RECIPES["tiny"]]
+    setups = [
+        caption.CaptionSetup(),
+        classify.ClassifySetup(),
+        qa.QASetup(),
+        summarize.SummarizeSetup(),
+        vision.ViTSetup(),
+        translate.RECIPES["tiny"],
+        lm.MLM_RECIPES["tiny"],
+    ]
     for call, recipe_setup in zip(calls, setups, strict=True):
-        recipe_setup = dataclasses.replace(recipe_setup, train=dataclasses.replace(recipe_setup.train,
-                                                                                   out_dir=str(out)))
+        recipe_setup = dataclasses.replace(
+            recipe_setup, train=dataclasses.replace(recipe_setup.train, out_dir=str(out))
+        )
         with pytest.raises(FileExistsError):
             call(recipe_setup)
     assert snapshot(out) == before
@@ -493,9 +526,14 @@ def test_a_crash_at_each_step_of_the_checkpoint_write_then_resume_equals_the_uni
     driver.write_text(_DRIVER, encoding="utf-8")
     fields = {**BASE, **CRASH_RUN}
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(driver), str(REPO), str(TESTS), json.dumps(fields),
-                           json.dumps(CRASHES), str(tmp_path)], check=False, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(driver), str(REPO), str(TESTS), json.dumps(fields), json.dumps(CRASHES), str(tmp_path)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     codes = json.loads(proc.stdout.strip().splitlines()[-1])
     reference = tmp_path / "reference"
@@ -535,8 +573,20 @@ def test_cli_refuses_an_occupied_folder_before_reading_data(tmp_path, capsys):
 
     out = _occupied(tmp_path)
     missing = tmp_path / "no-such-file.tsv"  # would be a FileNotFoundError if the data were read first
-    code = main(["train", "translate", "--train-tsv", str(missing), "--valid-tsv", str(missing), "--out", str(out),
-                 "--preset", "tiny"])
+    code = main(
+        [
+            "train",
+            "translate",
+            "--train-tsv",
+            str(missing),
+            "--valid-tsv",
+            str(missing),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "log.jsonl" in err and "--overwrite" in err and "no-such-file" not in err
@@ -549,8 +599,23 @@ def test_cli_epochs_zero_with_overwrite_says_nothing_was_saved(tmp_path, capsys)
     out = _occupied(tmp_path)
     text = tmp_path / "t.txt"
     text.write_text("to be or not to be, that is the question\n" * 40)
-    code = main(["train", "lm", "--text", str(text), "--out", str(out), "--preset", "tiny", "--epochs", "0",
-                 "--overwrite", "--device", "cpu"])
+    code = main(
+        [
+            "train",
+            "lm",
+            "--text",
+            str(text),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+            "--epochs",
+            "0",
+            "--overwrite",
+            "--device",
+            "cpu",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "no model saved" in printed and "model saved in" not in printed

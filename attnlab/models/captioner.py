@@ -61,11 +61,28 @@ class CaptionerConfig:
     model_type: str = "captioner"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "channels", "d_model", "n_heads", "n_encoder_layers",
-                                     "n_decoder_layers", "d_ff", "max_len"),
-                     non_negative=("pad_id",), fractions=("dropout",),
-                     sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("image_size", "image_size", "d_model"),
-                            ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
+        check_fields(
+            self,
+            positive=(
+                "vocab_size",
+                "channels",
+                "d_model",
+                "n_heads",
+                "n_encoder_layers",
+                "n_decoder_layers",
+                "d_ff",
+                "max_len",
+            ),
+            non_negative=("pad_id",),
+            fractions=("dropout",),
+            sizes=(
+                ("vocab_size", "d_model"),
+                ("max_len", "d_model"),
+                ("image_size", "image_size", "d_model"),
+                ("n_encoder_layers", "d_model", "d_ff"),
+                ("n_decoder_layers", "d_model", "d_ff"),
+            ),
+        )
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
 
     @property
@@ -170,8 +187,9 @@ class Captioner(nn.Module):
         x = self._embed(tgt_in)  # (B, T, D)
         self_w, cross_w = [], []
         for block in self.decoder:
-            x, sw, cw = block(x, memory, memory_padding_mask=memory_mask, target_padding_mask=tgt_mask,
-                              need_weights=need_weights)
+            x, sw, cw = block(
+                x, memory, memory_padding_mask=memory_mask, target_padding_mask=tgt_mask, need_weights=need_weights
+            )
             if need_weights:
                 self_w.append(sw)
                 cross_w.append(cw)
@@ -213,8 +231,9 @@ class Captioner(nn.Module):
         x = self._embed(tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
-            x, _, cw = block(x, memory_padding_mask=state.src_mask, need_weights=need_weights, memory_kv=kv,
-                             cache=cache)
+            x, _, cw = block(
+                x, memory_padding_mask=state.src_mask, need_weights=need_weights, memory_kv=kv, cache=cache
+            )
             if need_weights:
                 cross.append(cw[:, :, -1])  # (B, H, P)
         state.length += tokens.shape[1]
