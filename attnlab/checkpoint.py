@@ -46,16 +46,18 @@ import random
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from .files import contained_path, new_file_mode
+
+T = TypeVar("T")
 
 Tensor = torch.Tensor
 
@@ -101,6 +103,22 @@ class Checkpoint:
     def model_type(self) -> str:
         """The ``"model_type"`` entry of the config (which model class to rebuild)."""
         return self.config["model_type"]
+
+    def make_config(self, make: Callable[[dict[str, Any]], T]) -> T:
+        """``make(config)`` on a copy of the config: the model config (and settings) it returns,
+        with any value it refuses reported against ``config.json``, in one line.
+
+        Raises:
+            ValueError: ``make`` raised ValueError or TypeError (a field of the wrong type or out
+                of range), or KeyError (an entry missing); the message names the file.
+        """
+        path = self.directory / CONFIG_FILE
+        try:
+            return make(dict(self.config))
+        except KeyError as err:
+            raise ValueError(f"{path}: no {err.args[0]!r} entry") from None
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import pickle
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -79,7 +80,8 @@ def is_hf_checkpoint(path: str | os.PathLike) -> bool:
     if not cfg.is_file():
         return False
     try:
-        return "model_type" in json.loads(cfg.read_text(encoding="utf-8"))
+        config = json.loads(cfg.read_text(encoding="utf-8"))
+        return isinstance(config, dict) and "model_type" in config
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 
@@ -89,6 +91,8 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
 def load_hf_config(path: str | os.PathLike) -> dict:
@@ -100,6 +104,19 @@ def load_hf_config(path: str | os.PathLike) -> dict:
     if not cfg.is_file():
         raise FileNotFoundError(f"{cfg}: missing (a HuggingFace checkpoint directory has a config.json)")
     return _read_json(cfg)
+
+
+def _config_from_hf(path: Path, make: Callable[..., Any], hf: Any, **kwargs: Any) -> Any:
+    """``make(hf, **kwargs)``, with a value it refuses (or an entry missing) reported against ``config.json``."""
+    cfg = path / "config.json"
+    if not isinstance(hf, dict):
+        raise ValueError(f"{cfg}: must be a JSON object, got {type(hf).__name__}")
+    try:
+        return make(hf, **kwargs)
+    except KeyError as err:
+        raise ValueError(f"{cfg}: no {err.args[0]!r} entry") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{cfg}: {err}") from None
 
 
 def load_hf_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
@@ -317,7 +334,7 @@ def gpt_config_from_hf(hf: dict) -> GPTConfig:
 def load_gpt2(path: str | os.PathLike) -> GPT:
     """Build attnlab's :class:`GPT` from a HuggingFace GPT-2 checkpoint directory (eval mode)."""
     path = Path(path)
-    config = gpt_config_from_hf(load_hf_config(path))
+    config = _config_from_hf(path, gpt_config_from_hf, load_hf_config(path))
     state = _strip_prefix(load_hf_state_dict(path), "transformer.")
     out = state.pop("lm_head.weight", None)
     if out is not None and "wte.weight" in state and not torch.equal(out, state["wte.weight"]):
@@ -386,11 +403,12 @@ def load_bert(path: str | os.PathLike) -> BertModel | BertForMaskedLM:
     """
     path = Path(path)
     hf_config = load_hf_config(path)
+    _config_from_hf(path, bert_config_from_hf, hf_config)  # a bad config.json stops before the weights are read
     state = _rename_legacy(load_hf_state_dict(path))
     state = _strip_prefix(state, "bert.")
     has_mlm = "cls.predictions.transform.dense.weight" in state
     has_nsp = "cls.seq_relationship.weight" in state
-    config = bert_config_from_hf(hf_config, next_sentence_head=has_nsp)
+    config = _config_from_hf(path, bert_config_from_hf, hf_config, next_sentence_head=has_nsp)
     if has_mlm:
         model: nn.Module = BertForMaskedLM(config)
         rules = {**_bert_rules(config.n_layer, "bert."), **_BERT_MLM_RULES}

@@ -178,11 +178,13 @@ def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptione
     if config_dict.get("model_type") != "captioner":
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a captioner ('captioner')")
     names = {f.name for f in dataclasses.fields(CaptionerConfig)}
-    model = Captioner(CaptionerConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    config, lang = checkpoint.make_config(lambda d: (CaptionerConfig(**{k: v for k, v in d.items() if k in names}),
+                                                     CaptionSetup(lang=d["lang"]).lang))
+    model = Captioner(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     tok = tokenizers.load_tokenizer(directory / "tokenizer.json")
-    return ImageCaptioner(model, tok, config_dict["lang"]), config_dict
+    return ImageCaptioner(model, tok, lang), config_dict
 
 
 @dataclass

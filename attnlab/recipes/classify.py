@@ -247,6 +247,14 @@ def train_classifier(
     return TextClassifier(model, tok, labels, max_len=setup.max_len), result
 
 
+def _config_and_labels(config_dict: dict) -> tuple[ClassifierConfig, list[str]]:
+    labels = config_dict.pop("labels")
+    config = ClassifierConfig(**config_dict)
+    if not (isinstance(labels, list) and len(labels) == config.n_classes and all(isinstance(x, str) for x in labels)):
+        raise ValueError(f"labels must be a list of {config.n_classes} label names (n_classes), got {labels!r}")
+    return config, labels
+
+
 def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
     directory = ckpt.resolve_model_dir(path)
@@ -255,8 +263,7 @@ def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     if config_dict.get("model_type") != ClassifierConfig.model_type:
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a text classifier "
                          f"({ClassifierConfig.model_type!r})")
-    labels = config_dict.pop("labels")
-    config = ClassifierConfig(**config_dict)
+    config, labels = checkpoint.make_config(_config_and_labels)
     model = AttentionPoolClassifier(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()

@@ -152,7 +152,7 @@ def load_gat(path: str | Path) -> tuple[GAT, dict]:
     if config_dict.get("model_type") != "gat":
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a GAT ('gat')")
     names = {f.name for f in dataclasses.fields(GATConfig)}
-    model = GAT(GATConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    model = GAT(checkpoint.make_config(lambda d: GATConfig(**{k: v for k, v in d.items() if k in names})))
     ckpt.load_weights(model, checkpoint)
     return model.eval(), config_dict
 

@@ -453,9 +453,9 @@ def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
         checkpoint = ckpt.load_checkpoint(directory)
         model_type = checkpoint.model_type
         if model_type == "gpt":
-            model: nn.Module = GPT(GPTConfig.from_dict(checkpoint.config))
+            model: nn.Module = GPT(checkpoint.make_config(GPTConfig.from_dict))
         elif model_type == "bert":
-            config = BertConfig.from_dict(checkpoint.config)
+            config = checkpoint.make_config(BertConfig.from_dict)
             has_head = any(k.startswith("mlm.") for k in checkpoint.state_dict)
             model = BertForMaskedLM(config) if has_head else BertModel(config)
         else:

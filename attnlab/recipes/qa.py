@@ -140,6 +140,13 @@ def _inference_settings(setup: QASetup) -> dict:
             "max_query_tokens": setup.max_query_tokens, "max_answer_tokens": setup.max_answer_tokens}
 
 
+def _settings_and_config(config_dict: dict) -> tuple[dict, BertConfig]:
+    """A QA checkpoint's ``config.json``: the inference settings (checked as a QASetup's) and the encoder's config."""
+    settings = {k: config_dict.pop(k) for k in ("max_length", "doc_stride", "max_query_tokens", "max_answer_tokens")}
+    QASetup(**settings)  # checks their types and ranges
+    return settings, BertConfig.from_dict(config_dict)
+
+
 # --------------------------------------------------------------------------------------------
 # Training and loading.
 # --------------------------------------------------------------------------------------------
@@ -213,8 +220,8 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     if config_dict.get("model_type") != MODEL_TYPE:
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a question answerer "
                          f"({MODEL_TYPE!r})")
-    settings = {k: config_dict.pop(k) for k in ("max_length", "doc_stride", "max_query_tokens", "max_answer_tokens")}
-    model = BertForQuestionAnswering(BertConfig.from_dict(config_dict))
+    settings, config = checkpoint.make_config(_settings_and_config)
+    model = BertForQuestionAnswering(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     return QuestionAnswerer(model, load_hf_tokenizer(directory, "bert"), settings)

@@ -284,12 +284,16 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a summarizer "
                          f"({PointerGeneratorConfig.model_type!r})")
     names = {f.name for f in dataclasses.fields(PointerGeneratorConfig)}
-    model = PointerGenerator(PointerGeneratorConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    settings = ("max_src_len", "max_summary_len", "beam_size")  # checked as a SummarizeSetup's
+    config, kept = checkpoint.make_config(lambda d: (
+        PointerGeneratorConfig(**{k: v for k, v in d.items() if k in names}),
+        SummarizeSetup(**{k: d[k] for k in settings})))
+    model = PointerGenerator(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     vocab = WordVocab.load(directory / "vocab.json")
-    return Summarizer(model, vocab, max_src_len=config_dict["max_src_len"],
-                      max_summary_len=config_dict["max_summary_len"], beam_size=config_dict["beam_size"])
+    return Summarizer(model, vocab, max_src_len=kept.max_src_len, max_summary_len=kept.max_summary_len,
+                      beam_size=kept.beam_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -527,6 +531,8 @@ def summarize_command(
     """
     if beam is not None:
         check_beam(beam)  # before the model is loaded
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"--max-len must be ≥ 1, got {max_len}")
     documents, references = list(text or []), []
     if input is not None:
         if input.suffix == ".jsonl":

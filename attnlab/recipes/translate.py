@@ -304,7 +304,7 @@ def load_translator(path: str | Path, device: str = "cpu") -> "Translator":
         raise ValueError(f"{directory}: model_type {model_type!r} is not a translator; known: {sorted(ARCHS)}")
     arch = ARCHS[model_type]
     names = {f.name for f in dataclasses.fields(arch.config_cls)}
-    config = arch.config_cls(**{k: v for k, v in config_dict.items() if k in names})
+    config = checkpoint.make_config(lambda d: arch.config_cls(**{k: v for k, v in d.items() if k in names}))
     model = arch.model_cls(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()

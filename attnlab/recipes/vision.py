@@ -157,7 +157,7 @@ def load_vit(path: str | Path, device: str = "cpu") -> tuple[ViT, dict]:
     if config_dict.get("model_type") != "vit":
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a ViT ('vit')")
     names = {f.name for f in dataclasses.fields(ViTConfig)}
-    model = ViT(ViTConfig(**{k: v for k, v in config_dict.items() if k in names}))
+    model = ViT(checkpoint.make_config(lambda d: ViTConfig(**{k: v for k, v in d.items() if k in names})))
     ckpt.load_weights(model, checkpoint)
     return model.to(device).eval(), config_dict
 
