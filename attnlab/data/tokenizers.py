@@ -77,6 +77,12 @@ class SpecialTokens:
     eos: str = "[EOS]"  # end of sequence, last decoder target
     mask: str | None = "[MASK]"  # masked-LM token (BERT); None leaves it out of the vocabulary
 
+    def __post_init__(self) -> None:
+        for name in ("pad", "unk", "bos", "eos", "mask"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) and value) and not (name == "mask" and value is None):
+                raise ValueError(f"special token {name} must be a non-empty string, got {value!r}")
+
     def as_list(self) -> list[str]:
         """The special tokens in id order."""
         names = [self.pad, self.unk, self.bos, self.eos] + ([self.mask] if self.mask is not None else [])
@@ -137,6 +143,8 @@ def _read_json(path: Path):
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
 def _write_json_atomically(payload: dict, directory: str | os.PathLike, name: str) -> Path:
@@ -522,7 +530,15 @@ class WordVocab:
         payload = _read_json(path)
         if not isinstance(payload, dict) or payload.get("format") != VOCAB_FORMAT:
             raise ValueError(f"{path}: not an attnlab word vocabulary (format {VOCAB_FORMAT!r})")
-        return cls(payload["words"], lowercase=bool(payload["lowercase"]))
+        words, lowercase = payload.get("words"), payload.get("lowercase")
+        if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+            raise ValueError(f"{path}: words must be a list of strings")
+        if not isinstance(lowercase, bool):
+            raise ValueError(f"{path}: lowercase must be true or false, got {lowercase!r}")
+        try:
+            return cls(words, lowercase=lowercase)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     def __repr__(self) -> str:
         return f"WordVocab(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
@@ -730,14 +746,34 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise ValueError(f"{path}: not an attnlab tokenizer file (missing format={FORMAT!r})")
     if payload.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: tokenizer format version {payload.get('version')!r}, expected {FORMAT_VERSION}")
-    special_tokens = SpecialTokens(**payload["special_tokens"])
     kind = payload.get("kind")
-    if kind == "char":
-        return CharTokenizer(payload["chars"], special_tokens=special_tokens)
-    if kind in ("bpe", "unigram"):
-        hf = HFTokenizer.from_str(json.dumps(payload["hf_tokenizer"]))
+    if kind not in ("char", "bpe", "unigram"):
+        raise ValueError(f"{path}: unknown tokenizer kind {kind!r}")
+    # The file may have been edited by hand or damaged: every field's type is checked, and the
+    # error names the file.
+    try:
+        specials = payload["special_tokens"]
+        if not isinstance(specials, dict):
+            raise ValueError(f"special_tokens must be a JSON object, got {type(specials).__name__}")
+        special_tokens = SpecialTokens(**specials)
+        if kind == "char":
+            chars = payload["chars"]
+            if not (isinstance(chars, list) and all(isinstance(c, str) for c in chars)):
+                raise ValueError("chars must be a list of single characters")
+            return CharTokenizer(chars, special_tokens=special_tokens)
+        if not isinstance(payload["hf_tokenizer"], dict):
+            raise ValueError("hf_tokenizer must be a JSON object (a HuggingFace tokenizers file)")
+        try:
+            hf = HFTokenizer.from_str(json.dumps(payload["hf_tokenizer"]))
+        except Exception as err:
+            if type(err) is not Exception:  # (the tokenizers library raises a bare Exception for a malformed tokenizer)
+                raise
+            raise ValueError(f"hf_tokenizer is not a valid HuggingFace tokenizer ({err})") from None
         return SubwordTokenizer(hf, model=kind, special_tokens=special_tokens)
-    raise ValueError(f"{path}: unknown tokenizer kind {kind!r}")
+    except KeyError as err:
+        raise ValueError(f"{path}: no {err.args[0]!r} entry") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: {err}") from None
 
 
 def _special_token(entry) -> str | None:
@@ -773,7 +809,19 @@ def load_hf_tokenizer(path: str | os.PathLike, model_type: str | None = None) ->
         model_type = _read_json(config).get("model_type")
     tok_cfg = _read_json(path / "tokenizer_config.json") if (path / "tokenizer_config.json").is_file() else {}
     special_map = _read_json(path / "special_tokens_map.json") if (path / "special_tokens_map.json").is_file() else {}
+    for name, value in (("tokenizer_config.json", tok_cfg), ("special_tokens_map.json", special_map)):
+        if not isinstance(value, dict):
+            raise ValueError(f"{path / name}: must be a JSON object, got {type(value).__name__}")
     names = {k: _special_token(v) for k, v in {**tok_cfg, **special_map}.items() if k.endswith("_token")}
+    try:
+        return _hf_tokenizer(path, model_type, tok_cfg, names)
+    except Exception as err:
+        if type(err) is not Exception:  # (the tokenizers library raises a bare Exception for a malformed file)
+            raise
+        raise ValueError(f"{path}: the tokenizer files could not be read ({' '.join(str(err).split())})") from None
+
+
+def _hf_tokenizer(path: Path, model_type: str | None, tok_cfg: dict, names: dict) -> PretrainedTokenizer:
     if (path / "tokenizer.json").is_file():
         hf = HFTokenizer.from_file(str(path / "tokenizer.json"))
     elif (path / "vocab.txt").is_file():
