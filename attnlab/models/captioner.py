@@ -63,8 +63,9 @@ class CaptionerConfig:
     def __post_init__(self) -> None:
         check_fields(self, positive=("vocab_size", "channels", "d_model", "n_heads", "n_encoder_layers",
                                      "n_decoder_layers", "d_ff", "max_len"),
-                     non_negative=("pad_id",), fractions=("dropout",),
+                     fractions=("dropout",), ids={"pad_id": ("vocab_size",)},
                      sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("image_size", "image_size", "d_model"),
+                            ("channels", "patch_size", "patch_size", "d_model"),
                             ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
 

@@ -62,7 +62,7 @@ class ClassifierConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, positive=("vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
-                     non_negative=("n_layers", "pad_id"), fractions=("dropout",),
+                     non_negative=("n_layers",), fractions=("dropout",), ids={"pad_id": ("vocab_size",)},
                      sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("n_layers", "d_model", "d_ff"),
                             ("n_classes", "d_model")))
         if self.n_classes < 2:

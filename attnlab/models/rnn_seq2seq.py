@@ -117,7 +117,7 @@ def _check_config(c: RNNSeq2SeqConfig) -> None:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    check_fields(c, non_negative=("pad_id",), fractions=("dropout",),
+    check_fields(c, fractions=("dropout",), ids={"pad_id": ("src_vocab_size", "tgt_vocab_size")},
                  sizes=(("src_vocab_size", "embed_dim"), ("tgt_vocab_size", "embed_dim"),
                         ("n_layers", "hidden_size", "hidden_size"), ("embed_dim", "hidden_size"),
                         ("hidden_size", "attn_dim")))
