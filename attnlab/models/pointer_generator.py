@@ -59,6 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layers import AdditiveAttention
+from .config import check_fields
 
 # The recurrent plumbing (state tuples, masked softmax, RNN construction) is the RNN translators'.
 from .rnn_seq2seq import (
@@ -71,7 +72,6 @@ from .rnn_seq2seq import (
     recurrent_layer,
     to_torch_state,
 )
-from .config import check_fields
 from .seq2seq import Seq2SeqOutput, StepOutput, mean_over_targets
 
 Tensor = torch.Tensor
