@@ -80,11 +80,13 @@ def assert_one_line_error(code: int, err: str, fragment: str) -> None:
 
 # `train translate` on a training file that does not exist: a setting that is refused must be
 # refused before the data is read, or the error would be "no such file".
-TRAIN = ["train", "translate", "--out", "{out}", "--train-tsv", "{missing}", "--valid-tsv", "{valid}", "--preset", "tiny"]
+TRAIN = ["train", "translate", "--out", "{out}", "--train-tsv", "{missing}", "--valid-tsv", "{valid}",
+         "--preset", "tiny"]
 
 SETTINGS_CASES = [
     # issue 17: settings checked only after training time is spent
-    (["--overrides", "metric=perplexity"], "unknown metric 'perplexity'; choose from ['bleu', 'chrf', 'exact_match', 'loss']"),
+    (["--overrides", "metric=perplexity"],
+     "unknown metric 'perplexity'; choose from ['bleu', 'chrf', 'exact_match', 'loss']"),
     (["--overrides", "train.schedule=foo"], "unknown schedule 'foo'"),
     (["--minutes", "-1"], "--minutes must be a finite number ≥ 0, got -1.0"),
     (["--minutes", "nan"], "--minutes must be a finite number ≥ 0, got nan"),
@@ -175,7 +177,8 @@ FILE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv, fragment", FILE_CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(FILE_CASES)])
+@pytest.mark.parametrize("argv, fragment", FILE_CASES,
+                         ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(FILE_CASES)])
 def test_a_bad_path_is_one_line(argv, fragment, paths, capsys):
     code, out, err = run(fill(argv, paths), capsys)
     assert_one_line_error(code, err, fragment)
@@ -185,8 +188,10 @@ def test_a_bad_path_is_one_line(argv, fragment, paths, capsys):
 INFERENCE_CASES = [
     # issue 17: translate --device tpu (cuda: below); --beam 100000; --alpha nan
     (["translate", "--model", "{model}", "--device", "tpu", "ab"], "unknown device 'tpu'"),
-    (["translate", "--model", "{model}", "--beam", "100000", "ab"], f"beam size 100000 is over the limit of {MAX_BEAM}"),
-    (["translate", "--model", "{model}", "--alpha", "nan", "ab"], "alpha (the length-penalty exponent) must be a finite"),
+    (["translate", "--model", "{model}", "--beam", "100000", "ab"],
+     f"beam size 100000 is over the limit of {MAX_BEAM}"),
+    (["translate", "--model", "{model}", "--alpha", "nan", "ab"],
+     "alpha (the length-penalty exponent) must be a finite"),
     # neighbours
     (["translate", "--model", "{model}", "--device", "gpu", "ab"], "unknown device 'gpu'"),
     (["translate", "--model", "{model}", "--device", "cuda:x", "ab"], "unknown device 'cuda:x'"),
@@ -357,7 +362,8 @@ def test_a_task_whose_evaluate_lacks_its_metric_is_a_clear_error():
         def checkpoint_payload(self):
             return {}, {}
 
-    with pytest.raises(ValueError, match=r"metric 'bleu' is not among the metrics its evaluate\(\) returns: \['loss'\]"):
+    with pytest.raises(ValueError, match=r"metric 'bleu' is not among the metrics its evaluate\(\) returns: "
+                                         r"\['loss'\]"):
         train(torch.nn.Linear(3, 1), Task(), TrainConfig(epochs=1, progress=False))
 
 

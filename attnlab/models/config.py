@@ -154,8 +154,9 @@ def check_fields(
     for name, vocabularies in (ids or {}).items():
         value = getattr(config, name)
         for vocabulary in vocabularies:
-            if not 0 <= value < getattr(config, vocabulary):
-                raise ValueError(f"{name}={value} is outside the vocabulary ({vocabulary}={getattr(config, vocabulary)})")
+            size = getattr(config, vocabulary)
+            if not 0 <= value < size:
+                raise ValueError(f"{name}={value} is outside the vocabulary ({vocabulary}={size})")
 
 
 class StackConfig:

@@ -146,7 +146,8 @@ def build_config(setup: CaptionSetup, vocab_size: int, pad_id: int) -> Captioner
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
-    return CaptionerConfig(vocab_size=vocab_size, pad_id=pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return CaptionerConfig(vocab_size=vocab_size, pad_id=pad_id,
+                           **{**PRESETS[setup.model_preset], **setup.model_overrides})
 
 
 def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple[ImageCaptioner, TrainResult, DigitsSplits]:

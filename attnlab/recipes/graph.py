@@ -101,7 +101,8 @@ def build_config(setup: GATSetup, n_features: int, n_classes: int) -> GATConfig:
     fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
-    return GATConfig(n_features=n_features, n_classes=n_classes, **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return GATConfig(n_features=n_features, n_classes=n_classes,
+                     **{**PRESETS[setup.model_preset], **setup.model_overrides})
 
 
 def train_gat(setup: GATSetup, data: GraphData | None = None) -> GATRun:
