@@ -166,8 +166,7 @@ def _files_under(directory: Path) -> set[str]:
 
 def _view_key(t: Tensor) -> tuple:
     """Identifies the exact memory a tensor views: same key ⇔ same tensor (tied)."""
-    return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-            t.stride(), t.dtype)
+    return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
 
 
 def _dedupe_tied(state_dict: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -520,16 +519,16 @@ def load_weights(model: nn.Module, checkpoint: Checkpoint | Mapping[str, Tensor]
     if mismatched:
         problems.append(f"shape mismatches ({len(mismatched)}): {_name_list(mismatched)}")
     if problems:
-        raise ValueError(
-            f"{source} does not fit {type(module).__name__}:\n  " + "\n  ".join(problems)
-        )
+        raise ValueError(f"{source} does not fit {type(module).__name__}:\n  " + "\n  ".join(problems))
     first_name_of_view: dict[tuple, str] = {}
     for name, t in expected.items():
         if t.numel() == 0:
             continue
         first = first_name_of_view.setdefault(_view_key(t), name)
-        if first != name and state[first] is not state[name] and not torch.equal(
-            state[first].to(state[name].device), state[name]
+        if (
+            first != name
+            and state[first] is not state[name]
+            and not torch.equal(state[first].to(state[name].device), state[name])
         ):
             raise ValueError(
                 f"{source}: {name!r} and {first!r} are one tied tensor in the model but differ "

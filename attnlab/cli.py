@@ -27,8 +27,9 @@ import re
 import sys
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from .recipes import Recipe, TrainJob
 from .recipes.caption import CAPTION_JOB
@@ -41,8 +42,17 @@ from .recipes.translate import TRANSLATE_JOB
 from .recipes.vision import VIT_JOB
 
 #: Every job whose commands the CLI makes (``attnlab train NAME`` and its inference commands).
-JOBS: tuple[Recipe, ...] = (TRANSLATE_JOB, LM_JOB, MLM_JOB, CLASSIFY_JOB, VIT_JOB, CAPTION_JOB, GAT_JOB,
-                            SUMMARIZE_JOB, QA_JOB)
+JOBS: tuple[Recipe, ...] = (
+    TRANSLATE_JOB,
+    LM_JOB,
+    MLM_JOB,
+    CLASSIFY_JOB,
+    VIT_JOB,
+    CAPTION_JOB,
+    GAT_JOB,
+    SUMMARIZE_JOB,
+    QA_JOB,
+)
 
 #: Every command by name ("train translate" nests under "train"): the jobs' own, then those of @command.
 COMMANDS: dict[str, Callable] = {f"train {job.name}": job.train_command for job in JOBS}
@@ -174,8 +184,12 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
 
 
 def _add_debug_flag(parser: argparse.ArgumentParser, default) -> None:
-    parser.add_argument("--debug", action="store_true", default=default,
-                        help="show the full traceback of an error (also: environment variable ATTNLAB_DEBUG=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show the full traceback of an error (also: environment variable ATTNLAB_DEBUG=1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,23 +209,27 @@ def build_parser() -> argparse.ArgumentParser:
         description = doc.split("Args:")[0].strip()
         words = name.split()
         if len(words) == 1:
-            sub = top.add_parser(name, help=summary, description=description,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+            sub = top.add_parser(
+                name, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+            )
         else:
             group, leaf = words
             if group not in groups:
                 group_parsers[group] = top.add_parser(group, help=f"{group} subcommands")
                 groups[group] = group_parsers[group].add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
                 groups[group].required = True
-            sub = groups[group].add_parser(leaf, help=summary, description=description,
-                                           formatter_class=argparse.RawDescriptionHelpFormatter)
+            sub = groups[group].add_parser(
+                leaf, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+            )
         _add_function_arguments(sub, fn)
         _add_debug_flag(sub, argparse.SUPPRESS)  # `attnlab CMD ... --debug` as well as `attnlab --debug CMD ...`
         if words[0] == "train":
             clash = [p for p in inspect.signature(fn).parameters if p in _TRAIN_OPTIONS]
             if clash:
-                raise TypeError(f"command {name!r} declares {clash}, which every train command gets from "
-                                "attnlab.cli.train_options; drop them from its signature")
+                raise TypeError(
+                    f"command {name!r} declares {clash}, which every train command gets from "
+                    "attnlab.cli.train_options; drop them from its signature"
+                )
             _add_function_arguments(sub, train_options)
         # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
         # negative) as an unknown option; treat anything that starts like a negative number as a value.
@@ -274,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     args.pop("command", None)
     args.pop("subcommand", None)
     options = train_options(**{name: args.pop(name) for name in _TRAIN_OPTIONS}) if args.pop("_train") else None
-    positional = [args.pop(name) for name, p in inspect.signature(fn).parameters.items()
-                  if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    positional = [
+        args.pop(name)
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY
+    ]
     try:
         _check_options(fn, args)
         result = fn(*positional, **args)
@@ -291,8 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         if _expected(err):
             print(f"attnlab: error: {_one_line(err)}", file=sys.stderr)
             return 2
-        print(f"attnlab: internal error, a bug in attnlab: {type(err).__name__}: {_one_line(err)} — run again with "
-              "--debug (or ATTNLAB_DEBUG=1) to see the traceback, and please report it", file=sys.stderr)
+        print(
+            f"attnlab: internal error, a bug in attnlab: {type(err).__name__}: {_one_line(err)} — run again with "
+            "--debug (or ATTNLAB_DEBUG=1) to see the traceback, and please report it",
+            file=sys.stderr,
+        )
         return 1
     return int(result or 0)
 
@@ -332,8 +356,7 @@ def explain_cmd(
     """
     from .explain import explain
 
-    print(explain(scores=scores, query=query, keys=keys, values=values, d_k=d_k,
-                  scale=scale, lang=lang, plot=plot))
+    print(explain(scores=scores, query=query, keys=keys, values=values, d_k=d_k, scale=scale, lang=lang, plot=plot))
     return 0
 
 
@@ -355,19 +378,28 @@ def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: in
 
     report = run_demo(out, minutes=minutes, n_train=n_train, seed=seed)
     print()
-    print(f"held-out exact match {100 * report.exact_match:.1f}%   BLEU {report.bleu:.1f}   "
-          f"({report.steps} steps, {report.train_minutes:.1f} min, {report.tokens_per_s:,.0f} target tokens/s)")
+    print(
+        f"held-out exact match {100 * report.exact_match:.1f}%   BLEU {report.bleu:.1f}   "
+        f"({report.steps} steps, {report.train_minutes:.1f} min, {report.tokens_per_s:,.0f} target tokens/s)"
+    )
     for src, hyp in report.examples:
         print(f"  {src}  →  {hyp}")
-    print(f"model:    {report.out_dir / 'best'}   (try: attnlab translate --model {report.out_dir} \"seven hundred\")")
+    print(f'model:    {report.out_dir / "best"}   (try: attnlab translate --model {report.out_dir} "seven hundred")')
     print(f"heatmaps: {', '.join(str(p) for p in report.heatmaps)}")
     print(f"log:      {report.out_dir / 'log.jsonl'}   report: {report.out_dir / 'report.json'}")
     return 0
 
 
 @command("explore")
-def explore_cmd(*, model: list[Path] | None = None, host: str = "127.0.0.1", port: int = 8000,
-                max_text_chars: int = 400, max_concurrent: int = 2, allow_host: list[str] | None = None) -> int:
+def explore_cmd(
+    *,
+    model: list[Path] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_text_chars: int = 400,
+    max_concurrent: int = 2,
+    allow_host: list[str] | None = None,
+) -> int:
     """Open the explorer: a local web app with the attention playground, masks and attention maps.
 
     Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
@@ -472,13 +504,28 @@ def experiment_bottleneck_cmd(
     if given:
         for name, (src, tgt) in files.items():
             if src is None or tgt is None:
-                raise ValueError(f"a corpus needs all six files; --{name}-src and --{name}-tgt are missing or incomplete")
+                raise ValueError(
+                    f"a corpus needs all six files; --{name}-src and --{name}-tgt are missing or incomplete"
+                )
             splits[f"{name}_pairs"] = read_pairs(src, tgt, None, name)
-    settings = BottleneckSettings(minutes=minutes, task=task, n_train=n_train, n_valid=n_valid, n_test=n_test,
-                                  seed=seed, transformer_preset=transformer_preset, rnn_cell=rnn_cell,
-                                  tokenizer=tokenizer, tgt_tokenizer=tgt_tokenizer, vocab_size=vocab_size, beam=beam,
-                                  buckets=parsed or None,
-                                  length_unit=length_unit, bleu_tokenize=bleu_tokenize, progress=progress)
+    settings = BottleneckSettings(
+        minutes=minutes,
+        task=task,
+        n_train=n_train,
+        n_valid=n_valid,
+        n_test=n_test,
+        seed=seed,
+        transformer_preset=transformer_preset,
+        rnn_cell=rnn_cell,
+        tokenizer=tokenizer,
+        tgt_tokenizer=tgt_tokenizer,
+        vocab_size=vocab_size,
+        beam=beam,
+        buckets=parsed or None,
+        length_unit=length_unit,
+        bleu_tokenize=bleu_tokenize,
+        progress=progress,
+    )
     report = run_bottleneck(out, settings, **splits)
     print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
     return 0
@@ -519,8 +566,15 @@ def experiment_variants_cmd(
     from .data.corpus import read_text
     from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
 
-    settings = VariantsSettings(variants=tuple(variants or DEFAULT_VARIANTS), minutes=minutes, model_preset=preset,
-                                block_size=block_size, batch_size=batch_size, seed=seed, progress=progress)
+    settings = VariantsSettings(
+        variants=tuple(variants or DEFAULT_VARIANTS),
+        minutes=minutes,
+        model_preset=preset,
+        block_size=block_size,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
     report = run_variants(read_text(text), out, settings)
     print((report.out_dir / "report.md").read_text(encoding="utf-8"))
     print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")

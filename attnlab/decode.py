@@ -17,8 +17,8 @@ Shape letters: ``B`` batch, ``K`` beam size, ``S`` source length, ``T`` output l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 
@@ -45,7 +45,9 @@ __all__ = [
 class Hypothesis:
     tokens: list[int]  # generated ids, without BOS and EOS
     score: float  # total log-probability (beam search: divided by the length penalty)
-    cross_attention: Tensor | None = None  # (L, H, T, S) over the real source positions, if asked (None: model without attention)
+    cross_attention: Tensor | None = (
+        None  # (L, H, T, S) over the real source positions, if asked (None: model without attention)
+    )
 
 
 #: The most tokens one call generates per sequence (``max_len`` of the seq2seq decoders,
@@ -56,8 +58,10 @@ MAX_NEW_TOKENS = 100_000
 
 def _check_length(name: str, value: int, minimum: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_NEW_TOKENS:
-        raise ValueError(f"{name} must be an integer from {minimum} to {MAX_NEW_TOKENS:,} "
-                         f"(attnlab.decode.MAX_NEW_TOKENS), got {value!r}")
+        raise ValueError(
+            f"{name} must be an integer from {minimum} to {MAX_NEW_TOKENS:,} "
+            f"(attnlab.decode.MAX_NEW_TOKENS), got {value!r}"
+        )
 
 
 def _check_src(src: Tensor, src_mask: Tensor | None, pad_id: int) -> Tensor:
@@ -136,8 +140,10 @@ def check_beam(beam_size: int, alpha: float = 0.6, vocab_size: int | None = None
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(f"beam size must be an integer ≥ 1, got {beam_size!r}")
     if beam_size > MAX_BEAM:
-        raise ValueError(f"beam size {beam_size} is over the limit of {MAX_BEAM} (attnlab.decode.MAX_BEAM); "
-                         "wider beams cost time and rarely help")
+        raise ValueError(
+            f"beam size {beam_size} is over the limit of {MAX_BEAM} (attnlab.decode.MAX_BEAM); "
+            "wider beams cost time and rarely help"
+        )
     if vocab_size is not None and beam_size > vocab_size:
         raise ValueError(f"beam size {beam_size} is larger than the vocabulary ({vocab_size} tokens)")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha >= 0):

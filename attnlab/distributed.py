@@ -354,7 +354,6 @@ def barrier(what: str, timeout_s: float | None = None) -> None:
         raise _explain(f"waiting for every rank at {what}", err) from err
 
 
-
 # --------------------------------------------------------------------------------------------
 # The engine: what the training loop asks of the other processes
 # --------------------------------------------------------------------------------------------
@@ -455,8 +454,10 @@ class _ProcessGroup(Engine):
         barrier(what)
 
     def explain(self, err: BaseException, where: str) -> None:
-        err.add_note(f"(rank {self.rank} of {self.world_size}, {where}: if a collective operation "
-                     "failed, another rank probably died or hung — see its messages)")
+        err.add_note(
+            f"(rank {self.rank} of {self.world_size}, {where}: if a collective operation "
+            "failed, another rank probably died or hung — see its messages)"
+        )
 
 
 class DDPEngine(_ProcessGroup):

@@ -163,9 +163,9 @@ def render(steps: Steps, lang: str = "en") -> str:
 
 def plot_steps(steps: Steps, path: Path, lang: str = "en") -> Path:
     """Four bar charts: raw scores, scaled scores, weights, output."""
-    from .viz import use_cjk_font
-
     import matplotlib
+
+    from .viz import use_cjk_font
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

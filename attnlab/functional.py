@@ -24,7 +24,8 @@ attention in linear memory (chunked, the online softmax) and choosing attention 
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -76,13 +77,10 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
             f"(q {tuple(q.shape)}, k {tuple(k.shape)})"
         )
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length S; got k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
+        raise ValueError(f"k and v must have the same length S; got k {tuple(k.shape)}, v {tuple(v.shape)}")
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
         raise ValueError(
-            "q, k, v batch/head dims differ: "
-            f"q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])}, v {tuple(v.shape[:-2])}"
+            f"q, k, v batch/head dims differ: q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])}, v {tuple(v.shape[:-2])}"
         )
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         raise ValueError(
@@ -112,8 +110,7 @@ def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> Tensor | None:
     # scores would otherwise silently return three outputs.
     if broadcast != torch.Size(scores_shape):
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores "
-            f"(..., T, S) = {tuple(scores_shape)}"
+            f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores (..., T, S) = {tuple(scores_shape)}"
         )
     return mask.reshape((1,) * (len(scores_shape) - mask.dim()) + tuple(mask.shape))  # (..., T|1, S|1)
 
@@ -441,7 +438,9 @@ def padding_mask(
         return tokens != pad_id  # (B, S)
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.is_floating_point():
-        raise ValueError(f"lengths must be a 1-D integer tensor, got shape {tuple(lengths.shape)} dtype {lengths.dtype}")
+        raise ValueError(
+            f"lengths must be a 1-D integer tensor, got shape {tuple(lengths.shape)} dtype {lengths.dtype}"
+        )
     if bool((lengths < 0).any()):
         raise ValueError(f"lengths must be non-negative, got {lengths.tolist()}")
     S = int(lengths.max()) if max_len is None else max_len
@@ -451,9 +450,7 @@ def padding_mask(
     return positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
 
 
-def sliding_window_mask(
-    T: int, S: int | None = None, *, window: int, causal: bool = True, device=None
-) -> Tensor:
+def sliding_window_mask(T: int, S: int | None = None, *, window: int, causal: bool = True, device=None) -> Tensor:
     """Local attention: query ``i`` sees keys within ``window`` positions of itself.
 
     Positions are aligned bottom-right as in :func:`causal_mask` (query ``i`` stands at
@@ -486,11 +483,15 @@ def neighbour_mask(edges: Tensor, n_nodes: int) -> Tensor:
     """
     edges = torch.as_tensor(edges)
     if edges.is_floating_point() or edges.dim() != 2 or 2 not in edges.shape:
-        raise ValueError(f"edges must be an integer tensor of shape (2, E) or (E, 2), got {tuple(edges.shape)} {edges.dtype}")
+        raise ValueError(
+            f"edges must be an integer tensor of shape (2, E) or (E, 2), got {tuple(edges.shape)} {edges.dtype}"
+        )
     if edges.shape[0] != 2:
         edges = edges.T  # (E, 2) -> (2, E)
     if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= n_nodes):
-        raise ValueError(f"edge endpoints must be node indices in [0, {n_nodes}), got [{int(edges.min())}, {int(edges.max())}]")
+        raise ValueError(
+            f"edge endpoints must be node indices in [0, {n_nodes}), got [{int(edges.min())}, {int(edges.max())}]"
+        )
     mask = torch.eye(n_nodes, dtype=torch.bool, device=edges.device)  # (N, N) self-loops
     mask[edges[0], edges[1]] = True
     mask[edges[1], edges[0]] = True
@@ -587,8 +588,7 @@ def global_positions_index(global_positions, S: int, device=None) -> Tensor:
     if isinstance(global_positions, Tensor) and global_positions.dtype == torch.bool:
         if global_positions.shape != (S,):
             raise ValueError(
-                f"global_positions as a boolean mask must have shape (S,) = ({S},), "
-                f"got {tuple(global_positions.shape)}"
+                f"global_positions as a boolean mask must have shape (S,) = ({S},), got {tuple(global_positions.shape)}"
             )
         return global_positions.to(device).nonzero().squeeze(-1)  # (g,)
     if isinstance(global_positions, Tensor):
@@ -599,8 +599,7 @@ def global_positions_index(global_positions, S: int, device=None) -> Tensor:
             idx = torch.as_tensor(items, device=device) if items else torch.zeros(0, dtype=torch.long, device=device)
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(
-                "global_positions must be integer indices or an (S,) boolean tensor, "
-                f"got {global_positions!r}"
+                f"global_positions must be integer indices or an (S,) boolean tensor, got {global_positions!r}"
             ) from None
     if idx.is_floating_point() or idx.is_complex() or idx.dim() != 1:
         raise TypeError(
@@ -610,4 +609,3 @@ def global_positions_index(global_positions, S: int, device=None) -> Tensor:
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= S):
         raise ValueError(f"global_positions must lie in [0, S) = [0, {S}), got {idx.tolist()}")
     return torch.unique(idx.long(), sorted=True)  # (g,)
-

@@ -320,9 +320,7 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"decoding with {self.attention!r} and a cache needs is_causal=True")
             k, v = cache.extend(k, v)  # (B, H, S_total, Dh)
         if attn_mask is not None and attn_mask.dim() == 3:
-            raise ValueError(
-                f"attn_mask of shape {tuple(attn_mask.shape)} is ambiguous: give (T, S) or (B, 1|H, T, S)"
-            )
+            raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} is ambiguous: give (T, S) or (B, 1|H, T, S)")
         if key_padding_mask is not None:
             if key_padding_mask.shape != (B, k.shape[-2]):
                 raise ValueError(

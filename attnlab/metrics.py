@@ -68,10 +68,7 @@ def _check_pair(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[l
         raise TypeError("references must be a sequence of strings, not a single string")
     refs = list(references)
     if len(hyps) != len(refs):
-        raise ValueError(
-            f"got {len(hyps)} hypotheses but {len(refs)} references; they must be aligned one "
-            "to one"
-        )
+        raise ValueError(f"got {len(hyps)} hypotheses but {len(refs)} references; they must be aligned one to one")
     if not hyps:
         raise ValueError("no hypotheses: a score needs at least one segment")
     return hyps, refs
@@ -124,9 +121,7 @@ def bleu(
     from sacrebleu.metrics import BLEU
 
     hyps, refs = _check_pair(hypotheses, references)
-    return float(_sacrebleu_metric(BLEU, tokenize=tokenize).corpus_score(
-        hyps, _reference_streams(refs)
-    ).score)
+    return float(_sacrebleu_metric(BLEU, tokenize=tokenize).corpus_score(hyps, _reference_streams(refs)).score)
 
 
 def chrf(
@@ -368,8 +363,7 @@ def _check_buckets(buckets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     for (lo1, hi1), (lo2, hi2) in itertools.pairwise(ordered):
         if lo2 <= hi1:
             raise ValueError(
-                f"buckets {(lo1, hi1)} and {(lo2, hi2)} overlap; a sentence must fall in at most "
-                "one bucket"
+                f"buckets {(lo1, hi1)} and {(lo2, hi2)} overlap; a sentence must fall in at most one bucket"
             )
     return checked
 

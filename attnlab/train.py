@@ -113,10 +113,21 @@ class TrainConfig:
         # Every field is checked when the config is made (a preset, an override, replace()), so a
         # bad setting stops the run before any data is read, not at the first evaluation. The
         # device is checked against this machine by distributed.resolve_device when training starts.
-        check_fields(self, positive=("lr", "eps", "clip_norm", "grad_accum", "eval_every_steps", "save_every_steps",
-                                     "patience", "log_every"),
-                     non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
-                     choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")})
+        check_fields(
+            self,
+            positive=(
+                "lr",
+                "eps",
+                "clip_norm",
+                "grad_accum",
+                "eval_every_steps",
+                "save_every_steps",
+                "patience",
+                "log_every",
+            ),
+            non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
+            choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")},
+        )
         if not all(0.0 <= beta < 1.0 for beta in self.betas):
             raise ValueError(f"betas must each be in [0, 1), got {self.betas!r}")
 
@@ -235,6 +246,7 @@ def _rank_seed(seed: int, rank: int) -> int:
     # streams, so that their dropout masks differ.
     return seed + 1_000_003 * rank
 
+
 def _scale_grads(params: Iterable[nn.Parameter], factor: float) -> None:
     for p in params:
         if p.grad is not None:
@@ -277,8 +289,19 @@ class _Window:
 
 
 # Saved by every version of this loop; world_size, strategy and rng_per_rank came with several processes.
-_REQUIRED_STATE = ("optimizer", "scheduler", "step", "epoch", "batch_in_epoch", "tokens", "train_seconds", "best",
-                   "evals_without_gain", "rng", "config")
+_REQUIRED_STATE = (
+    "optimizer",
+    "scheduler",
+    "step",
+    "epoch",
+    "batch_in_epoch",
+    "tokens",
+    "train_seconds",
+    "best",
+    "evals_without_gain",
+    "rng",
+    "config",
+)
 
 
 @dataclass
@@ -337,8 +360,9 @@ class TrainState:
             raise ValueError(f"--resume: {where} has no trainer state; it was not written by attnlab.train")
         missing = [name for name in _REQUIRED_STATE if name not in state]
         if missing:
-            raise ValueError(f"--resume: the trainer state in {where} lacks {missing}; "
-                             "it was not written by attnlab.train")
+            raise ValueError(
+                f"--resume: the trainer state in {where} lacks {missing}; it was not written by attnlab.train"
+            )
         return cls(**{f.name: state[f.name] for f in fields(cls) if f.name in state})
 
     def rng_of(self, rank: int) -> dict:
@@ -357,8 +381,9 @@ class Trainer:
         batches are whatever the task yields; the loop only calls ``task.loss`` on them.
     """
 
-    def __init__(self, model: nn.Module, task: TrainTask, cfg: TrainConfig, engine: distributed.Engine,
-                 *, resume: bool = False) -> None:
+    def __init__(
+        self, model: nn.Module, task: TrainTask, cfg: TrainConfig, engine: distributed.Engine, *, resume: bool = False
+    ) -> None:
         self.model, self.task, self.cfg, self.engine = model, task, cfg, engine
         self.out = Path(cfg.out_dir) if cfg.out_dir else None
         self.state = TrainState(config=asdict(cfg), world_size=engine.world_size, strategy=cfg.strategy)
@@ -366,8 +391,9 @@ class Trainer:
         engine.barrier("the start of training")
         self.forward = engine.wrap(model, compile=cfg.compile)  # what task.loss calls
         self.params = engine.parameters()
-        self.optimizer = torch.optim.AdamW(_param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr,
-                                           betas=cfg.betas, eps=cfg.eps)
+        self.optimizer = torch.optim.AdamW(
+            _param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_multiplier(s + 1, cfg, cfg.max_steps, self._time_progress())
         )
@@ -377,8 +403,9 @@ class Trainer:
             engine.load_optimizer_state(self.optimizer, saved.optimizer)
             self.scheduler.load_state_dict(saved.scheduler)
             ckpt.set_rng_state(saved.rng_of(engine.rank))
-        self.log = _Log(self.out / "log.jsonl" if (self.out and engine.is_main) else None,
-                        self.state.step if resume else None)
+        self.log = _Log(
+            self.out / "log.jsonl" if (self.out and engine.is_main) else None, self.state.step if resume else None
+        )
         self.history: list[dict] = []  # every log record of this process
         self.window = _Window()
         # A time budget with no step limit is the binding constraint: the bar counts its seconds, not steps.
@@ -423,8 +450,16 @@ class Trainer:
         ckpt.load_weights(self.model, last)
         # This run's settings are the ones saved from now on; the captured states are put back
         # into the optimizer, scheduler and generators, and captured afresh at each checkpoint.
-        self.state = replace(saved, config=self.state.config, world_size=self.state.world_size,
-                             strategy=self.state.strategy, optimizer=None, scheduler=None, rng=None, rng_per_rank=None)
+        self.state = replace(
+            saved,
+            config=self.state.config,
+            world_size=self.state.world_size,
+            strategy=self.state.strategy,
+            optimizer=None,
+            scheduler=None,
+            rng=None,
+            rng_per_rank=None,
+        )
         return saved
 
     def step(self, group: list[Any]) -> None:
@@ -471,8 +506,9 @@ class Trainer:
             metrics = task.evaluate(module)
         module.train()
         if task.metric not in metrics:  # (the recipes check their metric when the setup is made)
-            raise ValueError(f"the task's metric {task.metric!r} is not among the metrics its evaluate() returns: "
-                             f"{sorted(metrics)}")
+            raise ValueError(
+                f"the task's metric {task.metric!r} is not among the metrics its evaluate() returns: {sorted(metrics)}"
+            )
         self._record({"step": state.step, "epoch": state.epoch, "train_seconds": state.train_seconds, "eval": metrics})
         if _better(metrics[task.metric], None if state.best is None else state.best[task.metric], task.maximize):
             state.best, state.evals_without_gain = dict(metrics), 0
@@ -496,8 +532,13 @@ class Trainer:
             rngs = engine.gather_to_main(ckpt.rng_state())
             optimizer = engine.optimizer_state(self.optimizer)
             if engine.is_main:
-                snapshot = replace(self.state, optimizer=optimizer, scheduler=self.scheduler.state_dict(), rng=rngs[0],
-                                   rng_per_rank=rngs if engine.world_size > 1 else None)
+                snapshot = replace(
+                    self.state,
+                    optimizer=optimizer,
+                    scheduler=self.scheduler.state_dict(),
+                    rng=rngs[0],
+                    rng_per_rank=rngs if engine.world_size > 1 else None,
+                )
                 self._save("last", module, snapshot)
         engine.release_full_model()
         return engine.broadcast_flag(stop)
@@ -538,8 +579,9 @@ class Trainer:
             if self.bar is not None:
                 self.bar.close()
         self.engine.finish()
-        return TrainResult(state.step, epochs_done, state.best, self.history, state.train_seconds, state.tokens,
-                           stop_reason)
+        return TrainResult(
+            state.step, epochs_done, state.best, self.history, state.train_seconds, state.tokens, stop_reason
+        )
 
     # ----------------------------------------------------------------------------------------
     # Helpers of the steps
@@ -559,8 +601,11 @@ class Trainer:
         fewest, most = int(fewest), int(-most)
         if fewest != most:
             if engine.is_main:
-                warnings.warn(f"epoch {self.state.epoch}: the ranks got {fewest} to {most} accumulation groups of "
-                              f"batches; every rank trains on its first {fewest}", stacklevel=4)
+                warnings.warn(
+                    f"epoch {self.state.epoch}: the ranks got {fewest} to {most} accumulation groups of "
+                    f"batches; every rank trains on its first {fewest}",
+                    stacklevel=4,
+                )
             groups = groups[:fewest]
         return groups
 
@@ -588,14 +633,16 @@ class Trainer:
             self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}")
         if state.step % self.cfg.log_every == 0:
             elapsed = time.perf_counter() - self.window.start
-            self._record({
-                "step": state.step,
-                "epoch": state.epoch,
-                "loss": self.window.loss / max(self.window.tokens, 1),
-                "lr": self.scheduler.get_last_lr()[0],
-                "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
-                "train_seconds": state.train_seconds,
-            })
+            self._record(
+                {
+                    "step": state.step,
+                    "epoch": state.epoch,
+                    "loss": self.window.loss / max(self.window.tokens, 1),
+                    "lr": self.scheduler.get_last_lr()[0],
+                    "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
+                    "train_seconds": state.train_seconds,
+                }
+            )
             self.window = _Window()
 
     def _record(self, record: dict) -> None:
@@ -605,8 +652,9 @@ class Trainer:
     def _save(self, kind: str, module: nn.Module, snapshot: TrainState | None = None) -> None:
         config, tokenizers = self.task.checkpoint_payload()
         trainer_state = None if snapshot is None else snapshot.to_dict()
-        ckpt.save_checkpoint(self.out / kind, model=module, config=config, tokenizers=tokenizers,
-                             trainer_state=trainer_state)
+        ckpt.save_checkpoint(
+            self.out / kind, model=module, config=config, tokenizers=tokenizers, trainer_state=trainer_state
+        )
 
     def _progress_bar(self):
         if not (self.cfg.progress and self.engine.is_main):
@@ -615,9 +663,14 @@ class Trainer:
 
         cfg, state = self.cfg, self.state
         if self.by_time:
-            return tqdm(total=round(cfg.time_budget_s), initial=round(state.train_seconds), unit="s",
-                        dynamic_ncols=True, leave=False,
-                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]")
+            return tqdm(
+                total=round(cfg.time_budget_s),
+                initial=round(state.train_seconds),
+                unit="s",
+                dynamic_ncols=True,
+                leave=False,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s training [{elapsed}{postfix}]",
+            )
         return tqdm(total=cfg.max_steps, initial=state.step, unit="step", dynamic_ncols=True, leave=False)
 
 

@@ -104,8 +104,7 @@ def figure_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in _FORMATS:
         raise ValueError(
-            f"cannot tell the image format of {str(path)!r}: the file name must end in "
-            f"{' or '.join(_FORMATS)}"
+            f"cannot tell the image format of {str(path)!r}: the file name must end in {' or '.join(_FORMATS)}"
         )
     return path
 
@@ -159,8 +158,7 @@ def _check_tokens(tokens: Sequence[Any], n: int, name: str, axis: str) -> list[s
     labels = [str(t) for t in tokens]
     if len(labels) != n:
         raise ValueError(
-            f"{name} has {len(labels)} tokens but the weights have {n} {axis}; give one label "
-            "per row/column"
+            f"{name} has {len(labels)} tokens but the weights have {n} {axis}; give one label per row/column"
         )
     return labels
 
@@ -379,9 +377,7 @@ def plot_mask(
     labels = None
     if tokens is not None:
         if T != S:
-            raise ValueError(
-                f"tokens label both axes, so the mask must be square; got (T, S) = {(T, S)}"
-            )
+            raise ValueError(f"tokens label both axes, so the mask must be square; got (T, S) = {(T, S)}")
         labels = _check_tokens(tokens, S, "tokens", "positions")
     width = min(max(S * _CELL_INCHES + 1.8, 3.5), 24.0)
     height = min(max(T * _CELL_INCHES + 1.8, 3.0), 24.0)
@@ -463,9 +459,7 @@ def plot_curves(
                 finite = np.asarray([v for v in values if v is not None], dtype=np.float64)
                 finite = finite[~np.isnan(finite)]
                 if (finite <= 0).any():
-                    raise ValueError(
-                        f"series[{name!r}] has {axis} values <= 0, which a log {axis}-axis cannot show"
-                    )
+                    raise ValueError(f"series[{name!r}] has {axis} values <= 0, which a log {axis}-axis cannot show")
         prepared.append((str(name), xs, ys))
     fig = new_figure(6.4, 4.2)
     ax = fig.add_subplot()
@@ -546,6 +540,7 @@ def plot_bars(
         ax.legend()
     return save_figure(fig, path)
 
+
 def plot_image_attention(
     image: Any,
     weights: Any,
@@ -583,14 +578,17 @@ def plot_image_attention(
     K, P = w.shape
     rows, cols = img.shape[0] // patch_size, img.shape[1] // patch_size
     if img.shape[0] % patch_size or img.shape[1] % patch_size or rows * cols != P:
-        raise ValueError(f"{P} patch weights do not fit a {img.shape[0]}×{img.shape[1]} image cut into "
-                         f"{patch_size}×{patch_size} patches ({rows * cols} patches)")
+        raise ValueError(
+            f"{P} patch weights do not fit a {img.shape[0]}×{img.shape[1]} image cut into "
+            f"{patch_size}×{patch_size} patches ({rows * cols} patches)"
+        )
     if titles is not None and len(titles) != K:
         raise ValueError(f"{len(titles)} titles for {K} panels")
     grid = w.reshape(K, rows, cols)  # patch weights back in their image positions
     # The strokes: the image upsampled 8× (bilinear) so that its contour is smooth.
-    fine = torch.nn.functional.interpolate(torch.from_numpy(img)[None, None], scale_factor=8, mode="bilinear",
-                                           align_corners=False)[0, 0].numpy()  # (8H, 8W)
+    fine = torch.nn.functional.interpolate(
+        torch.from_numpy(img)[None, None], scale_factor=8, mode="bilinear", align_corners=False
+    )[0, 0].numpy()  # (8H, 8W)
     span = float(img.max() - img.min())
     levels = [float(img.min()) + 0.35 * span, float(img.min()) + 0.7 * span] if span > 0 else None
     vmax = max(float(w.max()), 1e-6)

@@ -300,8 +300,15 @@ def measure_group(cases: list[Case], warmup: int, repeats: int, isolate: bool, t
             peak, method = measure_peak_isolated(c, warmup, threads)
         else:
             peak, method = peak_growth_mib(runs[c.impl])
-        results.append(Result(**asdict(c), ms=statistics.median(times[c.impl]), ms_all=times[c.impl],
-                              peak_mib=peak, memory_method=method))
+        results.append(
+            Result(
+                **asdict(c),
+                ms=statistics.median(times[c.impl]),
+                ms_all=times[c.impl],
+                peak_mib=peak,
+                memory_method=method,
+            )
+        )
     return results
 
 
@@ -313,7 +320,11 @@ def measure_group(cases: list[Case], warmup: int, repeats: int, isolate: bool, t
 def environment(threads: int, method: str) -> dict:
     cpu = platform.processor() or platform.machine()
     if Path("/proc/cpuinfo").exists():
-        names = [l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")]
+        names = [
+            l.split(":", 1)[1].strip()
+            for l in Path("/proc/cpuinfo").read_text().splitlines()
+            if l.startswith("model name")
+        ]
         cpu = names[0] if names else cpu
     return {
         "torch": torch.__version__,
@@ -362,10 +373,14 @@ def targets(results: list[Result]) -> list[str]:
         mini, nnm = by_key.get(("minimal", L, causal, mode)), by_key.get(("nn.MHA", L, causal, mode))
         if mini and L >= 512:
             ok = r.ms <= 1.10 * mini.ms
-            notes.append(f"L={L} causal={causal}: MHA/minimal = {r.ms / mini.ms:.3f} ({'ok' if ok else 'MISSED'}, target ≤ 1.10)")
+            notes.append(
+                f"L={L} causal={causal}: MHA/minimal = {r.ms / mini.ms:.3f} ({'ok' if ok else 'MISSED'}, target ≤ 1.10)"
+            )
         if nnm:
             ok = r.ms < nnm.ms
-            notes.append(f"L={L} causal={causal}: MHA/nn.MHA = {r.ms / nnm.ms:.3f} ({'ok' if ok else 'MISSED'}, target < 1)")
+            notes.append(
+                f"L={L} causal={causal}: MHA/nn.MHA = {r.ms / nnm.ms:.3f} ({'ok' if ok else 'MISSED'}, target < 1)"
+            )
     return notes
 
 
@@ -381,7 +396,9 @@ def plot(results: list[Result], path: Path) -> None:
         for row, (field, label) in enumerate((("ms", "time (ms)"), ("peak_mib", "peak memory growth (MiB)"))):
             ax = axes[row, col]
             for impl in IMPLS:
-                pts = sorted((r.L, getattr(r, field)) for r in results if (r.impl, r.causal, r.mode) == (impl, causal, mode))
+                pts = sorted(
+                    (r.L, getattr(r, field)) for r in results if (r.impl, r.causal, r.mode) == (impl, causal, mode)
+                )
                 if pts:
                     ax.plot(*zip(*pts), marker="o", label=impl)
             ax.set_xscale("log", base=2)
@@ -410,6 +427,7 @@ def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
             gen = torch.Generator().manual_seed(L)
             q, k, v = (torch.randn(b, 6, L, 64, generator=gen).to(dtype).requires_grad_() for _ in range(3))
             grad = torch.randn(b, 6, L, 64, generator=gen).to(dtype)
+
             def fwd_bwd(name: str) -> None:
                 q.grad = k.grad = v.grad = None  # as zero_grad(): no accumulation into old gradients
                 scaled_dot_product_attention(q, k, v, is_causal=True, backend=name).output.backward(grad)
@@ -424,12 +442,23 @@ def crossover(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
                         times[name].append(time.perf_counter() - t0)
             ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
             auto = "math" if prefer_math(q, k) else "sdpa"
-            rows.append(dict(L=L, batch=b, dtype=str(dtype).removeprefix("torch."), math_ms=ms["math"],
-                             sdpa_ms=ms["sdpa"], auto=auto, auto_is_faster=ms[auto] <= min(ms.values())))
+            rows.append(
+                dict(
+                    L=L,
+                    batch=b,
+                    dtype=str(dtype).removeprefix("torch."),
+                    math_ms=ms["math"],
+                    sdpa_ms=ms["sdpa"],
+                    auto=auto,
+                    auto_is_faster=ms[auto] <= min(ms.values()),
+                )
+            )
             r = rows[-1]
-            print(f"  L={L:<5} B={b:<3} {r['dtype']:9} math {r['math_ms']:8.1f} ms  sdpa {r['sdpa_ms']:8.1f} ms  "
-                  f"math/sdpa {r['math_ms'] / r['sdpa_ms']:5.2f}  auto → {auto}{'' if r['auto_is_faster'] else '  (the slower one)'}",
-                  flush=True)
+            print(
+                f"  L={L:<5} B={b:<3} {r['dtype']:9} math {r['math_ms']:8.1f} ms  sdpa {r['sdpa_ms']:8.1f} ms  "
+                f"math/sdpa {r['math_ms'] / r['sdpa_ms']:5.2f}  auto → {auto}{'' if r['auto_is_faster'] else '  (the slower one)'}",
+                flush=True,
+            )
     return rows
 
 
@@ -443,8 +472,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     parser.add_argument("--isolate", action="store_true", help="run every case in a fresh subprocess")
     parser.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for the JSON and PNG")
-    parser.add_argument("--crossover", action="store_true",
-                        help="only the math-vs-fused table in fp32 and bf16 that backend='auto' follows")
+    parser.add_argument(
+        "--crossover",
+        action="store_true",
+        help="only the math-vs-fused table in fp32 and bf16 that backend='auto' follows",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -481,10 +513,15 @@ def main(argv: list[str] | None = None) -> int:
     for L in lengths:
         for causal in (False, True):
             for mode in MODES:
-                group = measure_group([Case(i, L, causal, mode) for i in args.impls], warmup, repeats, isolate, args.threads)
+                group = measure_group(
+                    [Case(i, L, causal, mode) for i in args.impls], warmup, repeats, isolate, args.threads
+                )
                 results += group
                 for r in group:
-                    print(f"  {r.impl:12} L={L:<5} causal={causal!s:5} {mode:8} {r.ms:9.2f} ms {r.peak_mib:9.1f} MiB", flush=True)
+                    print(
+                        f"  {r.impl:12} L={L:<5} causal={causal!s:5} {mode:8} {r.ms:9.2f} ms {r.peak_mib:9.1f} MiB",
+                        flush=True,
+                    )
     print(table(results))
     notes = targets(results)
     if notes:

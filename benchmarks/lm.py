@@ -134,8 +134,17 @@ def hf_config(size: Size, vocab: int, n_positions: int):
     from transformers import GPT2Config
 
     return GPT2Config(
-        vocab_size=vocab, n_positions=n_positions, n_embd=size.n_embd, n_layer=size.n_layer, n_head=size.n_head,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        vocab_size=vocab,
+        n_positions=n_positions,
+        n_embd=size.n_embd,
+        n_layer=size.n_layer,
+        n_head=size.n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
         attn_implementation="sdpa",
     )
 
@@ -144,12 +153,21 @@ def build_models(size: Size, vocab: int) -> dict[str, tuple[nn.Module, callable]
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
-    ours = GPT(GPTConfig(vocab_size=vocab, n_positions=size.block, n_embd=size.n_embd, n_layer=size.n_layer,
-                         n_head=size.n_head, dropout=0.0))
+    ours = GPT(
+        GPTConfig(
+            vocab_size=vocab,
+            n_positions=size.block,
+            n_embd=size.n_embd,
+            n_layer=size.n_layer,
+            n_head=size.n_head,
+            dropout=0.0,
+        )
+    )
     hf = GPT2LMHeadModel(hf_config(size, vocab, size.block))
     minimal = MinimalGPT(vocab, size.block, size.n_embd, size.n_layer, size.n_head)
-    counts = {n: sum(p.numel() for p in m.parameters()) for n, m in
-              (("attnlab", ours), ("hf", hf), ("minimal", minimal))}
+    counts = {
+        n: sum(p.numel() for p in m.parameters()) for n, m in (("attnlab", ours), ("hf", hf), ("minimal", minimal))
+    }
     if len(set(counts.values())) != 1:
         raise RuntimeError(f"the three models differ in size: {counts}")
     return {
@@ -205,8 +223,9 @@ def bench_training(size: Size, vocab: int, precision: str, rounds: int, steps_pe
 # --------------------------------------------------------------------------------------------
 
 
-def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, repeats: int,
-                     with_bf16: bool = True) -> dict:
+def bench_generation(
+    size: Size, vocab: int, prompt_len: int, new_tokens: int, repeats: int, with_bf16: bool = True
+) -> dict:
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -222,15 +241,23 @@ def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, r
 
     def run_hf(model) -> torch.Tensor:
         with torch.no_grad():
-            return model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                                  use_cache=True, eos_token_id=None, pad_token_id=0,
-                                  attention_mask=torch.ones_like(prompt))
+            return model.generate(
+                prompt,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=True,
+                eos_token_id=None,
+                pad_token_id=0,
+                attention_mask=torch.ones_like(prompt),
+            )
 
     runs = {
         "attnlab (cache)": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0).tokens,
         "hf generate": lambda: run_hf(hf),
-        "attnlab (no cache)": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0,
-                                               use_cache=False).tokens,
+        "attnlab (no cache)": lambda: (
+            generate(ours, prompt, max_new_tokens=new_tokens, temperature=0, use_cache=False).tokens
+        ),
         "attnlab (cache) bf16": lambda: generate(ours_bf16, prompt, max_new_tokens=new_tokens, temperature=0).tokens,
         "hf generate bf16": lambda: run_hf(hf_bf16),
     }
@@ -243,8 +270,11 @@ def bench_generation(size: Size, vocab: int, prompt_len: int, new_tokens: int, r
             raise RuntimeError(f"{name} generated different tokens from HuggingFace's greedy search")
     # bf16 weights round the logits, so a near-tie (common with random weights) can go either way:
     # report how much of the text matches rather than require it.
-    agreement = {name: (outputs[name][0, prompt_len:] == reference[0, prompt_len:]).float().mean().item()
-                 for name in runs if "bf16" in name}
+    agreement = {
+        name: (outputs[name][0, prompt_len:] == reference[0, prompt_len:]).float().mean().item()
+        for name in runs
+        if "bf16" in name
+    }
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
@@ -268,10 +298,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds per training case")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per model per round")
     parser.add_argument("--gen-repeats", type=int, default=None, help="timed generations per model")
-    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=sorted(SIZES),
-                        help="training sizes to run (generation always uses the large one)")
-    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"],
-                        help="precisions to run (bf16 is emulated, and very slow, on CPUs without bf16 instructions)")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=sorted(SIZES),
+        default=sorted(SIZES),
+        help="training sizes to run (generation always uses the large one)",
+    )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        default=["fp32", "bf16"],
+        help="precisions to run (bf16 is emulated, and very slow, on CPUs without bf16 instructions)",
+    )
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -284,8 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     warmup = 1 if args.quick else 3
     gen_repeats = args.gen_repeats or (1 if args.quick else 3)
     prompt_len, new_tokens = (16, 32) if args.quick else (16, 256)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    )
     results: dict = {"threads": torch.get_num_threads(), "training": {}, "generation": {}}
 
     if not args.skip_training:
@@ -296,13 +338,18 @@ def main(argv: list[str] | None = None) -> int:
                 r = bench_training(size, args.vocab, precision, rounds, steps, warmup)
                 results["training"][f"{size.name}/{precision}"] = r
                 extra = f"   (bf16 loss vs fp32: {r['bf16_loss_rel_diff']:.1e} relative)" if precision == "bf16" else ""
-                print(f"{size.name:<7}{precision:<11}{r['attnlab']:>10,.0f}{r['hf']:>10,.0f}{r['minimal']:>10,.0f}"
-                      f"{r['attnlab'] / r['hf']:>7.2f}×{r['attnlab'] / r['minimal']:>9.2f}×{extra}", flush=True)
+                print(
+                    f"{size.name:<7}{precision:<11}{r['attnlab']:>10,.0f}{r['hf']:>10,.0f}{r['minimal']:>10,.0f}"
+                    f"{r['attnlab'] / r['hf']:>7.2f}×{r['attnlab'] / r['minimal']:>9.2f}×{extra}",
+                    flush=True,
+                )
 
     if not args.skip_generation:
         size = sizes["large"]
-        print(f"\nGreedy generation, {size.name} size, batch 1, {prompt_len}-token prompt, {new_tokens} new tokens "
-              "(same tokens checked)")
+        print(
+            f"\nGreedy generation, {size.name} size, batch 1, {prompt_len}-token prompt, {new_tokens} new tokens "
+            "(same tokens checked)"
+        )
         g = bench_generation(size, args.vocab, prompt_len, new_tokens, gen_repeats, "bf16" in args.precisions)
         results["generation"] = g
         r = g["tokens_per_s"]
@@ -311,9 +358,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<22}{rate:>9,.0f} tok/s  {rate / base:>6.2f}× hf (fp32)")
         print(f"  cache speed-up over no cache: {r['attnlab (cache)'] / r['attnlab (no cache)']:.2f}×")
         if "bf16" in args.precisions:
-            print(f"  bf16: attnlab / hf generate in bf16: {r['attnlab (cache) bf16'] / r['hf generate bf16']:.2f}×; "
-              + ", ".join(f"{name} matches fp32's greedy text on {a:.0%} of the new tokens"
-                          for name, a in g["bf16_agreement"].items()))
+            print(
+                f"  bf16: attnlab / hf generate in bf16: {r['attnlab (cache) bf16'] / r['hf generate bf16']:.2f}×; "
+                + ", ".join(
+                    f"{name} matches fp32's greedy text on {a:.0%} of the new tokens"
+                    for name, a in g["bf16_agreement"].items()
+                )
+            )
 
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -86,9 +86,9 @@ def _attention_call(case: str, args: argparse.Namespace):
         return lambda q, k, v: AV.sliding_window_attention(q, k, v, window=args.window).output
     if case == "global_window":
         positions = list(range(args.n_global))
-        return lambda q, k, v: AV.global_window_attention(
-            q, k, v, window=args.window, global_positions=positions
-        ).output
+        return lambda q, k, v: (
+            AV.global_window_attention(q, k, v, window=args.window, global_positions=positions).output
+        )
     raise ValueError(f"unknown case {case!r}; choose from {CASES}")
 
 
@@ -196,14 +196,19 @@ def _report(results: list[dict], lengths: list[int], cases: list[str]) -> list[s
     sw32 = _find(results, "sliding_window", 32768, "fwd+bwd")
     if sw16 and sd16:
         speed, mem = sd16["time_s"] / sw16["time_s"], sw16["peak_mib"] / max(sd16["peak_mib"], 1e-9)
-        lines.append(f"target L=16k fwd+bwd: sliding window {speed:.1f}× faster than SDPA (≥ 8×): "
-                     f"{'PASS' if speed >= 8 else 'FAIL'}")
-        lines.append(f"target L=16k fwd+bwd: sliding window peak memory {mem:.2f}× SDPA's (≤ 2×): "
-                     f"{'PASS' if mem <= 2 else 'FAIL'}")
+        lines.append(
+            f"target L=16k fwd+bwd: sliding window {speed:.1f}× faster than SDPA (≥ 8×): "
+            f"{'PASS' if speed >= 8 else 'FAIL'}"
+        )
+        lines.append(
+            f"target L=16k fwd+bwd: sliding window peak memory {mem:.2f}× SDPA's (≤ 2×): "
+            f"{'PASS' if mem <= 2 else 'FAIL'}"
+        )
     if sw16 and sw32:
         growth = sw32["time_s"] / sw16["time_s"]
-        lines.append(f"target sliding-window time 16k → 32k grows {growth:.2f}× (≤ 2.3×): "
-                     f"{'PASS' if growth <= 2.3 else 'FAIL'}")
+        lines.append(
+            f"target sliding-window time 16k → 32k grows {growth:.2f}× (≤ 2.3×): {'PASS' if growth <= 2.3 else 'FAIL'}"
+        )
     return lines
 
 
@@ -217,8 +222,10 @@ def _plot(results: list[dict], cases: list[str], path: Path, title: str) -> None
     for i, case in enumerate(cases):
         color = f"C{i}"
         for mode, style in (("fwd+bwd", "-"), ("fwd", "--")):
-            rows = sorted((r for r in results if r["case"] == case and r["mode"] == mode and "skipped" not in r),
-                          key=lambda r: r["length"])
+            rows = sorted(
+                (r for r in results if r["case"] == case and r["mode"] == mode and "skipped" not in r),
+                key=lambda r: r["length"],
+            )
             if not rows:
                 continue
             xs = [r["length"] for r in rows]
@@ -248,8 +255,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--window", type=int, default=256, help="sliding-window size")
     parser.add_argument("--n-global", type=int, default=16, help="global positions (the first n) of global_window")
-    parser.add_argument("--math-max-len", type=int, default=4096,
-                        help="longest L for the dense math reference (its (L, L) scores need O(L²) memory)")
+    parser.add_argument(
+        "--math-max-len",
+        type=int,
+        default=4096,
+        help="longest L for the dense math reference (its (L, L) scores need O(L²) memory)",
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads per case (0: torch's default)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--case-timeout", type=float, default=1800.0, help="seconds before a case is skipped")

@@ -46,17 +46,47 @@ def main() -> int:
     model_dir = args.out / "model"
     attnlab = [sys.executable, "-m", "attnlab.cli"]
     t0 = time.time()
-    subprocess.run(attnlab + [
-        "train", "translate", "--preset", "multi30k", "--out", str(model_dir), "--minutes", str(args.minutes),
-        "--train-src", str(d / "train.de"), "--train-tgt", str(d / "train.en"),
-        "--valid-src", str(d / "val.de"), "--valid-tgt", str(d / "val.en"),
-        *(["--overrides", *args.overrides] if args.overrides else []),
-    ], check=True)
+    subprocess.run(
+        attnlab
+        + [
+            "train",
+            "translate",
+            "--preset",
+            "multi30k",
+            "--out",
+            str(model_dir),
+            "--minutes",
+            str(args.minutes),
+            "--train-src",
+            str(d / "train.de"),
+            "--train-tgt",
+            str(d / "train.en"),
+            "--valid-src",
+            str(d / "val.de"),
+            "--valid-tgt",
+            str(d / "val.en"),
+            *(["--overrides", *args.overrides] if args.overrides else []),
+        ],
+        check=True,
+    )
     wall = time.time() - t0
-    test = subprocess.run(attnlab + [
-        "evaluate", "--model", str(model_dir), "--src", str(d / "test_2016_flickr.de"),
-        "--ref", str(d / "test_2016_flickr.en"), "--beam", str(args.beam),
-    ], check=True, capture_output=True, text=True).stdout.strip()
+    test = subprocess.run(
+        attnlab
+        + [
+            "evaluate",
+            "--model",
+            str(model_dir),
+            "--src",
+            str(d / "test_2016_flickr.de"),
+            "--ref",
+            str(d / "test_2016_flickr.en"),
+            "--beam",
+            str(args.beam),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     curve = bleu_curve(model_dir / "log.jsonl")
     logs = [json.loads(l) for l in (model_dir / "log.jsonl").read_text().splitlines() if '"tokens_per_s"' in l]
     tok_s = sum(r["tokens_per_s"] for r in logs) / max(len(logs), 1)
@@ -64,16 +94,25 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from attnlab.viz import plot_curves
 
-    plot_curves({"validation BLEU (greedy)": ([m for m, _, _ in curve], [b for _, b, _ in curve])},
-                args.out / "bleu_vs_minutes.png", xlabel="training minutes (2 CPU cores)", ylabel="sacreBLEU",
-                title="Multi30k de→en, attnlab multi30k preset")
+    plot_curves(
+        {"validation BLEU (greedy)": ([m for m, _, _ in curve], [b for _, b, _ in curve])},
+        args.out / "bleu_vs_minutes.png",
+        xlabel="training minutes (2 CPU cores)",
+        ylabel="sacreBLEU",
+        title="Multi30k de→en, attnlab multi30k preset",
+    )
     print("\n| training minutes | step | validation BLEU (greedy) |\n|---:|---:|---:|")
     for minutes, b, step in curve:
         print(f"| {minutes:.1f} | {step} | {b:.2f} |")
     print(f"\ntest_2016_flickr (beam {args.beam}): {test}")
     print(f"mean training throughput: {tok_s:,.0f} target tokens/s; wall time incl. evaluation {wall / 60:.1f} min")
-    summary = {"test": test, "curve": curve, "target_tokens_per_s": tok_s, "wall_minutes": wall / 60,
-               "command": " ".join(sys.argv)}
+    summary = {
+        "test": test,
+        "curve": curve,
+        "target_tokens_per_s": tok_s,
+        "wall_minutes": wall / 60,
+        "command": " ".join(sys.argv),
+    }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return 0
 

@@ -43,9 +43,12 @@ def main(argv: list[str] | None = None) -> dict:
     with distributed.session("cpu") as ctx:
         splits = make_splits("numbers-en-ja", args.n_train, 20, 0, seed=0)
         setup = demo_setup(None, minutes=args.seconds / 60, seed=0)
-        setup = dataclasses.replace(setup, max_tokens=args.max_tokens, eval_sentences=20,
-                                    train=dataclasses.replace(setup.train, precision=args.precision, progress=False,
-                                                              eval_every_steps=None))
+        setup = dataclasses.replace(
+            setup,
+            max_tokens=args.max_tokens,
+            eval_sentences=20,
+            train=dataclasses.replace(setup.train, precision=args.precision, progress=False, eval_every_steps=None),
+        )
         _, result, _ = train_translation(setup, splits.train, splits.valid)
         record = {
             "processes": ctx.world_size,

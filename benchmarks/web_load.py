@@ -106,10 +106,16 @@ async def run_load(url: str, endpoint: str, body: dict, clients: int, duration: 
         return 1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else float("nan")
 
     return {
-        "endpoint": endpoint, "clients": clients, "seconds": round(elapsed, 2),
-        "ok": len(latencies), "errors": sum(errors.values()), "error_kinds": dict(errors),
+        "endpoint": endpoint,
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "ok": len(latencies),
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
         "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(pct(0.50), 1), "p95_ms": round(pct(0.95), 1), "p99_ms": round(pct(0.99), 1),
+        "p50_ms": round(pct(0.50), 1),
+        "p95_ms": round(pct(0.95), 1),
+        "p99_ms": round(pct(0.99), 1),
         "mean_ms": round(1000 * statistics.fmean(ordered), 1) if ordered else float("nan"),
     }
 
@@ -143,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("web_load: the explorer has no model to run")
         model = names[0]["name"]
     try:
-        result = asyncio.run(run_load(url, args.endpoint, BODIES[args.endpoint](model, args.text),
-                                      args.clients, args.duration, args.timeout))
+        result = asyncio.run(
+            run_load(
+                url, args.endpoint, BODIES[args.endpoint](model, args.text), args.clients, args.duration, args.timeout
+            )
+        )
     finally:
         if server is not None:
             server.should_exit = True
@@ -155,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{result['endpoint']} ({model or '-'}): {result['clients']} clients for {result['seconds']} s on {url}")
         print(f"  {result['ok']} ok, {result['errors']} errors {result['error_kinds'] or ''}")
-        print(f"  {result['requests_per_s']} requests/s   latency p50 {result['p50_ms']} ms   "
-              f"p95 {result['p95_ms']} ms   p99 {result['p99_ms']} ms")
+        print(
+            f"  {result['requests_per_s']} requests/s   latency p50 {result['p50_ms']} ms   "
+            f"p95 {result['p95_ms']} ms   p99 {result['p99_ms']} ms"
+        )
     return 1 if result["errors"] else 0
 
 

@@ -44,8 +44,9 @@ SPLITS = {  # our split → (Multi30k file stem, small_parallel_enja file stem)
 }
 
 
-def build_split(data: Path, split: str, per_language: int | None, max_words: int | None = None,
-                seed: int = 0) -> list[tuple[str, str]]:
+def build_split(
+    data: Path, split: str, per_language: int | None, max_words: int | None = None, seed: int = 0
+) -> list[tuple[str, str]]:
     """``(label, text)`` pairs of one split, at most ``per_language`` per language, in file order.
 
     With ``max_words`` each sentence is cut to a random window of that many words (Japanese:
@@ -86,11 +87,17 @@ def write_tsv(pairs: list[tuple[str, str]], path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="folder holding multi30k/ and small_parallel_enja/")
-    parser.add_argument("--out", type=Path, default=Path("outputs/langid"), help="where the TSV files, model and figures go")
+    parser.add_argument(
+        "--data", type=Path, default=Path("/work/shared/data"), help="folder holding multi30k/ and small_parallel_enja/"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("outputs/langid"), help="where the TSV files, model and figures go"
+    )
     parser.add_argument("--per-language", type=int, default=3000, help="training sentences per language")
     parser.add_argument("--eval-per-language", type=int, default=500, help="validation and test sentences per language")
-    parser.add_argument("--max-words", type=int, default=None, help="cut every sentence to a random window of this many words")
+    parser.add_argument(
+        "--max-words", type=int, default=None, help="cut every sentence to a random window of this many words"
+    )
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training data")
     parser.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the preset's)")
     parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.RECIPES)))
@@ -99,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for sub in ("multi30k", "small_parallel_enja"):
         if not (args.data / sub).is_dir():
-            raise SystemExit(f"{args.data / sub}: not found (point --data at the folder holding multi30k/ and small_parallel_enja/)")
+            raise SystemExit(
+                f"{args.data / sub}: not found (point --data at the folder holding multi30k/ and small_parallel_enja/)"
+            )
     files = {}
     for split, n in (("train", args.per_language), ("valid", args.eval_per_language), ("test", args.eval_per_language)):
         files[split] = write_tsv(build_split(args.data, split, n, args.max_words, args.seed), args.out / f"{split}.tsv")
@@ -111,25 +120,36 @@ def main(argv: list[str] | None = None) -> int:
     base = C.RECIPES[args.preset]
     if args.max_tokens is not None:
         base = dataclasses.replace(base, max_tokens=args.max_tokens)
-    setup = dataclasses.replace(base, train=dataclasses.replace(
-        base.train, out_dir=str(args.out / "model"), epochs=args.epochs, seed=args.seed))
+    setup = dataclasses.replace(
+        base, train=dataclasses.replace(base.train, out_dir=str(args.out / "model"), epochs=args.epochs, seed=args.seed)
+    )
     start = time.perf_counter()
     clf, result = C.train_classifier(setup, train_pairs, valid_pairs)
     minutes = (time.perf_counter() - start) / 60
     scores = clf.evaluate(test_pairs)
     print(f"trained {result.steps} steps in {minutes:.1f} min; best validation {result.best}")
-    print(f"held-out test accuracy {100 * scores['accuracy']:.2f}% on {scores['n']} sentences  ("
-          + ", ".join(f"{k.split('/')[1]} {100 * v:.1f}%" for k, v in scores.items() if "/" in k) + ")")
+    print(
+        f"held-out test accuracy {100 * scores['accuracy']:.2f}% on {scores['n']} sentences  ("
+        + ", ".join(f"{k.split('/')[1]} {100 * v:.1f}%" for k, v in scores.items() if "/" in k)
+        + ")"
+    )
 
     examples = {label: next(text for y, text in test_pairs if y == label) for label in clf.labels}
     for label, text in examples.items():
         pred = clf.predict([text])[0]
         print(C.format_token_weights(pred))
         C.plot_token_weights(pred, args.out / f"weights_{label}.png")
-    report = {"test": scores, "valid_best": result.best, "steps": result.steps, "train_minutes": minutes,
-              "per_language": args.per_language, "max_words": args.max_words, "epochs": args.epochs,
-              "max_tokens": setup.max_tokens,
-              "preset": args.preset}
+    report = {
+        "test": scores,
+        "valid_best": result.best,
+        "steps": result.steps,
+        "train_minutes": minutes,
+        "per_language": args.per_language,
+        "max_words": args.max_words,
+        "epochs": args.epochs,
+        "max_tokens": setup.max_tokens,
+        "preset": args.preset,
+    }
     (args.out / "report.json").write_text(json.dumps(report, indent=2))
     print(f"model {args.out / 'model'}; heatmaps {args.out}/weights_*.png; report {args.out / 'report.json'}")
     return 0

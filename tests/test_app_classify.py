@@ -23,7 +23,32 @@ from attnlab.recipes import classify as cl
 from attnlab.train import TrainConfig
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-FILLER = ["the", "a", "of", "and", "to", "in", "is", "it", "on", "at", "by", "we", "you", "they", "he", "she", "or", "as", "be", "this", "that", "with", "from", "have"]
+FILLER = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "it",
+    "on",
+    "at",
+    "by",
+    "we",
+    "you",
+    "they",
+    "he",
+    "she",
+    "or",
+    "as",
+    "be",
+    "this",
+    "that",
+    "with",
+    "from",
+    "have",
+]
 KEYWORDS = ["red", "blue", "green"]
 
 
@@ -41,9 +66,17 @@ def keyword_task(n: int, seed: int) -> list[tuple[str, str]]:
 
 def tiny_setup(out_dir=None, **model) -> cl.ClassifySetup:
     return dataclasses.replace(
-        cl.RECIPES["tiny"], model_overrides=model,
-        train=TrainConfig(out_dir=None if out_dir is None else str(out_dir), epochs=4, lr=3e-3, warmup_steps=10,
-                          log_every=10, progress=False, seed=0),
+        cl.RECIPES["tiny"],
+        model_overrides=model,
+        train=TrainConfig(
+            out_dir=None if out_dir is None else str(out_dir),
+            epochs=4,
+            lr=3e-3,
+            warmup_steps=10,
+            log_every=10,
+            progress=False,
+            seed=0,
+        ),
     )
 
 
@@ -83,7 +116,9 @@ def test_prediction_weights_are_a_distribution_over_the_tokens(trained):
         assert sum(p.probs.values()) == pytest.approx(1.0, abs=1e-5)
 
 
-def reference_pooling(pool: AttentionPooling, states: torch.Tensor, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_pooling(
+    pool: AttentionPooling, states: torch.Tensor, lengths: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Yang et al.'s formula written out per sequence, over its real tokens only."""
     pooled, weights = [], torch.zeros(states.shape[:2])
     for b, n in enumerate(lengths):
@@ -159,8 +194,25 @@ def test_cli_trains_classifies_and_plots(tmp_path, capsys):
     data = tmp_path / "train.tsv"
     data.write_text("".join(f"{y}\t{t}\n" for y, t in keyword_task(400, 7)), encoding="utf-8")
     out = tmp_path / "run"
-    assert cli.main(["train", "classify", "--data", str(data), "--out", str(out), "--preset", "tiny",
-                     "--epochs", "4", "--overrides", "train.progress=false"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "classify",
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--preset",
+                "tiny",
+                "--epochs",
+                "4",
+                "--overrides",
+                "train.progress=false",
+            ]
+        )
+        == 0
+    )
     evals = [json.loads(l)["eval"] for l in (out / "log.jsonl").read_text().splitlines() if "eval" in l]
     assert max(e["accuracy"] for e in evals) >= 0.9  # the default model (one encoder block) learns it too
     capsys.readouterr()

@@ -48,7 +48,7 @@ def test_mask_tokens_proportions_on_a_large_sample():
     ids[:, 0], ids[:, -1] = 2, 3  # [CLS] … [SEP]
     ids[::3, -60:] = 0  # padding
     corrupted, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab, special_ids=specials, generator=g)
-    special = (ids < 4)
+    special = ids < 4
     selected = labels != -100
     n_ordinary = int((~special).sum())
     # 15% of the ordinary tokens; never a special token.
@@ -296,8 +296,26 @@ def test_fill_mask_command_prints_the_models_candidates(tmp_path, capsys):
 
     (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 60, encoding="utf-8")
     out = tmp_path / "run"
-    assert main(["train", "mlm", "--text", str(tmp_path / "text.txt"), "--out", str(out), "--preset", "tiny",
-                 "--max-steps", "40", "--overrides", "train.progress=false", "train.lr=0.01"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "mlm",
+                "--text",
+                str(tmp_path / "text.txt"),
+                "--out",
+                str(out),
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "40",
+                "--overrides",
+                "train.progress=false",
+                "train.lr=0.01",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["fill-mask", "--model", str(out), "the c[MASK]t sat on the m[MASK]t.", "--top-k", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()

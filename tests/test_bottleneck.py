@@ -7,9 +7,6 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.data.tasks import make_splits
-from attnlab.models.rnn_seq2seq import RNNSeq2Seq
-from attnlab.models.transformer import PRESETS as TRANSFORMER_PRESETS
-from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.experiments.bottleneck import (
     MODELS,
     BottleneckSettings,
@@ -20,6 +17,9 @@ from attnlab.experiments.bottleneck import (
     match_rnn_config,
     run_bottleneck,
 )
+from attnlab.models.rnn_seq2seq import RNNSeq2Seq
+from attnlab.models.transformer import PRESETS as TRANSFORMER_PRESETS
+from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.recipes.translate import load_translator
 
 
@@ -50,15 +50,20 @@ def _result(name, bleus):
 
 
 def test_finding_is_computed_from_the_numbers():
-    models = [_result("rnn-none", [80.0, 60.0, None, 42.5]), _result("rnn-additive", [85.0, 84.0, None, 83.0]),
-              _result("transformer", [90.0, 91.0, None, 90.4])]
+    models = [
+        _result("rnn-none", [80.0, 60.0, None, 42.5]),
+        _result("rnn-additive", [85.0, 84.0, None, 83.0]),
+        _result("transformer", [90.0, 91.0, None, 90.4]),
+    ]
     text = describe_finding(models, "words")
     assert text.startswith("From the shortest source bucket (1–2 words) to the longest (7–8 words)")
     assert "falls by 37.5 points (from 80.0 to 42.5) for the RNN without attention" in text
     assert "falls by 2.0 points (from 85.0 to 83.0) for the RNN with additive attention" in text
     assert "rises by 0.4 points (from 90.0 to 90.4) for the Transformer" in text
     # 37.5 − (−0.4) = 37.9
-    assert "The RNN without attention loses the most on long sources: 37.9 BLEU points more than the Transformer." in text
+    assert (
+        "The RNN without attention loses the most on long sources: 37.9 BLEU points more than the Transformer." in text
+    )
 
 
 def test_finding_with_equal_drops_and_too_few_buckets():
@@ -80,13 +85,28 @@ def test_length_buckets_are_equal_width_with_thin_ones_merged():
 
 
 def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):
-    settings = BottleneckSettings(minutes=0.1, task="numbers-ja-en", n_train=200, n_valid=16, n_test=40,
-                                  transformer_preset="tiny", max_tokens=1024, progress=False)
+    settings = BottleneckSettings(
+        minutes=0.1,
+        task="numbers-ja-en",
+        n_train=200,
+        n_valid=16,
+        n_test=40,
+        transformer_preset="tiny",
+        max_tokens=1024,
+        progress=False,
+    )
     report = run_bottleneck(tmp_path, settings, log=lambda line: None)
     names = [m.name for m in report.models]
     assert names == list(MODELS)
-    for f in ("report.md", "summary.csv", "bleu_by_length.csv", "results.json", "bleu_by_length.png",
-              "attention_rnn-additive.png", "attention_transformer.png"):
+    for f in (
+        "report.md",
+        "summary.csv",
+        "bleu_by_length.csv",
+        "results.json",
+        "bleu_by_length.png",
+        "attention_rnn-additive.png",
+        "attention_transformer.png",
+    ):
         assert (tmp_path / f).stat().st_size > 0, f
     assert not (tmp_path / "attention_rnn-none.png").exists()
     assert (tmp_path / "bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -101,7 +121,9 @@ def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):
         assert m["stop_reason"] in ("time_budget", "epochs") and m["steps"] > 0
         assert sum(b["n"] for b in m["by_length"]) == 40  # the automatic buckets cover every test sentence
         assert m["train_seconds"] < budget + 30
-    assert [b["bucket"] for b in results["models"][0]["by_length"]] == [b["bucket"] for b in results["models"][2]["by_length"]]
+    assert [b["bucket"] for b in results["models"][0]["by_length"]] == [
+        b["bucket"] for b in results["models"][2]["by_length"]
+    ]
 
     rows = list(csv.DictReader((tmp_path / "bleu_by_length.csv").open()))
     assert len(rows) == 3 * len(results["models"][0]["by_length"])
@@ -114,7 +136,9 @@ def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):
         filled = [b for b in m.by_length if b["bleu"] is not None]
         if len(filled) >= 2:
             change = filled[-1]["bleu"] - filled[0]["bleu"]
-            assert (f"{abs(change):.1f} points" if abs(change) >= 0.05 else f"stays at {filled[0]['bleu']:.1f}") in report.finding
+            assert (
+                f"{abs(change):.1f} points" if abs(change) >= 0.05 else f"stays at {filled[0]['bleu']:.1f}"
+            ) in report.finding
     md = (tmp_path / "report.md").read_text()
     assert report.finding in md and "| RNN with additive attention |" in md
 
@@ -122,7 +146,10 @@ def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):
     translator = load_translator(tmp_path / "models" / "rnn-additive")
     out = translator.translate(["三百"], return_attention=True)[0]
     assert out.cross_attention.shape[:2] == (1, 1)
-    assert load_translator(tmp_path / "models" / "rnn-none").translate(["三百"], return_attention=True)[0].cross_attention is None
+    assert (
+        load_translator(tmp_path / "models" / "rnn-none").translate(["三百"], return_attention=True)[0].cross_attention
+        is None
+    )
 
 
 def test_cli_runs_on_corpus_files_and_names_missing_ones(tmp_path, capsys):
@@ -133,8 +160,28 @@ def test_cli_runs_on_corpus_files_and_names_missing_ones(tmp_path, capsys):
         (tmp_path / f"{name}.tgt").write_text("\n".join(t for _, t in pairs) + "\n")
         args += [f"--{name}-src", str(tmp_path / f"{name}.src"), f"--{name}-tgt", str(tmp_path / f"{name}.tgt")]
     out = tmp_path / "report"
-    rc = main(["experiment", "bottleneck", "--out", str(out), "--minutes", "0.06", "--transformer-preset", "tiny",
-               "--tokenizer", "char", "--buckets", "1-3", "4-6", "7-30", "--length-unit", "chars", "--no-progress", *args])
+    rc = main(
+        [
+            "experiment",
+            "bottleneck",
+            "--out",
+            str(out),
+            "--minutes",
+            "0.06",
+            "--transformer-preset",
+            "tiny",
+            "--tokenizer",
+            "char",
+            "--buckets",
+            "1-3",
+            "4-6",
+            "7-30",
+            "--length-unit",
+            "chars",
+            "--no-progress",
+            *args,
+        ]
+    )
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
     assert results["data"] == {"source": "corpus", "train": 150, "valid": 12, "test": 30}
@@ -154,9 +201,26 @@ def test_train_translate_cli_accepts_the_rnn_and_its_attention(tmp_path, capsys)
         (tmp_path / f"{name}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in split))
     for attention in ("additive", "none"):
         out = tmp_path / attention
-        rc = main(["train", "translate", "--out", str(out), "--train-tsv", str(tmp_path / "train.tsv"),
-                   "--valid-tsv", str(tmp_path / "valid.tsv"), "--preset", "tiny", "--arch", "rnn",
-                   "--attention", attention, "--epochs", "1"])
+        rc = main(
+            [
+                "train",
+                "translate",
+                "--out",
+                str(out),
+                "--train-tsv",
+                str(tmp_path / "train.tsv"),
+                "--valid-tsv",
+                str(tmp_path / "valid.tsv"),
+                "--preset",
+                "tiny",
+                "--arch",
+                "rnn",
+                "--attention",
+                attention,
+                "--epochs",
+                "1",
+            ]
+        )
         assert rc == 0
         config = json.loads((out / "best" / "config.json").read_text())
         assert config["model_type"] == "rnn" and config["attention"] == attention

@@ -37,9 +37,20 @@ def data():
 
 @pytest.fixture(scope="module")
 def trained(data):
-    setup = dataclasses.replace(cp.RECIPES["tiny"], lang="ja", train=TrainConfig(
-        epochs=1000, max_steps=120, lr=3e-3, warmup_steps=10, schedule="constant", eval_every_steps=120,
-        progress=False, seed=0))
+    setup = dataclasses.replace(
+        cp.RECIPES["tiny"],
+        lang="ja",
+        train=TrainConfig(
+            epochs=1000,
+            max_steps=120,
+            lr=3e-3,
+            warmup_steps=10,
+            schedule="constant",
+            eval_every_steps=120,
+            progress=False,
+            seed=0,
+        ),
+    )
     captioner, result, _ = cp.train_captioner(setup, data)
     return captioner, result
 
@@ -110,16 +121,39 @@ def test_japanese_token_titles_render_without_missing_glyphs(trained, data, tmp_
     c = captioner.caption(data.test_x[:1], return_attention=True)[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        path = plot_image_attention(data.test_x[0], c.cross_attention[-1].mean(0), 2, tmp_path / "ja.png",
-                                           titles=c.tokens, title=f"「{c.text}」")
+        path = plot_image_attention(
+            data.test_x[0],
+            c.cross_attention[-1].mean(0),
+            2,
+            tmp_path / "ja.png",
+            titles=c.tokens,
+            title=f"「{c.text}」",
+        )
     assert not [w for w in caught if "missing from" in str(w.message)]
     assert path.read_bytes()[:8] == PNG_MAGIC
 
 
 def test_cli_trains_captions_and_plots(tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli.main(["train", "caption", "--out", str(out), "--preset", "tiny", "--lang", "en", "--max-steps", "10",
-                     "--overrides", "train.progress=false"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "caption",
+                "--out",
+                str(out),
+                "--preset",
+                "tiny",
+                "--lang",
+                "en",
+                "--max-steps",
+                "10",
+                "--overrides",
+                "train.progress=false",
+            ]
+        )
+        == 0
+    )
     scores = json.loads((out / "test.json").read_text())
     assert set(scores) == {"greedy", "beam4"} and scores["greedy"]["n"] > 300
     capsys.readouterr()

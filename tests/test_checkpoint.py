@@ -139,10 +139,10 @@ def test_tokenizers_and_trainer_state_round_trip(tmp_path):
     model(torch.tensor([[1, 2]])).sum().backward()
     optimizer.step()
     src, tgt = FakeTokenizer(["a", "b"]), FakeTokenizer(["三", "十"])
-    state = {"optimizer": optimizer.state_dict(), "step": 7, "epoch": 1, "best": {"bleu": 12.5},
-             "rng": rng_state()}
-    path = save_checkpoint(tmp_path / "ck", model=model, config=CONFIG,
-                           tokenizers={"src": src, "tgt": tgt}, trainer_state=state)
+    state = {"optimizer": optimizer.state_dict(), "step": 7, "epoch": 1, "best": {"bleu": 12.5}, "rng": rng_state()}
+    path = save_checkpoint(
+        tmp_path / "ck", model=model, config=CONFIG, tokenizers={"src": src, "tgt": tgt}, trainer_state=state
+    )
     ck = load_checkpoint(path)  # weights_only=True: the state must be plain types + tensors
     assert ck.tokenizer_files == {"src": [path / "src.json"], "tgt": [path / "tgt.json"]}
     assert json.loads((path / "tgt.json").read_text(encoding="utf-8")) == {"vocab": ["三", "十"]}
@@ -179,8 +179,7 @@ def _assert_is_v1(path: Path, v1: TinyLM) -> None:
 
 
 def test_overwrite_replaces_the_previous_checkpoint(tmp_path):
-    save_checkpoint(tmp_path / "ck", model=_model(0), config={**CONFIG, "version": 1},
-                    trainer_state={"step": 1})
+    save_checkpoint(tmp_path / "ck", model=_model(0), config={**CONFIG, "version": 1}, trainer_state={"step": 1})
     v2 = _model(1)
     save_checkpoint(tmp_path / "ck", model=v2, config={**CONFIG, "version": 2})
     ck = load_checkpoint(tmp_path / "ck")
@@ -198,8 +197,7 @@ def test_failure_while_writing_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ckpt_mod.torch, "save", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        save_checkpoint(tmp_path / "ck", model=_model(1), config={**CONFIG, "version": 2},
-                        trainer_state={"step": 2})
+        save_checkpoint(tmp_path / "ck", model=_model(1), config={**CONFIG, "version": 2}, trainer_state={"step": 2})
     _assert_is_v1(tmp_path / "ck", v1)
     assert os.listdir(tmp_path) == ["ck"]
 
@@ -270,8 +268,14 @@ def test_hard_crash_never_loses_the_previous_checkpoint(tmp_path, where):
     script = tmp_path / "crash.py"
     script.write_text(_CRASH_SCRIPT, encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(script), str(REPO), where, str(final)], check=False, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(REPO), where, str(final)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 17, proc.stderr
 
     leftovers = sorted(os.listdir(tmp_path))
@@ -344,8 +348,7 @@ def test_tokenizer_errors(tmp_path):
     with pytest.raises(TypeError, match="has no .save"):
         save_checkpoint(tmp_path / "a", model=_model(0), config=CONFIG, tokenizers={"src": NoSave()})
     with pytest.raises(ValueError, match="file stem"):
-        save_checkpoint(tmp_path / "a", model=_model(0), config=CONFIG,
-                        tokenizers={"../evil": FakeTokenizer([])})
+        save_checkpoint(tmp_path / "a", model=_model(0), config=CONFIG, tokenizers={"../evil": FakeTokenizer([])})
     with pytest.raises(ValueError, match="reserves"):
         save_checkpoint(tmp_path / "a", model=_model(0), config=CONFIG, tokenizers={"x": Sneaky([])})
     assert os.listdir(tmp_path) == []
@@ -403,8 +406,7 @@ def test_rng_state_reproduces_python_numpy_torch():
 
 def test_rng_state_survives_a_checkpoint(tmp_path):
     random.seed(4), np.random.seed(5), torch.manual_seed(6)
-    path = save_checkpoint(tmp_path / "ck", model=_model(0), config=CONFIG,
-                           trainer_state={"rng": rng_state()})
+    path = save_checkpoint(tmp_path / "ck", model=_model(0), config=CONFIG, trainer_state={"rng": rng_state()})
     expected = _draw()
     _draw()  # move on, as a run would before being interrupted
     set_rng_state(load_checkpoint(path).trainer_state["rng"])

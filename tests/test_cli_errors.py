@@ -33,11 +33,19 @@ SENTENCES = ["ab", "ba", "abc", "cab", "bca"]
 def write_translator(directory: Path) -> Path:
     """A tiny untrained translator checkpoint (character vocabulary of the letters a, b, c)."""
     tok = CharTokenizer.train(SENTENCES)
-    config = TransformerConfig(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, pad_id=tok.pad_id,
-                               **tr.ARCHS["transformer"].presets["tiny"])
+    config = TransformerConfig(
+        src_vocab_size=tok.vocab_size,
+        tgt_vocab_size=tok.vocab_size,
+        pad_id=tok.pad_id,
+        **tr.ARCHS["transformer"].presets["tiny"],
+    )
     torch.manual_seed(0)
-    save_checkpoint(directory, model=Transformer(config), config={**dataclasses.asdict(config), "bleu_tokenize": "13a"},
-                    tokenizers={"src_tokenizer": tok, "tgt_tokenizer": tok})
+    save_checkpoint(
+        directory,
+        model=Transformer(config),
+        config={**dataclasses.asdict(config), "bleu_tokenize": "13a"},
+        tokenizers={"src_tokenizer": tok, "tgt_tokenizer": tok},
+    )
     return directory
 
 
@@ -54,9 +62,17 @@ def paths(tmp_path, model_dir) -> dict[str, Path]:
     (tmp_path / "valid.tsv").write_text("ab\tba\ncab\tbac\n", encoding="utf-8")
     (tmp_path / "train.tsv").write_text("".join(f"{s}\t{s[::-1]}\n" for s in SENTENCES * 4), encoding="utf-8")
     (tmp_path / "empty.tsv").write_text("", encoding="utf-8")
-    return {"model": model_dir, "out": tmp_path / "run", "missing": tmp_path / "no-such-train.tsv",
-            "train": tmp_path / "train.tsv", "valid": tmp_path / "valid.tsv", "empty": tmp_path / "empty.tsv",
-            "dir": tmp_path / "folder", "file": tmp_path / "a-file.txt", "tmp": tmp_path}
+    return {
+        "model": model_dir,
+        "out": tmp_path / "run",
+        "missing": tmp_path / "no-such-train.tsv",
+        "train": tmp_path / "train.tsv",
+        "valid": tmp_path / "valid.tsv",
+        "empty": tmp_path / "empty.tsv",
+        "dir": tmp_path / "folder",
+        "file": tmp_path / "a-file.txt",
+        "tmp": tmp_path,
+    }
 
 
 def fill(argv: list[str], paths: dict[str, Path]) -> list[str]:
@@ -80,13 +96,25 @@ def assert_one_line_error(code: int, err: str, fragment: str) -> None:
 
 # `train translate` on a training file that does not exist: a setting that is refused must be
 # refused before the data is read, or the error would be "no such file".
-TRAIN = ["train", "translate", "--out", "{out}", "--train-tsv", "{missing}", "--valid-tsv", "{valid}",
-         "--preset", "tiny"]
+TRAIN = [
+    "train",
+    "translate",
+    "--out",
+    "{out}",
+    "--train-tsv",
+    "{missing}",
+    "--valid-tsv",
+    "{valid}",
+    "--preset",
+    "tiny",
+]
 
 SETTINGS_CASES = [
     # issue 17: settings checked only after training time is spent
-    (["--overrides", "metric=perplexity"],
-     "unknown metric 'perplexity'; choose from ['bleu', 'chrf', 'exact_match', 'loss']"),
+    (
+        ["--overrides", "metric=perplexity"],
+        "unknown metric 'perplexity'; choose from ['bleu', 'chrf', 'exact_match', 'loss']",
+    ),
     (["--overrides", "train.schedule=foo"], "unknown schedule 'foo'"),
     (["--minutes", "-1"], "--minutes must be a finite number ≥ 0, got -1.0"),
     (["--minutes", "nan"], "--minutes must be a finite number ≥ 0, got nan"),
@@ -160,14 +188,31 @@ def test_a_bad_training_setting_stops_before_any_data_is_read(extra, fragment, p
 FILE_CASES = [
     # issue 17: a directory given as a file; --out naming an existing file
     (["translate", "--model", "{model}", "--input", "{dir}"], "folder: is a directory"),
-    (["train", "translate", "--out", "{out}", "--train-tsv", "{dir}", "--valid-tsv", "{valid}", "--preset", "tiny"],
-     "folder"),
-    (["train", "translate", "--out", "{file}", "--train-tsv", "{train}", "--valid-tsv", "{valid}"],
-     "a file of that name exists"),
+    (
+        ["train", "translate", "--out", "{out}", "--train-tsv", "{dir}", "--valid-tsv", "{valid}", "--preset", "tiny"],
+        "folder",
+    ),
+    (
+        ["train", "translate", "--out", "{file}", "--train-tsv", "{train}", "--valid-tsv", "{valid}"],
+        "a file of that name exists",
+    ),
     (["demo", "--out", "{file}"], "a file of that name exists"),
     # issue 17: an empty validation set, found before training (after reading the data)
-    (["train", "translate", "--out", "{out}", "--train-tsv", "{train}", "--valid-tsv", "{empty}", "--preset", "tiny"],
-     "the validation set is empty"),
+    (
+        [
+            "train",
+            "translate",
+            "--out",
+            "{out}",
+            "--train-tsv",
+            "{train}",
+            "--valid-tsv",
+            "{empty}",
+            "--preset",
+            "tiny",
+        ],
+        "the validation set is empty",
+    ),
     # neighbours
     (["translate", "--model", "{model}", "--input", "{tmp}/nothing.txt"], "nothing.txt"),
     (["translate", "--model", "{tmp}/no-model", "hello"], "no-model"),
@@ -177,8 +222,9 @@ FILE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv, fragment", FILE_CASES,
-                         ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(FILE_CASES)])
+@pytest.mark.parametrize(
+    "argv, fragment", FILE_CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(FILE_CASES)]
+)
 def test_a_bad_path_is_one_line(argv, fragment, paths, capsys):
     code, out, err = run(fill(argv, paths), capsys)
     assert_one_line_error(code, err, fragment)
@@ -188,10 +234,14 @@ def test_a_bad_path_is_one_line(argv, fragment, paths, capsys):
 INFERENCE_CASES = [
     # issue 17: translate --device tpu (cuda: below); --beam 100000; --alpha nan
     (["translate", "--model", "{model}", "--device", "tpu", "ab"], "unknown device 'tpu'"),
-    (["translate", "--model", "{model}", "--beam", "100000", "ab"],
-     f"beam size 100000 is over the limit of {MAX_BEAM}"),
-    (["translate", "--model", "{model}", "--alpha", "nan", "ab"],
-     "alpha (the length-penalty exponent) must be a finite"),
+    (
+        ["translate", "--model", "{model}", "--beam", "100000", "ab"],
+        f"beam size 100000 is over the limit of {MAX_BEAM}",
+    ),
+    (
+        ["translate", "--model", "{model}", "--alpha", "nan", "ab"],
+        "alpha (the length-penalty exponent) must be a finite",
+    ),
     # neighbours
     (["translate", "--model", "{model}", "--device", "gpu", "ab"], "unknown device 'gpu'"),
     (["translate", "--model", "{model}", "--device", "cuda:x", "ab"], "unknown device 'cuda:x'"),
@@ -362,8 +412,11 @@ def test_a_task_whose_evaluate_lacks_its_metric_is_a_clear_error():
         def checkpoint_payload(self):
             return {}, {}
 
-    with pytest.raises(ValueError, match=r"metric 'bleu' is not among the metrics its evaluate\(\) returns: "
-                                         r"\['loss'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"metric 'bleu' is not among the metrics its evaluate\(\) returns: "
+        r"\['loss'\]",
+    ):
         train(torch.nn.Linear(3, 1), Task(), TrainConfig(epochs=1, progress=False))
 
 

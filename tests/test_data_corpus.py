@@ -38,7 +38,7 @@ def test_different_line_counts_names_both_files_and_counts(tmp_path):
 
 
 def test_invalid_utf8_names_file_line_and_byte(tmp_path):
-    src = write(tmp_path / "train.de", "ok\nauch ok\n".encode() + b"kaputt \xff hier\n")
+    src = write(tmp_path / "train.de", b"ok\nauch ok\n" + b"kaputt \xff hier\n")
     tgt = write(tmp_path / "train.en", "ok\nalso ok\nbroken here\n")
     with pytest.raises(ValueError) as err:
         read_parallel(src, tgt)

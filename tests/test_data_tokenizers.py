@@ -169,8 +169,13 @@ def test_word_and_pretrained_tokenizers_implement_the_interface():
         assert isinstance(tok, Tokenizer)
         wrapped = tok.encode("two cats.", add_bos=True, add_eos=True)
         assert tok.tokens("two cats.", add_bos=True, add_eos=True) == [tok.id_to_token(i) for i in wrapped]
-        assert [tok.id_to_token(i) for i in wrapped] == [tok.id_to_token(tok.bos_id), "two", "[UNK]", ".",
-                                                         tok.id_to_token(tok.eos_id)]
+        assert [tok.id_to_token(i) for i in wrapped] == [
+            tok.id_to_token(tok.bos_id),
+            "two",
+            "[UNK]",
+            ".",
+            tok.id_to_token(tok.eos_id),
+        ]
         assert tok.encode_batch(["two dogs.", "dogs"]) == [tok.encode("two dogs."), tok.encode("dogs")]
     assert words.kind == "word" and words.mask_id is None
     assert words.decode(words.encode("Two dogs .", add_bos=True, add_eos=True)) == "two dogs ."

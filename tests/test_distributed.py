@@ -39,8 +39,10 @@ def _fsdp2_available() -> bool:
     return True
 
 
-needs_gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="this PyTorch build has no torch.distributed gloo backend")
+needs_gloo = pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available()),
+    reason="this PyTorch build has no torch.distributed gloo backend",
+)
 FSDP2 = _fsdp2_available()
 
 
@@ -53,8 +55,17 @@ def _env() -> dict:
 
 def torchrun(args: list[str], timeout: float = 150) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``python -m torch.distributed.run --standalone --nproc_per_node 2 ARGS``; (result, seconds)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "--max-restarts", "0", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "--max-restarts",
+        "0",
+        *args,
+    ]
     start = time.monotonic()
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, env=_env())
     return proc, time.monotonic() - start
@@ -174,8 +185,11 @@ def test_resumed_two_process_run_matches_the_uninterrupted_one(two_ranks):
 
 @needs_gloo
 def test_a_killed_rank_stops_the_torchrun_job_with_a_message(tmp_path):
-    spec = {"timeout_s": 60, "kill": [1, 3],
-            "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}]}
+    spec = {
+        "timeout_s": 60,
+        "kill": [1, 3],
+        "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}],
+    }
     proc, seconds = run_worker(tmp_path, spec)
     assert proc.returncode != 0
     assert seconds < 90
@@ -192,15 +206,31 @@ def _free_port() -> int:
 def test_without_torchrun_the_surviving_rank_explains_and_exits(tmp_path):
     # No agent to stop the others: rank 0 must notice by itself that rank 1 is gone.
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps({"timeout_s": 60, "kill": [1, 3],
-                                     "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}]}))
+    spec_path.write_text(
+        json.dumps(
+            {
+                "timeout_s": 60,
+                "kill": [1, 3],
+                "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}],
+            }
+        )
+    )
     port = str(_free_port())
     procs = []
     start = time.monotonic()
     for rank in (0, 1):
-        env = dict(_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(spec_path)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = dict(
+            _env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), str(spec_path)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     try:
         _, err0 = procs[0].communicate(timeout=90)
     finally:
@@ -216,8 +246,11 @@ def test_without_torchrun_the_surviving_rank_explains_and_exits(tmp_path):
 
 @needs_gloo
 def test_a_hung_rank_is_caught_by_the_timeout(tmp_path):
-    spec = {"timeout_s": 4, "hang": [1, 3],
-            "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}]}
+    spec = {
+        "timeout_s": 4,
+        "hang": [1, 3],
+        "runs": [{"train": dict(BASE, out_dir=str(tmp_path / "run"), max_steps=50)}],
+    }
     proc, seconds = run_worker(tmp_path, spec)
     assert proc.returncode != 0
     assert seconds < 90  # rank 1 sleeps for 600 s: the 4 s timeout ended the run
@@ -240,10 +273,33 @@ def test_cli_train_translate_runs_unchanged_under_torchrun(tmp_path):
     valid = tmp_path / "valid.tsv"
     valid.write_text("".join(f"{s}\t{t}\n" for s, t in splits.valid), encoding="utf-8")
     out = tmp_path / "model"
-    proc, _ = torchrun(["-m", "attnlab.cli", "train", "translate", "--train-tsv", str(tsv), "--valid-tsv", str(valid),
-                        "--out", str(out), "--preset", "tiny", "--device", "cpu", "--grad-accum", "2",
-                        "--precision", "bf16", "--overrides", "train.max_steps=3", "train.progress=false",
-                        "train.log_every=1", "eval_sentences=5"])
+    proc, _ = torchrun(
+        [
+            "-m",
+            "attnlab.cli",
+            "train",
+            "translate",
+            "--train-tsv",
+            str(tsv),
+            "--valid-tsv",
+            str(valid),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+            "--device",
+            "cpu",
+            "--grad-accum",
+            "2",
+            "--precision",
+            "bf16",
+            "--overrides",
+            "train.max_steps=3",
+            "train.progress=false",
+            "train.log_every=1",
+            "eval_sentences=5",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.count("model saved in") == 1  # rank 1's summary is silenced
     state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
@@ -296,8 +352,9 @@ def test_grad_accum_equals_one_step_over_the_union_of_the_batches(tmp_path):
     total = sum(model(*b) * n for b, n in zip(batches, counts)) / sum(counts)
     total.backward()
     cfg = TrainConfig(**fields)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr * lr_multiplier(1, cfg), betas=cfg.betas,
-                                  eps=cfg.eps, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr * lr_multiplier(1, cfg), betas=cfg.betas, eps=cfg.eps, weight_decay=0.0
+    )
     optimizer.step()
     for name, value in model.state_dict().items():
         torch.testing.assert_close(trained.state_dict()[name], value, rtol=1e-5, atol=1e-6, msg=name)
@@ -306,7 +363,9 @@ def test_grad_accum_equals_one_step_over_the_union_of_the_batches(tmp_path):
     mean_of_means = TinyLM()
     (sum(mean_of_means(*b) for b in batches) / 3).backward()
     torch.optim.AdamW(mean_of_means.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=0.0).step()
-    gap = max((mean_of_means.state_dict()[k] - trained.state_dict()[k]).abs().max().item() for k in trained.state_dict())
+    gap = max(
+        (mean_of_means.state_dict()[k] - trained.state_dict()[k]).abs().max().item() for k in trained.state_dict()
+    )
     assert gap > 1e-5  # the test can tell the two averages apart
 
 
@@ -356,8 +415,12 @@ def test_resume_with_other_accumulation_is_refused(tmp_path):
     single_process(tmp_path, **dict(BASE, max_steps=2))
     torch.manual_seed(0)
     with pytest.raises(ValueError, match="grad_accum"):
-        train(TinyLM(), NextTokenTask(), TrainConfig(out_dir=str(tmp_path), **dict(BASE, max_steps=4, grad_accum=2)),
-              resume=True)
+        train(
+            TinyLM(),
+            NextTokenTask(),
+            TrainConfig(out_dir=str(tmp_path), **dict(BASE, max_steps=4, grad_accum=2)),
+            resume=True,
+        )
 
 
 def test_bad_strategy_and_precision_are_clear_errors():
@@ -378,8 +441,10 @@ def test_compiled_training_matches_eager(tmp_path):
 @needs_gloo
 @pytest.mark.slow
 def test_compiled_ddp_with_accumulation_matches_eager_ddp(tmp_path):
-    runs = [{"train": dict(BASE, out_dir=str(tmp_path / kind), max_steps=3, grad_accum=2, compile=kind == "compiled")}
-            for kind in ("compiled", "eager")]
+    runs = [
+        {"train": dict(BASE, out_dir=str(tmp_path / kind), max_steps=3, grad_accum=2, compile=kind == "compiled")}
+        for kind in ("compiled", "eager")
+    ]
     proc, _ = run_worker(tmp_path, {"timeout_s": 300, "runs": runs}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     compiled, eager = params(tmp_path / "compiled" / "params_rank0.pt"), params(tmp_path / "eager" / "params_rank0.pt")

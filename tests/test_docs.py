@@ -63,8 +63,10 @@ def run_block(path: Path, lineno: int, source: str, namespace: dict) -> None:
 
 def test_block_parser(tmp_path):
     md = tmp_path / "x.md"
-    md.write_text("text\n```python\na = 1\n```\n```python no-run\nb = undefined\n```\n````text\n```python\n````\n"
-                  "  ```python\nc = a + 1\n  ```\n")
+    md.write_text(
+        "text\n```python\na = 1\n```\n```python no-run\nb = undefined\n```\n````text\n```python\n````\n"
+        "  ```python\nc = a + 1\n  ```\n"
+    )
     assert python_blocks(md) == [(3, "a = 1"), (12, "c = a + 1")]
 
 

@@ -35,7 +35,9 @@ def sections(out: str) -> dict[str, list[float]]:
             found["4"] = [float(x) for x in re.findall(r"-?\d+\.\d+", rows[0])]
         else:
             # "   book 1: 0.4810  ████" -> 0.4810; the "sum" row is not a book.
-            found[m.group(1)] = [float(re.search(r":\s*(-?\d+\.\d+)", r).group(1)) for r in rows if re.search(r"\d:", r)]
+            found[m.group(1)] = [
+                float(re.search(r":\s*(-?\d+\.\d+)", r).group(1)) for r in rows if re.search(r"\d:", r)
+            ]
     return found
 
 

@@ -138,7 +138,9 @@ def test_random_shapes_match_torch_sdpa(lead, T, S, Dh, Dv, scale, seed):
     mask = with_a_key_per_row(torch.rand(*lead, T, S, generator=gen) < 0.3, gen)
     for backend in BACKENDS:
         run_both(
-            lambda q, k, v, backend=backend: scaled_dot_product_attention(q, k, v, mask, scale=scale, backend=backend).output,
+            lambda q, k, v, backend=backend: (
+                scaled_dot_product_attention(q, k, v, mask, scale=scale, backend=backend).output
+            ),
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale),
             (q, k, v),
             torch.float64,
@@ -167,14 +169,17 @@ def test_auto_backend_choice():
     assert w is not None and w.shape == (2, 3, 4)
 
 
-@pytest.mark.parametrize("dtype, S, expected", [
-    (torch.float32, 16, "sdpa"),
-    (torch.float64, 16, "sdpa"),
-    (torch.bfloat16, 16, "math"),
-    (torch.float16, 16, "math"),
-    (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION, "math"),
-    (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION + 1, "sdpa"),
-])
+@pytest.mark.parametrize(
+    "dtype, S, expected",
+    [
+        (torch.float32, 16, "sdpa"),
+        (torch.float64, 16, "sdpa"),
+        (torch.bfloat16, 16, "math"),
+        (torch.float16, 16, "math"),
+        (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION, "math"),
+        (torch.bfloat16, MATH_MAX_KEYS_LOW_PRECISION + 1, "sdpa"),
+    ],
+)
 def test_auto_backend_takes_math_for_short_low_precision_attention_on_cpu(monkeypatch, dtype, S, expected):
     calls = []
     for name, fn in list(AF.BACKENDS.items()):
@@ -301,9 +306,7 @@ def test_additive_attention_without_bias_and_module():
 # --------------------------------------------------------------------------------------------
 
 
-@given(
-    B=st.integers(1, 3), T=st.integers(1, 6), S=st.integers(1, 6), Dh=st.integers(1, 6), seed=st.integers(0, 2**16)
-)
+@given(B=st.integers(1, 3), T=st.integers(1, 6), S=st.integers(1, 6), Dh=st.integers(1, 6), seed=st.integers(0, 2**16))
 @SETTINGS
 def test_weights_sum_to_one_over_allowed_keys(B, T, S, Dh, seed):
     gen = torch.Generator().manual_seed(seed)
@@ -398,8 +401,9 @@ def test_masks_of_every_rank_work_on_every_backend(backend, lead, rank, is_causa
         mask[..., -1] = True  # every row keeps a key: the reference needs none of the empty-row rule
     run_both(
         lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, backend=backend).output,
-        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask.expand(full_shape), is_causal=is_causal,
-                                                     backend="math").output,
+        lambda q, k, v: (
+            scaled_dot_product_attention(q, k, v, mask.expand(full_shape), is_causal=is_causal, backend="math").output
+        ),
         (q, k, v),
         torch.float64,
     )
@@ -545,21 +549,42 @@ def _qkv(q=(2, 3, 4), k=(2, 5, 4), v=(2, 5, 4), dtype=torch.float32):
         (lambda: _qkv(k=(3, 5, 4), v=(3, 5, 4)), {}, ValueError, r"batch/head dims differ"),
         (lambda: _qkv(v=(2, 6, 4)), {}, ValueError, r"same length S"),
         (lambda: _qkv(), {"mask": torch.ones(4, 5, dtype=torch.bool)}, ValueError, r"not broadcastable"),
-        (lambda: _qkv(q=(1, 3, 4), k=(1, 5, 4), v=(1, 5, 4)), {"mask": torch.ones(2, 3, 5, dtype=torch.bool)},
-         ValueError, r"not broadcastable"),
+        (
+            lambda: _qkv(q=(1, 3, 4), k=(1, 5, 4), v=(1, 5, 4)),
+            {"mask": torch.ones(2, 3, 5, dtype=torch.bool)},
+            ValueError,
+            r"not broadcastable",
+        ),
         (lambda: _qkv(), {"mask": torch.ones(3, 5)}, TypeError, r"mask must be boolean.*float32"),
         (lambda: _qkv(dtype=torch.int64), {}, TypeError, r"floating-point.*int64"),
         (lambda: _qkv(q=(2, 0, 4)), {}, ValueError, r"empty sequence.*T=0"),
         (lambda: _qkv(k=(2, 0, 4), v=(2, 0, 4)), {}, ValueError, r"empty sequence.*S=0"),
         (lambda: _qkv(), {"backend": "flash9"}, ValueError, r"unknown attention backend 'flash9'"),
-        (lambda: _qkv(), {"backend": "sdpa", "return_weights": True}, ValueError, r"sdpa.*cannot return attention weights"),
+        (
+            lambda: _qkv(),
+            {"backend": "sdpa", "return_weights": True},
+            ValueError,
+            r"sdpa.*cannot return attention weights",
+        ),
         (lambda: _qkv(), {"dropout_p": 1.0}, ValueError, r"dropout_p"),
         (lambda: (torch.zeros(3, 4),) + _qkv()[1:], {}, ValueError, r"batch/head dims differ"),
         (lambda: (torch.zeros(4),) + _qkv()[1:], {}, ValueError, r"q must have shape"),
     ],
     ids=[
-        "head-dims", "batch", "kv-length", "mask-shape", "mask-enlarges", "mask-dtype", "int-dtype",
-        "empty-T", "empty-S", "backend", "sdpa-weights", "dropout", "batch-rank", "1-d",
+        "head-dims",
+        "batch",
+        "kv-length",
+        "mask-shape",
+        "mask-enlarges",
+        "mask-dtype",
+        "int-dtype",
+        "empty-T",
+        "empty-S",
+        "backend",
+        "sdpa-weights",
+        "dropout",
+        "batch-rank",
+        "1-d",
     ],
 )
 def test_bad_input_messages(make, kwargs, err, pattern):

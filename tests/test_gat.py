@@ -101,7 +101,7 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="not node indices"):
         graph.train_gat(graph.GATSetup(labelled=[0, 40]))
     with pytest.raises(ValueError, match="train.device"):
-        graph.apply_overrides(graph.GATSetup(), ["train.precision=\"bf16\""])
+        graph.apply_overrides(graph.GATSetup(), ['train.precision="bf16"'])
 
 
 def test_karate_club_data():

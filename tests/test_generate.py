@@ -56,8 +56,16 @@ def test_sampled_generation_with_cache_matches_uncached_for_the_same_seed():
     model = tiny()
     prompt = torch.tensor([[3, 4, 5]])
     runs = [
-        generate(model, prompt, max_new_tokens=25, temperature=1.3, top_k=10, top_p=0.95,
-                 generator=torch.Generator().manual_seed(7), use_cache=cache).tokens
+        generate(
+            model,
+            prompt,
+            max_new_tokens=25,
+            temperature=1.3,
+            top_k=10,
+            top_p=0.95,
+            generator=torch.Generator().manual_seed(7),
+            use_cache=cache,
+        ).tokens
         for cache in (True, False)
     ]
     assert torch.equal(runs[0], runs[1])
@@ -152,7 +160,12 @@ def test_temperature_sharpens_and_flattens():
     g = torch.Generator().manual_seed(1)
 
     def freq(temp: float) -> float:
-        return (torch.stack([sample_next(logits, temperature=temp, generator=g) for _ in range(3000)]) == 0).float().mean().item()
+        return (
+            (torch.stack([sample_next(logits, temperature=temp, generator=g) for _ in range(3000)]) == 0)
+            .float()
+            .mean()
+            .item()
+        )
 
     p_cold = 0.6**2 / (0.6**2 + 0.4**2)  # temperature 0.5 squares the probabilities
     assert freq(0.5) == pytest.approx(p_cold, abs=0.03)
@@ -194,8 +207,26 @@ def tiny_lm_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
     (root / "text.txt").write_text(TEXT, encoding="utf-8")
     out = root / "run"
-    assert main(["train", "lm", "--text", str(root / "text.txt"), "--out", str(out), "--preset", "tiny",
-                 "--max-steps", "30", "--overrides", "train.progress=false", "train.lr=0.01"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "lm",
+                "--text",
+                str(root / "text.txt"),
+                "--out",
+                str(out),
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "30",
+                "--overrides",
+                "train.progress=false",
+                "train.lr=0.01",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -204,8 +235,22 @@ def test_generate_command_streams_what_generate_returns(tiny_lm_dir, capsys):
     from attnlab.recipes.lm import load_language_model
 
     capsys.readouterr()
-    assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "to be", "--max-new-tokens", "25",
-                 "--temperature", "0"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--model",
+                str(tiny_lm_dir),
+                "--prompt",
+                "to be",
+                "--max-new-tokens",
+                "25",
+                "--temperature",
+                "0",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     model, tok = load_language_model(tiny_lm_dir)
     prompt = torch.tensor([tok.encode("to be")])
@@ -220,8 +265,28 @@ def test_generate_command_seed_reproduces_samples(tiny_lm_dir, capsys):
     outs = []
     for _ in range(2):
         capsys.readouterr()
-        assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "the", "--max-new-tokens", "30",
-                     "--temperature", "1.0", "--top-k", "5", "--top-p", "0.9", "--seed", "3"]) == 0
+        assert (
+            main(
+                [
+                    "generate",
+                    "--model",
+                    str(tiny_lm_dir),
+                    "--prompt",
+                    "the",
+                    "--max-new-tokens",
+                    "30",
+                    "--temperature",
+                    "1.0",
+                    "--top-k",
+                    "5",
+                    "--top-p",
+                    "0.9",
+                    "--seed",
+                    "3",
+                ]
+            )
+            == 0
+        )
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and outs[0].startswith("the")
 

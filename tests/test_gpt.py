@@ -102,9 +102,7 @@ def test_loss_is_shifted_next_token_cross_entropy():
     labels[0, 5] = -100  # ignored position
     out = model(ids, labels=labels)
     logp = torch.log_softmax(out.logits.detach().double(), dim=-1)
-    terms = [
-        -logp[b, t, labels[b, t + 1]] for b in range(2) for t in range(7) if labels[b, t + 1] != -100
-    ]
+    terms = [-logp[b, t, labels[b, t + 1]] for b in range(2) for t in range(7) if labels[b, t + 1] != -100]
     expected = torch.stack(terms).mean()
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
 

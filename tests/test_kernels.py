@@ -15,8 +15,10 @@ from attnlab import accel
 from attnlab.accel import kernels
 
 HAVE_CC = (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")) is not None
-needs_kernel = pytest.mark.skipif(not HAVE_CC or os.environ.get("ATTNLAB_NATIVE") == "0",
-                                  reason="no C compiler here (or ATTNLAB_NATIVE=0): the kernel is not built")
+needs_kernel = pytest.mark.skipif(
+    not HAVE_CC or os.environ.get("ATTNLAB_NATIVE") == "0",
+    reason="no C compiler here (or ATTNLAB_NATIVE=0): the kernel is not built",
+)
 
 
 @needs_kernel
@@ -79,12 +81,15 @@ def test_linear_sends_one_row_to_the_kernel_and_more_rows_elsewhere(monkeypatch)
 
 
 def _probe(env: dict) -> list[str]:
-    code = ("import torch; from attnlab.accel import kernels, linear; import torch.nn.functional as F\n"
-            "w, b, x = torch.randn(6, 10), torch.randn(6), torch.randn(1, 10)\n"
-            "with torch.no_grad(): y = linear(x, w, b); g = kernels.gemv(x, w, b)\n"
-            "print(kernels.status()); print(g is None); print(bool(torch.allclose(y, F.linear(x, w, b), atol=1e-5)))")
-    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
-                         timeout=300, check=True)
+    code = (
+        "import torch; from attnlab.accel import kernels, linear; import torch.nn.functional as F\n"
+        "w, b, x = torch.randn(6, 10), torch.randn(6), torch.randn(1, 10)\n"
+        "with torch.no_grad(): y = linear(x, w, b); g = kernels.gemv(x, w, b)\n"
+        "print(kernels.status()); print(g is None); print(bool(torch.allclose(y, F.linear(x, w, b), atol=1e-5)))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=300, check=True
+    )
     return run.stdout.strip().splitlines()
 
 

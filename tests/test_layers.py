@@ -101,10 +101,20 @@ def test_mha_matches_torch_multihead_attention(case, backend, dtype):
     want_weights = backend != "sdpa"
     out, w = ours(*inputs, key_padding_mask=real, attn_mask=attn_mask, need_weights=want_weights)
     # torch's masks say the opposite: True = ignore this key.
-    ref_out, ref_w_avg = ref(*ref_inputs, key_padding_mask=~real, attn_mask=None if attn_mask is None else ~attn_mask,
-                             need_weights=True, average_attn_weights=True)
-    _, ref_w = ref(*ref_inputs, key_padding_mask=~real, attn_mask=None if attn_mask is None else ~attn_mask,
-                   need_weights=True, average_attn_weights=False)
+    ref_out, ref_w_avg = ref(
+        *ref_inputs,
+        key_padding_mask=~real,
+        attn_mask=None if attn_mask is None else ~attn_mask,
+        need_weights=True,
+        average_attn_weights=True,
+    )
+    _, ref_w = ref(
+        *ref_inputs,
+        key_padding_mask=~real,
+        attn_mask=None if attn_mask is None else ~attn_mask,
+        need_weights=True,
+        average_attn_weights=False,
+    )
     tol = TOL64 if dtype == torch.float64 else dict(atol=2e-5, rtol=2e-5)
     torch.testing.assert_close(out, ref_out, **tol)
     if want_weights:
@@ -253,14 +263,18 @@ def test_cached_decoding_with_key_padding():
     real = torch.tensor([[True] * 6, [False, False, True, True, True, True]])
     full = mha(x, key_padding_mask=real, is_causal=True).output
     cache = KVCache()
-    steps = [mha(x[:, t : t + 1], key_padding_mask=real[:, : t + 1], is_causal=True, cache=cache).output for t in range(6)]
+    steps = [
+        mha(x[:, t : t + 1], key_padding_mask=real[:, : t + 1], is_causal=True, cache=cache).output for t in range(6)
+    ]
     out = torch.cat(steps, 1)
     torch.testing.assert_close(out[0], full[0], **TOL64)
     torch.testing.assert_close(out[1, 2:], full[1, 2:], **TOL64)
     assert bool((steps[0][1] == mha.out_proj.bias).all())  # a pad query with nothing to see: zero mix, bias only
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 48), (1, 48), (3, 5, 48), (ONEDNN_MAX_ROWS, 48), (ONEDNN_MAX_ROWS + 1, 48), (0, 48)])
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 48), (1, 48), (3, 5, 48), (ONEDNN_MAX_ROWS, 48), (ONEDNN_MAX_ROWS + 1, 48), (0, 48)]
+)
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     torch.manual_seed(0)
@@ -270,8 +284,12 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     with torch.inference_mode():  # at most ONEDNN_MAX_ROWS rows take oneDNN here
         torch.testing.assert_close(layer(x), ref, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
-        torch.testing.assert_close(linear(x.double(), layer.weight.double(), None if not bias else layer.bias.double()),
-                                   ref.double(), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            linear(x.double(), layer.weight.double(), None if not bias else layer.bias.double()),
+            ref.double(),
+            atol=1e-5,
+            rtol=1e-5,
+        )
     out = layer(x)  # with autograd: F.linear, gradients flow
     torch.testing.assert_close(out, ref)
     out.sum().backward()
@@ -282,7 +300,11 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
 def test_linear_with_a_transposed_weight(rows):
     # A non-contiguous weight cannot go to the native kernel: oneDNN or F.linear take it.
     gen = torch.Generator().manual_seed(rows)
-    w, b, x = torch.randn(20, 30, generator=gen).t(), torch.randn(30, generator=gen), torch.randn(rows, 20, generator=gen)
+    w, b, x = (
+        torch.randn(20, 30, generator=gen).t(),
+        torch.randn(30, generator=gen),
+        torch.randn(rows, 20, generator=gen),
+    )
     with torch.inference_mode():
         torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), atol=1e-5, rtol=1e-5)
 
@@ -302,7 +324,9 @@ def test_stacked_self_attention_projection_equals_the_three_projections():
     torch.testing.assert_close(grads[0][0], grads[1][0], **TOL64)
     for name in grads[0][1]:
         torch.testing.assert_close(grads[0][1][name], grads[1][1][name], **TOL64, msg=name)
-    assert set(grads[0][1]) == {f"{p}.{w}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for w in ("weight", "bias")}
+    assert set(grads[0][1]) == {
+        f"{p}.{w}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for w in ("weight", "bias")
+    }
 
 
 def test_project_kv_equals_key_value():
@@ -457,10 +481,15 @@ def test_blocks_match_torch_transformer_layers(norm_first):
         copy_mha_to_torch(dec.self_attn, t_dec.self_attn)
         copy_mha_to_torch(dec.cross_attn, t_dec.multihead_attn)
         pairs = [
-            (enc.ff.up_proj, t_enc.linear1), (enc.ff.down_proj, t_enc.linear2),
-            (enc.attn_norm, t_enc.norm1), (enc.ff_norm, t_enc.norm2),
-            (dec.ff.up_proj, t_dec.linear1), (dec.ff.down_proj, t_dec.linear2),
-            (dec.self_norm, t_dec.norm1), (dec.cross_norm, t_dec.norm2), (dec.ff_norm, t_dec.norm3),
+            (enc.ff.up_proj, t_enc.linear1),
+            (enc.ff.down_proj, t_enc.linear2),
+            (enc.attn_norm, t_enc.norm1),
+            (enc.ff_norm, t_enc.norm2),
+            (dec.ff.up_proj, t_dec.linear1),
+            (dec.ff.down_proj, t_dec.linear2),
+            (dec.self_norm, t_dec.norm1),
+            (dec.cross_norm, t_dec.norm2),
+            (dec.ff_norm, t_dec.norm3),
         ]
         for ours, theirs in pairs:
             theirs.weight.copy_(ours.weight)

@@ -66,9 +66,19 @@ def test_lm_task_validation_and_loss_counts():
 
 def test_train_lm_resume_reproduces_the_uninterrupted_run(tmp_path):
     def run(out, max_steps, resume=False):
-        setup = lm_setup(block_size=16, batch_size=4, train=dataclasses.replace(
-            lm.LM_RECIPES["tiny"].train, out_dir=str(out), epochs=50, max_steps=max_steps, progress=False,
-            save_every_steps=1, log_every=1))
+        setup = lm_setup(
+            block_size=16,
+            batch_size=4,
+            train=dataclasses.replace(
+                lm.LM_RECIPES["tiny"].train,
+                out_dir=str(out),
+                epochs=50,
+                max_steps=max_steps,
+                progress=False,
+                save_every_steps=1,
+                log_every=1,
+            ),
+        )
         return lm.train_lm(setup, TEXT, resume=resume)
 
     full, _, _ = run(tmp_path / "a", 6)
@@ -99,9 +109,21 @@ def test_cosine_schedule_by_steps_or_by_the_time_budget():
 
 
 def test_time_budgeted_cosine_run_anneals_when_the_clock_runs_out(tmp_path):
-    setup = lm_setup(block_size=16, batch_size=4, train=dataclasses.replace(
-        lm.LM_RECIPES["tiny"].train, out_dir=str(tmp_path), epochs=10_000, time_budget_s=2.0, progress=False,
-        schedule="cosine", warmup_steps=2, lr=1e-3, log_every=1))
+    setup = lm_setup(
+        block_size=16,
+        batch_size=4,
+        train=dataclasses.replace(
+            lm.LM_RECIPES["tiny"].train,
+            out_dir=str(tmp_path),
+            epochs=10_000,
+            time_budget_s=2.0,
+            progress=False,
+            schedule="cosine",
+            warmup_steps=2,
+            lr=1e-3,
+            log_every=1,
+        ),
+    )
     _, result, _ = lm.train_lm(setup, TEXT)
     assert result.stop_reason == "time_budget" and result.steps > 20
     lrs = [r["lr"] for r in result.history if "lr" in r]
@@ -139,8 +161,10 @@ def test_mlm_sequences_and_next_sentence_pairs():
 
 
 def test_train_mlm_then_load_it_as_masked_lm_and_as_sentence_encoder(tmp_path):
-    setup = dataclasses.replace(lm.MLM_RECIPES["tiny"], train=dataclasses.replace(
-        lm.MLM_RECIPES["tiny"].train, out_dir=str(tmp_path), max_steps=3, progress=False))
+    setup = dataclasses.replace(
+        lm.MLM_RECIPES["tiny"],
+        train=dataclasses.replace(lm.MLM_RECIPES["tiny"].train, out_dir=str(tmp_path), max_steps=3, progress=False),
+    )
     model, result, tok = lm.train_mlm(setup, TEXT)
     assert isinstance(model, BertForMaskedLM) and result.steps == 3
     assert {"loss", "accuracy"} <= set(result.best)
@@ -159,20 +183,28 @@ def test_load_language_model_rejects_other_checkpoints(tmp_path):
     from attnlab.data.tokenizers import CharTokenizer
 
     tok = CharTokenizer.train(["abc"])
-    ckpt.save_checkpoint(tmp_path / "x", model=torch.nn.Linear(2, 2), config={"model_type": "transformer"},
-                         tokenizers={"tokenizer": tok})
+    ckpt.save_checkpoint(
+        tmp_path / "x", model=torch.nn.Linear(2, 2), config={"model_type": "transformer"}, tokenizers={"tokenizer": tok}
+    )
     with pytest.raises(ValueError, match="not a language model"):
         lm.load_language_model(tmp_path / "x")
 
 
 def test_overrides_are_checked():
-    setup = lm.apply_overrides(lm.LM_RECIPES["tiny"], ["model.n_layer=3", "train.lr=0.01", "batch_size=5",
-                                                       "train.betas=[0.9, 0.95]"], GPTConfig)
+    setup = lm.apply_overrides(
+        lm.LM_RECIPES["tiny"],
+        ["model.n_layer=3", "train.lr=0.01", "batch_size=5", "train.betas=[0.9, 0.95]"],
+        GPTConfig,
+    )
     assert setup.model_overrides == {"n_layer": 3} and setup.train.lr == 0.01 and setup.batch_size == 5
     assert setup.train.betas == (0.9, 0.95)
     assert lm.LM_RECIPES["tiny"].train.lr != 0.01  # the recipe itself is untouched
-    for bad, match in (("model.width=3", "unknown model field"), ("train.speed=1", "unknown training field"),
-                       ("colour=red", "unknown setting"), ("n_layer", "key=value")):
+    for bad, match in (
+        ("model.width=3", "unknown model field"),
+        ("train.speed=1", "unknown training field"),
+        ("colour=red", "unknown setting"),
+        ("n_layer", "key=value"),
+    ):
         with pytest.raises(ValueError, match=match):
             lm.apply_overrides(lm.LM_RECIPES["tiny"], [bad], GPTConfig)
     mlm_setup = lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.type_vocab_size=3"], BertConfig)

@@ -85,7 +85,9 @@ def test_contained_path_rejects_non_strings_and_escaping_symlinks(tmp_path):
 def _checkpoint(tmp_path: Path) -> Path:
     torch.manual_seed(0)
     return save_checkpoint(
-        tmp_path / "ck", model=nn.Linear(3, 2), config={"model_type": "linear"},
+        tmp_path / "ck",
+        model=nn.Linear(3, 2),
+        config={"model_type": "linear"},
         tokenizers={"src": CharTokenizer(["a", "b"])},
     )
 
@@ -208,8 +210,11 @@ def test_written_files_follow_the_umask(tmp_path, umask):
     try:
         assert new_file_mode() == 0o666 & ~umask
         path = save_checkpoint(
-            tmp_path / "ck", model=nn.Linear(3, 2), config={"model_type": "linear"},
-            tokenizers={"src": CharTokenizer(["a", "b"])}, trainer_state={"step": 1},
+            tmp_path / "ck",
+            model=nn.Linear(3, 2),
+            config={"model_type": "linear"},
+            tokenizers={"src": CharTokenizer(["a", "b"])},
+            trainer_state={"step": 1},
         )
         tok = CharTokenizer(["x"]).save(tmp_path / "alone", "tok")
     finally:

@@ -51,7 +51,9 @@ def test_sinusoidal_relative_position_is_a_linear_map():
     pe = sinusoidal_encoding(20, D).double()
     for i in range(D // 2):
         w = 1 / 10000 ** (2 * i / D)
-        rot = torch.tensor([[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]], dtype=torch.float64)
+        rot = torch.tensor(
+            [[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]], dtype=torch.float64
+        )
         pair = pe[:, 2 * i : 2 * i + 2]  # (T, 2) = (sin a, cos a); times rot = (sin(a + kw), cos(a + kw))
         torch.testing.assert_close(pair[:-k] @ rot, pair[k:], atol=1e-6, rtol=0)
 

@@ -72,12 +72,29 @@ def squad(paragraphs):
 
 def test_read_squad_reads_answers_and_repairs_offsets(tmp_path):
     context = "Ada Lovelace was born in London. London is large."
-    path = write_json(squad([{"context": context, "qas": [
-        {"id": "q1", "question": "Where was Ada born?", "answers": [{"text": "London", "answer_start": 25}]},
-        # A wrong offset is moved to the nearest occurrence (the second London, at 33).
-        {"id": "q2", "question": "What is large?", "answers": [{"text": "London", "answer_start": 35},
-                                                                {"text": "London", "answer_start": 25}]},
-    ]}]), tmp_path / "s.json")
+    path = write_json(
+        squad(
+            [
+                {
+                    "context": context,
+                    "qas": [
+                        {
+                            "id": "q1",
+                            "question": "Where was Ada born?",
+                            "answers": [{"text": "London", "answer_start": 25}],
+                        },
+                        # A wrong offset is moved to the nearest occurrence (the second London, at 33).
+                        {
+                            "id": "q2",
+                            "question": "What is large?",
+                            "answers": [{"text": "London", "answer_start": 35}, {"text": "London", "answer_start": 25}],
+                        },
+                    ],
+                }
+            ]
+        ),
+        tmp_path / "s.json",
+    )
     examples = read_squad(path)
     assert [e.id for e in examples] == ["q1", "q2"]
     assert examples[0].answers == [("London", 25)]
@@ -86,9 +103,20 @@ def test_read_squad_reads_answers_and_repairs_offsets(tmp_path):
 
 
 def test_read_squad_names_the_bad_entry(tmp_path):
-    missing = write_json(squad([{"context": "abc", "qas": [
-        {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
-        {"question": "q?", "answers": [{"text": "zzz", "answer_start": 0}]}]}]), tmp_path / "m.json")
+    missing = write_json(
+        squad(
+            [
+                {
+                    "context": "abc",
+                    "qas": [
+                        {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
+                        {"question": "q?", "answers": [{"text": "zzz", "answer_start": 0}]},
+                    ],
+                }
+            ]
+        ),
+        tmp_path / "m.json",
+    )
     with pytest.raises(ValueError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[1\]\.answers\[0\]: answer 'zzz'"):
         read_squad(missing)
     broken = tmp_path / "b.json"
@@ -99,9 +127,20 @@ def test_read_squad_names_the_bad_entry(tmp_path):
         read_squad(write_json({"paragraphs": []}, tmp_path / "x.json"))
     with pytest.raises(FileNotFoundError):
         read_squad(tmp_path / "none.json")
-    v2 = write_json(squad([{"context": "abc", "qas": [
-        {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
-        {"question": "impossible?", "answers": [], "is_impossible": True}]}]), tmp_path / "v2.json")
+    v2 = write_json(
+        squad(
+            [
+                {
+                    "context": "abc",
+                    "qas": [
+                        {"question": "q?", "answers": [{"text": "b", "answer_start": 1}]},
+                        {"question": "impossible?", "answers": [], "is_impossible": True},
+                    ],
+                }
+            ]
+        ),
+        tmp_path / "v2.json",
+    )
     with pytest.warns(UserWarning, match="skipped 1 question"):
         assert len(read_squad(v2)) == 1
 
@@ -159,8 +198,12 @@ def test_best_spans_equals_brute_force(S, max_len, seed):
     mask[:, 0] = True
     pred = best_spans(start, end, mask, max_len)
     for b in range(3):
-        best = max((float(start[b, i] + end[b, j]), i, j) for i in range(S) for j in range(i, min(S, i + max_len))
-                   if mask[b, i] and mask[b, j])
+        best = max(
+            (float(start[b, i] + end[b, j]), i, j)
+            for i in range(S)
+            for j in range(i, min(S, i + max_len))
+            if mask[b, i] and mask[b, j]
+        )
         assert (int(pred.start[b]), int(pred.end[b])) == best[1:]
         assert float(pred.score[b]) == pytest.approx(best[0], abs=1e-5)
 
@@ -180,20 +223,34 @@ def minilm_qa():
 def test_span_head_on_minilm_keeps_the_encoder_and_scores_only_the_passage(minilm_qa, tokenizer):
     model, encoder = minilm_qa
     examples = facts_splits(3, seed=5).train
-    windows = [w for i, e in enumerate(examples)
-               for w in question_windows(tokenizer, qa.QASetup(), i, e.question, e.context, e.answers[0])]
+    windows = [
+        w
+        for i, e in enumerate(examples)
+        for w in question_windows(tokenizer, qa.QASetup(), i, e.question, e.context, e.answers[0])
+    ]
     b = collate_windows(windows, tokenizer.pad_id)
     with torch.no_grad():
-        out = model(b.input_ids, token_type_ids=b.token_type_ids, attention_mask=b.attention_mask,
-                    span_mask=b.span_mask, start_positions=b.start, end_positions=b.end, need_weights=True)
+        out = model(
+            b.input_ids,
+            token_type_ids=b.token_type_ids,
+            attention_mask=b.attention_mask,
+            span_mask=b.span_mask,
+            start_positions=b.start,
+            end_positions=b.end,
+            need_weights=True,
+        )
         ref = encoder(b.input_ids, token_type_ids=b.token_type_ids, attention_mask=b.attention_mask)
         hidden = model.bert(b.input_ids, token_type_ids=b.token_type_ids, attention_mask=b.attention_mask).hidden_states
     torch.testing.assert_close(hidden, ref.hidden_states)
     # Logits from S·h and E·h on the passage, the dtype's minimum elsewhere.
-    torch.testing.assert_close(out.start_logits[b.span_mask], (hidden @ model.span_proj.weight[0] + model.span_proj.bias[0])[b.span_mask])
+    torch.testing.assert_close(
+        out.start_logits[b.span_mask], (hidden @ model.span_proj.weight[0] + model.span_proj.bias[0])[b.span_mask]
+    )
     assert bool((out.end_logits[~b.span_mask] == torch.finfo(torch.float32).min).all())
     masked = lambda x: x.masked_fill(~b.span_mask, float("-inf"))
-    expected = 0.5 * (F.cross_entropy(masked(out.start_logits), b.start) + F.cross_entropy(masked(out.end_logits), b.end))
+    expected = 0.5 * (
+        F.cross_entropy(masked(out.start_logits), b.start) + F.cross_entropy(masked(out.end_logits), b.end)
+    )
     torch.testing.assert_close(out.loss, expected)
     # Every attention map is a distribution over the real tokens of its window.
     assert len(out.attentions) == 6
@@ -201,8 +258,13 @@ def test_span_head_on_minilm_keeps_the_encoder_and_scores_only_the_passage(minil
         torch.testing.assert_close(a.sum(-1), torch.ones(a.shape[:-1]))
         assert bool((a.masked_select(~b.attention_mask[:, None, None, :]) == 0).all())
     with pytest.raises(ValueError, match="inside span_mask"):
-        model(b.input_ids, attention_mask=b.attention_mask, span_mask=b.span_mask,
-              start_positions=torch.zeros_like(b.start), end_positions=b.end)
+        model(
+            b.input_ids,
+            attention_mask=b.attention_mask,
+            span_mask=b.span_mask,
+            start_positions=torch.zeros_like(b.start),
+            end_positions=b.end,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,25 +279,44 @@ def tiny_bert_dir(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0)
+    config = transformers.BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     transformers.BertModel(config).save_pretrained(path)
     for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(minilm_dir() / name, path / name)
     return path
 
 
-TINY = ["max_length=64", "max_tokens=512", "train.epochs=200", "train.eval_every_steps=50", "train.lr=3e-3",
-        "train.warmup_steps=5", "train.progress=false", "train.log_every=1000", "train.weight_decay=0.0"]
+TINY = [
+    "max_length=64",
+    "max_tokens=512",
+    "train.epochs=200",
+    "train.eval_every_steps=50",
+    "train.lr=3e-3",
+    "train.warmup_steps=5",
+    "train.progress=false",
+    "train.log_every=1000",
+    "train.weight_decay=0.0",
+]
 
 
 @pytest.fixture(scope="module")
 def tiny_trained(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qa-run")
     examples = facts_splits(4, seed=7).train  # 8 questions, learnt by heart
-    setup = apply_overrides(qa.RECIPES["facts"], TINY + [f"init={json.dumps(str(tiny_bert_dir))}",
-                                                          f"train.out_dir={json.dumps(str(out))}"], BertConfig)
+    setup = apply_overrides(
+        qa.RECIPES["facts"],
+        TINY + [f"init={json.dumps(str(tiny_bert_dir))}", f"train.out_dir={json.dumps(str(out))}"],
+        BertConfig,
+    )
     answerer, result = qa.train_qa(setup, examples, examples)
     return answerer, result, examples, out
 
@@ -270,8 +351,22 @@ def test_answer_and_train_qa_cli(tiny_trained, tiny_bert_dir, tmp_path, capsys):
     _, _, examples, out = tiny_trained
     e = examples[0]
     plot = tmp_path / "attn.svg"
-    assert main(["answer", "--model", str(out), "--context", e.context, e.question, examples[1].question,
-                 "--attention-plot", str(plot)]) == 0
+    assert (
+        main(
+            [
+                "answer",
+                "--model",
+                str(out),
+                "--context",
+                e.context,
+                e.question,
+                examples[1].question,
+                "--attention-plot",
+                str(plot),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == e.answers[0][0] and len(lines) == 2
     assert plot.is_file() and (tmp_path / "attn_grid.svg").is_file()
@@ -280,8 +375,28 @@ def test_answer_and_train_qa_cli(tiny_trained, tiny_bert_dir, tmp_path, capsys):
     assert "exact match 100.0" in capsys.readouterr().out
     assert main(["answer", "--model", str(out), e.question]) == 2  # no passage
     run = tmp_path / "cli-run"
-    assert main(["train", "qa", "--out", str(run), "--init", str(tiny_bert_dir), "--n-train", "3", "--max-steps", "2",
-                 "--device", "cpu", "--overrides", "max_length=64", "train.progress=false"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "qa",
+                "--out",
+                str(run),
+                "--init",
+                str(tiny_bert_dir),
+                "--n-train",
+                "3",
+                "--max-steps",
+                "2",
+                "--device",
+                "cpu",
+                "--overrides",
+                "max_length=64",
+                "train.progress=false",
+            ]
+        )
+        == 0
+    )
     scores = json.loads((run / "test.json").read_text())
     assert scores["n"] == 200 and 0.0 <= scores["exact_match"] <= scores["f1"] <= 1.0
     assert (run / "best" / "tokenizer.json").is_file()

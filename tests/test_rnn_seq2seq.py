@@ -82,8 +82,10 @@ def test_none_has_no_attention_maps_anywhere():
     assert model(src, tgt_in, need_weights=True).attentions == {"cross": []}
     state = model.start(src)
     assert model.step(tgt_in[:, :1], state, need_weights=True).cross_weights is None
-    for hyps in (greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=4, return_attention=True),
-                 beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=4, return_attention=True)):
+    for hyps in (
+        greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=4, return_attention=True),
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=4, return_attention=True),
+    ):
         assert all(h.cross_attention is None for h in hyps)
 
 
@@ -94,8 +96,16 @@ def test_cached_additive_attention_equals_attnlab_additive_attention():
     mask = AF.padding_mask(torch.tensor([4, 2, 1]), max_len=4)  # (B, S)
     step = attn(query, memory, mask, attn.prepare(memory))
     a = attn.additive
-    ref_out, ref_w = AF.additive_attention(query.unsqueeze(1), memory, memory, a.q_proj.weight, a.k_proj.weight,
-                                           a.score, mask.unsqueeze(1), bias=a.k_proj.bias)
+    ref_out, ref_w = AF.additive_attention(
+        query.unsqueeze(1),
+        memory,
+        memory,
+        a.q_proj.weight,
+        a.k_proj.weight,
+        a.score,
+        mask.unsqueeze(1),
+        bias=a.k_proj.bias,
+    )
     torch.testing.assert_close(step.weights, ref_w.squeeze(1))
     torch.testing.assert_close(step.context, ref_out.squeeze(1))
 
@@ -106,8 +116,9 @@ def test_cached_additive_attention_equals_attnlab_additive_attention():
 
 
 @settings(max_examples=15, deadline=None)
-@given(window=st.integers(1, 4), lengths=st.lists(st.integers(1, 15), min_size=1, max_size=5),
-       seed=st.integers(0, 2**16))
+@given(
+    window=st.integers(1, 4), lengths=st.lists(st.integers(1, 15), min_size=1, max_size=5), seed=st.integers(0, 2**16)
+)
 def test_local_weights_are_zero_outside_the_window(window, lengths, seed):
     torch.manual_seed(seed)
     D = 8
@@ -271,7 +282,9 @@ def test_padding_in_the_source_is_invisible(kind):
 def test_tied_and_shared_embeddings():
     model = make_model(tie_output=True)
     assert model.out_proj.weight is model.tgt_embed.weight
-    shared = RNNSeq2Seq(RNNSeq2SeqConfig(src_vocab_size=19, tgt_vocab_size=19, share_embeddings=True, **PRESETS["tiny"]))
+    shared = RNNSeq2Seq(
+        RNNSeq2SeqConfig(src_vocab_size=19, tgt_vocab_size=19, share_embeddings=True, **PRESETS["tiny"])
+    )
     assert shared.src_embed is shared.tgt_embed
 
 

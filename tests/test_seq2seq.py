@@ -127,8 +127,7 @@ def test_token_cross_entropy_averages_over_the_non_padding_targets():
     logits = torch.randn(2, 3, 5)  # (B, T, V)
     labels = torch.tensor([[1, 4, 0], [2, 0, 0]])  # pad_id 0 at three positions
     terms = [
-        -torch.log_softmax(logits[b, t], dim=-1)[labels[b, t]]
-        for b in range(2) for t in range(3) if labels[b, t] != 0
+        -torch.log_softmax(logits[b, t], dim=-1)[labels[b, t]] for b in range(2) for t in range(3) if labels[b, t] != 0
     ]
     torch.testing.assert_close(token_cross_entropy(logits, labels, pad_id=0), torch.stack(terms).mean())
     # Label smoothing ε: the target is (1 − ε) on the label plus ε/V everywhere.
@@ -162,8 +161,9 @@ def test_the_models_score_their_loss_with_the_shared_helpers():
     torch.manual_seed(0)
     model = transformer().eval()
     out = model(src, tgt_in, labels=labels, label_smoothing=0.1)
-    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[labels != PAD], labels[labels != PAD],
-                                                         label_smoothing=0.1))
+    torch.testing.assert_close(
+        out.loss, F.cross_entropy(out.logits[labels != PAD], labels[labels != PAD], label_smoothing=0.1)
+    )
     pg = pointer_generator().eval()
     out = pg(src, tgt_in, labels=labels)
     real = labels != PAD

@@ -208,8 +208,7 @@ def test_greedy_and_beam_search_decode_into_the_extended_vocabulary():
     model = tiny_model(coverage=True)
     greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=6, return_attention=True)
     beam1 = beam_search(model, src, bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=6, beam_size=1, alpha=0.0)
-    beam3 = beam_search(model, src, bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=6, beam_size=3,
-                        return_attention=True)
+    beam3 = beam_search(model, src, bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=6, beam_size=3, return_attention=True)
     for b, (g, one) in enumerate(zip(greedy, beam1)):
         assert g.tokens == one.tokens
         n_real = int((src[b] != PAD).sum())
@@ -251,8 +250,9 @@ FAST = ["train.epochs=4", "max_tokens=512", "eval_examples=30", "train.progress=
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("summarize")
     splits = facts_splits(600, seed=0, n_valid=30, n_test=60, max_facts=1, max_fillers=2)
-    setup = apply_overrides(sm.RECIPES["facts"], FAST + [f"train.out_dir={json.dumps(str(out))}"],
-                            PointerGeneratorConfig)
+    setup = apply_overrides(
+        sm.RECIPES["facts"], FAST + [f"train.out_dir={json.dumps(str(out))}"], PointerGeneratorConfig
+    )
     summarizer, result = sm.train_summarizer(setup, splits.train, splits.valid)
     return summarizer, result, splits.test, out
 
@@ -285,7 +285,9 @@ def test_checkpoint_round_trip_and_beam_search(trained):
     summarizer, _, test, out = trained
     loaded = sm.load_summarizer(out)
     docs = [e.document for e in test[:8]]
-    assert [s.text for s in loaded.summarize(docs, beam_size=1)] == [s.text for s in summarizer.summarize(docs, beam_size=1)]
+    assert [s.text for s in loaded.summarize(docs, beam_size=1)] == [
+        s.text for s in summarizer.summarize(docs, beam_size=1)
+    ]
     beam = sm.evaluate_facts(loaded, test[:20], beam_size=3)
     assert beam["rougeL"] >= 0.75
 
@@ -294,8 +296,10 @@ def test_summarize_cli_prints_summaries_rouge_and_writes_the_plot(trained, tmp_p
     _, _, test, out = trained
     data = write_jsonl(test[:5], tmp_path / "test.jsonl")
     plot = tmp_path / "attn.png"
-    assert main(["summarize", "--model", str(out), "--input", str(data), "--beam", "1",
-                 "--attention-plot", str(plot)]) == 0
+    assert (
+        main(["summarize", "--model", str(out), "--input", str(data), "--beam", "1", "--attention-plot", str(plot)])
+        == 0
+    )
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
     assert len(lines) == 5 and all(lines)
@@ -311,13 +315,35 @@ def test_train_summarize_cli_on_jsonl_and_on_the_generated_task(tmp_path, capsys
     valid_file = write_jsonl(examples[32:], tmp_path / "valid.jsonl")
     small = ["--overrides", "max_tokens=256", "eval_examples=4", "train.progress=false"]
     out = tmp_path / "run"
-    assert main(["train", "summarize", "--train", str(train_file), "--valid", str(valid_file), "--out", str(out),
-                 "--preset", "facts", "--epochs", "1", "--device", "cpu", *small]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "summarize",
+                "--train",
+                str(train_file),
+                "--valid",
+                str(valid_file),
+                "--out",
+                str(out),
+                "--preset",
+                "facts",
+                "--epochs",
+                "1",
+                "--device",
+                "cpu",
+                *small,
+            ]
+        )
+        == 0
+    )
     assert (out / "best" / "vocab.json").is_file() and (out / "log.jsonl").is_file()
     assert sm.load_summarizer(out).model.config.vocab_size > 4
     gen = tmp_path / "gen"
-    assert main(["train", "summarize", "--out", str(gen), "--n-train", "40", "--epochs", "1", "--device", "cpu",
-                 *small]) == 0
+    assert (
+        main(["train", "summarize", "--out", str(gen), "--n-train", "40", "--epochs", "1", "--device", "cpu", *small])
+        == 0
+    )
     scores = json.loads((gen / "test.json").read_text())
     assert set(scores) >= {"rouge1", "rouge2", "rougeL", "copy_recall"}
     assert all(0.0 <= scores[k] <= 1.0 for k in ("rouge1", "rouge2", "rougeL", "copy_recall"))

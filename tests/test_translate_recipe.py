@@ -21,8 +21,15 @@ def tiny_setup(out_dir, **train_overrides):
     fields = dict(out_dir=str(out_dir), epochs=3, lr=3e-3, warmup_steps=5, log_every=1, progress=False, seed=7)
     fields.update(train_overrides)
     return dataclasses.replace(
-        tr.RECIPES["tiny"], tokenizer="bpe", vocab_size=120, tgt_tokenizer="char", joint_vocab=False,
-        max_tokens=300, eval_sentences=10, model_overrides={"dropout": 0.1}, train=TrainConfig(**fields),
+        tr.RECIPES["tiny"],
+        tokenizer="bpe",
+        vocab_size=120,
+        tgt_tokenizer="char",
+        joint_vocab=False,
+        max_tokens=300,
+        eval_sentences=10,
+        model_overrides={"dropout": 0.1},
+        train=TrainConfig(**fields),
     )
 
 
@@ -84,8 +91,25 @@ def test_cli_train_translate_then_translate_and_evaluate(tmp_path, splits, capsy
     tsv = write("train.tsv", [f"{s}\t{t}" for s, t in splits.train])
     vsrc, vtgt = write("valid.en", [s for s, _ in splits.valid]), write("valid.ja", [t for _, t in splits.valid])
     out = tmp_path / "model"
-    rc = cli.main(["train", "translate", "--train-tsv", str(tsv), "--valid-src", str(vsrc), "--valid-tgt", str(vtgt),
-                   "--out", str(out), "--preset", "tiny", "--overrides", "train.max_steps=8", "train.progress=false"])
+    rc = cli.main(
+        [
+            "train",
+            "translate",
+            "--train-tsv",
+            str(tsv),
+            "--valid-src",
+            str(vsrc),
+            "--valid-tgt",
+            str(vtgt),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+            "--overrides",
+            "train.max_steps=8",
+            "train.progress=false",
+        ]
+    )
     assert rc == 0 and (out / "best" / "model.safetensors").is_file()
     assert "model saved in" in capsys.readouterr().out
 
@@ -102,8 +126,20 @@ def test_cli_train_translate_then_translate_and_evaluate(tmp_path, splits, capsy
 def test_cli_reports_mismatched_corpus_line_counts(tmp_path, capsys):
     (tmp_path / "a.de").write_text("eins\nzwei\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("one\n", encoding="utf-8")
-    rc = cli.main(["train", "translate", "--train-src", str(tmp_path / "a.de"), "--train-tgt", str(tmp_path / "a.en"),
-                   "--valid-tsv", str(tmp_path / "a.de"), "--out", str(tmp_path / "m")])
+    rc = cli.main(
+        [
+            "train",
+            "translate",
+            "--train-src",
+            str(tmp_path / "a.de"),
+            "--train-tgt",
+            str(tmp_path / "a.en"),
+            "--valid-tsv",
+            str(tmp_path / "a.de"),
+            "--out",
+            str(tmp_path / "m"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "a.de" in err and "a.en" in err and "lines" in err
 

@@ -158,7 +158,10 @@ def test_sliding_window_equals_reference(T, S, window, causal):
             lambda q, k, v, block=block: sliding_window_attention(
                 q, k, v, window=window, is_causal=causal, block_size=block
             ),
-            reference(mask), q, k, v,
+            reference(mask),
+            q,
+            k,
+            v,
         )
 
 
@@ -174,7 +177,10 @@ def test_sliding_window_with_masks_and_dilation(kind, dilation, causal, T, S):
         lambda q, k, v: sliding_window_attention(
             q, k, v, um, window=3, is_causal=causal, dilation=dilation, block_size=4
         ),
-        reference(mask), q, k, v,
+        reference(mask),
+        q,
+        k,
+        v,
     )
 
 
@@ -185,7 +191,11 @@ def test_sliding_window_float32(causal):
     mask = combine_masks(sliding_window_mask(37, window=8, causal=causal), um)
     assert_same(
         lambda q, k, v: sliding_window_attention(q, k, v, um, window=8, is_causal=causal, block_size=8),
-        reference(mask), q, k, v, dtype=torch.float32,
+        reference(mask),
+        q,
+        k,
+        v,
+        dtype=torch.float32,
     )
 
 
@@ -207,7 +217,10 @@ def test_sliding_window_property(T, S, window, dilation, causal, block, padded):
         lambda q, k, v: sliding_window_attention(
             q, k, v, um, window=window, is_causal=causal, dilation=dilation, block_size=block
         ),
-        reference(mask), q, k, v,
+        reference(mask),
+        q,
+        k,
+        v,
     )
 
 
@@ -250,7 +263,10 @@ def test_global_window_equals_reference(T, S, causal, positions, kind):
         lambda q, k, v: global_window_attention(
             q, k, v, um, window=3, global_positions=positions, is_causal=causal, block_size=4
         ),
-        reference(mask), q, k, v,
+        reference(mask),
+        q,
+        k,
+        v,
     )
 
 
@@ -296,7 +312,9 @@ def test_global_window_without_global_positions_is_sliding_window():
     assert_same(
         lambda q, k, v: global_window_attention(q, k, v, window=3, global_positions=[]),
         lambda q, k, v: sliding_window_attention(q, k, v, window=3),
-        q, k, v,
+        q,
+        k,
+        v,
     )
 
 
@@ -329,7 +347,10 @@ def test_chunked_equals_torch_sdpa(T, S, causal, kind, chunks):
     qc, kc = chunks
     assert_same(
         lambda q, k, v: chunked_attention(q, k, v, um, is_causal=causal, q_chunk=qc, k_chunk=kc),
-        torch_sdpa(um, causal), q, k, v,
+        torch_sdpa(um, causal),
+        q,
+        k,
+        v,
     )
 
 
@@ -338,7 +359,11 @@ def test_chunked_float32_and_backend_name():
     um = user_mask("key_padding", 70, 70)
     assert_same(
         lambda q, k, v: AttentionSpec("full", backend="chunked")(q, k, v, um, is_causal=True),
-        torch_sdpa(um, causal=True), q, k, v, dtype=torch.float32,
+        torch_sdpa(um, causal=True),
+        q,
+        k,
+        v,
+        dtype=torch.float32,
     )
     got = chunked_attention(q, k, v, um, is_causal=True, return_weights=True, q_chunk=16, k_chunk=16)
     want = scaled_dot_product_attention(q, k, v, um, is_causal=True, return_weights=True, backend="math")
@@ -431,7 +456,9 @@ def test_weights_size_limit(monkeypatch):
         (lambda q, k, v: global_window_attention(q, k, v, window=2, global_positions=[0.5]), "integer"),
         (lambda q, k, v: global_window_attention(q, k, v, window=2, global_positions=[[0]]), "1-D"),
         (
-            lambda q, k, v: global_window_attention(q, k, v, window=2, global_positions=torch.ones(3, dtype=torch.bool)),
+            lambda q, k, v: global_window_attention(
+                q, k, v, window=2, global_positions=torch.ones(3, dtype=torch.bool)
+            ),
             "shape",
         ),
         (lambda q, k, v: chunked_attention(q, k, v, q_chunk=0), "q_chunk must be ≥ 1"),
@@ -533,9 +560,7 @@ def test_blocks_pass_the_variant_through():
     mask = sliding_window_mask(T, window=3)
     x = torch.randn(2, T, D, dtype=torch.float64)
     full, variant = twins(lambda a: EncoderBlock(D, H, 20, norm="pre", attention=spec if a is None else a))
-    torch.testing.assert_close(
-        variant(x, is_causal=True).hidden, full(x, attn_mask=mask).hidden, **TOL[torch.float64]
-    )
+    torch.testing.assert_close(variant(x, is_causal=True).hidden, full(x, attn_mask=mask).hidden, **TOL[torch.float64])
     memory = torch.randn(2, 5, D, dtype=torch.float64)
     for window in (T, 2):  # the decoder's self-attention is causal; a window of T changes nothing
         spec = AttentionSpec("sliding_window", window=window)
@@ -596,7 +621,8 @@ def test_rolling_cache_with_block_and_reorder():
     plain.reorder(index)
     nxt = torch.randn(2, 1, D, dtype=torch.float64)
     torch.testing.assert_close(
-        block(nxt, is_causal=True, cache=cache).hidden, block(nxt, is_causal=True, cache=plain).hidden,
+        block(nxt, is_causal=True, cache=cache).hidden,
+        block(nxt, is_causal=True, cache=plain).hidden,
         **TOL[torch.float64],
     )
 
@@ -750,7 +776,9 @@ def test_parse_variant():
 
     assert parse_variant("full") == AttentionSpec("full")
     assert parse_variant("sliding_window:64") == AttentionSpec("sliding_window", window=64)
-    assert parse_variant("global_window:16:4") == AttentionSpec("global_window", window=16, global_positions=(0, 1, 2, 3))
+    assert parse_variant("global_window:16:4") == AttentionSpec(
+        "global_window", window=16, global_positions=(0, 1, 2, 3)
+    )
     for bad, match in [("sparse", "unknown attention"), ("sliding_window", "needs option"),
                        ("sliding_window:x", "integers"), ("global_window:1:2:3", "NAME")]:  # fmt: skip
         with pytest.raises(ValueError, match=match):
@@ -771,8 +799,13 @@ def test_one_variant_run_and_report(tmp_path):
 
     settings = VariantsSettings(variants=("full", "sliding_window:4"), minutes=0.04, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=2, progress=False)  # fmt: skip
-    rows = [_run_one(v, f, SONNET, settings) for v, f in
-            [("full", {"attention": "full"}), ("sliding_window:4", {"attention": "sliding_window", "window": 4})]]
+    rows = [
+        _run_one(v, f, SONNET, settings)
+        for v, f in [
+            ("full", {"attention": "full"}),
+            ("sliding_window:4", {"attention": "sliding_window", "window": 4}),
+        ]
+    ]
     for r in rows:
         assert r.steps > 0 and r.curve and all(torch.isfinite(torch.tensor(loss)) for _, loss in r.curve)
         assert r.best_valid_loss <= r.curve[0][1] and r.tokens_per_s > 0

@@ -85,9 +85,21 @@ def test_accepts_grey_channel_and_flat_images_alike():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("vit")
-    setup = dataclasses.replace(vision.RECIPES["tiny"], train=TrainConfig(
-        out_dir=str(out), epochs=100, max_steps=200, lr=3e-3, warmup_steps=10, schedule="constant",
-        eval_every_steps=100, log_every=50, progress=False, seed=0))
+    setup = dataclasses.replace(
+        vision.RECIPES["tiny"],
+        train=TrainConfig(
+            out_dir=str(out),
+            epochs=100,
+            max_steps=200,
+            lr=3e-3,
+            warmup_steps=10,
+            schedule="constant",
+            eval_every_steps=100,
+            log_every=50,
+            progress=False,
+            seed=0,
+        ),
+    )
     model, result, data = vision.train_vit(setup)
     return out, model, result, data
 
@@ -107,8 +119,9 @@ def test_patch_attention_of_a_trained_model(trained, tmp_path):
         assert weights.shape == (16,) and probs.shape == (10,)
         assert 0.0 < float(weights.sum()) <= 1.0 + 1e-6 and bool((weights >= 0).all())
     assert config["patch_size"] == 2 and config["model_type"] == "vit"
-    path = plot_image_attention(data.test_x[0], torch.stack([weights, weights]), 2, tmp_path / "a.png",
-                                       titles=["一", "two"])
+    path = plot_image_attention(
+        data.test_x[0], torch.stack([weights, weights]), 2, tmp_path / "a.png", titles=["一", "two"]
+    )
     assert path.read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(ValueError, match="do not fit"):
         plot_image_attention(data.test_x[0], weights[:4], 2, tmp_path / "b.png")
@@ -118,8 +131,25 @@ def test_patch_attention_of_a_trained_model(trained, tmp_path):
 
 def test_cli_trains_and_plots(tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli.main(["train", "vit", "--out", str(out), "--preset", "tiny", "--max-steps", "20", "--patch-size", "4",
-                     "--overrides", "train.progress=false"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "vit",
+                "--out",
+                str(out),
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "20",
+                "--patch-size",
+                "4",
+                "--overrides",
+                "train.progress=false",
+            ]
+        )
+        == 0
+    )
     scores = json.loads((out / "test.json").read_text())
     assert 0.0 <= scores["accuracy"] <= 1.0 and scores["n"] > 300
     assert "test accuracy" in capsys.readouterr().out

@@ -49,13 +49,20 @@ def _all_plots(tmp_path, suffix: str) -> list:
     """Call every plot function once with Japanese text somewhere in it."""
     return [
         plot_attention(_weights(6, 7), SRC_JA, TGT_EN, tmp_path / f"one{suffix}", title="交差注意"),
-        plot_attention_grid(_weights(2, 3, 6, 7), SRC_JA, TGT_EN, tmp_path / f"grid{suffix}",
-                            title="層×ヘッド"),
+        plot_attention_grid(_weights(2, 3, 6, 7), SRC_JA, TGT_EN, tmp_path / f"grid{suffix}", title="層×ヘッド"),
         plot_mask(causal_mask(7, 7), tmp_path / f"mask{suffix}", tokens=SRC_JA, title="因果マスク"),
-        plot_curves({"学習": ([1, 2, 3], [3.0, 2.0, 1.5]), "検証": ([1, 2, 3], [3.2, None, 1.9])},
-                    tmp_path / f"curves{suffix}", xlabel="エポック", ylabel="損失", logy=True),
-        plot_bars({"math": {"短い": 1.0, "長い": 2.0}, "sdpa": {"短い": 3.0, "長い": 5.0}},
-                  tmp_path / f"bars{suffix}", ylabel="トークン/秒"),
+        plot_curves(
+            {"学習": ([1, 2, 3], [3.0, 2.0, 1.5]), "検証": ([1, 2, 3], [3.2, None, 1.9])},
+            tmp_path / f"curves{suffix}",
+            xlabel="エポック",
+            ylabel="損失",
+            logy=True,
+        ),
+        plot_bars(
+            {"math": {"短い": 1.0, "長い": 2.0}, "sdpa": {"短い": 3.0, "長い": 5.0}},
+            tmp_path / f"bars{suffix}",
+            ylabel="トークン/秒",
+        ),
     ]
 
 
@@ -91,8 +98,10 @@ def test_svg_uses_the_cjk_font_for_japanese(tmp_path):
 
 def test_suffix_decides_the_format_and_others_are_rejected(tmp_path):
     for name in ("a.PNG", "b.Svg"):
-        _assert_image(plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / name),
-                      ".png" if name.lower().endswith("png") else ".svg")
+        _assert_image(
+            plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / name),
+            ".png" if name.lower().endswith("png") else ".svg",
+        )
     for bad in ("a.pdf", "a.jpg", "noext"):
         with pytest.raises(ValueError, match=r"\.png or \.svg"):
             plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / bad)
@@ -107,8 +116,7 @@ def test_parent_directories_are_created(tmp_path):
 
 def test_heatmap_grows_with_the_number_of_tokens(tmp_path):
     small = _png_size(plot_attention(_weights(4, 4), list("abcd"), list("wxyz"), tmp_path / "s.png"))
-    wide = _png_size(plot_attention(_weights(4, 40), [f"t{i}" for i in range(40)], list("wxyz"),
-                                    tmp_path / "w.png"))
+    wide = _png_size(plot_attention(_weights(4, 40), [f"t{i}" for i in range(40)], list("wxyz"), tmp_path / "w.png"))
     assert wide[0] > small[0] * 1.5
 
 
@@ -117,8 +125,7 @@ def test_grid_accepts_a_list_of_layers(tmp_path):
     path = plot_attention_grid(layers, list("abcde"), list("xyz"), tmp_path / "g.png")
     _assert_image(path, ".png")
     with pytest.raises(ValueError, match="same"):
-        plot_attention_grid([_weights(4, 3, 5), _weights(2, 3, 5)], list("abcde"), list("xyz"),
-                            tmp_path / "bad.png")
+        plot_attention_grid([_weights(4, 3, 5), _weights(2, 3, 5)], list("abcde"), list("xyz"), tmp_path / "bad.png")
 
 
 def test_tokens_with_dollar_signs_are_plain_text(tmp_path):

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnlab import functional as AF  # noqa: E402
@@ -39,9 +38,13 @@ def train_tiny_translator(out: Path, steps: int = 40, arch: str = "transformer")
 
     splits = make_splits("numbers-en-ja", 300, 8, 0, seed=0)
     setup = dataclasses.replace(
-        RECIPES["tiny"], arch=arch, eval_sentences=4, metric="loss",
-        train=TrainConfig(out_dir=str(out), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=10,
-                          log_every=1000, progress=False),
+        RECIPES["tiny"],
+        arch=arch,
+        eval_sentences=4,
+        metric="loss",
+        train=TrainConfig(
+            out_dir=str(out), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=10, log_every=1000, progress=False
+        ),
     )
     train_translation(setup, splits.train, splits.valid)
     return out
@@ -92,8 +95,14 @@ def test_playground_equals_compute_steps(client, body):
     assert r.status_code == 200, r.text
     got = r.json()
     rows = lambda m: None if m is None else [",".join(str(float(x)) for x in row) for row in m]  # noqa: E731
-    steps = compute_steps(body.get("scores"), query=body.get("query"), keys=rows(body.get("keys")),
-                          values=rows(body.get("values")), d_k=body.get("d_k", 64), scale=body["scale"])
+    steps = compute_steps(
+        body.get("scores"),
+        query=body.get("query"),
+        keys=rows(body.get("keys")),
+        values=rows(body.get("values")),
+        d_k=body.get("d_k", 64),
+        scale=body["scale"],
+    )
     for name in ("raw", "scaled", "weights", "output"):
         torch.testing.assert_close(torch.tensor(got[name], dtype=torch.float64), getattr(steps, name), rtol=0, atol=0)
     assert got["d_k"] == steps.d_k
@@ -158,7 +167,9 @@ def test_malformed_json_is_400(client, path, raw):
 
 
 def test_body_over_the_limit_is_413(client):
-    r = client.post("/api/playground", content=b"[" + b"1," * 40000 + b"1]", headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/playground", content=b"[" + b"1," * 40000 + b"1]", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
     assert "larger than" in r.json()["detail"]
 
@@ -252,15 +263,22 @@ def test_run_translates_and_returns_every_map(client, translator_dir):
     assert got["tokens"]["tgt_in"][0] == "[BOS]" and got["tokens"]["tgt_in"][1:] == reference.tgt_tokens[:-1]
     S, T = len(reference.src_tokens), len(reference.tgt_tokens)
     shapes = {g["name"]: (g["layers"], g["heads"], g["rows"], g["cols"]) for g in got["groups"]}
-    assert shapes == {"encoder_self": (1, 2, "src", "src"), "decoder_self": (1, 2, "tgt", "tgt_in"),
-                      "cross": (1, 2, "tgt", "src")}
+    assert shapes == {
+        "encoder_self": (1, 2, "src", "src"),
+        "decoder_self": (1, 2, "tgt", "tgt_in"),
+        "cross": (1, 2, "tgt", "src"),
+    }
     for name, size in (("encoder_self", (1, 2, S, S)), ("decoder_self", (1, 2, T, T)), ("cross", (1, 2, T, S))):
         weights = torch.tensor(got["attentions"][name], dtype=torch.float64)
         assert weights.shape == size
         torch.testing.assert_close(weights.sum(-1), torch.ones(size[:-1], dtype=torch.float64), atol=1e-4, rtol=0)
     # The teacher-forced pass reproduces the cross-attention of incremental decoding.
-    torch.testing.assert_close(torch.tensor(got["attentions"]["cross"], dtype=torch.float64),
-                               reference.cross_attention.double(), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(got["attentions"]["cross"], dtype=torch.float64),
+        reference.cross_attention.double(),
+        atol=1e-4,
+        rtol=0,
+    )
     # Decoder self-attention is causal: row i sees inputs 0..i only.
     dec = torch.tensor(got["attentions"]["decoder_self"])
     assert torch.all(dec.masked_select(~AF.causal_mask(T, T)) == 0)
@@ -453,7 +471,7 @@ def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
         for _ in range(len(got["tokens"]["src"]) - len(ids)):  # greedy by hand: full passes, no cache
             ids.append(int(gpt(torch.tensor([ids])).logits[0, -1].argmax()))
     assert got["tokens"]["src"] == [tok.id_to_token(i) for i in ids]
-    assert got["output"] == tok.decode(ids[len(tok.encode("the cat")):])
+    assert got["output"] == tok.decode(ids[len(tok.encode("the cat")) :])
     weights = torch.tensor(got["attentions"]["self"])  # (L, H, T, T)
     T = len(ids)
     assert weights.shape == (gpt.config.n_layer, gpt.config.n_head, T, T)
@@ -501,5 +519,9 @@ def test_rnn_translator_shows_its_single_cross_attention_map(tmp_path):
     reference = load_translator(tmp_path / "rnn").translate(["five"], return_attention=True)[0]
     assert got["output"] == reference.text
     assert [g["name"] for g in got["groups"]] == ["cross"]
-    torch.testing.assert_close(torch.tensor(got["attentions"]["cross"], dtype=torch.float64),
-                               reference.cross_attention.double(), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(got["attentions"]["cross"], dtype=torch.float64),
+        reference.cross_attention.double(),
+        atol=1e-4,
+        rtol=0,
+    )

@@ -22,17 +22,19 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
+    ),
 ]
 
 import playwright.sync_api as playwright_api  # noqa: E402
 import uvicorn  # noqa: E402
+from test_web_api import train_tiny_translator  # noqa: E402
 
 from attnlab import functional as AF  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 from attnlab.web.models import load_model  # noqa: E402
-from test_web_api import train_tiny_translator  # noqa: E402
 
 TIMEOUT_MS = 15_000
 
@@ -79,8 +81,10 @@ def page(browser, base_url, request):
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     # A 4xx the test provokes is logged by the browser as a failed resource; a 5xx never may be.
-    pg.on("console", lambda m: errors.append(m.text)
-          if m.type == "error" and not re.search(r"status of 4\d\d", m.text) else None)
+    pg.on(
+        "console",
+        lambda m: errors.append(m.text) if m.type == "error" and not re.search(r"status of 4\d\d", m.text) else None,
+    )
     yield pg
     ARTIFACTS.mkdir(exist_ok=True)
     pg.evaluate("document.fonts.ready.then(() => true)")
@@ -161,8 +165,12 @@ def test_vector_mode_and_edited_values(page):
     values = [[1, 0, 0], [0, 1, 0], [5, 0, 1]]
     _wait_for_request(page, "#results", {"scale": True, "values": values, "query": query, "keys": keys})
     assert page.is_disabled("#dk") and page.input_value("#dk") == "4"
-    steps = compute_steps(query=query, keys=[",".join(map(str, k)) for k in keys],
-                          values=[",".join(map(str, v)) for v in values], scale=True)
+    steps = compute_steps(
+        query=query,
+        keys=[",".join(map(str, k)) for k in keys],
+        values=[",".join(map(str, v)) for v in values],
+        scale=True,
+    )
     _assert_weights_match(page, steps)
 
 
@@ -191,9 +199,11 @@ def test_model_page_translates_and_draws_every_map(page, base_url):
     page.fill("#text", "three hundred")
     page.click("#run")
     page.wait_for_selector("#main-map")
-    result = page.request.post(f"{base_url}/api/run", data=json.dumps({"model": page.input_value("#model-select"),
-                                                                        "text": "three hundred"}),
-                               headers={"content-type": "application/json"}).json()
+    result = page.request.post(
+        f"{base_url}/api/run",
+        data=json.dumps({"model": page.input_value("#model-select"), "text": "three hundred"}),
+        headers={"content-type": "application/json"},
+    ).json()
     assert page.text_content("#output") == result["output"]
     S, T = len(result["tokens"]["src"]), len(result["tokens"]["tgt"])
     assert page.input_value("#group") == "cross"
@@ -211,7 +221,7 @@ def test_model_page_translates_and_draws_every_map(page, base_url):
     cell.hover()
     shown = float(page.text_content("#hover").rsplit(":", 1)[1])
     assert shown == pytest.approx(result["attentions"]["encoder_self"][0][1][0][1], abs=1e-4)
-    assert page.locator('#main-map .cell.dim').count() == S * S - (2 * S - 1)
+    assert page.locator("#main-map .cell.dim").count() == S * S - (2 * S - 1)
     with page.expect_download() as svg_download:
         page.click("#svg")
     svg = Path(svg_download.value.path()).read_text(encoding="utf-8")
@@ -237,8 +247,10 @@ def test_masks_page_draws_the_helpers_and_flips_cells(page):
     expected = {"length": T, "causal": True, "window": None, "window_causal": True, "padding": 2, "toggled": []}
     _wait_for_request(page, "#mask-result", expected)
     mask = AF.causal_mask(T) & AF.padding_mask(torch.tensor([T - 2]), max_len=T)  # (T, T)
-    shown = [[page.get_attribute(f'#mask-svg .cell[data-r="{r}"][data-c="{c}"]', "data-v") == "true"
-              for c in range(T)] for r in range(T)]
+    shown = [
+        [page.get_attribute(f'#mask-svg .cell[data-r="{r}"][data-c="{c}"]', "data-v") == "true" for c in range(T)]
+        for r in range(T)
+    ]
     assert shown == mask.tolist()
     page.check("#window-on")
     _wait_for_request(page, "#mask-result", dict(expected, window=3))

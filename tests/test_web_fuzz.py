@@ -8,19 +8,19 @@ then sends arbitrary sentences to a real tiny translator. Examples are few, so t
 from __future__ import annotations
 
 import pytest
-
 import schemathesis  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schemathesis.generation.modes import GenerationMode  # noqa: E402
+from test_web_api import train_tiny_translator  # noqa: E402
 
 from attnlab.web.app import create_app  # noqa: E402
 from attnlab.web.models import load_model  # noqa: E402
-from test_web_api import train_tiny_translator  # noqa: E402
 
-FUZZ = settings(max_examples=20, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=20, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,12 @@ def app(tmp_path_factory):
 
 VALID, INVALID = GenerationMode.POSITIVE, GenerationMode.NEGATIVE
 OPERATIONS = [
-    ("/api/playground", "POST", VALID), ("/api/playground", "POST", INVALID),
-    ("/api/mask", "POST", VALID), ("/api/mask", "POST", INVALID),
-    ("/api/run", "POST", VALID), ("/api/run", "POST", INVALID),
+    ("/api/playground", "POST", VALID),
+    ("/api/playground", "POST", INVALID),
+    ("/api/mask", "POST", VALID),
+    ("/api/mask", "POST", INVALID),
+    ("/api/run", "POST", VALID),
+    ("/api/run", "POST", INVALID),
     ("/api/models", "GET", VALID),  # no parameters: nothing to make invalid
 ]
 

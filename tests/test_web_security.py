@@ -11,7 +11,6 @@ import time
 
 import pytest
 import torch
-
 import uvicorn
 from fastapi.testclient import TestClient
 
@@ -54,19 +53,35 @@ def client() -> TestClient:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:8000", "localhost", "localhost:8000", "LocalHost.",
-                                  "[::1]", "[::1]:8000"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.1:8000", "localhost", "localhost:8000", "LocalHost.", "[::1]", "[::1]:8000"]
+)
 def test_the_bound_address_and_loopback_names_are_served(client, host):
     for path in ("/", "/static/common.js", "/api/models"):
         r = client.get(path, headers={"host": host})
         assert r.status_code == 200, (host, path, r.text)
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example",
-                                  "127.0.0.1.nip.io:8000", "10.0.0.7", "[::1", "localhost:http", "a b", ""])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:8000",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io:8000",
+        "10.0.0.7",
+        "[::1",
+        "localhost:http",
+        "a b",
+        "",
+    ],
+)
 def test_a_foreign_host_is_refused_with_400_and_a_message(client, host):
-    for method, path, body in (("GET", "/", None), ("GET", "/static/common.js", None),
-                               ("POST", "/api/playground", {"scores": [1, 2]})):
+    for method, path, body in (
+        ("GET", "/", None),
+        ("GET", "/static/common.js", None),
+        ("POST", "/api/playground", {"scores": [1, 2]}),
+    ):
         r = client.request(method, path, json=body, headers={"host": host})
         assert r.status_code == 400, (host, path, r.text)
         detail = r.json()["detail"]
@@ -97,12 +112,15 @@ def test_every_interface_serves_addresses_and_this_machine_but_no_other_name():
     assert lan.accepts("192.168.1.20:8000") and lan.accepts("localhost") and not lan.accepts("192.168.1.21")
 
 
-@pytest.mark.parametrize("allow, message", [
-    (["http://explorer.lan"], "without http://"),
-    (["explorer.lan/path"], "host name"),
-    ([""], "host name"),
-    (["two words"], "host name"),
-])
+@pytest.mark.parametrize(
+    "allow, message",
+    [
+        (["http://explorer.lan"], "without http://"),
+        (["explorer.lan/path"], "host name"),
+        ([""], "host name"),
+        (["two words"], "host name"),
+    ],
+)
 def test_a_bad_allowed_host_is_a_value_error(allow, message):
     with pytest.raises(ValueError, match=message):
         create_app(allow_hosts=allow)
@@ -122,9 +140,14 @@ def _assert_security_headers(r) -> None:
 
 def test_security_headers_on_pages_assets_api_and_errors(client):
     responses = [
-        client.get("/"), client.get("/model"), client.get("/masks"),
-        client.get("/static/common.js"), client.get("/static/style.css"), client.get("/fonts/ipaexg.ttf"),
-        client.get("/openapi.json"), client.get("/api/models"),
+        client.get("/"),
+        client.get("/model"),
+        client.get("/masks"),
+        client.get("/static/common.js"),
+        client.get("/static/style.css"),
+        client.get("/fonts/ipaexg.ttf"),
+        client.get("/openapi.json"),
+        client.get("/api/models"),
         client.post("/api/playground", json={"scores": [1, 2]}),
         client.get("/nowhere"),  # 404
         client.get("/static/nowhere.js"),  # 404 from the static files
@@ -166,9 +189,17 @@ def test_static_files_need_no_inline_script_or_style():
             assert not re.search(r"\s(on\w+|style)\s*=", text, re.IGNORECASE), path.name
             assert "javascript:" not in text.lower(), path.name
         if path.suffix == ".js":
-            for pattern in (r"\beval\s*\(", r"new\s+Function\b", r"\.innerHTML\b", r"\.outerHTML\b",
-                            r"insertAdjacentHTML", r"setAttribute\(\s*[\"']style", r"[{,]\s*[\"']?style[\"']?\s*:",
-                            r"setTimeout\(\s*[\"'`]", r"javascript:"):
+            for pattern in (
+                r"\beval\s*\(",
+                r"new\s+Function\b",
+                r"\.innerHTML\b",
+                r"\.outerHTML\b",
+                r"insertAdjacentHTML",
+                r"setAttribute\(\s*[\"']style",
+                r"[{,]\s*[\"']?style[\"']?\s*:",
+                r"setTimeout\(\s*[\"'`]",
+                r"javascript:",
+            ):
                 assert not re.search(pattern, text), (path.name, pattern)
 
 
@@ -177,26 +208,29 @@ def test_static_files_need_no_inline_script_or_style():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path, body, field", [
-    ("/api/playground", {"scores": [1, 2], "d_k": "64"}, "d_k"),
-    ("/api/playground", {"scores": [1, 2], "d_k": 64.0}, "d_k"),
-    ("/api/playground", {"scores": [1, 2], "d_k": True}, "d_k"),
-    ("/api/playground", {"scores": ["1", 2]}, "scores"),
-    ("/api/playground", {"scores": [1, 2], "scale": "false"}, "scale"),
-    ("/api/playground", {"scores": [1, 2], "scale": 0}, "scale"),
-    ("/api/playground", {"query": ["1"], "keys": [[1]]}, "query"),
-    ("/api/playground", {"query": [1], "keys": [["1"]]}, "keys"),
-    ("/api/playground", {"scores": [1], "values": [["2"]]}, "values"),
-    ("/api/mask", {"length": "8"}, "length"),
-    ("/api/mask", {"length": 4, "key_length": "4"}, "key_length"),
-    ("/api/mask", {"length": 4, "causal": "true"}, "causal"),
-    ("/api/mask", {"length": 4, "window": "2"}, "window"),
-    ("/api/mask", {"length": 4, "window_causal": 1}, "window_causal"),
-    ("/api/mask", {"length": 4, "padding": 1.0}, "padding"),
-    ("/api/mask", {"length": 4, "toggled": [["0", 1]]}, "toggled"),
-    ("/api/run", {"model": "echo", "text": 3}, "text"),
-    ("/api/run", {"model": 1, "text": "a"}, "model"),
-])
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/api/playground", {"scores": [1, 2], "d_k": "64"}, "d_k"),
+        ("/api/playground", {"scores": [1, 2], "d_k": 64.0}, "d_k"),
+        ("/api/playground", {"scores": [1, 2], "d_k": True}, "d_k"),
+        ("/api/playground", {"scores": ["1", 2]}, "scores"),
+        ("/api/playground", {"scores": [1, 2], "scale": "false"}, "scale"),
+        ("/api/playground", {"scores": [1, 2], "scale": 0}, "scale"),
+        ("/api/playground", {"query": ["1"], "keys": [[1]]}, "query"),
+        ("/api/playground", {"query": [1], "keys": [["1"]]}, "keys"),
+        ("/api/playground", {"scores": [1], "values": [["2"]]}, "values"),
+        ("/api/mask", {"length": "8"}, "length"),
+        ("/api/mask", {"length": 4, "key_length": "4"}, "key_length"),
+        ("/api/mask", {"length": 4, "causal": "true"}, "causal"),
+        ("/api/mask", {"length": 4, "window": "2"}, "window"),
+        ("/api/mask", {"length": 4, "window_causal": 1}, "window_causal"),
+        ("/api/mask", {"length": 4, "padding": 1.0}, "padding"),
+        ("/api/mask", {"length": 4, "toggled": [["0", 1]]}, "toggled"),
+        ("/api/run", {"model": "echo", "text": 3}, "text"),
+        ("/api/run", {"model": 1, "text": "a"}, "model"),
+    ],
+)
 def test_strings_as_numbers_and_other_loose_types_are_422(client, path, body, field):
     r = client.post(path, json=body)
     assert r.status_code == 422, r.text
@@ -223,8 +257,9 @@ def _free_port() -> int:
 def server_port():
     port = _free_port()
     limits = Limits(body_timeout_s=0.5, max_body_bytes=1000)
-    server = uvicorn.Server(uvicorn.Config(create_app([EchoModel()], limits=limits), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app([EchoModel()], limits=limits), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -257,8 +292,10 @@ def _exchange(port: int, head: bytes, pieces: list[bytes], every_s: float = 0.1)
 
 
 def _head(port: int, extra: str, host: str | None = None) -> bytes:
-    return (f"POST /api/playground HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
-            f"Content-Type: application/json\r\n{extra}\r\n").encode()
+    return (
+        f"POST /api/playground HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
+        f"Content-Type: application/json\r\n{extra}\r\n"
+    ).encode()
 
 
 def test_a_body_sent_slowly_gets_408_and_the_connection_closes(server_port):
@@ -282,8 +319,9 @@ def test_a_chunked_body_over_the_limit_is_413_while_it_streams(server_port):
 
 def test_the_real_server_answers_its_own_address_and_refuses_another(server_port):
     body = b'{"scores": [1, 2]}'
-    ok, _ = _exchange(server_port, _head(server_port, f"Content-Length: {len(body)}\r\nConnection: close\r\n")
-                      + body, [])
+    ok, _ = _exchange(
+        server_port, _head(server_port, f"Content-Length: {len(body)}\r\nConnection: close\r\n") + body, []
+    )
     assert ok.startswith(b"HTTP/1.1 200 "), ok[:200]
     assert b"content-security-policy: default-src 'none'" in ok.lower()
     foreign = _head(server_port, f"Content-Length: {len(body)}\r\nConnection: close\r\n", host="rebind.example")
@@ -296,11 +334,21 @@ def test_the_real_server_answers_its_own_address_and_refuses_another(server_port
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field, value", [
-    ("max_text_chars", 0), ("max_body_bytes", -1), ("max_concurrent", 0), ("max_concurrent", 1.5),
-    ("max_waiting", -1), ("max_concurrent", True), ("wait_timeout_s", 0), ("body_timeout_s", float("nan")),
-    ("body_timeout_s", float("inf")), ("wait_timeout_s", -3),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_text_chars", 0),
+        ("max_body_bytes", -1),
+        ("max_concurrent", 0),
+        ("max_concurrent", 1.5),
+        ("max_waiting", -1),
+        ("max_concurrent", True),
+        ("wait_timeout_s", 0),
+        ("body_timeout_s", float("nan")),
+        ("body_timeout_s", float("inf")),
+        ("wait_timeout_s", -3),
+    ],
+)
 def test_limits_must_be_positive(field, value):
     with pytest.raises(ValueError, match=field):
         Limits(**{field: value})
@@ -310,18 +358,21 @@ def test_limits_defaults_and_zero_waiting_are_fine():
     assert Limits().max_concurrent == 2 and Limits(max_waiting=0).max_waiting == 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--max-concurrent", "0"], "max_concurrent must be a whole number of at least 1, got 0"),
-    (["--max-text-chars", "0"], "max_text_chars must be a whole number of at least 1, got 0"),
-    (["--max-concurrent", "-2"], "max_concurrent"),
-    (["--port", "99999"], "port must be a whole number from 1 to 65535, got 99999"),
-    (["--port", "-1"], "port must be"),
-    (["--port", "0"], "port must be"),
-    (["--allow-host", "http://lab.example/"], "without http://"),
-    (["--host", ""], "host must be"),
-    # Checked before the models are loaded: the port error wins over the missing folder.
-    (["--model", "/nowhere/at/all", "--port", "70000"], "port must be"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-concurrent", "0"], "max_concurrent must be a whole number of at least 1, got 0"),
+        (["--max-text-chars", "0"], "max_text_chars must be a whole number of at least 1, got 0"),
+        (["--max-concurrent", "-2"], "max_concurrent"),
+        (["--port", "99999"], "port must be a whole number from 1 to 65535, got 99999"),
+        (["--port", "-1"], "port must be"),
+        (["--port", "0"], "port must be"),
+        (["--allow-host", "http://lab.example/"], "without http://"),
+        (["--host", ""], "host must be"),
+        # Checked before the models are loaded: the port error wins over the missing folder.
+        (["--model", "/nowhere/at/all", "--port", "70000"], "port must be"),
+    ],
+)
 def test_explore_options_are_one_line_errors_before_anything_starts(monkeypatch, capsys, argv, message):
     def must_not_run(*args, **kwargs):
         raise AssertionError("the explorer must not start")

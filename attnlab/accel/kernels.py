@@ -73,8 +73,13 @@ def _build() -> Path:
     # Compile next to the target and rename: another process may be building the same file.
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
-        subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)], check=True, capture_output=True,
-                       text=True, timeout=120)
+        subprocess.run(
+            [compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         os.replace(partial, target)
     except subprocess.CalledProcessError as err:
         raise OSError(f"{compiler} failed: {err.stderr.strip()[:500]}") from None
@@ -137,8 +142,15 @@ def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None
         or x.device.type != "cpu"
         or weight.device.type != "cpu"
         or not weight.is_contiguous()
-        or (bias is not None and (bias.shape != weight.shape[:1] or bias.dtype != torch.float32
-                                  or not bias.is_contiguous() or bias.device.type != "cpu"))
+        or (
+            bias is not None
+            and (
+                bias.shape != weight.shape[:1]
+                or bias.dtype != torch.float32
+                or not bias.is_contiguous()
+                or bias.device.type != "cpu"
+            )
+        )
         or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
     ):
         return None
@@ -155,6 +167,13 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
     out = weight.shape[0]
     y = x.new_empty(x.shape[:-1] + (out,))
     x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
-    fn(weight.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
-       out, weight.shape[1], torch.get_num_threads())
+    fn(
+        weight.data_ptr(),
+        x.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        y.data_ptr(),
+        out,
+        weight.shape[1],
+        torch.get_num_threads(),
+    )
     return y

@@ -19,8 +19,8 @@ Shape:
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -176,7 +176,7 @@ class Seq2SeqBatch:
     n_src_tokens: int  # real source tokens in the batch
     n_tgt_tokens: int  # real target positions = tokens the loss is computed on
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Seq2SeqBatch":
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Seq2SeqBatch:
         """A copy with every tensor moved to ``device``."""
         moved = {
             f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)

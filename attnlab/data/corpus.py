@@ -21,9 +21,10 @@ Shape:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 OnEmpty = Literal["skip", "error"]
 
@@ -172,9 +173,7 @@ def read_tsv(path: str | os.PathLike, *, on_empty: OnEmpty = "skip") -> Parallel
         if line.strip():
             n_tabs = line.count("\t")
             if n_tabs != 1:
-                raise ValueError(
-                    f"{path}:{line_no}: expected exactly one tab (source<TAB>target), found {n_tabs}"
-                )
+                raise ValueError(f"{path}:{line_no}: expected exactly one tab (source<TAB>target), found {n_tabs}")
             src, tgt = (part.strip() for part in line.split("\t"))
         else:
             src = tgt = ""

@@ -53,7 +53,9 @@ def digits_splits(valid_fraction: float = 0.1, test_fraction: float = 0.2, seed:
         see :class:`DigitsSplits`; with the defaults about 1,257 / 180 / 360 images
     """
     if not (0 < valid_fraction < 1 and 0 < test_fraction < 1 and valid_fraction + test_fraction < 1):
-        raise ValueError(f"fractions must be in (0, 1) and leave training data: valid={valid_fraction}, test={test_fraction}")
+        raise ValueError(
+            f"fractions must be in (0, 1) and leave training data: valid={valid_fraction}, test={test_fraction}"
+        )
     images, labels = _load_digits()
     rng = random.Random(f"attnlab/digits/{seed}")
     parts: dict[str, list[int]] = {"train": [], "valid": [], "test": []}
@@ -72,7 +74,9 @@ def digits_splits(valid_fraction: float = 0.1, test_fraction: float = 0.2, seed:
     return DigitsSplits(**out)
 
 
-def image_batches(n: int, batch_size: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1) -> list[Tensor]:
+def image_batches(
+    n: int, batch_size: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1
+) -> list[Tensor]:
     """Shuffled index batches for one epoch (fixed by ``seed`` and ``epoch``), sharded by rank.
 
     Every rank gets the same number of batches (distributed training steps in lockstep), so with
@@ -109,6 +113,7 @@ def random_shift(images: Tensor, max_shift: int, generator: torch.Generator) -> 
     windows = padded.unfold(1, Hi, 1).unfold(2, Wi, 1)  # (B, 2s+1, 2s+1, H, W) every shifted view
     dy, dx = torch.randint(0, 2 * max_shift + 1, (2, B), generator=generator)  # (B,) each
     return windows[torch.arange(B), dy, dx]  # (B, H, W)
+
 
 def held_out_image(config: dict, index: int) -> tuple[Tensor, int]:
     """Held-out test image ``index`` of the digits split a model was trained on, and its label.

@@ -102,27 +102,44 @@ def squad_examples(root: dict, *, source: str = "SQuAD data") -> list[QAExample]
         if not cond:
             raise ValueError(f"{source}: {where}: {what}")
 
-    need(isinstance(root, dict) and isinstance(root.get("data"), list), "top level",
-         'expected {"data": [...]} (SQuAD format)')
+    need(
+        isinstance(root, dict) and isinstance(root.get("data"), list),
+        "top level",
+        'expected {"data": [...]} (SQuAD format)',
+    )
     examples, unanswerable = [], 0
     for a, article in enumerate(root["data"]):
-        need(isinstance(article, dict) and isinstance(article.get("paragraphs"), list), f"data[{a}]",
-             'expected {"paragraphs": [...]}')
+        need(
+            isinstance(article, dict) and isinstance(article.get("paragraphs"), list),
+            f"data[{a}]",
+            'expected {"paragraphs": [...]}',
+        )
         for p, para in enumerate(article["paragraphs"]):
             where = f"data[{a}].paragraphs[{p}]"
-            need(isinstance(para, dict) and isinstance(para.get("context"), str) and para["context"].strip(),
-                 where, '"context" must be a non-empty string')
+            need(
+                isinstance(para, dict) and isinstance(para.get("context"), str) and para["context"].strip(),
+                where,
+                '"context" must be a non-empty string',
+            )
             need(isinstance(para.get("qas"), list), where, '"qas" must be a list')
             context = para["context"]
             for q, qa in enumerate(para["qas"]):
                 where_q = f"{where}.qas[{q}]"
-                need(isinstance(qa, dict) and isinstance(qa.get("question"), str) and qa["question"].strip(),
-                     where_q, '"question" must be a non-empty string')
+                need(
+                    isinstance(qa, dict) and isinstance(qa.get("question"), str) and qa["question"].strip(),
+                    where_q,
+                    '"question" must be a non-empty string',
+                )
                 answers = []
                 for k, ans in enumerate(qa.get("answers") or []):
-                    need(isinstance(ans, dict) and isinstance(ans.get("text"), str) and ans["text"].strip()
-                         and isinstance(ans.get("answer_start"), int), f"{where_q}.answers[{k}]",
-                         'expected {"text": non-empty string, "answer_start": integer}')
+                    need(
+                        isinstance(ans, dict)
+                        and isinstance(ans.get("text"), str)
+                        and ans["text"].strip()
+                        and isinstance(ans.get("answer_start"), int),
+                        f"{where_q}.answers[{k}]",
+                        'expected {"text": non-empty string, "answer_start": integer}',
+                    )
                     start = _locate(context, ans["text"], ans["answer_start"])
                     need(start is not None, f"{where_q}.answers[{k}]", f"answer {ans['text']!r} is not in the context")
                     answers.append((ans["text"], start))
@@ -131,8 +148,11 @@ def squad_examples(root: dict, *, source: str = "SQuAD data") -> list[QAExample]
                     continue
                 examples.append(QAExample(str(qa.get("id", f"{a}-{p}-{q}")), qa["question"], context, answers))
     if unanswerable:
-        warnings.warn(f"{source}: skipped {unanswerable} question(s) without answers (SQuAD 2.0 unanswerable "
-                      "questions are not supported)", stacklevel=3)
+        warnings.warn(
+            f"{source}: skipped {unanswerable} question(s) without answers (SQuAD 2.0 unanswerable "
+            "questions are not supported)",
+            stacklevel=3,
+        )
     if not examples:
         raise ValueError(f"{source}: no answerable questions")
     return examples
@@ -157,8 +177,12 @@ def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 50, n_test: int 
     Shape:
         n_train, n_valid, n_test paragraphs → 2·n questions per split.
     """
-    return QASplits(*(squad_examples(make_qa_task(n, seed=3 * seed + k), source=f"generated facts (seed {3 * seed + k})")
-                      for k, n in enumerate((n_train, n_valid, n_test))))
+    return QASplits(
+        *(
+            squad_examples(make_qa_task(n, seed=3 * seed + k), source=f"generated facts (seed {3 * seed + k})")
+            for k, n in enumerate((n_train, n_valid, n_test))
+        )
+    )
 
 
 @dataclass
@@ -196,8 +220,14 @@ class WindowSettings(Protocol):
     max_query_tokens: int  # questions are cut to this many tokens
 
 
-def question_windows(tok: PretrainedTokenizer, setup: WindowSettings, index: int, question: str, context: str,
-                     answer: tuple[str, int] | None = None) -> list[QAWindow]:
+def question_windows(
+    tok: PretrainedTokenizer,
+    setup: WindowSettings,
+    index: int,
+    question: str,
+    context: str,
+    answer: tuple[str, int] | None = None,
+) -> list[QAWindow]:
     """The windows of one example (the ``index``-th), ``setup.doc_stride`` passage tokens apart.
 
     ``tok`` is a BERT tokenizer (``bos`` = ``[CLS]``, ``eos`` = ``[SEP]``) that reports character
@@ -216,8 +246,9 @@ def question_windows(tok: PretrainedTokenizer, setup: WindowSettings, index: int
         raise ValueError(f"context {context[:60]!r} has no tokens")
     room = setup.max_length - len(q_ids) - 3
     if room < 1:
-        raise ValueError(f"max_length={setup.max_length} leaves no room for the passage after a "
-                         f"{len(q_ids)}-token question")
+        raise ValueError(
+            f"max_length={setup.max_length} leaves no room for the passage after a {len(q_ids)}-token question"
+        )
     tok_start = tok_end = None
     if answer is not None:
         a_start, a_end = answer[1], answer[1] + len(answer[0])
@@ -283,8 +314,16 @@ def collate_windows(windows: Sequence[QAWindow], pad_id: int) -> QABatch:
     )
 
 
-def window_batches(windows: Sequence[QAWindow], max_tokens: int, *, shuffle: bool, seed: int = 0, epoch: int = 0,
-                   rank: int = 0, world_size: int = 1) -> list[list[int]]:
+def window_batches(
+    windows: Sequence[QAWindow],
+    max_tokens: int,
+    *,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> list[list[int]]:
     """Index batches of windows of similar length, at most ``max_tokens`` padded tokens each
     (:func:`attnlab.data.batching.bucket_batches`).
 
@@ -292,5 +331,13 @@ def window_batches(windows: Sequence[QAWindow], max_tokens: int, *, shuffle: boo
         W windows → lists of window indices
     """
     lengths = [len(w.input_ids) for w in windows]
-    return batching.bucket_batches(lengths, [1] * len(windows), max_tokens=max_tokens, shuffle=shuffle,
-                                   seed=seed, epoch=epoch, rank=rank, world_size=world_size)
+    return batching.bucket_batches(
+        lengths,
+        [1] * len(windows),
+        max_tokens=max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        rank=rank,
+        world_size=world_size,
+    )

@@ -37,15 +37,15 @@ def read_jsonl(path: str | os.PathLike, *, require_summary: bool = True) -> list
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected an object with \"document\" and \"summary\"")
+                raise ValueError(f'{path}:{lineno}: expected an object with "document" and "summary"')
             doc, summary = row.get("document"), row.get("summary")
             if not isinstance(doc, str) or not doc.strip():
-                raise ValueError(f"{path}:{lineno}: \"document\" must be a non-empty string")
+                raise ValueError(f'{path}:{lineno}: "document" must be a non-empty string')
             if summary is None and not require_summary:
                 pairs.append((doc, None))
                 continue
             if not isinstance(summary, str) or not summary.strip():
-                raise ValueError(f"{path}:{lineno}: \"summary\" must be a non-empty string")
+                raise ValueError(f'{path}:{lineno}: "summary" must be a non-empty string')
             pairs.append((doc, summary))
     if not pairs:
         raise ValueError(f"{path}: no records")
@@ -71,7 +71,9 @@ def facts_splits(n_train: int, *, seed: int = 0, n_valid: int = 200, n_test: int
     Shape:
         n_train, n_valid, n_test examples.
     """
-    train_ex, valid_ex, test_ex = (make_summarization_task(n, seed=3 * seed + k, **task)
-                                   for k, n in enumerate((n_train, n_valid, n_test)))
-    return FactsSplits([(e.document, e.summary) for e in train_ex], [(e.document, e.summary) for e in valid_ex],
-                       test_ex)
+    train_ex, valid_ex, test_ex = (
+        make_summarization_task(n, seed=3 * seed + k, **task) for k, n in enumerate((n_train, n_valid, n_test))
+    )
+    return FactsSplits(
+        [(e.document, e.summary) for e in train_ex], [(e.document, e.summary) for e in valid_ex], test_ex
+    )

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime
 import random
-from functools import lru_cache
+from functools import cache
 from typing import NamedTuple
 
 from babel import Locale
@@ -118,12 +118,12 @@ def _num2words(n: int) -> str:
     return num2words(n)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _en_group(n: int) -> str:
     return _american(_num2words(n))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _en_scale(k: int) -> str:
     return "" if k == 0 else _american(_num2words(10**k)).split(" ", 1)[1]  # "one thousand" → "thousand"
 
@@ -149,7 +149,7 @@ def english_number(n: int) -> str:
     return " ".join(parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _locale(name: str) -> Locale:
     return Locale.parse(name)
 

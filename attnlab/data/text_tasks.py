@@ -106,28 +106,46 @@ def _fact(rng: random.Random) -> tuple[str, str, list[str]]:
     place, day = rng.choice(_PLACES), rng.choice(_DAYS)
     if kind == 0:
         name, role, org, votes = _person(rng), rng.choice(_ROLES), rng.choice(_ORGS), _number(rng)
-        return (f"after a long debate , {name} was elected {role} of the {org} with {votes} votes .",
-                f"{name} elected {role} of {org} with {votes} votes .", [*name.split(), votes])
+        return (
+            f"after a long debate , {name} was elected {role} of the {org} with {votes} votes .",
+            f"{name} elected {role} of {org} with {votes} votes .",
+            [*name.split(), votes],
+        )
     if kind == 1:
         thing, unit, n = rng.choice(_THINGS), rng.choice(_UNITS), _number(rng)
-        return (f"officials in {place} said the {thing} rose to {n} {unit} last year .",
-                f"{place} {thing} rose to {n} {unit} .", [n])
+        return (
+            f"officials in {place} said the {thing} rose to {n} {unit} last year .",
+            f"{place} {thing} rose to {n} {unit} .",
+            [n],
+        )
     if kind == 2:
         name, role, org = _person(rng), rng.choice(_ROLES), rng.choice(_ORGS)
-        return (f"the {org} announced on {day} that it had hired {name} as its new {role} .",
-                f"{org} hired {name} as {role} .", name.split())
+        return (
+            f"the {org} announced on {day} that it had hired {name} as its new {role} .",
+            f"{org} hired {name} as {role} .",
+            name.split(),
+        )
     if kind == 3:
         name, age = _person(rng), str(rng.randint(18, 90))
-        return (f"police said that {name} , aged {age} , was arrested in {place} on {day} .",
-                f"{name} , {age} , arrested in {place} .", [*name.split(), age])
+        return (
+            f"police said that {name} , aged {age} , was arrested in {place} on {day} .",
+            f"{name} , {age} , arrested in {place} .",
+            [*name.split(), age],
+        )
     if kind == 4:
         home, away = rng.sample(_TEAMS, 2)
         fans = _number(rng)
-        return (f"in front of {fans} fans , the {home} beat the {away} in {place} on {day} .",
-                f"{home} beat {away} before {fans} fans .", [fans])
+        return (
+            f"in front of {fans} fans , the {home} beat the {away} in {place} on {day} .",
+            f"{home} beat {away} before {fans} fans .",
+            [fans],
+        )
     name, job, prize = _person(rng), rng.choice(_JOBS), rng.choice(_PRIZES)
-    return (f"{name} , a {job} from {place} , won the {prize} for the second time .",
-            f"{name} won {prize} .", name.split())
+    return (
+        f"{name} , a {job} from {place} , won the {prize} for the second time .",
+        f"{name} won {prize} .",
+        name.split(),
+    )
 
 
 class SummaryExample(NamedTuple):
@@ -142,9 +160,7 @@ class SummaryExample(NamedTuple):
     rare: list[str]  # words of the summary that are invented names or random numbers
 
 
-def make_summarization_task(
-    n: int, *, seed: int = 0, max_facts: int = 3, max_fillers: int = 3
-) -> list[SummaryExample]:
+def make_summarization_task(n: int, *, seed: int = 0, max_facts: int = 3, max_fillers: int = 3) -> list[SummaryExample]:
     """``n`` generated (document, summary) examples of the "facts" task (see the module docstring).
 
     The same arguments always give the same list, and the first ``k`` examples of
@@ -167,18 +183,22 @@ def make_summarization_task(
     out = []
     for _ in range(n):
         facts = [_fact(rng) for _ in range(rng.randint(1, max_facts))]
-        fillers = [rng.choice(_FILLERS).format(place=rng.choice(_PLACES), day=rng.choice(_DAYS))
-                   for _ in range(rng.randint(1, max_fillers))]
+        fillers = [
+            rng.choice(_FILLERS).format(place=rng.choice(_PLACES), day=rng.choice(_DAYS))
+            for _ in range(rng.randint(1, max_fillers))
+        ]
         # Shuffle fact and filler slots together; the facts keep their relative order.
         slots = [True] * len(facts) + [False] * len(fillers)
         rng.shuffle(slots)
         fact_iter, filler_iter = iter(facts), iter(fillers)
         sentences = [next(fact_iter)[0] if is_fact else next(filler_iter) for is_fact in slots]
-        out.append(SummaryExample(
-            document=" ".join(sentences),
-            summary=" ".join(f[1] for f in facts),
-            rare=[w for f in facts for w in f[2]],
-        ))
+        out.append(
+            SummaryExample(
+                document=" ".join(sentences),
+                summary=" ".join(f[1] for f in facts),
+                rare=[w for f in facts for w in f[2]],
+            )
+        )
     return out
 
 
@@ -205,19 +225,27 @@ def _qa_fact(rng: random.Random, person: str, kind: int) -> tuple[str, list[tupl
     city, year = rng.choice(_CITIES), str(rng.randint(1850, 2005))
     if kind == 0:
         return f"{person} was born in {city} in {year}.", [
-            (f"Where was {person} born?", city), (f"In what year was {person} born?", year)]
+            (f"Where was {person} born?", city),
+            (f"In what year was {person} born?", year),
+        ]
     if kind == 1:
         company = f"{_title(_word(rng))} {rng.choice(_COMPANY_SUFFIX)}"
         return f"{person} founded {company} in {year}.", [
-            (f"Who founded {company}?", person), (f"What company did {person} found?", company),
-            (f"When was {company} founded?", year)]
+            (f"Who founded {company}?", person),
+            (f"What company did {person} found?", company),
+            (f"When was {company} founded?", year),
+        ]
     if kind == 2:
         field = rng.choice(_FIELDS)
         return f"{person} studied {field} at the University of {city}.", [
-            (f"What did {person} study?", field), (f"Where did {person} study {field}?", f"University of {city}")]
+            (f"What did {person} study?", field),
+            (f"Where did {person} study {field}?", f"University of {city}"),
+        ]
     job = rng.choice(_QA_JOBS)
     return f"In {year}, {person} moved to {city} to work as a {job}.", [
-        (f"Where did {person} move in {year}?", city), (f"What did {person} work as in {city}?", job)]
+        (f"Where did {person} move in {year}?", city),
+        (f"What did {person} work as in {city}?", job),
+    ]
 
 
 def make_qa_task(n: int, *, seed: int = 0, questions_per_paragraph: int = 2) -> dict:
@@ -245,8 +273,9 @@ def make_qa_task(n: int, *, seed: int = 0, questions_per_paragraph: int = 2) -> 
     for p in range(n):
         people = [_title(_person(rng)) for _ in range(rng.randint(2, 3))]
         # Distinct (person, kind) pairs, so that no question has two answers in the paragraph.
-        facts = [_qa_fact(rng, people[i // _QA_KINDS], i % _QA_KINDS)
-                 for i in rng.sample(range(len(people) * _QA_KINDS), 3)]
+        facts = [
+            _qa_fact(rng, people[i // _QA_KINDS], i % _QA_KINDS) for i in rng.sample(range(len(people) * _QA_KINDS), 3)
+        ]
         context, qas = "", []
         candidates = []
         for sentence, questions in facts:
@@ -255,8 +284,13 @@ def make_qa_task(n: int, *, seed: int = 0, questions_per_paragraph: int = 2) -> 
             question, answer = rng.choice(questions)
             candidates.append((question, answer, context.index(answer, start)))
         for k, (question, answer, offset) in enumerate(rng.sample(candidates, questions_per_paragraph)):
-            qas.append({"id": f"gen-{seed}-{p}-{k}", "question": question,
-                        "answers": [{"text": answer, "answer_start": offset}]})
+            qas.append(
+                {
+                    "id": f"gen-{seed}-{p}-{k}",
+                    "question": question,
+                    "answers": [{"text": answer, "answer_start": offset}],
+                }
+            )
         data.append({"title": f"generated-{seed}-{p}", "paragraphs": [{"context": context, "qas": qas}]})
     return {"version": "1.1", "data": data}
 

@@ -34,9 +34,10 @@ import re
 import tempfile
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Protocol, Sequence, overload, runtime_checkable
+from typing import Literal, Protocol, overload, runtime_checkable
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
@@ -118,7 +119,9 @@ class Tokenizer(Protocol):
     def mask_id(self) -> int | None: ...
 
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]: ...
-    def encode_batch(self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False) -> list[list[int]]: ...
+    def encode_batch(
+        self, texts: Sequence[str], *, add_bos: bool = False, add_eos: bool = False
+    ) -> list[list[int]]: ...
     def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str: ...
     def decode_batch(self, batch: Iterable[Iterable[int]], *, skip_special: bool = True) -> list[str]: ...
     def tokens(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[str]: ...
@@ -274,7 +277,7 @@ class CharTokenizer:
         *,
         vocab_size: int | None = None,
         special_tokens: SpecialTokens = SpecialTokens(),
-    ) -> "CharTokenizer":
+    ) -> CharTokenizer:
         """Collect the characters of ``texts``; with ``vocab_size`` keep only the most frequent ones.
 
         Ties in frequency are broken by code point, so the vocabulary is deterministic.
@@ -516,7 +519,7 @@ class WordVocab:
         Shape:
             the word list, as JSON
         """
-        payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS):]}
+        payload = {"format": VOCAB_FORMAT, "lowercase": self.lowercase, "words": self._itos[len(self.SPECIALS) :]}
         return _write_json_atomically(payload, directory, name)
 
     @classmethod

@@ -29,9 +29,10 @@ import json
 import re
 import textwrap
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -39,8 +40,8 @@ from torch import nn
 from ..data.tasks import make_splits
 from ..metrics import bleu, bleu_by_length, chrf, exact_match
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
-from ..train import TrainConfig
 from ..recipes import translate as tr
+from ..train import TrainConfig
 
 __all__ = [
     "MODELS",
@@ -126,8 +127,17 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
 
 
-def match_rnn_config(target: int, *, src_vocab_size: int, tgt_vocab_size: int, pad_id: int, attention: str,
-                     cell: str = "gru", n_layers: int = 1, dropout: float = 0.1) -> RNNSeq2SeqConfig:
+def match_rnn_config(
+    target: int,
+    *,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    pad_id: int,
+    attention: str,
+    cell: str = "gru",
+    n_layers: int = 1,
+    dropout: float = 0.1,
+) -> RNNSeq2SeqConfig:
     """The bi-directional RNN (``embed_dim = hidden_size = attn_dim = h``) whose parameter count is
     closest to ``target``.
 
@@ -139,9 +149,19 @@ def match_rnn_config(target: int, *, src_vocab_size: int, tgt_vocab_size: int, p
     """
 
     def config(h: int) -> RNNSeq2SeqConfig:
-        return RNNSeq2SeqConfig(src_vocab_size, tgt_vocab_size, cell=cell, attention=attention, embed_dim=h,
-                                hidden_size=h, attn_dim=h, n_layers=n_layers, bidirectional=True,
-                                dropout=dropout, pad_id=pad_id)
+        return RNNSeq2SeqConfig(
+            src_vocab_size,
+            tgt_vocab_size,
+            cell=cell,
+            attention=attention,
+            embed_dim=h,
+            hidden_size=h,
+            attn_dim=h,
+            n_layers=n_layers,
+            bidirectional=True,
+            dropout=dropout,
+            pad_id=pad_id,
+        )
 
     def count(h: int) -> int:
         with torch.device("meta"):
@@ -215,8 +235,8 @@ def length_buckets(lengths: Sequence[int], n_buckets: int = 5, min_count: int | 
         i = counts.index(min(counts))
         j = i - 1 if i == len(edges) - 1 or (i > 0 and counts[i - 1] <= counts[i + 1]) else i + 1
         a, b = min(i, j), max(i, j)
-        edges[a:b + 1] = [(edges[a][0], edges[b][1])]
-        counts[a:b + 1] = [counts[a] + counts[b]]
+        edges[a : b + 1] = [(edges[a][0], edges[b][1])]
+        counts[a : b + 1] = [counts[a] + counts[b]]
     return edges
 
 
@@ -253,8 +273,10 @@ def describe_finding(models: Sequence[ModelResult], unit: str) -> str:
         parts.append(f"{_change(first['bleu'], last['bleu'])} for the {label}")
     if len(spans) == 1:
         ((a, b),) = spans
-        text = (f"From the shortest source bucket ({_bucket_label(a)} {unit}) to the longest "
-                f"({_bucket_label(b)} {unit}), BLEU {_join(parts)}.")
+        text = (
+            f"From the shortest source bucket ({_bucket_label(a)} {unit}) to the longest "
+            f"({_bucket_label(b)} {unit}), BLEU {_join(parts)}."
+        )
     else:
         text = f"From each model's shortest to its longest source bucket, BLEU {_join(parts)}."
     if len(drops) >= 2:
@@ -285,8 +307,17 @@ def _tokenization(settings: BottleneckSettings, generated: bool) -> _Tokenizatio
     return _Tokenization(settings.tokenizer, tgt, vocab_size, joint=tgt == settings.tokenizer != "char")
 
 
-def _setup(settings: BottleneckSettings, arch: str, preset: str, overrides: dict, tok: _Tokenization,
-           bleu_tokenize: str, out_dir: Path, budget_s: float, n_valid: int) -> tr.TranslationSetup:
+def _setup(
+    settings: BottleneckSettings,
+    arch: str,
+    preset: str,
+    overrides: dict,
+    tok: _Tokenization,
+    bleu_tokenize: str,
+    out_dir: Path,
+    budget_s: float,
+    n_valid: int,
+) -> tr.TranslationSetup:
     return tr.TranslationSetup(
         arch=arch,
         model_preset=preset,
@@ -302,9 +333,16 @@ def _setup(settings: BottleneckSettings, arch: str, preset: str, overrides: dict
         eval_beam=1,
         metric="bleu",
         bleu_tokenize=bleu_tokenize,
-        train=TrainConfig(out_dir=str(out_dir), epochs=100_000, time_budget_s=budget_s, lr=settings.lr,
-                          warmup_steps=settings.warmup_steps, log_every=25, seed=settings.seed,
-                          progress=settings.progress),
+        train=TrainConfig(
+            out_dir=str(out_dir),
+            epochs=100_000,
+            time_budget_s=budget_s,
+            lr=settings.lr,
+            warmup_steps=settings.warmup_steps,
+            log_every=25,
+            seed=settings.seed,
+            progress=settings.progress,
+        ),
     )
 
 
@@ -341,8 +379,10 @@ def run_bottleneck(
     if settings.rnn_cell not in ("gru", "lstm"):
         raise ValueError(f"rnn_cell must be 'gru' or 'lstm', got {settings.rnn_cell!r}")
     if settings.transformer_preset not in tr.ARCHS["transformer"].presets:
-        raise ValueError(f"unknown transformer preset {settings.transformer_preset!r}; "
-                         f"choose from {sorted(tr.ARCHS['transformer'].presets)}")
+        raise ValueError(
+            f"unknown transformer preset {settings.transformer_preset!r}; "
+            f"choose from {sorted(tr.ARCHS['transformer'].presets)}"
+        )
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -356,8 +396,12 @@ def run_bottleneck(
     else:
         splits = make_splits(settings.task, settings.n_train, settings.n_valid, settings.n_test, seed=settings.seed)
         train_pairs, valid_pairs, test_pairs = splits
-        data = {"source": f"generated task {settings.task!r}", "train": len(train_pairs),
-                "valid": len(valid_pairs), "test": len(test_pairs)}
+        data = {
+            "source": f"generated task {settings.task!r}",
+            "train": len(train_pairs),
+            "valid": len(valid_pairs),
+            "test": len(test_pairs),
+        }
         tok = _tokenization(settings, generated=True)
     for name, pairs in (("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs)):
         if not pairs:
@@ -368,8 +412,10 @@ def run_bottleneck(
     tokenize = _bleu_tokenize(references, settings.bleu_tokenize)
     length_fn = (lambda s: len(s.split())) if unit == "words" else len
     buckets = settings.buckets or length_buckets([length_fn(s) for s in sources])
-    log(f"data: {data['source']}, {len(train_pairs):,} training pairs; BLEU tokenizer {tokenize!r}, "
-        f"source length in {unit}")
+    log(
+        f"data: {data['source']}, {len(train_pairs):,} training pairs; BLEU tokenizer {tokenize!r}, "
+        f"source length in {unit}"
+    )
 
     # Parameter matching needs the vocabulary sizes: build the tokenizers as the recipe will.
     probe = _setup(settings, "transformer", settings.transformer_preset, {}, tok, tokenize, out_dir, 1.0, 1)
@@ -379,34 +425,73 @@ def run_bottleneck(
     target = count_parameters(transformer)
     rnn_overrides = {}
     for name in ("rnn-none", "rnn-additive"):
-        config = match_rnn_config(target, src_vocab_size=vocab["src_vocab"], tgt_vocab_size=vocab["tgt_vocab"],
-                                  pad_id=vocab["pad_id"], attention=name.split("-")[1], cell=settings.rnn_cell,
-                                  n_layers=settings.rnn_layers)
-        rnn_overrides[name] = {k: getattr(config, k) for k in
-                               ("cell", "attention", "embed_dim", "hidden_size", "attn_dim", "n_layers", "bidirectional")}
+        config = match_rnn_config(
+            target,
+            src_vocab_size=vocab["src_vocab"],
+            tgt_vocab_size=vocab["tgt_vocab"],
+            pad_id=vocab["pad_id"],
+            attention=name.split("-")[1],
+            cell=settings.rnn_cell,
+            n_layers=settings.rnn_layers,
+        )
+        rnn_overrides[name] = {
+            k: getattr(config, k)
+            for k in ("cell", "attention", "embed_dim", "hidden_size", "attn_dim", "n_layers", "bidirectional")
+        }
 
     budget_s = TRAIN_SHARE * settings.minutes * 60 / len(MODELS)
     results: list[ModelResult] = []
     translators = {}
     for i, name in enumerate(MODELS, start=1):
         if name == "transformer":
-            setup = _setup(settings, "transformer", settings.transformer_preset, {}, tok, tokenize,
-                           out_dir / "models" / name, budget_s, len(valid_pairs))
+            setup = _setup(
+                settings,
+                "transformer",
+                settings.transformer_preset,
+                {},
+                tok,
+                tokenize,
+                out_dir / "models" / name,
+                budget_s,
+                len(valid_pairs),
+            )
         else:
-            setup = _setup(settings, "rnn", "demo", rnn_overrides[name], tok, tokenize,
-                           out_dir / "models" / name, budget_s, len(valid_pairs))
+            setup = _setup(
+                settings,
+                "rnn",
+                "demo",
+                rnn_overrides[name],
+                tok,
+                tokenize,
+                out_dir / "models" / name,
+                budget_s,
+                len(valid_pairs),
+            )
         model, result, translator = tr.train_translation(setup, train_pairs, valid_pairs)
         n_params = count_parameters(model)
-        log(f"[{i}/{len(MODELS)}] {name}: {n_params:,} parameters, trained {result.train_seconds:.0f} s "
-            f"({result.steps} steps, {result.tokens_per_s:,.0f} target tokens/s)")
+        log(
+            f"[{i}/{len(MODELS)}] {name}: {n_params:,} parameters, trained {result.train_seconds:.0f} s "
+            f"({result.steps} steps, {result.tokens_per_s:,.0f} target tokens/s)"
+        )
         hyps = [t.text for t in translator.translate(sources, beam_size=settings.beam)]
         by_length = bleu_by_length(sources, hyps, references, buckets=buckets, length_fn=length_fn, tokenize=tokenize)
-        res = ModelResult(name, n_params, dataclasses.asdict(model.config), result.train_seconds, result.steps,
-                          result.tokens_per_s, result.stop_reason, bleu(hyps, references, tokenize=tokenize),
-                          chrf(hyps, references), exact_match(hyps, references),
-                          [dict(r, bucket=list(r["bucket"])) for r in by_length])
-        log(f"    BLEU {res.bleu:.1f}; by source length: "
-            + ", ".join(f"{_bucket_label(r['bucket'])}: {_fmt(r['bleu'])}" for r in res.by_length))
+        res = ModelResult(
+            name,
+            n_params,
+            dataclasses.asdict(model.config),
+            result.train_seconds,
+            result.steps,
+            result.tokens_per_s,
+            result.stop_reason,
+            bleu(hyps, references, tokenize=tokenize),
+            chrf(hyps, references),
+            exact_match(hyps, references),
+            [dict(r, bucket=list(r["bucket"])) for r in by_length],
+        )
+        log(
+            f"    BLEU {res.bleu:.1f}; by source length: "
+            + ", ".join(f"{_bucket_label(r['bucket'])}: {_fmt(r['bleu'])}" for r in res.by_length)
+        )
         results.append(res)
         translators[name] = translator
 
@@ -419,17 +504,30 @@ def run_bottleneck(
         path = out_dir / f"attention_{res.name}.png"
         cross = translation.cross_attention  # (L, H, T, S)
         what = "additive attention" if res.name.startswith("rnn") else "cross-attention, last layer, mean of heads"
-        plot_attention(cross[-1].mean(0), translation.src_tokens, translation.tgt_tokens, path,
-                       title=f"{LABELS[res.name]} ({what})\n" + textwrap.fill(f"{sentence} → {translation.text}", 50))
+        plot_attention(
+            cross[-1].mean(0),
+            translation.src_tokens,
+            translation.tgt_tokens,
+            path,
+            title=f"{LABELS[res.name]} ({what})\n" + textwrap.fill(f"{sentence} → {translation.text}", 50),
+        )
         if cross.shape[0] * cross.shape[1] > 1:
-            plot_attention_grid(cross, translation.src_tokens, translation.tgt_tokens,
-                                out_dir / f"attention_{res.name}_grid.png")
+            plot_attention_grid(
+                cross, translation.src_tokens, translation.tgt_tokens, out_dir / f"attention_{res.name}_grid.png"
+            )
         res.heatmap = path.name
 
-    series = {LABELS[r.name]: ([_bucket_label(b["bucket"]) for b in r.by_length], [b["bleu"] for b in r.by_length])
-              for r in results}
-    plot_curves(series, out_dir / "bleu_by_length.png", xlabel=f"source length ({unit})", ylabel="BLEU",
-                title="BLEU by source length (cf. Bahdanau et al. 2015, Fig. 2)")
+    series = {
+        LABELS[r.name]: ([_bucket_label(b["bucket"]) for b in r.by_length], [b["bleu"] for b in r.by_length])
+        for r in results
+    }
+    plot_curves(
+        series,
+        out_dir / "bleu_by_length.png",
+        xlabel=f"source length ({unit})",
+        ylabel="BLEU",
+        title="BLEU by source length (cf. Bahdanau et al. 2015, Fig. 2)",
+    )
     finding = describe_finding(results, unit)
     report = BottleneckReport(out_dir, results, finding, unit, time.perf_counter() - started, data)
     _write_report(report, settings, sentence, tokenize)
@@ -453,14 +551,26 @@ def _write_report(report: BottleneckReport, settings: BottleneckSettings, senten
         w = csv.writer(f)
         w.writerow(["model", "parameters", "train_seconds", "steps", "tokens_per_s", "bleu", "chrf", "exact_match"])
         for m in report.models:
-            w.writerow([m.name, m.parameters, f"{m.train_seconds:.1f}", m.steps, f"{m.tokens_per_s:.0f}",
-                        f"{m.bleu:.2f}", f"{m.chrf:.2f}", f"{m.exact_match:.4f}"])
+            w.writerow(
+                [
+                    m.name,
+                    m.parameters,
+                    f"{m.train_seconds:.1f}",
+                    m.steps,
+                    f"{m.tokens_per_s:.0f}",
+                    f"{m.bleu:.2f}",
+                    f"{m.chrf:.2f}",
+                    f"{m.exact_match:.4f}",
+                ]
+            )
     with (out / "bleu_by_length.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["model", "length_low", "length_high", "sentences", "bleu"])
         for m in report.models:
             for b in m.by_length:
-                w.writerow([m.name, b["bucket"][0], b["bucket"][1], b["n"], "" if b["bleu"] is None else f"{b['bleu']:.2f}"])
+                w.writerow(
+                    [m.name, b["bucket"][0], b["bucket"][1], b["n"], "" if b["bleu"] is None else f"{b['bleu']:.2f}"]
+                )
     payload = {
         "finding": report.finding,
         "length_unit": report.length_unit,
@@ -487,8 +597,10 @@ def _write_report(report: BottleneckReport, settings: BottleneckSettings, senten
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for m in report.models:
-        lines.append(f"| {LABELS[m.name]} | {m.parameters:,} | {m.train_seconds:.0f} | {m.steps:,} | "
-                     f"{m.tokens_per_s:,.0f} | {m.bleu:.1f} | {m.chrf:.1f} | {100 * m.exact_match:.1f}% |")
+        lines.append(
+            f"| {LABELS[m.name]} | {m.parameters:,} | {m.train_seconds:.0f} | {m.steps:,} | "
+            f"{m.tokens_per_s:,.0f} | {m.bleu:.1f} | {m.chrf:.1f} | {100 * m.exact_match:.1f}% |"
+        )
     lines += [
         "",
         f"BLEU by source length ({report.length_unit}; sentences per bucket in parentheses):",
@@ -500,14 +612,24 @@ def _write_report(report: BottleneckReport, settings: BottleneckSettings, senten
         n = report.models[0].by_length[j]["n"]
         cells = [_fmt(m.by_length[j]["bleu"]) for m in report.models]
         lines.append(f"| {_bucket_label(bucket)} ({n}) | " + " | ".join(cells) + " |")
-    lines += ["", "![BLEU by source length](bleu_by_length.png)", "",
-              f"Alignments on the same test sentence: “{sentence}”", ""]
+    lines += [
+        "",
+        "![BLEU by source length](bleu_by_length.png)",
+        "",
+        f"Alignments on the same test sentence: “{sentence}”",
+        "",
+    ]
     for m in report.models:
         if m.heatmap:
             lines.append(f"![{LABELS[m.name]}]({m.heatmap})")
         else:
-            lines.append(f"- {LABELS[m.name]}: no alignment to show — its decoder never sees the source "
-                         "positions, only the encoder's final state.")
-    lines += ["", "Model configurations and every number above: `results.json`; checkpoints: `models/<name>/best` "
-              "(`attnlab translate --model models/<name> ...`)."]
+            lines.append(
+                f"- {LABELS[m.name]}: no alignment to show — its decoder never sees the source "
+                "positions, only the encoder's final state."
+            )
+    lines += [
+        "",
+        "Model configurations and every number above: `results.json`; checkpoints: `models/<name>/best` "
+        "(`attnlab translate --model models/<name> ...`).",
+    ]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.tasks import make_splits
-from ..train import TrainConfig
 from ..recipes.translate import RECIPES, TranslationSetup, train_translation
+from ..train import TrainConfig
 
 #: Sentences translated at the end of the demo (not in any split: checked against the test set).
 EXAMPLES = [
@@ -106,15 +106,35 @@ def run_demo(
     heatmaps = []
     for i, r in enumerate(results):
         path = out_dir / f"cross_attention_{i}.png"
-        plot_attention(r.cross_attention[-1].mean(0), r.src_tokens, r.tgt_tokens, path,
-                       title=textwrap.fill(r.source, 36) + f"\n→ {r.text}")
+        plot_attention(
+            r.cross_attention[-1].mean(0),
+            r.src_tokens,
+            r.tgt_tokens,
+            path,
+            title=textwrap.fill(r.source, 36) + f"\n→ {r.text}",
+        )
         heatmaps.append(path)
     grid = out_dir / "cross_attention_grid.png"
     plot_attention_grid(results[0].cross_attention, results[0].src_tokens, results[0].tgt_tokens, grid)
     heatmaps.append(grid)
-    report = DemoReport(out_dir, scores["exact_match"], scores["bleu"], result.train_seconds / 60,
-                        result.tokens_per_s, result.steps, [(r.source, r.text) for r in results], heatmaps)
-    (out_dir / "report.json").write_text(json.dumps(
-        {k: (str(v) if isinstance(v, Path) else [str(p) for p in v] if k == "heatmaps" else v)
-         for k, v in dataclasses.asdict(report).items()}, ensure_ascii=False, indent=2))
+    report = DemoReport(
+        out_dir,
+        scores["exact_match"],
+        scores["bleu"],
+        result.train_seconds / 60,
+        result.tokens_per_s,
+        result.steps,
+        [(r.source, r.text) for r in results],
+        heatmaps,
+    )
+    (out_dir / "report.json").write_text(
+        json.dumps(
+            {
+                k: (str(v) if isinstance(v, Path) else [str(p) for p in v] if k == "heatmaps" else v)
+                for k, v in dataclasses.asdict(report).items()
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     return report

@@ -36,9 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from ..models.config import check_fields
 from ..models.gpt import gpt_config
@@ -258,8 +258,14 @@ def _write(report: VariantsReport, settings: VariantsSettings) -> None:
             w.writerow([r.variant, r.attention, r.best_valid_loss, r.final_valid_loss, round(r.tokens_per_s, 1),
                         round(r.peak_mib, 1), r.parameters, r.steps, round(r.train_seconds, 1)])  # fmt: skip
     (out / "results.json").write_text(
-        json.dumps({"settings": dataclasses.asdict(settings), "wall_seconds": report.wall_seconds,
-                    "results": [dataclasses.asdict(r) for r in rows]}, indent=2),  # fmt: skip
+        json.dumps(
+            {
+                "settings": dataclasses.asdict(settings),
+                "wall_seconds": report.wall_seconds,
+                "results": [dataclasses.asdict(r) for r in rows],
+            },
+            indent=2,
+        ),  # fmt: skip
         encoding="utf-8",
     )
     lines = [

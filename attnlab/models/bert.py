@@ -21,8 +21,8 @@ Shape letters: ``B`` batch, ``S`` sequence length, ``D`` width, ``H`` heads, ``V
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -192,12 +192,12 @@ class BertModel(nn.Module):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, S), got {tuple(input_ids.shape)}")
         if input_ids.shape[1] > self.config.n_positions:
-            raise ValueError(
-                f"sequence of {input_ids.shape[1]} tokens exceeds n_positions={self.config.n_positions}"
-            )
+            raise ValueError(f"sequence of {input_ids.shape[1]} tokens exceeds n_positions={self.config.n_positions}")
         for name, t in (("token_type_ids", token_type_ids), ("attention_mask", attention_mask)):
             if t is not None and t.shape != input_ids.shape:
-                raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(t.shape)}"
+                )
         if attention_mask is not None and attention_mask.dtype != torch.bool:
             raise TypeError(f"attention_mask must be boolean (True = real token), got dtype {attention_mask.dtype}")
         x = self.tok_emb(input_ids)  # (B, S, D)
@@ -287,7 +287,9 @@ class BertForMaskedLM(nn.Module):
         loss = None
         if labels is not None:
             if labels.shape != input_ids.shape:
-                raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}")
+                raise ValueError(
+                    f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}"
+                )
             loss = F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]),  # (B·S, V)
                 labels.reshape(-1),  # (B·S,)
@@ -295,8 +297,10 @@ class BertForMaskedLM(nn.Module):
             )
         if next_sentence_labels is not None:
             if nsp_logits is None:
-                raise ValueError("next_sentence_labels given but the model has no next-sentence head "
-                                 "(build it with BertConfig(next_sentence_head=True))")
+                raise ValueError(
+                    "next_sentence_labels given but the model has no next-sentence head "
+                    "(build it with BertConfig(next_sentence_head=True))"
+                )
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_labels)
             loss = nsp_loss if loss is None else loss + nsp_loss
         return MaskedLMOutput(logits, loss, out.attentions, out.hidden_states, nsp_logits)

@@ -61,12 +61,29 @@ class CaptionerConfig:
     model_type: str = "captioner"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "channels", "d_model", "n_heads", "n_encoder_layers",
-                                     "n_decoder_layers", "d_ff", "max_len"),
-                     fractions=("dropout",), ids={"pad_id": ("vocab_size",)},
-                     sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("image_size", "image_size", "d_model"),
-                            ("channels", "patch_size", "patch_size", "d_model"),
-                            ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
+        check_fields(
+            self,
+            positive=(
+                "vocab_size",
+                "channels",
+                "d_model",
+                "n_heads",
+                "n_encoder_layers",
+                "n_decoder_layers",
+                "d_ff",
+                "max_len",
+            ),
+            fractions=("dropout",),
+            ids={"pad_id": ("vocab_size",)},
+            sizes=(
+                ("vocab_size", "d_model"),
+                ("max_len", "d_model"),
+                ("image_size", "image_size", "d_model"),
+                ("channels", "patch_size", "patch_size", "d_model"),
+                ("n_encoder_layers", "d_model", "d_ff"),
+                ("n_decoder_layers", "d_model", "d_ff"),
+            ),
+        )
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
 
     @property
@@ -171,8 +188,9 @@ class Captioner(nn.Module):
         x = self._embed(tgt_in)  # (B, T, D)
         self_w, cross_w = [], []
         for block in self.decoder:
-            x, sw, cw = block(x, memory, memory_padding_mask=memory_mask, target_padding_mask=tgt_mask,
-                              need_weights=need_weights)
+            x, sw, cw = block(
+                x, memory, memory_padding_mask=memory_mask, target_padding_mask=tgt_mask, need_weights=need_weights
+            )
             if need_weights:
                 self_w.append(sw)
                 cross_w.append(cw)
@@ -214,8 +232,9 @@ class Captioner(nn.Module):
         x = self._embed(tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
-            x, _, cw = block(x, memory_padding_mask=state.src_mask, need_weights=need_weights, memory_kv=kv,
-                             cache=cache)
+            x, _, cw = block(
+                x, memory_padding_mask=state.src_mask, need_weights=need_weights, memory_kv=kv, cache=cache
+            )
             if need_weights:
                 cross.append(cw[:, :, -1])  # (B, H, P)
         state.length += tokens.shape[1]

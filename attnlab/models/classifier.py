@@ -61,10 +61,19 @@ class ClassifierConfig:
     model_type: str = "attention_pool_classifier"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
-                     non_negative=("n_layers",), fractions=("dropout",), ids={"pad_id": ("vocab_size",)},
-                     sizes=(("vocab_size", "d_model"), ("max_len", "d_model"), ("n_layers", "d_model", "d_ff"),
-                            ("n_classes", "d_model")))
+        check_fields(
+            self,
+            positive=("vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
+            non_negative=("n_layers",),
+            fractions=("dropout",),
+            ids={"pad_id": ("vocab_size",)},
+            sizes=(
+                ("vocab_size", "d_model"),
+                ("max_len", "d_model"),
+                ("n_layers", "d_model", "d_ff"),
+                ("n_classes", "d_model"),
+            ),
+        )
         if self.n_classes < 2:
             raise ValueError(f"a classifier needs at least 2 classes, got n_classes={self.n_classes}")
         if self.d_model % self.n_heads:

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
 from typing import Any, Literal, TypeVar
 
-from ..variants import AttentionSpec
 from ..layers import ACTIVATIONS
+from ..variants import AttentionSpec
 
 __all__ = ["MAX_PARAMETERS", "check_fields", "preset_config", "StackConfig"]
 
@@ -43,8 +43,9 @@ C = TypeVar("C")
 S = TypeVar("S", bound="StackConfig")
 
 
-def preset_config(cls: type[C], presets: Mapping[str, Mapping[str, Any]], preset: str, family: str, /,
-                  **overrides: Any) -> C:
+def preset_config(
+    cls: type[C], presets: Mapping[str, Mapping[str, Any]], preset: str, family: str, /, **overrides: Any
+) -> C:
     """``cls`` built from the named preset's fields, with ``overrides`` added or replacing them.
 
     ``family`` names the model in the error for an unknown preset ("unknown GPT preset 'x'").
@@ -67,8 +68,11 @@ def _type_error(value: Any, tp: Any) -> str | None:
         if value is None and type(None) in args:
             return None
         reasons = [_type_error(value, a) for a in args if a is not type(None)]
-        return None if None in reasons else " or ".join(r for r in reasons if r) + (
-            " or null" if type(None) in args else "")
+        return (
+            None
+            if None in reasons
+            else " or ".join(r for r in reasons if r) + (" or null" if type(None) in args else "")
+        )
     if origin is Literal:
         return None if value in args else f"one of {list(args)}"
     if tp is bool:
@@ -149,8 +153,10 @@ def check_fields(
             continue
         if math.prod(values) > MAX_PARAMETERS:
             product = " × ".join(f"{name}={v}" for name, v in zip(group, values))
-            raise ValueError(f"{product} asks for {math.prod(values):,} parameters, over the limit of "
-                             f"{MAX_PARAMETERS:,} (attnlab.models.config.MAX_PARAMETERS); is a size mistyped?")
+            raise ValueError(
+                f"{product} asks for {math.prod(values):,} parameters, over the limit of "
+                f"{MAX_PARAMETERS:,} (attnlab.models.config.MAX_PARAMETERS); is a size mistyped?"
+            )
     for name, vocabularies in (ids or {}).items():
         value = getattr(config, name)
         for vocabulary in vocabularies:
@@ -168,11 +174,18 @@ class StackConfig:
     """
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
-                                     "layer_norm_eps"),
-                     non_negative=("init_std", "n_global"), fractions=("dropout",),
-                     sizes=(("vocab_size", "n_embd"), ("n_positions", "n_embd"), ("n_layer", "n_embd", "d_ff"),
-                            ("n_layer", "n_embd", "n_embd")))
+        check_fields(
+            self,
+            positive=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_eps"),
+            non_negative=("init_std", "n_global"),
+            fractions=("dropout",),
+            sizes=(
+                ("vocab_size", "n_embd"),
+                ("n_positions", "n_embd"),
+                ("n_layer", "n_embd", "d_ff"),
+                ("n_layer", "n_embd", "n_embd"),
+            ),
+        )
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.activation not in ACTIVATIONS:

@@ -469,7 +469,11 @@ def sentence_transformers_pooling(path: str | os.PathLike) -> tuple[bool, int | 
             if str(m.get("type", "")).endswith("Pooling"):
                 pooling_file = path / m.get("path", "") / "config.json"
                 pooling = _read_json(pooling_file) if pooling_file.is_file() else {}
-                other = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
+                other = [
+                    k
+                    for k, v in pooling.items()
+                    if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"
+                ]
                 if other:
                     raise ValueError(f"{pooling_file}: only mean pooling is supported, this model uses {other}")
     st_config = path / "sentence_bert_config.json"

@@ -72,7 +72,9 @@ class GATLayer(nn.Module):
         if combine not in ("concat", "mean"):
             raise ValueError(f"combine must be 'concat' or 'mean', got {combine!r}")
         if min(in_features, out_features, n_heads) < 1:
-            raise ValueError(f"in_features, out_features and n_heads must be ≥ 1, got {in_features}, {out_features}, {n_heads}")
+            raise ValueError(
+                f"in_features, out_features and n_heads must be ≥ 1, got {in_features}, {out_features}, {n_heads}"
+            )
         self.n_heads, self.out_features, self.combine = n_heads, out_features, combine
         self.negative_slope = negative_slope
         self.node_proj = nn.Linear(in_features, n_heads * out_features, bias=False)  # W of every head
@@ -89,8 +91,10 @@ class GATLayer(nn.Module):
             raise ValueError(f"x must have shape (N, F), got {tuple(x.shape)}")
         N = x.shape[0]
         if mask.dtype != torch.bool or mask.shape != (N, N):
-            raise ValueError(f"mask must be a boolean (N, N) = {(N, N)} tensor (True = may attend), "
-                             f"got {tuple(mask.shape)} {mask.dtype}; build it with neighbour_mask")
+            raise ValueError(
+                f"mask must be a boolean (N, N) = {(N, N)} tensor (True = may attend), "
+                f"got {tuple(mask.shape)} {mask.dtype}; build it with neighbour_mask"
+            )
         if not bool(mask.diagonal().all()):
             raise ValueError("every node must be in its own neighbourhood (mask[i, i] True): use neighbour_mask")
         H, Fo = self.n_heads, self.out_features
@@ -122,9 +126,13 @@ class GATConfig:
     model_type: str = "gat"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("n_features", "hidden", "n_heads", "out_heads"), fractions=("dropout",),
-                     non_negative=("negative_slope",),
-                     sizes=(("n_features", "n_heads", "hidden"), ("n_heads", "hidden", "n_classes", "out_heads")))
+        check_fields(
+            self,
+            positive=("n_features", "hidden", "n_heads", "out_heads"),
+            fractions=("dropout",),
+            non_negative=("negative_slope",),
+            sizes=(("n_features", "n_heads", "hidden"), ("n_heads", "hidden", "n_classes", "out_heads")),
+        )
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be ≥ 2, got {self.n_classes}")
 
@@ -158,12 +166,21 @@ class GAT(nn.Module):
     def __init__(self, config: GATConfig) -> None:
         super().__init__()
         c = self.config = config
-        self.hidden_layer = GATLayer(c.n_features, c.hidden, c.n_heads, combine="concat", dropout=c.dropout,
-                                     negative_slope=c.negative_slope)
-        self.output_layer = GATLayer(c.hidden * c.n_heads, c.n_classes, c.out_heads, combine="mean",
-                                     dropout=c.dropout, negative_slope=c.negative_slope)
+        self.hidden_layer = GATLayer(
+            c.n_features, c.hidden, c.n_heads, combine="concat", dropout=c.dropout, negative_slope=c.negative_slope
+        )
+        self.output_layer = GATLayer(
+            c.hidden * c.n_heads,
+            c.n_classes,
+            c.out_heads,
+            combine="mean",
+            dropout=c.dropout,
+            negative_slope=c.negative_slope,
+        )
 
-    def forward(self, x: Tensor, mask: Tensor, *, labels: Tensor | None = None, need_weights: bool = False) -> GATOutput:
+    def forward(
+        self, x: Tensor, mask: Tensor, *, labels: Tensor | None = None, need_weights: bool = False
+    ) -> GATOutput:
         """Class logits for every node; the loss counts only nodes whose label is not ``-100``.
 
         Shape:

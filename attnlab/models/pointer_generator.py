@@ -119,13 +119,23 @@ def _check_config(c: PointerGeneratorConfig) -> None:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    check_fields(c, non_negative=("coverage_weight",), fractions=("dropout",),
-                 sizes=(("vocab_size", "embed_dim"), ("vocab_size", "hidden_size"),
-                        ("n_layers", "hidden_size", "hidden_size"), ("hidden_size", "attn_dim")))
+    check_fields(
+        c,
+        non_negative=("coverage_weight",),
+        fractions=("dropout",),
+        sizes=(
+            ("vocab_size", "embed_dim"),
+            ("vocab_size", "hidden_size"),
+            ("n_layers", "hidden_size", "hidden_size"),
+            ("hidden_size", "attn_dim"),
+        ),
+    )
     if c.cell not in CELLS:
         raise ValueError(f"unknown RNN cell {c.cell!r}; choose from {list(CELLS)}")
     if c.hidden_size % 2:
-        raise ValueError(f"the bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}")
+        raise ValueError(
+            f"the bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}"
+        )
     for name in ("pad_id", "unk_id"):
         if not 0 <= getattr(c, name) < c.vocab_size:
             raise ValueError(f"{name}={getattr(c, name)} is outside the vocabulary of size {c.vocab_size}")
@@ -206,8 +216,15 @@ class PointerGenerator(nn.Module):
         self.embed = nn.Embedding(c.vocab_size, c.embed_dim, padding_idx=c.pad_id)
         # The encoder of attnlab.models.rnn_seq2seq, bidirectional as in See et al. §2.1.
         encoder_config = RNNSeq2SeqConfig(
-            src_vocab_size=c.vocab_size, tgt_vocab_size=c.vocab_size, cell=c.cell, embed_dim=c.embed_dim,
-            hidden_size=c.hidden_size, n_layers=c.n_layers, bidirectional=True, dropout=c.dropout, pad_id=c.pad_id,
+            src_vocab_size=c.vocab_size,
+            tgt_vocab_size=c.vocab_size,
+            cell=c.cell,
+            embed_dim=c.embed_dim,
+            hidden_size=c.hidden_size,
+            n_layers=c.n_layers,
+            bidirectional=True,
+            dropout=c.dropout,
+            pad_id=c.pad_id,
         )
         self.encoder = RNNEncoder(encoder_config, self.embed)
         self.decoder_rnn = recurrent_layer(c.cell, c.embed_dim, c.hidden_size, c.n_layers, c.dropout)
@@ -258,8 +275,13 @@ class PointerGenerator(nn.Module):
         n_ext = max(self.config.vocab_size, int(src.max()) + 1)
         coverage = encoded.memory.new_zeros(src.shape) if self.config.coverage else None  # (B, S) c_0 = 0
         return PointerGeneratorState(
-            hidden=encoded.final, memory=encoded.memory, keys=self.attention.k_proj(encoded.memory),  # (B, S, A)
-            src_mask=src_mask, src_ext=src, n_ext=n_ext, coverage=coverage,
+            hidden=encoded.final,
+            memory=encoded.memory,
+            keys=self.attention.k_proj(encoded.memory),  # (B, S, A)
+            src_mask=src_mask,
+            src_ext=src,
+            n_ext=n_ext,
+            coverage=coverage,
         )
 
     def _attend(self, s: Tensor, state: PointerGeneratorState) -> tuple[Tensor, Tensor | None]:
@@ -333,11 +355,15 @@ class PointerGenerator(nn.Module):
         loss = nll = coverage_loss = None
         if labels is not None:
             if labels.shape != tgt_in.shape:
-                raise ValueError(f"labels must have the shape of tgt_in {tuple(tgt_in.shape)}, got {tuple(labels.shape)}")
+                raise ValueError(
+                    f"labels must have the shape of tgt_in {tuple(tgt_in.shape)}, got {tuple(labels.shape)}"
+                )
             if labels.numel() and int(labels.max()) >= state.n_ext:
-                raise ValueError(f"label id {int(labels.max())} is outside this batch's extended vocabulary "
-                                 f"(size {state.n_ext}): a target word outside the vocabulary must be in its source "
-                                 "(extended id) or [UNK]")
+                raise ValueError(
+                    f"label id {int(labels.max())} is outside this batch's extended vocabulary "
+                    f"(size {state.n_ext}): a target word outside the vocabulary must be in its source "
+                    "(extended id) or [UNK]"
+                )
             # The loss is −log P(w*) of the mixed distribution itself, not a cross-entropy of logits:
             # log P is already normalised (a softmax over it would only add rounding). Both terms use
             # the seq2seq reduction, the mean over the non-padding targets.

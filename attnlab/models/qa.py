@@ -135,13 +135,16 @@ class BertForQuestionAnswering(nn.Module):
             input_ids, token_type_ids, attention_mask, span_mask ``(B, S)``; positions ``(B,)`` →
             start_logits, end_logits ``(B, S)``; attentions ``L × (B, H, S, S)``
         """
-        out = self.bert(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                        need_weights=need_weights)
+        out = self.bert(
+            input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, need_weights=need_weights
+        )
         if span_mask is None:
             span_mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids, dtype=torch.bool)
         if span_mask.shape != input_ids.shape or span_mask.dtype != torch.bool:
-            raise ValueError(f"span_mask must be a boolean tensor of shape {tuple(input_ids.shape)}, "
-                             f"got {span_mask.dtype} {tuple(span_mask.shape)}")
+            raise ValueError(
+                f"span_mask must be a boolean tensor of shape {tuple(input_ids.shape)}, "
+                f"got {span_mask.dtype} {tuple(span_mask.shape)}"
+            )
         logits = self.span_proj(out.hidden_states).float()  # (B, S, 2)
         logits = logits.masked_fill(~span_mask.unsqueeze(-1), torch.finfo(logits.dtype).min)
         start_logits, end_logits = logits.unbind(dim=-1)  # (B, S) each

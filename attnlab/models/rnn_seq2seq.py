@@ -118,16 +118,26 @@ def _check_config(c: RNNSeq2SeqConfig) -> None:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    check_fields(c, fractions=("dropout",), ids={"pad_id": ("src_vocab_size", "tgt_vocab_size")},
-                 sizes=(("src_vocab_size", "embed_dim"), ("tgt_vocab_size", "embed_dim"),
-                        ("n_layers", "hidden_size", "hidden_size"), ("embed_dim", "hidden_size"),
-                        ("hidden_size", "attn_dim")))
+    check_fields(
+        c,
+        fractions=("dropout",),
+        ids={"pad_id": ("src_vocab_size", "tgt_vocab_size")},
+        sizes=(
+            ("src_vocab_size", "embed_dim"),
+            ("tgt_vocab_size", "embed_dim"),
+            ("n_layers", "hidden_size", "hidden_size"),
+            ("embed_dim", "hidden_size"),
+            ("hidden_size", "attn_dim"),
+        ),
+    )
     if c.cell not in CELLS:
         raise ValueError(f"unknown RNN cell {c.cell!r}; choose from {list(CELLS)}")
     if c.attention not in ATTENTION_KINDS:
         raise ValueError(f"unknown attention {c.attention!r}; choose from {list(ATTENTION_KINDS)}")
     if c.bidirectional and c.hidden_size % 2:
-        raise ValueError(f"a bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}")
+        raise ValueError(
+            f"a bidirectional encoder splits hidden_size in two halves; got odd hidden_size={c.hidden_size}"
+        )
     if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
         raise ValueError(
             f"share_embeddings needs one vocabulary, got src {c.src_vocab_size} and tgt {c.tgt_vocab_size}"
@@ -143,8 +153,14 @@ def recurrent_layer(
         input ``(B, T, input_size)`` → output ``(B, T, dirs·hidden_size)``, state ``(L·dirs, B, hidden_size)``
     """
     cls = nn.GRU if cell == "gru" else nn.LSTM
-    return cls(input_size, hidden_size, n_layers, batch_first=True, bidirectional=bidirectional,
-               dropout=dropout if n_layers > 1 else 0.0)
+    return cls(
+        input_size,
+        hidden_size,
+        n_layers,
+        batch_first=True,
+        bidirectional=bidirectional,
+        dropout=dropout if n_layers > 1 else 0.0,
+    )
 
 
 # A recurrent state is a tuple of (L, B, D) tensors: (h,) for a GRU, (h, c) for an LSTM.
@@ -537,7 +553,9 @@ class RNNSeq2Seq(nn.Module):
         super().__init__()
         c = self.config = config
         self.src_embed = nn.Embedding(c.src_vocab_size, c.embed_dim, padding_idx=c.pad_id)
-        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.embed_dim, padding_idx=c.pad_id)
+        self.tgt_embed = (
+            self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.embed_dim, padding_idx=c.pad_id)
+        )
         self.encoder = RNNEncoder(c, self.src_embed)
         self.decoder = _build_decoder(c)
         self.dropout = nn.Dropout(c.dropout)

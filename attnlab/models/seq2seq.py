@@ -158,8 +158,9 @@ def token_cross_entropy(logits: Tensor, labels: Tensor, *, pad_id: int, label_sm
         logits ``(B, T, V)``, labels ``(B, T)`` → scalar
     """
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (the logits' without V), "
-                         f"got {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must have shape {tuple(logits.shape[:-1])} (the logits' without V), got {tuple(labels.shape)}"
+        )
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
         labels.reshape(-1),  # (B·T,)
@@ -179,7 +180,8 @@ def mean_over_targets(values: Tensor, labels: Tensor, *, pad_id: int) -> Tensor:
         values ``(B, T)``, labels ``(B, T)`` → scalar
     """
     if values.shape != labels.shape:
-        raise ValueError(f"values and labels must have the same shape, got {tuple(values.shape)} "
-                         f"and {tuple(labels.shape)}")
+        raise ValueError(
+            f"values and labels must have the same shape, got {tuple(values.shape)} and {tuple(labels.shape)}"
+        )
     real = labels != pad_id  # (B, T)
     return (values * real).sum() / real.sum().clamp(min=1)

@@ -55,11 +55,20 @@ class TransformerConfig:
     model_type: str = "transformer"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
-                     non_negative=("n_encoder_layers", "n_decoder_layers", "pad_id"), fractions=("dropout",),
-                     choices={"norm": ("post", "pre"), "activation": ACTIVATIONS},
-                     sizes=(("src_vocab_size", "d_model"), ("tgt_vocab_size", "d_model"), ("max_len", "d_model"),
-                            ("n_encoder_layers", "d_model", "d_ff"), ("n_decoder_layers", "d_model", "d_ff")))
+        check_fields(
+            self,
+            positive=("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
+            non_negative=("n_encoder_layers", "n_decoder_layers", "pad_id"),
+            fractions=("dropout",),
+            choices={"norm": ("post", "pre"), "activation": ACTIVATIONS},
+            sizes=(
+                ("src_vocab_size", "d_model"),
+                ("tgt_vocab_size", "d_model"),
+                ("max_len", "d_model"),
+                ("n_encoder_layers", "d_model", "d_ff"),
+                ("n_decoder_layers", "d_model", "d_ff"),
+            ),
+        )
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         for name in ("src_vocab_size", "tgt_vocab_size"):
@@ -74,8 +83,16 @@ PRESETS: dict[str, dict] = {
     "tiny": dict(d_model=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0),
     "demo": dict(d_model=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1, norm="pre"),
     "small": dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1),
-    "multi30k": dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1,
-                     norm="pre", share_embeddings=True),
+    "multi30k": dict(
+        d_model=256,
+        n_heads=4,
+        n_encoder_layers=3,
+        n_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
+        norm="pre",
+        share_embeddings=True,
+    ),
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
 }
 
@@ -91,12 +108,20 @@ class Transformer(nn.Module):
                 f"share_embeddings needs one vocabulary, got src {c.src_vocab_size} and tgt {c.tgt_vocab_size}"
             )
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = (
+            self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        )
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         self.embed_dropout = nn.Dropout(c.dropout)
-        block = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
-                     activation=c.activation, norm=c.norm,
-                     attention=AttentionSpec.from_config(c.attention, c.window, c.n_global))
+        block = dict(
+            d_model=c.d_model,
+            n_heads=c.n_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm=c.norm,
+            attention=AttentionSpec.from_config(c.attention, c.window, c.n_global),
+        )
         self.encoder = nn.ModuleList(EncoderBlock(**block) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(**block) for _ in range(c.n_decoder_layers))
         # Pre-norm stacks end un-normalised; a final LayerNorm brings the output to scale.
@@ -125,7 +150,9 @@ class Transformer(nn.Module):
         x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, L, D)
         return self.embed_dropout(self.positions(x, offset))
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None, *, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None = None, *, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor]]:
         """Run the encoder.
 
         Shape:

@@ -67,10 +67,17 @@ class ViTConfig:
     model_type: str = "vit"  # checkpoint tag used to rebuild the right class
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("channels", "d_model", "n_heads", "n_layers", "d_ff"), fractions=("dropout",),
-                     sizes=(("image_size", "image_size", "d_model"),
-                            ("channels", "patch_size", "patch_size", "d_model"), ("n_layers", "d_model", "d_ff"),
-                            ("n_classes", "d_model")))
+        check_fields(
+            self,
+            positive=("channels", "d_model", "n_heads", "n_layers", "d_ff"),
+            fractions=("dropout",),
+            sizes=(
+                ("image_size", "image_size", "d_model"),
+                ("channels", "patch_size", "patch_size", "d_model"),
+                ("n_layers", "d_model", "d_ff"),
+                ("n_classes", "d_model"),
+            ),
+        )
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be ≥ 2, got {self.n_classes}")

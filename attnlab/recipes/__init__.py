@@ -72,8 +72,10 @@ def _target(setup: Any, key: str, config_cls: ConfigClass) -> tuple[str, str, An
         shared = [name for name in settings if name in train_fields]
         if name in shared:
             return "", name, own[name]
-        raise ValueError(f"{key} does not apply: {type(setup).__name__} trains in its own loop, not with a "
-                         f"TrainConfig; of the train.* settings it takes {', '.join('train.' + s for s in shared)}")
+        raise ValueError(
+            f"{key} does not apply: {type(setup).__name__} trains in its own loop, not with a "
+            f"TrainConfig; of the train.* settings it takes {', '.join('train.' + s for s in shared)}"
+        )
     if key in settings:
         return "", key, own[key]
     raise ValueError(f"unknown setting {key!r}; use model.<field>, train.<field> or one of {settings}")
@@ -262,11 +264,17 @@ class Recipe:
             raise ValueError(f"unknown preset {job.preset!r}; choose from {sorted(self.presets)}")
         if job.minutes is not None and not (math.isfinite(job.minutes) and job.minutes >= 0):
             raise ValueError(f"--minutes must be a finite number ≥ 0, got {job.minutes}")
-        given = {"train.out_dir": None if job.out is None else str(job.out),
-                 "train.time_budget_s": None if job.minutes is None else job.minutes * 60,
-                 "train.epochs": job.epochs, "train.max_steps": job.max_steps, "train.seed": job.seed, **job.settings}
-        setup = replace_settings(self.presets[job.preset], {k: v for k, v in given.items() if v is not None},
-                                 self.model_config)
+        given = {
+            "train.out_dir": None if job.out is None else str(job.out),
+            "train.time_budget_s": None if job.minutes is None else job.minutes * 60,
+            "train.epochs": job.epochs,
+            "train.max_steps": job.max_steps,
+            "train.seed": job.seed,
+            **job.settings,
+        }
+        setup = replace_settings(
+            self.presets[job.preset], {k: v for k, v in given.items() if v is not None}, self.model_config
+        )
         setup = apply_overrides(setup, job.overrides or (), self.model_config)
         setup = replace_settings(setup, {f"train.{k}": v for k, v in (train_options or {}).items()}, self.model_config)
         _config_class(self.model_config, setup)  # e.g. an unknown architecture fails here, before any data is read
@@ -279,8 +287,10 @@ class Recipe:
 
 def print_training(result: TrainResult, out: Path, *, unit: str = "tokens") -> None:
     """What every ``attnlab train`` command prints at the end: steps, time, speed, why it stopped, the best scores."""
-    print(f"trained {result.steps} steps in {result.train_seconds / 60:.1f} min "
-          f"({result.tokens_per_s:,.0f} {unit}/s), stopped by {result.stop_reason}")
+    print(
+        f"trained {result.steps} steps in {result.train_seconds / 60:.1f} min "
+        f"({result.tokens_per_s:,.0f} {unit}/s), stopped by {result.stop_reason}"
+    )
     if result.best:
         print("best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.best.items()))
     print(f"model saved in {out / 'best'}")

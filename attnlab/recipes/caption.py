@@ -77,10 +77,17 @@ class CaptionSetup:
 
 #: Named recipes (``--preset``).
 RECIPES: dict[str, CaptionSetup] = {
-    "digits": CaptionSetup(shift=0, train=TrainConfig(epochs=100, max_steps=1500, lr=3e-3, warmup_steps=50,
-                                                      schedule="cosine", weight_decay=0.05, log_every=50)),
-    "tiny": CaptionSetup(model_preset="tiny", shift=0,
-                         train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10)),
+    "digits": CaptionSetup(
+        shift=0,
+        train=TrainConfig(
+            epochs=100, max_steps=1500, lr=3e-3, warmup_steps=50, schedule="cosine", weight_decay=0.05, log_every=50
+        ),
+    ),
+    "tiny": CaptionSetup(
+        model_preset="tiny",
+        shift=0,
+        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10),
+    ),
 }
 
 
@@ -112,8 +119,9 @@ class CaptionTask:
         s = self.setup
         g = torch.Generator().manual_seed(s.train.seed * 7919 + epoch)
         out = []
-        for idx in image_batches(len(self.data.train_y), s.batch_size, seed=s.train.seed, epoch=epoch,
-                                 rank=rank, world_size=world_size):
+        for idx in image_batches(
+            len(self.data.train_y), s.batch_size, seed=s.train.seed, epoch=epoch, rank=rank, world_size=world_size
+        ):
             images = random_shift(self.data.train_x[idx], s.shift, g)
             out.append((images.to(self.device), self._captions(self.data.train_y[idx]).to(self.device)))
         return out
@@ -127,8 +135,11 @@ class CaptionTask:
         images, labels = self.data.valid_x, self.data.valid_y
         b = self._captions(labels).to(self.device)
         out = model(images.to(self.device), b.tgt_in, tgt_mask=b.tgt_mask)
-        loss = F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(),  # (B·T, V), (B·T,)
-                               ignore_index=self.tokenizer.pad_id)
+        loss = F.cross_entropy(
+            out.logits.flatten(0, 1),
+            b.tgt_out.flatten(),  # (B·T, V), (B·T,)
+            ignore_index=self.tokenizer.pad_id,
+        )
         captioner = ImageCaptioner(model, self.tokenizer, self.setup.lang)
         hyps = [c.text for c in captioner.caption(images)]
         return {"exact_match": exact_match(hyps, [self.names[int(y)] for y in labels]), "loss": loss.item()}
@@ -146,11 +157,14 @@ def build_config(setup: CaptionSetup, vocab_size: int, pad_id: int) -> Captioner
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
-    return CaptionerConfig(vocab_size=vocab_size, pad_id=pad_id,
-                           **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return CaptionerConfig(
+        vocab_size=vocab_size, pad_id=pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+    )
 
 
-def train_captioner(setup: CaptionSetup, data: DigitsSplits | None = None) -> tuple[ImageCaptioner, TrainResult, DigitsSplits]:
+def train_captioner(
+    setup: CaptionSetup, data: DigitsSplits | None = None
+) -> tuple[ImageCaptioner, TrainResult, DigitsSplits]:
     """Train a captioner on the digits; returns the best one by validation exact match, the run and the data.
 
     Shape:
@@ -179,8 +193,9 @@ def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptione
     if config_dict.get("model_type") != "captioner":
         raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a captioner ('captioner')")
     names = {f.name for f in dataclasses.fields(CaptionerConfig)}
-    config, lang = checkpoint.make_config(lambda d: (CaptionerConfig(**{k: v for k, v in d.items() if k in names}),
-                                                     CaptionSetup(lang=d["lang"]).lang))
+    config, lang = checkpoint.make_config(
+        lambda d: (CaptionerConfig(**{k: v for k, v in d.items() if k in names}), CaptionSetup(lang=d["lang"]).lang)
+    )
     model = Captioner(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
@@ -214,10 +229,20 @@ class ImageCaptioner:
         device = next(self.model.parameters()).device
         images = images.to(device)
         t = self.tokenizer
-        kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=self.model.config.max_len - 1,
-                  src_mask=self.model.patch_mask(images), return_attention=return_attention)
+        kw = dict(
+            bos_id=t.bos_id,
+            eos_id=t.eos_id,
+            pad_id=t.pad_id,
+            max_len=self.model.config.max_len - 1,
+            src_mask=self.model.patch_mask(images),
+            return_attention=return_attention,
+        )
         src = images.flatten(1)  # (B, C·H·W): the decoder protocol's 2-D source
-        hyps = greedy_decode(self.model, src, **kw) if beam_size == 1 else beam_search(self.model, src, beam_size=beam_size, **kw)
+        hyps = (
+            greedy_decode(self.model, src, **kw)
+            if beam_size == 1
+            else beam_search(self.model, src, beam_size=beam_size, **kw)
+        )
         self.model.train(was_training)
         out = []
         for h in hyps:
@@ -272,15 +297,28 @@ def train_command(
 
     def run(setup: CaptionSetup) -> None:
         captioner, result, data = train_captioner(setup)
-        scores = {"greedy": captioner.evaluate(data.test_x, data.test_y),
-                  "beam4": captioner.evaluate(data.test_x, data.test_y, beam_size=4)}
+        scores = {
+            "greedy": captioner.evaluate(data.test_x, data.test_y),
+            "beam4": captioner.evaluate(data.test_x, data.test_y, beam_size=4),
+        }
         (out / "test.json").write_text(json.dumps(scores, indent=2))
         print_training(result, out)
-        print(f"test exact match {100 * scores['greedy']['exact_match']:.2f}% greedy, "
-              f"{100 * scores['beam4']['exact_match']:.2f}% beam 4, on {len(data.test_y)} held-out images")
+        print(
+            f"test exact match {100 * scores['greedy']['exact_match']:.2f}% greedy, "
+            f"{100 * scores['beam4']['exact_match']:.2f}% beam 4, on {len(data.test_y)} held-out images"
+        )
 
-    return TrainJob(preset, run, {"lang": lang, "model.patch_size": patch_size}, overrides, out=out, minutes=minutes,
-                    epochs=epochs, max_steps=max_steps, seed=seed)
+    return TrainJob(
+        preset,
+        run,
+        {"lang": lang, "model.patch_size": patch_size},
+        overrides,
+        out=out,
+        minutes=minutes,
+        epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+    )
 
 
 def caption_command(
@@ -312,8 +350,14 @@ def caption_command(
     if plot is not None:
         first = results[0]
         weights = first.cross_attention[-1].mean(0)  # (T, P)
-        plot_image_attention(images[0], weights, config["patch_size"], plot, titles=first.tokens,
-                             title=f"“{first.text}”: cross-attention per generated token")
+        plot_image_attention(
+            images[0],
+            weights,
+            config["patch_size"],
+            plot,
+            titles=first.tokens,
+            title=f"“{first.text}”: cross-attention per generated token",
+        )
         print(f"attention written to {plot}", file=sys.stderr)
     return 0
 

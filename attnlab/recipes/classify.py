@@ -62,8 +62,9 @@ class ClassifySetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "max_len", "max_tokens"),
-                     choices={"tokenizer": ("bpe", "unigram", "char")})
+        check_fields(
+            self, positive=("vocab_size", "max_len", "max_tokens"), choices={"tokenizer": ("bpe", "unigram", "char")}
+        )
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
 
@@ -71,8 +72,12 @@ class ClassifySetup:
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
 RECIPES: dict[str, ClassifySetup] = {
     "small": ClassifySetup(max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50)),
-    "tiny": ClassifySetup(model_preset="tiny", vocab_size=200, max_tokens=512,
-                          train=TrainConfig(epochs=3, lr=3e-3, warmup_steps=10, log_every=10)),
+    "tiny": ClassifySetup(
+        model_preset="tiny",
+        vocab_size=200,
+        max_tokens=512,
+        train=TrainConfig(epochs=3, lr=3e-3, warmup_steps=10, log_every=10),
+    ),
 }
 
 
@@ -137,10 +142,20 @@ class ClassificationTask:
         if not self.valid_ids:
             raise ValueError("the validation set is empty")
 
-    def _batches(self, ids, ys, *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1) -> list[ClassBatch]:
+    def _batches(
+        self, ids, ys, *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1
+    ) -> list[ClassBatch]:
         lengths = [len(x) for x in ids]
-        groups = batching.bucket_batches(lengths, [1] * len(ids), max_tokens=self.setup.max_tokens, shuffle=shuffle,
-                                         seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size)
+        groups = batching.bucket_batches(
+            lengths,
+            [1] * len(ids),
+            max_tokens=self.setup.max_tokens,
+            shuffle=shuffle,
+            seed=self.setup.train.seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+        )
         pad = self.tokenizer.pad_id
         return [_collate([ids[i] for i in g], [ys[i] for i in g], pad).to(self.device) for g in groups]
 
@@ -206,10 +221,17 @@ def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: 
         raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
     if fixed:
-        raise ValueError(f"model fields {fixed} come from the data and the tokenizer; "
-                         "set the text length with max_len=N, not model.max_len")
-    return ClassifierConfig(vocab_size=vocab_size, n_classes=n_classes, max_len=setup.max_len, pad_id=pad_id,
-                            **{**PRESETS[setup.model_preset], **setup.model_overrides})
+        raise ValueError(
+            f"model fields {fixed} come from the data and the tokenizer; "
+            "set the text length with max_len=N, not model.max_len"
+        )
+    return ClassifierConfig(
+        vocab_size=vocab_size,
+        n_classes=n_classes,
+        max_len=setup.max_len,
+        pad_id=pad_id,
+        **{**PRESETS[setup.model_preset], **setup.model_overrides},
+    )
 
 
 def train_classifier(
@@ -261,8 +283,10 @@ def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != ClassifierConfig.model_type:
-        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a text classifier "
-                         f"({ClassifierConfig.model_type!r})")
+        raise ValueError(
+            f"{directory}: model_type {config_dict.get('model_type')!r} is not a text classifier "
+            f"({ClassifierConfig.model_type!r})"
+        )
     config, labels = checkpoint.make_config(_config_and_labels)
     model = AttentionPoolClassifier(config)
     ckpt.load_weights(model, checkpoint)
@@ -307,13 +331,15 @@ class TextClassifier:
             weights = out.pool_weights.float().cpu()  # (B, S)
             for row, ids in enumerate(chunk):
                 text = texts[start + row]
-                results.append(Prediction(
-                    text=text,
-                    label=self.labels[int(probs[row].argmax())],
-                    probs={name: float(p) for name, p in zip(self.labels, probs[row])},
-                    tokens=[self.tokenizer.id_to_token(i) for i in ids],
-                    weights=weights[row, : len(ids)].tolist(),
-                ))
+                results.append(
+                    Prediction(
+                        text=text,
+                        label=self.labels[int(probs[row].argmax())],
+                        probs={name: float(p) for name, p in zip(self.labels, probs[row])},
+                        tokens=[self.tokenizer.id_to_token(i) for i in ids],
+                        weights=weights[row, : len(ids)].tolist(),
+                    )
+                )
         self.model.train(was_training)
         return results
 
@@ -415,8 +441,16 @@ def train_command(
         print_training(result, out)
         print(f"labels: {', '.join(clf.labels)}")
 
-    return TrainJob(preset, run, {"tokenizer": tokenizer, "vocab_size": vocab_size}, overrides, out=out,
-                    minutes=minutes, epochs=epochs, seed=seed)
+    return TrainJob(
+        preset,
+        run,
+        {"tokenizer": tokenizer, "vocab_size": vocab_size},
+        overrides,
+        out=out,
+        minutes=minutes,
+        epochs=epochs,
+        seed=seed,
+    )
 
 
 def classify_command(

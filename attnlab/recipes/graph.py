@@ -101,8 +101,9 @@ def build_config(setup: GATSetup, n_features: int, n_classes: int) -> GATConfig:
     fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
-    return GATConfig(n_features=n_features, n_classes=n_classes,
-                     **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return GATConfig(
+        n_features=n_features, n_classes=n_classes, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+    )
 
 
 def train_gat(setup: GATSetup, data: GraphData | None = None) -> GATRun:
@@ -243,13 +244,24 @@ def plot_graph_attention(
     ax = fig.add_subplot()
     for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
         faded = node is not None and node not in (i, j)
-        ax.plot(*xy[[i, j]].T, color="0.85" if faded else cmap(norm(s)), linewidth=0.6 if faded else 0.8 + 7.0 * s / vmax,
-                zorder=1, solid_capstyle="round")
+        ax.plot(
+            *xy[[i, j]].T,
+            color="0.85" if faded else cmap(norm(s)),
+            linewidth=0.6 if faded else 0.8 + 7.0 * s / vmax,
+            zorder=1,
+            solid_capstyle="round",
+        )
     faction_colours = ["#f4a261", "#2a9d8f"]
     for i in range(N):
         ring = "black" if i in labelled else ("#d62828" if pred[i] != int(data.labels[i]) else "white")
-        ax.scatter(*xy[i], s=330, color=faction_colours[pred[i] % 2], edgecolors=ring,
-                   linewidths=3.0 if ring != "white" else 1.0, zorder=2)
+        ax.scatter(
+            *xy[i],
+            s=330,
+            color=faction_colours[pred[i] % 2],
+            edgecolors=ring,
+            linewidths=3.0 if ring != "white" else 1.0,
+            zorder=2,
+        )
         ax.annotate(str(i), xy[i], ha="center", va="center", fontsize=8, zorder=3)
     if node is not None:
         ax.annotate(f"α_self = {w[node, node]:.2f}", xy[node], xytext=(12, 12), textcoords="offset points", fontsize=9)
@@ -259,8 +271,12 @@ def plot_graph_attention(
     ax.scatter([], [], s=120, color="white", edgecolors="#d62828", linewidths=3.0, label="wrong prediction")
     ax.legend(loc="lower left", fontsize=8, frameon=False)
     ax.set_axis_off()
-    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.7,
-                 label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2")
+    fig.colorbar(
+        ScalarMappable(norm=norm, cmap=cmap),
+        ax=ax,
+        shrink=0.7,
+        label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2",
+    )
     if title:
         ax.set_title(title)
     return save_figure(fig, path)
@@ -315,8 +331,14 @@ def train_command(
         (out / "results.json").write_text(json.dumps({"labelled": base.labelled, "accuracy": accs}, indent=2))
         if plot:
             weights, predictions = node_attention(runs[0].model, data)
-            plot_graph_attention(data, weights, predictions, out / "attention.png", labelled=base.labelled,
-                                 title=f"GAT attention, layer 1 (accuracy {100 * runs[0].accuracy:.0f}%)")
+            plot_graph_attention(
+                data,
+                weights,
+                predictions,
+                out / "attention.png",
+                labelled=base.labelled,
+                title=f"GAT attention, layer 1 (accuracy {100 * runs[0].accuracy:.0f}%)",
+            )
             print(f"attention drawn to {out / 'attention.png'}")
         print(f"model saved in {out / 'best'}")
 
@@ -347,8 +369,15 @@ def gat_command(*, model: Path, node: int | None = None, layer: int = 0, plot: P
             who = "itself" if j == node else f"member {j} ({names[int(data.labels[j])]})"
             print(f"  {float(row[j]):.3f}  {who}")
     if plot is not None:
-        plot_graph_attention(data, weights, predictions, plot, labelled=config["labelled"], node=node,
-                             title=f"GAT attention, layer {layer + 1}")
+        plot_graph_attention(
+            data,
+            weights,
+            predictions,
+            plot,
+            labelled=config["labelled"],
+            node=node,
+            title=f"GAT attention, layer {layer + 1}",
+        )
         print(f"attention drawn to {plot}", file=sys.stderr)
     return 0
 

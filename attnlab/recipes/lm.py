@@ -32,9 +32,9 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import tokenizers
-from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
 from ..data.corpus import read_text
 from ..data.streaming import TextStream
+from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
 from ..models.bert import (
     BertConfig,
     BertForMaskedLM,
@@ -116,8 +116,12 @@ class MLMSetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "max_len", "batch_size", "mask_prob", "eval_sequences"),
-                     fractions=("mask_prob",), choices={"tokenizer": ("bpe", "char")})
+        check_fields(
+            self,
+            positive=("vocab_size", "max_len", "batch_size", "mask_prob", "eval_sequences"),
+            fractions=("mask_prob",),
+            choices={"tokenizer": ("bpe", "char")},
+        )
         _check_fraction(self.valid_fraction)
 
 
@@ -150,13 +154,24 @@ LM_RECIPES: dict[str, LMSetup] = {
         block_size=256,
         batch_size=16,
         train=TrainConfig(
-            epochs=1000, time_budget_s=10 * 60, lr=3e-3, warmup_steps=100, schedule="cosine",
-            betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, eval_every_steps=250,
+            epochs=1000,
+            time_budget_s=10 * 60,
+            lr=3e-3,
+            warmup_steps=100,
+            schedule="cosine",
+            betas=(0.9, 0.99),
+            eps=1e-8,
+            weight_decay=0.1,
+            clip_norm=1.0,
+            eval_every_steps=250,
             log_every=50,
         ),
     ),
     "tiny": LMSetup(
-        model_preset="tiny", tokenizer="char", block_size=32, batch_size=8,
+        model_preset="tiny",
+        tokenizer="char",
+        block_size=32,
+        batch_size=8,
         train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, betas=(0.9, 0.99), eps=1e-8),
     ),
 }
@@ -164,11 +179,22 @@ LM_RECIPES: dict[str, LMSetup] = {
 #: Named MLM recipes (``--preset``).
 MLM_RECIPES: dict[str, MLMSetup] = {
     "mini": MLMSetup(
-        train=TrainConfig(epochs=1000, time_budget_s=10 * 60, lr=1e-3, warmup_steps=200, betas=(0.9, 0.98),
-                          eps=1e-8, weight_decay=0.01, eval_every_steps=250),
+        train=TrainConfig(
+            epochs=1000,
+            time_budget_s=10 * 60,
+            lr=1e-3,
+            warmup_steps=200,
+            betas=(0.9, 0.98),
+            eps=1e-8,
+            weight_decay=0.01,
+            eval_every_steps=250,
+        ),
     ),
     "tiny": MLMSetup(
-        model_preset="tiny", tokenizer="char", max_len=32, batch_size=8,
+        model_preset="tiny",
+        tokenizer="char",
+        max_len=32,
+        batch_size=8,
         train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, eps=1e-8),
     ),
 }
@@ -225,9 +251,7 @@ class LMTask:
         if self.block < 2:
             raise ValueError(f"block_size must be ≥ 2 (one input and one target), got {self.block}")
         if train_ids.numel() < self.block + 1:
-            raise ValueError(
-                f"the training text has {train_ids.numel()} tokens, fewer than one block of {self.block}"
-            )
+            raise ValueError(f"the training text has {train_ids.numel()} tokens, fewer than one block of {self.block}")
         if valid_ids.numel() < 2:
             raise ValueError("the validation split has fewer than 2 tokens; give a longer text")
         self.train_ids, self.valid_ids = train_ids, valid_ids
@@ -338,7 +362,9 @@ class MLMTask:
         n = ids.numel() // self.seg
         minimum = 2 if self.setup.next_sentence else 1
         if n < minimum:
-            raise ValueError(f"the {what} split has {ids.numel()} tokens, too few for {minimum} segment(s) of {self.seg}")
+            raise ValueError(
+                f"the {what} split has {ids.numel()} tokens, too few for {minimum} segment(s) of {self.seg}"
+            )
         return ids[: n * self.seg].view(n, self.seg)  # (n, seg)
 
     def _sequences(self, segments: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -359,14 +385,20 @@ class MLMTask:
         m = n - 1
         cls, sep = torch.full((m, 1), tok.bos_id), torch.full((m, 1), tok.eos_id)
         ids = torch.cat([cls, a, sep, b, sep], dim=1)  # (n-1, S)
-        types = torch.cat([torch.zeros(m, self.seg + 2, dtype=torch.long), torch.ones(m, self.seg + 1, dtype=torch.long)], dim=1)
+        types = torch.cat(
+            [torch.zeros(m, self.seg + 2, dtype=torch.long), torch.ones(m, self.seg + 1, dtype=torch.long)], dim=1
+        )
         return ids, types, is_random.long()
 
     def _batches(self, segments: Tensor, g: torch.Generator, shuffle: bool) -> list[MLMBatch]:
         ids, types, nsp = self._sequences(segments, g)
         inputs, labels = mask_tokens(
-            ids, mask_id=self.tokenizer.mask_id, vocab_size=self.tokenizer.vocab_size,
-            special_ids=self.special_ids, p=self.setup.mask_prob, generator=g,
+            ids,
+            mask_id=self.tokenizer.mask_id,
+            vocab_size=self.tokenizer.vocab_size,
+            special_ids=self.special_ids,
+            p=self.setup.mask_prob,
+            generator=g,
         )
         order = torch.randperm(ids.shape[0], generator=g) if shuffle else torch.arange(ids.shape[0])
         B = self.setup.batch_size
@@ -382,8 +414,12 @@ class MLMTask:
         return [b.to(self.device) for b in batches[rank::world_size]]
 
     def loss(self, model: nn.Module, batch: MLMBatch) -> tuple[Tensor, int]:
-        out = model(batch.input_ids, token_type_ids=batch.token_type_ids, labels=batch.labels,
-                    next_sentence_labels=batch.next_sentence_labels)
+        out = model(
+            batch.input_ids,
+            token_type_ids=batch.token_type_ids,
+            labels=batch.labels,
+            next_sentence_labels=batch.next_sentence_labels,
+        )
         return out.loss, int((batch.labels != -100).sum())
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
@@ -416,8 +452,12 @@ def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[Bert
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
     train_text, valid_text = _split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, out, train_text, resume)
-    fields = {**setup.model_overrides, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
-              "next_sentence_head": setup.next_sentence}
+    fields = {
+        **setup.model_overrides,
+        "vocab_size": tokenizer.vocab_size,
+        "pad_id": tokenizer.pad_id,
+        "next_sentence_head": setup.next_sentence,
+    }
     config = bert_config(setup.model_preset, **fields)
     task = MLMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
     torch.manual_seed(setup.train.seed)
@@ -465,8 +505,10 @@ def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
     elif is_hf_checkpoint(directory):
         model, tokenizer = load_pretrained(directory)
     else:
-        raise ValueError(f"{directory}: neither an attnlab checkpoint (no {ckpt.TOKENIZERS_FILE}) "
-                         "nor a HuggingFace checkpoint (no model_type in config.json)")
+        raise ValueError(
+            f"{directory}: neither an attnlab checkpoint (no {ckpt.TOKENIZERS_FILE}) "
+            "nor a HuggingFace checkpoint (no model_type in config.json)"
+        )
     return model.to(device).eval(), tokenizer
 
 
@@ -566,8 +608,17 @@ def train_lm_command(
         _, result, _ = train_lm(setup, read_text(text), resume=resume)
         print_training(result, out)
 
-    return TrainJob(preset, run, {"tokenizer": tokenizer}, overrides, out=out, minutes=minutes, epochs=epochs,
-                    max_steps=max_steps, seed=seed)
+    return TrainJob(
+        preset,
+        run,
+        {"tokenizer": tokenizer},
+        overrides,
+        out=out,
+        minutes=minutes,
+        epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+    )
 
 
 def train_mlm_command(
@@ -608,8 +659,9 @@ def train_mlm_command(
         print_training(result, out)
 
     settings = {"tokenizer": tokenizer, "next_sentence": True if next_sentence else None}
-    return TrainJob(preset, run, settings, overrides, out=out, minutes=minutes, epochs=epochs, max_steps=max_steps,
-                    seed=seed)
+    return TrainJob(
+        preset, run, settings, overrides, out=out, minutes=minutes, epochs=epochs, max_steps=max_steps, seed=seed
+    )
 
 
 def generate_command(
@@ -655,9 +707,18 @@ def generate_command(
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stream = TextStream(tok, prompt_ids)
     print(stream.text, end="", flush=True)
-    generate(lm_model, torch.tensor([prompt_ids], device=device), max_new_tokens=max_new_tokens,
-             temperature=temperature, top_k=top_k, top_p=top_p, generator=generator, use_cache=cache,
-             eos_id=tok.eos_id, stream=lambda token: print(stream.push(int(token[0])), end="", flush=True))
+    generate(
+        lm_model,
+        torch.tensor([prompt_ids], device=device),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+        use_cache=cache,
+        eos_id=tok.eos_id,
+        stream=lambda token: print(stream.push(int(token[0])), end="", flush=True),
+    )
     print(flush=True)
     return 0
 

@@ -28,13 +28,13 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data.squad import (
-    facts_splits,
-    read_squad,
     QABatch,
     QAExample,
     QAWindow,
     collate_windows,
+    facts_splits,
     question_windows,
+    read_squad,
     window_batches,
 )
 from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
@@ -79,17 +79,41 @@ class QASetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("max_length", "doc_stride", "max_query_tokens", "max_answer_tokens",
-                                     "max_tokens", "eval_examples"))
+        check_fields(
+            self,
+            positive=(
+                "max_length",
+                "doc_stride",
+                "max_query_tokens",
+                "max_answer_tokens",
+                "max_tokens",
+                "eval_examples",
+            ),
+        )
 
 
 #: Named recipes (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
 RECIPES: dict[str, QASetup] = {
-    "squad": QASetup(train=TrainConfig(epochs=2, lr=1e-4, warmup_steps=500, schedule="constant",
-                                       betas=(0.9, 0.999), eps=1e-6, eval_every_steps=2000, log_every=100)),
-    "facts": QASetup(max_length=128, max_tokens=1024, eval_examples=200,
-                     train=TrainConfig(epochs=6, lr=2e-4, warmup_steps=20, schedule="constant",
-                                       betas=(0.9, 0.999), eps=1e-6, log_every=10)),
+    "squad": QASetup(
+        train=TrainConfig(
+            epochs=2,
+            lr=1e-4,
+            warmup_steps=500,
+            schedule="constant",
+            betas=(0.9, 0.999),
+            eps=1e-6,
+            eval_every_steps=2000,
+            log_every=100,
+        )
+    ),
+    "facts": QASetup(
+        max_length=128,
+        max_tokens=1024,
+        eval_examples=200,
+        train=TrainConfig(
+            epochs=6, lr=2e-4, warmup_steps=20, schedule="constant", betas=(0.9, 0.999), eps=1e-6, log_every=10
+        ),
+    ),
 }
 
 
@@ -104,12 +128,22 @@ class QATask:
     metric = "f1"
     maximize = True
 
-    def __init__(self, setup: QASetup, config: BertConfig, tokenizer: PretrainedTokenizer,
-                 train_examples: Sequence[QAExample], valid_examples: Sequence[QAExample]) -> None:
+    def __init__(
+        self,
+        setup: QASetup,
+        config: BertConfig,
+        tokenizer: PretrainedTokenizer,
+        train_examples: Sequence[QAExample],
+        valid_examples: Sequence[QAExample],
+    ) -> None:
         self.setup, self.config, self.tokenizer = setup, config, tokenizer
         self.device = torch.device(setup.train.device)
-        self.windows = [w for i, ex in enumerate(train_examples)
-                        for w in question_windows(tokenizer, setup, i, ex.question, ex.context, ex.answers[0]) if w.start >= 0]
+        self.windows = [
+            w
+            for i, ex in enumerate(train_examples)
+            for w in question_windows(tokenizer, setup, i, ex.question, ex.context, ex.answers[0])
+            if w.start >= 0
+        ]
         if not self.windows:
             raise ValueError("no training question has its answer inside a window; raise max_length")
         self.valid = list(valid_examples)[: setup.eval_examples]
@@ -117,13 +151,26 @@ class QATask:
             raise ValueError("the validation set is empty")
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[QABatch]:
-        groups = window_batches(self.windows, self.setup.max_tokens, shuffle=True, seed=self.setup.train.seed,
-                                 epoch=epoch, rank=rank, world_size=world_size)
+        groups = window_batches(
+            self.windows,
+            self.setup.max_tokens,
+            shuffle=True,
+            seed=self.setup.train.seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+        )
         return [collate_windows([self.windows[i] for i in g], self.tokenizer.pad_id).to(self.device) for g in groups]
 
     def loss(self, model: nn.Module, batch: QABatch) -> tuple[Tensor, int]:
-        out = model(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
-                    span_mask=batch.span_mask, start_positions=batch.start, end_positions=batch.end)
+        out = model(
+            batch.input_ids,
+            token_type_ids=batch.token_type_ids,
+            attention_mask=batch.attention_mask,
+            span_mask=batch.span_mask,
+            start_positions=batch.start,
+            end_positions=batch.end,
+        )
         return out.loss, len(batch.start)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
@@ -136,8 +183,12 @@ class QATask:
 
 
 def _inference_settings(setup: QASetup) -> dict:
-    return {"max_length": setup.max_length, "doc_stride": setup.doc_stride,
-            "max_query_tokens": setup.max_query_tokens, "max_answer_tokens": setup.max_answer_tokens}
+    return {
+        "max_length": setup.max_length,
+        "doc_stride": setup.doc_stride,
+        "max_query_tokens": setup.max_query_tokens,
+        "max_answer_tokens": setup.max_answer_tokens,
+    }
 
 
 def _settings_and_config(config_dict: dict) -> tuple[dict, BertConfig]:
@@ -159,7 +210,9 @@ def _check_overrides(setup: QASetup) -> None:
     """Only the encoder fields that keep its weights can change; their values are checked as BertConfig's."""
     fixed = sorted(set(setup.model_overrides) - set(_ADJUSTABLE))
     if fixed:
-        raise ValueError(f"model fields {fixed} are fixed by the pretrained encoder; only {list(_ADJUSTABLE)} can change")
+        raise ValueError(
+            f"model fields {fixed} are fixed by the pretrained encoder; only {list(_ADJUSTABLE)} can change"
+        )
     BertConfig(**setup.model_overrides)
 
 
@@ -218,8 +271,9 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != MODEL_TYPE:
-        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a question answerer "
-                         f"({MODEL_TYPE!r})")
+        raise ValueError(
+            f"{directory}: model_type {config_dict.get('model_type')!r} is not a question answerer ({MODEL_TYPE!r})"
+        )
     settings, config = checkpoint.make_config(_settings_and_config)
     model = BertForQuestionAnswering(config)
     ckpt.load_weights(model, checkpoint)
@@ -271,13 +325,20 @@ class QuestionAnswerer:
             raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
         was_training = self.model.training
         self.model.eval()
-        windows = [w for i, (q, c) in enumerate(zip(questions, contexts))
-                   for w in question_windows(self.tokenizer, self.setup, i, q, c)]
+        windows = [
+            w
+            for i, (q, c) in enumerate(zip(questions, contexts))
+            for w in question_windows(self.tokenizer, self.setup, i, q, c)
+        ]
         best: list[tuple[float, QAWindow, int, int] | None] = [None] * len(questions)
         for group in window_batches(windows, self.setup.max_tokens, shuffle=False):
             batch = collate_windows([windows[i] for i in group], self.tokenizer.pad_id).to(self.device)
-            out = self.model(batch.input_ids, token_type_ids=batch.token_type_ids,
-                             attention_mask=batch.attention_mask, span_mask=batch.span_mask)
+            out = self.model(
+                batch.input_ids,
+                token_type_ids=batch.token_type_ids,
+                attention_mask=batch.attention_mask,
+                span_mask=batch.span_mask,
+            )
             spans = best_spans(out.start_logits, out.end_logits, batch.span_mask, self.setup.max_answer_tokens)
             for row, i in enumerate(group):
                 w, score = windows[i], float(spans.score[row])
@@ -301,8 +362,13 @@ class QuestionAnswerer:
             one window of S tokens → ``(L, H, S, S)``
         """
         batch = collate_windows([window], self.tokenizer.pad_id).to(self.device)
-        out = self.model(batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
-                         span_mask=batch.span_mask, need_weights=True)
+        out = self.model(
+            batch.input_ids,
+            token_type_ids=batch.token_type_ids,
+            attention_mask=batch.attention_mask,
+            span_mask=batch.span_mask,
+            need_weights=True,
+        )
         return torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
 
     def _attach_attention(self, answer: Answer, window: QAWindow) -> None:
@@ -345,8 +411,13 @@ def plot_question_attention(answer: Answer, path: str | os.PathLike, *, layer: i
     if not -L <= layer < L:
         raise ValueError(f"layer must be in [{-L}, {L}), got {layer}")
     path = Path(path)
-    plot_attention(answer.attention[layer].mean(0), answer.context_tokens, answer.question_tokens, path,
-                   title=f"question → passage attention (layer {layer % L}, mean over heads); answer: {answer.text!r}")
+    plot_attention(
+        answer.attention[layer].mean(0),
+        answer.context_tokens,
+        answer.question_tokens,
+        path,
+        title=f"question → passage attention (layer {layer % L}, mean over heads); answer: {answer.text!r}",
+    )
     grid = path.with_name(path.stem + "_grid" + path.suffix)
     plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
     return path
@@ -406,12 +477,15 @@ def train_command(
         if test is not None:
             scores = answerer.evaluate(test)
             (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
-            print(f"held-out generated questions: exact match {100 * scores['exact_match']:.1f}  "
-                  f"F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)")
+            print(
+                f"held-out generated questions: exact match {100 * scores['exact_match']:.1f}  "
+                f"F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)"
+            )
 
     preset = preset or ("facts" if train is None else "squad")
-    return TrainJob(preset, run, {"init": init}, overrides, out=out, minutes=minutes, epochs=epochs,
-                    max_steps=max_steps, seed=seed)
+    return TrainJob(
+        preset, run, {"init": init}, overrides, out=out, minutes=minutes, epochs=epochs, max_steps=max_steps, seed=seed
+    )
 
 
 def answer_command(

@@ -27,8 +27,8 @@ import dataclasses
 import json
 import os
 import random
-from collections.abc import Sequence
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,14 +37,14 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..data import batching
+from ..data.corpus import read_lines
+from ..data.summaries import facts_splits, read_jsonl
 from ..data.text_tasks import SummaryExample
 from ..data.tokenizers import WordVocab
-from ..data.corpus import read_lines
 from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import rouge
 from ..models.config import check_fields
 from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
-from ..data.summaries import facts_splits, read_jsonl
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
@@ -90,8 +90,18 @@ class SummarizeSetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "min_count", "max_src_len", "max_tgt_len", "max_summary_len",
-                                     "max_tokens", "eval_examples"))
+        check_fields(
+            self,
+            positive=(
+                "vocab_size",
+                "min_count",
+                "max_src_len",
+                "max_tgt_len",
+                "max_summary_len",
+                "max_tokens",
+                "eval_examples",
+            ),
+        )
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
         check_beam(self.eval_beam)
@@ -102,19 +112,38 @@ class SummarizeSetup:
 #: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
 RECIPES: dict[str, SummarizeSetup] = {
     "facts": SummarizeSetup(
-        model_preset="tiny", vocab_size=2000, min_count=3, max_src_len=120, max_tgt_len=60, max_summary_len=60,
-        max_tokens=2048, eval_examples=100, beam_size=1,
-        train=TrainConfig(epochs=4, lr=3e-3, warmup_steps=20, schedule="constant", weight_decay=0.0,
-                          betas=(0.9, 0.999), eps=1e-8, log_every=20),
+        model_preset="tiny",
+        vocab_size=2000,
+        min_count=3,
+        max_src_len=120,
+        max_tgt_len=60,
+        max_summary_len=60,
+        max_tokens=2048,
+        eval_examples=100,
+        beam_size=1,
+        train=TrainConfig(
+            epochs=4,
+            lr=3e-3,
+            warmup_steps=20,
+            schedule="constant",
+            weight_decay=0.0,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            log_every=20,
+        ),
     ),
     "small": SummarizeSetup(
-        max_tokens=8192, train=TrainConfig(epochs=10, lr=1e-3, warmup_steps=200, schedule="constant",
-                                           betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0),
+        max_tokens=8192,
+        train=TrainConfig(
+            epochs=10, lr=1e-3, warmup_steps=200, schedule="constant", betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0
+        ),
     ),
     "see2017": SummarizeSetup(
-        model_preset="see2017", max_tokens=16 * 400,
-        train=TrainConfig(epochs=30, lr=1e-3, warmup_steps=200, schedule="constant",
-                          betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0),
+        model_preset="see2017",
+        max_tokens=16 * 400,
+        train=TrainConfig(
+            epochs=30, lr=1e-3, warmup_steps=200, schedule="constant", betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0
+        ),
     ),
 }
 
@@ -187,11 +216,18 @@ class SummarizationTask:
         pairs = [(e.src, e.tgt) for e in items]
         return batching.collate_pairs(pairs, pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id).to(self.device)
 
-    def _batches(self, data: Sequence[_Encoded], *, shuffle: bool, epoch: int = 0, rank: int = 0,
-                 world_size: int = 1) -> list[batching.Seq2SeqBatch]:
+    def _batches(
+        self, data: Sequence[_Encoded], *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1
+    ) -> list[batching.Seq2SeqBatch]:
         groups = batching.bucket_batches(
-            [len(e.src) for e in data], [len(e.tgt) + 1 for e in data], max_tokens=self.setup.max_tokens,
-            shuffle=shuffle, seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size,
+            [len(e.src) for e in data],
+            [len(e.tgt) + 1 for e in data],
+            max_tokens=self.setup.max_tokens,
+            shuffle=shuffle,
+            seed=self.setup.train.seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
         )
         return [self._collate([data[i] for i in g]) for g in groups]
 
@@ -208,8 +244,9 @@ class SummarizationTask:
             out = model(b.src, b.tgt_in, src_mask=b.src_mask, labels=b.tgt_out)
             total += float(out.nll) * b.n_tgt_tokens
             count += b.n_tgt_tokens
-        summarizer = Summarizer(model, self.vocab, max_src_len=self.setup.max_src_len,
-                                max_summary_len=self.setup.max_summary_len)
+        summarizer = Summarizer(
+            model, self.vocab, max_src_len=self.setup.max_src_len, max_summary_len=self.setup.max_summary_len
+        )
         hyps = [s.text for s in summarizer.summarize([d for d, _ in self.valid_pairs], beam_size=self.setup.eval_beam)]
         scores = rouge(hyps, [summarizer.normalise(r) for _, r in self.valid_pairs])
         return {"loss": total / max(count, 1), **scores}
@@ -233,8 +270,9 @@ def build_config(setup: SummarizeSetup, vocab_size: int, pad_id: int, unk_id: in
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
-    return PointerGeneratorConfig(vocab_size=vocab_size, pad_id=pad_id, unk_id=unk_id,
-                                  **{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return PointerGeneratorConfig(
+        vocab_size=vocab_size, pad_id=pad_id, unk_id=unk_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+    )
 
 
 def train_summarizer(
@@ -256,8 +294,12 @@ def train_summarizer(
         train_pairs, valid_pairs = split_validation(train_pairs, setup.valid_fraction, setup.train.seed)
     if not valid_pairs:
         raise ValueError("the validation set is empty")
-    vocab = WordVocab.build((t for pair in train_pairs for t in pair), max_size=setup.vocab_size,
-                            min_count=setup.min_count, lowercase=setup.lowercase)
+    vocab = WordVocab.build(
+        (t for pair in train_pairs for t in pair),
+        max_size=setup.vocab_size,
+        min_count=setup.min_count,
+        lowercase=setup.lowercase,
+    )
     torch.manual_seed(setup.train.seed)
     config = build_config(setup, vocab.vocab_size, vocab.pad_id, vocab.unk_id)
     model = PointerGenerator(config)
@@ -267,8 +309,9 @@ def train_summarizer(
     if out is not None and (out / "best").is_dir():
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     model.eval()
-    return Summarizer(model, vocab, max_src_len=setup.max_src_len, max_summary_len=setup.max_summary_len,
-                      beam_size=setup.beam_size), result
+    return Summarizer(
+        model, vocab, max_src_len=setup.max_src_len, max_summary_len=setup.max_summary_len, beam_size=setup.beam_size
+    ), result
 
 
 def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
@@ -281,19 +324,25 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != PointerGeneratorConfig.model_type:
-        raise ValueError(f"{directory}: model_type {config_dict.get('model_type')!r} is not a summarizer "
-                         f"({PointerGeneratorConfig.model_type!r})")
+        raise ValueError(
+            f"{directory}: model_type {config_dict.get('model_type')!r} is not a summarizer "
+            f"({PointerGeneratorConfig.model_type!r})"
+        )
     names = {f.name for f in dataclasses.fields(PointerGeneratorConfig)}
     settings = ("max_src_len", "max_summary_len", "beam_size")  # checked as a SummarizeSetup's
-    config, kept = checkpoint.make_config(lambda d: (
-        PointerGeneratorConfig(**{k: v for k, v in d.items() if k in names}),
-        SummarizeSetup(**{k: d[k] for k in settings})))
+    config, kept = checkpoint.make_config(
+        lambda d: (
+            PointerGeneratorConfig(**{k: v for k, v in d.items() if k in names}),
+            SummarizeSetup(**{k: d[k] for k in settings}),
+        )
+    )
     model = PointerGenerator(config)
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     vocab = WordVocab.load(directory / "vocab.json")
-    return Summarizer(model, vocab, max_src_len=kept.max_src_len, max_summary_len=kept.max_summary_len,
-                      beam_size=kept.beam_size)
+    return Summarizer(
+        model, vocab, max_src_len=kept.max_src_len, max_summary_len=kept.max_summary_len, beam_size=kept.beam_size
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,8 +363,9 @@ class Summary:
 class Summarizer:
     """A trained pointer-generator with its vocabulary: documents in, summaries (and attention) out."""
 
-    def __init__(self, model: PointerGenerator, vocab: WordVocab, *, max_src_len: int, max_summary_len: int,
-                 beam_size: int = 4) -> None:
+    def __init__(
+        self, model: PointerGenerator, vocab: WordVocab, *, max_src_len: int, max_summary_len: int, beam_size: int = 4
+    ) -> None:
         self.model, self.vocab = model, vocab
         self.max_src_len, self.max_summary_len, self.beam_size = max_src_len, max_summary_len, beam_size
 
@@ -362,11 +412,15 @@ class Summarizer:
         results: list[Summary | None] = [None] * len(documents)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            batch = batching.collate_pairs([(encoded[i].src, []) for i in idx], pad_id=v.pad_id, bos_id=v.bos_id,
-                                           eos_id=v.eos_id).to(self.device)
+            batch = batching.collate_pairs(
+                [(encoded[i].src, []) for i in idx], pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id
+            ).to(self.device)
             kw = dict(bos_id=v.bos_id, eos_id=v.eos_id, pad_id=v.pad_id, max_len=limit, src_mask=batch.src_mask)
-            hyps = (greedy_decode(self.model, batch.src, **kw) if beam == 1
-                    else beam_search(self.model, batch.src, beam_size=beam, **kw))
+            hyps = (
+                greedy_decode(self.model, batch.src, **kw)
+                if beam == 1
+                else beam_search(self.model, batch.src, beam_size=beam, **kw)
+            )
             for row, (i, h) in enumerate(zip(idx, hyps)):
                 e = encoded[i]
                 words = v.decode(h.tokens, e.oovs)
@@ -395,8 +449,9 @@ class Summarizer:
         return {**rouge(hyps, [self.normalise(r) for _, r in pairs]), "n": len(pairs)}
 
 
-def evaluate_facts(summarizer: Summarizer, examples: Sequence[SummaryExample], *,
-                   beam_size: int | None = None) -> dict[str, float]:
+def evaluate_facts(
+    summarizer: Summarizer, examples: Sequence[SummaryExample], *, beam_size: int | None = None
+) -> dict[str, float]:
     """ROUGE-1/2/L (0–1) and the copy rate of the invented names and numbers on generated examples.
 
     Shape:
@@ -405,8 +460,12 @@ def evaluate_facts(summarizer: Summarizer, examples: Sequence[SummaryExample], *
     beam = summarizer.beam_size if beam_size is None else beam_size
     out = summarizer.summarize([e.document for e in examples], beam_size=beam)
     hyps = [s.text for s in out]
-    return {**rouge(hyps, [summarizer.normalise(e.summary) for e in examples]),
-            "copy_recall": copy_recall(hyps, [e.rare for e in examples]), "n": len(examples), "beam": beam}
+    return {
+        **rouge(hyps, [summarizer.normalise(e.summary) for e in examples]),
+        "copy_recall": copy_recall(hyps, [e.rare for e in examples]),
+        "n": len(examples),
+        "beam": beam,
+    }
 
 
 def copy_recall(summaries: Sequence[str], rare: Sequence[Sequence[str]]) -> float:
@@ -438,8 +497,13 @@ def plot_summary_attention(summary: Summary, path: str | os.PathLike) -> Path:
     if summary.attention is None or summary.p_gen is None:
         raise ValueError("this summary has no attention; call summarize(..., return_attention=True)")
     rows = [f"{w}  (copy {1 - p:.2f})" for w, p in zip(summary.tokens, summary.p_gen)]
-    return plot_attention(summary.attention, summary.src_tokens, rows, path,
-                          title="pointer-generator attention (row: summary word, copy probability)")
+    return plot_attention(
+        summary.attention,
+        summary.src_tokens,
+        rows,
+        path,
+        title="pointer-generator attention (row: summary word, copy probability)",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,10 +558,12 @@ def train_command(
         if test is not None:
             scores = evaluate_facts(summarizer, test)
             (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
-            print(f"held-out generated documents: ROUGE-1 {100 * scores['rouge1']:.1f}  "
-                  f"ROUGE-2 {100 * scores['rouge2']:.1f}  ROUGE-L {100 * scores['rougeL']:.1f}  "
-                  f"names/numbers copied {100 * scores['copy_recall']:.1f}%  "
-                  f"({scores['n']} documents, beam {scores['beam']})")
+            print(
+                f"held-out generated documents: ROUGE-1 {100 * scores['rouge1']:.1f}  "
+                f"ROUGE-2 {100 * scores['rouge2']:.1f}  ROUGE-L {100 * scores['rougeL']:.1f}  "
+                f"names/numbers copied {100 * scores['copy_recall']:.1f}%  "
+                f"({scores['n']} documents, beam {scores['beam']})"
+            )
 
     preset = preset or ("facts" if train is None else "small")
     return TrainJob(preset, run, {}, overrides, out=out, minutes=minutes, epochs=epochs, seed=seed)
@@ -544,14 +610,18 @@ def summarize_command(
     if not documents:
         raise ValueError("nothing to summarise: give documents or --input FILE")
     summarizer = load_summarizer(model, device=device)
-    results = summarizer.summarize(documents, beam_size=beam, max_len=max_len,
-                                   return_attention=attention_plot is not None)
+    results = summarizer.summarize(
+        documents, beam_size=beam, max_len=max_len, return_attention=attention_plot is not None
+    )
     for r in results:
         print(r.text, flush=True)
     if references and not text and all(s is not None for s in references):
         scores = rouge([r.text for r in results], [summarizer.normalise(s) for s in references])
-        print(f"ROUGE-1 {100 * scores['rouge1']:.1f}  ROUGE-2 {100 * scores['rouge2']:.1f}  "
-              f"ROUGE-L {100 * scores['rougeL']:.1f}  ({len(results)} documents)", file=sys.stderr)
+        print(
+            f"ROUGE-1 {100 * scores['rouge1']:.1f}  ROUGE-2 {100 * scores['rouge2']:.1f}  "
+            f"ROUGE-L {100 * scores['rougeL']:.1f}  ({len(results)} documents)",
+            file=sys.stderr,
+        )
     if attention_plot is not None:
         plot_summary_attention(results[0], attention_plot)
         print(f"attention heatmap written to {attention_plot}", file=sys.stderr)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -27,9 +28,9 @@ from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
 from ..metrics import bleu, chrf, exact_match
 from ..models.config import check_fields
-from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
+from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.transformer import Transformer, TransformerConfig
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
@@ -75,9 +76,12 @@ class TranslationSetup:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("vocab_size", "max_tokens", "max_len", "eval_sentences"),
-                     fractions=("label_smoothing",),
-                     choices={"tokenizer": TOKENIZER_KINDS, "tgt_tokenizer": TOKENIZER_KINDS, "metric": METRICS})
+        check_fields(
+            self,
+            positive=("vocab_size", "max_tokens", "max_len", "eval_sentences"),
+            fractions=("label_smoothing",),
+            choices={"tokenizer": TOKENIZER_KINDS, "tgt_tokenizer": TOKENIZER_KINDS, "metric": METRICS},
+        )
         check_beam(self.eval_beam)
 
 
@@ -98,12 +102,24 @@ RECIPES: dict[str, TranslationSetup] = {
         eval_sentences=1014,
         # bf16 autocast: ~1.7x the fp32 step rate on a CPU with AVX512-BF16, master weights stay fp32.
         # Cosine decay paced by the 30-minute budget (test BLEU 36.4; 1/√step gave 33.3 at half the updates).
-        train=TrainConfig(epochs=30, lr=1.5e-3, warmup_steps=300, schedule="cosine", patience=None,
-                          time_budget_s=30 * 60, precision="bf16"),
+        train=TrainConfig(
+            epochs=30,
+            lr=1.5e-3,
+            warmup_steps=300,
+            schedule="cosine",
+            patience=None,
+            time_budget_s=30 * 60,
+            precision="bf16",
+        ),
     ),
     "small": TranslationSetup(),
-    "tiny": TranslationSetup(model_preset="tiny", tokenizer="char", max_tokens=512, eval_sentences=50,
-                             train=TrainConfig(epochs=2, lr=3e-3, warmup_steps=10, log_every=10)),
+    "tiny": TranslationSetup(
+        model_preset="tiny",
+        tokenizer="char",
+        max_tokens=512,
+        eval_sentences=50,
+        train=TrainConfig(epochs=2, lr=3e-3, warmup_steps=10, log_every=10),
+    ),
 }
 
 
@@ -140,8 +156,14 @@ class TranslationTask:
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[batching.Seq2SeqBatch]:
         index_batches = batching.bucket_batches(
-            self._src_len, self._tgt_len, max_tokens=self.setup.max_tokens, shuffle=True,
-            seed=self.setup.train.seed, epoch=epoch, rank=rank, world_size=world_size,
+            self._src_len,
+            self._tgt_len,
+            max_tokens=self.setup.max_tokens,
+            shuffle=True,
+            seed=self.setup.train.seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
         )
         return [self._collate([self.train_ids[i] for i in idx]) for idx in index_batches]
 
@@ -150,20 +172,28 @@ class TranslationTask:
         return batching.collate_pairs(pairs, pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id).to(self.device)
 
     def loss(self, model: nn.Module, batch) -> tuple[Tensor, int]:
-        out = model(batch.src, batch.tgt_in, src_mask=batch.src_mask, tgt_mask=batch.tgt_mask,
-                    labels=batch.tgt_out, label_smoothing=self.setup.label_smoothing)
+        out = model(
+            batch.src,
+            batch.tgt_in,
+            src_mask=batch.src_mask,
+            tgt_mask=batch.tgt_mask,
+            labels=batch.tgt_out,
+            label_smoothing=self.setup.label_smoothing,
+        )
         return out.loss, batch.n_tgt_tokens
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         # Validation loss (teacher forced, no smoothing) and BLEU of decoded translations.
         total, count = 0.0, 0
-        idx_batches = batching.bucket_batches(*batching.pair_lengths(self.valid_ids),
-                                              max_tokens=self.setup.max_tokens, shuffle=False)
+        idx_batches = batching.bucket_batches(
+            *batching.pair_lengths(self.valid_ids), max_tokens=self.setup.max_tokens, shuffle=False
+        )
         for idx in idx_batches:
             b = self._collate([self.valid_ids[i] for i in idx])
             out = model(b.src, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask)
-            total += F.cross_entropy(out.logits.flatten(0, 1), b.tgt_out.flatten(),
-                                     ignore_index=self.tgt_tok.pad_id, reduction="sum").item()
+            total += F.cross_entropy(
+                out.logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=self.tgt_tok.pad_id, reduction="sum"
+            ).item()
             count += b.n_tgt_tokens
         translator = Translator(model, self.src_tok, self.tgt_tok)
         hyps = [t.text for t in translator.translate([s for s, _ in self.valid_pairs], beam_size=self.setup.eval_beam)]
@@ -240,7 +270,7 @@ def train_translation(
     valid_pairs: Sequence[tuple[str, str]],
     *,
     resume: bool = False,
-) -> tuple[nn.Module, TrainResult, "Translator"]:
+) -> tuple[nn.Module, TrainResult, Translator]:
     """Train tokenizers (or reload them when resuming) and a model; return the best translator.
 
     Raises:
@@ -277,10 +307,16 @@ def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: l
     """
     tgt_kind = setup.tgt_tokenizer or setup.tokenizer
     if tgt_kind == setup.tokenizer:
-        return tokenizers.build_tokenizers(src_texts, tgt_texts, kind=setup.tokenizer, joint=setup.joint_vocab,
-                                           vocab_size=None if setup.tokenizer == "char" else setup.vocab_size)
+        return tokenizers.build_tokenizers(
+            src_texts,
+            tgt_texts,
+            kind=setup.tokenizer,
+            joint=setup.joint_vocab,
+            vocab_size=None if setup.tokenizer == "char" else setup.vocab_size,
+        )
     if setup.joint_vocab:
         raise ValueError(f"a joint vocabulary needs one tokenizer kind, got {setup.tokenizer} and {tgt_kind}")
+
     def train_one(kind: str, texts: list[str]):
         if kind == "char":
             return tokenizers.CharTokenizer.train(texts)
@@ -295,7 +331,7 @@ def _load_tokenizers(directory: Path):
     return src_tok, tgt_tok
 
 
-def load_translator(path: str | Path, device: str = "cpu") -> "Translator":
+def load_translator(path: str | Path, device: str = "cpu") -> Translator:
     directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
@@ -372,9 +408,13 @@ class Translator:
                 src[row, : len(encoded[i])] = torch.tensor(encoded[i])
             src = src.to(self.device)  # (B, S)
             limit = max_len or min(2 * S + 10, getattr(self.model.config, "max_len", 512) - 1)
-            kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=limit, return_attention=return_attention)
+            kw = dict(
+                bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=limit, return_attention=return_attention
+            )
             hyps: list[Hypothesis] = (
-                greedy_decode(self.model, src, **kw) if beam_size == 1 else beam_search(self.model, src, beam_size=beam_size, alpha=alpha, **kw)
+                greedy_decode(self.model, src, **kw)
+                if beam_size == 1
+                else beam_search(self.model, src, beam_size=beam_size, alpha=alpha, **kw)
             )
             for i, h in zip(idx, hyps):
                 labels = [t.id_to_token(x) for x in h.tokens] + [t.id_to_token(t.eos_id)]
@@ -461,8 +501,16 @@ def train_command(
         _, result, _ = train_translation(setup, train_pairs, valid_pairs, resume=resume)
         print_training(result, out, unit="target tokens")
 
-    return TrainJob(preset, run, {"arch": arch, "model.attention": attention}, overrides,
-                    out=out, minutes=minutes, epochs=epochs, seed=seed)
+    return TrainJob(
+        preset,
+        run,
+        {"arch": arch, "model.attention": attention},
+        overrides,
+        out=out,
+        minutes=minutes,
+        epochs=epochs,
+        seed=seed,
+    )
 
 
 def translate_command(
@@ -504,10 +552,17 @@ def translate_command(
         first = results[0]
         cross = first.cross_attention  # (L, H, T, S)
         if cross is None:
-            raise ValueError(f"{model}: this model has no attention (an RNN with attention='none' reads only the "
-                             "encoder's final state), so there is no heatmap to draw")
-        plot_attention(cross[-1].mean(0), first.src_tokens, first.tgt_tokens, attention_plot,
-                       title="cross-attention (last layer, mean over heads)")
+            raise ValueError(
+                f"{model}: this model has no attention (an RNN with attention='none' reads only the "
+                "encoder's final state), so there is no heatmap to draw"
+            )
+        plot_attention(
+            cross[-1].mean(0),
+            first.src_tokens,
+            first.tgt_tokens,
+            attention_plot,
+            title="cross-attention (last layer, mean over heads)",
+        )
         grid = attention_plot.with_name(attention_plot.stem + "_grid" + attention_plot.suffix)
         plot_attention_grid(cross, first.src_tokens, first.tgt_tokens, grid)
         print(f"attention heatmaps written to {attention_plot} and {grid}", file=sys.stderr)
@@ -527,8 +582,10 @@ def evaluate_command(*, model: Path, src: Path, ref: Path, beam: int = 4, device
     check_beam(beam)
     corpus = read_parallel(src, ref, on_empty="error")
     scores = load_translator(model, device=device).evaluate(corpus.sources, corpus.targets, beam_size=beam)
-    print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
-          f"({scores['n']} sentences)")
+    print(
+        f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
+        f"({scores['n']} sentences)"
+    )
     return 0
 
 

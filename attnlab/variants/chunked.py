@@ -181,4 +181,3 @@ def _chunked_weights(plan: _ChunkPlan, q: Tensor, k: Tensor, lse: Tensor) -> Ten
                 s = _chunk_scores(plan, qi, k, i0, i1, j0, j1)
                 w[..., i0:i1, j0:j1] = s.sub_(lse[..., i0:i1].unsqueeze(-1)).exp_()
         return w
-

@@ -45,8 +45,17 @@ def dilated_band_attention(
     """
     if dilation == 1:
         return band_attention(
-            q, k, v, parts, lo=lo, hi=hi, scale=scale, dropout_p=dropout_p, return_weights=return_weights,
-            block_size=block_size, extra=extra,
+            q,
+            k,
+            v,
+            parts,
+            lo=lo,
+            hi=hi,
+            scale=scale,
+            dropout_p=dropout_p,
+            return_weights=return_weights,
+            block_size=block_size,
+            extra=extra,
         )
     T, S = q.shape[-2], k.shape[-2]
     d = dilation
@@ -68,8 +77,17 @@ def dilated_band_attention(
         expand = lambda x: x.unsqueeze(-3).expand(x.shape[:-2] + (d,) + x.shape[-2:])  # noqa: E731
         extra_d = (expand(kx), expand(vx), xmask)  # (..., d, g, Dh): every residue class sees them
     out, w, wx = band_attention(
-        qd, kd, vd, MaskParts(rows, keys, dense), lo=lo, hi=hi, scale=scale, dropout_p=dropout_p,
-        return_weights=return_weights, block_size=block_size, extra=extra_d,
+        qd,
+        kd,
+        vd,
+        MaskParts(rows, keys, dense),
+        lo=lo,
+        hi=hi,
+        scale=scale,
+        dropout_p=dropout_p,
+        return_weights=return_weights,
+        block_size=block_size,
+        extra=extra_d,
     )
     out = _from_residues(out, pad_t)  # (..., T, Dv)
     if w is not None:

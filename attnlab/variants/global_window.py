@@ -62,8 +62,15 @@ def global_window_attention(
     gidx = global_positions_index(global_positions, S, q.device)  # (g,)
     lo, hi = window_offsets(window, is_causal)
     parts = split_mask(mask)
-    common = dict(lo=lo, hi=hi, dilation=dilation, scale=scale, dropout_p=dropout_p,
-                  return_weights=return_weights, block_size=block_size)
+    common = dict(
+        lo=lo,
+        hi=hi,
+        dilation=dilation,
+        scale=scale,
+        dropout_p=dropout_p,
+        return_weights=return_weights,
+        block_size=block_size,
+    )
     if gidx.numel() == 0:
         out, weights, _ = dilated_band_attention(q, k, v, parts, **common)
         return AttentionResult(out, weights)
@@ -90,8 +97,14 @@ def global_window_attention(
         if is_causal:
             gmask = combine_masks(gmask, torch.arange(S, device=q.device) <= p[qidx].unsqueeze(1))  # (gq, S)
         out_g, w_g = scaled_dot_product_attention(
-            q.index_select(-2, qidx), k, v, gmask, scale=scale, dropout_p=dropout_p,
-            return_weights=return_weights, backend="math",
+            q.index_select(-2, qidx),
+            k,
+            v,
+            gmask,
+            scale=scale,
+            dropout_p=dropout_p,
+            return_weights=return_weights,
+            backend="math",
         )  # (..., gq, Dv), (..., gq, S)
         out = out.index_copy(-2, qidx, out_g)
         if weights is not None:

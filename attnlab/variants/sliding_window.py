@@ -64,7 +64,16 @@ def sliding_window_attention(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     lo, hi = window_offsets(window, is_causal)
     out, weights, _ = dilated_band_attention(
-        q, k, v, split_mask(mask), lo=lo, hi=hi, dilation=dilation, scale=scale, dropout_p=dropout_p,
-        return_weights=return_weights, block_size=block_size,
+        q,
+        k,
+        v,
+        split_mask(mask),
+        lo=lo,
+        hi=hi,
+        dilation=dilation,
+        scale=scale,
+        dropout_p=dropout_p,
+        return_weights=return_weights,
+        block_size=block_size,
     )
     return AttentionResult(out, weights)

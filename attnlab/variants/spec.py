@@ -5,7 +5,7 @@ layers and model configs pass around to pick how attention is computed.
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -56,7 +56,8 @@ class AttentionSpec:
         if missing:
             raise ValueError(
                 f"attention {name!r} needs option(s) {missing}, e.g. AttentionSpec({name!r}, "
-                + ", ".join(f"{n}=..." for n in missing) + ")"
+                + ", ".join(f"{n}=..." for n in missing)
+                + ")"
             )
         for key in ("window", "dilation", "block_size", "q_chunk", "k_chunk"):
             if options.get(key) is not None:
@@ -73,7 +74,7 @@ class AttentionSpec:
         self.options = dict(options)
 
     @classmethod
-    def from_config(cls, attention: str = "full", window: int | None = None, n_global: int = 0) -> "AttentionSpec":
+    def from_config(cls, attention: str = "full", window: int | None = None, n_global: int = 0) -> AttentionSpec:
         """The spec of a model config's flat fields: the variant name, its ``window`` and, for
         ``"global_window"``, the number of leading global positions (e.g. BERT's ``[CLS]``, or a
         GPT's first tokens as "attention sinks")."""
@@ -84,7 +85,7 @@ class AttentionSpec:
             raise ValueError(f"n_global={n_global} applies to attention='global_window', not {attention!r}")
         return cls(attention, **options)
 
-    def replace(self, **options) -> "AttentionSpec":
+    def replace(self, **options) -> AttentionSpec:
         """A copy with some options changed (validated again)."""
         return AttentionSpec(self.name, **{**self.options, **options})
 
@@ -122,8 +123,15 @@ class AttentionSpec:
             # is resolved here rather than in functional.BACKENDS, which holds the core backends.
             fn, options = chunked_attention, {}
         return fn(
-            q, k, v, mask, scale=scale, dropout_p=dropout_p, is_causal=is_causal,
-            return_weights=return_weights, **options,
+            q,
+            k,
+            v,
+            mask,
+            scale=scale,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+            return_weights=return_weights,
+            **options,
         )
 
     def __eq__(self, other) -> bool:

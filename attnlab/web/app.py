@@ -29,11 +29,12 @@ import ipaddress
 import math
 import socket
 import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, AsyncIterator, Literal, Sequence
+from typing import Annotated, Literal
 
 import anyio
 import torch
@@ -149,8 +150,9 @@ class AllowedHosts:
                 continue
             parsed = _host_name(name) if isinstance(name, str) and "://" not in name else None
             if parsed is None:
-                raise ValueError(f"allowed host must be a host name such as explorer.lan (without http:// or a path), "
-                                 f"got {name!r}")
+                raise ValueError(
+                    f"allowed host must be a host name such as explorer.lan (without http:// or a path), got {name!r}"
+                )
             extra.append(parsed)
         bound = _host_name(host)
         self.any_ip = bound in WILDCARD_ADDRESSES
@@ -231,8 +233,10 @@ class HostCheck:
         if self.hosts.accepts(header):
             return await self.app(scope, receive, send)
         shown = "no Host header" if header is None else f"Host {header[:100]!r}"
-        detail = (f"{shown} is not served here: this explorer answers {self.hosts.describe()} "
-                  "(start it with --allow-host NAME to add a name)")
+        detail = (
+            f"{shown} is not served here: this explorer answers {self.hosts.describe()} "
+            "(start it with --allow-host NAME to add a name)"
+        )
         response = JSONResponse({"detail": detail}, status_code=400, headers={"Connection": "close"})
         await response(scope, receive, send)
 
@@ -260,8 +264,9 @@ class PlaygroundRequest(BaseModel):
     values: list[Annotated[list[Number], Field(min_length=1, max_length=MAX_VALUE_WIDTH)]] | None = Field(
         None, min_length=1, max_length=MAX_KEYS, description="one value vector per key (default: one-hot)"
     )
-    d_k: int = Field(64, ge=1, le=1024, strict=True,
-                     description="key width used for the √d_k scaling (ignored with query/keys)")
+    d_k: int = Field(
+        64, ge=1, le=1024, strict=True, description="key width used for the √d_k scaling (ignored with query/keys)"
+    )
     scale: bool = Field(True, strict=True, description="divide the scores by √d_k")
 
 
@@ -282,15 +287,18 @@ class MaskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     length: int = Field(8, ge=1, le=MAX_MASK_LEN, strict=True, description="T, the number of query tokens")
-    key_length: int | None = Field(None, ge=1, le=MAX_MASK_LEN, strict=True,
-                                   description="S, the number of keys (default T)")
+    key_length: int | None = Field(
+        None, ge=1, le=MAX_MASK_LEN, strict=True, description="S, the number of keys (default T)"
+    )
     causal: bool = Field(True, strict=True, description="add the causal mask (no looking ahead)")
-    window: int | None = Field(None, ge=1, le=MAX_MASK_LEN, strict=True,
-                               description="add a sliding window of this size")
+    window: int | None = Field(
+        None, ge=1, le=MAX_MASK_LEN, strict=True, description="add a sliding window of this size"
+    )
     window_causal: bool = Field(True, strict=True, description="window looks back only (else symmetric, ±window//2)")
     padding: int = Field(0, ge=0, le=MAX_MASK_LEN, strict=True, description="how many keys at the end are padding")
     toggled: list[tuple[Annotated[int, Field(ge=0, strict=True)], Annotated[int, Field(ge=0, strict=True)]]] = Field(
-        default_factory=list, max_length=MAX_MASK_LEN * MAX_MASK_LEN,
+        default_factory=list,
+        max_length=MAX_MASK_LEN * MAX_MASK_LEN,
         description="[row, column] cells the learner flipped by hand, applied after the helpers",
     )
 
@@ -368,15 +376,17 @@ class WorkGate:
         if not sem.locked():
             await sem.acquire()  # a slot is free: no waiting
         elif self.waiting >= self.max_waiting:
-            raise HTTPException(503, f"busy: {self.waiting} model requests are already waiting; try again shortly",
-                                headers=busy)
+            raise HTTPException(
+                503, f"busy: {self.waiting} model requests are already waiting; try again shortly", headers=busy
+            )
         else:
             self.waiting += 1
             try:
                 await asyncio.wait_for(sem.acquire(), self.timeout_s)
             except asyncio.TimeoutError:
-                raise HTTPException(503, f"busy: no model slot became free within {self.timeout_s:g} s",
-                                    headers=busy) from None
+                raise HTTPException(
+                    503, f"busy: no model slot became free within {self.timeout_s:g} s", headers=busy
+                ) from None
             finally:
                 self.waiting -= 1
         try:
@@ -406,8 +416,9 @@ class BodyLimit:
             try:
                 message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
             except asyncio.TimeoutError:
-                return await self._refuse(scope, receive, send, 408,
-                                          f"request body not received within {self.timeout_s:g} s")
+                return await self._refuse(
+                    scope, receive, send, 408, f"request body not received within {self.timeout_s:g} s"
+                )
             if message["type"] != "http.request":
                 break
             chunks.append(message.get("body", b""))
@@ -455,8 +466,13 @@ def playground(req: PlaygroundRequest) -> PlaygroundResponse:
     )
     factor = 1.0 / math.sqrt(steps.d_k) if steps.scale else 1.0
     return PlaygroundResponse(
-        raw=steps.raw.tolist(), scaled=steps.scaled.tolist(), weights=steps.weights.tolist(),
-        values=steps.values.tolist(), output=steps.output.tolist(), d_k=steps.d_k, scale=steps.scale,
+        raw=steps.raw.tolist(),
+        scaled=steps.scaled.tolist(),
+        weights=steps.weights.tolist(),
+        values=steps.values.tolist(),
+        output=steps.output.tolist(),
+        d_k=steps.d_k,
+        scale=steps.scale,
         factor=factor,
     )
 
@@ -487,8 +503,11 @@ def masks(req: MaskRequest) -> MaskResponse:
     v = torch.eye(S, dtype=torch.float64)  # (S, S)
     _, weights = AF.scaled_dot_product_attention(q, k, v, mask, return_weights=True, backend="math")  # (T, S)
     return MaskResponse(
-        length=T, key_length=S, parts={name: m.tolist() for name, m in parts.items()},
-        mask=mask.tolist(), weights=weights.tolist(),
+        length=T,
+        key_length=S,
+        parts={name: m.tolist() for name, m in parts.items()},
+        mask=mask.tolist(),
+        weights=weights.tolist(),
     )
 
 
@@ -522,8 +541,13 @@ class _GuardedFastAPI(FastAPI):
         return SecurityHeaders(HostCheck(super().build_middleware_stack(), self.allowed_hosts))
 
 
-def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(), host: str = "127.0.0.1",
-               allow_hosts: Sequence[str] = ()) -> FastAPI:
+def create_app(
+    models: Sequence[ExplorerModel] = (),
+    *,
+    limits: Limits = Limits(),
+    host: str = "127.0.0.1",
+    allow_hosts: Sequence[str] = (),
+) -> FastAPI:
     """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_model`).
 
     ``host`` is the address it will be bound to and ``allow_hosts`` further names it may be reached
@@ -573,8 +597,7 @@ def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(
     def cjk_font() -> FileResponse:
         from ..viz import cjk_font_path
 
-        return FileResponse(cjk_font_path(), media_type="font/ttf",
-                            headers={"Cache-Control": "public, max-age=604800"})
+        return FileResponse(cjk_font_path(), media_type="font/ttf", headers={"Cache-Control": "public, max-age=604800"})
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
@@ -612,8 +635,13 @@ def create_app(models: Sequence[ExplorerModel] = (), *, limits: Limits = Limits(
             for g, w in result.attentions.items()
         ]
         return RunResponse(
-            model=model.name, kind=model.kind, output=result.output, tokens=result.tokens, groups=groups,
-            attentions={g: _rounded(w) for g, w in result.attentions.items()}, elapsed_ms=elapsed,
+            model=model.name,
+            kind=model.kind,
+            output=result.output,
+            tokens=result.tokens,
+            groups=groups,
+            attentions={g: _rounded(w) for g, w in result.attentions.items()},
+            elapsed_ms=elapsed,
         )
 
     # RunRequest is built per app (its text bound comes from ``limits``); FastAPI reads the body
@@ -635,9 +663,15 @@ def _page(path: Path):
     return serve
 
 
-def serve(models: Sequence[ExplorerModel], *, host: str = "127.0.0.1", port: int = 8000,
-          limits: Limits = Limits(), allow_hosts: Sequence[str] = (),
-          log_level: Literal["info", "warning"] = "info") -> None:
+def serve(
+    models: Sequence[ExplorerModel],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: Limits = Limits(),
+    allow_hosts: Sequence[str] = (),
+    log_level: Literal["info", "warning"] = "info",
+) -> None:
     """Run the explorer with uvicorn until interrupted (``ValueError`` for a bad port or host name)."""
     import uvicorn
 

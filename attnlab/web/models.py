@@ -30,9 +30,10 @@ Shape:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 
@@ -77,7 +78,9 @@ class ModelRun:
             if group not in GROUP_AXES:
                 raise ValueError(f"unknown attention group {group!r}; use one of {sorted(GROUP_AXES)}")
             if weights.dim() != 4:
-                raise ValueError(f"attentions[{group!r}] must have shape (L, H, rows, cols), got {tuple(weights.shape)}")
+                raise ValueError(
+                    f"attentions[{group!r}] must have shape (L, H, rows, cols), got {tuple(weights.shape)}"
+                )
             rows, cols = GROUP_AXES[group]
             for axis, name in ((2, rows), (3, cols)):
                 if name not in self.tokens:
@@ -139,7 +142,7 @@ def read_model_type(path: Path) -> str:
         raise ValueError(f"{config_file}:{err.lineno}: not valid JSON ({err.msg})") from None
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if not isinstance(model_type, str):
-        raise ValueError(f"{config_file}: no \"model_type\" string; cannot tell which model this is")
+        raise ValueError(f'{config_file}: no "model_type" string; cannot tell which model this is')
     return model_type
 
 
@@ -216,8 +219,9 @@ class TranslatorModel:
         device = tr.device
         src = torch.tensor([src_ids], device=device)  # (1, S)
         limit = min(2 * len(src_ids) + 10, max_src - 1)
-        hyp = greedy_decode(model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id,
-                            max_len=limit)[0]
+        hyp = greedy_decode(
+            model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id, max_len=limit
+        )[0]
         # One row per produced token; the end token only if decoding stopped on it (not at the limit).
         produced = hyp.tokens + ([tgt_tok.eos_id] if len(hyp.tokens) < limit else [])
         tgt_in = torch.tensor([[tgt_tok.bos_id] + produced[:-1]], device=device)  # (1, T)
@@ -229,7 +233,9 @@ class TranslatorModel:
         }
         names = {"encoder": "encoder_self", "decoder": "decoder_self", "cross": "cross"}
         attentions = {
-            names[key]: torch.stack([w[0] for w in per_layer]).float().cpu()  # L × (H, rows, cols) -> (L, H, rows, cols)
+            names[key]: torch.stack([w[0] for w in per_layer])
+            .float()
+            .cpu()  # L × (H, rows, cols) -> (L, H, rows, cols)
             for key, per_layer in (out.attentions or {}).items()
             if key in names and per_layer
         }
@@ -278,7 +284,7 @@ class GeneratorModel:
         full = generate(model, prompt, max_new_tokens=new, temperature=0.0, eos_id=getattr(tok, "eos_id", None)).tokens
         out = model(full, need_weights=True)  # full: (1, T)
         weights = torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, T, T) -> (L, H, T, T)
-        continuation = full[0, len(ids):].tolist()
+        continuation = full[0, len(ids) :].tolist()
         return ModelRun(
             output=tok.decode(continuation),
             tokens={"src": [tok.id_to_token(i) for i in full[0].tolist()]},
@@ -370,8 +376,9 @@ class QuestionAnswererModel:
         qa = self.qa
         windows = question_windows(qa.tokenizer, qa.setup, 0, question, context)
         if len(windows) > 1:
-            raise ValueError(f"question and passage exceed the model's window of {qa.setup.max_length} "
-                             "tokens; shorten the passage")
+            raise ValueError(
+                f"question and passage exceed the model's window of {qa.setup.max_length} tokens; shorten the passage"
+            )
         window = windows[0]
         answer = qa.answer([question], [context])[0]
         maps = qa.window_attention(window)  # (L, H, S, S)
