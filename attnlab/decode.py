@@ -33,6 +33,7 @@ __all__ = [
     "check_beam",
     "length_penalty",
     "MAX_BEAM",
+    "MAX_NEW_TOKENS",
     "Generation",
     "sample_next",
     "iter_generate",
@@ -47,6 +48,20 @@ class Hypothesis:
     cross_attention: Tensor | None = (
         None  # (L, H, T, S) over the real source positions, if asked (None: model without attention)
     )
+
+
+#: The most tokens one call generates per sequence (``max_len`` of the seq2seq decoders,
+#: ``max_new_tokens`` of :func:`generate`): far beyond any output attnlab's models are trained
+#: for, it stops a mistyped length before it allocates the output or runs for hours.
+MAX_NEW_TOKENS = 100_000
+
+
+def _check_length(name: str, value: int, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_NEW_TOKENS:
+        raise ValueError(
+            f"{name} must be an integer from {minimum} to {MAX_NEW_TOKENS:,} "
+            f"(attnlab.decode.MAX_NEW_TOKENS), got {value!r}"
+        )
 
 
 def _check_src(src: Tensor, src_mask: Tensor | None, pad_id: int) -> Tensor:
@@ -74,6 +89,7 @@ def greedy_decode(
     Shape:
         src ``(B, S)`` → ``B`` hypotheses; cross_attention ``(L, H, T, S_b)`` each
     """
+    _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B = src.shape[0]
     state = model.start(src, src_mask)
@@ -169,6 +185,7 @@ def beam_search(
         src ``(B, S)`` → ``B`` hypotheses; cross_attention ``(L, H, T, S_b)`` each
     """
     check_beam(beam_size, alpha)
+    _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
     rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
@@ -242,8 +259,8 @@ class Generation:
 
 
 def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if temperature < 0:
-        raise ValueError(f"temperature must be ≥ 0 (0 = greedy), got {temperature}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature}")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be ≥ 1, got {top_k}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -317,8 +334,7 @@ def iter_generate(
     _check_sampling(temperature, top_k, top_p)
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must have shape (B, T0) with T0 ≥ 1, got {tuple(input_ids.shape)}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be ≥ 0, got {max_new_tokens}")
+    _check_length("max_new_tokens", max_new_tokens, 0)
     n_ctx = model.config.n_positions
     B, T0 = input_ids.shape
     seq = input_ids.new_empty((B, T0 + max_new_tokens))  # (B, T0 + N), filled as we go

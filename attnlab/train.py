@@ -628,6 +628,10 @@ class Trainer:
         with torch.no_grad():
             metrics = task.evaluate(module)
         module.train()
+        if task.metric not in metrics:  # (the recipes check their metric when the setup is made)
+            raise ValueError(
+                f"the task's metric {task.metric!r} is not among the metrics its evaluate() returns: {sorted(metrics)}"
+            )
         self._record({"step": state.step, "epoch": state.epoch, "train_seconds": state.train_seconds, "eval": metrics})
         if _better(metrics[task.metric], None if state.best is None else state.best[task.metric], task.maximize):
             state.best, state.evals_without_gain = dict(metrics), 0

@@ -25,7 +25,7 @@ from attnlab.decode import MAX_BEAM, beam_search, check_beam
 from attnlab.models.config import MAX_PARAMETERS
 from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.recipes import translate as tr
-from attnlab.train import TrainConfig
+from attnlab.train import TrainConfig, train
 
 SENTENCES = ["ab", "ba", "abc", "cab", "bca"]
 
@@ -394,6 +394,30 @@ def test_configs_refuse_bad_values_when_made():
         dataclasses.replace(tr.RECIPES["tiny"], metric="accuracy")
     with pytest.raises(ValueError, match="MAX_PARAMETERS"):
         TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=MAX_PARAMETERS, n_heads=1)
+
+
+def test_a_task_whose_evaluate_lacks_its_metric_is_a_clear_error():
+    class Task:  # a Python caller's own task: its metric is not among what it evaluates
+        metric, maximize = "bleu", True
+
+        def batches(self, epoch, rank, world_size):
+            return [torch.ones(2, 3)]
+
+        def loss(self, model, batch):
+            return model(batch).pow(2).mean(), 2
+
+        def evaluate(self, model):
+            return {"loss": 1.0}
+
+        def checkpoint_payload(self):
+            return {}, {}
+
+    with pytest.raises(
+        ValueError,
+        match=r"metric 'bleu' is not among the metrics its evaluate\(\) returns: "
+        r"\['loss'\]",
+    ):
+        train(torch.nn.Linear(3, 1), Task(), TrainConfig(epochs=1, progress=False))
 
 
 def test_debug_and_attnlab_debug_show_the_traceback(paths, monkeypatch, capsys):

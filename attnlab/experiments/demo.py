@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,9 +81,19 @@ def run_demo(
     progress: bool = True,
     log=print,
 ) -> DemoReport:
-    """Generate the task, train, evaluate, translate the examples and draw heatmaps."""
+    """Generate the task, train, evaluate, translate the examples and draw heatmaps.
+
+    Raises:
+        ValueError: ``n_train`` or ``n_test`` below 1, or ``minutes`` not a finite number > 0
+            (checked before anything is generated).
+    """
     from ..viz import plot_attention, plot_attention_grid
 
+    for name, value in (("n_train", n_train), ("n_test", n_test)):
+        if value < 1:
+            raise ValueError(f"{name} must be ≥ 1, got {value}")
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"minutes must be a finite number > 0, got {minutes}")
     out_dir = Path(out_dir)
     splits = make_splits("numbers-en-ja", n_train, 300, n_test, seed=seed)
     log(f"generated {len(splits.train):,} training pairs, e.g. {splits.train[0][0]!r} → {splits.train[0][1]!r}")

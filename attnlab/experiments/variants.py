@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..models.config import check_fields
+from ..models.gpt import gpt_config
 from ..train import TrainConfig
 from ..variants import ATTENTION_VARIANTS, AttentionSpec
 
@@ -63,6 +65,9 @@ class VariantsSettings:
     lr: float = 2e-3  # peak learning rate (AdamW, warm-up then inverse square root decay)
     seed: int = 0  # data order and initial weights (the same for every variant)
     progress: bool = True  # show a progress bar per variant
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("minutes", "block_size", "batch_size", "eval_tokens", "evals", "lr"))
 
 
 @dataclass
@@ -144,6 +149,11 @@ def run_variants(text: str, out_dir: str | Path, settings: VariantsSettings | No
             raise ValueError(
                 f"variant {v!r}: window {f['window']} ≥ block_size {settings.block_size} is full attention"
             )
+        # The model of each variant is checked here, not in its training process: an unknown
+        # preset or a block longer than the context is one clear error before any training.
+        config = gpt_config(settings.model_preset, **{**f, "vocab_size": 128})
+        if settings.block_size > config.n_positions:
+            raise ValueError(f"block_size={settings.block_size} exceeds the model's n_positions={config.n_positions}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -212,7 +222,7 @@ def _steps_per_eval(setup, budget: float, evals: int) -> int:
     from the time of a few training steps of this variant on random tokens."""
     import torch
 
-    from ..models.gpt import GPT, gpt_config
+    from ..models.gpt import GPT
 
     vocab = 128  # about a character vocabulary; the step time hardly depends on it
     config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": vocab})

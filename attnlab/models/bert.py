@@ -458,6 +458,8 @@ def fill_mask(model: BertForMaskedLM, tokenizer, text: str, *, top_k: int = 5) -
     Shape:
         one text with M masks → M lists of ``top_k`` ``(token, probability)`` pairs
     """
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be an integer ≥ 1, got {top_k!r}")
     if tokenizer.mask_id is None:
         raise ValueError("this tokenizer has no mask token")
     mask_str = tokenizer.id_to_token(tokenizer.mask_id)

@@ -64,8 +64,9 @@ class ClassifierConfig:
         check_fields(
             self,
             positive=("vocab_size", "d_model", "n_heads", "d_ff", "max_len"),
-            non_negative=("n_layers", "pad_id"),
+            non_negative=("n_layers",),
             fractions=("dropout",),
+            ids={"pad_id": ("vocab_size",)},
             sizes=(
                 ("vocab_size", "d_model"),
                 ("max_len", "d_model"),

@@ -108,6 +108,7 @@ def check_fields(
     fractions: Iterable[str] = (),
     choices: Mapping[str, Iterable[Any]] | None = None,
     sizes: Iterable[tuple[str, ...]] = (),
+    ids: Mapping[str, Iterable[str]] | None = None,
 ) -> None:
     """Check the dataclass ``config``: every field against its declared type, then the ranges named.
 
@@ -116,8 +117,9 @@ def check_fields(
     None`` also None, a tuple or list a list of such items. Then ``positive`` fields must be > 0
     (≥ 1 for integers), ``non_negative`` ≥ 0, ``fractions`` (dropout rates, label smoothing) in
     [0, 1), each ``choices`` field one of
-    its values (None passes where the type allows it), and the product of each group of ``sizes``
-    (one weight matrix, or one matrix kind over all layers) at most :data:`MAX_PARAMETERS`.
+    its values (None passes where the type allows it), the product of each group of ``sizes``
+    (one weight matrix, or one matrix kind over all layers) at most :data:`MAX_PARAMETERS`, and
+    each ``ids`` field (a token id such as ``pad_id``) in ``[0, size)`` for each vocabulary size named.
 
     Raises:
         ValueError: naming the field, what it must be, and the value it got.
@@ -155,6 +157,12 @@ def check_fields(
                 f"{product} asks for {math.prod(values):,} parameters, over the limit of "
                 f"{MAX_PARAMETERS:,} (attnlab.models.config.MAX_PARAMETERS); is a size mistyped?"
             )
+    for name, vocabularies in (ids or {}).items():
+        value = getattr(config, name)
+        for vocabulary in vocabularies:
+            size = getattr(config, vocabulary)
+            if not 0 <= value < size:
+                raise ValueError(f"{name}={value} is outside the vocabulary ({vocabulary}={size})")
 
 
 class StackConfig:

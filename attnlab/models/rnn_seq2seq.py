@@ -113,22 +113,15 @@ PRESETS: dict[str, dict] = {
 
 
 def _check_config(c: RNNSeq2SeqConfig) -> None:
-    for name in (
-        "src_vocab_size",
-        "tgt_vocab_size",
-        "embed_dim",
-        "hidden_size",
-        "n_layers",
-        "attn_dim",
-        "local_window",
-    ):
+    sizes = ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_size", "n_layers", "attn_dim", "local_window")
+    for name in sizes:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     check_fields(
         c,
-        non_negative=("pad_id",),
         fractions=("dropout",),
+        ids={"pad_id": ("src_vocab_size", "tgt_vocab_size")},
         sizes=(
             ("src_vocab_size", "embed_dim"),
             ("tgt_vocab_size", "embed_dim"),

@@ -71,7 +71,12 @@ class ViTConfig:
             self,
             positive=("channels", "d_model", "n_heads", "n_layers", "d_ff"),
             fractions=("dropout",),
-            sizes=(("image_size", "image_size", "d_model"), ("n_layers", "d_model", "d_ff"), ("n_classes", "d_model")),
+            sizes=(
+                ("image_size", "image_size", "d_model"),
+                ("channels", "patch_size", "patch_size", "d_model"),
+                ("n_layers", "d_model", "d_ff"),
+                ("n_classes", "d_model"),
+            ),
         )
         check_geometry(self.image_size, self.patch_size, self.d_model, self.n_heads)
         if self.n_classes < 2:

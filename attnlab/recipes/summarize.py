@@ -598,6 +598,8 @@ def summarize_command(
     """
     if beam is not None:
         check_beam(beam)  # before the model is loaded
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"--max-len must be ≥ 1, got {max_len}")
     documents, references = list(text or []), []
     if input is not None:
         if input.suffix == ".jsonl":

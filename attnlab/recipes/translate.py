@@ -71,9 +71,7 @@ class TranslationSetup:
     label_smoothing: float = 0.1  # Vaswani §5.4
     eval_sentences: int = 500  # validation sentences decoded for BLEU at each evaluation
     eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
-    metric: str = (
-        "bleu"  # metric that picks the best checkpoint: one of METRICS ("bleu", "chrf", "exact_match", "loss")
-    )
+    metric: str = "bleu"  # metric that picks the best checkpoint: one of METRICS (bleu, chrf, exact_match, loss)
     bleu_tokenize: str = "13a"  # sacreBLEU tokenizer of the target language ("char" for Japanese)
     train: TrainConfig = field(default_factory=TrainConfig)
 
