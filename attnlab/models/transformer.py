@@ -93,6 +93,18 @@ PRESETS: dict[str, dict] = {
         norm="pre",
         share_embeddings=True,
     ),
+    # The shipped ja⇄en translators: sized so that both fit the package's 24 MB of assets in fp16
+    # (a 2-layer decoder and a narrow feed-forward keep CPU decoding quick too).
+    "enja": dict(
+        d_model=256,
+        n_heads=4,
+        n_encoder_layers=3,
+        n_decoder_layers=2,
+        d_ff=512,
+        dropout=0.1,
+        norm="pre",
+        share_embeddings=True,
+    ),
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
 }
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import checkpoint as ckpt
-from ..data import batching, tokenizers
+from ..data import batching, enja, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
 from ..metrics import bleu, chrf, exact_match
@@ -72,7 +72,12 @@ class TranslationSetup:
     eval_sentences: int = 500  # validation sentences decoded for BLEU at each evaluation
     eval_beam: int = 1  # beam size during training-time evaluation (1 = greedy, fastest)
     metric: str = "bleu"  # metric that picks the best checkpoint: one of METRICS (bleu, chrf, exact_match, loss)
-    bleu_tokenize: str = "13a"  # sacreBLEU tokenizer of the target language ("char" for Japanese)
+    bleu_tokenize: str = "13a"  # sacreBLEU tokenizer of the target language ("ja-mecab" or "char" for Japanese)
+    src_lang: str | None = None  # source language ("en", "ja"): how a user's sentence is normalised (data/enja.py)
+    tgt_lang: str | None = None  # target language ("en", "ja"); with from_tokenized, how the corpus is made raw
+    # The corpus is pre-tokenized (small_parallel_enja): make every line raw text first (Japanese
+    # spaces removed, English detokenized; data/enja.py), so the model learns what users type.
+    from_tokenized: bool = False
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
@@ -80,8 +85,16 @@ class TranslationSetup:
             self,
             positive=("vocab_size", "max_tokens", "max_len", "eval_sentences"),
             fractions=("label_smoothing",),
-            choices={"tokenizer": TOKENIZER_KINDS, "tgt_tokenizer": TOKENIZER_KINDS, "metric": METRICS},
+            choices={
+                "tokenizer": TOKENIZER_KINDS,
+                "tgt_tokenizer": TOKENIZER_KINDS,
+                "metric": METRICS,
+                "src_lang": enja.LANGUAGES,
+                "tgt_lang": enja.LANGUAGES,
+            },
         )
+        if self.from_tokenized and not (self.src_lang and self.tgt_lang):
+            raise ValueError("from_tokenized needs src_lang and tgt_lang: the rules differ by language")
         check_beam(self.eval_beam)
 
 
@@ -89,6 +102,31 @@ class TranslationSetup:
 TOKENIZER_KINDS = ("bpe", "unigram", "char")
 #: The validation metrics of a translation run (:meth:`TranslationTask.evaluate`); ``metric`` picks one.
 METRICS = ("bleu", "chrf", "exact_match", "loss")
+
+
+def _enja_setup(src_lang: str, tgt_lang: str) -> TranslationSetup:
+    return TranslationSetup(
+        model_preset="enja",
+        tokenizer="bpe",
+        vocab_size=6000,
+        joint_vocab=True,
+        max_tokens=2048,
+        max_len=64,
+        eval_sentences=500,
+        bleu_tokenize="ja-mecab" if tgt_lang == "ja" else "13a",
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        from_tokenized=True,
+        train=TrainConfig(
+            epochs=100,
+            max_steps=1300,  # ≈ 30 minutes on one thread of the development CPU (see the model card)
+            lr=2e-3,
+            warmup_steps=150,
+            schedule="cosine",
+            eval_every_steps=325,
+            patience=None,
+        ),
+    )
 
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
@@ -112,6 +150,11 @@ RECIPES: dict[str, TranslationSetup] = {
             precision="bf16",
         ),
     ),
+    # small_parallel_enja (data/enja.py): trained on raw text, scored as WAT scores Japanese
+    # (sacreBLEU ja-mecab) and English (13a). Stopped by steps, not the clock, so the same command
+    # gives the same model on any machine.
+    "ja-en": _enja_setup("ja", "en"),
+    "en-ja": _enja_setup("en", "ja"),
     "small": TranslationSetup(),
     "tiny": TranslationSetup(
         model_preset="tiny",
@@ -208,6 +251,7 @@ class TranslationTask:
     def checkpoint_payload(self) -> tuple[dict, dict]:
         config = dataclasses.asdict(self.model_config)
         config["bleu_tokenize"] = self.setup.bleu_tokenize
+        config["src_lang"], config["tgt_lang"] = self.setup.src_lang, self.setup.tgt_lang
         toks = {"src_tokenizer": self.src_tok, "tgt_tokenizer": self.tgt_tok}
         return config, toks
 
@@ -283,6 +327,9 @@ def train_translation(
         raise ValueError("the training set is empty: no sentence pairs to train on")
     if not valid_pairs:
         raise ValueError("the validation set is empty: the best model is chosen on it, give at least one pair")
+    if setup.from_tokenized:
+        train_pairs = raw_pairs(train_pairs, setup.src_lang, setup.tgt_lang)
+        valid_pairs = raw_pairs(valid_pairs, setup.src_lang, setup.tgt_lang)
     if resume_from is not None:
         src_tok, tgt_tok = _load_tokenizers(resume_from)
     else:
@@ -294,7 +341,18 @@ def train_translation(
     if out is not None and (out / "best").is_dir():
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     model.eval()
-    return model, result, Translator(model, src_tok, tgt_tok, bleu_tokenize=setup.bleu_tokenize)
+    return (
+        model,
+        result,
+        Translator(
+            model, src_tok, tgt_tok, bleu_tokenize=setup.bleu_tokenize, src_lang=setup.src_lang, tgt_lang=setup.tgt_lang
+        ),
+    )
+
+
+def raw_pairs(pairs: Sequence[tuple[str, str]], src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+    """Tokenized corpus pairs as raw text (:func:`attnlab.data.enja.to_raw` on each side)."""
+    return [(enja.to_raw(s, src_lang), enja.to_raw(t, tgt_lang)) for s, t in pairs]
 
 
 def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: list[str]):
@@ -344,7 +402,14 @@ def load_translator(path: str | Path, device: str = "cpu") -> Translator:
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     src_tok, tgt_tok = _load_tokenizers(directory)
-    return Translator(model, src_tok, tgt_tok, bleu_tokenize=config_dict.get("bleu_tokenize", "13a"))
+    return Translator(
+        model,
+        src_tok,
+        tgt_tok,
+        bleu_tokenize=config_dict.get("bleu_tokenize", "13a"),
+        src_lang=config_dict.get("src_lang"),
+        tgt_lang=config_dict.get("tgt_lang"),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,9 +429,21 @@ class Translation:
 class Translator:
     """A trained encoder–decoder with its tokenizers: text in, text (and attention) out."""
 
-    def __init__(self, model: nn.Module, src_tok, tgt_tok, *, bleu_tokenize: str = "13a") -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        src_tok,
+        tgt_tok,
+        *,
+        bleu_tokenize: str = "13a",
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> None:
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
         self.bleu_tokenize = bleu_tokenize
+        # With a source language, a user's sentence is normalised as the training text was
+        # (data/enja.py: lower-cased English, Japanese without word-splitting spaces).
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
 
     @property
     def device(self) -> torch.device:
@@ -392,7 +469,8 @@ class Translator:
         check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
         was_training = self.model.training
         self.model.eval()
-        encoded = self.src_tok.encode_batch(list(texts))
+        inputs = [enja.normalize_input(x, self.src_lang) for x in texts] if self.src_lang else list(texts)
+        encoded = self.src_tok.encode_batch(inputs)
         for text, ids in zip(texts, encoded):
             if not ids:
                 raise ValueError(f"cannot translate {text!r}: it has no tokens")
@@ -569,22 +647,33 @@ def translate_command(
     return 0
 
 
-def evaluate_command(*, model: Path, src: Path, ref: Path, beam: int = 4, device: str = "cpu") -> int:
+def evaluate_command(
+    *, model: Path, src: Path, ref: Path, beam: int = 4, from_tokenized: bool = False, device: str = "cpu"
+) -> int:
     """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
 
     Args:
-        model: a model folder written by `attnlab train translate` or `attnlab demo`.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name.
         src: source sentences, one per line.
         ref: reference translations, line-aligned with --src.
         beam: beam size (1 = greedy).
+        from_tokenized: the files are pre-tokenized like small_parallel_enja: make both sides raw text
+            first, as the model's training text was (needs a model that knows its languages).
         device: cpu, cuda or mps.
     """
     check_beam(beam)
     corpus = read_parallel(src, ref, on_empty="error")
-    scores = load_translator(model, device=device).evaluate(corpus.sources, corpus.targets, beam_size=beam)
+    translator = load_translator(model, device=device)
+    sources, targets = corpus.sources, corpus.targets
+    if from_tokenized:
+        if not (translator.src_lang and translator.tgt_lang):
+            raise ValueError(f"{model}: --from-tokenized needs a model trained with src_lang and tgt_lang")
+        pairs = raw_pairs(list(zip(sources, targets)), translator.src_lang, translator.tgt_lang)
+        sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    scores = translator.evaluate(sources, targets, beam_size=beam)
     print(
         f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
-        f"({scores['n']} sentences)"
+        f"({scores['n']} sentences, BLEU tokenizer {translator.bleu_tokenize})"
     )
     return 0
 
