@@ -11,10 +11,11 @@ scores are fractions on 0–1.
 Japanese (or Chinese) targets: the default BLEU tokenizer ``"13a"`` splits on spaces and
 punctuation, so an unsegmented Japanese sentence becomes one "word" and BLEU collapses to ~0.
 Use ``tokenize="char"`` (every character is a token; always available) or ``tokenize="zh"``
-(isolates CJK ideographs and full-width symbols, keeps kana runs together). ``"ja-mecab"`` needs
-the optional ``mecab-python3`` and ``ipadic`` packages, which attnlab does not install; the
-``spm``/``flores*`` tokenizers need a SentencePiece model that sacreBLEU downloads, so they do
-not work offline. :data:`OFFLINE_TOKENIZERS` lists the ones that always work.
+(isolates CJK ideographs and full-width symbols, keeps kana runs together). ``"ja-mecab"`` splits
+Japanese into words with MeCab and the IPA dictionary, as WAT scores Japanese; attnlab installs
+it (``sacrebleu[ja]``) and the ja⇄en translators are scored with it. The ``spm``/``flores*``
+tokenizers need a SentencePiece model that sacreBLEU downloads, so they do not work offline.
+:data:`OFFLINE_TOKENIZERS` lists the ones that need no extra package.
 
 Shape:
     hypotheses, references, sources: sequences of ``N`` strings, aligned by index; ``N ≥ 1``.
@@ -112,8 +113,8 @@ def bleu(
         references: one reference string per segment, or per segment a list of alternative
             references (the counts may differ between segments).
         tokenize: a sacreBLEU tokenizer name. ``"13a"`` (the WMT standard) for English, German
-            and other space-separated languages; ``"char"`` or ``"zh"`` for Japanese targets
-            (see the module docstring; ``"ja-mecab"`` needs extra packages).
+            and other space-separated languages; ``"ja-mecab"`` (WAT's choice), ``"char"`` or ``"zh"``
+            for Japanese targets (see the module docstring).
 
     Shape:
         hypotheses, references: ``N`` items each.
