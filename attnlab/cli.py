@@ -154,6 +154,7 @@ def train_options(
     strategy: Literal["ddp", "fsdp"] | None = None,
     dist_timeout: float | None = None,
     overwrite: bool | None = None,
+    target: float | None = None,
 ) -> dict:
     """The options every `attnlab train ...` command takes, added by the CLI itself.
 
@@ -169,6 +170,9 @@ def train_options(
         strategy: with several processes: ddp replicates the model on each, fsdp shards it (FSDP2).
         dist_timeout: seconds a process waits for the others before stopping with an error (default 1800).
         overwrite: replace a run already in OUT (its log.jsonl, last/, best/) instead of stopping; not with --resume.
+        target: stop once the validation metric that picks the best model reaches this value (at or above it;
+            at or below it for a loss). The metric is the job's, on the scale log.jsonl shows: BLEU 0-100 for
+            translate, accuracy 0-1 for classify and vit, loss for lm and mlm.
     """
     return {name: value for name, value in locals().items() if value is not None}
 
