@@ -19,6 +19,10 @@ from ..data.tasks import make_splits
 from ..recipes.translate import RECIPES, TranslationSetup, train_translation
 from ..train import TrainConfig
 
+TASK = "numbers-en-ja"  # the generated task (attnlab.data.tasks)
+N_VALID = 300  # generated validation pairs: the best checkpoint is chosen on them
+N_TEST = 500  # generated held-out pairs the report scores (run_demo's default)
+
 #: Sentences translated at the end of the demo (not in any split: checked against the test set).
 EXAMPLES = [
     "three hundred forty-two thousand",
@@ -76,7 +80,7 @@ def run_demo(
     *,
     minutes: float = 2.0,
     n_train: int = 30000,
-    n_test: int = 500,
+    n_test: int = N_TEST,
     seed: int = 0,
     progress: bool = True,
     log=print,
@@ -95,7 +99,7 @@ def run_demo(
     if not (math.isfinite(minutes) and minutes > 0):
         raise ValueError(f"minutes must be a finite number > 0, got {minutes}")
     out_dir = Path(out_dir)
-    splits = make_splits("numbers-en-ja", n_train, 300, n_test, seed=seed)
+    splits = make_splits(TASK, n_train, N_VALID, n_test, seed=seed)
     log(f"generated {len(splits.train):,} training pairs, e.g. {splits.train[0][0]!r} → {splits.train[0][1]!r}")
     setup = demo_setup(out_dir, minutes=minutes, seed=seed)
     setup.train.progress = progress
