@@ -56,7 +56,7 @@
   }
 
   // A shipped model comes with a one-line description (in both languages) and inputs to try:
-  // clicking one puts it in the text box and runs it.
+  // clicking one puts it in the text box and runs it; an empty text box starts with the first.
   function showKind() {
     const m = models.find((x) => x.name === $("model-select").value);
     $("model-kind").textContent = m ? t("kind_" + m.kind) : "";
@@ -65,7 +65,14 @@
     const examples = m ? m.examples || [] : [];
     $("examples").classList.toggle("hidden", examples.length === 0);
     $("example-list").replaceChildren(...examples.map((text) =>
-      el("button", { type: "button", class: "plain example", text, onclick: () => { $("text").value = text; runModel(); } })));
+      el("button", { type: "button", class: "plain example", text, onclick: () => tryExample(text) })));
+    if (examples.length && !$("text").value.trim()) $("text").value = examples[0];
+  }
+
+  function tryExample(text) {
+    if ($("run").disabled) return; // a run is in progress
+    $("text").value = text;
+    runModel();
   }
 
   function showError(message) {
