@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.attnlab-installed
 
-.PHONY: venv demo test test-slow test-browser lint format bench clean
+.PHONY: venv demo models test test-slow test-browser lint format bench clean
 
 venv: $(STAMP)
 
@@ -21,6 +21,16 @@ $(STAMP): pyproject.toml
 # The main job: trains a small translator on data the package generates itself.
 demo: $(STAMP)
 	$(BIN)/attnlab demo
+
+# The models shipped in attnlab/assets (ja-en, en-ja, demo, rnn-attention, rnn-plain,
+# shakespeare-char): trains each with its ordinary command, packs it in fp16 and writes its model
+# card. Corpora are read from DATA; ONLY=NAME... builds some; FROM_RUN=DIR (with ONLY=NAME) packs
+# a run already trained, e.g. `make models ONLY=ja-en FROM_RUN=runs/ja-en`.
+DATA     ?= ../shared/data
+ONLY     ?=
+FROM_RUN ?=
+models: $(STAMP)
+	$(BIN)/python -m attnlab.experiments.assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
 
 # The default test run (slow and browser tests excluded; see test-slow / test-browser).
 test: $(STAMP)

@@ -422,10 +422,11 @@ def explore_cmd(
     Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
     playground (move the scores and d_k, watch the scaling, the softmax weights and the mixed
     output change), the masks page, and the model page showing every layer's and head's attention
-    for a sentence you type. Only the models named here can be run.
+    for a sentence you type. Only the models named here can be run; without --model, every shipped
+    model that is installed (ja-en, en-ja, demo, ..., minilm) is offered, with example sentences.
 
     Args:
-        model: checkpoint directories to offer on the model page (one or more).
+        model: checkpoint folders or shipped model names to offer on the model page (default: every shipped model installed).
         host: address to listen on; keep 127.0.0.1 unless others must reach it.
         port: TCP port to listen on.
         max_text_chars: longest sentence the model page accepts.
@@ -434,11 +435,19 @@ def explore_cmd(
             localhost), e.g. a name that points at this machine; "*" turns the Host check off.
     """
     from .web.app import Limits, check_address, serve
-    from .web.models import load_model
+    from .web.models import load_model, shipped_explorer_models
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
     check_address(host, port, allow_host or ())
-    models = [load_model(path) for path in model or []]
+    if model:
+        models = [load_model(path) for path in model]
+    else:
+        models, missing = shipped_explorer_models()
+        if missing:
+            print(
+                f"attnlab: note: not installed, so not offered: {', '.join(missing)} (see `make models`)",
+                file=sys.stderr,
+            )
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")

@@ -246,7 +246,9 @@ def test_mask_bad_input(client, body, status, pattern):
 
 
 def test_models_lists_the_startup_models(client, translator_dir):
-    assert client.get("/api/models").json() == [{"name": translator_dir.name, "kind": "translator"}]
+    assert client.get("/api/models").json() == [
+        {"name": translator_dir.name, "kind": "translator", "description": None, "examples": []}
+    ]
 
 
 def test_run_translates_and_returns_every_map(client, translator_dir):

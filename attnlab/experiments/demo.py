@@ -24,6 +24,10 @@ from ..data.tasks import make_splits
 from ..recipes.translate import RECIPES, TranslationSetup, train_translation
 from ..train import TrainConfig
 
+TASK = "numbers-en-ja"  # the generated task (attnlab.data.tasks)
+N_VALID = 300  # generated validation pairs: the best checkpoint is chosen on them
+N_TEST = 500  # generated held-out pairs the report scores (run_demo's default)
+
 #: Sentences translated at the end of the demo (not in any split: checked against the test set).
 EXAMPLES = [
     "three hundred forty-two thousand",
@@ -118,7 +122,7 @@ def run_demo(
     minutes: float = MAX_MINUTES,
     target: float = TARGET,
     n_train: int = 30000,
-    n_test: int = 500,
+    n_test: int = N_TEST,
     seed: int = 0,
     progress: bool = True,
     log=print,
@@ -140,7 +144,7 @@ def run_demo(
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 <= target <= 1.0:
         raise ValueError(f"target must be a validation exact match in [0, 1] (0.995 = 99.5%), got {target!r}")
     out_dir = Path(out_dir)
-    splits = make_splits("numbers-en-ja", n_train, 300, n_test, seed=seed)
+    splits = make_splits(TASK, n_train, N_VALID, n_test, seed=seed)
     log(f"generated {len(splits.train):,} training pairs, e.g. {splits.train[0][0]!r} → {splits.train[0][1]!r}")
     setup = demo_setup(out_dir, minutes=minutes, target=target, seed=seed)
     setup.train.progress = progress

@@ -249,11 +249,17 @@ class TranslationTask:
         }
 
     def checkpoint_payload(self) -> tuple[dict, dict]:
-        config = dataclasses.asdict(self.model_config)
-        config["bleu_tokenize"] = self.setup.bleu_tokenize
-        config["src_lang"], config["tgt_lang"] = self.setup.src_lang, self.setup.tgt_lang
         toks = {"src_tokenizer": self.src_tok, "tgt_tokenizer": self.tgt_tok}
-        return config, toks
+        return checkpoint_config(self.setup, self.model_config), toks
+
+
+def checkpoint_config(setup: TranslationSetup, model_config: Any) -> dict:
+    """The ``config.json`` of a translator trained with ``setup``: the model config, and what
+    :func:`load_translator` needs besides (the BLEU tokenizer, the languages)."""
+    config = dataclasses.asdict(model_config)
+    config["bleu_tokenize"] = setup.bleu_tokenize
+    config["src_lang"], config["tgt_lang"] = setup.src_lang, setup.tgt_lang
+    return config
 
 
 def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[list[int], list[int]]]:
@@ -606,7 +612,8 @@ def translate_command(
 
     Args:
         text: sentences to translate (or use --input).
-        model: a model folder written by `attnlab train translate` or `attnlab demo`.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
+            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
         input: a file of sentences, one per line.
         beam: beam size (1 = greedy).
         alpha: length-penalty exponent of beam search (GNMT; 0 disables it).
@@ -653,7 +660,8 @@ def evaluate_command(
     """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
 
     Args:
-        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
+            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
         src: source sentences, one per line.
         ref: reference translations, line-aligned with --src.
         beam: beam size (1 = greedy).

@@ -10,7 +10,8 @@ API (described at ``/openapi.json``; bad input gets a 4xx with a message, never 
 
 - ``POST /api/playground``  → :func:`attnlab.explain.compute_steps`
 - ``POST /api/mask``        → the mask helpers of :mod:`attnlab.functional`
-- ``GET  /api/models``      → the models named when the explorer started
+- ``GET  /api/models``      → the models named when the explorer started (shipped ones with their
+  description and example inputs)
 - ``POST /api/run``         → one model run (bounded text length, bounded concurrent work)
 
 Every response carries the security headers of :data:`SECURITY_HEADERS` (no inline script, no
@@ -314,6 +315,10 @@ class MaskResponse(BaseModel):
 class ModelInfo(BaseModel):
     name: str
     kind: str
+    description: dict[str, str] | None = Field(
+        None, description="a shipped model's one-line description by language (en, ja); null for other models"
+    )
+    examples: list[str] = Field(default_factory=list, description="inputs to try (a shipped model's own)")
 
 
 class GroupInfo(BaseModel):
@@ -615,14 +620,25 @@ def create_app(
 
     @app.get("/api/models", response_model=list[ModelInfo])
     def api_models() -> list[ModelInfo]:
-        """The models named when the explorer started (the only ones it can run)."""
-        return [ModelInfo(name=m.name, kind=m.kind) for m in named.values()]
+        """The models named when the explorer started (the only ones it can run), with the
+        description and example inputs of the shipped ones."""
+        return [
+            ModelInfo(
+                name=m.name,
+                kind=m.kind,
+                description=getattr(m, "description", None),
+                examples=list(getattr(m, "examples", ())),
+            )
+            for m in named.values()
+        ]
 
     async def api_run(req) -> RunResponse:
         """Run a model on a sentence: its output and the attention maps of every layer and head."""
         model = named.get(req.model)
         if model is None:
-            known = ", ".join(sorted(named)) or "none (start the explorer with --model DIR)"
+            known = (
+                ", ".join(sorted(named)) or "none (start the explorer with --model DIR, or build the shipped models)"
+            )
             raise HTTPException(404, f"unknown model {req.model!r}; available: {known}")
         if not req.text.strip():
             raise HTTPException(422, "text is empty: type a sentence")

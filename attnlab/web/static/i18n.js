@@ -60,7 +60,10 @@ window.ATTN_STRINGS = {
     md_run: "Run",
     md_running: "Running…",
     md_output: "Output",
-    md_none: "No models are loaded. Start the explorer with: attnlab explore --model DIR",
+    md_none:
+      "No models are loaded. Start the explorer with: attnlab explore --model DIR, or build the shipped models " +
+      "with make models (attnlab's source folder).",
+    md_examples: "Try:",
     md_group: "Attention",
     md_layer: "Layer",
     md_head: "Head",
@@ -173,7 +176,10 @@ window.ATTN_STRINGS = {
     md_run: "実行",
     md_running: "実行中…",
     md_output: "出力",
-    md_none: "モデルが読み込まれていません。attnlab explore --model DIR で起動してください。",
+    md_none:
+      "モデルが読み込まれていません。attnlab explore --model DIR で起動するか、attnlab のソースのフォルダーで " +
+      "make models を実行して同梱モデルを作ってください。",
+    md_examples: "例文:",
     md_group: "アテンションの種類",
     md_layer: "層",
     md_head: "ヘッド",
