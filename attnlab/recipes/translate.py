@@ -119,7 +119,7 @@ def _enja_setup(src_lang: str, tgt_lang: str) -> TranslationSetup:
         from_tokenized=True,
         train=TrainConfig(
             epochs=100,
-            max_steps=1300,  # ≈ 30 minutes on one thread of the development CPU (see the model card)
+            max_steps=1300,  # the shipped models' step budget (their model cards give the time it took)
             lr=2e-3,
             warmup_steps=150,
             schedule="cosine",
