@@ -75,6 +75,7 @@ __all__ = [
     "shipped_model_dir",
     "shipped_models_present",
     "pack_checkpoint",
+    "tokenizer_paths",
     "resume_point",
     "check_run_folder",
     "clear_run_folder",
@@ -364,6 +365,9 @@ def _write_contents(
     # Tokenizers first, so that a tokenizer that wrote one of our file names is caught here.
     manifest: dict[str, list[str]] = {}
     for name, tok in tokenizers.items():
+        if isinstance(tok, _CopiedFiles) and tok.relative() in manifest.values():
+            manifest[name] = tok.relative()  # packed from a checkpoint that shares these files
+            continue
         before = _files_under(tmp)
         tok.save(tmp, name)
         written = sorted(_files_under(tmp) - before)
@@ -372,6 +376,13 @@ def _write_contents(
         clash = [f for f in written if f in _RESERVED]
         if clash:
             raise ValueError(f"tokenizers[{name!r}] wrote {clash}, which the checkpoint reserves")
+        # A joint vocabulary is one tokenizer saved under two names (source and target): keep its
+        # files once and point both names at them (the shipped translators' size budget counts).
+        same = next((files for files in manifest.values() if _same_files(tmp, files, written)), None)
+        if same is not None:
+            for rel in written:
+                (tmp / rel).unlink()
+            written = same
         manifest[name] = written
     (tmp / TOKENIZERS_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (tmp / CONFIG_FILE).write_text(config_text, encoding="utf-8")
@@ -387,6 +398,11 @@ def _write_contents(
     for sub in sorted((p for p in tmp.rglob("*") if p.is_dir()), reverse=True):
         _fsync_dir(sub)
     _fsync_dir(tmp)
+
+
+def _same_files(root: Path, a: list[str], b: list[str]) -> bool:
+    """Whether two lists of files under ``root`` hold the same bytes, pairwise in order."""
+    return len(a) == len(b) and all((root / x).read_bytes() == (root / y).read_bytes() for x, y in zip(a, b))
 
 
 def _move_into_place(tmp: Path, final: Path) -> None:
@@ -413,6 +429,9 @@ class _CopiedFiles:
 
     def __init__(self, source: Path, files: list[Path]) -> None:
         self.source, self.files = source, files
+
+    def relative(self) -> list[str]:
+        return [path.relative_to(self.source).as_posix() for path in self.files]
 
     def save(self, directory: str | os.PathLike, name: str) -> None:
         for path in self.files:
@@ -551,6 +570,38 @@ def shipped_models_present() -> list[str]:
     return present
 
 
+def tokenizer_paths(directory: str | os.PathLike) -> dict[str, list[Path]]:
+    """The files of each tokenizer saved in a checkpoint folder, by name (its ``tokenizers.json``;
+    two names may share files: a joint vocabulary is stored once). Empty without that file.
+
+    Raises:
+        ValueError: the manifest is not valid JSON or names a file outside ``directory``.
+        FileNotFoundError: a listed file is missing.
+
+    Shape:
+        no tensors.
+    """
+    directory = Path(directory)
+    tokenizer_files: dict[str, list[Path]] = {}
+    manifest_path = directory / TOKENIZERS_FILE
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
+            raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
+        tokenizer_files = {
+            name: [contained_path(directory, f, source=manifest_path, what=f"tokenizer {name!r} file") for f in files]
+            for name, files in manifest.items()
+        }
+        for name, files in tokenizer_files.items():
+            for f in files:
+                if not f.is_file():
+                    raise FileNotFoundError(f"{f}: tokenizer {name!r} file listed in {manifest_path} is missing")
+    return tokenizer_files
+
+
 def load_checkpoint(
     directory: str | os.PathLike,
     *,
@@ -626,23 +677,7 @@ def load_checkpoint(
             raise ValueError(f"{weights_path}: {alias!r} is tied to {target!r}, which is not stored")
         state_dict[alias] = state_dict[target]
 
-    tokenizer_files: dict[str, list[Path]] = {}
-    manifest_path = directory / TOKENIZERS_FILE
-    if manifest_path.is_file():
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
-            raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
-        tokenizer_files = {
-            name: [contained_path(directory, f, source=manifest_path, what=f"tokenizer {name!r} file") for f in files]
-            for name, files in manifest.items()
-        }
-        for name, files in tokenizer_files.items():
-            for f in files:
-                if not f.is_file():
-                    raise FileNotFoundError(f"{f}: tokenizer {name!r} file listed in {manifest_path} is missing")
+    tokenizer_files = tokenizer_paths(directory)
 
     trainer_state = None
     state_path = directory / TRAINER_STATE_FILE

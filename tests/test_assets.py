@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -542,3 +543,27 @@ def test_shipped_model_meets_its_cards_quality_on_a_fast_held_out_subset(name):
         assert measured >= check["value"] - check["tolerance"], (measured, check)
     else:
         assert measured <= check["value"] + check["tolerance"], (measured, check)
+
+
+def test_a_joint_vocabulary_is_stored_once_and_loads_as_one_tokenizer(tiny_run, tmp_path):
+    best = tiny_run / "best"
+    files = ckpt.tokenizer_paths(best)
+    assert files["src_tokenizer"] == files["tgt_tokenizer"]  # one file for both names
+    assert not (best / "tgt_tokenizer.json").exists()
+    translator = load_translator(best)
+    assert translator.src_tok is translator.tgt_tok
+    # A checkpoint written before this (two identical files) packs into one file too.
+    legacy = tmp_path / "legacy"
+    shutil.copytree(best, legacy)
+    (legacy / "tgt_tokenizer.json").write_bytes((legacy / "src_tokenizer.json").read_bytes())
+    (legacy / ckpt.TOKENIZERS_FILE).write_text(
+        json.dumps({"src_tokenizer": ["src_tokenizer.json"], "tgt_tokenizer": ["tgt_tokenizer.json"]})
+    )
+    assert load_translator(legacy).src_tok is not load_translator(legacy).tgt_tok
+    packed = ckpt.pack_checkpoint(legacy, tmp_path / "packed")
+    assert ckpt.tokenizer_paths(packed)["tgt_tokenizer"] == [packed / "src_tokenizer.json"]
+    assert not (packed / "tgt_tokenizer.json").exists()
+    again = load_translator(packed)
+    assert [t.text for t in again.translate(NUMBERS, beam_size=1)] == [
+        t.text for t in translator.translate(NUMBERS, beam_size=1)
+    ]

@@ -417,7 +417,7 @@ class DemoTranslator:
     """The number translator of ``attnlab demo`` (English number words → Japanese numerals)."""
 
     name: str = "demo"  # the shipped name
-    minutes: float = 2.0  # `attnlab demo --minutes`
+    minutes: float = 10.0  # `attnlab demo --minutes`: the safety cap (the demo stops on quality first)
     n_train: int = 30000  # `attnlab demo --n-train`
     seed: int = 0  # `attnlab demo --seed`
     threads: int | None = None  # as `make demo` runs it
@@ -667,7 +667,7 @@ RECIPES: dict[str, AssetRecipe] = {
     "en-ja": PresetTranslator("en-ja", preset="en-ja", src="en", tgt="ja"),
     "rnn-attention": BottleneckRNN("rnn-attention", contestant="rnn-additive"),
     "rnn-plain": BottleneckRNN("rnn-plain", contestant="rnn-none"),
-    "shakespeare-char": TextLM("shakespeare-char"),
+    "shakespeare-char": TextLM("shakespeare-char", preset="shakespeare-char-small"),
 }
 
 

@@ -168,6 +168,27 @@ LM_RECIPES: dict[str, LMSetup] = {
             log_every=50,
         ),
     ),
+    # The shipped model (attnlab/assets/shakespeare-char): stopped by steps, not the clock, so
+    # `make models` gives the same model on any machine.
+    "shakespeare-char-small": LMSetup(
+        model_preset="shakespeare-char-small",
+        tokenizer="char",
+        block_size=128,
+        batch_size=32,
+        train=TrainConfig(
+            epochs=1000,
+            max_steps=1500,
+            lr=3e-3,
+            warmup_steps=100,
+            schedule="cosine",
+            betas=(0.9, 0.99),
+            eps=1e-8,
+            weight_decay=0.1,
+            clip_norm=1.0,
+            eval_every_steps=250,
+            log_every=50,
+        ),
+    ),
     "tiny": LMSetup(
         model_preset="tiny",
         tokenizer="char",

@@ -389,9 +389,12 @@ def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: l
 
 
 def _load_tokenizers(directory: Path):
-    src_tok = tokenizers.load_tokenizer(directory / "src_tokenizer.json")
-    tgt_tok = tokenizers.load_tokenizer(directory / "tgt_tokenizer.json")
-    return src_tok, tgt_tok
+    files = ckpt.tokenizer_paths(directory)
+    src = files.get("src_tokenizer", [directory / "src_tokenizer.json"])[0]
+    tgt = files.get("tgt_tokenizer", [directory / "tgt_tokenizer.json"])[0]
+    src_tok = tokenizers.load_tokenizer(src)
+    # One file for both sides is a joint vocabulary: one object, as when it was trained.
+    return src_tok, (src_tok if tgt == src else tokenizers.load_tokenizer(tgt))
 
 
 def load_translator(path: str | Path, device: str = "cpu") -> Translator:
