@@ -370,6 +370,7 @@ def test_config_differences_name_each_entry():
 # `make models` on tiny stand-ins.
 # --------------------------------------------------------------------------------------------
 
+TINY_STEPS = 8
 TINY_TRANSLATOR = (
     "model.d_model=32",
     "model.n_heads=2",
@@ -379,7 +380,7 @@ TINY_TRANSLATOR = (
     "vocab_size=150",
     "max_tokens=512",
     "eval_sentences=6",
-    "train.max_steps=8",
+    f"train.max_steps={TINY_STEPS}",
     "train.warmup_steps=2",
     "train.eval_every_steps=8",
     "train.log_every=4",
@@ -435,6 +436,10 @@ def test_make_models_trains_ja_en_and_en_ja_side_by_side_then_packs_and_describe
         assert card.seed == 0 and card.packed_from is None and card.licence.startswith("the Tanaka corpus")
         assert set(card.metrics) == {"bleu", "chrf", "exact_match", "n"} and card.metrics["n"] == 6
         assert card.reproduce.endswith("--from-tokenized") and f"--model {recipe.name}" in card.reproduce
+        # The training's own record: its steps and why it stopped, and the machine it ran on.
+        assert card.training["steps"] == TINY_STEPS and card.training["stop_reason"] == "max_steps"
+        assert card.training["minutes"] > 0 and card.training["tokens_per_s"] > 0 and card.training["cpu"]
+        assert f"{TINY_STEPS:,} steps in" in (root / recipe.name / "MODEL_CARD.md").read_text()
     assert json.loads((root / "en-ja" / "config.json").read_text())["bleu_tokenize"] == "ja-mecab"
 
     # An already-trained run is packed without training; a run of other settings is refused.

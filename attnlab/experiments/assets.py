@@ -33,6 +33,7 @@ import datetime
 import json
 import math
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -102,6 +103,9 @@ class ModelCard:
     reproduce: str | None = None  # a command that measures the metrics again (None: none exists)
     packed_from: str | None = None  # the run folder packed with --from-run (None: trained by this build)
     attnlab_version: str = "unknown"  # the attnlab that packed it
+    # How the training went, from its log: steps, minutes, target tokens/s, why it stopped, the CPU
+    # (None: no log found). Minutes depend on the machine and its load; steps do not.
+    training: dict[str, Any] | None = None
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
@@ -157,6 +161,13 @@ def render_model_card(card: ModelCard) -> str:
     if card.packed_from:
         lines.append(
             f"- Packed from the run folder `{card.packed_from}` (trained by the command above; config checked)"
+        )
+    if card.training:
+        t = card.training
+        lines.append(
+            f"- Trained: {t['steps']:,} steps in {t['minutes']:.1f} min of training (evaluation excluded; "
+            f"{t['tokens_per_s']:,.0f} target tokens/s), stopped by {t['stop_reason'] or 'the end of its run'}, "
+            f"on {t['cpu']}"
         )
     lines += [
         f"- Packed: {card.date}, attnlab {card.attnlab_version}",
@@ -769,6 +780,46 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     return folders
 
 
+def cpu_name() -> str:
+    """The CPU's model name (as ``lscpu`` shows it), or the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def training_facts(checkpoint: Path) -> dict[str, Any] | None:
+    """Steps, training minutes, mean target tokens/s and stop reason of the run that wrote
+    ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU; None
+    without a log."""
+    log_path = next((p / "log.jsonl" for p in (checkpoint, checkpoint.parent) if (p / "log.jsonl").is_file()), None)
+    if log_path is None:
+        return None
+    records = [json.loads(line) for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    timed = [r for r in records if "train_seconds" in r and "step" in r]
+    if not timed:
+        return None
+    seconds = float(timed[-1]["train_seconds"])
+    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    tokens_per_s, stop = (sum(rates) / len(rates) if rates else 0.0), ""
+    state_path = log_path.parent / "last" / ckpt.TRAINER_STATE_FILE
+    if state_path.is_file():  # the exact totals, and why the run stopped
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        stop = state.get("stop_reason", "") if isinstance(state.get("stop_reason"), str) else ""
+        if state.get("tokens") and seconds > 0:
+            tokens_per_s = state["tokens"] / seconds
+    return {
+        "steps": int(timed[-1]["step"]),
+        "minutes": seconds / 60,
+        "tokens_per_s": tokens_per_s,
+        "stop_reason": stop,
+        "cpu": cpu_name(),
+    }
+
+
 def pack_asset(
     recipe: AssetRecipe,
     run: Path,
@@ -818,6 +869,7 @@ def pack_asset(
         reproduce=evaluation.reproduce,
         packed_from=None if packed_from is None else str(packed_from),
         attnlab_version=_attnlab_version(),
+        training=training_facts(source),
     )
     write_model_card(destination, card)
     return card
