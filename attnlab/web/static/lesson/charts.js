@@ -63,7 +63,8 @@
   const power = (e) => "10" + (e < 0 ? "⁻" : "") + String(Math.abs(e)).split("").map((d) => SUPER[Number(d)]).join("");
 
   const css = (rgb) => `rgb(${rgb.join(",")})`;
-  const textOn = (rgb) => (luminance(rgb) > 0.18 ? "#111111" : "#ffffff");
+  // Black text keeps 4.5:1 on a background of luminance ≥ 0.175, white text on one ≤ 0.183.
+  const textOn = (rgb) => (luminance(rgb) > 0.179 ? "#000000" : "#ffffff");
 
   // Horizontal bars for weights: opts.values, opts.labels, opts.idPrefix, opts.label, opts.colour.
   function bars(opts) {
@@ -145,14 +146,14 @@
   function matrix(opts) {
     const digits = opts.digits === undefined ? 2 : opts.digits;
     const head = opts.colLabels
-      ? el("thead", {}, el("tr", {}, opts.rowLabels ? el("th", { scope: "col" }) : null,
+      ? el("thead", {}, el("tr", {}, opts.rowLabels ? el("td") : null,
         opts.colLabels.map((c, j) => el("th", { scope: "col", class: opts.colClass ? opts.colClass(j) : null, text: c }))))
       : null;
     const body = el("tbody", {}, opts.rows.map((row, r) =>
       el("tr", {}, opts.rowLabels ? el("th", { scope: "row", text: opts.rowLabels[r] }) : null,
         row.map((v, c) => {
           const td = el("td", {
-            id: opts.idPrefix ? `${opts.idPrefix}-${r}-${c}` : null, "data-value": v,
+            id: opts.idPrefix ? `${opts.idPrefix}-${r}-${c}` : null, "data-value": String(v), // String: el() drops false
             class: opts.colClass ? opts.colClass(c) : null,
             text: typeof v === "boolean" ? (v ? "✓" : "·") : num(v, digits),
           });

@@ -212,10 +212,10 @@
       out.replaceChildren(
         el("p", { class: "note", text: s("model_line", { model: r.model, layers: r.n_layers, heads: r.n_heads }) }),
         headPicker(r),
-        el("h4", { text: s("query_label") }),
+        el("p", { class: "subhead", text: s("query_label") }),
         tokenButtons(r),
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("head_view_title") }, headView(r)),
-        el("h4", { text: s("nv_title") }),
+        el("p", { class: "subhead", text: s("nv_title") }),
         neuronView(r));
       drawLines();
     }

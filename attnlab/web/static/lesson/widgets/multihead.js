@@ -100,7 +100,7 @@
     }
 
     function step(title, note, ...content) {
-      return el("section", { class: "mh-step" }, el("h4", { text: title }), note ? el("p", { class: "note", text: note }) : null, content);
+      return el("section", { class: "mh-step" }, el("p", { class: "subhead", text: title }), note ? el("p", { class: "note", text: note }) : null, content);
     }
 
     function draw() {
@@ -112,7 +112,7 @@
       const weightsOf = ["w_q", "w_k", "w_v", "w_o"].map((k) =>
         el("figure", {}, mat(r[k], { idPrefix: "mh-" + k.replace("_", ""), digits: 2, caption: s("weight_" + k) + " " + dims("W_q") })));
       const headCards = r.heads.map((h, i) => el("div", { class: "mh-head head-card-" + i, id: "mh-head-" + i },
-        el("h5", { text: s("head_n", { h: i + 1 }) }),
+        el("p", { class: "subhead", text: s("head_n", { h: i + 1 }) }),
         el("div", { class: "mats" },
           mat(h.q, { rowLabels: r.tokens, digits: 2, caption: "Q" + (i + 1) + " " + shape([r.tokens.length, r.head_dim]) }),
           mat(h.k, { rowLabels: r.tokens, digits: 2, caption: "K" + (i + 1) }),
@@ -185,7 +185,7 @@
       const bad = r.without_transpose;
       const T = r.tokens.length, H = r.n_heads, Dh = r.head_dim;
       const shapes = el("table", { class: "steps", id: "nt-shapes" },
-        el("thead", {}, el("tr", {}, el("th", { scope: "col" }), el("th", { scope: "col", text: s("with_transpose") }), el("th", { scope: "col", text: s("without_transpose") }))),
+        el("thead", {}, el("tr", {}, el("td"), el("th", { scope: "col", text: s("with_transpose") }), el("th", { scope: "col", text: s("without_transpose") }))),
         el("tbody", {},
           el("tr", {}, el("th", { scope: "row", text: s("shape_q") }), el("td", { text: shape(r.shapes.Q_heads) }), el("td", { text: shape(r.shapes.no_transpose_Q) })),
           el("tr", {}, el("th", { scope: "row", text: s("shape_maps") }), el("td", { text: shape(r.shapes.weights) }), el("td", { text: shape(r.shapes.no_transpose_weights) })),
@@ -206,7 +206,7 @@
           rows: bad.weights[word], rowLabels: heads, colLabels: heads, digits: 2, idPrefix: "nt-map",
           colour: (v) => window.Charts.sequential(v), caption: s("bad_map", { w: r.tokens[word], h: H }),
         }),
-        el("h4", { text: s("influence_title") }),
+        el("p", { class: "subhead", text: s("influence_title") }),
         el("p", { class: "note", text: s("influence_note") }),
         el("div", { class: "pair" },
           influence(bad.influence_correct, "nt-inf-ok", s("influence_ok")),

@@ -139,7 +139,7 @@
       const saturated = !res.scale && res.weights[best] > 0.95;
       out.replaceChildren(el("div", {},
         table,
-        el("h4", { text: s("weights_title") }), chart,
+        el("p", { class: "subhead", text: s("weights_title") }), chart,
         el("p", { id: "qkv-top", text: s("top_line", { book: s("book", { i: best + 1 }), pct: (100 * res.weights[best]).toFixed(1) }) }),
         saturated ? el("p", { class: "warn", id: "qkv-saturated", text: s("saturated") }) : null,
         el("p", { class: "note" }, s("source_books") + " ", el("a", { href: "/playground", text: s("open_playground") }))));
@@ -169,7 +169,7 @@
             el("figcaption", { text: s("hist_scaled", { dk: res.d_k }) }))),
         el("p", { id: "qkv-spread" }, s("spread_line", { dk: res.d_k, std: fmt(row.std_raw, 2), sqrt: fmt(res.sqrt_dk, 2) })),
         res.raw_hist.outside ? el("p", { class: "note", id: "qkv-outside", text: s("outside", { n: res.raw_hist.outside }) }) : null,
-        el("h4", { text: s("example_title", { k: res.keys }) }),
+        el("p", { class: "subhead", text: s("example_title", { k: res.keys }) }),
         el("div", { class: "pair" },
           el("figure", {}, C.bars({ values: res.example.weights_unscaled, labels: keyLabels, idPrefix: "qkv-plain-", colour: "#b35900", label: s("weights_plain") }),
             el("figcaption", { text: s("weights_plain") })),

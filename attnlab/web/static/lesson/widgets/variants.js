@@ -112,7 +112,7 @@
       out.replaceChildren(
         el("div", { class: "masks-row" }, figures),
         el("p", { class: "note", text: s("mask_note") }),
-        el("h4", { text: s("cost_title") }),
+        el("p", { class: "subhead", text: s("cost_title") }),
         window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
         costTable,
         measured,
