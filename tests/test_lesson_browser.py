@@ -304,7 +304,9 @@ def test_multihead_steps_and_the_missing_transpose_equal_attnlab(page, lang):
     want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
     T = len(want.tokens)
     for h in range(2):
-        close([x for row in grid(page, f"mh-w-{h}", T, T) for x in row], [x for row in want.heads[h].weights for x in row])
+        close(
+            [x for row in grid(page, f"mh-w-{h}", T, T) for x in row], [x for row in want.heads[h].weights for x in row]
+        )
     close([x for row in grid(page, "mh-outm", T, 8) for x in row], [x for row in want.output for x in row])
     wait_request(page, "#nt-out", {"text": words, "n_heads": 2})
     bad = want.without_transpose
@@ -316,7 +318,10 @@ def test_multihead_steps_and_the_missing_transpose_equal_attnlab(page, lang):
     wait_request(page, "#nt-out", {"n_heads": 4})  # the other widget follows the address
     assert params(page)["heads"] == "4"
     four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
-    close([x for row in grid(page, "nt-map", 4, 4) for x in row], [x for row in four.without_transpose.weights[0] for x in row])
+    close(
+        [x for row in grid(page, "nt-map", 4, 4) for x in row],
+        [x for row in four.without_transpose.weights[0] for x in row],
+    )
     assert page.is_disabled("#mh-heads option[value='3']")  # 3 does not divide D = 8
 
 
@@ -350,7 +355,9 @@ def test_sinusoids_and_word_order_equal_attnlab(page, lang):
     page.goto("/lesson/6")
     wait_request(page, "#pe-out", {"length": 16, "d_model": 32})
     pe = sinusoidal_encoding(16, 32)
-    shown = page.eval_on_selector_all("#pe-table .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])")
+    shown = page.eval_on_selector_all(
+        "#pe-table .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])"
+    )
     assert len(shown) == 16 * 32
     for r, c, v in shown:
         assert v == pytest.approx(float(pe[r, c]), abs=6e-6)
