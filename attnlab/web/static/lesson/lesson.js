@@ -132,7 +132,8 @@
   function question(q, i) {
     const name = "q" + i;
     const state = { answered: false, chosen: null };
-    const legend = bound(el("legend"), () => t("ls_question_n", { n: i + 1 }) + "　" + pick(q.question));
+    const gap = () => (lang() === "ja" ? "　" : " "); // a full-width space between 問1 and a Japanese question
+    const legend = bound(el("legend"), () => t("ls_question_n", { n: i + 1 }) + gap() + pick(q.question));
     const choices = q.choices.map((c, j) => {
       const input = el("input", { type: "radio", name, value: String(j), id: `q${i}-c${j}` });
       return el("div", { class: "choice" }, input, " ", txt("label", { for: input.id }, c));
