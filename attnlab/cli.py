@@ -417,13 +417,14 @@ def explore_cmd(
     max_concurrent: int = 2,
     allow_host: list[str] | None = None,
 ) -> int:
-    """Open the explorer: a local web app with the attention playground, masks and attention maps.
+    """Open the explorer: a local web app with the lesson, the attention playground, masks and attention maps.
 
-    Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
-    playground (move the scores and d_k, watch the scaling, the softmax weights and the mixed
-    output change), the masks page, and the model page showing every layer's and head's attention
-    for a sentence you type. Only the models named here can be run; without --model, every shipped
-    model that is installed (ja-en, en-ja, demo, ..., minilm) is offered, with example sentences.
+    Serves on http://HOST:PORT/ with no network access needed: the lesson (授業, eight sections in
+    Japanese and English, opening in the browser's language), the "three books" playground (move
+    the scores and d_k, watch the scaling, the softmax weights and the mixed output change), the
+    masks page, and the model page showing every layer's and head's attention for a sentence you
+    type. Only the models named here can be run; without --model, every shipped model that is
+    installed (ja-en, en-ja, demo, ..., minilm) is offered, with example sentences.
 
     Args:
         model: checkpoint folders or shipped model names to offer on the model page (default: every shipped model installed).

@@ -45,12 +45,38 @@ __all__ = [
     "plot_mask",
     "plot_curves",
     "plot_bars",
+    "LABELS",
 ]
 
 _FORMATS = {".png": "png", ".svg": "svg"}
 _CELL_INCHES = 0.32  # one heatmap cell: big enough for a 9-pt token label
 _MAX_LABELS = 60  # beyond this many tokens on an axis, label every k-th so labels stay legible
 _WEIGHT_TOLERANCE = 1e-3  # float16/bfloat16 softmax can overshoot 1 by a few ulps
+
+#: Axis, colour-bar and legend labels of the attention figures, by ``lang`` ("en" or "ja"). The
+#: Japanese terms are the lesson's: クエリ (query), キー (key).
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "source": "source (key)",
+        "target": "target (query)",
+        "weight": "attention weight",
+        "panel": "layer {layer}, head {head}",
+        "key_position": "key position (S)",
+        "query_position": "query position (T)",
+        "allowed": "may attend",
+        "masked": "masked",
+    },
+    "ja": {
+        "source": "ソース（キー）",
+        "target": "ターゲット（クエリ）",
+        "weight": "注目の重み",
+        "panel": "第{layer}層・ヘッド{head}",
+        "key_position": "キーの位置 (S)",
+        "query_position": "クエリの位置 (T)",
+        "allowed": "注目できる",
+        "masked": "隠されている",
+    },
+}
 
 
 @functools.cache
@@ -204,6 +230,13 @@ def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
         ax.set_yticklabels(shown, fontsize=fontsize, parse_math=False)
 
 
+def _labels(lang: str) -> dict[str, str]:
+    """The figure labels in ``lang`` (a ``ValueError`` naming the choices otherwise)."""
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
+    return LABELS[lang]
+
+
 def _label_fontsize(n: int) -> float:
     return 9.0 if n <= 30 else 7.0 if n <= 60 else 5.0
 
@@ -234,6 +267,7 @@ def plot_attention(
     path: str | Path,
     *,
     title: str | None = None,
+    lang: str = "en",
 ) -> Path:
     """One attention heatmap: which source token each target token looked at.
 
@@ -244,6 +278,7 @@ def plot_attention(
         tgt_tokens: row labels (target / query tokens), ``T`` of them.
         path: output file, ``.png`` or ``.svg``.
         title: optional title above the panel.
+        lang: language of the axis and colour-bar labels, ``"en"`` or ``"ja"`` (:data:`LABELS`).
 
     Returns:
         The path written.
@@ -252,6 +287,7 @@ def plot_attention(
         weights: ``(T, S)``.
     """
     path = figure_path(path)
+    text = _labels(lang)
     w = check_weights(weights, "weights", 2, "(T, S)")
     T, S = w.shape
     src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
@@ -261,11 +297,11 @@ def plot_attention(
     fig = new_figure(width, height)
     ax = fig.add_subplot()
     image = _heatmap(ax, w, src, tgt)
-    ax.set_xlabel("source (key)")
-    ax.set_ylabel("target (query)")
+    ax.set_xlabel(text["source"])
+    ax.set_ylabel(text["target"])
     if title is not None:
         ax.set_title(title)
-    fig.colorbar(image, ax=ax, label="attention weight")
+    fig.colorbar(image, ax=ax, label=text["weight"])
     return save_figure(fig, path)
 
 
@@ -276,6 +312,7 @@ def plot_attention_grid(
     path: str | Path,
     *,
     title: str | None = None,
+    lang: str = "en",
 ) -> Path:
     """Every layer and head at once: a grid with one row per layer and one column per head.
 
@@ -290,6 +327,7 @@ def plot_attention_grid(
         tgt_tokens: row labels, ``T`` of them.
         path: output file, ``.png`` or ``.svg``.
         title: optional title above the grid.
+        lang: language of the panel titles and the colour-bar label, ``"en"`` or ``"ja"``.
 
     Returns:
         The path written.
@@ -298,6 +336,7 @@ def plot_attention_grid(
         weights: ``(L, H, T, S)``.
     """
     path = figure_path(path)
+    text = _labels(lang)
     if isinstance(weights, (list, tuple)):
         layers = [check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
         if not layers:
@@ -327,10 +366,10 @@ def plot_attention_grid(
                 src if layer == L - 1 else None,
                 tgt if head == 0 else None,
             )
-            ax.set_title(f"layer {layer}, head {head}", fontsize=8)
+            ax.set_title(text["panel"].format(layer=layer, head=head), fontsize=8)
     if title is not None:
         fig.suptitle(title)
-    fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
+    fig.colorbar(image, ax=axes, label=text["weight"], shrink=0.8)
     return save_figure(fig, path)
 
 
@@ -340,6 +379,7 @@ def plot_mask(
     *,
     tokens: Sequence[Any] | None = None,
     title: str | None = None,
+    lang: str = "en",
 ) -> Path:
     """Draw a boolean attention mask: dark cells may attend, light cells are masked out.
 
@@ -350,6 +390,7 @@ def plot_mask(
         tokens: labels for both axes of a self-attention mask (needs ``T == S``); positions are
             numbered when omitted.
         title: optional title.
+        lang: language of the axis and legend labels, ``"en"`` or ``"ja"``.
 
     Returns:
         The path written.
@@ -361,6 +402,7 @@ def plot_mask(
     from matplotlib.patches import Patch
 
     path = figure_path(path)
+    text = _labels(lang)
     m = to_array(mask, "mask")
     while m.ndim > 2 and m.shape[0] == 1:
         m = m[0]
@@ -393,12 +435,12 @@ def plot_mask(
     if labels is not None:
         _label_axis(ax, "x", labels, _label_fontsize(S))
         _label_axis(ax, "y", labels, _label_fontsize(T))
-    ax.set_xlabel("key position (S)")
-    ax.set_ylabel("query position (T)")
+    ax.set_xlabel(text["key_position"])
+    ax.set_ylabel(text["query_position"])
     if title is not None:
         ax.set_title(title)
     ax.legend(
-        handles=[Patch(color="#2b5d9c", label="may attend"), Patch(color="#ececec", label="masked")],
+        handles=[Patch(color="#2b5d9c", label=text["allowed"]), Patch(color="#ececec", label=text["masked"])],
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize=8,

@@ -1,10 +1,12 @@
-"""The explorer's FastAPI application: three pages and the JSON API behind them.
+"""The explorer's FastAPI application: the lesson, three tool pages and the JSON API behind them.
 
 Pages (plain HTML/CSS/JS under ``static/``, no build step, nothing fetched from the network):
 
-- ``/``        the playground: the "three books" query/key/value walk-through, live
-- ``/model``   a model's output and the attention maps of every layer and head
-- ``/masks``   causal, padding and sliding-window masks on a token grid
+- ``/``             the lesson (授業): its index, and ``/lesson/{n}`` for each section
+  (:mod:`attnlab.web.lesson`, which also holds the lesson's API under ``/api/lesson/``)
+- ``/playground``   the "three books" query/key/value walk-through, live
+- ``/model``        a model's output and the attention maps of every layer and head
+- ``/masks``        causal, padding and sliding-window masks on a token grid
 
 API (described at ``/openapi.json``; bad input gets a 4xx with a message, never a 500):
 
@@ -48,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import functional as AF
 from ..explain import compute_steps
+from .lesson import lesson_router
 from .models import GROUP_AXES, ExplorerModel, unique_names
 
 __all__ = ["AllowedHosts", "Limits", "check_address", "create_app", "serve"]
@@ -594,7 +597,7 @@ def create_app(
         # attnlab's own checks name the problem; they are the user's mistake, not the server's.
         return JSONResponse({"detail": str(err)}, status_code=422)
 
-    page = {"/": "playground.html", "/model": "model.html", "/masks": "masks.html"}
+    page = {"/playground": "playground.html", "/model": "model.html", "/masks": "masks.html"}
     for route, filename in page.items():
         app.add_api_route(route, _page(STATIC_DIR / filename), methods=["GET"], include_in_schema=False)
 
@@ -604,6 +607,7 @@ def create_app(
 
         return FileResponse(cjk_font_path(), media_type="font/ttf", headers={"Cache-Control": "public, max-age=604800"})
 
+    app.include_router(lesson_router(named, gate))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     small_body = {status: ERRORS[status] for status in (400, 408, 413)}
