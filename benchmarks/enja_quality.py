@@ -96,7 +96,9 @@ def long_pairs(test: dict[str, list[str]], src: str, tgt: str) -> tuple[list[str
 def bleu_curve(log_path: Path) -> list[tuple[float, float, int]]:
     """(training minutes, validation BLEU, step) of every evaluation in a training log."""
     records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-    return [(r["train_seconds"] / 60, r["eval"]["bleu"], r["step"]) for r in records if "eval" in r]
+    # The final checkpoint repeats the last evaluation when it falls on the last step: keep one per step.
+    by_step = {r["step"]: (r["train_seconds"] / 60, r["eval"]["bleu"], r["step"]) for r in records if "eval" in r}
+    return list(by_step.values())
 
 
 def main() -> int:
