@@ -299,6 +299,21 @@ class Answer:
     context_tokens: list[str] | None = None  # columns of `attention`: the passage tokens of the best window
     attention: Tensor | None = None  # (L, H, Q, C) how much each question token attends to each passage token
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the question and the answer, then the question → passage attention of the last
+        layer, averaged over its heads (rows need not sum to 1: the question's own tokens and the
+        special tokens are left out)."""
+        from html import escape
+
+        from ..viz import attention_html
+
+        head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> (score {self.score:.2f})</div>"
+        if self.attention is None:
+            return head
+        weights = self.attention[-1].float().mean(0)  # (H, Q, C) -> (Q, C)
+        caption = "question → passage attention, last layer, mean over heads"
+        return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption)
+
 
 class QuestionAnswerer:
     """A trained span-head BERT with its tokenizer: (question, passage) in, answer span (and attention) out."""
