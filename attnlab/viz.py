@@ -121,7 +121,7 @@ _LABELS: dict[str, dict[str, str]] = {
         "source": "ソース（キー）",
         "target": "ターゲット（クエリ）",
         "weight": "注意の重み",
-        "panel": "層 {layer}・ヘッド {head}",
+        "panel": "レイヤー {layer}・ヘッド {head}",
         "key_pos": "キーの位置 (S)",
         "query_pos": "クエリの位置 (T)",
         "may": "注意できる",
