@@ -160,7 +160,9 @@ for d in sizes:
     top_raw.append(torch.softmax(raw, -1).max(-1).values.mean().item())
     top_scaled.append(torch.softmax(raw / math.sqrt(d), -1).max(-1).values.mean().item())
 for d, s, a, b in zip(sizes, spread, top_raw, top_scaled):
-    print(f"d_k={d:5d}  q·k の標準偏差 {s:6.2f} (√d_k={math.sqrt(d):5.1f})  最大の重み: 割らない {a:.3f} / 割る {b:.3f}")
+    print(
+        f"d_k={d:5d}  q·k の標準偏差 {s:6.2f} (√d_k={math.sqrt(d):5.1f})  最大の重み: 割らない {a:.3f} / 割る {b:.3f}"
+    )
 
 # %%
 viz.plot_curves(

@@ -141,7 +141,11 @@ print(str(caught)[:600])
 # %%
 _, buggy_weights = ours(x, x, x, return_weights=True)
 print("手書き（誤り）の重み / weights of the buggy module:", tuple(buggy_weights.shape), "= (B, T, H, H)")
-print("正しい重み / correct weights:", tuple(attnlab.MultiHeadAttention(d_model, heads)(x, need_weights=True).weights.shape), "= (B, H, T, T)")
+print(
+    "正しい重み / correct weights:",
+    tuple(attnlab.MultiHeadAttention(d_model, heads)(x, need_weights=True).weights.shape),
+    "= (B, H, T, T)",
+)
 
 # %% [markdown]
 # ヘッドを位置の前に出す `transpose(1, 2)` が抜けていました。`(B, T, H, d_k) → (B, H, T, d_k)` にすれば、
@@ -185,7 +189,9 @@ for T, h in ((1, 4), (5, 1)):
     except AssertionError:
         print(f"T = {T}, H = {h}: 誤りを見つける / caught")
 try:
-    TutorialMultiHead(d_model, heads)(torch.randn(2, 5, d_model), torch.randn(2, 7, d_model), torch.randn(2, 7, d_model))
+    TutorialMultiHead(d_model, heads)(
+        torch.randn(2, 5, d_model), torch.randn(2, 7, d_model), torch.randn(2, 7, d_model)
+    )
 except RuntimeError as error:
     print("交差注意では形の誤り / cross-attention fails on shapes:", str(error)[:120])
 

@@ -85,7 +85,8 @@ def load_translator(name: str, *, seconds: float = 30.0, log=print) -> Loaded:
     """
     from attnlab.data.tasks import make_splits
     from attnlab.experiments.demo import demo_setup
-    from attnlab.recipes.translate import load_translator as load, train_translation
+    from attnlab.recipes.translate import load_translator as load
+    from attnlab.recipes.translate import train_translation
 
     path = shipped_model(name)
     if path is not None:
@@ -194,7 +195,8 @@ def load_summarizer(*, seconds: float = 20.0, log=print) -> Loaded:
     """A pointer-generator trained for ``seconds`` on the generated "facts" task (invented names
     and numbers the model must copy); attnlab ships no summarizer."""
     from attnlab.data.summaries import facts_splits
-    from attnlab.recipes.summarize import RECIPES, load_summarizer as load, train_summarizer
+    from attnlab.recipes.summarize import RECIPES, train_summarizer
+    from attnlab.recipes.summarize import load_summarizer as load
 
     folder = _stand_in_folder(f"summarize-facts-{seconds:g}s")
     source = f"a pointer-generator trained {seconds:g} s on the generated facts task"
@@ -205,6 +207,7 @@ def load_summarizer(*, seconds: float = 20.0, log=print) -> Loaded:
     setup = RECIPES["facts"]
     setup = dataclasses.replace(
         setup,
+        max_tokens=512,  # small batches: more updates in a short budget (the preset's 2048 repeats words after 30 s)
         eval_examples=50,
         train=dataclasses.replace(
             setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, eval_every_steps=60,
@@ -230,11 +233,11 @@ def load_question_answerer(*, seconds: float = 40.0, log=print) -> Loaded:
     setup = RECIPES["facts"]
     setup = dataclasses.replace(
         setup,
-        max_tokens=512,
+        max_tokens=256,  # small batches: more updates in a short budget
         eval_examples=20,
         train=dataclasses.replace(
-            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-4, eval_every_steps=1000,
-            progress=False, overwrite=True,
+            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=5e-4, warmup_steps=5,
+            eval_every_steps=1000, progress=False, overwrite=True,
         ),
     )  # fmt: skip
     train_qa(setup, splits.train, splits.valid)
