@@ -215,7 +215,7 @@ def steps_html(steps: Steps, lang: str = "en") -> str:
     head = "".join(f'<th style="{cell}">{escape(h)}</th>' for h in ("", "q·k", scaled_head, tx["panels"][2], ""))
     rows = []
     for name, raw, scaled, w in zip(names, steps.raw.tolist(), steps.scaled.tolist(), steps.weights.tolist()):
-        bar = f'<div style="background:#4C72B0;height:0.8em;width:{100 * w:.1f}px"></div>'
+        bar = f'<div style="background-color:#4C72B0;height:0.8em;width:{100 * w:.1f}px"></div>'
         rows.append(
             f'<tr><th style="{cell}">{escape(name)}</th><td style="{cell}">{raw:.4f}</td>'
             f'<td style="{cell}">{scaled:.4f}</td><td style="{cell}">{w:.4f}</td><td>{bar}</td></tr>'

@@ -818,7 +818,7 @@ def weights_table_html(
     rows = []
     for label, row in zip(tgt, w):
         cells = "".join(
-            f'<td style="{cell};background:rgba(43,93,156,{x:.3f});color:{"white" if x > 0.55 else "black"}">'
+            f'<td style="{cell};background-color:rgba(43,93,156,{x:.3f});color:{"white" if x > 0.55 else "black"}">'
             f"{x:.{digits}f}</td>"
             for x in row
         )

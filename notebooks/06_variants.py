@@ -130,17 +130,16 @@ viz.plot_bars(
 # ## 3. 同じ時間だけ学習させると（`attnlab experiment variants` の小さな切れ端）
 #
 # 同じ小さな GPT（同じ種、同じ初期値）を変種ごとに同じ時間だけ学習させ、検証損失（1 文字あたりの
-# ナット）と速さを比べます。CI では一つあたり約 10 秒の、ごく短い予算です。結論を出すには
+# ナット）と速さを比べます。CI では一つあたり 8 秒の、ごく短い予算です。結論を出すには
 # `attnlab experiment variants`（既定 15 分）を使ってください。
 #
 # _English:_ the same small GPT (same seed, same initial weights) trained for the same time with
-# each variant; validation loss (nats per character) and speed. In CI each gets about 10 seconds,
+# each variant; validation loss (nats per character) and speed. In CI each gets 8 seconds,
 # a very short budget; for conclusions run `attnlab experiment variants` (15 minutes by default).
 
 # %%
-MINUTES = (
-    0.6  # 全体の予算（CI）/ the whole budget (CI); 各変種はその 80% の等分 / each variant gets 80% of an equal share
-)
+# 全体の予算（CI）。各変種はその 80% の等分 / the whole budget (CI); each variant trains 80% of an equal share
+MINUTES = 0.5
 text, text_name = sample_text(200_000)
 print("テキスト / text:", text_name, f"({len(text):,} 文字)")
 settings = VariantsSettings(
@@ -158,13 +157,13 @@ report = run_variants(text, out_dir, settings)
 report
 
 # %% [markdown]
-# 表の「Δ vs full」は全体注意との損失の差、「speed vs full」は速さの比です。一つ 10 秒ほどの学習では、
+# 表の「Δ vs full」は全体注意との損失の差、「speed vs full」は速さの比です。一つ 8 秒ほどの学習では、
 # 差の多くは雑音です（同じ機械で動く他の仕事、評価の回数）。64 トークンのような短い文脈では、
 # ウィンドウ 16 が失うものも速さの得も小さく、どちらも文脈が長くなるほど大きくなります。確かな比較には
 # 長い予算と複数の種が要ります。
 #
 # _English:_ "Δ vs full" is the loss difference to dense attention, "speed vs full" the speed
-# ratio. After some 10 seconds of training most of the differences are noise (other work on the
+# ratio. After some 8 seconds of training most of the differences are noise (other work on the
 # machine, the number of evaluations). With a 64-token context a 16-token window loses little and
 # gains little; both grow with the context. A sound comparison needs long budgets and several
 # seeds.

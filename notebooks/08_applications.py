@@ -124,7 +124,7 @@ qa.model.answer([question.question], [question.context], return_attention=True)[
 # over the whole text; the zero upper triangle is the causal mask.
 
 # %%
-gpt = load_gpt("shakespeare-char", seconds=20)
+gpt = load_gpt("shakespeare-char", seconds=15)
 print(gpt.source)
 model, tokenizer = gpt.model
 prompt = "three hundred " if "number words" in gpt.source else "ROMEO:\n"  # the stand-in knows only number words
@@ -143,20 +143,23 @@ viz.plot_attention(last.mean(0), characters, characters, title="最後の層・�
 # ## 5. 穴埋め（マスク言語モデル）
 #
 # BERT は前後の両方を見て `[MASK]` の単語を当てます。数詞の文で学習した小さな BERT に、数の一部を隠した
-# 文を与えます。`[MASK]` の行の注意が、どの単語を手がかりにしたかを示します。
+# 文を与えます。「three _ forty-two thousand」の空欄は hundred、「nine million _ hundred thousand」の空欄は
+# 一桁の数のはずです。`[MASK]` の行の注意が、どの単語を手がかりにしたかを示します。
 #
 # _English:_ BERT looks both ways to guess the `[MASK]` word. A small BERT trained on number words
-# gets a number with one word hidden; the row of `[MASK]` shows which words it used as clues.
+# gets numbers with one word hidden: "three _ forty-two thousand" needs "hundred", "nine million _
+# hundred thousand" a digit word. The row of `[MASK]` shows which words it used as clues.
 
 # %%
 mlm = load_masked_lm(seconds=20)
 print(mlm.source)
 bert, bert_tokenizer = mlm.model
-masked = "seven hundred [MASK] thousand four hundred twelve"
-with torch.no_grad():
-    candidates = fill_mask(bert, bert_tokenizer, masked, top_k=5)[0]
-for rank, (token, p) in enumerate(candidates, 1):
-    print(f"{rank}. {token!r} {p:.2f}")
+# BPE のトークンは前の空白を含む（"▁forty"）ので、[MASK] の前には空白を置きません。
+# A BPE token carries its leading space ("▁forty"), so no space goes before [MASK].
+for masked in ("three[MASK] forty-two thousand", "nine million[MASK] hundred thousand"):
+    with torch.no_grad():
+        candidates = fill_mask(bert, bert_tokenizer, masked, top_k=3)[0]
+    print(masked, "→", ", ".join(f"{token!r} {p:.2f}" for token, p in candidates))
 ids = encode_with_masks(bert_tokenizer, masked)
 with torch.no_grad():
     bert_out = bert(torch.tensor([ids]), need_weights=True)

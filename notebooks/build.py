@@ -38,11 +38,15 @@ def kernel_env() -> dict[str, str]:
     return env
 
 
-def build(source: Path, *, execute: bool = True, timeout: int = 600, out_dir: Path | None = None) -> tuple[Path, float]:
+def build(
+    source: Path, *, execute: bool = True, timeout: int = 600, out_dir: Path | None = None, sign: bool = False
+) -> tuple[Path, float]:
     """Convert ``source`` to a notebook and (by default) execute it; return its path and the
     execution time in seconds (0 when not executed). A failing cell raises
     :class:`nbclient.exceptions.CellExecutionError` naming the cell; the notebook is written
-    either way, with the outputs up to the failure.
+    either way, with the outputs up to the failure. ``sign`` marks the executed notebook as
+    trusted for this user (``jupyter trust``), so JupyterLab shows its HTML outputs (the
+    attention tables and embedded heatmaps) as they are instead of sanitizing them.
 
     Shape:
         no tensors; one ``.py`` source → one ``.ipynb``.
@@ -65,7 +69,12 @@ def build(source: Path, *, execute: bool = True, timeout: int = 600, out_dir: Pa
         client.execute(env=kernel_env())
     finally:
         nbformat.write(nb, target)
-    return target, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if sign:
+        from nbformat.sign import NotebookNotary
+
+        NotebookNotary().sign(nb)
+    return target, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_execute and target.is_file() and target.stat().st_mtime >= source.stat().st_mtime:
             print(f"{target.name}: up to date")
             continue
-        path, seconds = build(source, execute=not args.no_execute, timeout=args.timeout)
+        path, seconds = build(source, execute=not args.no_execute, timeout=args.timeout, sign=True)
         total += seconds
         print(f"{path.relative_to(REPO)}" + (f": executed in {seconds:.0f} s" if seconds else ": converted"))
     if total:

@@ -179,8 +179,8 @@ def load_masked_lm(*, seconds: float = 20.0, log=print) -> Loaded:
         model_overrides=dict(n_embd=64, n_head=4),
         tokenizer="bpe",
         vocab_size=200,
-        max_len=64,
-        batch_size=32,
+        max_len=32,
+        batch_size=8,  # many small steps: with large batches 20 s only learns word frequencies, not context
         eval_sequences=128,
         train=TrainConfig(
             out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-3, warmup_steps=20,
