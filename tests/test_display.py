@@ -39,7 +39,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(autouse=True)
 def _restore_display_options():
-    saved = {name: getattr(display_options, name) for name in ("lang", "format", "dpi", "max_table_cells", "max_panels")}
+    saved = {
+        name: getattr(display_options, name) for name in ("lang", "format", "dpi", "max_table_cells", "max_panels")
+    }
     yield
     for name, value in saved.items():
         setattr(display_options, name, value)
