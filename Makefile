@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.attnlab-installed
 
 NB_STAMP := $(VENV)/.attnlab-notebooks-installed
 
-.PHONY: venv demo test test-slow test-browser test-notebooks notebooks lab lint format bench clean
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,16 @@ $(STAMP): pyproject.toml
 # The main job: trains a small translator on data the package generates itself.
 demo: $(STAMP)
 	$(BIN)/attnlab demo
+
+# The models shipped in attnlab/assets (ja-en, en-ja, demo, rnn-attention, rnn-plain,
+# shakespeare-char): trains each with its ordinary command, packs it in fp16 and writes its model
+# card. Corpora are read from DATA; ONLY=NAME... builds some; FROM_RUN=DIR (with ONLY=NAME) packs
+# a run already trained, e.g. `make models ONLY=ja-en FROM_RUN=runs/ja-en`.
+DATA     ?= ../shared/data
+ONLY     ?=
+FROM_RUN ?=
+models: $(STAMP)
+	$(BIN)/python -m attnlab.experiments.assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
 
 # The default test run (slow, browser and notebook runs excluded; see the targets below).
 test: $(STAMP)

@@ -59,6 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import assets
 from .files import contained_path, new_file_mode
 
 T = TypeVar("T")
@@ -71,6 +72,10 @@ __all__ = [
     "load_checkpoint",
     "load_weights",
     "resolve_model_dir",
+    "shipped_model_dir",
+    "shipped_models_present",
+    "pack_checkpoint",
+    "tokenizer_paths",
     "resume_point",
     "check_run_folder",
     "clear_run_folder",
@@ -91,6 +96,10 @@ TRAINER_STATE_FILE = "trainer_state.pt"
 RUN_LOG_FILE = "log.jsonl"  # a training run's JSON-lines log, beside its best/ and last/ checkpoints
 _RESERVED = (WEIGHTS_FILE, CONFIG_FILE, TOKENIZERS_FILE, TRAINER_STATE_FILE)
 _TIED_KEY = "attnlab.tied"  # safetensors metadata entry: JSON {alias name: stored name}
+# safetensors metadata entry of a packed checkpoint: JSON {stored name: dtype the model trained in},
+# for the tensors stored narrower (fp16) than that; load_checkpoint widens them back.
+_DTYPES_KEY = "attnlab.dtypes"
+_WIDENABLE = {"float32": torch.float32, "float64": torch.float64}  # what a packed tensor may widen back to
 _TOKENIZER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _LIST_LIMIT = 20  # how many key names an error message lists before "... and N more"
 
@@ -295,6 +304,13 @@ def save_checkpoint(
             raise TypeError(f"tokenizers[{name!r}] ({type(tok).__name__}) has no .save(dir, name)")
     if trainer_state is not None and not isinstance(trainer_state, dict):
         raise TypeError(f"trainer_state must be a dict or None, got {type(trainer_state).__name__}")
+    _check_replaceable(final)
+    stored, aliases = _dedupe_tied(module.state_dict())
+    return _write_checkpoint(final, stored, aliases, config_text, tokenizers, trainer_state)
+
+
+def _check_replaceable(final: Path) -> None:
+    """A checkpoint may replace only a checkpoint or an empty folder: never a folder of the user's."""
     if final.exists():
         if not final.is_dir():
             raise FileExistsError(f"{final} exists and is not a directory")
@@ -303,8 +319,18 @@ def save_checkpoint(
                 f"{final} is a non-empty directory that is not a checkpoint (no {WEIGHTS_FILE} + "
                 f"{CONFIG_FILE}); refusing to replace it"
             )
-    stored, aliases = _dedupe_tied(module.state_dict())
 
+
+def _write_checkpoint(
+    final: Path,
+    stored: dict[str, Tensor],
+    aliases: dict[str, str],
+    config_text: str,
+    tokenizers: dict[str, Any],
+    trainer_state: dict[str, Any] | None,
+    stored_dtypes: dict[str, str] | None = None,
+) -> Path:
+    """Steps 1 (the clean-up) to 5 of the save, for checked inputs (see the module docstring)."""
     parent = final.parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp_prefix = f".{final.name}.tmp-"
@@ -316,7 +342,7 @@ def save_checkpoint(
     tmp = parent / f"{tmp_prefix}{uuid.uuid4().hex[:12]}"
     os.mkdir(tmp)
     try:
-        _write_contents(tmp, stored, aliases, config_text, tokenizers, trainer_state)
+        _write_contents(tmp, stored, aliases, config_text, tokenizers, trainer_state, stored_dtypes or {})
         _move_into_place(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -331,6 +357,7 @@ def _write_contents(
     config_text: str,
     tokenizers: dict[str, Any],
     trainer_state: dict[str, Any] | None,
+    stored_dtypes: dict[str, str],
 ) -> None:
     """Step 2 of the save: fill the temporary directory and fsync it."""
     from safetensors.torch import save_file
@@ -338,6 +365,9 @@ def _write_contents(
     # Tokenizers first, so that a tokenizer that wrote one of our file names is caught here.
     manifest: dict[str, list[str]] = {}
     for name, tok in tokenizers.items():
+        if isinstance(tok, _CopiedFiles) and tok.relative() in manifest.values():
+            manifest[name] = tok.relative()  # packed from a checkpoint that shares these files
+            continue
         before = _files_under(tmp)
         tok.save(tmp, name)
         written = sorted(_files_under(tmp) - before)
@@ -346,10 +376,20 @@ def _write_contents(
         clash = [f for f in written if f in _RESERVED]
         if clash:
             raise ValueError(f"tokenizers[{name!r}] wrote {clash}, which the checkpoint reserves")
+        # A joint vocabulary is one tokenizer saved under two names (source and target): keep its
+        # files once and point both names at them (the shipped translators' size budget counts).
+        same = next((files for files in manifest.values() if _same_files(tmp, files, written)), None)
+        if same is not None:
+            for rel in written:
+                (tmp / rel).unlink()
+            written = same
         manifest[name] = written
     (tmp / TOKENIZERS_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (tmp / CONFIG_FILE).write_text(config_text, encoding="utf-8")
-    save_file(stored, str(tmp / WEIGHTS_FILE), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases)})
+    metadata = {"format": "pt", _TIED_KEY: json.dumps(aliases)}
+    if stored_dtypes:
+        metadata[_DTYPES_KEY] = json.dumps(stored_dtypes)
+    save_file(stored, str(tmp / WEIGHTS_FILE), metadata=metadata)
     os.chmod(tmp / WEIGHTS_FILE, new_file_mode())  # save_file writes 0600; config.json follows the umask
     if trainer_state is not None:
         torch.save(trainer_state, tmp / TRAINER_STATE_FILE)
@@ -358,6 +398,11 @@ def _write_contents(
     for sub in sorted((p for p in tmp.rglob("*") if p.is_dir()), reverse=True):
         _fsync_dir(sub)
     _fsync_dir(tmp)
+
+
+def _same_files(root: Path, a: list[str], b: list[str]) -> bool:
+    """Whether two lists of files under ``root`` hold the same bytes, pairwise in order."""
+    return len(a) == len(b) and all((root / x).read_bytes() == (root / y).read_bytes() for x, y in zip(a, b))
 
 
 def _move_into_place(tmp: Path, final: Path) -> None:
@@ -378,6 +423,75 @@ def _move_into_place(tmp: Path, final: Path) -> None:
     shutil.rmtree(previous, ignore_errors=True)
 
 
+class _CopiedFiles:
+    """Stands in for a tokenizer when a checkpoint is packed: its ``save`` copies the files that
+    tokenizer wrote into the source checkpoint, under the same names."""
+
+    def __init__(self, source: Path, files: list[Path]) -> None:
+        self.source, self.files = source, files
+
+    def relative(self) -> list[str]:
+        return [path.relative_to(self.source).as_posix() for path in self.files]
+
+    def save(self, directory: str | os.PathLike, name: str) -> None:
+        for path in self.files:
+            target = Path(directory) / path.relative_to(self.source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+def pack_checkpoint(
+    source: str | os.PathLike,
+    destination: str | os.PathLike,
+    *,
+    dtype: torch.dtype = torch.float16,
+) -> Path:
+    """Write a compact copy of a trained model: how the models shipped with attnlab are stored.
+
+    ``source`` is a checkpoint or a training output folder (its ``best/``, as
+    :func:`resolve_model_dir`). The copy at ``destination`` holds the config, the tokenizer files
+    and the weights, every fp32/fp64 tensor stored in ``dtype`` (half the bytes) with its original
+    dtype recorded in the file's metadata, so that :func:`load_checkpoint` hands it back in that
+    dtype: the model computes as it was trained, with its weights rounded to ``dtype``. Integer
+    and boolean tensors are copied as they are; the trainer state is left out. Written atomically,
+    like :func:`save_checkpoint`.
+
+    Returns:
+        ``destination``.
+
+    Raises:
+        ValueError: ``dtype`` is not a 16-bit float, or a weight is not finite or too large for it
+            (fp16 holds magnitudes up to 65504).
+        FileExistsError: ``destination`` is a file, or a non-empty folder that is not a checkpoint.
+
+    Shape:
+        every tensor keeps its shape.
+    """
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"pack_checkpoint stores weights in float16 or bfloat16, got {dtype}")
+    final = Path(destination)
+    checkpoint = load_checkpoint(resolve_model_dir(source))
+    _check_replaceable(final)
+    stored, aliases = _dedupe_tied(checkpoint.state_dict)
+    largest = torch.finfo(dtype).max
+    widened: dict[str, str] = {}
+    for name, t in stored.items():
+        if t.dtype not in (torch.float32, torch.float64):
+            continue
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{checkpoint.directory}: {name!r} holds non-finite values; such weights cannot be packed")
+        if t.numel() and float(t.abs().max()) > largest:
+            raise ValueError(
+                f"{checkpoint.directory}: {name!r} holds a value of magnitude {float(t.abs().max()):.4g}, "
+                f"beyond {dtype}'s largest ({largest:g})"
+            )
+        stored[name] = t.to(dtype)
+        widened[name] = str(t.dtype).removeprefix("torch.")
+    config_text = json.dumps(checkpoint.config, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    tokenizers = {name: _CopiedFiles(checkpoint.directory, files) for name, files in checkpoint.tokenizer_files.items()}
+    return _write_checkpoint(final, stored, aliases, config_text, tokenizers, None, widened)
+
+
 # --------------------------------------------------------------------------------------------
 # Load
 # --------------------------------------------------------------------------------------------
@@ -385,18 +499,26 @@ def _move_into_place(tmp: Path, final: Path) -> None:
 
 def resolve_model_dir(path: str | os.PathLike) -> Path:
     """The checkpoint a user means by ``path``: the folder itself when it holds a ``config.json``,
-    else its ``best/`` checkpoint (``path`` is then a training output folder).
+    else its ``best/`` checkpoint (``path`` is then a training output folder); or, when no file or
+    folder of that name exists, the shipped model of that name (:mod:`attnlab.assets`: ``ja-en``,
+    ``demo``, ``minilm``...). An existing folder always wins over a shipped name.
 
     Raises:
-        FileNotFoundError: ``path`` is not a directory, or neither it nor ``path/best`` holds a
-            ``config.json``.
+        FileNotFoundError: ``path`` is neither a directory nor a shipped name (the message lists the
+            shipped names), neither it nor ``path/best`` holds a ``config.json``, or ``path`` names
+            a shipped model whose weights are not built yet (the message says ``make models``).
 
     Shape:
         no tensors; returns a directory.
     """
+    entry = assets.shipped(path)
+    if entry is not None:
+        return shipped_model_dir(entry.name)
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"model directory not found: {path}")
+        names = ", ".join(assets.SHIPPED)
+        kind = "is not a directory" if path.exists() else "does not exist"
+        raise FileNotFoundError(f"model directory not found: {path} {kind}, and it is not a shipped model ({names})")
     for candidate in (path, path / "best"):
         if (candidate / CONFIG_FILE).is_file():
             return candidate
@@ -404,6 +526,80 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
         f"{path}: no model found ({path / CONFIG_FILE} not found, nor {path / 'best' / CONFIG_FILE}); "
         "expected an attnlab checkpoint or a training output folder holding best/"
     )
+
+
+def shipped_model_dir(name: str) -> Path:
+    """The checkpoint folder of the shipped model ``name`` (:data:`attnlab.assets.SHIPPED`).
+
+    Raises:
+        FileNotFoundError: ``name`` is not shipped (the message lists the names), its weights are not
+            built yet (``make models`` builds them), or the package that holds it is not installed.
+
+    Shape:
+        no tensors; returns a directory.
+    """
+    if name not in assets.SHIPPED:
+        raise FileNotFoundError(f"no shipped model is called {name!r}; shipped: {', '.join(assets.SHIPPED)}")
+    if name in assets.PACKAGED:
+        from .models.convert_hf import minilm_dir
+
+        return minilm_dir()
+    folder = assets.asset_folder(name)
+    if not _is_checkpoint(folder):
+        raise FileNotFoundError(
+            f"{name} is a shipped model, but its weights are not built in this installation ({folder} holds no "
+            f"{WEIGHTS_FILE}): run `make models ONLY={name}` in attnlab's source folder (see README, Ready-made models)"
+        )
+    return folder
+
+
+def shipped_models_present() -> list[str]:
+    """The names of the shipped models that can be loaded here: the assets whose weights are
+    built, and the packaged ones whose package is installed.
+
+    Shape:
+        no tensors.
+    """
+    present = []
+    for name in assets.SHIPPED:
+        try:
+            shipped_model_dir(name)
+        except FileNotFoundError:
+            continue
+        present.append(name)
+    return present
+
+
+def tokenizer_paths(directory: str | os.PathLike) -> dict[str, list[Path]]:
+    """The files of each tokenizer saved in a checkpoint folder, by name (its ``tokenizers.json``;
+    two names may share files: a joint vocabulary is stored once). Empty without that file.
+
+    Raises:
+        ValueError: the manifest is not valid JSON or names a file outside ``directory``.
+        FileNotFoundError: a listed file is missing.
+
+    Shape:
+        no tensors.
+    """
+    directory = Path(directory)
+    tokenizer_files: dict[str, list[Path]] = {}
+    manifest_path = directory / TOKENIZERS_FILE
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
+            raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
+        tokenizer_files = {
+            name: [contained_path(directory, f, source=manifest_path, what=f"tokenizer {name!r} file") for f in files]
+            for name, files in manifest.items()
+        }
+        for name, files in tokenizer_files.items():
+            for f in files:
+                if not f.is_file():
+                    raise FileNotFoundError(f"{f}: tokenizer {name!r} file listed in {manifest_path} is missing")
+    return tokenizer_files
 
 
 def load_checkpoint(
@@ -467,30 +663,21 @@ def load_checkpoint(
         raise ValueError(f"{weights_path}: not a readable safetensors file ({exc})") from None
     try:
         aliases = json.loads(metadata.get(_TIED_KEY, "{}"))
+        widen = json.loads(metadata.get(_DTYPES_KEY, "{}"))
     except json.JSONDecodeError:
-        raise ValueError(f"{weights_path}: corrupt {_TIED_KEY!r} metadata") from None
+        raise ValueError(f"{weights_path}: corrupt {_TIED_KEY!r} or {_DTYPES_KEY!r} metadata") from None
+    for name, dtype in widen.items():
+        if name not in state_dict or dtype not in _WIDENABLE:
+            raise ValueError(f"{weights_path}: {_DTYPES_KEY!r} names {name!r} as {dtype!r}, which cannot be restored")
+        # A packed checkpoint (pack_checkpoint) stores its weights in fp16; the model computes in
+        # the dtype it was trained in, so it gets that back here.
+        state_dict[name] = state_dict[name].to(_WIDENABLE[dtype])
     for alias, target in aliases.items():
         if target not in state_dict:
             raise ValueError(f"{weights_path}: {alias!r} is tied to {target!r}, which is not stored")
         state_dict[alias] = state_dict[target]
 
-    tokenizer_files: dict[str, list[Path]] = {}
-    manifest_path = directory / TOKENIZERS_FILE
-    if manifest_path.is_file():
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
-            raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
-        tokenizer_files = {
-            name: [contained_path(directory, f, source=manifest_path, what=f"tokenizer {name!r} file") for f in files]
-            for name, files in manifest.items()
-        }
-        for name, files in tokenizer_files.items():
-            for f in files:
-                if not f.is_file():
-                    raise FileNotFoundError(f"{f}: tokenizer {name!r} file listed in {manifest_path} is missing")
+    tokenizer_files = tokenizer_paths(directory)
 
     trainer_state = None
     state_path = directory / TRAINER_STATE_FILE

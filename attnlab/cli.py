@@ -154,6 +154,7 @@ def train_options(
     strategy: Literal["ddp", "fsdp"] | None = None,
     dist_timeout: float | None = None,
     overwrite: bool | None = None,
+    target: float | None = None,
 ) -> dict:
     """The options every `attnlab train ...` command takes, added by the CLI itself.
 
@@ -169,6 +170,9 @@ def train_options(
         strategy: with several processes: ddp replicates the model on each, fsdp shards it (FSDP2).
         dist_timeout: seconds a process waits for the others before stopping with an error (default 1800).
         overwrite: replace a run already in OUT (its log.jsonl, last/, best/) instead of stopping; not with --resume.
+        target: stop once the validation metric that picks the best model reaches this value (at or above it;
+            at or below it for a loss). The metric is the job's, on the scale log.jsonl shows: BLEU 0-100 for
+            translate, accuracy 0-1 for classify and vit, loss for lm and mlm.
     """
     return {name: value for name, value in locals().items() if value is not None}
 
@@ -369,27 +373,32 @@ def explain_cmd(
 
 
 @command("demo")
-def demo_cmd(*, out: Path = Path("runs/demo"), minutes: float = 2.0, n_train: int = 30000, seed: int = 0) -> int:
+def demo_cmd(
+    *, out: Path = Path("runs/demo"), minutes: float = 10.0, target: float = 0.995, n_train: int = 30000, seed: int = 0
+) -> int:
     """The main job: train a small Transformer to translate numbers into Japanese, and show where it looks.
 
     Generates English number words → Japanese numerals ("three hundred forty-two thousand" →
-    三十四万二千), trains with a progress bar, reports exact match and BLEU on held-out pairs,
-    translates a few examples and writes cross-attention heatmaps.
+    三十四万二千), trains with a progress bar until validation exact match reaches the target or
+    stops improving, reports exact match and BLEU on held-out pairs, translates a few examples
+    and writes cross-attention heatmaps.
 
     Args:
         out: output folder (model, log, heatmaps, report.json).
-        minutes: training time budget in minutes.
+        minutes: safety cap on training time in minutes; training normally stops before, on quality.
+        target: validation exact match at which training stops (0.995 = 99.5%).
         n_train: number of generated training pairs.
         seed: random seed of the data and the training.
     """
     from .experiments.demo import run_demo
 
-    report = run_demo(out, minutes=minutes, n_train=n_train, seed=seed)
+    report = run_demo(out, minutes=minutes, target=target, n_train=n_train, seed=seed)
     print()
     print(
         f"held-out exact match {100 * report.exact_match:.1f}%   BLEU {report.bleu:.1f}   "
         f"({report.steps} steps, {report.train_minutes:.1f} min, {report.tokens_per_s:,.0f} target tokens/s)"
     )
+    print(f"training {report.stopped()}")
     for src, hyp in report.examples:
         print(f"  {src}  →  {hyp}")
     print(f'model:    {report.out_dir / "best"}   (try: attnlab translate --model {report.out_dir} "seven hundred")')
@@ -408,15 +417,17 @@ def explore_cmd(
     max_concurrent: int = 2,
     allow_host: list[str] | None = None,
 ) -> int:
-    """Open the explorer: a local web app with the attention playground, masks and attention maps.
+    """Open the explorer: a local web app with the lesson, the attention playground, masks and attention maps.
 
-    Serves three pages on http://HOST:PORT/ with no network access needed: the "three books"
-    playground (move the scores and d_k, watch the scaling, the softmax weights and the mixed
-    output change), the masks page, and the model page showing every layer's and head's attention
-    for a sentence you type. Only the models named here can be run.
+    Serves on http://HOST:PORT/ with no network access needed: the lesson (授業, eight sections in
+    Japanese and English, opening in the browser's language), the "three books" playground (move
+    the scores and d_k, watch the scaling, the softmax weights and the mixed output change), the
+    masks page, and the model page showing every layer's and head's attention for a sentence you
+    type. Only the models named here can be run; without --model, every shipped model that is
+    installed (ja-en, en-ja, demo, ..., minilm) is offered, with example sentences.
 
     Args:
-        model: checkpoint directories to offer on the model page (one or more).
+        model: checkpoint folders or shipped model names to offer on the model page (default: every shipped model installed).
         host: address to listen on; keep 127.0.0.1 unless others must reach it.
         port: TCP port to listen on.
         max_text_chars: longest sentence the model page accepts.
@@ -425,11 +436,19 @@ def explore_cmd(
             localhost), e.g. a name that points at this machine; "*" turns the Host check off.
     """
     from .web.app import Limits, check_address, serve
-    from .web.models import load_model
+    from .web.models import load_model, shipped_explorer_models
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
     check_address(host, port, allow_host or ())
-    models = [load_model(path) for path in model or []]
+    if model:
+        models = [load_model(path) for path in model]
+    else:
+        models, missing = shipped_explorer_models()
+        if missing:
+            print(
+                f"attnlab: note: not installed, so not offered: {', '.join(missing)} (see `make models`)",
+                file=sys.stderr,
+            )
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")

@@ -12,8 +12,8 @@ Shape letters used throughout attnlab:
 Mask convention (one for the whole library): a **boolean** tensor, ``True`` = *may attend*,
 broadcastable to the score matrix ``(..., T, S)``. The mask helpers at the end of this file are the
 only places that build masks: :func:`causal_mask`, :func:`padding_mask`, :func:`sliding_window_mask`,
-:func:`dilated_window_mask`, :func:`global_window_mask`, :func:`neighbour_mask` and
-:func:`combine_masks`. A query row with no key to attend to returns a zero output vector and zero
+:func:`block_local_mask`, :func:`dilated_window_mask`, :func:`global_window_mask`,
+:func:`neighbour_mask` and :func:`combine_masks`. A query row with no key to attend to returns a zero output vector and zero
 weights, never NaN.
 
 Attention over sparse patterns for long sequences (sliding window, global + window), exact
@@ -42,6 +42,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "sliding_window_mask",
+    "block_local_mask",
     "dilated_window_mask",
     "global_window_mask",
     "combine_masks",
@@ -505,6 +506,28 @@ def sliding_window_mask(T: int, S: int | None = None, *, window: int, causal: bo
     if causal:
         return (j <= p) & (j > p - window)  # (T, S)
     return (j - p).abs() <= window // 2  # (T, S)
+
+
+def block_local_mask(T: int, S: int | None = None, *, block: int, causal: bool = True, device=None) -> Tensor:
+    """Block-local attention: the positions are cut into consecutive blocks of ``block``, and a
+    query sees only the keys of its own block (Parmar et al. 2018, "Image Transformer", §3.2,
+    local 1D attention). Unlike a sliding window, the first query of a block sees no key of the
+    block before it.
+
+    Positions are aligned bottom-right as in :func:`causal_mask` (query ``i`` stands at
+    ``p = i + S - T``); blocks are counted from key position 0. Causal: keys ``j ≤ p`` of the block.
+
+    Shape:
+        output: ``(T, S)`` boolean
+    """
+    S = T if S is None else S
+    check_positive_int("block", block)
+    if T <= 0 or S <= 0:
+        raise ValueError(f"block_local_mask needs positive lengths, got T={T}, S={S}")
+    p = torch.arange(T, device=device).unsqueeze(1) + (S - T)  # (T, 1) query positions
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    same = (p // block) == (j // block)  # (T, S)
+    return same & (j <= p) if causal else same  # (T, S)
 
 
 def neighbour_mask(edges: Tensor, n_nodes: int) -> Tensor:

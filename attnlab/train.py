@@ -14,6 +14,13 @@ accumulation and clipping, bf16 autocast, ``torch.compile``, evaluation, early s
 bar, a JSON-lines log, atomic checkpoints and *exact* resume (the data order and every RNG are
 restored, so an interrupted-then-resumed run reproduces the uninterrupted run's losses).
 
+**When a run stops** (:data:`STOP_REASONS`, ``TrainResult.stop_reason``): after its epochs, at
+``max_steps``, when the clock (``time_budget_s``) runs out, when the metric has not improved for
+``patience`` evaluations, or once an evaluation's metric reaches ``target`` (≥ it when the metric
+is maximised, ≤ for a loss). A target makes a run stop on quality rather than on the clock, so
+that where it stops does not depend on the machine's speed; a time budget beside it is then a
+safety net. Only rank 0 evaluates; its decision is broadcast to the others.
+
 **How it reads.** :class:`TrainState` is where the run stands (step, epoch, position in the
 epoch, tokens, the training clock, the best metrics and patience) and, one key per field, what a
 resumable checkpoint saves (with the optimizer, scheduler and random states). :class:`Trainer`
@@ -83,6 +90,9 @@ __all__ = [
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 #: The numeric precisions of the training steps (``TrainConfig.precision``).
 PRECISIONS = ("fp32", "bf16")
+#: Why a run stops (``TrainResult.stop_reason``): its epochs ran out, ``max_steps``, ``time_budget_s``,
+#: ``patience`` (early stopping) or ``target``.
+STOP_REASONS = ("epochs", "max_steps", "time_budget", "early_stopping", "target")
 
 
 @dataclass
@@ -105,6 +115,7 @@ class TrainConfig:
     eval_every_steps: int | None = None  # evaluate every N steps (None: at the end of each epoch)
     save_every_steps: int | None = None  # also save a resumable checkpoint every N steps
     patience: int | None = None  # early stopping: evaluations without improvement before stopping
+    target: float | None = None  # stop once the validation metric reaches this value (≥ when maximised, ≤ for a loss)
     seed: int = 0  # seeds data order, initialisation and dropout
     log_every: int = 50  # optimizer steps between log lines
     progress: bool = True  # show a progress bar
@@ -174,9 +185,13 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)  # every log record of this process
     train_seconds: float = 0.0  # time spent in training steps (evaluation excluded)
     tokens: int = 0  # target tokens trained on, summed over all ranks
-    stop_reason: str = ""  # "epochs", "max_steps", "time_budget", "early_stopping"
+    # Why the run stopped: one of STOP_REASONS. Reaching the target outranks a step or time limit
+    # reached at the same step (the run met its goal), which outranks early stopping, which outranks
+    # the end of the epochs.
+    stop_reason: str = ""
     best_saved: bool = False  # this call wrote out_dir/best (False: nothing was saved there)
     already_finished: bool = False  # resume=True found the run finished: nothing was trained or written
+    metric: str = ""  # the task's metric: the one that picks the best evaluation and meets the target
 
     @property
     def tokens_per_s(self) -> float:
@@ -261,6 +276,10 @@ def _scale_grads(params: Iterable[nn.Parameter], factor: float) -> None:
 
 def _better(a: float, b: float | None, maximize: bool) -> bool:
     return b is None or (a > b if maximize else a < b)
+
+
+def _reached(value: float, target: float, maximize: bool) -> bool:
+    return value >= target if maximize else value <= target
 
 
 _START_AGAIN = "start the run again without --resume (with --overwrite to replace it)"
@@ -520,8 +539,10 @@ class Trainer:
         self.history: list[dict] = []  # every log record of this process
         self.window = _Window()
         # A time budget with no step limit is the binding constraint: the bar counts its seconds, not steps.
-        self.by_time = cfg.max_steps is None and cfg.time_budget_s is not None
+        # With a target it is a safety net, and no one knows which limit will bind: the bar counts steps.
+        self.by_time = cfg.max_steps is None and cfg.time_budget_s is not None and cfg.target is None
         self.bar = None
+        self.bar_metric: dict[str, str] = {}  # the latest evaluation, shown beside the training loss
 
     def _time_progress(self) -> float | None:
         # Read when the scheduler steps: the share of the time budget trained before the current step.
@@ -620,9 +641,10 @@ class Trainer:
         state.train_seconds += time.perf_counter() - start
         self._report(step_loss / max(step_tokens, 1), time.perf_counter() - start)
 
-    def evaluate(self, module: nn.Module) -> bool:
+    def evaluate(self, module: nn.Module) -> str | None:
         """Rank 0: evaluate ``module``, log the metrics, keep the best (saved as ``out_dir/best``).
-        Returns True when early stopping triggers."""
+        Returns "target" when the metric has reached ``target``, "early_stopping" when it has not
+        improved for ``patience`` evaluations, else None."""
         state, task = self.state, self.task
         module.eval()
         with torch.no_grad():
@@ -633,6 +655,8 @@ class Trainer:
                 f"the task's metric {task.metric!r} is not among the metrics its evaluate() returns: {sorted(metrics)}"
             )
         self._record({"step": state.step, "epoch": state.epoch, "train_seconds": state.train_seconds, "eval": metrics})
+        target = "" if self.cfg.target is None else f" (target {self.cfg.target:g})"
+        self.bar_metric = {f"valid_{task.metric}": f"{metrics[task.metric]:.4g}{target}"}
         if _better(metrics[task.metric], None if state.best is None else state.best[task.metric], task.maximize):
             state.best, state.evals_without_gain = dict(metrics), 0
             if self.out is not None:
@@ -640,20 +664,35 @@ class Trainer:
                 self.best_saved = True
         else:
             state.evals_without_gain += 1
-        return self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience
+        if self._target_reached(state.best):
+            return "target"
+        if self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience:
+            return "early_stopping"
+        return None
 
-    def checkpoint(self, evaluate: bool, final: str = "") -> bool:
+    def _target_reached(self, best: dict[str, float] | None) -> bool:
+        """Whether the best evaluation so far meets ``target``. The best, not the latest: in a run
+        they are the same evaluation (the first to reach the target is a new best), and a run
+        resumed with a target its best already meets stops at its next evaluation, or, finished,
+        stays finished."""
+        target, metric = self.cfg.target, self.task.metric
+        if target is None or not best or metric not in best:
+            return False
+        return _reached(best[metric], target, self.task.maximize)
+
+    def checkpoint(self, evaluate: bool, final: str = "") -> str | None:
         """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
-        ``out_dir/last``; the others wait. Returns True (on every rank) when early stopping triggers.
+        ``out_dir/last``; the others wait. Returns, on every rank, what the evaluation says:
+        "target", "early_stopping" or None (see :meth:`evaluate`).
 
         ``final``: why the run stops, when this is its last checkpoint. The checkpoint records it
-        (or early stopping, when the evaluation triggers it at the end of the epochs), so that a
-        resumed run knows it is finished."""
+        (or what the evaluation says, by the precedence of ``TrainResult.stop_reason``), so that
+        a resumed run knows it is finished."""
         engine = self.engine
         if self.out is None and not evaluate:
-            return False
+            return None
         module = engine.full_model()
-        stop = self.evaluate(module) if engine.is_main and evaluate else False
+        stop = self.evaluate(module) if engine.is_main and evaluate else None
         self._set_stop_reason(stop, final)
         if self.out is not None:
             # Captured after the evaluation, as a one-process run does: resuming continues from
@@ -670,14 +709,23 @@ class Trainer:
                 )
                 self._save("last", module, snapshot)
         engine.release_full_model()
-        stop = engine.broadcast_flag(stop)
+        # Only rank 0 evaluated: its decision, one flag per rule, is every rank's.
+        if engine.broadcast_flag(stop == "target"):
+            stop = "target"
+        elif engine.broadcast_flag(stop == "early_stopping"):
+            stop = "early_stopping"
+        else:
+            stop = None
         self._set_stop_reason(stop, final)
         return stop
 
-    def _set_stop_reason(self, early_stop: bool, final: str) -> None:
-        # As in TrainResult.stop_reason: a step or time limit reached at the same step outranks early
-        # stopping, which outranks the end of the epochs.
-        if early_stop and final in ("", "epochs"):
+    def _set_stop_reason(self, stop: str | None, final: str) -> None:
+        # As in TrainResult.stop_reason: reaching the target outranks everything (the run met its goal,
+        # whatever limit it reached at the same step); a step or time limit reached at the same step
+        # outranks early stopping, which outranks the end of the epochs.
+        if stop == "target":
+            self.state.stop_reason = "target"
+        elif stop == "early_stopping" and final in ("", "epochs"):
             self.state.stop_reason = "early_stopping"
         elif final:
             self.state.stop_reason = final
@@ -685,8 +733,9 @@ class Trainer:
     def fit(self) -> TrainResult:
         """The loop: epoch after epoch, one :meth:`step` per accumulation group of batches, with
         evaluations and checkpoints when due, until the epochs, ``max_steps``, the time budget
-        or the patience run out; then a final evaluation. A resumed run that had finished returns
-        at once (see :meth:`_finished_result`)."""
+        or the patience run out or an evaluation reaches the target; then a final evaluation
+        (unless one has just been made). A resumed run that had finished returns at once (see
+        :meth:`_finished_result`)."""
         cfg, state = self.cfg, self.state
         if self.finished:
             return self._finished_result()
@@ -699,7 +748,7 @@ class Trainer:
         try:
             while state.epoch < cfg.epochs:
                 groups = self._accumulation_groups()
-                if self.bar is not None and cfg.max_steps is None and not self.by_time:
+                if self.bar is not None and cfg.max_steps is None and not self.by_time and cfg.target is None:
                     self.bar.total = cfg.epochs * len(groups)
                 # A resumed run may stand at its limit already: killed after the checkpoint of its last
                 # step, before the final evaluation.
@@ -709,15 +758,18 @@ class Trainer:
                     stop = self._after_step()
                 if stop is not None:
                     stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
-                    if stop != "early_stopping":  # (early stopping has just evaluated)
-                        self.checkpoint(evaluate=True, final=stop)  # the final evaluation
+                    # (early stopping and the target have just evaluated)
+                    if stop not in ("early_stopping", "target"):
+                        if self.checkpoint(evaluate=True, final=stop) == "target":  # the final evaluation
+                            stop_reason = "target"
                     break
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 epochs_done = float(state.epoch)
                 final = "epochs" if state.epoch >= cfg.epochs else ""
                 if not cfg.eval_every_steps:
-                    if self.checkpoint(evaluate=True, final=final):
-                        stop_reason = "early_stopping"
+                    said = self.checkpoint(evaluate=True, final=final)
+                    if said:
+                        stop_reason = said
                         break
                 elif final:
                     self.checkpoint(evaluate=False, final=final)  # nothing to evaluate; last/ records the end
@@ -737,6 +789,7 @@ class Trainer:
             state.tokens,
             stop_reason,
             best_saved=self.best_saved,
+            metric=self.task.metric,
         )
 
     def _finished_result(self) -> TrainResult:
@@ -746,7 +799,8 @@ class Trainer:
         if engine.is_main:
             print(
                 f"attnlab: {self.out}: the run is finished (stopped by {self.finished} at step {state.step}); "
-                "nothing to resume. To train on, raise its limit (epochs, max_steps, time budget or patience)",
+                "nothing to resume. To train on, raise its limit (epochs, max_steps, time budget or patience) "
+                "or set a stricter target",
                 file=sys.stderr,
             )
         epochs_done = float(state.epoch)
@@ -762,6 +816,7 @@ class Trainer:
             state.tokens,
             self.finished,
             already_finished=True,
+            metric=self.task.metric,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -798,6 +853,7 @@ class Trainer:
             or (cfg.max_steps is not None and state.step >= cfg.max_steps)
             or (cfg.time_budget_s is not None and state.train_seconds >= cfg.time_budget_s)
             or (cfg.patience is not None and state.evals_without_gain >= cfg.patience)
+            or self._target_reached(state.best)
         )
 
     def _limit_reached(self) -> str | None:
@@ -814,8 +870,9 @@ class Trainer:
         cfg, state = self.cfg, self.state
         stop = None
         if cfg.eval_every_steps and state.step % cfg.eval_every_steps == 0:
-            if self.checkpoint(evaluate=True):
-                stop = "early_stopping"
+            stop = self.checkpoint(evaluate=True)
+            if stop == "target":  # the run met its goal: no limit reached at this step outranks that
+                return stop
         elif cfg.save_every_steps and state.step % cfg.save_every_steps == 0:
             self.checkpoint(evaluate=False)
         if cfg.max_steps is not None and state.step >= cfg.max_steps:
@@ -830,7 +887,7 @@ class Trainer:
         state = self.state
         if self.bar is not None:
             self.bar.update(min(step_seconds, self.bar.total - self.bar.n) if self.by_time else 1)
-            self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}")
+            self.bar.set_postfix(step=state.step, epoch=state.epoch, loss=f"{step_loss:.3f}", **self.bar_metric)
         if state.step % self.cfg.log_every == 0:
             elapsed = time.perf_counter() - self.window.start
             self._record(

@@ -67,12 +67,38 @@ __all__ = [
     "plot_mask",
     "plot_curves",
     "plot_bars",
+    "LABELS",
 ]
 
 _FORMATS = {".png": "png", ".svg": "svg"}
 _CELL_INCHES = 0.32  # one heatmap cell: big enough for a 9-pt token label
 _MAX_LABELS = 60  # beyond this many tokens on an axis, label every k-th so labels stay legible
 _WEIGHT_TOLERANCE = 1e-3  # float16/bfloat16 softmax can overshoot 1 by a few ulps
+
+#: Axis, colour-bar and legend labels of the attention figures, by ``lang`` ("en" or "ja"). The
+#: Japanese terms are the lesson's: クエリ (query), キー (key).
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "source": "source (key)",
+        "target": "target (query)",
+        "weight": "attention weight",
+        "panel": "layer {layer}, head {head}",
+        "key_position": "key position (S)",
+        "query_position": "query position (T)",
+        "allowed": "may attend",
+        "masked": "masked",
+    },
+    "ja": {
+        "source": "ソース（キー）",
+        "target": "ターゲット（クエリ）",
+        "weight": "注目の重み",
+        "panel": "第{layer}層・ヘッド{head}",
+        "key_position": "キーの位置 (S)",
+        "query_position": "クエリの位置 (T)",
+        "allowed": "注目できる",
+        "masked": "隠されている",
+    },
+}
 
 
 @dataclass
@@ -91,7 +117,7 @@ class DisplayOptions:
 
     def __setattr__(self, name: str, value: Any) -> None:
         checks = {
-            "lang": lambda v: v in _LABELS,
+            "lang": lambda v: v in LABELS,
             "format": lambda v: v in ("png", "svg"),
             "dpi": lambda v: isinstance(v, int) and not isinstance(v, bool) and 10 <= v <= 600,
             "max_table_cells": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
@@ -100,44 +126,22 @@ class DisplayOptions:
         if name not in checks:
             raise AttributeError(f"display options are {sorted(checks)}; got {name!r}")
         if not checks[name](value):
-            allowed = {"lang": sorted(_LABELS), "format": ["png", "svg"]}.get(name, "an int in range")
+            allowed = {"lang": sorted(LABELS), "format": ["png", "svg"]}.get(name, "an int in range")
             raise ValueError(f"display_options.{name} must be {allowed}, got {value!r}")
         object.__setattr__(self, name, value)
 
-
-#: Axis labels and titles by language (``DisplayOptions.lang`` or a plot's ``lang=``).
-_LABELS: dict[str, dict[str, str]] = {
-    "en": {
-        "source": "source (key)",
-        "target": "target (query)",
-        "weight": "attention weight",
-        "panel": "layer {layer}, head {head}",
-        "key_pos": "key position (S)",
-        "query_pos": "query position (T)",
-        "may": "may attend",
-        "masked": "masked",
-    },
-    "ja": {
-        "source": "ソース（キー）",
-        "target": "ターゲット（クエリ）",
-        "weight": "注意の重み",
-        "panel": "レイヤー {layer}・ヘッド {head}",
-        "key_pos": "キーの位置 (S)",
-        "query_pos": "クエリの位置 (T)",
-        "may": "注意できる",
-        "masked": "マスク",
-    },
-}
 
 #: The options every repr and plot function reads (one per process, like matplotlib's rcParams).
 display_options = DisplayOptions()
 
 
 def _labels(lang: str | None) -> dict[str, str]:
+    """The figure labels in ``lang`` (default: ``display_options.lang``; a ``ValueError`` naming the
+    choices for another)."""
     lang = display_options.lang if lang is None else lang
-    if lang not in _LABELS:
-        raise ValueError(f"lang must be one of {sorted(_LABELS)}, got {lang!r}")
-    return _LABELS[lang]
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
+    return LABELS[lang]
 
 
 @functools.cache
@@ -551,12 +555,12 @@ def plot_mask(
     if labels is not None:
         _label_axis(ax, "x", labels, _label_fontsize(S))
         _label_axis(ax, "y", labels, _label_fontsize(T))
-    ax.set_xlabel(text["key_pos"])
-    ax.set_ylabel(text["query_pos"])
+    ax.set_xlabel(text["key_position"])
+    ax.set_ylabel(text["query_position"])
     if title is not None:
         ax.set_title(title, parse_math=False)
     ax.legend(
-        handles=[Patch(color="#2b5d9c", label=text["may"]), Patch(color="#ececec", label=text["masked"])],
+        handles=[Patch(color="#2b5d9c", label=text["allowed"]), Patch(color="#ececec", label=text["masked"])],
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize=8,

@@ -109,6 +109,8 @@ def two_ranks(tmp_path_factory):
         "full": {"train": dict(resumable, out_dir=str(root / "full"), max_steps=7), "dropout": 0.2},
         "cut": {"train": dict(resumable, out_dir=str(root / "cut"), max_steps=3), "dropout": 0.2},
         "resumed": {"train": dict(resumable, out_dir=str(root / "cut"), max_steps=7), "dropout": 0.2, "resume": True},
+        # the loss (the task's metric) is below 100 at once: the first evaluation, at step 2, meets the target
+        "target": {"train": dict(BASE, out_dir=str(root / "target"), max_steps=6, eval_every_steps=2, target=100.0)},
     }
     if FSDP2:
         runs["fsdp"] = {"train": dict(short, out_dir=str(root / "fsdp"), strategy="fsdp")}
@@ -176,6 +178,20 @@ def test_resumed_two_process_run_matches_the_uninterrupted_one(two_ranks):
         a, b = params(two_ranks / "full" / f"params_rank{rank}.pt"), params(two_ranks / "cut" / f"params_rank{rank}.pt")
         for name in a:
             torch.testing.assert_close(b[name], a[name], rtol=1e-6, atol=1e-7, msg=name)
+
+
+@needs_gloo
+def test_two_ranks_stop_together_at_the_target(two_ranks):
+    # Only rank 0 evaluates: unless its decision reached rank 1, that rank would have trained on
+    # alone and waited forever in its next all-reduce (the launch above would have failed).
+    out = two_ranks / "target"
+    state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
+    assert (state["step"], state["stop_reason"]) == (2, "target")
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval" in r] == [2]
+    rank0, rank1 = params(out / "params_rank0.pt"), params(out / "params_rank1.pt")
+    for name, value in rank0.items():
+        torch.testing.assert_close(rank1[name], value, rtol=0, atol=0, msg=name)
 
 
 # --------------------------------------------------------------------------------------------

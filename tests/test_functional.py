@@ -523,6 +523,27 @@ def test_sliding_window_mask(T, extra, window, causal):
         assert bool((m <= causal_mask(T, S)).all())  # never sees the future
 
 
+@given(T=st.integers(1, 9), extra=st.integers(0, 4), block=st.integers(1, 5), causal=st.booleans())
+@SETTINGS
+def test_block_local_mask(T, extra, block, causal):
+    S = T + extra
+    m = AF.block_local_mask(T, S, block=block, causal=causal)
+    assert m.shape == (T, S) and m.dtype == torch.bool
+    for i in range(T):
+        p = i + S - T
+        for j in range(S):
+            expected = p // block == j // block and (j <= p or not causal)
+            assert bool(m[i, j]) == expected
+    assert bool(m.any(dim=1).all())  # every query sees at least itself
+
+
+def test_block_local_mask_checks_its_block():
+    with pytest.raises(ValueError, match="block must be ≥ 1"):
+        AF.block_local_mask(4, block=0)
+    with pytest.raises(TypeError, match="block must be an int"):
+        AF.block_local_mask(4, block=2.0)
+
+
 def test_combine_masks():
     a = torch.tensor([[True, False], [True, True]])
     b = torch.tensor([True, False])  # broadcasts over rows

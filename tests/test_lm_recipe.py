@@ -22,13 +22,13 @@ def lm_setup(**kw) -> lm.LMSetup:
 
 
 def test_split_is_by_position_and_the_tokenizer_sees_only_training_text():
-    train_text, valid_text = lm._split_text(TEXT, 0.1)
+    train_text, valid_text = lm.split_text(TEXT, 0.1)
     assert train_text + valid_text == TEXT
     assert len(valid_text) == len(TEXT) - int(0.9 * len(TEXT))
     with pytest.raises(ValueError, match="valid_fraction"):
-        lm._split_text(TEXT, 1.0)
+        lm.split_text(TEXT, 1.0)
     with pytest.raises(ValueError, match="empty"):
-        lm._split_text("   ", 0.1)
+        lm.split_text("   ", 0.1)
 
 
 def test_lm_batches_are_contiguous_blocks_covering_the_stream_once():

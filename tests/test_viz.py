@@ -12,6 +12,7 @@ import torch
 
 from attnlab.functional import causal_mask
 from attnlab.viz import (
+    LABELS,
     plot_attention,
     plot_attention_grid,
     plot_bars,
@@ -175,3 +176,33 @@ def test_no_pyplot_figures_leak_and_backend_is_untouched(tmp_path):
     _all_plots(tmp_path, ".png")
     assert plt.get_fignums() == figures
     assert matplotlib.get_backend() == backend
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_figure_labels_follow_the_language(tmp_path, lang):
+    """The SVG keeps each label's text in a comment next to its outlines: the chosen language's
+    labels are there and the other language's are not."""
+    other = "ja" if lang == "en" else "en"
+    figures = {
+        "attention": plot_attention(_weights(6, 7), SRC_JA, TGT_EN, tmp_path / "a.svg", lang=lang),
+        "grid": plot_attention_grid(_weights(1, 2, 6, 7), SRC_JA, TGT_EN, tmp_path / "g.svg", lang=lang),
+        "mask": plot_mask(causal_mask(7, 7), tmp_path / "m.svg", tokens=SRC_JA, lang=lang),
+    }
+    keys = {
+        "attention": ("source", "target", "weight"),
+        "grid": ("weight",),
+        "mask": ("key_position", "query_position", "allowed", "masked"),
+    }
+    for name, path in figures.items():
+        svg = path.read_text(encoding="utf-8")
+        for key in keys[name]:
+            assert f"<!-- {LABELS[lang][key]} -->" in svg, (name, key)
+            assert f"<!-- {LABELS[other][key]} -->" not in svg, (name, key)
+    grid = figures["grid"].read_text(encoding="utf-8")
+    assert f"<!-- {LABELS[lang]['panel'].format(layer=0, head=1)} -->" in grid
+
+
+def test_an_unknown_figure_language_is_refused_before_drawing(tmp_path):
+    with pytest.raises(ValueError, match=r"lang must be one of \['en', 'ja'\], got 'fr'"):
+        plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / "a.png", lang="fr")
+    assert not (tmp_path / "a.png").exists()

@@ -246,7 +246,9 @@ def test_mask_bad_input(client, body, status, pattern):
 
 
 def test_models_lists_the_startup_models(client, translator_dir):
-    assert client.get("/api/models").json() == [{"name": translator_dir.name, "kind": "translator"}]
+    assert client.get("/api/models").json() == [
+        {"name": translator_dir.name, "kind": "translator", "description": None, "examples": []}
+    ]
 
 
 def test_run_translates_and_returns_every_map(client, translator_dir):
@@ -368,7 +370,7 @@ def test_queued_request_gives_up_after_the_timeout():
 
 
 def test_pages_and_assets_are_served(client):
-    for path in ("/", "/model", "/masks"):
+    for path in ("/", "/lesson/3", "/playground", "/model", "/masks"):
         r = client.get(path)
         assert r.status_code == 200 and "text/html" in r.headers["content-type"]
         assert 'class="lang-switch"' not in r.text  # the header is built by common.js on every page
@@ -383,8 +385,17 @@ def test_no_page_that_needs_a_cdn(client):
     assert client.get("/openapi.json").json()["info"]["title"] == "attnlab explorer"
 
 
+def static_files() -> list[Path]:
+    """Every text file the explorer serves (the lesson's pages, scripts and sections included)."""
+    files = sorted(
+        p for p in STATIC_DIR.rglob("*") if p.is_file() and p.suffix in (".html", ".js", ".css", ".svg", ".json")
+    )
+    assert len(files) > 20
+    return files
+
+
 def test_static_assets_fetch_nothing_from_the_network():
-    for path in STATIC_DIR.iterdir():
+    for path in static_files():
         text = path.read_text(encoding="utf-8")
         urls = set(re.findall(r"(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s\"')]*", text))
         assert urls <= {"http://www.w3.org/2000/svg"}, (path.name, urls)
@@ -397,7 +408,7 @@ def test_every_ui_string_exists_in_both_languages():
     en_keys, ja_keys = keys(en.split("\n  en: {")[1]), keys(ja)
     assert en_keys == ja_keys and len(en_keys) > 80
     used = set()
-    for path in STATIC_DIR.iterdir():
+    for path in static_files():
         source = path.read_text(encoding="utf-8")
         used |= set(re.findall(r'data-i18n="([\w-]+)"', source))
         used |= set(re.findall(r'\bt\("([\w-]+)"', source))

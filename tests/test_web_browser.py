@@ -123,7 +123,7 @@ DEFAULT_VALUES = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
 
 
 def test_moving_score_and_dk_sliders_shows_attnlabs_weights(page):
-    page.goto("/")
+    page.goto("/playground")
     _wait_for_request(page, "#results", {"scale": True, "values": DEFAULT_VALUES, "scores": [8, 4, 2], "d_k": 64})
     page.focus("#score-1")
     for _ in range(25):
@@ -142,7 +142,7 @@ def test_moving_score_and_dk_sliders_shows_attnlabs_weights(page):
 
 
 def test_sqrt_dk_toggle_and_saturation(page):
-    page.goto("/")
+    page.goto("/playground")
     _wait_for_request(page, "#results", {"scale": True, "values": DEFAULT_VALUES, "scores": [8, 4, 2], "d_k": 64})
     assert page.locator("#saturated").is_hidden()
     page.uncheck("#scale")
@@ -157,7 +157,7 @@ def test_sqrt_dk_toggle_and_saturation(page):
 
 
 def test_vector_mode_and_edited_values(page):
-    page.goto("/")
+    page.goto("/playground")
     page.check("#mode-vectors")
     page.fill("#query-0", "3")
     page.fill("#value-2-0", "5")
@@ -175,14 +175,14 @@ def test_vector_mode_and_edited_values(page):
 
 
 def test_language_switch_is_remembered_on_every_page(page):
-    page.goto("/")
+    page.goto("/playground")
     page.click("#lang-ja")
     assert page.text_content("h1") == "3冊の本で見るスケール化内積アテンション"
     assert page.text_content("#nav-model") == "モデル"
     assert page.get_attribute("html", "lang") == "ja"
     assert page.get_attribute("#lang-ja", "aria-pressed") == "true"
     page.wait_for_function("document.fonts.check('16px IPAexGothic', '本')")
-    for path, heading in (("/masks", "マスク"), ("/model", "モデルのアテンションマップ"), ("/", "3冊の本")):
+    for path, heading in (("/masks", "マスク"), ("/model", "モデルのアテンションマップ"), ("/playground", "3冊の本")):
         page.goto(path)
         assert heading in page.text_content("h1")
         assert page.text_content("#nav-playground") == "プレイグラウンド"

@@ -39,6 +39,17 @@ OPERATIONS = [
     ("/api/run", "POST", VALID),
     ("/api/run", "POST", INVALID),
     ("/api/models", "GET", VALID),  # no parameters: nothing to make invalid
+    # The lesson's API (attnlab/web/lesson.py).
+    ("/api/lesson/sections", "GET", VALID),
+    ("/api/lesson/sections/{n}", "GET", VALID),
+    ("/api/lesson/sections/{n}", "GET", INVALID),
+    *[
+        (f"/api/lesson/{name}", "POST", mode)
+        for name in ("dk-spread", "multihead", "heads", "positions", "word-order", "variants", "attention-map")
+        for mode in (VALID, INVALID)
+    ],
+    ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
+    ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
 ]
 
 

@@ -48,11 +48,15 @@ __all__ = [
     "BottleneckSettings",
     "ModelResult",
     "BottleneckReport",
+    "Tokenization",
+    "bleu_tokenizer",
+    "contestant_setups",
     "count_parameters",
     "match_rnn_config",
     "describe_finding",
     "length_buckets",
     "run_bottleneck",
+    "tokenization",
 ]
 
 #: The three contestants, in report order.
@@ -189,7 +193,8 @@ def _length_unit(sources: Sequence[str], unit: str) -> str:
     return "words" if words >= 2 else "chars"
 
 
-def _bleu_tokenize(targets: Sequence[str], choice: str | None) -> str:
+def bleu_tokenizer(targets: Sequence[str], choice: str | None) -> str:
+    """The sacreBLEU tokenizer of the run: ``choice``, or "char" for unsegmented CJK targets, else "13a"."""
     if choice is not None:
         return choice
     cjk = sum(bool(_CJK.search(t)) for t in targets) > len(targets) / 2
@@ -294,17 +299,18 @@ def describe_finding(models: Sequence[ModelResult], unit: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-class _Tokenization(NamedTuple):
+class Tokenization(NamedTuple):
     src: str  # source tokenizer kind
     tgt: str  # target tokenizer kind
     vocab_size: int  # subword vocabulary size
     joint: bool  # one vocabulary for both sides
 
 
-def _tokenization(settings: BottleneckSettings, generated: bool) -> _Tokenization:
+def tokenization(settings: BottleneckSettings, generated: bool) -> Tokenization:
+    """The tokenizers of the run: the settings', with the defaults for generated data or a corpus."""
     tgt = settings.tgt_tokenizer or ("char" if generated else settings.tokenizer)
     vocab_size = settings.vocab_size or (200 if generated else 8000)
-    return _Tokenization(settings.tokenizer, tgt, vocab_size, joint=tgt == settings.tokenizer != "char")
+    return Tokenization(settings.tokenizer, tgt, vocab_size, joint=tgt == settings.tokenizer != "char")
 
 
 def _setup(
@@ -312,7 +318,7 @@ def _setup(
     arch: str,
     preset: str,
     overrides: dict,
-    tok: _Tokenization,
+    tok: Tokenization,
     bleu_tokenize: str,
     out_dir: Path,
     budget_s: float,
@@ -346,6 +352,49 @@ def _setup(
             overwrite=True,
         ),
     )
+
+
+def contestant_setups(
+    settings: BottleneckSettings,
+    tok: Tokenization,
+    bleu_tokenize: str,
+    *,
+    src_vocab: int,
+    tgt_vocab: int,
+    pad_id: int,
+    out_dir: Path,
+    budget_s: float,
+    n_valid: int,
+) -> dict[str, tr.TranslationSetup]:
+    """The training setup of each model of :data:`MODELS` (each writes ``out_dir/NAME``): the
+    Transformer of ``settings.transformer_preset``, and the two RNNs with the width whose
+    parameter count is the closest to the Transformer's for these vocabulary sizes
+    (:func:`match_rnn_config`).
+
+    Shape:
+        no tensors; sizes in, setups out.
+    """
+    probe = _setup(settings, "transformer", settings.transformer_preset, {}, tok, bleu_tokenize, out_dir, 1.0, 1)
+    transformer, _ = tr.build_model(probe, src_vocab, tgt_vocab, pad_id)
+    target = count_parameters(transformer)
+    setups = {}
+    for name in MODELS:
+        if name == "transformer":
+            arch, preset, overrides = "transformer", settings.transformer_preset, {}
+        else:
+            config = match_rnn_config(
+                target,
+                src_vocab_size=src_vocab,
+                tgt_vocab_size=tgt_vocab,
+                pad_id=pad_id,
+                attention=name.split("-")[1],
+                cell=settings.rnn_cell,
+                n_layers=settings.rnn_layers,
+            )
+            fields = ("cell", "attention", "embed_dim", "hidden_size", "attn_dim", "n_layers", "bidirectional")
+            arch, preset, overrides = "rnn", "demo", {k: getattr(config, k) for k in fields}
+        setups[name] = _setup(settings, arch, preset, overrides, tok, bleu_tokenize, out_dir / name, budget_s, n_valid)
+    return setups
 
 
 def _pick_heatmap_sentence(sources: Sequence[str], src_tok) -> str:
@@ -394,7 +443,7 @@ def run_bottleneck(
         raise ValueError("a corpus needs all three splits: train, valid and test pairs")
     if all(given):
         data = {"source": "corpus", "train": len(train_pairs), "valid": len(valid_pairs), "test": len(test_pairs)}
-        tok = _tokenization(settings, generated=False)
+        tok = tokenization(settings, generated=False)
     else:
         splits = make_splits(settings.task, settings.n_train, settings.n_valid, settings.n_test, seed=settings.seed)
         train_pairs, valid_pairs, test_pairs = splits
@@ -404,14 +453,14 @@ def run_bottleneck(
             "valid": len(valid_pairs),
             "test": len(test_pairs),
         }
-        tok = _tokenization(settings, generated=True)
+        tok = tokenization(settings, generated=True)
     for name, pairs in (("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs)):
         if not pairs:
             raise ValueError(f"the {name} split is empty")
     train_pairs, valid_pairs, test_pairs = list(train_pairs), list(valid_pairs), list(test_pairs)
     sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
     unit = _length_unit(sources, settings.length_unit)
-    tokenize = _bleu_tokenize(references, settings.bleu_tokenize)
+    tokenize = bleu_tokenizer(references, settings.bleu_tokenize)
     length_fn = (lambda s: len(s.split())) if unit == "words" else len
     buckets = settings.buckets or length_buckets([length_fn(s) for s in sources])
     log(
@@ -422,53 +471,22 @@ def run_bottleneck(
     # Parameter matching needs the vocabulary sizes: build the tokenizers as the recipe will.
     probe = _setup(settings, "transformer", settings.transformer_preset, {}, tok, tokenize, out_dir, 1.0, 1)
     src_tok, tgt_tok = tr.train_tokenizers(probe, [s for s, _ in train_pairs], [t for _, t in train_pairs])
-    vocab = dict(src_vocab=src_tok.vocab_size, tgt_vocab=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id)
-    transformer, _ = tr.build_model(probe, **vocab)
-    target = count_parameters(transformer)
-    rnn_overrides = {}
-    for name in ("rnn-none", "rnn-additive"):
-        config = match_rnn_config(
-            target,
-            src_vocab_size=vocab["src_vocab"],
-            tgt_vocab_size=vocab["tgt_vocab"],
-            pad_id=vocab["pad_id"],
-            attention=name.split("-")[1],
-            cell=settings.rnn_cell,
-            n_layers=settings.rnn_layers,
-        )
-        rnn_overrides[name] = {
-            k: getattr(config, k)
-            for k in ("cell", "attention", "embed_dim", "hidden_size", "attn_dim", "n_layers", "bidirectional")
-        }
-
     budget_s = TRAIN_SHARE * settings.minutes * 60 / len(MODELS)
+    setups = contestant_setups(
+        settings,
+        tok,
+        tokenize,
+        src_vocab=src_tok.vocab_size,
+        tgt_vocab=tgt_tok.vocab_size,
+        pad_id=tgt_tok.pad_id,
+        out_dir=out_dir / "models",
+        budget_s=budget_s,
+        n_valid=len(valid_pairs),
+    )
     results: list[ModelResult] = []
     translators = {}
     for i, name in enumerate(MODELS, start=1):
-        if name == "transformer":
-            setup = _setup(
-                settings,
-                "transformer",
-                settings.transformer_preset,
-                {},
-                tok,
-                tokenize,
-                out_dir / "models" / name,
-                budget_s,
-                len(valid_pairs),
-            )
-        else:
-            setup = _setup(
-                settings,
-                "rnn",
-                "demo",
-                rnn_overrides[name],
-                tok,
-                tokenize,
-                out_dir / "models" / name,
-                budget_s,
-                len(valid_pairs),
-            )
+        setup = setups[name]
         model, result, translator = tr.train_translation(setup, train_pairs, valid_pairs)
         n_params = count_parameters(model)
         log(

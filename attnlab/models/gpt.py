@@ -80,6 +80,9 @@ PRESETS: dict[str, dict] = {
     # Exact GELU rather than GPT-2's tanh approximation: the same curve, and PyTorch's CPU kernel
     # for it is faster (the measurement is in docs/gpt-bert.md).
     "shakespeare-char": dict(n_positions=256, n_embd=192, n_layer=6, n_head=6, dropout=0.0, activation="gelu"),
+    # The shipped character GPT (attnlab/assets/shakespeare-char): small enough for the package's
+    # 24 MB of assets next to the translators, big enough to show sensible next-character odds.
+    "shakespeare-char-small": dict(n_positions=128, n_embd=64, n_layer=4, n_head=4, dropout=0.0, activation="gelu"),
     "bench-small": dict(n_positions=256, n_embd=128, n_layer=4, n_head=4),
     "bench-large": dict(n_positions=256, n_embd=384, n_layer=6, n_head=6),
     "gpt2": dict(n_positions=1024, n_embd=768, n_layer=12, n_head=12),

@@ -66,6 +66,7 @@ __all__ = [
     "MLMTask",
     "MLMBatch",
     "apply_overrides",
+    "split_text",
     "train_lm",
     "train_mlm",
     "load_pretrained",
@@ -167,6 +168,27 @@ LM_RECIPES: dict[str, LMSetup] = {
             log_every=50,
         ),
     ),
+    # The shipped model (attnlab/assets/shakespeare-char): stopped by steps, not the clock, so
+    # `make models` gives the same model on any machine.
+    "shakespeare-char-small": LMSetup(
+        model_preset="shakespeare-char-small",
+        tokenizer="char",
+        block_size=128,
+        batch_size=32,
+        train=TrainConfig(
+            epochs=1000,
+            max_steps=1500,
+            lr=3e-3,
+            warmup_steps=100,
+            schedule="cosine",
+            betas=(0.9, 0.99),
+            eps=1e-8,
+            weight_decay=0.1,
+            clip_norm=1.0,
+            eval_every_steps=250,
+            log_every=50,
+        ),
+    ),
     "tiny": LMSetup(
         model_preset="tiny",
         tokenizer="char",
@@ -205,7 +227,8 @@ MLM_RECIPES: dict[str, MLMSetup] = {
 # --------------------------------------------------------------------------------------------
 
 
-def _split_text(text: str, valid_fraction: float) -> tuple[str, str]:
+def split_text(text: str, valid_fraction: float) -> tuple[str, str]:
+    """The training and the validation text: the last ``valid_fraction`` of the characters validates."""
     _check_fraction(valid_fraction)
     if not text.strip():
         raise ValueError("the training text is empty")
@@ -305,7 +328,7 @@ def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, T
     """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
     resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
-    train_text, valid_text = _split_text(text, setup.valid_fraction)
+    train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
     config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
     task = LMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
@@ -450,7 +473,7 @@ def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[Bert
     """Pretrain a BERT on ``text`` with masked LM (and NSP); return the best model, the run, the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
     resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
-    train_text, valid_text = _split_text(text, setup.valid_fraction)
+    train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
     fields = {
         **setup.model_overrides,
@@ -690,7 +713,8 @@ def generate_command(
     """Continue a prompt with a GPT, printing the tokens as they are generated.
 
     Args:
-        model: a folder written by `attnlab train lm`, or a HuggingFace GPT-2 checkpoint folder.
+        model: a folder written by `attnlab train lm`, a HuggingFace GPT-2 checkpoint folder, or the shipped
+            model shakespeare-char.
         prompt: the text to continue.
         max_new_tokens: how many tokens to generate.
         temperature: sampling temperature; 0 picks the most likely token every time (greedy).

@@ -119,7 +119,7 @@ def _enja_setup(src_lang: str, tgt_lang: str) -> TranslationSetup:
         from_tokenized=True,
         train=TrainConfig(
             epochs=100,
-            max_steps=1300,  # ≈ 30 minutes on one thread of the development CPU (see the model card)
+            max_steps=1300,  # the shipped models' step budget (their model cards give the time it took)
             lr=2e-3,
             warmup_steps=150,
             schedule="cosine",
@@ -249,11 +249,17 @@ class TranslationTask:
         }
 
     def checkpoint_payload(self) -> tuple[dict, dict]:
-        config = dataclasses.asdict(self.model_config)
-        config["bleu_tokenize"] = self.setup.bleu_tokenize
-        config["src_lang"], config["tgt_lang"] = self.setup.src_lang, self.setup.tgt_lang
         toks = {"src_tokenizer": self.src_tok, "tgt_tokenizer": self.tgt_tok}
-        return config, toks
+        return checkpoint_config(self.setup, self.model_config), toks
+
+
+def checkpoint_config(setup: TranslationSetup, model_config: Any) -> dict:
+    """The ``config.json`` of a translator trained with ``setup``: the model config, and what
+    :func:`load_translator` needs besides (the BLEU tokenizer, the languages)."""
+    config = dataclasses.asdict(model_config)
+    config["bleu_tokenize"] = setup.bleu_tokenize
+    config["src_lang"], config["tgt_lang"] = setup.src_lang, setup.tgt_lang
+    return config
 
 
 def _encode_pairs(pairs, src_tok, tgt_tok, max_len: int | None) -> list[tuple[list[int], list[int]]]:
@@ -383,9 +389,12 @@ def train_tokenizers(setup: TranslationSetup, src_texts: list[str], tgt_texts: l
 
 
 def _load_tokenizers(directory: Path):
-    src_tok = tokenizers.load_tokenizer(directory / "src_tokenizer.json")
-    tgt_tok = tokenizers.load_tokenizer(directory / "tgt_tokenizer.json")
-    return src_tok, tgt_tok
+    files = ckpt.tokenizer_paths(directory)
+    src = files.get("src_tokenizer", [directory / "src_tokenizer.json"])[0]
+    tgt = files.get("tgt_tokenizer", [directory / "tgt_tokenizer.json"])[0]
+    src_tok = tokenizers.load_tokenizer(src)
+    # One file for both sides is a joint vocabulary: one object, as when it was trained.
+    return src_tok, (src_tok if tgt == src else tokenizers.load_tokenizer(tgt))
 
 
 def load_translator(path: str | Path, device: str = "cpu") -> Translator:
@@ -621,7 +630,8 @@ def translate_command(
 
     Args:
         text: sentences to translate (or use --input).
-        model: a model folder written by `attnlab train translate` or `attnlab demo`.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
+            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
         input: a file of sentences, one per line.
         beam: beam size (1 = greedy).
         alpha: length-penalty exponent of beam search (GNMT; 0 disables it).
@@ -668,7 +678,8 @@ def evaluate_command(
     """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
 
     Args:
-        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
+            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
         src: source sentences, one per line.
         ref: reference translations, line-aligned with --src.
         beam: beam size (1 = greedy).

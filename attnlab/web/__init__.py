@@ -1,7 +1,9 @@
-"""The explorer: an offline web app for the attention playground, masks and live attention maps.
+"""The explorer: an offline web app with the lesson (授業), the attention playground, masks and live
+attention maps.
 
 Start it with ``attnlab explore [--model DIR ...]``; see ``docs/explorer.md``. The app is built by
-:func:`attnlab.web.app.create_app`; models plug in through :mod:`attnlab.web.models`.
+:func:`attnlab.web.app.create_app`; models plug in through :mod:`attnlab.web.models`; the lesson's
+pages and API are :mod:`attnlab.web.lesson`.
 
 Shape:
     see :mod:`attnlab.web.app` (API payloads) and :mod:`attnlab.web.models` (``(L, H, T, S)`` maps)

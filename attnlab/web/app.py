@@ -1,16 +1,19 @@
-"""The explorer's FastAPI application: three pages and the JSON API behind them.
+"""The explorer's FastAPI application: the lesson, three tool pages and the JSON API behind them.
 
 Pages (plain HTML/CSS/JS under ``static/``, no build step, nothing fetched from the network):
 
-- ``/``        the playground: the "three books" query/key/value walk-through, live
-- ``/model``   a model's output and the attention maps of every layer and head
-- ``/masks``   causal, padding and sliding-window masks on a token grid
+- ``/``             the lesson (授業): its index, and ``/lesson/{n}`` for each section
+  (:mod:`attnlab.web.lesson`, which also holds the lesson's API under ``/api/lesson/``)
+- ``/playground``   the "three books" query/key/value walk-through, live
+- ``/model``        a model's output and the attention maps of every layer and head
+- ``/masks``        causal, padding and sliding-window masks on a token grid
 
 API (described at ``/openapi.json``; bad input gets a 4xx with a message, never a 500):
 
 - ``POST /api/playground``  → :func:`attnlab.explain.compute_steps`
 - ``POST /api/mask``        → the mask helpers of :mod:`attnlab.functional`
-- ``GET  /api/models``      → the models named when the explorer started
+- ``GET  /api/models``      → the models named when the explorer started (shipped ones with their
+  description and example inputs)
 - ``POST /api/run``         → one model run (bounded text length, bounded concurrent work)
 
 Every response carries the security headers of :data:`SECURITY_HEADERS` (no inline script, no
@@ -47,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import functional as AF
 from ..explain import compute_steps
+from .lesson import lesson_router
 from .models import GROUP_AXES, ExplorerModel, unique_names
 
 __all__ = ["AllowedHosts", "Limits", "check_address", "create_app", "serve"]
@@ -314,6 +318,10 @@ class MaskResponse(BaseModel):
 class ModelInfo(BaseModel):
     name: str
     kind: str
+    description: dict[str, str] | None = Field(
+        None, description="a shipped model's one-line description by language (en, ja); null for other models"
+    )
+    examples: list[str] = Field(default_factory=list, description="inputs to try (a shipped model's own)")
 
 
 class GroupInfo(BaseModel):
@@ -589,7 +597,7 @@ def create_app(
         # attnlab's own checks name the problem; they are the user's mistake, not the server's.
         return JSONResponse({"detail": str(err)}, status_code=422)
 
-    page = {"/": "playground.html", "/model": "model.html", "/masks": "masks.html"}
+    page = {"/playground": "playground.html", "/model": "model.html", "/masks": "masks.html"}
     for route, filename in page.items():
         app.add_api_route(route, _page(STATIC_DIR / filename), methods=["GET"], include_in_schema=False)
 
@@ -599,6 +607,7 @@ def create_app(
 
         return FileResponse(cjk_font_path(), media_type="font/ttf", headers={"Cache-Control": "public, max-age=604800"})
 
+    app.include_router(lesson_router(named, gate))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     small_body = {status: ERRORS[status] for status in (400, 408, 413)}
@@ -615,14 +624,25 @@ def create_app(
 
     @app.get("/api/models", response_model=list[ModelInfo])
     def api_models() -> list[ModelInfo]:
-        """The models named when the explorer started (the only ones it can run)."""
-        return [ModelInfo(name=m.name, kind=m.kind) for m in named.values()]
+        """The models named when the explorer started (the only ones it can run), with the
+        description and example inputs of the shipped ones."""
+        return [
+            ModelInfo(
+                name=m.name,
+                kind=m.kind,
+                description=getattr(m, "description", None),
+                examples=list(getattr(m, "examples", ())),
+            )
+            for m in named.values()
+        ]
 
     async def api_run(req) -> RunResponse:
         """Run a model on a sentence: its output and the attention maps of every layer and head."""
         model = named.get(req.model)
         if model is None:
-            known = ", ".join(sorted(named)) or "none (start the explorer with --model DIR)"
+            known = (
+                ", ".join(sorted(named)) or "none (start the explorer with --model DIR, or build the shipped models)"
+            )
             raise HTTPException(404, f"unknown model {req.model!r}; available: {known}")
         if not req.text.strip():
             raise HTTPException(422, "text is empty: type a sentence")

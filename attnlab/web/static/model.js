@@ -2,7 +2,7 @@
 // attention maps of every layer and head, with a picker, an all-heads grid and downloads.
 (function () {
   "use strict";
-  const { t, el, getJSON, postJSON } = window.Attn;
+  const { t, el, lang, getJSON, postJSON } = window.Attn;
   const $ = (id) => document.getElementById(id);
   const TEXT_STORE = "attnlab.model.text";
 
@@ -55,9 +55,24 @@
     showKind();
   }
 
+  // A shipped model comes with a one-line description (in both languages) and inputs to try:
+  // clicking one puts it in the text box and runs it; an empty text box starts with the first.
   function showKind() {
     const m = models.find((x) => x.name === $("model-select").value);
     $("model-kind").textContent = m ? t("kind_" + m.kind) : "";
+    const about = m && m.description ? m.description[lang()] || m.description.en : "";
+    $("model-about").textContent = about;
+    const examples = m ? m.examples || [] : [];
+    $("examples").classList.toggle("hidden", examples.length === 0);
+    $("example-list").replaceChildren(...examples.map((text) =>
+      el("button", { type: "button", class: "plain example", text, onclick: () => tryExample(text) })));
+    if (examples.length && !$("text").value.trim()) $("text").value = examples[0];
+  }
+
+  function tryExample(text) {
+    if ($("run").disabled) return; // a run is in progress
+    $("text").value = text;
+    runModel();
   }
 
   function showError(message) {

