@@ -53,8 +53,8 @@ for name in names:
 
 # %%
 REAL = {
-    "ja-en": ["私は毎朝コーヒーを飲みます。", "彼女は昨日図書館で本を借りた。"],
-    "en-ja": ["i drink coffee every morning .", "she borrowed a book from the library yesterday ."],
+    "ja-en": ["私は毎朝コーヒーを飲みます。", "兄は東京に住んでいる。"],
+    "en-ja": ["He goes to school by bus.", "She borrowed a book from the library yesterday."],
 }
 NUMBERS = {
     "ja-en": ["三十四万二千", "二千五百万六百"],

@@ -66,7 +66,7 @@ translator = load_translator(name, seconds=30)  # 05 と同じ / the same as not
 print(translator.source)
 sentence = {"ja-en": "この本はとても面白かった。", "en-ja": "nine thousand nine hundred ninety-nine"}[name]
 if name == "en-ja" and translator.source.startswith("shipped"):
-    sentence = "this book was very interesting ."
+    sentence = "This book was very interesting."
 translator.model.translate([sentence], return_attention=True)[0]
 
 # %% [markdown]
@@ -94,14 +94,15 @@ summary
 # ## 3. 質問応答
 #
 # 質問と本文を `[CLS] 質問 [SEP] 本文 [SEP]` として一緒に読み、答えの始まりと終わりのトークンを当てます。
-# 図は、質問の各トークンが本文のどこに注意したか（最後の層、ヘッドの平均）です。
+# 図は、質問の各トークンが本文のどこに注意したか（最後の層、ヘッドの平均。行の重みの多くは [CLS] や [SEP]、
+# 質問そのものに行くので、本文の中での割合に直して描きます）です。
 #
 # 40 秒の微調整では答えを外すことがよくあります。`attnlab train qa`（既定の 6 エポック、数分）なら
 # 生成データの未知の質問で完全一致 75% 以上になります（`tests/test_qa.py` の slow テスト）。
 #
 # _English:_ question and passage are read together as `[CLS] question [SEP] passage [SEP]`, and
-# the model points at the answer's first and last tokens. The figure: where each question token
-# attended in the passage (last layer, mean over heads). After 40 seconds of fine-tuning the answer
+# the model points at the answer's first and last tokens. The figure: where in the passage each
+# question token looked (last layer, mean over heads, each row renormalised over the passage). After 40 seconds of fine-tuning the answer
 # is often wrong; `attnlab train qa` (6 epochs, a few minutes) reaches 75%+ exact match on unseen
 # generated questions (the slow test in `tests/test_qa.py`).
 
@@ -111,7 +112,28 @@ print(qa.source)
 question = qa_splits(1, seed=0, n_valid=1, n_test=2).test[0]
 print("本文 / passage:", question.context)
 print("正解 / reference:", question.answers[0][0])
-qa.model.answer([question.question], [question.context], return_attention=True)[0]
+answer = qa.model.answer([question.question], [question.context], return_attention=True)[0]
+answer
+
+# %% [markdown]
+# ヘッドの平均はぼやけます。一つ一つのヘッドでは、本文の一つのトークンに強く注目するものがあります。
+# 本文への重みがいちばん大きいヘッドを探して、そのまま（割合に直さずに）描きます。質問のほとんどの
+# トークンが答えのトークンを見ているなら、そのヘッドは答えの位置を運んでいると読めます。
+#
+# _English:_ the mean over heads is diffuse, but single heads can look hard at one passage token.
+# We find the head with the largest weight on the passage and draw it as it is (not
+# renormalised). If most question tokens look at the answer token, that head carries the answer's
+# position.
+
+# %%
+peak = answer.attention.amax(dim=(-2, -1))  # (L, H): the largest question → passage weight of each head
+layer, head = divmod(int(peak.argmax()), peak.shape[1])
+viz.plot_attention(
+    answer.attention[layer, head],
+    answer.context_tokens,
+    answer.question_tokens,
+    title=f"第{layer}層・ヘッド{head} / layer {layer}, head {head}",
+)
 
 # %% [markdown]
 # ## 4. 文章の続きを書く（GPT）
@@ -130,7 +152,7 @@ model, tokenizer = gpt.model
 prompt = "three hundred " if "number words" in gpt.source else "ROMEO:\n"  # the stand-in knows only number words
 ids = torch.tensor([tokenizer.encode(prompt)])
 with torch.no_grad():
-    full = generate(model, ids, max_new_tokens=30, temperature=0.0).tokens  # (1, T): the prompt, then 30 new characters
+    full = generate(model, ids, max_new_tokens=20, temperature=0.0).tokens  # (1, T): the prompt, then 20 new characters
     out = model(full, need_weights=True)
 text = tokenizer.decode(full[0].tolist())
 print(repr(text))

@@ -184,8 +184,10 @@ def test_results_and_reports_show_their_text_and_attention(tmp_path):
     html = summary._repr_html_()
     assert "a (copy 0.80)" in html and len(_numbers(html)) == 9
 
-    answer = Answer("who?", "zorvak won", "zorvak", 0, 6, 3.5, ["who", "?"], ["zorvak", "won"], _weights(2, 2, 2, 2))
-    assert "zorvak" in answer._repr_html_() and len(_numbers(answer._repr_html_())) == 4
+    half = torch.full((1, 2, 2, 2), 0.25)  # half of each row reaches the passage: shown renormalised
+    answer = Answer("who?", "zorvak won", "zorvak", 0, 6, 3.5, ["who", "?"], ["zorvak", "won"], half)
+    html = answer._repr_html_()
+    assert "zorvak" in html and _numbers(html) == [0.5] * 4 and "50%" in html
 
     plot_attention(_weights(2, 2), path=tmp_path / "cross_attention_0.png")
     demo = DemoReport(tmp_path, 0.998, 99.9, 2.0, 15000.0, 909, [("seven", "七")], [tmp_path / "cross_attention_0.png"])

@@ -300,9 +300,10 @@ class Answer:
     attention: Tensor | None = None  # (L, H, Q, C) how much each question token attends to each passage token
 
     def _repr_html_(self) -> str:
-        """Jupyter: the question and the answer, then the question → passage attention of the last
-        layer, averaged over its heads (rows need not sum to 1: the question's own tokens and the
-        special tokens are left out)."""
+        """Jupyter: the question and the answer, then where in the passage each question token
+        looks: the last layer's question → passage attention, averaged over its heads, each row
+        renormalised over the passage (most of a row's weight goes to the special tokens and the
+        question itself, which would leave the passage columns nearly blank)."""
         from html import escape
 
         from ..viz import attention_html
@@ -311,7 +312,12 @@ class Answer:
         if self.attention is None:
             return head
         weights = self.attention[-1].float().mean(0)  # (H, Q, C) -> (Q, C)
-        caption = "question → passage attention, last layer, mean over heads"
+        share = weights.sum(-1, keepdim=True)  # (Q, 1): the part of each row that reaches the passage
+        weights = weights / share.clamp_min(1e-12)
+        caption = (
+            "question → passage attention, last layer, mean over heads, each row renormalised over the passage "
+            f"(it holds {100 * share.mean():.0f}% of a row's weight on average)"
+        )
         return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption)
 
 
