@@ -7,7 +7,9 @@ TORCH_SPEC ?= torch==2.13.0
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.attnlab-installed
 
-.PHONY: venv demo models test test-slow test-browser lint format bench clean
+NB_STAMP := $(VENV)/.attnlab-notebooks-installed
+
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench clean
 
 venv: $(STAMP)
 
@@ -32,15 +34,36 @@ FROM_RUN ?=
 models: $(STAMP)
 	$(BIN)/python -m attnlab.experiments.assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
 
-# The default test run (slow and browser tests excluded; see test-slow / test-browser).
+# The default test run (slow, browser and notebook runs excluded; see the targets below).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser"
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not notebooks"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"
 
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -q -m "browser"
+
+# The notebooks (notebooks/NN_*.py, jupytext percent format) need the extra `.[notebooks]`.
+$(NB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[notebooks]"
+	touch $(NB_STAMP)
+
+# Every notebook executed top to bottom in a Jupyter kernel, in order; the executed copies and the
+# time each took go to build/notebooks/.
+test-notebooks: $(NB_STAMP)
+	$(BIN)/python -m pytest -q -m "notebooks" tests/test_notebooks.py --durations=0
+
+# notebooks/NN_*.ipynb, built from the .py sources and executed (they are git-ignored).
+notebooks: $(NB_STAMP)
+	$(BIN)/python notebooks/build.py
+
+# JupyterLab on the notebooks (converted where missing or older than their source; outputs of
+# `make notebooks` are kept).
+lab: $(NB_STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab]"
+	$(BIN)/python notebooks/build.py --no-execute
+	$(BIN)/jupyter lab notebooks
 
 # Style (ruff check), formatting (ruff format --check) and the import layers (import-linter,
 # contracts in pyproject.toml).

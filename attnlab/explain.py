@@ -10,10 +10,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import functional as AF
+
+if TYPE_CHECKING:
+    from .viz import Plot
 
 DEFAULT_SCORES = (8.0, 4.0, 2.0)
 
@@ -68,6 +72,11 @@ class Steps:
     output: torch.Tensor  # (Dv,)
     d_k: int
     scale: bool
+
+    def _repr_html_(self) -> str:  # Jupyter: the table of steps_html, in display_options' language
+        from .viz import display_options
+
+        return steps_html(self, display_options.lang)
 
 
 def _vectors(rows: list[str] | None, what: str) -> torch.Tensor | None:
@@ -161,19 +170,22 @@ def render(steps: Steps, lang: str = "en") -> str:
     return "\n".join(lines)
 
 
-def plot_steps(steps: Steps, path: Path, lang: str = "en") -> Path:
-    """Four bar charts: raw scores, scaled scores, weights, output."""
-    import matplotlib
+def plot_steps(steps: Steps, path: Path | None = None, lang: str = "en") -> Path | Plot:
+    """Four bar charts: raw scores, scaled scores, weights, output.
 
-    from .viz import use_cjk_font
+    Drawn on its own figure (:func:`attnlab.viz.new_figure`): the session's matplotlib backend is
+    left alone, so a notebook keeps showing its figures inline.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Returns:
+        The path written, or a :class:`attnlab.viz.Plot` (shown inline in Jupyter) without a path.
+    """
+    from .viz import Plot, figure_path, new_figure, save_figure
 
-    use_cjk_font()
+    path = None if path is None else figure_path(path)
     tx = TEXT[lang]
     names = [tx["book"].format(i=i + 1) for i in range(len(steps.raw))]
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
+    fig = new_figure(14, 3.2)
+    axes = fig.subplots(1, 4)
     titles = tx["panels"] if steps.scale else tx["panels_noscale"]
     data = (steps.raw, steps.scaled, steps.weights, steps.output)
     labels = (names, names, names, [str(i) for i in range(len(steps.output))])
@@ -184,12 +196,36 @@ def plot_steps(steps: Steps, path: Path, lang: str = "en") -> Path:
         for i, x in enumerate(values.tolist()):
             ax.annotate(f"{x:.3f}", (i, x), ha="center", va="bottom", fontsize=8)
     axes[2].set_ylim(0, 1.1)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return Plot(fig) if path is None else save_figure(fig, path)
+
+
+def steps_html(steps: Steps, lang: str = "en") -> str:
+    """The walk-through as an HTML table (one row per book: q·k, what enters the softmax, the
+    weight with a bar), the output under it.
+
+    Shape:
+        ``S`` books → ``S`` rows
+    """
+    from html import escape
+
+    tx = TEXT[lang]
+    names = [tx["book"].format(i=i + 1) for i in range(len(steps.raw))]
+    scaled_head = "q·k/√d_k" if steps.scale else tx["panels_noscale"][1]
+    cell = "padding:2px 8px;text-align:right;font-variant-numeric:tabular-nums"
+    head = "".join(f'<th style="{cell}">{escape(h)}</th>' for h in ("", "q·k", scaled_head, tx["panels"][2], ""))
+    rows = []
+    for name, raw, scaled, w in zip(names, steps.raw.tolist(), steps.scaled.tolist(), steps.weights.tolist()):
+        bar = f'<div style="background-color:#4C72B0;height:0.8em;width:{100 * w:.1f}px"></div>'
+        rows.append(
+            f'<tr><th style="{cell}">{escape(name)}</th><td style="{cell}">{raw:.4f}</td>'
+            f'<td style="{cell}">{scaled:.4f}</td><td style="{cell}">{w:.4f}</td><td>{bar}</td></tr>'
+        )
+    note = f"d_k = {steps.d_k}" + (f", √d_k = {math.sqrt(steps.d_k):.4g}" if steps.scale else "")
+    output = escape(tx["output"]) + ": " + _fmt(steps.output)
+    return (
+        f"<div>{escape(tx['title'])} ({note})</div>"
+        f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table><div>{output}</div>'
+    )
 
 
 def explain(

@@ -36,6 +36,7 @@ Tensor = torch.Tensor
 
 __all__ = [
     "AttentionResult",
+    "attention_result_html",
     "scaled_dot_product_attention",
     "additive_attention",
     "causal_mask",
@@ -51,10 +52,39 @@ __all__ = [
 
 
 class AttentionResult(NamedTuple):
-    """What every attention function returns: the mixed values and (on request) the weights."""
+    """What every attention function returns: the mixed values and (on request) the weights.
+
+    In Jupyter it shows the shapes and the weights (of the first batch item): their numbers when
+    the map is small, else a heatmap per head (:func:`attnlab.viz.attention_html`).
+    """
 
     output: Tensor  # (..., T, Dv)
     weights: Tensor | None  # (..., T, S), or None when not requested
+
+    def _repr_html_(self) -> str:
+        return attention_result_html(self)
+
+
+def attention_result_html(result: tuple) -> str:
+    """The Jupyter display of an ``(output, weights)`` pair (:class:`AttentionResult`,
+    :class:`attnlab.layers.AttentionOutput`): the shapes, then the weights if there are any.
+
+    Shape:
+        output ``(..., T, Dv)``; weights ``(..., T, S)`` or ``None``
+    """
+    from html import escape
+
+    from .viz import attention_html
+
+    output, weights = result
+    line = f"<b>{escape(type(result).__name__)}</b>: output {tuple(output.shape)}"
+    if weights is None:
+        return f"<div>{line} · weights None (pass return_weights=True / need_weights=True)</div>"
+    lead = " — the first batch item" if weights.dim() > 3 else ""
+    caption = f"weights {tuple(weights.shape)}{lead}"
+    while weights.dim() > 3:
+        weights = weights[0]  # (B, H, T, S) -> (H, T, S): one panel per head
+    return f"<div>{line}</div>" + attention_html(weights.detach(), caption=caption)
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ class AttentionOutput(NamedTuple):
     output: Tensor  # (B, T, D)
     weights: Tensor | None  # (B, H, T, S) per head, or None when not requested
 
+    def _repr_html_(self) -> str:  # Jupyter: shapes, then each head's weights of batch item 0
+        return AF.attention_result_html(self)
+
 
 class KVCache:
     """The projected keys and values of the positions decoded so far (one attention layer).

@@ -8,6 +8,15 @@ open figure to leak and nothing to close — it is freed when the function retur
 format follows the path suffix (``.png`` or ``.svg``; anything else is a :class:`ValueError`
 raised before any drawing), and missing parent directories are created.
 
+Without a path, a plot function returns a :class:`Plot` instead of writing a file: in Jupyter it
+shows itself inline (``_repr_png_`` or ``_repr_svg_``), and ``.save(path)`` writes it later.
+Objects that hold attention weights elsewhere in attnlab (:class:`AttentionMaps`, the model
+outputs through :class:`ShowsAttention`, results and reports) display through
+:func:`attention_html`: a small map as a table of its numbers, a larger one as a heatmap.
+:data:`display_options` sets the language of the labels (``"en"`` or ``"ja"``), the inline image
+format and when numbers become a picture. This module imports nothing from attnlab (it is a leaf
+of the import layers), so every layer may use it; matplotlib is imported only when drawing.
+
 Japanese labels render because every function calls :func:`use_cjk_font` first (IPAexGothic,
 shipped by ``matplotlib-fontja``, placed after DejaVu Sans in the fallback chain).
 
@@ -23,9 +32,14 @@ Shape:
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import functools
+import html
+import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,6 +47,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DisplayOptions",
+    "display_options",
+    "Plot",
+    "AttentionMaps",
+    "ShowsAttention",
+    "attention_html",
+    "weights_table_html",
+    "image_html",
     "cjk_font_path",
     "use_cjk_font",
     "figure_path",
@@ -77,6 +99,49 @@ LABELS: dict[str, dict[str, str]] = {
         "masked": "隠されている",
     },
 }
+
+
+@dataclass
+class DisplayOptions:
+    """How figures are labelled and how attnlab objects show themselves in Jupyter.
+
+    Set the fields of :data:`display_options` (e.g. ``display_options.lang = "ja"`` at the top of
+    a Japanese notebook); a plot function's own ``lang=`` argument wins over it.
+    """
+
+    lang: str = "en"  # "en" or "ja": axis labels, colour-bar and panel titles
+    format: str = "png"  # "png" or "svg": how a Plot shows itself inline (only that one is rendered)
+    dpi: int = 100  # resolution of inline PNG images (files are written at 150 dpi)
+    max_table_cells: int = 80  # a single map with at most this many cells shows its numbers as a table
+    max_panels: int = 24  # at most this many layer × head panels in an inline grid (later layers first)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        checks = {
+            "lang": lambda v: v in LABELS,
+            "format": lambda v: v in ("png", "svg"),
+            "dpi": lambda v: isinstance(v, int) and not isinstance(v, bool) and 10 <= v <= 600,
+            "max_table_cells": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+            "max_panels": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        }
+        if name not in checks:
+            raise AttributeError(f"display options are {sorted(checks)}; got {name!r}")
+        if not checks[name](value):
+            allowed = {"lang": sorted(LABELS), "format": ["png", "svg"]}.get(name, "an int in range")
+            raise ValueError(f"display_options.{name} must be {allowed}, got {value!r}")
+        object.__setattr__(self, name, value)
+
+
+#: The options every repr and plot function reads (one per process, like matplotlib's rcParams).
+display_options = DisplayOptions()
+
+
+def _labels(lang: str | None) -> dict[str, str]:
+    """The figure labels in ``lang`` (default: ``display_options.lang``; a ``ValueError`` naming the
+    choices for another)."""
+    lang = display_options.lang if lang is None else lang
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
+    return LABELS[lang]
 
 
 @functools.cache
@@ -216,6 +281,61 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
+class Plot:
+    """A drawn figure that shows itself in Jupyter and is written to a file on request.
+
+    What the plot functions return when they are given no path. In a notebook the last
+    expression of a cell displays it inline (as PNG, or SVG with ``display_options.format =
+    "svg"``); :meth:`save` writes it as a file plot functions would have; ``.figure`` is the
+    :class:`matplotlib.figure.Figure` for further drawing.
+
+    Shape:
+        no tensors; holds one figure.
+    """
+
+    def __init__(self, figure) -> None:
+        self.figure = figure
+
+    def png(self, dpi: int | None = None) -> bytes:
+        """The figure as PNG bytes (at ``display_options.dpi`` unless given)."""
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=dpi or display_options.dpi)
+        return buffer.getvalue()
+
+    def svg(self) -> str:
+        """The figure as an SVG document (text)."""
+        buffer = io.StringIO()
+        self.figure.savefig(buffer, format="svg")
+        return buffer.getvalue()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the figure to ``path`` (``.png`` or ``.svg``, 150 dpi); returns the path."""
+        return save_figure(self.figure, figure_path(path))
+
+    def _repr_png_(self) -> bytes | None:
+        return self.png() if display_options.format == "png" else None
+
+    def _repr_svg_(self) -> str | None:
+        return self.svg() if display_options.format == "svg" else None
+
+    def __repr__(self) -> str:
+        width, height = self.figure.get_size_inches()
+        return f"<attnlab.viz.Plot {width:.1f}×{height:.1f} in, {len(self.figure.axes)} axes>"
+
+
+def _finish(fig, path: Path | None) -> Path | Plot:
+    """Write ``fig`` to ``path``, or hand it back as a :class:`Plot` when there is no path."""
+    return Plot(fig) if path is None else save_figure(fig, path)
+
+
+def _checked_path(path: str | Path | None) -> Path | None:
+    return None if path is None else figure_path(path)
+
+
+def _positions(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
 def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
     """Put one token label per cell (every k-th when there are very many)."""
     step = max(1, math.ceil(len(labels) / _MAX_LABELS))
@@ -228,13 +348,6 @@ def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
     else:
         ax.set_yticks(ticks)
         ax.set_yticklabels(shown, fontsize=fontsize, parse_math=False)
-
-
-def _labels(lang: str) -> dict[str, str]:
-    """The figure labels in ``lang`` (a ``ValueError`` naming the choices otherwise)."""
-    if lang not in LABELS:
-        raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
-    return LABELS[lang]
 
 
 def _label_fontsize(n: int) -> float:
@@ -262,36 +375,37 @@ def _heatmap(ax, w: np.ndarray, src: list[str] | None, tgt: list[str] | None):
 
 def plot_attention(
     weights: Any,
-    src_tokens: Sequence[Any],
-    tgt_tokens: Sequence[Any],
-    path: str | Path,
+    src_tokens: Sequence[Any] | None = None,
+    tgt_tokens: Sequence[Any] | None = None,
+    path: str | Path | None = None,
     *,
     title: str | None = None,
-    lang: str = "en",
-) -> Path:
+    lang: str | None = None,
+) -> Path | Plot:
     """One attention heatmap: which source token each target token looked at.
 
     Args:
         weights: attention weights of one head (or a head average) for one sentence pair, every
             value in [0, 1] — e.g. ``cross_weights[layer][b, head]``. Tensor, array or list.
-        src_tokens: column labels (source / key tokens), ``S`` of them.
-        tgt_tokens: row labels (target / query tokens), ``T`` of them.
-        path: output file, ``.png`` or ``.svg``.
+        src_tokens: column labels (source / key tokens), ``S`` of them (default: positions).
+        tgt_tokens: row labels (target / query tokens), ``T`` of them (default: positions).
+        path: output file, ``.png`` or ``.svg``; without one the figure comes back as a
+            :class:`Plot` (shown inline in Jupyter).
         title: optional title above the panel.
-        lang: language of the axis and colour-bar labels, ``"en"`` or ``"ja"`` (:data:`LABELS`).
+        lang: language of the axis labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
 
     Returns:
-        The path written.
+        The path written, or the :class:`Plot` when no path is given.
 
     Shape:
         weights: ``(T, S)``.
     """
-    path = figure_path(path)
+    path = _checked_path(path)
     text = _labels(lang)
     w = check_weights(weights, "weights", 2, "(T, S)")
     T, S = w.shape
-    src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
-    tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
+    src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
+    tgt = _check_tokens(_positions(T) if tgt_tokens is None else tgt_tokens, T, "tgt_tokens", "rows (T)")
     width = min(max(S * _CELL_INCHES + 2.2, 4.0), 24.0)
     height = min(max(T * _CELL_INCHES + 1.6, 3.0), 24.0)
     fig = new_figure(width, height)
@@ -300,20 +414,21 @@ def plot_attention(
     ax.set_xlabel(text["source"])
     ax.set_ylabel(text["target"])
     if title is not None:
-        ax.set_title(title)
+        ax.set_title(title, parse_math=False)
     fig.colorbar(image, ax=ax, label=text["weight"])
-    return save_figure(fig, path)
+    return _finish(fig, path)
 
 
 def plot_attention_grid(
     weights: Any,
-    src_tokens: Sequence[Any],
-    tgt_tokens: Sequence[Any],
-    path: str | Path,
+    src_tokens: Sequence[Any] | None = None,
+    tgt_tokens: Sequence[Any] | None = None,
+    path: str | Path | None = None,
     *,
     title: str | None = None,
-    lang: str = "en",
-) -> Path:
+    lang: str | None = None,
+    layer_names: Sequence[int] | None = None,
+) -> Path | Plot:
     """Every layer and head at once: a grid with one row per layer and one column per head.
 
     Panels are titled ``layer l, head h`` with the same 0-based indices as ``weights[l][h]``.
@@ -323,19 +438,21 @@ def plot_attention_grid(
     Args:
         weights: a ``(L, H, T, S)`` tensor/array, or a list of ``L`` tensors of shape
             ``(H, T, S)`` — e.g. ``[w[b] for w in output.cross_attentions]`` for sentence ``b``.
-        src_tokens: column labels, ``S`` of them.
-        tgt_tokens: row labels, ``T`` of them.
-        path: output file, ``.png`` or ``.svg``.
+        src_tokens: column labels, ``S`` of them (default: positions).
+        tgt_tokens: row labels, ``T`` of them (default: positions).
+        path: output file, ``.png`` or ``.svg``; without one, a :class:`Plot` comes back.
         title: optional title above the grid.
-        lang: language of the panel titles and the colour-bar label, ``"en"`` or ``"ja"``.
+        lang: language of the labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
+        layer_names: the layer numbers of the rows when ``weights`` holds only some layers
+            (panel titles then name the real layers); default ``0 … L−1``.
 
     Returns:
-        The path written.
+        The path written, or the :class:`Plot` when no path is given.
 
     Shape:
         weights: ``(L, H, T, S)``.
     """
-    path = figure_path(path)
+    path = _checked_path(path)
     text = _labels(lang)
     if isinstance(weights, (list, tuple)):
         layers = [check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
@@ -348,8 +465,11 @@ def plot_attention_grid(
     else:
         w = check_weights(weights, "weights", 4, "(L, H, T, S) (pick one batch item first)")
     L, H, T, S = w.shape
-    src = _check_tokens(src_tokens, S, "src_tokens", "columns (S)")
-    tgt = _check_tokens(tgt_tokens, T, "tgt_tokens", "rows (T)")
+    src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
+    tgt = _check_tokens(_positions(T) if tgt_tokens is None else tgt_tokens, T, "tgt_tokens", "rows (T)")
+    names = list(range(L)) if layer_names is None else [int(x) for x in layer_names]
+    if len(names) != L:
+        raise ValueError(f"layer_names names {len(names)} layers but the weights have {L}")
     panel_w = max(S * _CELL_INCHES * 0.8, 1.8)
     panel_h = max(T * _CELL_INCHES * 0.8, 1.6)
     width = min(H * panel_w + 2.5, 40.0)
@@ -366,34 +486,34 @@ def plot_attention_grid(
                 src if layer == L - 1 else None,
                 tgt if head == 0 else None,
             )
-            ax.set_title(text["panel"].format(layer=layer, head=head), fontsize=8)
+            ax.set_title(text["panel"].format(layer=names[layer], head=head), fontsize=8)
     if title is not None:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     fig.colorbar(image, ax=axes, label=text["weight"], shrink=0.8)
-    return save_figure(fig, path)
+    return _finish(fig, path)
 
 
 def plot_mask(
     mask: Any,
-    path: str | Path,
+    path: str | Path | None = None,
     *,
     tokens: Sequence[Any] | None = None,
     title: str | None = None,
-    lang: str = "en",
-) -> Path:
+    lang: str | None = None,
+) -> Path | Plot:
     """Draw a boolean attention mask: dark cells may attend, light cells are masked out.
 
     Args:
         mask: boolean, ``True`` = may attend (from the helpers in :mod:`attnlab.functional`);
             leading size-1 dimensions (``(1, 1, T, S)``) are dropped.
-        path: output file, ``.png`` or ``.svg``.
+        path: output file, ``.png`` or ``.svg``; without one, a :class:`Plot` comes back.
         tokens: labels for both axes of a self-attention mask (needs ``T == S``); positions are
             numbered when omitted.
         title: optional title.
-        lang: language of the axis and legend labels, ``"en"`` or ``"ja"``.
+        lang: language of the labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
 
     Returns:
-        The path written.
+        The path written, or the :class:`Plot` when no path is given.
 
     Shape:
         mask: ``(T, S)``.
@@ -401,7 +521,7 @@ def plot_mask(
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    path = figure_path(path)
+    path = _checked_path(path)
     text = _labels(lang)
     m = to_array(mask, "mask")
     while m.ndim > 2 and m.shape[0] == 1:
@@ -438,14 +558,14 @@ def plot_mask(
     ax.set_xlabel(text["key_position"])
     ax.set_ylabel(text["query_position"])
     if title is not None:
-        ax.set_title(title)
+        ax.set_title(title, parse_math=False)
     ax.legend(
         handles=[Patch(color="#2b5d9c", label=text["allowed"]), Patch(color="#ececec", label=text["masked"])],
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize=8,
     )
-    return save_figure(fig, path)
+    return _finish(fig, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -460,7 +580,7 @@ def _series_values(values: Sequence[Any]) -> np.ndarray:
 
 def plot_curves(
     series: Mapping[str, tuple[Sequence[Any], Sequence[Any]]],
-    path: str | Path,
+    path: str | Path | None = None,
     *,
     xlabel: str,
     ylabel: str,
@@ -473,18 +593,18 @@ def plot_curves(
     Args:
         series: name → ``(xs, ys)``. ``xs`` may be numbers or category labels (strings, e.g.
             ``"1–10"``); a ``None`` in ``ys`` (an empty bucket) leaves a gap.
-        path: output file, ``.png`` or ``.svg``.
+        path: output file, ``.png`` or ``.svg``; without one, a :class:`Plot` comes back.
         xlabel, ylabel: axis labels.
         title: optional title.
         logy, logx: logarithmic axes (every plotted value must then be > 0).
 
     Returns:
-        The path written.
+        The path written, or the :class:`Plot` when no path is given.
 
     Shape:
         each series: ``xs`` and ``ys`` of equal length ``n ≥ 1``.
     """
-    path = figure_path(path)
+    path = _checked_path(path)
     if not isinstance(series, Mapping) or not series:
         raise ValueError("series must be a non-empty dict: name -> (xs, ys)")
     prepared = []
@@ -518,12 +638,12 @@ def plot_curves(
     ax.grid(True, alpha=0.3)
     if len(prepared) > 1:
         ax.legend()
-    return save_figure(fig, path)
+    return _finish(fig, path)
 
 
 def plot_bars(
     series: Mapping[str, Mapping[str, float]],
-    path: str | Path,
+    path: str | Path | None = None,
     *,
     ylabel: str,
     xlabel: str | None = None,
@@ -536,17 +656,17 @@ def plot_bars(
         series: series name → (category → value). Categories are the x positions, in first-seen
             order; each series is one bar per category (a missing category leaves no bar). With
             one series no legend is drawn.
-        path: output file, ``.png`` or ``.svg``.
+        path: output file, ``.png`` or ``.svg``; without one, a :class:`Plot` comes back.
         ylabel: y-axis label; xlabel and title optional.
         logy: logarithmic y-axis (values must be > 0).
 
     Returns:
-        The path written.
+        The path written, or the :class:`Plot` when no path is given.
 
     Shape:
         ``K`` series × up to ``C`` categories → ``C`` groups of up to ``K`` bars.
     """
-    path = figure_path(path)
+    path = _checked_path(path)
     if not isinstance(series, Mapping) or not series:
         raise ValueError("series must be a non-empty dict: name -> {category: value}")
     categories: list[str] = []
@@ -580,18 +700,19 @@ def plot_bars(
     ax.grid(True, axis="y", alpha=0.3)
     if k > 1:
         ax.legend()
-    return save_figure(fig, path)
+    return _finish(fig, path)
 
 
 def plot_image_attention(
     image: Any,
     weights: Any,
     patch_size: int,
-    path: str | Path,
+    path: str | Path | None = None,
     *,
     titles: Sequence[str] | None = None,
     title: str | None = None,
-) -> Path:
+    lang: str | None = None,
+) -> Path | Plot:
     """Attention over image patches drawn on the image: one panel per row of ``weights``.
 
     Each panel colours every patch by its weight (one colour scale from 0 to the largest weight
@@ -602,16 +723,18 @@ def plot_image_attention(
         image: the image, pixel values in any range.
         weights: patch weights in raster order, one row per panel, each in [0, 1].
         patch_size: side of a patch in pixels.
-        path: output ``.png`` or ``.svg`` file.
+        path: output ``.png`` or ``.svg`` file; without one, a :class:`Plot` comes back.
         titles: one title per panel.
         title: a title for the whole figure.
+        lang: language of the colour-bar label (default: ``display_options.lang``).
 
     Shape:
         image ``(H, W)``; weights ``(P,)`` or ``(K, P)`` with ``P = (H/p)·(W/p)``
     """
     import torch  # only to upsample the strokes
 
-    path = figure_path(path)
+    path = _checked_path(path)
+    text = _labels(lang)
     img = to_array(image, "image").astype(np.float64)
     if img.ndim != 2:
         raise ValueError(f"image must have shape (H, W), got {img.shape}")
@@ -657,5 +780,187 @@ def plot_image_attention(
             ax.set_title(str(titles[k]), fontsize=11)
     if title:
         fig.suptitle(title)
-    fig.colorbar(heat, ax=axes, shrink=0.8, label="attention weight")
-    return save_figure(fig, path)
+    fig.colorbar(heat, ax=axes, shrink=0.8, label=text["weight"])
+    return _finish(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# Inline display in Jupyter: attention maps as a table of numbers (small) or a heatmap (large)
+# --------------------------------------------------------------------------------------------
+
+
+def image_html(plot: Plot, *, alt: str = "attention heatmap") -> str:
+    """An ``<img>`` element holding ``plot`` as an embedded PNG (for ``_repr_html_`` methods).
+
+    Shape:
+        no tensors; returns HTML text.
+    """
+    data = base64.b64encode(plot.png()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width:100%">'
+
+
+def weights_table_html(
+    weights: Any,
+    src_tokens: Sequence[Any] | None = None,
+    tgt_tokens: Sequence[Any] | None = None,
+    *,
+    digits: int = 3,
+) -> str:
+    """One attention map as an HTML table: a row per query, a column per key, each cell its
+    weight, shaded by it (the numbers beside the picture).
+
+    Shape:
+        weights: ``(T, S)``, or ``(S,)`` for one query.
+    """
+    w = to_array(weights, "weights")
+    w = check_weights(w[None] if w.ndim == 1 else w, "weights", 2, "(T, S)")
+    T, S = w.shape
+    src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
+    tgt = _check_tokens(_positions(T) if tgt_tokens is None else tgt_tokens, T, "tgt_tokens", "rows (T)")
+    cell = "padding:2px 6px;text-align:right;font-variant-numeric:tabular-nums"
+    head = "".join(f'<th style="{cell}">{html.escape(t)}</th>' for t in src)
+    rows = []
+    for label, row in zip(tgt, w):
+        cells = "".join(
+            f'<td style="{cell};background-color:rgba(43,93,156,{x:.3f});color:{"white" if x > 0.55 else "black"}">'
+            f"{x:.{digits}f}</td>"
+            for x in row
+        )
+        rows.append(f'<tr><th style="{cell}">{html.escape(label)}</th>{cells}</tr>')
+    return f'<table style="border-collapse:collapse"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+
+
+def _as_grid(weights: Any) -> np.ndarray:
+    """Weights of any of the shapes reprs meet as a ``(L, H, T, S)`` grid.
+
+    ``(T, S)`` → one panel; ``(H, T, S)`` → one row of heads; ``(L, H, T, S)`` as it is (more
+    leading dimensions: their first item); a list of per-layer ``(B, H, T, S)`` tensors (batch
+    item 0 of each is taken) or ``(H, T, S)`` tensors → one row per layer.
+    """
+    if isinstance(weights, (list, tuple)):
+        layers = [to_array(w, "weights") for w in weights]
+        layers = [w[0] if w.ndim == 4 else w for w in layers]  # batch item 0
+        layers = [w[None] if w.ndim == 2 else w for w in layers]
+        return np.stack(layers)
+    w = to_array(weights, "weights")
+    while w.ndim > 4:
+        w = w[0]
+    return w.reshape((1,) * (4 - w.ndim) + w.shape)
+
+
+def attention_html(
+    weights: Any,
+    src_tokens: Sequence[Any] | None = None,
+    tgt_tokens: Sequence[Any] | None = None,
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+    layer_names: Sequence[int] | None = None,
+) -> str:
+    """HTML showing attention weights: a caption, then the numbers as a table when there is one
+    small map (at most ``display_options.max_table_cells`` cells), else a heatmap (one panel,
+    or a layer × head grid of at most ``display_options.max_panels`` panels, the last layers kept).
+
+    Args:
+        weights: ``(T, S)``, ``(H, T, S)``, ``(L, H, T, S)`` or a list of per-layer
+            ``(B, H, T, S)`` maps (batch item 0 is shown); values in [0, 1].
+        src_tokens, tgt_tokens: column and row labels (default: positions).
+        title: a title on the heatmap.
+        caption: a line of text above it (escaped).
+        layer_names: the layer numbers of the grid's rows (default ``0 … L−1``).
+
+    Shape:
+        weights → a ``(L, H, T, S)`` grid; returns HTML text.
+    """
+    grid = _as_grid(weights)
+    L, H, T, S = grid.shape
+    names = list(range(L)) if layer_names is None else list(layer_names)
+    parts = [] if caption is None else [f"<div>{html.escape(caption)}</div>"]
+    if L * H == 1 and T * S <= display_options.max_table_cells:
+        parts.append(weights_table_html(grid[0, 0], src_tokens, tgt_tokens))
+        return "".join(parts)
+    if L * H == 1:
+        plot = plot_attention(grid[0, 0], src_tokens, tgt_tokens, title=title)
+    else:
+        keep = max(1, display_options.max_panels // H)  # whole layers, the last ones
+        if keep < L:
+            parts.append(f"<div>({L - keep} of {L} layers left out: display_options.max_panels)</div>")
+            grid, names = grid[-keep:], names[-keep:]
+        plot = plot_attention_grid(grid, src_tokens, tgt_tokens, title=title, layer_names=names)
+    parts.append(image_html(plot))
+    return "".join(parts)
+
+
+def _describe(value: Any) -> str | None:
+    """A short description of one field of an output: a tensor's shape, a number, a list's length."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        shape = tuple(value.shape)
+        if shape == () or math.prod(shape) == 1:
+            return f"{float(value.reshape(-1)[0]):.4g}"
+        return str(shape)
+    if isinstance(value, (int, float)):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "shape") for v in value):
+        return f"{len(value)} × {tuple(value[0].shape)}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "None"
+    return None
+
+
+class AttentionMaps(list):
+    """Per-layer attention weights, ``L × (B, H, T, S)``: a plain list that also draws itself in
+    Jupyter (every layer and head of batch item 0).
+
+    Model outputs hold their maps in this type (see :class:`ShowsAttention`), so
+    ``out.attentions`` displays as a grid; everything else sees an ordinary list.
+
+    Shape:
+        ``L`` tensors of ``(B, H, T, S)`` (or ``(H, T, S)``: graph attention has no batch).
+    """
+
+    def _repr_html_(self) -> str | None:
+        if not self or not all(hasattr(w, "shape") and len(w.shape) in (3, 4) for w in self):
+            return None
+        shape = tuple(self[0].shape)
+        caption = f"{len(self)} layer(s) × {shape}" + (" — batch item 0" if len(shape) == 4 else "")
+        return attention_html(list(self), caption=caption)
+
+
+def _wrap_maps(value: Any) -> Any:
+    if isinstance(value, list) and not isinstance(value, AttentionMaps):
+        return AttentionMaps(value)
+    if isinstance(value, dict):
+        return {k: _wrap_maps(v) for k, v in value.items()}
+    return value
+
+
+class ShowsAttention:
+    """A mixin for model-output dataclasses with an ``attentions`` field (a list of per-layer
+    maps, or a dict of such lists): the lists become :class:`AttentionMaps`, and the output shows
+    itself in Jupyter as its fields' shapes and a grid of its attention (the ``"cross"`` maps of
+    an encoder–decoder, else the first kind it has).
+
+    Shape:
+        ``attentions``: ``L × (B, H, T, S)``, or ``{kind: L × (B, H, T, S)}``.
+    """
+
+    def __post_init__(self) -> None:
+        if getattr(self, "attentions", None) is not None:
+            self.attentions = _wrap_maps(self.attentions)
+
+    def _repr_html_(self) -> str:
+        fields = [f.name for f in dataclasses.fields(self)] if dataclasses.is_dataclass(self) else []
+        described = [(name, _describe(getattr(self, name))) for name in fields]
+        line = " · ".join(f"{name} {d}" for name, d in described if d is not None)
+        parts = [f"<div><b>{type(self).__name__}</b>: {html.escape(line)}</div>"]
+        maps = getattr(self, "attentions", None)
+        if isinstance(maps, dict):
+            kind = "cross" if maps.get("cross") else next((k for k, v in maps.items() if v), None)
+            maps = None if kind is None else maps[kind]
+            if maps is not None:
+                parts.append(f"<div>attentions[{kind!r}]</div>")
+        if maps:
+            parts.append(AttentionMaps(maps)._repr_html_() or "")
+        return "".join(parts)

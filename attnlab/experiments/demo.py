@@ -74,6 +74,23 @@ class DemoReport:
             )
         return f"ran all its epochs (best validation exact match {best}, target {self.target:.1%})"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the scores, the example translations and the first heatmap written."""
+        import base64
+        from html import escape
+
+        rows = "".join(f"<tr><td>{escape(s)}</td><td>{escape(t)}</td></tr>" for s, t in self.examples)
+        parts = [
+            f"<div><b>attnlab demo</b> ({escape(str(self.out_dir))}): exact match {100 * self.exact_match:.1f}%, "
+            f"BLEU {self.bleu:.1f}; {self.steps} steps in {self.train_minutes:.1f} min "
+            f"({self.tokens_per_s:,.0f} target tokens/s)</div>",
+            f"<table>{rows}</table>",
+        ]
+        if self.heatmaps and Path(self.heatmaps[0]).is_file():
+            data = base64.b64encode(Path(self.heatmaps[0]).read_bytes()).decode("ascii")
+            parts.append(f'<img src="data:image/png;base64,{data}" alt="cross-attention" style="max-width:100%">')
+        return "".join(parts)
+
 
 def demo_setup(
     out_dir: Path | None, *, minutes: float = MAX_MINUTES, target: float | None = TARGET, seed: int

@@ -90,6 +90,38 @@ class VariantsReport:
     results: list[VariantResult]
     wall_seconds: float
 
+    def _repr_html_(self) -> str:
+        """Jupyter: one row per variant (loss, speed and memory against full attention), then the
+        report's figure (variants.png)."""
+        import base64
+        from html import escape
+
+        full = next((r for r in self.results if r.variant == "full"), None)
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("variant", "best valid loss", "Δ vs full", "tokens/s", "speed vs full", "peak MiB", "steps")
+        )
+        rows = []
+        for r in self.results:
+            delta = "—" if full is None else f"{r.best_valid_loss - full.best_valid_loss:+.3f}"
+            speed = "—" if full is None or not full.tokens_per_s else f"{r.tokens_per_s / full.tokens_per_s:.2f}×"
+            cells = (
+                r.variant,
+                _fmt(r.best_valid_loss),
+                delta,
+                f"{r.tokens_per_s:,.0f}",
+                speed,
+                f"{r.peak_mib:.0f}",
+                r.steps,
+            )
+            rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        parts = [f"<table><tr>{head}</tr>{''.join(rows)}</table>", f"<div>whole run {self.wall_seconds:.0f} s</div>"]
+        figure = Path(self.out_dir) / "variants.png"
+        if figure.is_file():
+            data = base64.b64encode(figure.read_bytes()).decode("ascii")
+            parts.append(f'<img src="data:image/png;base64,{data}" alt="variants" style="max-width:100%">')
+        return "".join(parts)
+
 
 def parse_variant(text: str) -> AttentionSpec:
     """``NAME[:WINDOW[:N_GLOBAL]]`` → the :class:`AttentionSpec` a GPT config gets (errors name the part)."""

@@ -31,6 +31,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import ACTIVATIONS, EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from ..viz import ShowsAttention
 from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -104,7 +105,7 @@ def bert_config(preset: str, **overrides) -> BertConfig:
 
 
 @dataclass
-class BertOutput:
+class BertOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     hidden_states: Tensor  # (B, S, D) output of the last block
     all_hidden_states: list[Tensor]  # L+1 × (B, S, D): the embeddings, then each block's output
     attentions: list[Tensor] | None  # L × (B, H, S, S) when need_weights
@@ -112,7 +113,7 @@ class BertOutput:
 
 
 @dataclass
-class MaskedLMOutput:
+class MaskedLMOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     logits: Tensor  # (B, S, V) masked-LM logits at every position
     loss: Tensor | None  # masked-LM loss (+ next-sentence loss when its labels are given)
     attentions: list[Tensor] | None  # L × (B, H, S, S) when need_weights

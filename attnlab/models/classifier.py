@@ -32,6 +32,7 @@ from torch import nn
 from .. import functional as AF
 from ..layers import EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
+from ..viz import ShowsAttention
 from .config import check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -133,7 +134,7 @@ class AttentionPooling(nn.Module):
 
 
 @dataclass
-class ClassifierOutput:
+class ClassifierOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     logits: Tensor  # (B, C)
     loss: Tensor | None  # mean cross-entropy when labels were given
     pool_weights: Tensor  # (B, S) attention-pooling weights over the tokens

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..viz import ShowsAttention
 from .config import check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -150,7 +151,7 @@ def gat_config(preset: str, **fields) -> GATConfig:
 
 
 @dataclass
-class GATOutput:
+class GATOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     logits: Tensor  # (N, C) per node
     loss: Tensor | None  # mean cross-entropy over the labelled nodes, when labels were given
     attentions: list[Tensor] | None = None  # L × (H, N, N) attention coefficients per layer, if asked

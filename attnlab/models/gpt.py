@@ -33,6 +33,7 @@ from torch import nn
 from ..accel import apply_dropout, linear
 from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
+from ..viz import ShowsAttention
 from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -95,7 +96,7 @@ def gpt_config(preset: str, **overrides) -> GPTConfig:
 
 
 @dataclass
-class LMOutput:
+class LMOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     logits: Tensor  # (B, T, V) next-token logits at every new position
     loss: Tensor | None = None  # mean next-token cross-entropy over the labelled positions
     attentions: list[Tensor] | None = None  # per layer (B, H, T, S), when need_weights

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..viz import ShowsAttention
 from .bert import BertConfig, BertModel, init_bert_weights
 
 Tensor = torch.Tensor
@@ -41,7 +42,7 @@ MODEL_TYPE = "bert_qa"  # config.model_type of a question-answering BERT (checkp
 
 
 @dataclass
-class QAOutput:
+class QAOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     start_logits: Tensor  # (B, S) answer-start scores; very negative outside span_mask
     end_logits: Tensor  # (B, S) answer-end scores; very negative outside span_mask
     loss: Tensor | None  # ½ (start CE + end CE) when positions are given

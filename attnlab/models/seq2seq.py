@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ..layers import KVCache
+from ..viz import ShowsAttention
 
 Tensor = torch.Tensor
 
@@ -51,7 +52,7 @@ __all__ = [
 
 
 @dataclass
-class Seq2SeqOutput:
+class Seq2SeqOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     """The teacher-forced forward pass of an encoder–decoder.
 
     Shape:

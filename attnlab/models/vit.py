@@ -33,6 +33,7 @@ from torch import nn
 
 from ..layers import EncoderBlock
 from ..positional import LearnedPositionalEmbedding
+from ..viz import ShowsAttention
 from .config import check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -196,7 +197,7 @@ class PatchEncoder(nn.Module):
 
 
 @dataclass
-class ViTOutput:
+class ViTOutput(ShowsAttention):  # attentions: AttentionMaps; shows itself in Jupyter
     logits: Tensor  # (B, K)
     loss: Tensor | None  # mean cross-entropy when labels were given
     attentions: list[Tensor] | None = None  # L × (B, H, N, N) self-attention, token 0 = [CLS], if asked

@@ -304,6 +304,19 @@ class Prediction:
     tokens: list[str]  # the tokens the model read (after cutting to max_len)
     weights: list[float]  # pooling weight of each token; they sum to 1
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the label and probabilities, then each token shaded by its pooling weight."""
+        from html import escape
+
+        probs = ", ".join(f"{escape(k)} {p:.2f}" for k, p in sorted(self.probs.items(), key=lambda kv: -kv[1]))
+        top = max(self.weights, default=0.0) or 1.0
+        spans = "".join(
+            f'<span style="background-color:rgba(43,93,156,{0.85 * w / top:.3f});color:{"white" if w / top > 0.6 else "black"};'
+            f'padding:1px 3px;margin:1px;display:inline-block" title="{w:.3f}">{escape(t)}<sub>{w:.2f}</sub></span>'
+            for t, w in zip(self.tokens, self.weights)
+        )
+        return f"<div><b>{escape(self.label)}</b> ({probs})</div><div>{spans}</div>"
+
 
 class TextClassifier:
     """A trained attention-pooling classifier with its tokenizer and label names."""

@@ -299,6 +299,27 @@ class Answer:
     context_tokens: list[str] | None = None  # columns of `attention`: the passage tokens of the best window
     attention: Tensor | None = None  # (L, H, Q, C) how much each question token attends to each passage token
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the question and the answer, then where in the passage each question token
+        looks: the last layer's question → passage attention, averaged over its heads, each row
+        renormalised over the passage (most of a row's weight goes to the special tokens and the
+        question itself, which would leave the passage columns nearly blank)."""
+        from html import escape
+
+        from ..viz import attention_html
+
+        head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> (score {self.score:.2f})</div>"
+        if self.attention is None:
+            return head
+        weights = self.attention[-1].float().mean(0)  # (H, Q, C) -> (Q, C)
+        share = weights.sum(-1, keepdim=True)  # (Q, 1): the part of each row that reaches the passage
+        weights = weights / share.clamp_min(1e-12)
+        caption = (
+            "question → passage attention, last layer, mean over heads, each row renormalised over the passage "
+            f"(it holds {100 * share.mean():.0f}% of a row's weight on average)"
+        )
+        return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption)
+
 
 class QuestionAnswerer:
     """A trained span-head BERT with its tokenizer: (question, passage) in, answer span (and attention) out."""

@@ -360,6 +360,19 @@ class Summary:
     p_gen: list[float] | None = None  # per row of `tokens`: probability of generating (1 − p_gen = copying)
     attention: Tensor | None = None  # (T, S) attention of each summary word over the document words
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the summary, then its attention over the document (rows: summary words with
+        their copy probability 1 − p_gen)."""
+        from html import escape
+
+        from ..viz import attention_html
+
+        head = f"<div><b>{escape(self.text)}</b></div>"
+        if self.attention is None or self.p_gen is None:
+            return head + "<div>(summarize(..., return_attention=True) adds the attention)</div>"
+        rows = [f"{w} (copy {1 - p:.2f})" for w, p in zip(self.tokens, self.p_gen)]
+        return head + attention_html(self.attention, self.src_tokens, rows, caption="attention over the document")
+
 
 class Summarizer:
     """A trained pointer-generator with its vocabulary: documents in, summaries (and attention) out."""

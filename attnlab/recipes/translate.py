@@ -434,6 +434,21 @@ class Translation:
     tgt_tokens: list[str]  # generated token labels incl. the end token (heatmap rows)
     cross_attention: Tensor | None = None  # (L, H, T, S) for the chosen hypothesis, if asked
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the sentence and its translation, then the cross-attention of the last layer
+        (averaged over its heads) with the tokens on the axes."""
+        from html import escape
+
+        from ..viz import attention_html
+
+        head = f"<div>{escape(self.source)} → <b>{escape(self.text)}</b></div>"
+        if self.cross_attention is None:
+            return head + "<div>(translate(..., return_attention=True) adds the cross-attention)</div>"
+        L = self.cross_attention.shape[0]
+        caption = f"cross-attention, layer {L - 1} of 0–{L - 1}, mean over heads"
+        weights = self.cross_attention[-1].float().mean(0)  # (H, T, S) -> (T, S)
+        return head + attention_html(weights, self.src_tokens, self.tgt_tokens, caption=caption)
+
 
 class Translator:
     """A trained encoder–decoder with its tokenizers: text in, text (and attention) out."""

@@ -1,0 +1,318 @@
+"""What the notebooks share: models by name, the text they train on, exercise checks, sliders.
+
+Models by name. ``load_translator("ja-en")`` (and the other loaders) take the model attnlab ships
+under that name — the name ``attnlab translate --model NAME`` and ``attnlab explore`` accept —
+when this install has it. Until then (or for the applications attnlab ships no model for) they
+train a small stand-in on data the package generates, for a stated number of seconds, and keep it
+under ``notebooks/runs/`` so the next notebook (or the next run) loads it instead of training
+again. Every loader returns the model with a line saying which of these it was, and the notebooks
+print that line: a heatmap of a 30-second stand-in is not the shipped model's.
+
+Exercises. Each notebook ends with 練習問題 (exercises): a function for the reader to write and a
+cell calling :func:`check`, which runs the exercise's test from :mod:`solutions` on it. A function
+still raising ``NotImplementedError`` is reported as unfinished and the model solution is checked
+instead, so the notebooks run from top to bottom as they are (in CI too).
+
+Sliders. :func:`three_books_playground` uses ``ipywidgets`` when it is installed (``pip install
+'attnlab[notebooks]'``) and says so when it is not; nothing else needs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import solutions
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+#: Models the notebooks trained themselves (git-ignored); delete it to train them again.
+RUNS = HERE / "runs"
+#: tinyshakespeare where the project keeps its corpora (beside the repository); optional.
+SHAKESPEARE = REPO.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+
+
+class Loaded(NamedTuple):
+    """A model and where it came from (printed by the notebooks next to its results)."""
+
+    model: Any  # a Translator, Summarizer, QuestionAnswerer, or (model, tokenizer) pair
+    source: str  # "shipped model 'ja-en'", or what the stand-in was trained on and for how long
+
+
+# --------------------------------------------------------------------------------------------
+# Models by name
+# --------------------------------------------------------------------------------------------
+
+
+def shipped_model(name: str) -> Path | None:
+    """The checkpoint folder attnlab ships under ``name``, or ``None`` if this install has none.
+
+    Names are resolved as ``--model NAME`` is (:func:`attnlab.web.models.checkpoint_dir`):
+    ``minilm`` is the all-MiniLM-L6-v2 package; the other names (``demo``, ``ja-en``, ``en-ja``,
+    ``shakespeare-char`` …) come with attnlab's model assets.
+    """
+    from attnlab.web.models import checkpoint_dir
+
+    if Path(name).exists():  # a folder of that name in the working directory is not a shipped model
+        return None
+    try:
+        return checkpoint_dir(Path(name))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _stand_in_folder(name: str) -> Path:
+    return RUNS / name
+
+
+def _trained(folder: Path) -> bool:
+    return (folder / "best" / "config.json").is_file()
+
+
+#: Stand-ins for the translators: the generated number task (English words ⇄ kanji numerals).
+_TRANSLATION_TASKS = {"ja-en": "numbers-ja-en", "en-ja": "numbers-en-ja", "demo": "numbers-en-ja"}
+
+
+def load_translator(name: str, *, seconds: float = 30.0, log=print) -> Loaded:
+    """The translator ``name`` (``"ja-en"``, ``"en-ja"`` or ``"demo"``): shipped, or a stand-in
+    trained for ``seconds`` on the generated number task (English number words ⇄ kanji).
+
+    The stand-in is the demo's Transformer made small (width 64, one encoder and one decoder
+    layer): in 30 s on one busy CPU core it gets about 90% of held-out numbers exactly right.
+    """
+    from attnlab.data.tasks import make_splits
+    from attnlab.experiments.demo import demo_setup
+    from attnlab.recipes.translate import load_translator as load
+    from attnlab.recipes.translate import train_translation
+
+    path = shipped_model(name)
+    if path is not None:
+        return Loaded(load(path), f"shipped model {name!r}")
+    task = _TRANSLATION_TASKS[name]
+    folder = _stand_in_folder(f"{task}-{seconds:g}s")
+    source = f"stand-in for {name!r}: a small Transformer trained {seconds:g} s on the generated task {task!r}"
+    if _trained(folder):
+        return Loaded(load(folder), source + " (loaded from notebooks/runs)")
+    log(f"{name!r} is not shipped with this attnlab: training a stand-in on {task!r} for {seconds:g} s …")
+    splits = make_splits(task, 20000, 200, 200, seed=0)
+    setup = demo_setup(folder, minutes=seconds / 60, seed=0)
+    setup = dataclasses.replace(
+        setup,
+        model_overrides=dict(d_model=64, d_ff=128, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0),
+        max_tokens=1000,
+        eval_sentences=100,
+    )
+    if name == "ja-en":  # kanji in, English words out: characters in, a word-sized BPE out
+        setup = dataclasses.replace(setup, tokenizer="char", tgt_tokenizer="bpe")
+    setup.train = dataclasses.replace(
+        setup.train, warmup_steps=30, eval_every_steps=100, patience=None, progress=False, overwrite=True
+    )
+    _, _, translator = train_translation(setup, splits.train, splits.valid)
+    return Loaded(translator, source)
+
+
+def sample_text(max_chars: int = 400_000) -> tuple[str, str]:
+    """A text to train small language models on, and its name: tinyshakespeare when the
+    project's corpora sit beside the repository, else generated number words (one per line)."""
+    if SHAKESPEARE.is_file():
+        return SHAKESPEARE.read_text(encoding="utf-8")[:max_chars], "tinyshakespeare"
+    from attnlab.data.tasks import make_task
+
+    lines, size = [], 0
+    for en, _ in make_task("numbers-en-ja", 40000, seed=1):
+        lines.append(en)
+        size += len(en) + 1
+        if size >= max_chars:
+            break
+    return "\n".join(lines) + "\n", "generated number words"
+
+
+def load_gpt(name: str = "shakespeare-char", *, seconds: float = 20.0, log=print) -> Loaded:
+    """A character-level GPT: shipped as ``name``, or a small one trained for ``seconds`` on
+    :func:`sample_text`. ``Loaded.model`` is ``(model, tokenizer)``."""
+    from attnlab.recipes.lm import LMSetup, load_language_model, train_lm
+    from attnlab.train import TrainConfig
+
+    path = shipped_model(name)
+    if path is not None:
+        return Loaded(load_language_model(path), f"shipped model {name!r}")
+    text, text_name = sample_text()
+    folder = _stand_in_folder(f"gpt-{seconds:g}s")
+    source = f"stand-in for {name!r}: a 2-layer character GPT trained {seconds:g} s on {text_name}"
+    if _trained(folder):
+        return Loaded(load_language_model(folder), source + " (loaded from notebooks/runs)")
+    log(f"{name!r} is not shipped with this attnlab: training a small GPT on {text_name} for {seconds:g} s …")
+    setup = LMSetup(
+        model_preset="bench-small",
+        model_overrides=dict(n_layer=2, n_positions=128),
+        block_size=128,
+        batch_size=16,
+        eval_tokens=8192,
+        train=TrainConfig(
+            out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-3, warmup_steps=20,
+            eval_every_steps=100, progress=False, overwrite=True,
+        ),
+    )  # fmt: skip
+    train_lm(setup, text)
+    return Loaded(load_language_model(folder), source)
+
+
+def load_masked_lm(*, seconds: float = 20.0, log=print) -> Loaded:
+    """A small BERT with a masked-LM head trained for ``seconds`` on generated number words
+    (attnlab ships no masked LM: MiniLM is a sentence encoder without its MLM head).
+    ``Loaded.model`` is ``(model, tokenizer)``."""
+    from attnlab.data.tasks import make_task
+    from attnlab.recipes.lm import MLMSetup, load_language_model, train_mlm
+    from attnlab.train import TrainConfig
+
+    folder = _stand_in_folder(f"mlm-numbers-{seconds:g}s")
+    source = f"a 2-layer BERT trained {seconds:g} s (masked LM) on generated number words"
+    if _trained(folder):
+        return Loaded(load_language_model(folder), source + " (loaded from notebooks/runs)")
+    log(f"training a small masked LM on generated number words for {seconds:g} s …")
+    text = "\n".join(en for en, _ in make_task("numbers-en-ja", 20000, seed=2)) + "\n"
+    setup = MLMSetup(
+        model_preset="tiny",
+        model_overrides=dict(n_embd=64, n_head=4),
+        tokenizer="bpe",
+        vocab_size=200,
+        max_len=32,
+        batch_size=8,  # many small steps: with large batches 20 s only learns word frequencies, not context
+        eval_sequences=128,
+        train=TrainConfig(
+            out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-3, warmup_steps=20,
+            eval_every_steps=100, progress=False, overwrite=True,
+        ),
+    )  # fmt: skip
+    train_mlm(setup, text)
+    return Loaded(load_language_model(folder), source)
+
+
+def load_summarizer(*, seconds: float = 20.0, log=print) -> Loaded:
+    """A pointer-generator trained for ``seconds`` on the generated "facts" task (invented names
+    and numbers the model must copy); attnlab ships no summarizer."""
+    from attnlab.data.summaries import facts_splits
+    from attnlab.recipes.summarize import RECIPES, train_summarizer
+    from attnlab.recipes.summarize import load_summarizer as load
+
+    folder = _stand_in_folder(f"summarize-facts-{seconds:g}s")
+    source = f"a pointer-generator trained {seconds:g} s on the generated facts task"
+    if _trained(folder):
+        return Loaded(load(folder), source + " (loaded from notebooks/runs)")
+    log(f"training a pointer-generator on the generated facts task for {seconds:g} s …")
+    splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
+    setup = RECIPES["facts"]
+    setup = dataclasses.replace(
+        setup,
+        max_tokens=512,  # small batches: more updates in a short budget (the preset's 2048 repeats words after 30 s)
+        eval_examples=50,
+        train=dataclasses.replace(
+            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, eval_every_steps=60,
+            progress=False, overwrite=True,
+        ),
+    )  # fmt: skip
+    train_summarizer(setup, splits.train, splits.valid)
+    return Loaded(load(folder), source)
+
+
+def load_question_answerer(*, seconds: float = 40.0, log=print) -> Loaded:
+    """MiniLM with a span head fine-tuned for ``seconds`` on the generated facts questions
+    (attnlab ships no question answerer; the full recipe, ``attnlab train qa``, takes minutes)."""
+    from attnlab.data.squad import facts_splits
+    from attnlab.recipes.qa import RECIPES, load_qa, train_qa
+
+    folder = _stand_in_folder(f"qa-facts-{seconds:g}s")
+    source = f"MiniLM with a span head fine-tuned {seconds:g} s on generated facts questions"
+    if _trained(folder):
+        return Loaded(load_qa(folder), source + " (loaded from notebooks/runs)")
+    log(f"fine-tuning MiniLM on generated questions for {seconds:g} s …")
+    splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
+    setup = RECIPES["facts"]
+    setup = dataclasses.replace(
+        setup,
+        max_tokens=256,  # small batches: more updates in a short budget
+        eval_examples=20,
+        train=dataclasses.replace(
+            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=5e-4, warmup_steps=5,
+            eval_every_steps=1000, progress=False, overwrite=True,
+        ),
+    )  # fmt: skip
+    train_qa(setup, splits.train, splits.valid)
+    return Loaded(load_qa(folder), source)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercises
+# --------------------------------------------------------------------------------------------
+
+
+def check(name: str, candidate) -> None:
+    """Run exercise ``name``'s test (``solutions.TESTS[name]``) on ``candidate`` and say how it went.
+
+    An unfinished function (raising ``NotImplementedError``) is reported, and the model solution
+    is checked in its place so that the notebook still runs through; a wrong one fails with the
+    test's message.
+    """
+    test = solutions.TESTS[name]
+    try:
+        test(candidate)
+    except NotImplementedError:
+        print(f"練習問題 {name}: まだ書かれていません。解答例で確かめます。")
+        print(f"Exercise {name}: not written yet; checking the model solution instead.")
+        test(getattr(solutions, name))
+        print("解答例は合格です / the model solution passes")
+        return
+    print(f"練習問題 {name}: 正解です / correct")
+
+
+def show_solution(name: str) -> None:
+    """Print the model solution of exercise ``name`` (its source in notebooks/solutions.py)."""
+    print(inspect.getsource(getattr(solutions, name)))
+
+
+# --------------------------------------------------------------------------------------------
+# Sliders (optional: ipywidgets)
+# --------------------------------------------------------------------------------------------
+
+
+def widgets_available() -> bool:
+    """Whether ``ipywidgets`` can be imported (``pip install 'attnlab[notebooks]'``)."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def three_books_playground(lang: str = "ja"):
+    """Sliders for the three books' scores, d_k and the √d_k scaling; each move redraws the
+    walk-through (:func:`attnlab.explain.compute_steps`) as a table and bar charts.
+
+    Returns the ``ipywidgets.interactive`` (the notebook displays it), or ``None`` after saying
+    how to get the sliders when ``ipywidgets`` is not installed.
+    """
+    if not widgets_available() or os.environ.get("ATTNLAB_NO_WIDGETS"):
+        print("スライダーには ipywidgets が必要です: pip install 'attnlab[notebooks]'")
+        print("The sliders need ipywidgets: pip install 'attnlab[notebooks]'")
+        return None
+    import ipywidgets as w
+    from IPython.display import display
+
+    from attnlab.explain import compute_steps, plot_steps, steps_html
+
+    def show(book1: float, book2: float, book3: float, d_k: int, scale: bool) -> None:
+        steps = compute_steps([book1, book2, book3], d_k=d_k, scale=scale)
+        display(w.HTML(steps_html(steps, lang)), plot_steps(steps, lang=lang))
+
+    score = dict(min=-20.0, max=20.0, step=0.5, continuous_update=False)
+    return w.interactive(
+        show,
+        book1=w.FloatSlider(value=8.0, description="本1 q·k", **score),
+        book2=w.FloatSlider(value=4.0, description="本2 q·k", **score),
+        book3=w.FloatSlider(value=2.0, description="本3 q·k", **score),
+        d_k=w.IntSlider(value=64, min=1, max=1024, description="d_k", continuous_update=False),
+        scale=w.Checkbox(value=True, description="÷√d_k"),
+    )
