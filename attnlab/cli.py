@@ -186,6 +186,7 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
     from .distributed import DEFAULT_TIMEOUT_S, session
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
+    _say_threads()
     with session(options.pop("device"), timeout_s=timeout) as ctx:
         setup = recipe.setup(job, {"device": ctx.device, **options})
         train = getattr(setup, "train", None)  # the GAT trains in its own loop and keeps no run folder
@@ -193,6 +194,13 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
             # Before any data is read: a folder holding another run is refused, --resume needs a checkpoint.
             check_run_folder(train.out_dir, job.resume, train.overwrite)
         job.run(setup)
+
+
+def _say_threads() -> None:
+    """Tell a training run's log (stderr) the threads and the OpenMP wait policy it runs with."""
+    from . import openmp
+
+    print(f"attnlab: {openmp.describe()}", file=sys.stderr)
 
 
 def _add_debug_flag(parser: argparse.ArgumentParser, default) -> None:
@@ -392,6 +400,8 @@ def demo_cmd(
     """
     from .experiments.demo import run_demo
 
+    _say_threads()
+
     report = run_demo(out, minutes=minutes, target=target, n_train=n_train, seed=seed)
     print()
     print(
@@ -517,6 +527,8 @@ def experiment_bottleneck_cmd(
         progress: show a progress bar per model.
     """
     from .experiments.bottleneck import BottleneckSettings, run_bottleneck
+
+    _say_threads()
     from .recipes.translate import read_pairs
 
     parsed = []
@@ -592,6 +604,8 @@ def experiment_variants_cmd(
     """
     from .data.corpus import read_text
     from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
+
+    _say_threads()
 
     settings = VariantsSettings(
         variants=tuple(variants or DEFAULT_VARIANTS),

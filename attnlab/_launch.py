@@ -1,0 +1,12 @@
+"""The ``attnlab`` command's entry point: OpenMP settings first (see :mod:`attnlab.openmp`), then the CLI."""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import openmp
+
+    openmp.configure()  # before anything imports torch
+    from .cli import main as cli_main
+
+    return cli_main(argv)
