@@ -106,7 +106,24 @@ LONG_CONTEXT_FILE = LESSON_DIR / "data" / "long-context.json"
 LANGS = ("ja", "en")
 #: The widgets ``lesson.js`` knows (a section naming another one is refused when loading).
 WIDGETS = frozenset(
-    {"qkv", "multihead-steps", "no-transpose", "head-view", "pe-table", "word-order", "variants", "attention-map"}
+    {
+        "translation",
+        "parallel-steps",
+        "bottleneck",
+        "bleu-by-length",
+        "qkv",
+        "self-vs-cross",
+        "pronoun",
+        "multihead-steps",
+        "no-transpose",
+        "head-view",
+        "pe-table",
+        "word-order",
+        "transformer-diagram",
+        "next-token",
+        "variants",
+        "attention-map",
+    }
 )
 
 MAX_WORDS = 12  # words of a typed sentence (multihead, word order, heatmap exercise)

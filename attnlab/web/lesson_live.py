@@ -28,8 +28,8 @@ Shape:
 from __future__ import annotations
 
 import functools
+import math
 import os
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -79,7 +79,7 @@ MAX_NUMBER_LIST_CHARS = 600
 MAX_NUMBER_LIST_TOKENS = 96
 LONG_WORDS = 30  # §2's examples: test sources of at least this many words
 STEP_LENGTHS = (8, 16, 32, 64, 128)  # source lengths (tokens) of the §1 comparison
-TIMING_REPEATS = 5  # timed runs per length (after one warm-up); the median is shown
+TIMING_REPEATS = 7  # timed runs per length and model (after two warm-ups); the fastest is shown
 MAX_PROMPT_CHARS = 1000
 MAX_SEED = 1_000_000
 DEFAULT_SENTENCE = "彼は昨日駅で古い友達に会った。"  # §1, §4: the verb jumps from last to second
@@ -181,6 +181,7 @@ class StepsRequest(BaseModel):
 class EncoderFacts(BaseModel):
     model: str
     kind: str = Field(description="rnn or transformer")
+    cell: str | None = Field(description="the RNN's cell (GRU, LSTM); null for the Transformer")
     layers: int
     width: int = Field(description="hidden width (RNN) or d_model (Transformer)")
     parameters: int
@@ -196,7 +197,7 @@ class StepsResponse(BaseModel):
     training_rnn_steps: list[int] = Field(description="decoder steps in a row while training (target length T)")
     training_transformer_steps: list[int] = Field(description="the same for the Transformer decoder (teacher forcing)")
     generation_steps: list[int] = Field(description="tokens generated one after another (both models)")
-    rnn_ms: list[float] = Field(description="measured time to encode one sentence of each length (median)")
+    rnn_ms: list[float] = Field(description="measured time to encode one sentence of each length (fastest run)")
     transformer_ms: list[float]
     rnn_growth: float = Field(description="rnn_ms at the longest length / at the shortest")
     transformer_growth: float
@@ -212,40 +213,61 @@ def _encoder_facts(name: str, model: torch.nn.Module) -> EncoderFacts:
     c = model.config
     if c.model_type == "rnn":
         return EncoderFacts(
-            model=name, kind="rnn", layers=c.n_layers, width=c.hidden_size, parameters=_count_parameters(model)
+            model=name,
+            kind="rnn",
+            cell=c.cell.upper(),
+            layers=c.n_layers,
+            width=c.hidden_size,
+            parameters=_count_parameters(model),
         )
     return EncoderFacts(
-        model=name, kind="transformer", layers=c.n_encoder_layers, width=c.d_model, parameters=_count_parameters(model)
+        model=name,
+        kind="transformer",
+        cell=None,
+        layers=c.n_encoder_layers,
+        width=c.d_model,
+        parameters=_count_parameters(model),
     )
 
 
-_TIMES: dict[tuple[int, int], float] = {}  # (id of the model, length) -> median seconds
+_TIMES: dict[tuple[int, int], float] = {}  # (id of the model, length) -> seconds
 _TIMES_LOCK = threading.Lock()
 
 
-def encoder_seconds(model: torch.nn.Module, length: int, repeats: int = TIMING_REPEATS) -> float:
-    """Median wall time of ``model.encode`` on one sentence of ``length`` random tokens (after one
-    warm-up run); measured once per model and length in this process, then remembered.
+def encoder_seconds(
+    models: tuple[torch.nn.Module, ...], lengths: list[int], repeats: int = TIMING_REPEATS
+) -> list[list[float]]:
+    """Wall time of each model's ``encode`` on one sentence of each length (random tokens): the
+    fastest of ``repeats`` runs. The runs go round every model and length in turn, ``repeats``
+    times, after two warm-up runs each, so that a moment when the machine is busy with something
+    else slows one run of each rather than all the runs of one. Each model and length is measured
+    once in this process, then remembered.
 
     Shape:
-        src ``(1, length)``
+        src ``(1, length)`` per model and length → seconds ``[model][length]``
     """
-    key = (id(model), length)
     with _TIMES_LOCK:  # one measurement at a time: two at once would slow each other down
-        if key not in _TIMES:
-            g = torch.Generator().manual_seed(length)
-            vocab = model.config.src_vocab_size
-            src = torch.randint(0, vocab - 1, (1, length), generator=g)  # (1, T)
-            src += (src >= model.config.pad_id).long()  # every id but the padding one
+        todo = [(m, n) for n in lengths for m in models if (id(m), n) not in _TIMES]
+        if todo:
+            inputs = []
+            for model, n in todo:
+                g = torch.Generator().manual_seed(n)
+                src = torch.randint(0, model.config.src_vocab_size - 1, (1, n), generator=g)  # (1, T)
+                src += (src >= model.config.pad_id).long()  # every id but the padding one
+                inputs.append(src)
+            best = [math.inf] * len(todo)
             with torch.inference_mode():
-                model.encode(src)
-                times = []
-                for _ in range(repeats):
-                    start = time.perf_counter()
+                for (model, _), src in zip(todo, inputs):
                     model.encode(src)
-                    times.append(time.perf_counter() - start)
-            _TIMES[key] = statistics.median(times)
-        return _TIMES[key]
+                    model.encode(src)
+                for _ in range(repeats):
+                    for k, ((model, _), src) in enumerate(zip(todo, inputs)):
+                        start = time.perf_counter()
+                        model.encode(src)
+                        best[k] = min(best[k], time.perf_counter() - start)
+            for (model, n), seconds in zip(todo, best):
+                _TIMES[(id(model), n)] = seconds
+        return [[_TIMES[(id(m), n)] for n in lengths] for m in models]
 
 
 def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) -> StepsResponse:
@@ -262,8 +284,8 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
     lengths = sorted(set(STEP_LENGTHS) | {sentence})
     rnn, tr = rnn_translator.model, transformer_translator.model
     rnn_facts, tr_facts = _encoder_facts(RNN_ATTENTION, rnn), _encoder_facts(TRANSLATOR, tr)
-    rnn_ms = [1000 * encoder_seconds(rnn, n) for n in lengths]
-    tr_ms = [1000 * encoder_seconds(tr, n) for n in lengths]
+    rnn_s, tr_s = encoder_seconds((rnn, tr), lengths)
+    rnn_ms, tr_ms = [1000 * t for t in rnn_s], [1000 * t for t in tr_s]
     return StepsResponse(
         sentence_tokens=sentence,
         lengths=lengths,
