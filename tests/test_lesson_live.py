@@ -79,7 +79,9 @@ def gpt():
 
 
 def close(got, want, atol: float) -> None:
-    torch.testing.assert_close(torch.as_tensor(got, dtype=torch.float64), want.detach().to(torch.float64), atol=atol, rtol=0)
+    torch.testing.assert_close(
+        torch.as_tensor(got, dtype=torch.float64), want.detach().to(torch.float64), atol=atol, rtol=0
+    )
 
 
 def source_ids(translator, text: str) -> list[int]:
@@ -155,6 +157,7 @@ def test_parallel_steps_come_from_the_models_configs(client, ja_en, rnns):
     rnn = rnns["rnn-attention"].model.config
     tr = ja_en.model.config
     assert got["rnn"]["layers"] == rnn.n_layers == 1 and got["rnn"]["width"] == rnn.hidden_size
+    assert got["rnn"]["cell"] == rnn.cell.upper() == "GRU" and got["transformer"]["cell"] is None
     assert got["transformer"]["layers"] == tr.n_encoder_layers and got["transformer"]["width"] == tr.d_model
     params = lambda m: sum(p.numel() for p in {id(p): p for p in m.parameters()}.values())  # noqa: E731
     assert got["rnn"]["parameters"] == params(rnns["rnn-attention"].model)
@@ -168,7 +171,7 @@ def test_parallel_steps_come_from_the_models_configs(client, ja_en, rnns):
     assert all(t > 0 for t in got["rnn_ms"] + got["transformer_ms"])
     assert got["rnn_growth"] == pytest.approx(got["rnn_ms"][-1] / got["rnn_ms"][0])
     assert got["transformer_growth"] == pytest.approx(got["transformer_ms"][-1] / got["transformer_ms"][0])
-    assert got["repeats"] == 5 and got["threads"] == torch.get_num_threads()
+    assert got["repeats"] == 7 and got["threads"] == torch.get_num_threads()
     again = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE}).json()
     assert again["rnn_ms"] == got["rnn_ms"]  # measured once per length, then remembered
 
