@@ -32,6 +32,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,7 @@ def _encoder_facts(name: str, model: torch.nn.Module) -> EncoderFacts:
     )
 
 
-_TIMES: dict[tuple[int, int], float] = {}  # (id of the model, length) -> seconds
+_TIMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {length: seconds}
 _TIMES_LOCK = threading.Lock()
 
 
@@ -247,7 +248,7 @@ def encoder_seconds(
         src ``(1, length)`` per model and length → seconds ``[model][length]``
     """
     with _TIMES_LOCK:  # one measurement at a time: two at once would slow each other down
-        todo = [(m, n) for n in lengths for m in models if (id(m), n) not in _TIMES]
+        todo = [(m, n) for n in lengths for m in models if n not in _TIMES.get(m, {})]
         if todo:
             inputs = []
             for model, n in todo:
@@ -266,8 +267,8 @@ def encoder_seconds(
                         model.encode(src)
                         best[k] = min(best[k], time.perf_counter() - start)
             for (model, n), seconds in zip(todo, best):
-                _TIMES[(id(model), n)] = seconds
-        return [[_TIMES[(id(m), n)] for n in lengths] for m in models]
+                _TIMES.setdefault(model, {})[n] = seconds
+        return [[_TIMES[m][n] for n in lengths] for m in models]
 
 
 def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) -> StepsResponse:
