@@ -35,6 +35,7 @@ __all__ = [
     "MAX_BEAM",
     "MAX_NEW_TOKENS",
     "Generation",
+    "sampling_probs",
     "sample_next",
     "iter_generate",
     "generate",
@@ -267,27 +268,29 @@ def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) 
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
 
 
-def sample_next(
+def sampling_probs(
     logits: Tensor,
     *,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
-    generator: torch.Generator | None = None,
 ) -> Tensor:
-    """Choose the next token of every row from its logits.
+    """The distribution :func:`sample_next` draws the next token from.
 
-    ``temperature == 0`` is greedy (argmax). Otherwise the logits are divided by the temperature
-    (below 1 sharpens the distribution, above 1 flattens it), restricted to the ``top_k`` most
-    likely tokens and/or to the smallest set whose probability reaches ``top_p`` (nucleus
-    sampling, Holtzman et al. 2020, §3.1), and a token is drawn from what remains.
+    ``temperature == 0`` is greedy: all the probability on the most likely token (the first one
+    on a tie, as ``argmax``). Otherwise the logits are divided by the temperature (below 1
+    sharpens the distribution, above 1 flattens it), restricted to the ``top_k`` most likely
+    tokens and/or to the smallest set whose probability reaches ``top_p`` (nucleus sampling,
+    Holtzman et al. 2020, §3.1), and turned into probabilities by a softmax; the tokens left out
+    get exactly 0.
 
     Shape:
-        logits ``(B, V)`` → token ids ``(B,)``
+        logits ``(B, V)`` → probabilities ``(B, V)`` (float32; each row sums to 1)
     """
     _check_sampling(temperature, top_k, top_p)
     if temperature == 0:
-        return logits.argmax(dim=-1)  # (B,)
+        best = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+        return torch.zeros_like(logits, dtype=torch.float32).scatter(-1, best, 1.0)  # (B, V)
     logits = logits.float() / temperature  # (B, V)
     if top_k is not None and top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
@@ -299,7 +302,29 @@ def sample_next(
         drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # (B, V)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
         logits = logits.masked_fill(drop, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    return torch.softmax(logits, dim=-1)  # (B, V)
+
+
+def sample_next(
+    logits: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Choose the next token of every row from its logits.
+
+    ``temperature == 0`` is greedy (argmax). Otherwise a token is drawn from
+    :func:`sampling_probs` (temperature, then ``top_k`` and/or ``top_p``).
+
+    Shape:
+        logits ``(B, V)`` → token ids ``(B,)``
+    """
+    _check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    probs = sampling_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
 
 

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.decode import generate, iter_generate, sample_next
+from attnlab.decode import generate, iter_generate, sample_next, sampling_probs
 from attnlab.models.gpt import GPT, gpt_config
 
 SETTINGS = settings(max_examples=8, deadline=None)
@@ -153,6 +153,28 @@ def test_sample_next_greedy_top_k_and_top_p_follow_their_definitions():
     assert set(draws.flatten().tolist()) == {0, 1, 2}
     # A tiny nucleus is the most likely token only.
     assert set(torch.stack([sample_next(logits, top_p=1e-3, generator=g) for _ in range(50)]).flatten().tolist()) == {0}
+
+
+def test_sampling_probs_is_the_distribution_sample_next_draws_from():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.1, 0.2, 0.3, 0.4]]))
+    greedy = sampling_probs(logits, temperature=0)
+    assert greedy.tolist() == [[1, 0, 0, 0], [0, 0, 0, 1]]
+    top2 = sampling_probs(logits, top_k=2)
+    torch.testing.assert_close(top2[0], torch.tensor([0.5, 0.3, 0, 0]) / 0.8)
+    torch.testing.assert_close(top2[1], torch.tensor([0, 0, 0.3, 0.4]) / 0.7)
+    cold = sampling_probs(logits[:1], temperature=0.5)  # temperature 0.5 squares the probabilities
+    squares = torch.tensor([0.5, 0.3, 0.15, 0.05]) ** 2
+    torch.testing.assert_close(cold[0], squares / squares.sum())
+    nucleus = sampling_probs(logits[:1], top_p=0.7)
+    torch.testing.assert_close(nucleus[0], torch.tensor([0.5, 0.3, 0, 0]) / 0.8)
+    # Same generator state, same draw: sample_next samples exactly this distribution.
+    for kw in (dict(temperature=0.7), dict(top_k=3), dict(temperature=1.3, top_p=0.9)):
+        g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+        drawn = [sample_next(logits, generator=g1, **kw) for _ in range(20)]
+        want = [torch.multinomial(sampling_probs(logits, **kw), 1, generator=g2).squeeze(1) for _ in range(20)]
+        assert torch.equal(torch.stack(drawn), torch.stack(want))
+    with pytest.raises(ValueError, match="temperature"):
+        sampling_probs(logits, temperature=-1)
 
 
 def test_temperature_sharpens_and_flattens():

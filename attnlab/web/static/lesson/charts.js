@@ -170,5 +170,58 @@
     return opts.caption ? el("figure", { class: "matrix-fig" }, el("figcaption", { text: opts.caption }), table) : table;
   }
 
-  window.Charts = { bars, histogram, lines, matrix, diverging, sequential, css, textOn, luminance, num };
+  // Grouped vertical bars (e.g. BLEU per length bucket and model): opts.categories (labels),
+  // opts.series [{key, name, values (null: no bar), colour}], opts.max, opts.label, opts.idPrefix,
+  // opts.yLabel. Each bar keeps its number in data-value and has the id idPrefix-key-i.
+  function groups(opts) {
+    const n = opts.categories.length, k = opts.series.length;
+    const left = 44, right = 10, top = 40, bottom = 44;
+    const groupW = Math.max(60, Math.min(120, Math.floor(440 / n)));
+    const W = left + n * groupW + right, H = 240;
+    const node = svg(W, H, opts.label);
+    const height = H - top - bottom, max = opts.max || 100;
+    const y = (v) => top + height - (v / max) * height;
+    for (const tick of [0, 0.25, 0.5, 0.75, 1].map((f) => f * max)) {
+      add(node, "line", { x1: left, x2: W - right, y1: y(tick), y2: y(tick), stroke: tick ? "#e3e8ef" : "#5f6b7a" });
+      add(node, "text", { x: left - 6, y: y(tick) + 4, "text-anchor": "end", "font-size": 11, fill: "#1f2933" }, String(Math.round(tick)));
+    }
+    const barW = Math.floor((groupW - 16) / k);
+    opts.categories.forEach((cat, i) => {
+      const x0 = left + i * groupW + 8;
+      opts.series.forEach((s, j) => {
+        const v = s.values[i];
+        if (v === null || v === undefined) return;
+        add(node, "rect", {
+          id: opts.idPrefix ? `${opts.idPrefix}-${s.key}-${i}` : null, x: x0 + j * barW, y: y(v), width: barW - 2,
+          height: Math.max(0, top + height - y(v)), fill: s.colour, "data-value": v,
+        });
+        add(node, "text", { x: x0 + j * barW + (barW - 2) / 2, y: y(v) - 3, "text-anchor": "middle", "font-size": 10, fill: "#1f2933" }, fmt(v, 1));
+      });
+      add(node, "text", { x: x0 + (groupW - 16) / 2, y: top + height + 16, "text-anchor": "middle", "font-size": 11, fill: "#1f2933" }, cat);
+    });
+    if (opts.xLabel) add(node, "text", { x: left + (n * groupW) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, opts.xLabel);
+    opts.series.forEach((s, j) => {
+      add(node, "rect", { x: left + j * 170, y: 6, width: 12, height: 12, fill: s.colour });
+      add(node, "text", { x: left + j * 170 + 16, y: 16, "font-size": 11, fill: "#1f2933" }, s.name);
+    });
+    return node;
+  }
+
+  // An attention map (weights in [0, 1], white to blue) drawn by heatmap.js: opts.rows, opts.rowLabels,
+  // opts.colLabels, opts.id, opts.label, opts.highlight (a row framed in orange), opts.cell.
+  // Each cell keeps its weight in data-v, its row and column in data-r and data-c.
+  function map(opts) {
+    const sc = window.Heatmap.scene({
+      matrix: opts.rows, rowLabels: opts.rowLabels, colLabels: opts.colLabels, cell: opts.cell || 26,
+      fill: (v) => window.Heatmap.blues(v),
+      stroke: opts.highlight === undefined || opts.highlight === null ? null : (r) => (r === opts.highlight ? "#d97a00" : null),
+    });
+    const node = window.Heatmap.toSVG(sc);
+    node.id = opts.id;
+    node.setAttribute("role", "img");
+    node.setAttribute("aria-label", opts.label);
+    return node;
+  }
+
+  window.Charts = { bars, histogram, lines, matrix, groups, map, diverging, sequential, css, textOn, luminance, num };
 })();

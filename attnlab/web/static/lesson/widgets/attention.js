@@ -1,0 +1,223 @@
+// §1 What attention does. translation (POST /api/lesson/translation): one sentence through the
+// shipped ja→en translator and the source–target attention of each output token. parallel-steps
+// (POST /api/lesson/parallel-steps): the steps that must wait for the previous one in an RNN and in
+// a Transformer, and both encoders' measured time. State: text (the sentence, shared by both),
+// tok (the output token, from 1), layer (from 1), head (0: the mean of the heads).
+(function () {
+  "use strict";
+  const { el, fmt, postJSON, debounce } = window.Attn;
+  const clampInt = (v, lo, hi, fallback) => {
+    const x = Math.floor(Number(v));
+    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
+  };
+  const fail = (error, err) => {
+    error.textContent = window.Attn.t("error", { msg: err.message });
+    error.classList.remove("hidden");
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // The translation and its source–target attention.
+  // ---------------------------------------------------------------------------------------------
+
+  function mountTranslation(root, ctx) {
+    const { s } = ctx;
+    const state = {
+      text: ctx.param("text", s("default_sentence")),
+      tok: clampInt(ctx.param("tok", "2"), 1, 200, 2) - 1,
+      layer: ctx.param("layer", null) === null ? null : clampInt(ctx.param("layer", "1"), 1, 16, 1),
+      head: clampInt(ctx.param("head", "0"), 0, 64, 0),
+    };
+    let shown = null;
+    let seq = 0;
+    const controls = el("div", { class: "widget-controls inline" });
+    const status = el("p", { class: "note", id: "tr-status", role: "status" });
+    const error = el("div", { class: "error hidden", id: "tr-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "tr-out", "data-seq": "0" });
+
+    function remember() {
+      ctx.setParams({ text: state.text, tok: state.tok + 1, layer: state.layer, head: state.head });
+    }
+
+    function buildControls() {
+      const text = el("input", { type: "text", id: "tr-text", value: state.text, class: "wide", lang: "ja", "aria-label": s("sentence_label") });
+      text.addEventListener("input", () => { state.text = text.value; changed(); });
+      const examples = ["example_1", "example_2", "example_3"].map((key, i) => {
+        const b = el("button", { type: "button", class: "plain example", id: "tr-example-" + i, lang: "ja", text: s(key) });
+        b.addEventListener("click", () => { state.text = s(key); text.value = state.text; changed(); });
+        return b;
+      });
+      controls.replaceChildren(
+        el("label", { class: "row grow" }, el("span", { text: s("sentence_label") }), text),
+        el("div", { class: "row examples" }, el("span", { text: s("examples") }), examples));
+    }
+
+    const send = debounce(async () => {
+      const req = { text: state.text };
+      const mine = ++seq;
+      status.textContent = s("loading");
+      try {
+        const res = await postJSON("/api/lesson/translation", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        status.textContent = "";
+        shown = res;
+        if (state.layer === null || state.layer > res.n_decoder_layers) state.layer = res.n_decoder_layers;
+        state.tok = Math.min(state.tok, res.tgt_tokens.length - 1);
+        state.head = Math.min(state.head, res.n_heads);
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        status.textContent = "";
+        fail(error, err);
+      }
+    }, 250);
+
+    function changed() {
+      remember();
+      send();
+    }
+
+    // The map the page shows: one layer, one head or their mean. (T, S)
+    function chosen(r) {
+      return state.head === 0 ? r.cross_mean[state.layer - 1] : r.cross[state.layer - 1][state.head - 1];
+    }
+
+    function selects(r) {
+      const layer = el("select", { id: "tr-layer", "aria-label": s("layer_label") },
+        Array.from({ length: r.n_decoder_layers }, (_, l) => el("option", { value: String(l + 1), selected: l + 1 === state.layer, text: s("layer_n", { n: l + 1 }) })));
+      layer.addEventListener("change", () => { state.layer = Number(layer.value); remember(); draw(); });
+      const head = el("select", { id: "tr-head", "aria-label": s("head_label") },
+        el("option", { value: "0", selected: state.head === 0, text: s("head_mean") }),
+        Array.from({ length: r.n_heads }, (_, h) => el("option", { value: String(h + 1), selected: h + 1 === state.head, text: s("head_n", { n: h + 1 }) })));
+      head.addEventListener("change", () => { state.head = Number(head.value); remember(); draw(); });
+      return el("div", { class: "widget-controls inline" },
+        el("label", { class: "row" }, el("span", { text: s("layer_label") }), layer),
+        el("label", { class: "row" }, el("span", { text: s("head_label") }), head));
+    }
+
+    function render() {
+      const r = shown;
+      const rows = chosen(r);
+      const word = r.tgt_tokens[state.tok];
+      const which = state.head === 0 ? s("which_mean", { layer: state.layer }) : s("which_head", { layer: state.layer, head: state.head });
+      const buttons = el("div", { class: "tokens", role: "group", "aria-label": s("output_tokens") },
+        r.tgt_tokens.map((tok, i) => {
+          const b = el("button", { type: "button", class: "tok-button", id: "tr-tok-" + i, "aria-pressed": String(i === state.tok), text: tok });
+          b.addEventListener("click", () => { state.tok = i; remember(); draw(); });
+          return b;
+        }));
+      out.replaceChildren(
+        el("p", { class: "translation-line" },
+          el("span", { text: s("translation_label") + " " }),
+          el("strong", { class: "mono", id: "tr-translation", lang: "en", text: r.translation })),
+        el("p", { class: "note", text: s("decoding_note", { model: r.model, layers: r.n_decoder_layers, heads: r.n_heads }) }),
+        selects(r),
+        el("p", { class: "subhead", text: s("pick_output") }),
+        buttons,
+        el("p", { class: "subhead", id: "tr-bars-title", text: s("bars_title", { word, which }) }),
+        window.Charts.bars({ values: rows[state.tok], labels: r.src_tokens, idPrefix: "tr-w-", label: s("bars_title", { word, which }), left: 120 }),
+        el("p", { class: "subhead", text: s("map_title", { which }) }),
+        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title", { which }) },
+          window.Charts.map({ rows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "tr-map", label: s("map_title", { which }), highlight: state.tok })),
+        el("p", { class: "note", text: s("map_note") }),
+        el("p", { class: "note", text: s("source_translation") }));
+    }
+
+    function draw() {
+      if (shown) window.Lesson.keepFocus(root, render);
+    }
+
+    root.replaceChildren(controls, status, error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    changed();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // RNN vs Transformer: steps that wait, and measured time.
+  // ---------------------------------------------------------------------------------------------
+
+  function mountSteps(root, ctx) {
+    const { s } = ctx;
+    const state = { text: ctx.param("text", s("default_sentence")) };
+    let shown = null;
+    let seq = 0;
+    const status = el("p", { class: "note", id: "ps-status", role: "status" });
+    const error = el("div", { class: "error hidden", id: "ps-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "ps-out", "data-seq": "0" });
+    const big = (n) => Number(n).toLocaleString(ctx.lang() === "ja" ? "ja-JP" : "en-US");
+
+    const send = debounce(async () => {
+      const req = { text: state.text };
+      const mine = ++seq;
+      status.textContent = s("measuring");
+      try {
+        const res = await postJSON("/api/lesson/parallel-steps", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        status.textContent = "";
+        shown = res;
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        status.textContent = "";
+        fail(error, err);
+      }
+    }, 300);
+
+    function render() {
+      const r = shown;
+      const at = r.lengths.indexOf(r.sentence_tokens);
+      const head = ["th_length", "th_rnn_steps", "th_tr_steps", "th_rnn_ms", "th_tr_ms"].map((k) => el("th", { scope: "col", text: s(k) }));
+      const body = r.lengths.map((n, i) => el("tr", { class: i === at ? "top-row" : null },
+        el("th", { scope: "row", text: i === at ? s("this_sentence", { n }) : String(n) }),
+        el("td", { id: "ps-rnn-" + i, "data-value": r.rnn_steps[i], text: String(r.rnn_steps[i]) }),
+        el("td", { id: "ps-tr-" + i, "data-value": r.transformer_steps[i], text: String(r.transformer_steps[i]) }),
+        el("td", { id: "ps-rnn-ms-" + i, "data-value": r.rnn_ms[i], text: fmt(r.rnn_ms[i], 2) }),
+        el("td", { id: "ps-tr-ms-" + i, "data-value": r.transformer_ms[i], text: fmt(r.transformer_ms[i], 2) })));
+      const table = el("table", { class: "steps", id: "ps-table" }, el("caption", { text: s("table_title") }),
+        el("thead", {}, el("tr", {}, head)), el("tbody", {}, body));
+      const series = (a, b) => [
+        { key: "rnn", name: s("rnn_name"), values: a, colour: "#b35900", dash: "6 3" },
+        { key: "transformer", name: s("tr_name"), values: b, colour: "#2456a6" },
+      ];
+      out.replaceChildren(
+        el("p", { class: "note", text: s("models_line", {
+          rnn: r.rnn.model, cell: r.rnn.cell, rl: r.rnn.layers, rw: r.rnn.width, rp: big(r.rnn.parameters),
+          tr: r.transformer.model, tl: r.transformer.layers, tw: r.transformer.width, tp: big(r.transformer.parameters),
+        }) }),
+        el("p", { id: "ps-sentence", text: s("sentence_line", { n: r.sentence_tokens, rnn: r.rnn_steps[at], tr: r.transformer_steps[at] }) }),
+        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("table_title") }, table),
+        el("div", { class: "pair" },
+          el("figure", {}, window.Charts.lines({ xs: r.lengths, series: series(r.rnn_steps, r.transformer_steps), label: s("steps_chart"), xLabel: s("th_length") }),
+            el("figcaption", { text: s("steps_chart") })),
+          el("figure", {}, window.Charts.lines({ xs: r.lengths, series: series(r.rnn_ms, r.transformer_ms), label: s("time_chart"), xLabel: s("th_length") }),
+            el("figcaption", { text: s("time_chart") }))),
+        el("p", { id: "ps-growth", text: s("growth_line", { lo: r.lengths[0], hi: r.lengths[r.lengths.length - 1], rnn: fmt(r.rnn_growth, 1), tr: fmt(r.transformer_growth, 1) }) }),
+        el("p", { id: "ps-decoder", text: s("decoder_line", { n: r.sentence_tokens, rnn: r.training_rnn_steps[at], tr: r.training_transformer_steps[at], gen: r.generation_steps[at] }) }),
+        el("p", { class: "note", text: s("timing_note", { repeats: r.repeats, threads: r.threads }) }));
+    }
+
+    function draw() {
+      if (shown) window.Lesson.keepFocus(root, render);
+    }
+
+    root.replaceChildren(status, error, out);
+    ctx.onLang(draw);
+    // The sentence typed in the translation widget above is the one measured here.
+    ctx.onParams((values) => {
+      if ("text" in values && values.text !== state.text) {
+        state.text = values.text;
+        send();
+      }
+    });
+    send();
+  }
+
+  window.Lesson.register("translation", { mount: mountTranslation });
+  window.Lesson.register("parallel-steps", { mount: mountSteps });
+})();

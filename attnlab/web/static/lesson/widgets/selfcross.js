@@ -1,0 +1,240 @@
+// §4 Self vs source–target attention. self-vs-cross (POST /api/lesson/translation): the same
+// sentence through the shipped ja→en translator, its encoder self-attention next to its
+// source–target attention. pronoun (POST /api/lesson/pronoun): where MiniLM's "it" looks, in every
+// layer and head. State: text, el (encoder layer), dl (decoder layer), head (0: mean) for the
+// translator; en, pr, to (the word compared, a token position), pl, ph for MiniLM.
+(function () {
+  "use strict";
+  const { el, fmt, postJSON, debounce } = window.Attn;
+  const clampInt = (v, lo, hi, fallback) => {
+    const x = Math.floor(Number(v));
+    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
+  };
+  const fail = (error, err) => {
+    error.textContent = window.Attn.t("error", { msg: err.message });
+    error.classList.remove("hidden");
+  };
+
+  function select(id, label, count, value, optionText, first) {
+    const node = el("select", { id, "aria-label": label },
+      first ? el("option", { value: "0", selected: value === 0, text: first }) : null,
+      Array.from({ length: count }, (_, i) => el("option", { value: String(i + 1), selected: i + 1 === value, text: optionText(i + 1) })));
+    return node;
+  }
+
+  function mountSelfCross(root, ctx) {
+    const { s } = ctx;
+    const state = {
+      text: ctx.param("text", s("default_sentence")),
+      encLayer: ctx.param("el", null) === null ? null : clampInt(ctx.param("el", "1"), 1, 16, 1),
+      decLayer: ctx.param("dl", null) === null ? null : clampInt(ctx.param("dl", "1"), 1, 16, 1),
+      head: clampInt(ctx.param("head", "0"), 0, 64, 0),
+    };
+    let shown = null;
+    let seq = 0;
+    const controls = el("div", { class: "widget-controls inline" });
+    const status = el("p", { class: "note", id: "sc-status", role: "status" });
+    const error = el("div", { class: "error hidden", id: "sc-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "sc-out", "data-seq": "0" });
+
+    function remember() {
+      ctx.setParams({ text: state.text, el: state.encLayer, dl: state.decLayer, head: state.head });
+    }
+
+    function buildControls() {
+      const text = el("input", { type: "text", id: "sc-text", value: state.text, class: "wide", lang: "ja", "aria-label": s("sentence_label") });
+      text.addEventListener("input", () => { state.text = text.value; remember(); send(); });
+      controls.replaceChildren(el("label", { class: "row grow" }, el("span", { text: s("sentence_label") }), text));
+    }
+
+    const send = debounce(async () => {
+      const req = { text: state.text };
+      const mine = ++seq;
+      status.textContent = s("loading");
+      try {
+        const res = await postJSON("/api/lesson/translation", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        status.textContent = "";
+        shown = res;
+        if (state.encLayer === null || state.encLayer > res.n_encoder_layers) state.encLayer = res.n_encoder_layers;
+        if (state.decLayer === null || state.decLayer > res.n_decoder_layers) state.decLayer = res.n_decoder_layers;
+        state.head = Math.min(state.head, res.n_heads);
+        remember();
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        status.textContent = "";
+        fail(error, err);
+      }
+    }, 250);
+
+    function render() {
+      const r = shown;
+      const pick = (all, mean, layer) => (state.head === 0 ? mean[layer - 1] : all[layer - 1][state.head - 1]);
+      const selfRows = pick(r.encoder_self, r.encoder_self_mean, state.encLayer);
+      const crossRows = pick(r.cross, r.cross_mean, state.decLayer);
+      const headText = state.head === 0 ? s("head_mean") : s("head_n", { n: state.head });
+      const encSel = select("sc-enc-layer", s("enc_layer_label"), r.n_encoder_layers, state.encLayer, (n) => s("layer_n", { n }));
+      encSel.addEventListener("change", () => { state.encLayer = Number(encSel.value); remember(); draw(); });
+      const decSel = select("sc-dec-layer", s("dec_layer_label"), r.n_decoder_layers, state.decLayer, (n) => s("layer_n", { n }));
+      decSel.addEventListener("change", () => { state.decLayer = Number(decSel.value); remember(); draw(); });
+      const headSel = select("sc-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"));
+      headSel.addEventListener("change", () => { state.head = Number(headSel.value); remember(); draw(); });
+      const selfTitle = s("self_title", { layer: state.encLayer, head: headText });
+      const crossTitle = s("cross_title", { layer: state.decLayer, head: headText });
+      out.replaceChildren(
+        el("p", { class: "translation-line" }, el("span", { text: s("translation_label") + " " }),
+          el("strong", { class: "mono", id: "sc-translation", lang: "en", text: r.translation })),
+        el("div", { class: "widget-controls inline" },
+          el("label", { class: "row" }, el("span", { text: s("enc_layer_label") }), encSel),
+          el("label", { class: "row" }, el("span", { text: s("dec_layer_label") }), decSel),
+          el("label", { class: "row" }, el("span", { text: s("head_label") }), headSel)),
+        el("div", { class: "pair side-by-side" },
+          el("figure", { id: "sc-self-fig" },
+            el("figcaption", { class: "map-title", text: selfTitle }),
+            el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": selfTitle },
+              window.Charts.map({ rows: selfRows, rowLabels: r.src_tokens, colLabels: r.src_tokens, id: "sc-self", label: selfTitle })),
+            el("p", { class: "note", text: s("self_note", { s: r.src_tokens.length }) })),
+          el("figure", { id: "sc-cross-fig" },
+            el("figcaption", { class: "map-title", text: crossTitle }),
+            el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": crossTitle },
+              window.Charts.map({ rows: crossRows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "sc-cross", label: crossTitle })),
+            el("p", { class: "note", text: s("cross_note", { t: r.tgt_tokens.length, s: r.src_tokens.length }) }))),
+        el("p", { class: "note", text: s("source_translation") }));
+    }
+
+    function draw() {
+      if (shown) window.Lesson.keepFocus(root, render);
+    }
+
+    root.replaceChildren(controls, status, error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    remember();
+    send();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // MiniLM and the pronoun.
+  // ---------------------------------------------------------------------------------------------
+
+  function mountPronoun(root, ctx) {
+    const { s } = ctx;
+    const state = {
+      text: ctx.param("en", s("default_english")),
+      pronoun: ctx.param("pr", "it"),
+      to: ctx.param("to", null) === null ? null : clampInt(ctx.param("to", "0"), 0, 39, 0),
+      layer: ctx.param("pl", null) === null ? null : clampInt(ctx.param("pl", "1"), 1, 64, 1),
+      head: ctx.param("ph", null) === null ? null : clampInt(ctx.param("ph", "0"), 0, 64, 0),
+    };
+    let shown = null;
+    let seq = 0;
+    const controls = el("div", { class: "widget-controls inline" });
+    const status = el("p", { class: "note", id: "pr-status", role: "status" });
+    const error = el("div", { class: "error hidden", id: "pr-error", role: "alert" });
+    const out = el("div", { class: "widget-out", id: "pr-out", "data-seq": "0" });
+
+    function remember() {
+      ctx.setParams({ en: state.text, pr: state.pronoun, to: state.to, pl: state.layer, ph: state.head });
+    }
+
+    function buildControls() {
+      const text = el("input", { type: "text", id: "pr-text", value: state.text, class: "wide", lang: "en", "aria-label": s("english_label") });
+      text.addEventListener("input", () => { state.text = text.value; state.to = null; changed(); });
+      const pronoun = el("input", { type: "text", id: "pr-pronoun", value: state.pronoun, size: "8", lang: "en", "aria-label": s("pronoun_label") });
+      pronoun.addEventListener("input", () => { state.pronoun = pronoun.value; changed(); });
+      controls.replaceChildren(
+        el("label", { class: "row grow" }, el("span", { text: s("english_label") }), text),
+        el("label", { class: "row" }, el("span", { text: s("pronoun_label") }), pronoun));
+    }
+
+    const send = debounce(async () => {
+      const req = { text: state.text, pronoun: state.pronoun };
+      const mine = ++seq;
+      status.textContent = s("loading");
+      try {
+        const res = await postJSON("/api/lesson/pronoun", req);
+        if (mine !== seq) return;
+        error.classList.add("hidden");
+        status.textContent = "";
+        shown = res;
+        if (state.to === null || state.to >= res.tokens.length) {
+          // First look: compare with "animal" when the sentence has it, else the most-attended word.
+          const animal = res.tokens.indexOf("animal");
+          state.to = animal >= 0 ? animal : Math.min(1, res.tokens.length - 1);
+        }
+        if (state.layer === null || state.layer > res.n_layers || state.head === null || state.head > res.n_heads) {
+          const best = res.strongest[state.to];
+          state.layer = best.layer + 1;
+          state.head = best.head + 1;
+        }
+        remember();
+        draw();
+        out.dataset.request = JSON.stringify(req);
+        out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== seq) return;
+        status.textContent = "";
+        fail(error, err);
+      }
+    }, 300);
+
+    function changed() {
+      remember();
+      send();
+    }
+
+    function render() {
+      const r = shown;
+      const word = r.tokens[state.to];
+      const it = r.tokens[r.pronoun];
+      const buttons = el("div", { class: "tokens", role: "group", "aria-label": s("compare_label") },
+        r.tokens.map((tok, i) => {
+          const b = el("button", { type: "button", class: "tok-button", id: "pr-tok-" + i, "aria-pressed": String(i === state.to), disabled: i === r.pronoun, text: tok });
+          b.addEventListener("click", () => { state.to = i; remember(); draw(); });
+          return b;
+        }));
+      const grid = r.weights.map((layer) => layer.map((row) => row[state.to]));  // (L, H): weight to the word
+      const table = window.Charts.matrix({
+        rows: grid,
+        rowLabels: grid.map((_, l) => s("layer_n", { n: l + 1 })),
+        colLabels: grid[0].map((_, h) => String(h + 1)),
+        digits: 2, idPrefix: "pr-grid", colour: (v) => window.Charts.sequential(v),
+        caption: s("grid_title", { it, word }),
+      });
+      const layerSel = select("pr-layer", s("layer_label"), r.n_layers, state.layer, (n) => s("layer_n", { n }));
+      layerSel.addEventListener("change", () => { state.layer = Number(layerSel.value); remember(); draw(); });
+      const headSel = select("pr-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"));
+      headSel.addEventListener("change", () => { state.head = Number(headSel.value); remember(); draw(); });
+      const row = state.head === 0 ? r.mean[state.layer - 1] : r.weights[state.layer - 1][state.head - 1];
+      const which = state.head === 0 ? s("which_mean", { layer: state.layer }) : s("which_head", { layer: state.layer, head: state.head });
+      const best = r.strongest[state.to];
+      out.replaceChildren(
+        el("p", { class: "subhead", text: s("compare_label") }),
+        buttons,
+        el("p", { id: "pr-strongest", "data-value": best.weight, text: s("strongest_line", { it, word, layer: best.layer + 1, head: best.head + 1, w: fmt(best.weight, 2) }) }),
+        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("grid_title", { it, word }) }, table),
+        el("div", { class: "widget-controls inline" },
+          el("label", { class: "row" }, el("span", { text: s("layer_label") }), layerSel),
+          el("label", { class: "row" }, el("span", { text: s("head_label") }), headSel)),
+        el("p", { class: "subhead", text: s("row_title", { it, which }) }),
+        window.Charts.bars({ values: row, labels: r.tokens, idPrefix: "pr-w-", label: s("row_title", { it, which }), left: 100 }),
+        el("p", { class: "note", text: s("source_pronoun", { model: r.model }) }));
+    }
+
+    function draw() {
+      if (shown) window.Lesson.keepFocus(root, render);
+    }
+
+    root.replaceChildren(controls, status, error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    changed();
+  }
+
+  window.Lesson.register("self-vs-cross", { mount: mountSelfCross });
+  window.Lesson.register("pronoun", { mount: mountPronoun });
+})();
