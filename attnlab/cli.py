@@ -148,7 +148,7 @@ def _add_function_arguments(parser: argparse.ArgumentParser, fn: Callable) -> No
 def train_options(
     *,
     device: str = "auto",
-    precision: Literal["fp32", "bf16"] | None = None,
+    precision: Literal["fp32", "bf16", "auto"] | None = None,
     grad_accum: int | None = None,
     compile: bool | None = None,
     strategy: Literal["ddp", "fsdp"] | None = None,
@@ -164,7 +164,7 @@ def train_options(
 
     Args:
         device: auto (CUDA, then MPS, then CPU), cpu, cuda or mps; under torchrun each process uses cuda:LOCAL_RANK.
-        precision: fp32, or bf16 autocast (matrix products in bfloat16; weights and optimizer state stay fp32).
+        precision: fp32, bf16 autocast (matrix products in bfloat16; weights and optimizer state stay fp32), or auto (bf16 only where a short probe on this machine shows it faster).
         grad_accum: batches whose gradients are summed into one optimizer step (default: the recipe's).
         compile: torch.compile the model for the training steps (off unless given).
         strategy: with several processes: ddp replicates the model on each, fsdp shards it (FSDP2).
@@ -186,7 +186,6 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
     from .distributed import DEFAULT_TIMEOUT_S, session
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
-    _say_threads()
     with session(options.pop("device"), timeout_s=timeout) as ctx:
         setup = recipe.setup(job, {"device": ctx.device, **options})
         train = getattr(setup, "train", None)  # the GAT trains in its own loop and keeps no run folder
@@ -194,13 +193,6 @@ def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
             # Before any data is read: a folder holding another run is refused, --resume needs a checkpoint.
             check_run_folder(train.out_dir, job.resume, train.overwrite)
         job.run(setup)
-
-
-def _say_threads() -> None:
-    """Tell a training run's log (stderr) the threads and the OpenMP wait policy it runs with."""
-    from . import openmp
-
-    print(f"attnlab: {openmp.describe()}", file=sys.stderr)
 
 
 def _add_debug_flag(parser: argparse.ArgumentParser, default) -> None:
@@ -400,8 +392,6 @@ def demo_cmd(
     """
     from .experiments.demo import run_demo
 
-    _say_threads()
-
     report = run_demo(out, minutes=minutes, target=target, n_train=n_train, seed=seed)
     print()
     print(
@@ -527,8 +517,6 @@ def experiment_bottleneck_cmd(
         progress: show a progress bar per model.
     """
     from .experiments.bottleneck import BottleneckSettings, run_bottleneck
-
-    _say_threads()
     from .recipes.translate import read_pairs
 
     parsed = []
@@ -604,8 +592,6 @@ def experiment_variants_cmd(
     """
     from .data.corpus import read_text
     from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
-
-    _say_threads()
 
     settings = VariantsSettings(
         variants=tuple(variants or DEFAULT_VARIANTS),

@@ -59,10 +59,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,7 +72,7 @@ import torch
 from torch import nn
 
 from . import checkpoint as ckpt
-from . import distributed
+from . import distributed, openmp
 from .models.config import check_fields
 
 __all__ = [
@@ -89,7 +90,7 @@ __all__ = [
 #: The learning-rate schedules of :func:`lr_multiplier` (``TrainConfig.schedule``).
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 #: The numeric precisions of the training steps (``TrainConfig.precision``).
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "auto")
 #: Why a run stops (``TrainResult.stop_reason``): its epochs ran out, ``max_steps``, ``time_budget_s``,
 #: ``patience`` (early stopping) or ``target``.
 STOP_REASONS = ("epochs", "max_steps", "time_budget", "early_stopping", "target")
@@ -109,7 +110,9 @@ class TrainConfig:
     eps: float = 1e-9  # Adam ε of the paper (§5.3)
     clip_norm: float | None = 1.0  # clip the global gradient norm (None: no clipping)
     grad_accum: int = 1  # batches whose gradients are summed into one optimizer step
-    precision: str = "fp32"  # "fp32" or "bf16" (autocast on CPU, CUDA, MPS; weights and AdamW state stay fp32)
+    # "fp32", "bf16" (autocast on CPU, CUDA, MPS; weights and AdamW state stay fp32) or "auto": bf16
+    # only where a short probe of this model's steps on this machine shows it faster (cached per machine).
+    precision: str = "fp32"
     compile: bool = False  # torch.compile the model for training steps (evaluation runs the plain model)
     strategy: str = "ddp"  # with several processes: "ddp" (replicate the model) or "fsdp" (shard it, FSDP2)
     eval_every_steps: int | None = None  # evaluate every N steps (None: at the end of each epoch)
@@ -192,6 +195,7 @@ class TrainResult:
     best_saved: bool = False  # this call wrote out_dir/best (False: nothing was saved there)
     already_finished: bool = False  # resume=True found the run finished: nothing was trained or written
     metric: str = ""  # the task's metric: the one that picks the best evaluation and meets the target
+    precision: str = ""  # the precision the steps ran in ("auto" resolved to "fp32" or "bf16")
 
     @property
     def tokens_per_s(self) -> float:
@@ -260,6 +264,69 @@ def _autocast(precision: str, device: torch.device):
         # bf16 has fp32's exponent range, so no loss scaling is needed (unlike fp16).
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+
+
+#: A probe picks bf16 only when its step is at least this much faster than fp32's (noise margin).
+BF16_MIN_SPEEDUP = 1.05
+
+
+def _precision_cache() -> Path:
+    root = os.environ.get("ATTNLAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "attnlab"
+    )
+    return Path(root) / "precision.json"
+
+
+def _batch_numel(batch: Any) -> int:
+    """Elements in the tensors of a batch (a tensor, a dataclass, a mapping or a sequence of them)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.numel()
+    if hasattr(batch, "__dataclass_fields__"):
+        batch = [getattr(batch, f.name) for f in fields(batch)]
+    elif isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(_batch_numel(x) for x in batch)
+    return 0
+
+
+def _precision_key(model: nn.Module, device: torch.device, batch: Any) -> str:
+    """What the probe's answer depends on: the machine, PyTorch, the threads, the device, the
+    model's parameter shapes and the batch size (rounded up to a power of two)."""
+    import hashlib
+    import platform
+
+    shapes = ";".join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        pass
+    bucket = 1 << max(_batch_numel(batch), 1).bit_length()
+    raw = f"{cpu}|{torch.__version__}|{torch.get_num_threads()}|{device}|{shapes}|{bucket}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def probe_precision(step: Callable[[str], None], *, repeats: int = 2) -> dict[str, float]:
+    """Seconds of one training step (forward and backward) in fp32 and in bf16: the fastest of
+    ``repeats`` interleaved runs each, after one warm-up run each. ``step(precision)`` runs one.
+
+    Shape:
+        no tensors; returns ``{"fp32": s, "bf16": s}``.
+    """
+    for precision in ("fp32", "bf16"):
+        step(precision)  # warm-up: allocations, kernel selection
+    best = {"fp32": float("inf"), "bf16": float("inf")}
+    for _ in range(repeats):
+        for precision in ("fp32", "bf16"):
+            start = time.perf_counter()
+            step(precision)
+            best[precision] = min(best[precision], time.perf_counter() - start)
+    return best
 
 
 def _rank_seed(seed: int, rank: int) -> int:
@@ -413,6 +480,8 @@ class TrainState:
     # Why the run stopped, set in the checkpoint written after its final evaluation ("" until then):
     # resuming a run that has it, and whose limit this run's settings keep, finds nothing to do.
     stop_reason: str = ""
+    # The precision the steps ran in ("fp32"/"bf16"; "auto" resolved once, kept for an exact resume).
+    precision: str = ""
     # Records in out_dir/log.jsonl when the state was saved: a resumed run keeps exactly those (None:
     # a checkpoint from before this count, whose log is cut by step instead).
     log_records: int | None = 0
@@ -544,6 +613,62 @@ class Trainer:
         self.bar = None
         self.bar_metric: dict[str, str] = {}  # the latest evaluation, shown beside the training loss
 
+    def resolve_precision(self, batch: Any) -> str:
+        """The precision of this run's steps: the configured one, or for ``"auto"`` the saved
+        choice of a resumed run, else bf16 only where :func:`probe_precision` on ``batch``
+        measures it at least :data:`BF16_MIN_SPEEDUP` × as fast as fp32 here. The times are
+        cached per machine and model shape; rank 0 decides for every rank. The probe leaves the
+        weights, gradients and random states as they were."""
+        cfg, engine, state = self.cfg, self.engine, self.state
+        if cfg.precision != "auto":
+            return cfg.precision
+        if state.precision:
+            return state.precision
+        use_bf16 = False
+        if engine.is_main:
+            key = _precision_key(self.model, engine.device, batch)
+            cache = _precision_cache()
+            try:
+                known = json.loads(cache.read_text()) if cache.is_file() else {}
+            except (OSError, json.JSONDecodeError):
+                known = {}
+            times, where = known.get(key), "cached"
+            if not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
+                times, where = self._probe(batch), "measured now"
+                known[key] = times
+                try:
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps(known, indent=1))
+                    tmp.replace(cache)
+                except OSError:
+                    pass  # an unwritable cache only means probing again next time
+            use_bf16 = times["bf16"] * BF16_MIN_SPEEDUP <= times["fp32"]
+            print(
+                f"attnlab: precision auto → {'bf16' if use_bf16 else 'fp32'}: one training step took "
+                f"{1000 * times['fp32']:.0f} ms in fp32 and {1000 * times['bf16']:.0f} ms in bf16 "
+                f"(bf16 {times['fp32'] / times['bf16']:.2f}× as fast) on this machine for this model "
+                f"({where}; {cache})",
+                file=sys.stderr,
+            )
+        return "bf16" if engine.broadcast_flag(use_bf16) else "fp32"
+
+    def _probe(self, batch: Any) -> dict[str, float]:
+        """:func:`probe_precision` on the unwrapped model (no collectives) and one batch."""
+        rng = ckpt.rng_state()
+
+        def step(precision: str) -> None:
+            with _autocast(precision, self.engine.device):
+                loss, _ = self.task.loss(self.model, batch)
+            loss.backward()
+            self.model.zero_grad(set_to_none=True)
+
+        try:
+            return probe_precision(step)
+        finally:
+            self.model.zero_grad(set_to_none=True)
+            ckpt.set_rng_state(rng)
+
     def _time_progress(self) -> float | None:
         # Read when the scheduler steps: the share of the time budget trained before the current step.
         return self.state.train_seconds / self.cfg.time_budget_s if self.cfg.time_budget_s else None
@@ -619,7 +744,7 @@ class Trainer:
         for k, batch in enumerate(group):
             last = k == len(group) - 1  # only the last backward of the group reduces gradients over the ranks
             with contextlib.nullcontext() if last else engine.no_sync():
-                with _autocast(cfg.precision, engine.device):
+                with _autocast(state.precision or cfg.precision, engine.device):
                     loss, n = self.task.loss(self.forward, batch)
                 (loss * n if weighted else loss).backward()
             local_loss += loss.item() * n
@@ -742,12 +867,16 @@ class Trainer:
         stop_reason, epochs_done = "epochs", float(state.epoch)
         state.stop_reason = ""  # set again when this run stops; the checkpoint written then records it
         self.bar = self._progress_bar()
+        if self.bar is not None:  # an interactive run: say what it runs on (the threads issue)
+            print(f"attnlab: {openmp.describe()}", file=sys.stderr)
         self.model.train()
         self.forward.train()
         self.window = _Window()
         try:
             while state.epoch < cfg.epochs:
                 groups = self._accumulation_groups()
+                if not state.precision:
+                    state.precision = self.resolve_precision(groups[0][0])
                 if self.bar is not None and cfg.max_steps is None and not self.by_time and cfg.target is None:
                     self.bar.total = cfg.epochs * len(groups)
                 # A resumed run may stand at its limit already: killed after the checkpoint of its last
@@ -790,6 +919,7 @@ class Trainer:
             stop_reason,
             best_saved=self.best_saved,
             metric=self.task.metric,
+            precision=self.state.precision or self.cfg.precision,
         )
 
     def _finished_result(self) -> TrainResult:
@@ -817,6 +947,7 @@ class Trainer:
             self.finished,
             already_finished=True,
             metric=self.task.metric,
+            precision=self.state.precision or self.cfg.precision,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -967,7 +1098,8 @@ def train(
         raise ValueError(f"grad_accum must be ≥ 1, got {cfg.grad_accum}")
     if cfg.strategy not in ("ddp", "fsdp"):
         raise ValueError(f"strategy must be 'ddp' or 'fsdp', got {cfg.strategy!r}")
-    _autocast(cfg.precision, torch.device("cpu"))  # reject a bad precision before any work
+    if cfg.precision != "auto":
+        _autocast(cfg.precision, torch.device("cpu"))  # reject a bad precision before any work
     cfg.check_schedule()
     rank, world_size = distributed.rank_and_world(rank, world_size)
     device = torch.device(distributed.resolve_device(cfg.device))

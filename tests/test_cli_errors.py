@@ -141,7 +141,7 @@ SETTINGS_CASES = [
     (["--overrides", "train.eval_every_steps=0"], "eval_every_steps must be ≥ 1"),
     (["--overrides", "train.save_every_steps=-2"], "save_every_steps must be ≥ 1"),
     (["--overrides", "train.patience=0"], "patience must be ≥ 1"),
-    (["--overrides", "train.precision=fp16"], "unknown precision 'fp16'; choose from ['fp32', 'bf16']"),
+    (["--overrides", "train.precision=fp16"], "unknown precision 'fp16'; choose from ['fp32', 'bf16', 'auto']"),
     (["--overrides", "train.strategy=zero3"], "unknown strategy 'zero3'"),
     (["--overrides", "train.schedule=cosine"], "schedule='cosine' needs max_steps or time_budget_s"),
     (["--device", "tpu"], "unknown device 'tpu'"),

@@ -47,7 +47,7 @@ def test_the_command_runs_with_passive_threads_and_says_so(tmp_path):
     tgt.write_text("一\n二\n三\n四\n" * 5)
     args = ["train", "translate", "--preset", "tiny", "--out", str(tmp_path / "run")]
     args += ["--train-src", str(src), "--train-tgt", str(tgt), "--valid-src", str(src), "--valid-tgt", str(tgt)]
-    args += ["--overrides", "train.max_steps=2", "train.progress=false"]
+    args += ["--overrides", "train.max_steps=2"]  # with its progress bar: an interactive run
     run = subprocess.run([sys.executable, "-m", "attnlab", *args], env=_env(), capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "OpenMP wait policy PASSIVE (attnlab's default for the command line)" in run.stderr

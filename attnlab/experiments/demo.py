@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import openmp
 from ..data.tasks import make_splits
 from ..recipes.translate import RECIPES, TranslationSetup, train_translation
 from ..train import TrainConfig
@@ -161,6 +162,7 @@ def run_demo(
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 <= target <= 1.0:
         raise ValueError(f"target must be a validation exact match in [0, 1] (0.995 = 99.5%), got {target!r}")
     out_dir = Path(out_dir)
+    log(openmp.describe())  # the run's threads and OpenMP wait policy (attnlab/openmp.py)
     splits = make_splits(TASK, n_train, N_VALID, n_test, seed=seed)
     log(f"generated {len(splits.train):,} training pairs, e.g. {splits.train[0][0]!r} → {splits.train[0][1]!r}")
     setup = demo_setup(out_dir, minutes=minutes, target=target, seed=seed)

@@ -301,7 +301,7 @@ def print_training(result: TrainResult, out: Path, *, unit: str = "tokens") -> N
     why = STOPPED.get(result.stop_reason, result.stop_reason).format(metric=result.metric or "the metric")
     print(
         f"trained {result.steps} steps in {result.train_seconds / 60:.1f} min "
-        f"({result.tokens_per_s:,.0f} {unit}/s); stopped: {why}"
+        f"({result.tokens_per_s:,.0f} {unit}/s, {result.precision or 'fp32'}); stopped: {why}"
     )
     if result.best:
         print("best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.best.items()))

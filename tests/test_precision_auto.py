@@ -1,0 +1,96 @@
+"""precision="auto": bf16 only where a probe of the model's steps shows it faster; cached; harmless."""
+
+import dataclasses
+import json
+
+import pytest
+
+from attnlab import train as T
+from attnlab.data.tasks import make_splits
+from attnlab.recipes import translate as tr
+from attnlab.train import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return make_splits("numbers-en-ja", 120, 10, 0, seed=5)
+
+
+def setup(out, precision, **fields):
+    train = TrainConfig(
+        out_dir=str(out), max_steps=6, lr=3e-3, warmup_steps=2, log_every=1, progress=False, seed=3, precision=precision
+    )
+    return dataclasses.replace(
+        tr.RECIPES["tiny"], max_tokens=200, eval_sentences=4, model_overrides={"dropout": 0.1}, train=train, **fields
+    )
+
+
+def losses(out):
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in records if "loss" in r]
+
+
+def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up():
+    calls, clock = [], iter([5.0, 3.0, 2.0, 4.0])  # seconds of the timed runs: fp32, bf16, fp32, bf16
+
+    def step(precision):
+        calls.append(precision)
+
+    times = iter(x for pair in ((0.0, d) for d in clock) for x in pair)  # start, start + duration
+    orig = T.time.perf_counter
+    T.time.perf_counter = lambda: next(times)
+    try:
+        best = T.probe_precision(step, repeats=2)
+    finally:
+        T.time.perf_counter = orig
+    assert calls == ["fp32", "bf16"] * 3  # one warm-up each, then two interleaved rounds
+    assert best == {"fp32": 2.0, "bf16": 3.0}
+
+
+@pytest.mark.parametrize(("fp32", "bf16", "chosen"), [(1.0, 0.5, "bf16"), (1.0, 2.0, "fp32"), (1.0, 0.97, "fp32")])
+def test_auto_picks_bf16_only_when_measured_faster(tmp_path, monkeypatch, splits, capsys, fp32, bf16, chosen):
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": fp32, "bf16": bf16})
+    _, result, _ = tr.train_translation(setup(tmp_path / "run", "auto"), splits.train, splits.valid)
+    assert result.precision == chosen
+    err = capsys.readouterr().err
+    assert f"precision auto → {chosen}" in err and "measured now" in err
+    cached = json.loads((tmp_path / "cache" / "precision.json").read_text())
+    assert list(cached.values()) == [{"fp32": fp32, "bf16": bf16}]
+    # The second run on this machine and model reads the cache instead of probing again.
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed again"))
+    _, again, _ = tr.train_translation(setup(tmp_path / "again", "auto"), splits.train, splits.valid)
+    assert again.precision == chosen and "(cached;" in capsys.readouterr().err
+
+
+def test_the_real_probe_leaves_weights_and_random_state_as_they_were(tmp_path, monkeypatch, splits):
+    # "auto" choosing fp32 after a real probe must train exactly as a plain fp32 run: the probe's
+    # forward/backward passes (with dropout) may not move the weights or the random streams.
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(T, "BF16_MIN_SPEEDUP", float("inf"))  # the real probe runs; fp32 is chosen
+    _, auto, _ = tr.train_translation(setup(tmp_path / "auto", "auto"), splits.train, splits.valid)
+    _, plain, _ = tr.train_translation(setup(tmp_path / "fp32", "fp32"), splits.train, splits.valid)
+    assert auto.precision == plain.precision == "fp32"
+    cached = next(iter(json.loads((tmp_path / "cache" / "precision.json").read_text()).values()))
+    assert cached["fp32"] > 0 and cached["bf16"] > 0  # it did measure
+    assert losses(tmp_path / "auto") == losses(tmp_path / "fp32")
+    assert len(set(losses(tmp_path / "fp32"))) > 3
+
+
+def test_a_resumed_run_keeps_its_choice(tmp_path, monkeypatch, splits):
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
+    first = setup(tmp_path / "run", "auto")
+    first = dataclasses.replace(first, train=dataclasses.replace(first.train, max_steps=3, save_every_steps=3))
+    tr.train_translation(first, splits.train, splits.valid)
+    # Another machine (or a changed cache) would measure otherwise: the run keeps what it started with.
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed on resume"))
+    (tmp_path / "cache" / "precision.json").unlink()
+    _, result, _ = tr.train_translation(setup(tmp_path / "run", "auto"), splits.train, splits.valid, resume=True)
+    assert result.precision == "bf16" and result.steps == 6
+
+
+def test_presets_measure_instead_of_assuming():
+    assert tr.RECIPES["multi30k"].train.precision == "auto"
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp16")
