@@ -311,21 +311,28 @@ def _precision_key(model: nn.Module, device: torch.device, batch: Any) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 
-def probe_precision(step: Callable[[str], None], *, repeats: int = 2) -> dict[str, float]:
+def probe_precision(step: Callable[[str], None], *, repeats: int = 2, clear: float = 2.0) -> dict[str, float]:
     """Seconds of one training step (forward and backward) in fp32 and in bf16: the fastest of
     ``repeats`` interleaved runs each, after one warm-up run each. ``step(precision)`` runs one.
+    When the warm-ups already differ by ``clear`` × or more (bf16 emulated on a CPU without bf16
+    instructions is many times slower), their times are the answer and the timed runs are skipped.
 
     Shape:
         no tensors; returns ``{"fp32": s, "bf16": s}``.
     """
-    for precision in ("fp32", "bf16"):
-        step(precision)  # warm-up: allocations, kernel selection
+
+    def timed(precision: str) -> float:
+        start = time.perf_counter()
+        step(precision)
+        return time.perf_counter() - start
+
+    best = {precision: timed(precision) for precision in ("fp32", "bf16")}  # warm-ups
+    if max(best.values()) >= clear * min(best.values()):
+        return best
     best = {"fp32": float("inf"), "bf16": float("inf")}
     for _ in range(repeats):
         for precision in ("fp32", "bf16"):
-            start = time.perf_counter()
-            step(precision)
-            best[precision] = min(best[precision], time.perf_counter() - start)
+            best[precision] = min(best[precision], timed(precision))
     return best
 
 

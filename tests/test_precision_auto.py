@@ -30,21 +30,25 @@ def losses(out):
     return [r["loss"] for r in records if "loss" in r]
 
 
-def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up():
-    calls, clock = [], iter([5.0, 3.0, 2.0, 4.0])  # seconds of the timed runs: fp32, bf16, fp32, bf16
+def _fake_clock(monkeypatch, durations):
+    ticks = iter(x for d in durations for x in (0.0, d))  # each run: start, start + duration
+    monkeypatch.setattr(T.time, "perf_counter", lambda: next(ticks))
 
-    def step(precision):
-        calls.append(precision)
 
-    times = iter(x for pair in ((0.0, d) for d in clock) for x in pair)  # start, start + duration
-    orig = T.time.perf_counter
-    T.time.perf_counter = lambda: next(times)
-    try:
-        best = T.probe_precision(step, repeats=2)
-    finally:
-        T.time.perf_counter = orig
+def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up(monkeypatch):
+    calls = []
+    # warm-ups fp32 1.5, bf16 2.0 (not clearly apart), then fp32 5, bf16 3, fp32 2, bf16 4
+    _fake_clock(monkeypatch, [1.5, 2.0, 5.0, 3.0, 2.0, 4.0])
+    best = T.probe_precision(calls.append, repeats=2)
     assert calls == ["fp32", "bf16"] * 3  # one warm-up each, then two interleaved rounds
     assert best == {"fp32": 2.0, "bf16": 3.0}
+
+
+def test_probe_stops_after_the_warm_ups_when_they_are_clearly_apart(monkeypatch):
+    calls = []
+    _fake_clock(monkeypatch, [1.0, 20.0])  # emulated bf16: 20× slower
+    assert T.probe_precision(calls.append, repeats=2) == {"fp32": 1.0, "bf16": 20.0}
+    assert calls == ["fp32", "bf16"]
 
 
 @pytest.mark.parametrize(("fp32", "bf16", "chosen"), [(1.0, 0.5, "bf16"), (1.0, 2.0, "fp32"), (1.0, 0.97, "fp32")])
