@@ -189,7 +189,10 @@ def beam_search(
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
     rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
-    state = model.start(src.index_select(0, rows), src_mask.index_select(0, rows))
+    # Encode each sentence once and copy its state to its K rows: the K beams share a source, so
+    # encoding B·K rows (and projecting B·K cross-attention keys/values) would do the work K times.
+    state = model.start(src, src_mask)
+    state.reorder(rows)
     tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (B·K, 1)
     # Only the first beam is live at the start; the others are copies that must not be chosen.
     scores = torch.full((B, K), float("-inf"), device=dev)
