@@ -208,6 +208,9 @@ def run(args) -> dict:
         "alpha": args.alpha,
         "skipped": skipped,
         "supported_compute_types": sorted(supported),
+        # How idle OpenMP threads wait decides 2-thread figures on a busy machine (spinning threads
+        # fight the other processes for the cores), so the report says what was set.
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "short_sentence": short,
@@ -224,7 +227,8 @@ def markdown(result: dict) -> str:
         f"**{result['model']}** on {result['cpu']} ({result['cores']} cores), torch {result['torch']}, "
         f"CTranslate2 {result['ctranslate2']}; {result['sentences']:,} sentences (batch 1: the first "
         f"{result['batch1_sentences']:,}), beam search without length penalty (α = {result['alpha']}).",
-        f"Load average (1 / 5 / 15 min) before {load(result['load_before'])}, after {load(result['load_after'])}.",
+        f"Load average (1 / 5 / 15 min) before {load(result['load_before'])}, after {load(result['load_after'])}; "
+        f"OMP_WAIT_POLICY {result['omp_wait_policy']}.",
     ]
     if result["skipped"]:
         lines.append(
