@@ -156,6 +156,27 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def _search_is_decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> bool:
+    """Whether, in every sentence, a finished hypothesis already beats all that its live ones could
+    still become, so that decoding on cannot change the result.
+
+    A live hypothesis's log-probability only falls as tokens are added, and its length penalty is
+    at most that of ``max_len`` tokens; the score is ≤ 0, so ``score / length_penalty(max_len)``
+    bounds its final value. Without this exit a sentence whose best hypothesis ended at step 5
+    would decode to ``max_len`` until its last beam slot also ended.
+
+    Shape:
+        scores ``(B, K)``; finished, lengths ``(B·K,)`` → bool
+    """
+    B, K = scores.shape
+    done = finished.view(B, K)
+    penalty = ((5.0 + lengths.view(B, K).to(scores.dtype)) / 6.0) ** alpha  # (B, K), as length_penalty
+    best_done = torch.where(done, scores / penalty, float("-inf")).amax(dim=1)  # (B,)
+    live = ~done & torch.isfinite(scores)
+    bound = torch.where(live, scores / length_penalty(max_len, alpha), float("-inf")).amax(dim=1)  # (B,)
+    return bool((best_done >= bound).all())
+
+
 @torch.no_grad()
 def beam_search(
     model: Seq2SeqModel,
@@ -175,8 +196,9 @@ def beam_search(
     All ``B·K`` hypotheses decode together as rows of one batch; after each step the best ``K``
     of the ``K·V`` extensions of each sentence survive, and the decoder state is reordered to
     follow them. A hypothesis that emitted EOS stays in the beam with a frozen score until the
-    search ends; the final choice divides each score by :func:`length_penalty`. With
-    ``beam_size=1`` this is exactly :func:`greedy_decode`.
+    search ends; the final choice divides each score by :func:`length_penalty`. The search ends
+    when every hypothesis has ended, or earlier once no live one can still beat the best finished
+    one (the same result, fewer steps). With ``beam_size=1`` this is exactly :func:`greedy_decode`.
 
     Raises:
         ValueError: a beam size or ``alpha`` that :func:`check_beam` refuses, a beam wider than the
@@ -190,7 +212,10 @@ def beam_search(
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
     rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
-    state = model.start(src.index_select(0, rows), src_mask.index_select(0, rows))
+    # Encode each sentence once and copy its state to its K rows: the K beams share a source, so
+    # encoding B·K rows (and projecting B·K cross-attention keys/values) would do the work K times.
+    state = model.start(src, src_mask)
+    state.reorder(rows)
     tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (B·K, 1)
     # Only the first beam is live at the start; the others are copies that must not be chosen.
     scores = torch.full((B, K), float("-inf"), device=dev)
@@ -222,7 +247,7 @@ def beam_search(
             new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (B·K, 1, L, H, S)
             attn_hist = new if attn_hist is None else torch.cat([attn_hist.index_select(0, index), new], dim=1)
         finished = finished | (tok == eos_id)
-        if bool(finished.all()):
+        if bool(finished.all()) or _search_is_decided(scores, finished, lengths, alpha, max_len):
             break
         tokens = tok.unsqueeze(1)  # (B·K, 1)
     # Lengths count the EOS token; the penalty uses the number of real tokens plus EOS as GNMT.

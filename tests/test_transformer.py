@@ -139,3 +139,37 @@ def test_tied_output_shares_the_embedding_matrix():
     assert model.out_proj.weight is model.tgt_embed.weight
     with pytest.raises(ValueError, match="share_embeddings needs one vocabulary"):
         Transformer(TransformerConfig(src_vocab_size=10, tgt_vocab_size=12, share_embeddings=True, **PRESETS["tiny"]))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypatch):
+    # A briefly trained model ends its hypotheses at different steps; the early exit must give
+    # exactly what searching until every beam slot has ended gives, in fewer steps.
+    model = make_model(n_decoder_layers=2, d_model=32, d_ff=64).train()
+    src, tgt_in, tgt_out = random_batch(B=6, seed=7)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(40):
+        loss = model(src, tgt_in, labels=tgt_out).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    steps = {"calls": 0}
+    real_step = model.step
+
+    def counted(*args, **kwargs):
+        steps["calls"] += 1
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(model, "step", counted)
+    kw = dict(bos_id=BOS, eos_id=EOS, beam_size=4, max_len=20, alpha=alpha, return_attention=True)
+    early = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
+    early_steps = steps["calls"]
+    monkeypatch.setattr("attnlab.decode._search_is_decided", lambda *args: False)
+    steps["calls"] = 0
+    full = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
+    assert [h.tokens for h in early] == [h.tokens for h in full]
+    assert [h.score for h in early] == pytest.approx([h.score for h in full], abs=1e-6)
+    for e, f in zip(early, full):
+        torch.testing.assert_close(e.cross_attention, f.cross_attention)
+    assert early_steps < steps["calls"]

@@ -26,6 +26,7 @@ from .. import checkpoint as ckpt
 from ..data import batching, enja, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
+from ..export import export_ctranslate2
 from ..metrics import bleu, chrf, exact_match
 from ..models.config import check_fields
 from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
@@ -704,6 +705,52 @@ def evaluate_command(
     return 0
 
 
+def export_command(
+    out: Path,
+    /,
+    *,
+    model: Path,
+    to: Literal["ctranslate2"],
+    quantization: Literal["float32", "bfloat16", "float16", "int8", "int8_float32", "int8_bfloat16", "int16"]
+    | None = None,
+    force: bool = False,
+) -> int:
+    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine).
+
+    OUT becomes a CTranslate2 model folder (model.bin, config.json, the vocabularies as token
+    lists) with attnlab's tokenizers beside it; load it with ctranslate2.Translator(OUT) or
+    attnlab.export.CTranslate2Translator(OUT). Pre-norm and post-norm Transformers export; the RNN
+    models and windowed attention do not (docs/export.md says why). Needs the optional extra:
+    pip install 'attnlab[ctranslate2]'.
+
+    Args:
+        out: the folder to write.
+        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
+            (ja-en, en-ja, demo).
+        to: the engine: ctranslate2.
+        quantization: store the weights in this type instead of fp32 (CTranslate2 can also convert
+            when it loads a model, with compute_type).
+        force: replace OUT if it exists.
+    """
+    if to != "ctranslate2":
+        raise ValueError(f"unknown export target {to!r}; choose ctranslate2")
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
+    translator = load_translator(model)
+    info = {
+        "source_model": str(model),
+        "src_lang": translator.src_lang,
+        "tgt_lang": translator.tgt_lang,
+        "bleu_tokenize": translator.bleu_tokenize,
+        "max_len": getattr(translator.model.config, "max_len", 512),
+    }
+    export_ctranslate2(
+        translator.model, translator.src_tok, translator.tgt_tok, out, quantization=quantization, info=info, force=force
+    )
+    print(f"exported {model} to {out} (CTranslate2, {quantization or 'float32'} weights)")
+    return 0
+
+
 TRANSLATE_JOB = Recipe(
     name="translate",
     presets=RECIPES,
@@ -712,6 +759,6 @@ TRANSLATE_JOB = Recipe(
     train=train_translation,
     load=load_translator,
     train_command=train_command,
-    commands={"translate": translate_command, "evaluate": evaluate_command},
+    commands={"translate": translate_command, "evaluate": evaluate_command, "export": export_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, STAND_IN_SIZE, 0),
 )

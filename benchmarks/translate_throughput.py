@@ -1,0 +1,301 @@
+"""Translation throughput: attnlab's decoder against CTranslate2, side by side, on the same weights.
+
+    python benchmarks/translate_throughput.py                                # ja-en, the default grid (≈5 min, 2 cores)
+    python benchmarks/translate_throughput.py --threads 2 --beams 4          # one corner of it
+    python benchmarks/translate_throughput.py --engines attnlab-fp32 attnlab-bf16 ct2-float32 ct2-int8
+    python benchmarks/translate_throughput.py --model RUN/best --src test_2016_flickr.de --ref test_2016_flickr.en
+
+The model (a shipped name or a folder) is exported with ``attnlab export --to ctranslate2`` into a
+temporary folder, so both engines run the same fp32 weights; CTranslate2 converts them to int8 (or
+bf16, where this CPU has it) when it loads them. Both engines get the same sentences, sorted by
+length and cut into the same batches with the same length limit, and tokenized by the same
+attnlab tokenizers; the timed region is text in → text out.
+
+Default data: small_parallel_enja's dev + test splits (500 + 500 = 1,000 sentences, read from
+``../shared/data/small_parallel_enja`` beside the repository or its worktree folder, or ``--data``), made raw as the
+shipped translators' training text was (:func:`attnlab.data.enja.to_raw`).
+
+The grid: beam 1 and 4 × batch 1 and 32 × 1 and 2 threads × the engines. The batch-32 runs
+translate every sentence and give the BLEU of each engine; the batch-1 runs, the slow ones, time
+the first ``--batch1-sentences`` (200). Every row also says how many of its outputs are the same
+as attnlab fp32's (in fp32 they must all be). Beam search runs without a length penalty
+(``--alpha 0``) because the two engines normalise by different functions of the length (GNMT's in
+attnlab, ``|Y|^α`` in CTranslate2; docs/export.md). Then the latency of one short sentence: the
+median of ``--latency-runs`` translations.
+
+Prints Markdown with ``lscpu``'s model name and the load average before and after; ``--out``
+also writes it with ``results.json``. Other processes on the machine slow both engines and add
+noise: the load average is there to judge the figures by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from attnlab.data import enja  # noqa: E402
+from attnlab.data.corpus import read_lines  # noqa: E402
+from attnlab.export import CTranslate2Translator, export_ctranslate2, require_ctranslate2  # noqa: E402
+from attnlab.metrics import bleu  # noqa: E402
+from attnlab.recipes.translate import load_translator  # noqa: E402
+
+ENGINES = ("attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16")
+DEFAULT_ENGINES = ("attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16")
+REFERENCE = "ct2-float32"  # the ratios are against this engine
+SHORT = {"ja": "猫が好きです。", "en": "i like cats ."}  # the latency sentence, by source language
+
+
+@dataclass
+class Row:
+    engine: str
+    beam: int
+    batch: int
+    threads: int
+    sentences: int
+    seconds: float
+    target_tokens: int  # tokens of the outputs (target tokenizer) plus one end token each
+    bleu: float | None = None  # only for the runs over every sentence
+    same_as_attnlab_fp32: int | None = None
+    outputs: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def sentences_per_s(self) -> float:
+        return self.sentences / self.seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.target_tokens / self.seconds
+
+
+def cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown CPU"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def default_data() -> Path:
+    candidates = [base / "shared" / "data" / "small_parallel_enja" for base in (REPO.parent, REPO.parent.parent)]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def load_data(args, src_lang: str | None, tgt_lang: str | None) -> tuple[list[str], list[str]]:
+    if args.src is not None:
+        sources, refs = read_lines(args.src), read_lines(args.ref)
+    else:
+        if not (src_lang and tgt_lang):
+            raise SystemExit("the model has no src_lang/tgt_lang: give its test set with --src and --ref")
+        sources, refs = [], []
+        for split in ("dev", "test"):
+            sources += [enja.to_raw(line, src_lang) for line in read_lines(args.data / f"{split}.{src_lang}")]
+            refs += [enja.to_raw(line, tgt_lang) for line in read_lines(args.data / f"{split}.{tgt_lang}")]
+    if len(sources) != len(refs):
+        raise SystemExit(f"{len(sources)} sources but {len(refs)} references")
+    return sources[: args.sentences], refs[: args.sentences]
+
+
+class Engines:
+    """Each engine as ``translate(texts, beam, batch, threads) -> outputs``; models load once per setting."""
+
+    def __init__(self, model: str, exported: Path, alpha: float) -> None:
+        self.model, self.exported, self.alpha = model, exported, alpha
+        self._attnlab: dict[str, object] = {}
+        self._ct2: dict[tuple[str, int], CTranslate2Translator] = {}
+
+    def translate(self, engine: str, texts: list[str], beam: int, batch: int, threads: int) -> list[str]:
+        kind, precision = engine.split("-", 1)
+        if kind == "attnlab":
+            torch.set_num_threads(threads)
+            if precision not in self._attnlab:
+                translator = load_translator(self.model)
+                if precision == "bf16":
+                    translator.model.to(torch.bfloat16)
+                self._attnlab[precision] = translator
+            translator = self._attnlab[precision]
+            return [t.text for t in translator.translate(texts, beam_size=beam, alpha=self.alpha, batch_size=batch)]
+        key = (precision, threads)
+        if key not in self._ct2:
+            self._ct2[key] = CTranslate2Translator(self.exported, compute_type=precision, threads=threads)
+        return self._ct2[key].translate(texts, beam_size=beam, length_penalty=self.alpha, batch_size=batch)
+
+
+def run(args) -> dict:
+    ct2 = require_ctranslate2()
+    supported = ct2.get_supported_compute_types("cpu")
+    engines = [e for e in args.engines if not e.startswith("ct2-") or e[4:] in supported]
+    skipped = [e for e in args.engines if e not in engines]
+    translator = load_translator(args.model)
+    sources, refs = load_data(args, translator.src_lang, translator.tgt_lang)
+    tgt_tok = translator.tgt_tok
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="attnlab-ct2-"))
+    info = {
+        "src_lang": translator.src_lang,
+        "tgt_lang": translator.tgt_lang,
+        "max_len": translator.model.config.max_len,
+    }
+    exported = export_ctranslate2(translator.model, translator.src_tok, tgt_tok, work / "model", info=info)
+    runner = Engines(args.model, exported, args.alpha)
+
+    def tokens(outputs: list[str]) -> int:
+        return sum(len(ids) + 1 for ids in tgt_tok.encode_batch(outputs))
+
+    rows: list[Row] = []
+    for threads in args.threads:
+        for beam in args.beams:
+            for batch in args.batch_sizes:
+                texts = sources if batch > 1 else sources[: args.batch1_sentences]
+                for engine in engines:
+                    runner.translate(engine, texts[:8], beam, batch, threads)  # warm-up: first calls, lazy loads
+                    start = time.perf_counter()
+                    outputs = runner.translate(engine, texts, beam, batch, threads)
+                    seconds = time.perf_counter() - start
+                    row = Row(engine, beam, batch, threads, len(texts), seconds, tokens(outputs), outputs=outputs)
+                    if len(texts) == len(sources):
+                        row.bleu = bleu(outputs, refs[: len(texts)], tokenize=translator.bleu_tokenize)
+                    rows.append(row)
+                    print(
+                        f"  {engine:13s} beam {beam} batch {batch:2d} threads {threads}: "
+                        f"{row.sentences_per_s:7.1f} sent/s {row.tokens_per_s:8.0f} tok/s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                reference = next((r for r in rows[-len(engines) :] if r.engine == "attnlab-fp32"), None)
+                for row in rows[-len(engines) :]:
+                    if reference is not None:
+                        row.same_as_attnlab_fp32 = sum(a == b for a, b in zip(row.outputs, reference.outputs))
+
+    short = SHORT.get(translator.src_lang or "en", SHORT["en"]) if args.latency_text is None else args.latency_text
+    latency = []
+    for threads in args.threads:
+        for beam in args.beams:
+            for engine in engines:
+                runner.translate(engine, [short], beam, 1, threads)
+                times = []
+                for _ in range(args.latency_runs):
+                    start = time.perf_counter()
+                    runner.translate(engine, [short], beam, 1, threads)
+                    times.append(time.perf_counter() - start)
+                latency.append(
+                    {"engine": engine, "beam": beam, "threads": threads, "ms": 1000 * statistics.median(times)}
+                )
+    return {
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "ctranslate2": ct2.__version__,
+        "model": args.model,
+        "sentences": len(sources),
+        "batch1_sentences": min(args.batch1_sentences, len(sources)),
+        "alpha": args.alpha,
+        "skipped": skipped,
+        "supported_compute_types": sorted(supported),
+        # How idle OpenMP threads wait decides 2-thread figures on a busy machine (spinning threads
+        # fight the other processes for the cores), so the report says what was set.
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "short_sentence": short,
+        "rows": rows,
+        "latency": latency,
+    }
+
+
+def markdown(result: dict) -> str:
+    rows: list[Row] = result["rows"]
+    ref = {(r.beam, r.batch, r.threads): r for r in rows if r.engine == REFERENCE}
+    load = lambda xs: " / ".join(f"{x:.2f}" for x in xs)  # noqa: E731
+    lines = [
+        f"**{result['model']}** on {result['cpu']} ({result['cores']} cores), torch {result['torch']}, "
+        f"CTranslate2 {result['ctranslate2']}; {result['sentences']:,} sentences (batch 1: the first "
+        f"{result['batch1_sentences']:,}), beam search without length penalty (α = {result['alpha']}).",
+        f"Load average (1 / 5 / 15 min) before {load(result['load_before'])}, after {load(result['load_after'])}; "
+        f"OMP_WAIT_POLICY {result['omp_wait_policy']}.",
+    ]
+    if result["skipped"]:
+        lines.append(
+            f"Not run: {', '.join(result['skipped'])} (CTranslate2 on this CPU supports "
+            f"{', '.join(result['supported_compute_types'])})."
+        )
+    lines += [
+        "",
+        f"| beam | batch | threads | engine | sentences/s | target tokens/s | × {REFERENCE} | BLEU | same as attnlab fp32 |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        base = ref.get((r.beam, r.batch, r.threads))
+        ratio = f"{r.sentences_per_s / base.sentences_per_s:.2f}" if base else "–"
+        score = f"{r.bleu:.2f}" if r.bleu is not None else "–"
+        same = f"{r.same_as_attnlab_fp32}/{r.sentences}" if r.same_as_attnlab_fp32 is not None else "–"
+        lines.append(
+            f"| {r.beam} | {r.batch} | {r.threads} | {r.engine} | {r.sentences_per_s:,.1f} | "
+            f"{r.tokens_per_s:,.0f} | {ratio} | {score} | {same} |"
+        )
+    lines += ["", f"Latency of one short sentence ({result['short_sentence']!r}), median:", ""]
+    engines = list(dict.fromkeys(x["engine"] for x in result["latency"]))
+    lines += ["| beam | threads | " + " | ".join(engines) + " |", "|---:|---:|" + "---:|" * len(engines)]
+    cells: dict[tuple[int, int], dict[str, float]] = {}
+    for x in result["latency"]:
+        cells.setdefault((x["beam"], x["threads"]), {})[x["engine"]] = x["ms"]
+    for (beam, threads), ms in cells.items():
+        lines.append(f"| {beam} | {threads} | " + " | ".join(f"{ms[e]:.1f} ms" for e in engines) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="ja-en", help="a shipped translator's name or a model folder")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=default_data(),
+        help="small_parallel_enja (dev.* and test.* are read; default: ../shared/data beside the repository "
+        "or beside the folder holding it, as for a git worktree)",
+    )
+    parser.add_argument("--src", type=Path, help="source sentences instead of small_parallel_enja (raw text)")
+    parser.add_argument("--ref", type=Path, help="their references, line-aligned with --src")
+    parser.add_argument("--sentences", type=int, default=1000, help="sentences of the batch-32 runs (and BLEU)")
+    parser.add_argument("--batch1-sentences", type=int, default=200, help="sentences of the batch-1 runs")
+    parser.add_argument("--beams", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(DEFAULT_ENGINES))
+    parser.add_argument("--alpha", type=float, default=0.0, help="length penalty of both engines (see above)")
+    parser.add_argument("--latency-text", help="the short sentence of the latency table")
+    parser.add_argument("--latency-runs", type=int, default=20)
+    parser.add_argument("--out", type=Path, help="also write report.md and results.json here")
+    args = parser.parse_args()
+    if (args.src is None) != (args.ref is None):
+        parser.error("--src and --ref go together")
+    result = run(args)
+    text = markdown(result)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "report.md").write_text(text, encoding="utf-8")
+        payload = {**result, "rows": [{k: v for k, v in asdict(r).items() if k != "outputs"} for r in result["rows"]]}
+        (args.out / "results.json").write_text(
+            json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+
+
+if __name__ == "__main__":
+    main()
