@@ -100,6 +100,9 @@ def greedy_decode(
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     lengths = torch.full((B,), max_len, dtype=torch.long, device=src.device)
     attn: list[Tensor] = []
+    if not return_attention:
+        _greedy_dropping_finished(model, state, tokens, out, scores, lengths, eos_id=eos_id, max_len=max_len)
+        return [Hypothesis(out[b, : int(lengths[b])].tolist(), float(scores[b]), None) for b in range(B)]
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
         logp = torch.log_softmax(step.logits.float(), dim=-1)  # (B, V)
@@ -125,6 +128,42 @@ def greedy_decode(
             cross = a[..., src_mask[b]]  # (L, H, T, S_b)
         hyps.append(Hypothesis(out[b, :n].tolist(), float(scores[b]), cross))
     return hyps
+
+
+def _greedy_dropping_finished(
+    model: Seq2SeqModel,
+    state,
+    tokens: Tensor,
+    out: Tensor,
+    scores: Tensor,
+    lengths: Tensor,
+    *,
+    eos_id: int,
+    max_len: int,
+) -> None:
+    """Greedy decoding that stops computing a sentence once it has ended: the rows still being
+    written are kept together (``state.reorder``), so a batch costs the sum of its sentences'
+    lengths rather than its count times the longest one. Fills ``out``, ``scores`` and
+    ``lengths`` of the original rows in place.
+
+    Shape:
+        tokens ``(B, 1)``; out ``(B, T_max)``; scores, lengths ``(B,)``
+    """
+    alive = torch.arange(tokens.shape[0], device=tokens.device)  # (b,) original row of each decoded row
+    for t in range(max_len):
+        step = model.step(tokens, state, need_weights=False)
+        best_logp, nxt = torch.log_softmax(step.logits.float(), dim=-1).max(dim=-1)  # (b,)
+        out[alive, t] = nxt
+        scores[alive] += best_logp
+        finished = nxt == eos_id  # (b,)
+        if bool(finished.any()):
+            lengths[alive[finished]] = t
+            if bool(finished.all()):
+                return
+            keep = (~finished).nonzero().squeeze(1)  # (b',)
+            state.reorder(keep)
+            alive, nxt = alive[keep], nxt[keep]
+        tokens = nxt.unsqueeze(1)  # (b, 1)
 
 
 #: The widest beam :func:`beam_search` accepts. Each step scores beam_size × V extensions of every
