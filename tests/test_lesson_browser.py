@@ -9,12 +9,8 @@ Python computation, and the pages are driven by the keyboard alone. Run with
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import re
-import socket
-import threading
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -32,8 +28,8 @@ pytestmark = [
 ]
 
 import playwright.sync_api as playwright_api  # noqa: E402
-import uvicorn  # noqa: E402
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
+from live_server import page_errors, serving  # noqa: E402
 
 from attnlab import checkpoint  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
@@ -77,34 +73,10 @@ def skip_without(n: int) -> None:
         pytest.skip(f"section {n} runs models not installed here: {', '.join(absent)}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serving(app):
-    """``app`` served by uvicorn on a free loopback port, in a thread; yields its address."""
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the explorer server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def base_url():
-    with serving(create_app()) as url:
+    with serving(create_app()) as port:
+        url = f"http://127.0.0.1:{port}"
         yield url
 
 
@@ -192,13 +164,7 @@ def page(browser, base_url, lang, request):
     )
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    # A 4xx the test provokes is logged by the browser as a failed resource; a 5xx never may be.
-    pg.on(
-        "console",
-        lambda m: errors.append(m.text) if m.type == "error" and not re.search(r"status of 4\d\d", m.text) else None,
-    )
+    errors = page_errors(pg)
     yield pg
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     pg.evaluate("() => document.fonts.ready.then(() => true)")
@@ -667,7 +633,8 @@ def test_a_section_whose_model_is_missing_says_how_to_build_it(browser, lang, mo
     import attnlab.assets as assets_module
 
     monkeypatch.setattr(assets_module, "ROOT", tmp_path)  # an installation whose models are not built
-    with serving(create_app()) as url:
+    with serving(create_app()) as port:
+        url = f"http://127.0.0.1:{port}"
         context = browser.new_context(
             viewport={"width": 1280, "height": 900}, base_url=url, locale="ja-JP" if lang == "ja" else "en-US"
         )

@@ -8,10 +8,6 @@ Screenshots of every test go to ``test-artifacts/`` (git-ignored). Run with ``ma
 from __future__ import annotations
 
 import json
-import re
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +24,7 @@ pytestmark = [
 ]
 
 import playwright.sync_api as playwright_api  # noqa: E402
-import uvicorn  # noqa: E402
+from live_server import page_errors, serving  # noqa: E402
 from test_web_api import train_tiny_translator  # noqa: E402
 
 from attnlab import functional as AF  # noqa: E402
@@ -39,27 +35,11 @@ from attnlab.web.models import load_model  # noqa: E402
 TIMEOUT_MS = 15_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory):
     model = load_model(train_tiny_translator(tmp_path_factory.mktemp("browser-translator"), steps=60))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app([model]), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the explorer server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app([model])) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +58,7 @@ def page(browser, base_url, request):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base_url, accept_downloads=True)
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    # A 4xx the test provokes is logged by the browser as a failed resource; a 5xx never may be.
-    pg.on(
-        "console",
-        lambda m: errors.append(m.text) if m.type == "error" and not re.search(r"status of 4\d\d", m.text) else None,
-    )
+    errors = page_errors(pg)
     yield pg
     ARTIFACTS.mkdir(exist_ok=True)
     pg.evaluate("document.fonts.ready.then(() => true)")

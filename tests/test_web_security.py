@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 import select
 import socket
-import threading
 import time
 
 import pytest
 import torch
-import uvicorn
 from fastapi.testclient import TestClient
+from live_server import serving
 
 from attnlab.cli import main as cli_main
 from attnlab.web import app as web_app
@@ -247,29 +246,11 @@ def test_json_numbers_still_work_where_floats_are_expected(client):
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_port():
-    port = _free_port()
     limits = Limits(body_timeout_s=0.5, max_body_bytes=1000)
-    server = uvicorn.Server(
-        uvicorn.Config(create_app([EchoModel()], limits=limits), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the explorer server did not start")
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app([EchoModel()], limits=limits)) as port:
+        yield port
 
 
 def _exchange(port: int, head: bytes, pieces: list[bytes], every_s: float = 0.1) -> tuple[bytes, float]:

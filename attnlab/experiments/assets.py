@@ -332,6 +332,21 @@ def _check(metric: str, value: float, *, higher_is_better: bool, tolerance: floa
     }
 
 
+def _greedy_translation_evaluation(
+    scores: dict[str, float], evaluation: str, metric: str, value: float, *, tolerance: float, check_pairs: int
+) -> Evaluation:
+    """The evaluation of a translator scored greedily on generated test pairs (``scores``), whose
+    check is ``metric`` (``value``) on the first ``check_pairs`` of them."""
+    n = min(check_pairs, int(scores["n"]))
+    return Evaluation(
+        metrics=scores,
+        evaluation=evaluation,
+        check=_check(
+            metric, value, higher_is_better=True, tolerance=tolerance, n=n, how=f"on the first {n} test pairs, greedy"
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class PresetTranslator:
     """A translator trained by ``attnlab train translate --preset P`` on line-aligned corpus files
@@ -461,18 +476,13 @@ class DemoTranslator:
 
     def evaluate(self, directory: Path, data: Path) -> Evaluation:
         scores = _translation_scores(directory, self._test_pairs(), 1)
-        n = min(self.check_pairs, int(scores["n"]))
-        return Evaluation(
-            metrics=scores,
-            evaluation=f"the demo's {scores['n']} generated test pairs (seed {self.seed}); greedy; sacreBLEU, tokenizer char",
-            check=_check(
-                "exact_match",
-                self.measure_check(directory, data),
-                higher_is_better=True,
-                tolerance=0.03,
-                n=n,
-                how=f"on the first {n} test pairs, greedy",
-            ),
+        return _greedy_translation_evaluation(
+            scores,
+            f"the demo's {scores['n']} generated test pairs (seed {self.seed}); greedy; sacreBLEU, tokenizer char",
+            "exact_match",
+            self.measure_check(directory, data),
+            tolerance=0.03,
+            check_pairs=self.check_pairs,
         )
 
     def measure_check(self, directory: Path, data: Path) -> float:
@@ -557,21 +567,16 @@ class BottleneckRNN:
 
     def evaluate(self, directory: Path, data: Path) -> Evaluation:
         scores = _translation_scores(directory, self._splits().test, 1)
-        n = min(self.check_pairs, int(scores["n"]))
-        return Evaluation(
-            metrics=scores,
-            evaluation=(
+        return _greedy_translation_evaluation(
+            scores,
+            (
                 f"the experiment's {scores['n']} generated test pairs (seed {self.seed}); greedy; sacreBLEU, "
                 "tokenizer char (BLEU by source length: the experiment's report.md)"
             ),
-            check=_check(
-                "bleu",
-                self.measure_check(directory, data),
-                higher_is_better=True,
-                tolerance=1.0,
-                n=n,
-                how=f"on the first {n} test pairs, greedy",
-            ),
+            "bleu",
+            self.measure_check(directory, data),
+            tolerance=1.0,
+            check_pairs=self.check_pairs,
         )
 
     def measure_check(self, directory: Path, data: Path) -> float:

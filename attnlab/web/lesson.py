@@ -662,13 +662,7 @@ def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
 class HeadsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(
-        "The animal didn't cross the street because it was too tired",
-        min_length=1,
-        max_length=200,
-        strict=True,
-        description="an English sentence",
-    )
+    text: str = LV.english_sentence()
     layer: int = Field(0, ge=0, le=63, strict=True, description="0-based layer")
     head: int = Field(0, ge=0, le=63, strict=True, description="0-based head of the neuron view")
     query: int = Field(0, ge=0, le=MAX_HEAD_VIEW_TOKENS - 1, strict=True, description="token of the neuron view")

@@ -525,16 +525,21 @@ def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | No
 MAX_MINILM_TOKENS = 40
 
 
-class PronounRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = Field(
+def english_sentence() -> Any:
+    """The ``text`` field of the requests that run an English sentence through MiniLM (§4, §5)."""
+    return Field(
         "The animal didn't cross the street because it was too tired",
         min_length=1,
         max_length=200,
         strict=True,
         description="an English sentence",
     )
+
+
+class PronounRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = english_sentence()
     pronoun: str = Field(
         "it", min_length=1, max_length=30, strict=True, description="the token whose attention is shown"
     )

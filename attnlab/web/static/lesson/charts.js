@@ -216,12 +216,17 @@
       fill: (v) => window.Heatmap.blues(v),
       stroke: opts.highlight === undefined || opts.highlight === null ? null : (r) => (r === opts.highlight ? "#d97a00" : null),
     });
+    return picture(sc, opts.id, opts.label);
+  }
+
+  // A heatmap.js scene as an SVG image with an id and an accessible name.
+  function picture(sc, id, label) {
     const node = window.Heatmap.toSVG(sc);
-    node.id = opts.id;
+    node.id = id;
     node.setAttribute("role", "img");
-    node.setAttribute("aria-label", opts.label);
+    node.setAttribute("aria-label", label);
     return node;
   }
 
-  window.Charts = { bars, histogram, lines, matrix, groups, map, diverging, sequential, css, textOn, luminance, num };
+  window.Charts = { bars, histogram, lines, matrix, groups, map, picture, diverging, sequential, css, textOn, luminance, num };
 })();

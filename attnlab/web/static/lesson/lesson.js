@@ -252,12 +252,99 @@
     }
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // What the widgets share.
+  // ---------------------------------------------------------------------------------------------
+
+  // An integer from the address (or a control), kept in [lo, hi]; fallback when it is not a number.
+  function clampInt(v, lo, hi, fallback) {
+    const x = Math.floor(Number(v));
+    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
+  }
+
+  // Show a failed request in a widget's error box.
+  function fail(error, err) {
+    error.textContent = t("error", { msg: err.message });
+    error.classList.remove("hidden");
+  }
+
+  // A widget's status line (unless withStatus is false), error box and output, with the ids
+  // prefix-status, prefix-error and prefix-out.
+  function panes(prefix, withStatus) {
+    return {
+      status: withStatus === false ? null : el("p", { class: "note", id: prefix + "-status", role: "status" }),
+      error: el("div", { class: "error hidden", id: prefix + "-error", role: "alert" }),
+      out: el("div", { class: "widget-out", id: prefix + "-out", "data-seq": "0" }),
+      seq: 0, // the number of the latest request: older answers are dropped
+    };
+  }
+
+  // An async function that asks opts.fetch(req) for req = opts.request(), shows opts.busy() (when
+  // given) in the status line meanwhile, and hands the newest answer to opts.done(res); the output
+  // keeps the request and its number in data-request and data-seq (the browser tests wait on them).
+  function loader(p, opts) {
+    return async () => {
+      const req = opts.request();
+      const mine = ++p.seq;
+      if (p.status && opts.busy) p.status.textContent = opts.busy();
+      try {
+        const res = await opts.fetch(req);
+        if (mine !== p.seq) return;
+        p.error.classList.add("hidden");
+        if (p.status) p.status.textContent = "";
+        opts.done(res, req);
+        p.out.dataset.request = JSON.stringify(req);
+        p.out.dataset.seq = String(mine);
+      } catch (err) {
+        if (mine !== p.seq) return;
+        if (p.status) p.status.textContent = "";
+        fail(p.error, err);
+      }
+    };
+  }
+
+  // A <select> of 1..count (optionText(n) as each option's text), with a first option "0" when
+  // first (its text) is given; onChange(number) when the choice changes.
+  function select(id, label, count, value, optionText, first, onChange) {
+    const node = el("select", { id, "aria-label": label },
+      first ? el("option", { value: "0", selected: value === 0, text: first }) : null,
+      Array.from({ length: count }, (_, i) => el("option", { value: String(i + 1), selected: i + 1 === value, text: optionText(i + 1) })));
+    if (onChange) node.addEventListener("change", () => onChange(Number(node.value)));
+    return node;
+  }
+
+  // A row of token buttons (ids prefix + i) with the current one pressed; onPick(i) on a click.
+  function tokenButtons(label, tokens, prefix, current, onPick, disabled) {
+    return el("div", { class: "tokens", role: "group", "aria-label": label },
+      tokens.map((tok, i) => {
+        const b = el("button", { type: "button", class: "tok-button", id: prefix + i, "aria-pressed": String(i === current), disabled: i === disabled, text: tok });
+        b.addEventListener("click", () => onPick(i));
+        return b;
+      }));
+  }
+
+  // A labelled range input for state[key] with its value in an <output> (id id-out); onValue()
+  // after each move.
+  function slider(state, id, key, min, max, step, label, onValue) {
+    const o = el("output", { id: id + "-out", for: id, text: String(state[key]) });
+    const input = el("input", { type: "range", id, min: String(min), max: String(max), step: String(step), value: String(state[key]), "aria-label": label });
+    input.addEventListener("input", () => { state[key] = Number(input.value); o.textContent = input.value; onValue(); });
+    return el("label", { class: "row" }, el("span", { class: "name", text: label }), input, o);
+  }
+
   window.Lesson = {
     register(name, widget) {
       widgets[name] = widget;
     },
     pick,
     keepFocus,
+    clampInt,
+    fail,
+    panes,
+    loader,
+    select,
+    tokenButtons,
+    slider,
   };
 
   document.addEventListener("DOMContentLoaded", () => {

@@ -6,14 +6,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
-  const fail = (error, err) => {
-    error.textContent = window.Attn.t("error", { msg: err.message });
-    error.classList.remove("hidden");
-  };
+  const { clampInt, panes, loader, select, tokenButtons } = window.Lesson;
 
   // ---------------------------------------------------------------------------------------------
   // The translation and its source–target attention.
@@ -28,11 +21,9 @@
       head: clampInt(ctx.param("head", "0"), 0, 64, 0),
     };
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const status = el("p", { class: "note", id: "tr-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "tr-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "tr-out", "data-seq": "0" });
+    const p = panes("tr");
+    const out = p.out;
 
     function remember() {
       ctx.setParams({ text: state.text, tok: state.tok + 1, layer: state.layer, head: state.head });
@@ -51,28 +42,18 @@
         el("div", { class: "row examples" }, el("span", { text: s("examples") }), examples));
     }
 
-    const send = debounce(async () => {
-      const req = { text: state.text };
-      const mine = ++seq;
-      status.textContent = s("loading");
-      try {
-        const res = await postJSON("/api/lesson/translation", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
+    const send = debounce(loader(p, {
+      request: () => ({ text: state.text }),
+      fetch: (req) => postJSON("/api/lesson/translation", req),
+      busy: () => s("loading"),
+      done: (res) => {
         shown = res;
         if (state.layer === null || state.layer > res.n_decoder_layers) state.layer = res.n_decoder_layers;
         state.tok = Math.min(state.tok, res.tgt_tokens.length - 1);
         state.head = Math.min(state.head, res.n_heads);
         draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 250);
+      },
+    }), 250);
 
     function changed() {
       remember();
@@ -85,13 +66,10 @@
     }
 
     function selects(r) {
-      const layer = el("select", { id: "tr-layer", "aria-label": s("layer_label") },
-        Array.from({ length: r.n_decoder_layers }, (_, l) => el("option", { value: String(l + 1), selected: l + 1 === state.layer, text: s("layer_n", { n: l + 1 }) })));
-      layer.addEventListener("change", () => { state.layer = Number(layer.value); remember(); draw(); });
-      const head = el("select", { id: "tr-head", "aria-label": s("head_label") },
-        el("option", { value: "0", selected: state.head === 0, text: s("head_mean") }),
-        Array.from({ length: r.n_heads }, (_, h) => el("option", { value: String(h + 1), selected: h + 1 === state.head, text: s("head_n", { n: h + 1 }) })));
-      head.addEventListener("change", () => { state.head = Number(head.value); remember(); draw(); });
+      const layer = select("tr-layer", s("layer_label"), r.n_decoder_layers, state.layer, (n) => s("layer_n", { n }), null,
+        (v) => { state.layer = v; remember(); draw(); });
+      const head = select("tr-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"),
+        (v) => { state.head = v; remember(); draw(); });
       return el("div", { class: "widget-controls inline" },
         el("label", { class: "row" }, el("span", { text: s("layer_label") }), layer),
         el("label", { class: "row" }, el("span", { text: s("head_label") }), head));
@@ -102,12 +80,7 @@
       const rows = chosen(r);
       const word = r.tgt_tokens[state.tok];
       const which = state.head === 0 ? s("which_mean", { layer: state.layer }) : s("which_head", { layer: state.layer, head: state.head });
-      const buttons = el("div", { class: "tokens", role: "group", "aria-label": s("output_tokens") },
-        r.tgt_tokens.map((tok, i) => {
-          const b = el("button", { type: "button", class: "tok-button", id: "tr-tok-" + i, "aria-pressed": String(i === state.tok), text: tok });
-          b.addEventListener("click", () => { state.tok = i; remember(); draw(); });
-          return b;
-        }));
+      const buttons = tokenButtons(s("output_tokens"), r.tgt_tokens, "tr-tok-", state.tok, (i) => { state.tok = i; remember(); draw(); });
       out.replaceChildren(
         el("p", { class: "translation-line" },
           el("span", { text: s("translation_label") + " " }),
@@ -129,7 +102,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -143,31 +116,16 @@
     const { s } = ctx;
     const state = { text: ctx.param("text", s("default_sentence")) };
     let shown = null;
-    let seq = 0;
-    const status = el("p", { class: "note", id: "ps-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "ps-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "ps-out", "data-seq": "0" });
+    const p = panes("ps");
+    const out = p.out;
     const big = (n) => Number(n).toLocaleString(ctx.lang() === "ja" ? "ja-JP" : "en-US");
 
-    const send = debounce(async () => {
-      const req = { text: state.text };
-      const mine = ++seq;
-      status.textContent = s("measuring");
-      try {
-        const res = await postJSON("/api/lesson/parallel-steps", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 300);
+    const send = debounce(loader(p, {
+      request: () => ({ text: state.text }),
+      fetch: (req) => postJSON("/api/lesson/parallel-steps", req),
+      busy: () => s("measuring"),
+      done: (res) => { shown = res; draw(); },
+    }), 300);
 
     function render() {
       const r = shown;
@@ -206,7 +164,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(status, error, out);
+    root.replaceChildren(p.status, p.error, out);
     ctx.onLang(draw);
     // The sentence typed in the translation widget above is the one measured here.
     ctx.onParams((values) => {

@@ -7,14 +7,7 @@
   "use strict";
   const { el, fmt, postJSON, getJSON, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
-  const fail = (error, err) => {
-    error.textContent = window.Attn.t("error", { msg: err.message });
-    error.classList.remove("hidden");
-  };
+  const { clampInt, fail, panes, loader } = window.Lesson;
 
   // The fixed vector as a grid of coloured cells (blue negative, red positive), `perRow` a row.
   function vectorGrid(values, label) {
@@ -47,11 +40,9 @@
     const typed = ctx.param("nums", null);
     const state = { example: clampInt(ctx.param("ex", "0"), 0, 1000000, 0), text: typed && typed.trim() ? typed : null };
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const status = el("p", { class: "note", id: "bn-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "bn-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "bn-out", "data-seq": "0" });
+    const p = panes("bn");
+    const out = p.out;
     let input = null;
 
     function remember() {
@@ -76,26 +67,16 @@
         next);
     }
 
-    const send = debounce(async () => {
-      const req = state.text === null ? { example: state.example } : { text: state.text };
-      const mine = ++seq;
-      status.textContent = s("loading");
-      try {
-        const res = await postJSON("/api/lesson/bottleneck", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
+    const send = debounce(loader(p, {
+      request: () => (state.text === null ? { example: state.example } : { text: state.text }),
+      fetch: (req) => postJSON("/api/lesson/bottleneck", req),
+      busy: () => s("loading"),
+      done: (res) => {
         shown = res;
         if (state.text === null && input && document.activeElement !== input) input.value = res.source;
         draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 300);
+      },
+    }), 300);
 
     function changed() {
       remember();
@@ -133,7 +114,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -146,9 +127,7 @@
   function mountLengths(root, ctx) {
     const { s } = ctx;
     let shown = null;
-    const status = el("p", { class: "note", id: "bl-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "bl-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "bl-out", "data-seq": "0" });
+    const { status, error, out } = panes("bl");
     const COLOURS = { "rnn-plain": "#b35900", "rnn-attention": "#2456a6" };
     const name = (m) => (m === "rnn-plain" ? s("plain_name") : s("attention_name"));
     const bucket = ([lo, hi]) => (lo === hi ? String(lo) : `${lo}–${hi}`);

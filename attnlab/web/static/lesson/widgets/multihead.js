@@ -4,6 +4,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
+  const { panes, loader } = window.Lesson;
   const D_CHOICES = [4, 8, 12, 16];
   const H_CHOICES = [1, 2, 3, 4, 6, 8];
   const cache = new Map(); // one request serves both widgets
@@ -50,10 +51,9 @@
     const { s } = ctx;
     let state = readState(ctx);
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const out = el("div", { class: "widget-out", id: "mh-out", "data-seq": "0" });
-    const error = el("div", { class: "error hidden", id: "mh-error", role: "alert" });
+    const p = panes("mh", false);
+    const out = p.out;
 
     function buildControls() {
       const words = el("input", { type: "text", id: "mh-words", value: state.text, "aria-label": s("words_label"), class: "wide" });
@@ -76,23 +76,11 @@
         el("p", { class: "note", text: s("heads_note") }));
     }
 
-    const send = debounce(async () => {
-      const req = request(state);
-      const mine = ++seq;
-      try {
-        const res = await fetchOnce(req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }, 120);
+    const send = debounce(loader(p, {
+      request: () => request(state),
+      fetch: fetchOnce,
+      done: (res) => { shown = res; draw(); },
+    }), 120);
 
     function changed() {
       ctx.setParams({ words: state.text, dm: state.dModel, heads: state.heads, seed: state.seed || null });
@@ -140,7 +128,7 @@
             el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) }))));
     }
 
-    root.replaceChildren(controls, error, out);
+    root.replaceChildren(controls, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -155,28 +143,18 @@
     let state = readState(ctx);
     let shown = null;
     let word = 0;
-    let seq = 0;
-    const out = el("div", { class: "widget-out", id: "nt-out", "data-seq": "0" });
-    const error = el("div", { class: "error hidden", id: "nt-error", role: "alert" });
+    const p = panes("nt", false);
+    const out = p.out;
 
-    async function load() {
-      const req = request(state);
-      const mine = ++seq;
-      try {
-        const res = await fetchOnce(req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
+    const load = loader(p, {
+      request: () => request(state),
+      fetch: fetchOnce,
+      done: (res) => {
         shown = res;
         word = Math.min(word, res.tokens.length - 1);
         draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }
+      },
+    });
     const send = debounce(load, 120);
 
     function draw() {
@@ -215,7 +193,7 @@
           el("span", { class: "mono", id: "nt-diff-value", "data-value": bad.max_abs_diff, text: fmt(bad.max_abs_diff, 4) })));
     }
 
-    root.replaceChildren(error, out);
+    root.replaceChildren(p.error, out);
     ctx.onLang(draw);
     ctx.onParams(() => { state = readState(ctx); send(); });
     load();

@@ -5,10 +5,7 @@
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
+  const { clampInt, panes, loader, slider } = window.Lesson;
 
   function heat(rows, opts) {
     const cols = rows[0].length;
@@ -21,11 +18,7 @@
       fill: (v) => window.Charts.css(window.Charts.diverging(v, opts.limit || 1)),
       stroke: opts.highlight === undefined ? null : (r) => (r === opts.highlight ? "#f0a400" : null),
     });
-    const svg = window.Heatmap.toSVG(sc);
-    svg.id = opts.id;
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", opts.label);
-    return svg;
+    return window.Charts.picture(sc, opts.id, opts.label);
   }
 
   // Vertical bars around zero for values in [-1, 1].
@@ -66,51 +59,31 @@
     };
     state.position = Math.min(state.position, state.length - 1);
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const error = el("div", { class: "error hidden", id: "pe-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "pe-out", "data-seq": "0" });
-
-    function slider(id, key, min, max, step, label, onValue) {
-      const o = el("output", { id: id + "-out", for: id, text: String(state[key]) });
-      const input = el("input", { type: "range", id, min: String(min), max: String(max), step: String(step), value: String(state[key]), "aria-label": label });
-      input.addEventListener("input", () => { state[key] = Number(input.value); o.textContent = input.value; onValue(); });
-      return el("label", { class: "row" }, el("span", { class: "name", text: label }), input, o);
-    }
+    const panesOf = panes("pe", false);
+    const out = panesOf.out;
 
     function buildControls() {
       controls.replaceChildren(
-        slider("pe-len", "length", 2, 64, 1, s("len_label"), () => {
+        slider(state, "pe-len", "length", 2, 64, 1, s("len_label"), () => {
           const p = root.querySelector("#pe-pos");
           p.max = String(state.length - 1);
           if (state.position > state.length - 1) { state.position = state.length - 1; p.value = String(state.position); root.querySelector("#pe-pos-out").textContent = p.value; }
           changed();
         }),
-        slider("pe-dm", "dModel", 4, 128, 4, s("dm_label"), changed),
-        slider("pe-pos", "position", 0, state.length - 1, 1, s("pos_label"), () => { remember(); draw(); }));
+        slider(state, "pe-dm", "dModel", 4, 128, 4, s("dm_label"), changed),
+        slider(state, "pe-pos", "position", 0, state.length - 1, 1, s("pos_label"), () => { remember(); draw(); }));
     }
 
     function remember() {
       ctx.setParams({ len: state.length, dm: state.dModel, p: state.position });
     }
 
-    const send = debounce(async () => {
-      const req = { length: state.length, d_model: state.dModel };
-      const mine = ++seq;
-      try {
-        const res = await postJSON("/api/lesson/positions", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }, 60);
+    const send = debounce(loader(panesOf, {
+      request: () => ({ length: state.length, d_model: state.dModel }),
+      fetch: (req) => postJSON("/api/lesson/positions", req),
+      done: (res) => { shown = res; draw(); },
+    }), 60);
 
     function changed() {
       remember();
@@ -135,7 +108,7 @@
           el("figcaption", { text: s("rotary_caption") })));
     }
 
-    root.replaceChildren(controls, error, out);
+    root.replaceChildren(controls, panesOf.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -149,9 +122,8 @@
     const { s } = ctx;
     const state = { a: ctx.param("a", s("default_a")), b: ctx.param("b", s("default_b")) };
     let shown = null;
-    let seq = 0;
-    const error = el("div", { class: "error hidden", id: "wo-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "wo-out", "data-seq": "0" });
+    const p = panes("wo", false);
+    const out = p.out;
     const controls = el("div", { class: "widget-controls" });
 
     function buildControls() {
@@ -167,23 +139,11 @@
         el("div", { class: "row" }, swap, el("span", { class: "note", text: s("words_note") })));
     }
 
-    const send = debounce(async () => {
-      const req = { a: state.a, b: state.b };
-      const mine = ++seq;
-      try {
-        const res = await postJSON("/api/lesson/word-order", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }, 150);
+    const send = debounce(loader(p, {
+      request: () => ({ a: state.a, b: state.b }),
+      fetch: (req) => postJSON("/api/lesson/word-order", req),
+      done: (res) => { shown = res; draw(); },
+    }), 150);
 
     function changed() {
       ctx.setParams({ a: state.a, b: state.b });
@@ -226,7 +186,7 @@
           el("div", { class: "pair" }, vectors(r.without_positions, "out_a", r.tokens_a), vectors(r.without_positions, "out_b", r.tokens_b))));
     }
 
-    root.replaceChildren(controls, error, out);
+    root.replaceChildren(controls, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();

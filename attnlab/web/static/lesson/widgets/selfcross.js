@@ -6,21 +6,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
-  const fail = (error, err) => {
-    error.textContent = window.Attn.t("error", { msg: err.message });
-    error.classList.remove("hidden");
-  };
-
-  function select(id, label, count, value, optionText, first) {
-    const node = el("select", { id, "aria-label": label },
-      first ? el("option", { value: "0", selected: value === 0, text: first }) : null,
-      Array.from({ length: count }, (_, i) => el("option", { value: String(i + 1), selected: i + 1 === value, text: optionText(i + 1) })));
-    return node;
-  }
+  const { clampInt, panes, loader, select, tokenButtons } = window.Lesson;
 
   function mountSelfCross(root, ctx) {
     const { s } = ctx;
@@ -31,11 +17,9 @@
       head: clampInt(ctx.param("head", "0"), 0, 64, 0),
     };
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const status = el("p", { class: "note", id: "sc-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "sc-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "sc-out", "data-seq": "0" });
+    const p = panes("sc");
+    const out = p.out;
 
     function remember() {
       ctx.setParams({ text: state.text, el: state.encLayer, dl: state.decLayer, head: state.head });
@@ -47,29 +31,19 @@
       controls.replaceChildren(el("label", { class: "row grow" }, el("span", { text: s("sentence_label") }), text));
     }
 
-    const send = debounce(async () => {
-      const req = { text: state.text };
-      const mine = ++seq;
-      status.textContent = s("loading");
-      try {
-        const res = await postJSON("/api/lesson/translation", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
+    const send = debounce(loader(p, {
+      request: () => ({ text: state.text }),
+      fetch: (req) => postJSON("/api/lesson/translation", req),
+      busy: () => s("loading"),
+      done: (res) => {
         shown = res;
         if (state.encLayer === null || state.encLayer > res.n_encoder_layers) state.encLayer = res.n_encoder_layers;
         if (state.decLayer === null || state.decLayer > res.n_decoder_layers) state.decLayer = res.n_decoder_layers;
         state.head = Math.min(state.head, res.n_heads);
         remember();
         draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 250);
+      },
+    }), 250);
 
     function render() {
       const r = shown;
@@ -77,12 +51,12 @@
       const selfRows = pick(r.encoder_self, r.encoder_self_mean, state.encLayer);
       const crossRows = pick(r.cross, r.cross_mean, state.decLayer);
       const headText = state.head === 0 ? s("head_mean") : s("head_n", { n: state.head });
-      const encSel = select("sc-enc-layer", s("enc_layer_label"), r.n_encoder_layers, state.encLayer, (n) => s("layer_n", { n }));
-      encSel.addEventListener("change", () => { state.encLayer = Number(encSel.value); remember(); draw(); });
-      const decSel = select("sc-dec-layer", s("dec_layer_label"), r.n_decoder_layers, state.decLayer, (n) => s("layer_n", { n }));
-      decSel.addEventListener("change", () => { state.decLayer = Number(decSel.value); remember(); draw(); });
-      const headSel = select("sc-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"));
-      headSel.addEventListener("change", () => { state.head = Number(headSel.value); remember(); draw(); });
+      const encSel = select("sc-enc-layer", s("enc_layer_label"), r.n_encoder_layers, state.encLayer, (n) => s("layer_n", { n }), null,
+        (v) => { state.encLayer = v; remember(); draw(); });
+      const decSel = select("sc-dec-layer", s("dec_layer_label"), r.n_decoder_layers, state.decLayer, (n) => s("layer_n", { n }), null,
+        (v) => { state.decLayer = v; remember(); draw(); });
+      const headSel = select("sc-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"),
+        (v) => { state.head = v; remember(); draw(); });
       const selfTitle = s("self_title", { layer: state.encLayer, head: headText });
       const crossTitle = s("cross_title", { layer: state.decLayer, head: headText });
       out.replaceChildren(
@@ -110,7 +84,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     remember();
@@ -131,11 +105,9 @@
       head: ctx.param("ph", null) === null ? null : clampInt(ctx.param("ph", "0"), 0, 64, 0),
     };
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const status = el("p", { class: "note", id: "pr-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "pr-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "pr-out", "data-seq": "0" });
+    const p = panes("pr");
+    const out = p.out;
 
     function remember() {
       ctx.setParams({ en: state.text, pr: state.pronoun, to: state.to, pl: state.layer, ph: state.head });
@@ -151,15 +123,11 @@
         el("label", { class: "row" }, el("span", { text: s("pronoun_label") }), pronoun));
     }
 
-    const send = debounce(async () => {
-      const req = { text: state.text, pronoun: state.pronoun };
-      const mine = ++seq;
-      status.textContent = s("loading");
-      try {
-        const res = await postJSON("/api/lesson/pronoun", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
+    const send = debounce(loader(p, {
+      request: () => ({ text: state.text, pronoun: state.pronoun }),
+      fetch: (req) => postJSON("/api/lesson/pronoun", req),
+      busy: () => s("loading"),
+      done: (res) => {
         shown = res;
         if (state.to === null || state.to >= res.tokens.length) {
           // First look: compare with "animal" when the sentence has it, else the most-attended word.
@@ -173,14 +141,8 @@
         }
         remember();
         draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 300);
+      },
+    }), 300);
 
     function changed() {
       remember();
@@ -191,12 +153,7 @@
       const r = shown;
       const word = r.tokens[state.to];
       const it = r.tokens[r.pronoun];
-      const buttons = el("div", { class: "tokens", role: "group", "aria-label": s("compare_label") },
-        r.tokens.map((tok, i) => {
-          const b = el("button", { type: "button", class: "tok-button", id: "pr-tok-" + i, "aria-pressed": String(i === state.to), disabled: i === r.pronoun, text: tok });
-          b.addEventListener("click", () => { state.to = i; remember(); draw(); });
-          return b;
-        }));
+      const buttons = tokenButtons(s("compare_label"), r.tokens, "pr-tok-", state.to, (i) => { state.to = i; remember(); draw(); }, r.pronoun);
       const grid = r.weights.map((layer) => layer.map((row) => row[state.to]));  // (L, H): weight to the word
       const table = window.Charts.matrix({
         rows: grid,
@@ -205,10 +162,10 @@
         digits: 2, idPrefix: "pr-grid", colour: (v) => window.Charts.sequential(v),
         caption: s("grid_title", { it, word }),
       });
-      const layerSel = select("pr-layer", s("layer_label"), r.n_layers, state.layer, (n) => s("layer_n", { n }));
-      layerSel.addEventListener("change", () => { state.layer = Number(layerSel.value); remember(); draw(); });
-      const headSel = select("pr-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"));
-      headSel.addEventListener("change", () => { state.head = Number(headSel.value); remember(); draw(); });
+      const layerSel = select("pr-layer", s("layer_label"), r.n_layers, state.layer, (n) => s("layer_n", { n }), null,
+        (v) => { state.layer = v; remember(); draw(); });
+      const headSel = select("pr-head", s("head_label"), r.n_heads, state.head, (n) => s("head_n", { n }), s("head_mean"),
+        (v) => { state.head = v; remember(); draw(); });
       const row = state.head === 0 ? r.mean[state.layer - 1] : r.weights[state.layer - 1][state.head - 1];
       const which = state.head === 0 ? s("which_mean", { layer: state.layer }) : s("which_head", { layer: state.layer, head: state.head });
       const best = r.strongest[state.to];
@@ -229,7 +186,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();

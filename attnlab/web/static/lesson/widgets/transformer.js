@@ -6,14 +6,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
-  const fail = (error, err) => {
-    error.textContent = window.Attn.t("error", { msg: err.message });
-    error.classList.remove("hidden");
-  };
+  const { clampInt, fail, panes, loader } = window.Lesson;
   const shapeText = (shape) => "(" + shape.join(", ") + ")";
 
   // The boxes, top to bottom: the encoder's column and the decoder's.
@@ -31,11 +24,9 @@
     const asked = ctx.param("part", "dec_self");
     const state = { text: ctx.param("text", s("default_sentence")), part: all.includes(asked) ? asked : "dec_self" };
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const status = el("p", { class: "note", id: "td-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "td-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "td-out", "data-seq": "0" });
+    const p = panes("td");
+    const out = p.out;
 
     function remember() {
       ctx.setParams({ text: state.text, part: state.part });
@@ -47,25 +38,12 @@
       controls.replaceChildren(el("label", { class: "row grow" }, el("span", { text: s("sentence_label") }), text));
     }
 
-    const send = debounce(async () => {
-      const req = { text: state.text };
-      const mine = ++seq;
-      status.textContent = s("loading");
-      try {
-        const res = await postJSON("/api/lesson/shapes", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        status.textContent = "";
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        status.textContent = "";
-        fail(error, err);
-      }
-    }, 250);
+    const send = debounce(loader(p, {
+      request: () => ({ text: state.text }),
+      fetch: (req) => postJSON("/api/lesson/shapes", req),
+      busy: () => s("loading"),
+      done: (res) => { shown = res; draw(); },
+    }), 250);
 
     function box(r, id) {
       const part = r.parts.find((p) => p.id === id);
@@ -135,7 +113,7 @@
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     remember();
@@ -166,12 +144,10 @@
     };
     if (!Number.isFinite(Number(ctx.param("temp", "1")))) state.temperature = 1;
     let shown = null;
-    let seq = 0;
     let pendingDraw = false;
     const controls = el("div", { class: "widget-controls" });
-    const status = el("p", { class: "note", id: "gpt-status", role: "status" });
-    const error = el("div", { class: "error hidden", id: "gpt-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "gpt-out", "data-seq": "0" });
+    const p = panes("gpt");
+    const { status, error, out } = p;
     let promptBox = null;
 
     function remember() {
@@ -208,10 +184,10 @@
 
     // Add one character to the text: drawn from the distribution shown, or the most likely one.
     async function append(sample) {
-      const mine = ++seq;
+      const mine = ++p.seq;
       try {
         const res = await postJSON("/api/lesson/next-token", request(sample));
-        if (mine !== seq) return;
+        if (mine !== p.seq) return;
         const token = sample ? res.sampled.token : res.tokens[0].token;
         if (sample) state.seed += 1;
         state.prompt += token;
@@ -220,19 +196,19 @@
         pendingDraw = true;
         changed();
       } catch (err) {
-        if (mine !== seq) return;
+        if (mine !== p.seq) return;
         fail(error, err);
       }
     }
 
     const send = debounce(async () => {
       const req = request(false);
-      const mine = ++seq;
+      const mine = ++p.seq;
       if (!pendingDraw) status.textContent = s("loading");
       pendingDraw = false;
       try {
         const res = await postJSON("/api/lesson/next-token", req);
-        if (mine !== seq) return;
+        if (mine !== p.seq) return;
         error.classList.add("hidden");
         if (status.textContent === s("loading")) status.textContent = "";
         shown = res;
@@ -240,7 +216,7 @@
         out.dataset.request = JSON.stringify(req);
         out.dataset.seq = String(mine);
       } catch (err) {
-        if (mine !== seq) return;
+        if (mine !== p.seq) return;
         status.textContent = "";
         fail(error, err);
       }

@@ -9,10 +9,7 @@
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
   const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
   const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
-  const clampInt = (v, lo, hi, fallback) => {
-    const x = Math.floor(Number(v));
-    return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
-  };
+  const { clampInt, panes, loader, slider } = window.Lesson;
 
   // The settings both widgets share (the variants widget moves them).
   function params(ctx) {
@@ -27,57 +24,34 @@
   function maskFigure(name, mask, label) {
     const cell = Math.max(6, Math.min(14, Math.floor(200 / mask.length)));
     const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5") });
-    const svg = window.Heatmap.toSVG(sc);
-    svg.id = "var-mask-" + name;
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", label);
-    return svg;
+    return window.Charts.picture(sc, "var-mask-" + name, label);
   }
 
   function mountVariants(root, ctx) {
     const { s } = ctx;
     const state = Object.assign({ length: clampInt(ctx.param("len", "16"), 4, 32, 16) }, params(ctx));
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const error = el("div", { class: "error hidden", id: "var-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "var-out", "data-seq": "0" });
-
-    function slider(id, key, min, max, label) {
-      const o = el("output", { id: id + "-out", for: id, text: String(state[key]) });
-      const input = el("input", { type: "range", id, min: String(min), max: String(max), step: "1", value: String(state[key]), "aria-label": label });
-      input.addEventListener("input", () => { state[key] = Number(input.value); o.textContent = input.value; changed(); });
-      return el("label", { class: "row" }, el("span", { class: "name", text: label }), input, o);
-    }
+    const p = panes("var", false);
+    const out = p.out;
+    const range = (id, key, min, max, label) => slider(state, id, key, min, max, 1, label, changed);
 
     function buildControls() {
       const causal = el("input", { type: "checkbox", id: "var-causal", checked: state.causal });
       causal.addEventListener("change", () => { state.causal = causal.checked; changed(); });
       controls.replaceChildren(
-        slider("var-len", "length", 4, 32, s("len_label")),
-        slider("var-w", "window", 1, 16, s("window_label")),
-        slider("var-dil", "dilation", 1, 4, s("dilation_label")),
-        slider("var-g", "n_global", 0, 4, s("global_label")),
+        range("var-len", "length", 4, 32, s("len_label")),
+        range("var-w", "window", 1, 16, s("window_label")),
+        range("var-dil", "dilation", 1, 4, s("dilation_label")),
+        range("var-g", "n_global", 0, 4, s("global_label")),
         el("label", { class: "row" }, causal, " ", el("span", { text: s("causal_label") })));
     }
 
-    const send = debounce(async () => {
-      const req = { length: state.length, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal };
-      const mine = ++seq;
-      try {
-        const res = await postJSON("/api/lesson/variants", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }, 60);
+    const send = debounce(loader(p, {
+      request: () => ({ length: state.length, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal }),
+      fetch: (req) => postJSON("/api/lesson/variants", req),
+      done: (res) => { shown = res; draw(); },
+    }), 60);
 
     function changed() {
       ctx.setParams({ len: state.length, w: state.window, dil: state.dilation, g: state.n_global, causal: state.causal ? 1 : 0 });
@@ -119,7 +93,7 @@
         el("p", { class: "note", text: s("measured_note", { setup: m.setup }) }));
     }
 
-    root.replaceChildren(controls, error, out);
+    root.replaceChildren(controls, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -138,10 +112,9 @@
       seed: clampInt(ctx.param("seed", "0"), 0, 1000000, 0),
     }, params(ctx));
     let shown = null;
-    let seq = 0;
     const controls = el("div", { class: "widget-controls inline" });
-    const error = el("div", { class: "error hidden", id: "map-error", role: "alert" });
-    const out = el("div", { class: "widget-out", id: "map-out", "data-seq": "0" });
+    const p = panes("map", false);
+    const out = p.out;
 
     function request() {
       return { text: state.text, variant: state.variant, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal, seed: state.seed };
@@ -171,23 +144,11 @@
         el("label", { class: "row" }, el("span", { text: s("seed_label") }), seed));
     }
 
-    const send = debounce(async () => {
-      const req = request();
-      const mine = ++seq;
-      try {
-        const res = await postJSON("/api/lesson/attention-map", req);
-        if (mine !== seq) return;
-        error.classList.add("hidden");
-        shown = res;
-        draw();
-        out.dataset.request = JSON.stringify(req);
-        out.dataset.seq = String(mine);
-      } catch (err) {
-        if (mine !== seq) return;
-        error.textContent = window.Attn.t("error", { msg: err.message });
-        error.classList.remove("hidden");
-      }
-    }, 120);
+    const send = debounce(loader(p, {
+      request,
+      fetch: (req) => postJSON("/api/lesson/attention-map", req),
+      done: (res) => { shown = res; draw(); },
+    }), 120);
 
     function changed() {
       ctx.setParams({ words: state.text, variant: state.variant, seed: state.seed || null });
@@ -199,10 +160,7 @@
       if (!r) return;
       const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
         format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
-      const svg = window.Heatmap.toSVG(sc);
-      svg.id = "map-svg";
-      svg.setAttribute("role", "img");
-      svg.setAttribute("aria-label", s("map_label", { name: s("name_" + r.variant) }));
+      const svg = window.Charts.picture(sc, "map-svg", s("map_label", { name: s("name_" + r.variant) }));
       out.replaceChildren(
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_label", { name: s("name_" + r.variant) }) }, svg),
         el("p", { class: "row" },
@@ -211,7 +169,7 @@
         el("p", { class: "note", text: s("map_note") }));
     }
 
-    root.replaceChildren(controls, error, out);
+    root.replaceChildren(controls, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     ctx.onParams(() => { Object.assign(state, params(ctx)); send(); });
