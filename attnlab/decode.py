@@ -97,73 +97,36 @@ def greedy_decode(
     tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     out = torch.full((B, max_len), pad_id, dtype=torch.long, device=src.device)  # (B, T_max)
     scores = torch.zeros(B, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
     lengths = torch.full((B,), max_len, dtype=torch.long, device=src.device)
-    attn: list[Tensor] = []
-    if not return_attention:
-        _greedy_dropping_finished(model, state, tokens, out, scores, lengths, eos_id=eos_id, max_len=max_len)
-        return [Hypothesis(out[b, : int(lengths[b])].tolist(), float(scores[b]), None) for b in range(B)]
+    # Per sentence, the cross-attention of each step it was decoded in, the EOS step included.
+    attn: list[list[Tensor]] = [[] for _ in range(B)]
+    # A sentence that has ended is dropped from the batch (state.reorder): a batch costs the sum of
+    # its sentences' lengths, not its size times the longest one. `alive` maps rows to sentences.
+    alive = torch.arange(B, device=src.device)  # (b,)
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (B, V)
-        best_logp, nxt = logp.max(dim=-1)  # (B,)
-        nxt = nxt.masked_fill(done, pad_id)
-        scores += best_logp.masked_fill(done, 0.0)
-        out[:, t] = nxt
-        if return_attention and step.cross_weights is not None:  # None: the model has no attention
-            attn.append(step.cross_weights)  # (B, L, H, S)
-        newly_done = ~done & (nxt == eos_id)
-        lengths = torch.where(newly_done, torch.full_like(lengths, t), lengths)
-        done |= newly_done
-        if bool(done.all()):
-            break
-        tokens = nxt.unsqueeze(1)  # (B, 1)
-    hyps = []
-    for b in range(B):
-        n = int(lengths[b])
-        cross = None
-        if attn:
-            steps = min(n + 1, len(attn))  # include the step that produced EOS
-            a = torch.stack([attn[i][b] for i in range(steps)], dim=2)  # (L, H, T, S)
-            cross = a[..., src_mask[b]]  # (L, H, T, S_b)
-        hyps.append(Hypothesis(out[b, :n].tolist(), float(scores[b]), cross))
-    return hyps
-
-
-def _greedy_dropping_finished(
-    model: Seq2SeqModel,
-    state,
-    tokens: Tensor,
-    out: Tensor,
-    scores: Tensor,
-    lengths: Tensor,
-    *,
-    eos_id: int,
-    max_len: int,
-) -> None:
-    """Greedy decoding that stops computing a sentence once it has ended: the rows still being
-    written are kept together (``state.reorder``), so a batch costs the sum of its sentences'
-    lengths rather than its count times the longest one. Fills ``out``, ``scores`` and
-    ``lengths`` of the original rows in place.
-
-    Shape:
-        tokens ``(B, 1)``; out ``(B, T_max)``; scores, lengths ``(B,)``
-    """
-    alive = torch.arange(tokens.shape[0], device=tokens.device)  # (b,) original row of each decoded row
-    for t in range(max_len):
-        step = model.step(tokens, state, need_weights=False)
         best_logp, nxt = torch.log_softmax(step.logits.float(), dim=-1).max(dim=-1)  # (b,)
         out[alive, t] = nxt
         scores[alive] += best_logp
+        if return_attention and step.cross_weights is not None:  # None: the model has no attention
+            for row, b in enumerate(alive.tolist()):
+                attn[b].append(step.cross_weights[row])  # (L, H, S)
         finished = nxt == eos_id  # (b,)
         if bool(finished.any()):
             lengths[alive[finished]] = t
             if bool(finished.all()):
-                return
+                break
             keep = (~finished).nonzero().squeeze(1)  # (b',)
             state.reorder(keep)
             alive, nxt = alive[keep], nxt[keep]
         tokens = nxt.unsqueeze(1)  # (b, 1)
+    hyps = []
+    for b in range(B):
+        cross = None
+        if attn[b]:
+            cross = torch.stack(attn[b], dim=2)[..., src_mask[b]]  # (L, H, T, S_b)
+        hyps.append(Hypothesis(out[b, : int(lengths[b])].tolist(), float(scores[b]), cross))
+    return hyps
 
 
 #: The widest beam :func:`beam_search` accepts. Each step scores beam_size × V extensions of every

@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from . import checkpoint as ckpt
-from . import distributed, openmp
+from . import distributed, machine, openmp
 from .models.config import check_fields
 
 __all__ = [
@@ -271,10 +271,7 @@ BF16_MIN_SPEEDUP = 1.05
 
 
 def _precision_cache() -> Path:
-    root = os.environ.get("ATTNLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "attnlab"
-    )
-    return Path(root) / "precision.json"
+    return machine.cache_root() / "precision.json"
 
 
 def _batch_numel(batch: Any) -> int:
@@ -294,18 +291,9 @@ def _precision_key(model: nn.Module, device: torch.device, batch: Any) -> str:
     """What the probe's answer depends on: the machine, PyTorch, the threads, the device, the
     model's parameter shapes and the batch size (rounded up to a power of two)."""
     import hashlib
-    import platform
 
     shapes = ";".join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
+    cpu = f"{machine.cpu_name()}|{machine.cpu_flags()}"  # bf16 support is in the flags
     bucket = 1 << max(_batch_numel(batch), 1).bit_length()
     raw = f"{cpu}|{torch.__version__}|{torch.get_num_threads()}|{device}|{shapes}|{bucket}"
     return hashlib.sha256(raw.encode()).hexdigest()[:20]

@@ -28,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from multi30k import bleu_curve  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
 from attnlab.data import enja  # noqa: E402
 from attnlab.metrics import bleu, chrf  # noqa: E402
 from attnlab.recipes.translate import load_translator  # noqa: E402
@@ -91,14 +93,6 @@ def long_pairs(test: dict[str, list[str]], src: str, tgt: str) -> tuple[list[str
     keep = [i for i, en in enumerate(joined(test["en"], "en")) if len(en.split()) >= 20]
     sources, refs = joined(test[src], src), joined(test[tgt], tgt)
     return [sources[i] for i in keep], [refs[i] for i in keep]
-
-
-def bleu_curve(log_path: Path) -> list[tuple[float, float, int]]:
-    """(training minutes, validation BLEU, step) of every evaluation in a training log."""
-    records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-    # The final checkpoint repeats the last evaluation when it falls on the last step: keep one per step.
-    by_step = {r["step"]: (r["train_seconds"] / 60, r["eval"]["bleu"], r["step"]) for r in records if "eval" in r}
-    return list(by_step.values())
 
 
 def main() -> int:

@@ -23,11 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 def bleu_curve(log_path: Path) -> list[tuple[float, float, int]]:
     """(training minutes, validation BLEU, step) for every evaluation in a training log."""
     records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-    curve = []
-    for r in records:
-        if "eval" in r:
-            curve.append((r["train_seconds"] / 60, r["eval"]["bleu"], r["step"]))
-    return curve
+    # The final checkpoint repeats the last evaluation when it falls on the last step: one per step.
+    by_step = {r["step"]: (r["train_seconds"] / 60, r["eval"]["bleu"], r["step"]) for r in records if "eval" in r}
+    return list(by_step.values())
 
 
 def main() -> int:

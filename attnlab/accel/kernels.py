@@ -21,13 +21,14 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 import threading
 from pathlib import Path
 
 import torch
+
+from .. import machine
 
 Tensor = torch.Tensor
 
@@ -41,32 +42,15 @@ _tried = False  # whether loading was attempted (then _gemv_f32 and _status are 
 _status = "not loaded yet"
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("ATTNLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "attnlab"
-    )
-    return Path(root) / "kernels"
-
-
-def _cpu_flags() -> str:
-    # -march=native bakes in this CPU's instruction set: a home directory shared by different
-    # machines must not hand one machine's build to another.
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _build() -> Path:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc/gcc) on PATH")
     source = _SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), compiler.encode(), _cpu_flags().encode()]))
-    target = _cache_dir() / key.hexdigest()[:16] / "libattnlab_kernels.so"
+    key = hashlib.sha256(
+        b"\0".join([source, " ".join(_FLAGS).encode(), compiler.encode(), machine.cpu_flags().encode()])
+    )
+    target = machine.cache_root() / "kernels" / key.hexdigest()[:16] / "libattnlab_kernels.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .. import assets
+from .. import assets, machine
 from .. import checkpoint as ckpt
 from ..data.corpus import read_parallel, read_text
 from ..data.tasks import make_splits
@@ -785,17 +784,6 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     return folders
 
 
-def cpu_name() -> str:
-    """The CPU's model name (as ``lscpu`` shows it), or the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
 def training_facts(checkpoint: Path) -> dict[str, Any] | None:
     """Steps, training minutes, mean target tokens/s and stop reason of the run that wrote
     ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU; None
@@ -821,7 +809,7 @@ def training_facts(checkpoint: Path) -> dict[str, Any] | None:
         "minutes": seconds / 60,
         "tokens_per_s": tokens_per_s,
         "stop_reason": stop,
-        "cpu": cpu_name(),
+        "cpu": machine.cpu_name(),
     }
 
 
