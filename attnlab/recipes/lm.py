@@ -21,6 +21,7 @@ Shape letters: ``B`` batch, ``T`` block length, ``S`` sequence length, ``V`` voc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -148,46 +149,32 @@ def _check_mlm_model(setup: MLMSetup) -> None:
 #: AdamW with β2 = 0.99 (few tokens per step, so a shorter second-moment memory, as nanoGPT's
 #: shakespeare_char), a short warm-up, then a cosine decay timed to the 10-minute budget (the rate
 #: reaches its floor when the clock runs out), no dropout (a few epochs only).
+_SHAKESPEARE_TRAIN = TrainConfig(
+    epochs=1000,
+    time_budget_s=10 * 60,
+    lr=3e-3,
+    warmup_steps=100,
+    schedule="cosine",
+    betas=(0.9, 0.99),
+    eps=1e-8,
+    weight_decay=0.1,
+    clip_norm=1.0,
+    eval_every_steps=250,
+    log_every=50,
+)
+
 LM_RECIPES: dict[str, LMSetup] = {
     "shakespeare-char": LMSetup(
-        model_preset="shakespeare-char",
-        tokenizer="char",
-        block_size=256,
-        batch_size=16,
-        train=TrainConfig(
-            epochs=1000,
-            time_budget_s=10 * 60,
-            lr=3e-3,
-            warmup_steps=100,
-            schedule="cosine",
-            betas=(0.9, 0.99),
-            eps=1e-8,
-            weight_decay=0.1,
-            clip_norm=1.0,
-            eval_every_steps=250,
-            log_every=50,
-        ),
+        model_preset="shakespeare-char", tokenizer="char", block_size=256, batch_size=16, train=_SHAKESPEARE_TRAIN
     ),
-    # The shipped model (attnlab/assets/shakespeare-char): stopped by steps, not the clock, so
-    # `make models` gives the same model on any machine.
+    # The shipped model (attnlab/assets/shakespeare-char): the same schedule, stopped by steps
+    # rather than the clock, so `make models` gives the same model on any machine.
     "shakespeare-char-small": LMSetup(
         model_preset="shakespeare-char-small",
         tokenizer="char",
         block_size=128,
         batch_size=32,
-        train=TrainConfig(
-            epochs=1000,
-            max_steps=1500,
-            lr=3e-3,
-            warmup_steps=100,
-            schedule="cosine",
-            betas=(0.9, 0.99),
-            eps=1e-8,
-            weight_decay=0.1,
-            clip_norm=1.0,
-            eval_every_steps=250,
-            log_every=50,
-        ),
+        train=dataclasses.replace(_SHAKESPEARE_TRAIN, time_budget_s=None, max_steps=1500),
     ),
     "tiny": LMSetup(
         model_preset="tiny",
