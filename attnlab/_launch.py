@@ -4,9 +4,11 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
     from . import openmp
 
-    openmp.configure()  # before anything imports torch
+    openmp.configure(argv=sys.argv[1:] if argv is None else argv)  # before anything imports torch
     from .cli import main as cli_main
 
     return cli_main(argv)

@@ -155,6 +155,7 @@ def train_options(
     dist_timeout: float | None = None,
     overwrite: bool | None = None,
     target: float | None = None,
+    threads: int | None = None,
 ) -> dict:
     """The options every `attnlab train ...` command takes, added by the CLI itself.
 
@@ -173,6 +174,8 @@ def train_options(
         target: stop once the validation metric that picks the best model reaches this value (at or above it;
             at or below it for a loss). The metric is the job's, on the scale log.jsonl shows: BLEU 0-100 for
             translate, accuracy 0-1 for classify and vit, loss for lm and mlm.
+        threads: CPU threads of the training steps. By default as many as the cores other processes leave
+            free, re-checked every 2 s (fewer while another job shares the cores); N fixes N, as OMP_NUM_THREADS=N does.
     """
     return {name: value for name, value in locals().items() if value is not None}
 

@@ -123,6 +123,10 @@ class TrainConfig:
     log_every: int = 50  # optimizer steps between log lines
     progress: bool = True  # show a progress bar
     device: str = "cpu"  # "cpu", "cuda", "mps" or "auto" (CUDA, else MPS, else CPU); "cuda" = this rank's GPU
+    # CPU threads of the steps: 0 follows the cores other processes leave free (openmp.ThreadGovernor),
+    # re-checked every few seconds, when running alone on a CPU without OMP_NUM_THREADS set; N fixes
+    # N threads (what a bit-exact comparison of two runs needs); None leaves PyTorch's setting.
+    threads: int | None = 0
     # Replace a run already in out_dir (its log.jsonl, last/, best/) when training starts; without it
     # such a folder is refused unless resuming, so that no run is ever overwritten by mistake.
     overwrite: bool = False
@@ -143,7 +147,7 @@ class TrainConfig:
                 "patience",
                 "log_every",
             ),
-            non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay"),
+            non_negative=("epochs", "max_steps", "time_budget_s", "warmup_steps", "weight_decay", "threads"),
             choices={"schedule": SCHEDULES, "precision": PRECISIONS, "strategy": ("ddp", "fsdp")},
         )
         if not all(0.0 <= beta < 1.0 for beta in self.betas):
@@ -862,8 +866,11 @@ class Trainer:
         stop_reason, epochs_done = "epochs", float(state.epoch)
         state.stop_reason = ""  # set again when this run stops; the checkpoint written then records it
         self.bar = self._progress_bar()
+        threads_before = torch.get_num_threads()
+        self.governor = self._thread_governor()
         if self.bar is not None:  # an interactive run: say what it runs on (the threads issue)
-            print(f"attnlab: {openmp.describe()}", file=sys.stderr)
+            adapt = ", adapting to the cores other processes leave free" if self.governor else ""
+            print(f"attnlab: {openmp.describe()}{adapt}", file=sys.stderr)
         self.model.train()
         self.forward.train()
         self.window = _Window()
@@ -879,6 +886,8 @@ class Trainer:
                 stop = self._limit_reached()
                 while state.batch_in_epoch < len(groups) and stop is None:
                     self.step(groups[state.batch_in_epoch])
+                    if self.governor is not None:
+                        self.governor.poll()
                     stop = self._after_step()
                 if stop is not None:
                     stop_reason, epochs_done = stop, state.epoch + state.batch_in_epoch / len(groups)
@@ -903,6 +912,7 @@ class Trainer:
         finally:
             if self.bar is not None:
                 self.bar.close()
+            torch.set_num_threads(threads_before)  # the governor's or cfg.threads' choice ends with the run
         self.engine.finish()
         return TrainResult(
             state.step,
@@ -916,6 +926,28 @@ class Trainer:
             metric=self.task.metric,
             precision=self.state.precision or self.cfg.precision,
         )
+
+    def _thread_governor(self) -> openmp.ThreadGovernor | None:
+        """Apply ``cfg.threads``: fix the count, or return a governor that adapts it (0), or leave it (None).
+
+        The governor runs only where it can help and cannot surprise: one process on a CPU (under
+        torchrun each process has its cores already), Linux's CPU times to read, and no
+        ``OMP_NUM_THREADS``, which is the user fixing the count.
+        """
+        threads, engine = self.cfg.threads, self.engine
+        if threads:
+            torch.set_num_threads(threads)
+            return None
+        if (
+            threads is None
+            or engine.world_size > 1
+            or engine.device.type != "cpu"
+            or "OMP_NUM_THREADS" in os.environ
+            or not openmp.ThreadGovernor.available()
+            or torch.get_num_threads() < 2
+        ):
+            return None
+        return openmp.ThreadGovernor(torch.get_num_threads())
 
     def _finished_result(self) -> TrainResult:
         """A resumed run that had already finished: say so and report it from its saved state,
@@ -1024,6 +1056,7 @@ class Trainer:
                     "lr": self.scheduler.get_last_lr()[0],
                     "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
                     "train_seconds": state.train_seconds,
+                    "threads": torch.get_num_threads(),
                 }
             )
             self.window = _Window()
