@@ -392,6 +392,8 @@ class HFTranslator(ExportedTranslator):
         for row, s in enumerate(sources):
             input_ids[row, : len(s)] = torch.tensor(s)
             attention_mask[row, : len(s)] = 1
+        # Beam-only settings are passed to beam search only: generate warns about them otherwise.
+        beam = {"length_penalty": length_penalty, "early_stopping": "never"} if beam_size > 1 else {}
         out = self.model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -400,8 +402,7 @@ class HFTranslator(ExportedTranslator):
             # max_new_tokens=limit, said as a max_length (the start token counts): with the saved
             # max_length, max_new_tokens would log a warning at every call.
             max_length=1 + limit,
-            length_penalty=length_penalty,
-            early_stopping="never",
+            **beam,
         )  # (B, 1 + T): the start token, the output, EOS, then padding
         results = []
         for row in out[:, 1:].tolist():
