@@ -7,6 +7,7 @@ of those converters reads attnlab's layout without a lossy detour (below). The f
 CTranslate2 model (``model.bin``, ``config.json``, the vocabularies as token lists) plus attnlab's
 own tokenizers, so :class:`CTranslate2Translator` can turn text into the token strings CTranslate2
 reads and its output back into text, exactly as :class:`attnlab.recipes.translate.Translator` does.
+(``--to hf``, a HuggingFace ``transformers`` model that ``generate`` runs, is :mod:`attnlab.export_hf`.)
 
 How attnlab's Transformer maps onto CTranslate2's ``TransformerSpec``:
 

@@ -195,12 +195,17 @@ def _hf_config(model: nn.Module, arch: str, bos_id: int, eos_id: int):
     return tf.PegasusConfig(vocab_size=max(c.src_vocab_size, c.tgt_vocab_size), tie_word_embeddings=tied, **common)
 
 
+def _fp32(t: torch.Tensor) -> torch.Tensor:
+    # fp32 on the CPU whatever the model was loaded as: the export is written in fp32.
+    return t.detach().to(device="cpu", dtype=torch.float32)
+
+
 @torch.no_grad()
 def _copy_linear(hf: nn.Linear, ours: nn.Linear, perm: torch.Tensor, *, reads: bool, writes: bool) -> None:
     """Copy a projection whose input (``reads``) and/or output (``writes``) is the residual stream,
     permuting that side; a missing bias becomes zeros."""
-    weight = ours.weight.detach().float()  # (D_out, D_in)
-    bias = ours.bias.detach().float() if ours.bias is not None else torch.zeros(weight.shape[0])  # (D_out,)
+    weight = _fp32(ours.weight)  # (D_out, D_in)
+    bias = _fp32(ours.bias) if ours.bias is not None else torch.zeros(weight.shape[0])  # (D_out,)
     if reads:
         weight = weight[:, perm]
     if writes:
@@ -211,8 +216,8 @@ def _copy_linear(hf: nn.Linear, ours: nn.Linear, perm: torch.Tensor, *, reads: b
 
 @torch.no_grad()
 def _copy_norm(hf: nn.LayerNorm, ours: nn.LayerNorm, perm: torch.Tensor) -> None:
-    hf.weight.copy_(ours.weight.detach().float()[perm])
-    hf.bias.copy_(ours.bias.detach().float()[perm])
+    hf.weight.copy_(_fp32(ours.weight)[perm])
+    hf.bias.copy_(_fp32(ours.bias)[perm])
 
 
 def _copy_attention(hf, ours, perm: torch.Tensor) -> None:
@@ -259,9 +264,9 @@ def hf_model(model: nn.Module, src_tok, tgt_tok):
     base = hf.model
     with torch.no_grad():
         # Embeddings and output: columns permuted; rows padded to the model's vocabulary sizes.
-        src = model.src_embed.weight.detach().float()[:, perm]  # (V_src, D)
-        tgt = model.tgt_embed.weight.detach().float()[:, perm]  # (V_tgt, D)
-        out = model.out_proj.weight.detach().float()[:, perm]  # (V_tgt, D)
+        src = _fp32(model.src_embed.weight)[:, perm]  # (V_src, D)
+        tgt = _fp32(model.tgt_embed.weight)[:, perm]  # (V_tgt, D)
+        out = _fp32(model.out_proj.weight)[:, perm]  # (V_tgt, D)
         enc_emb, dec_emb = base.encoder.embed_tokens.weight, base.decoder.embed_tokens.weight
         # Untied, each is its own Parameter; tied, these are one, written three times with the same values.
         enc_emb.copy_(_padded(src, enc_emb.shape[0]))
