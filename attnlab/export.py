@@ -7,6 +7,7 @@ of those converters reads attnlab's layout without a lossy detour (below). The f
 CTranslate2 model (``model.bin``, ``config.json``, the vocabularies as token lists) plus attnlab's
 own tokenizers, so :class:`CTranslate2Translator` can turn text into the token strings CTranslate2
 reads and its output back into text, exactly as :class:`attnlab.recipes.translate.Translator` does.
+(``--to hf``, a HuggingFace ``transformers`` model that ``generate`` runs, is :mod:`attnlab.export_hf`.)
 
 How attnlab's Transformer maps onto CTranslate2's ``TransformerSpec``:
 
@@ -71,6 +72,7 @@ __all__ = [
     "check_exportable",
     "ctranslate2_spec",
     "export_ctranslate2",
+    "ExportedTranslator",
     "CTranslate2Translator",
 ]
 
@@ -260,21 +262,20 @@ def export_ctranslate2(
     return out
 
 
-class CTranslate2Translator:
-    """An exported translator run by CTranslate2: text in, text out, tokenized by attnlab's tokenizers.
+class ExportedTranslator:
+    """Text in, text out for a folder written by an attnlab export, tokenized by attnlab's tokenizers.
 
-    Sentences are sorted by length and cut into batches as :meth:`attnlab.recipes.translate.Translator.translate`
-    does, with the same length limit per batch (``min(2·S + 10, max_len − 1)``), so that greedy
-    decoding gives the same tokens in both engines.
+    What every engine shares: reading :data:`EXPORT_INFO` and the tokenizers, normalising the input
+    as the model's training text was, and cutting the sentences into batches as
+    :meth:`attnlab.recipes.translate.Translator.translate` does (sorted by length, the same length
+    limit per batch, ``min(2·S + 10, max_len − 1)``), so that greedy decoding gives the same tokens
+    as attnlab. A subclass decodes one batch (:meth:`_decode`).
 
     Args:
-        path: a folder written by :func:`export_ctranslate2`.
-        compute_type: CTranslate2's arithmetic (``float32``, ``int8``, ``bfloat16``, ``default``...).
-        threads: CPU threads of one translation (``intra_threads``).
+        path: a folder written by :func:`export_ctranslate2` or :func:`attnlab.export_hf.export_hf`.
     """
 
-    def __init__(self, path: str | Path, *, compute_type: str = "float32", threads: int = 1) -> None:
-        ct2 = require_ctranslate2()
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         info_file = self.path / EXPORT_INFO
         if not info_file.is_file():
@@ -286,9 +287,13 @@ class CTranslate2Translator:
         self.src_lang, self.tgt_lang = self.info.get("src_lang"), self.info.get("tgt_lang")
         self.bleu_tokenize = self.info.get("bleu_tokenize", "13a")
         self.max_len = int(self.info.get("max_len", 512))
-        self.translator = ct2.Translator(
-            str(self.path), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=1
-        )
+
+    def _decode(
+        self, sources: list[list[int]], *, beam_size: int, length_penalty: float, limit: int
+    ) -> list[list[int]]:
+        """Decode one batch: the target ids of each source, without BOS or EOS, at most ``limit``
+        tokens counting the end token."""
+        raise NotImplementedError
 
     def translate_tokens(
         self,
@@ -306,21 +311,14 @@ class CTranslate2Translator:
         """
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         results: list[list[int]] = [[] for _ in sources]
-        to_token, to_id = self.src_tok.id_to_token, self.tgt_tok.token_to_id
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             S = max(len(sources[i]) for i in idx)
             limit = max_len or min(2 * S + 10, self.max_len - 1)
-            outputs = self.translator.translate_batch(
-                [[to_token(x) for x in sources[i]] for i in idx],
-                beam_size=beam_size,
-                length_penalty=length_penalty,
-                max_decoding_length=limit,
-                min_decoding_length=0,  # attnlab lets EOS come first; CTranslate2's default forbids it
-                max_input_length=0,
-            )
-            for i, result in zip(idx, outputs):
-                results[i] = [to_id(t) for t in result.hypotheses[0]]
+            batch = [list(sources[i]) for i in idx]
+            outputs = self._decode(batch, beam_size=beam_size, length_penalty=length_penalty, limit=limit)
+            for i, ids in zip(idx, outputs):
+                results[i] = ids
         return results
 
     def translate(
@@ -334,3 +332,35 @@ class CTranslate2Translator:
                 raise ValueError(f"cannot translate {text!r}: it has no tokens")
         ids = self.translate_tokens(encoded, beam_size=beam_size, length_penalty=length_penalty, batch_size=batch_size)
         return self.tgt_tok.decode_batch(ids)
+
+
+class CTranslate2Translator(ExportedTranslator):
+    """An exported translator run by CTranslate2: text in, text out, tokenized by attnlab's tokenizers
+    (batching and normalisation: :class:`ExportedTranslator`).
+
+    Args:
+        path: a folder written by :func:`export_ctranslate2`.
+        compute_type: CTranslate2's arithmetic (``float32``, ``int8``, ``bfloat16``, ``default``...).
+        threads: CPU threads of one translation (``intra_threads``).
+    """
+
+    def __init__(self, path: str | Path, *, compute_type: str = "float32", threads: int = 1) -> None:
+        ct2 = require_ctranslate2()
+        super().__init__(path)
+        self.translator = ct2.Translator(
+            str(self.path), device="cpu", compute_type=compute_type, intra_threads=threads, inter_threads=1
+        )
+
+    def _decode(
+        self, sources: list[list[int]], *, beam_size: int, length_penalty: float, limit: int
+    ) -> list[list[int]]:
+        to_token, to_id = self.src_tok.id_to_token, self.tgt_tok.token_to_id
+        outputs = self.translator.translate_batch(
+            [[to_token(x) for x in s] for s in sources],
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            max_decoding_length=limit,
+            min_decoding_length=0,  # attnlab lets EOS come first; CTranslate2's default forbids it
+            max_input_length=0,
+        )
+        return [[to_id(t) for t in result.hypotheses[0]] for result in outputs]

@@ -1,15 +1,17 @@
-"""Translation throughput: attnlab's decoder against CTranslate2, side by side, on the same weights.
+"""Translation throughput: attnlab's decoder against CTranslate2 and HF ``generate``, side by side, on the same weights.
 
     python benchmarks/translate_throughput.py                                # ja-en, the default grid (≈5 min, 2 cores)
     python benchmarks/translate_throughput.py --threads 2 --beams 4          # one corner of it
-    python benchmarks/translate_throughput.py --engines attnlab-fp32 attnlab-bf16 ct2-float32 ct2-int8
+    python benchmarks/translate_throughput.py --engines attnlab-fp32 attnlab-bf16 ct2-float32 ct2-int8 hf-fp32
     python benchmarks/translate_throughput.py --model RUN/best --src test_2016_flickr.de --ref test_2016_flickr.en
 
-The model (a shipped name or a folder) is exported with ``attnlab export --to ctranslate2`` into a
-temporary folder, so both engines run the same fp32 weights; CTranslate2 converts them to int8 (or
-bf16, where this CPU has it) when it loads them. Both engines get the same sentences, sorted by
-length and cut into the same batches with the same length limit, and tokenized by the same
-attnlab tokenizers; the timed region is text in → text out.
+The model (a shipped name or a folder) is exported with ``attnlab export --to ctranslate2`` (and
+``--to hf`` for the ``hf-fp32`` engine) into a temporary folder, so every engine runs the same fp32
+weights; CTranslate2 converts them to int8 (or bf16, where this CPU has it) when it loads them.
+``hf-fp32`` is HuggingFace ``transformers``' ``generate`` on the exported Pegasus (pre-norm) or
+Marian (post-norm) model, on torch's threads like the attnlab engines. All engines get the same
+sentences, sorted by length and cut into the same batches with the same length limit, and tokenized
+by the same attnlab tokenizers; the timed region is text in → text out.
 
 Default data: small_parallel_enja's dev + test splits (500 + 500 = 1,000 sentences, read from
 ``../shared/data/small_parallel_enja`` beside the repository or its worktree folder, or ``--data``), made raw as the
@@ -19,9 +21,9 @@ The grid: beam 1 and 4 × batch 1 and 32 × 1 and 2 threads × the engines. The 
 translate every sentence and give the BLEU of each engine; the batch-1 runs, the slow ones, time
 the first ``--batch1-sentences`` (200). Every row also says how many of its outputs are the same
 as attnlab fp32's (in fp32 they must all be). Beam search runs without a length penalty
-(``--alpha 0``) because the two engines normalise by different functions of the length (GNMT's in
-attnlab, ``|Y|^α`` in CTranslate2; docs/export.md). Then the latency of one short sentence: the
-median of ``--latency-runs`` translations.
+(``--alpha 0``) because the engines normalise by different functions of the length (GNMT's in
+attnlab, ``|Y|^α`` in CTranslate2 and ``generate``; docs/export.md). Then the latency of one short
+sentence: the median of ``--latency-runs`` translations.
 
 Prints Markdown with ``lscpu``'s model name and the load average before and after; ``--out``
 also writes it with ``results.json``. Other processes on the machine slow both engines and add
@@ -50,11 +52,12 @@ import torch  # noqa: E402
 from attnlab.data import enja  # noqa: E402
 from attnlab.data.corpus import read_lines  # noqa: E402
 from attnlab.export import CTranslate2Translator, export_ctranslate2, require_ctranslate2  # noqa: E402
+from attnlab.export_hf import HFTranslator, export_hf, require_transformers  # noqa: E402
 from attnlab.metrics import bleu  # noqa: E402
 from attnlab.recipes.translate import load_translator  # noqa: E402
 
-ENGINES = ("attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16")
-DEFAULT_ENGINES = ("attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16")
+ENGINES = ("attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
+DEFAULT_ENGINES = ("attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
 REFERENCE = "ct2-float32"  # the ratios are against this engine
 SHORT = {"ja": "猫が好きです。", "en": "i like cats ."}  # the latency sentence, by source language
 
@@ -115,10 +118,11 @@ def load_data(args, src_lang: str | None, tgt_lang: str | None) -> tuple[list[st
 class Engines:
     """Each engine as ``translate(texts, beam, batch, threads) -> outputs``; models load once per setting."""
 
-    def __init__(self, model: str, exported: Path, alpha: float) -> None:
-        self.model, self.exported, self.alpha = model, exported, alpha
+    def __init__(self, model: str, exported: Path | None, exported_hf: Path | None, alpha: float) -> None:
+        self.model, self.exported, self.exported_hf, self.alpha = model, exported, exported_hf, alpha
         self._attnlab: dict[str, object] = {}
         self._ct2: dict[tuple[str, int], CTranslate2Translator] = {}
+        self._hf: HFTranslator | None = None
 
     def translate(self, engine: str, texts: list[str], beam: int, batch: int, threads: int) -> list[str]:
         kind, precision = engine.split("-", 1)
@@ -131,6 +135,11 @@ class Engines:
                 self._attnlab[precision] = translator
             translator = self._attnlab[precision]
             return [t.text for t in translator.translate(texts, beam_size=beam, alpha=self.alpha, batch_size=batch)]
+        if kind == "hf":
+            torch.set_num_threads(threads)  # generate runs on torch's threads, as attnlab does
+            if self._hf is None:
+                self._hf = HFTranslator(self.exported_hf)
+            return self._hf.translate(texts, beam_size=beam, length_penalty=self.alpha, batch_size=batch)
         key = (precision, threads)
         if key not in self._ct2:
             self._ct2[key] = CTranslate2Translator(self.exported, compute_type=precision, threads=threads)
@@ -138,8 +147,9 @@ class Engines:
 
 
 def run(args) -> dict:
-    ct2 = require_ctranslate2()
-    supported = ct2.get_supported_compute_types("cpu")
+    ct2 = require_ctranslate2() if any(e.startswith("ct2-") for e in args.engines) else None
+    tf = require_transformers() if "hf-fp32" in args.engines else None
+    supported = ct2.get_supported_compute_types("cpu") if ct2 else set()
     engines = [e for e in args.engines if not e.startswith("ct2-") or e[4:] in supported]
     skipped = [e for e in args.engines if e not in engines]
     translator = load_translator(args.model)
@@ -152,8 +162,12 @@ def run(args) -> dict:
         "tgt_lang": translator.tgt_lang,
         "max_len": translator.model.config.max_len,
     }
-    exported = export_ctranslate2(translator.model, translator.src_tok, tgt_tok, work / "model", info=info)
-    runner = Engines(args.model, exported, args.alpha)
+    exported = exported_hf = None
+    if ct2:
+        exported = export_ctranslate2(translator.model, translator.src_tok, tgt_tok, work / "model", info=info)
+    if tf:
+        exported_hf = export_hf(translator.model, translator.src_tok, tgt_tok, work / "hf", info=info)
+    runner = Engines(args.model, exported, exported_hf, args.alpha)
 
     def tokens(outputs: list[str]) -> int:
         return sum(len(ids) + 1 for ids in tgt_tok.encode_batch(outputs))
@@ -201,7 +215,8 @@ def run(args) -> dict:
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "torch": torch.__version__,
-        "ctranslate2": ct2.__version__,
+        "ctranslate2": ct2.__version__ if ct2 else None,
+        "transformers": tf.__version__ if tf else None,
         "model": args.model,
         "sentences": len(sources),
         "batch1_sentences": min(args.batch1_sentences, len(sources)),
@@ -225,7 +240,8 @@ def markdown(result: dict) -> str:
     load = lambda xs: " / ".join(f"{x:.2f}" for x in xs)  # noqa: E731
     lines = [
         f"**{result['model']}** on {result['cpu']} ({result['cores']} cores), torch {result['torch']}, "
-        f"CTranslate2 {result['ctranslate2']}; {result['sentences']:,} sentences (batch 1: the first "
+        f"CTranslate2 {result['ctranslate2']}, transformers {result['transformers']}; "
+        f"{result['sentences']:,} sentences (batch 1: the first "
         f"{result['batch1_sentences']:,}), beam search without length penalty (α = {result['alpha']}).",
         f"Load average (1 / 5 / 15 min) before {load(result['load_before'])}, after {load(result['load_after'])}; "
         f"OMP_WAIT_POLICY {result['omp_wait_policy']}.",

@@ -11,28 +11,23 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from attnlab.cli import main as cli_main
-from attnlab.data.tokenizers import CharTokenizer
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export import CTranslate2Translator, check_exportable, export_ctranslate2, require_ctranslate2
-from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.recipes.translate import load_translator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ for export_models
+from export_models import BOS, EOS, MAX_LEN, padded, random_sources, tiny  # noqa: E402
 
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="CTranslate2 is not installed (optional extra: pip install 'attnlab[ctranslate2]')"
 )
-
-BOS, EOS = 2, 3
-MAX_LEN = 16
-TRAIN_STEPS = 60
-
-SRC_TOK = CharTokenizer.train(["abcdefghijklmnopqrstuvwxyz .,"])
-TGT_TOK = CharTokenizer.train(["0123456789+-"])  # a smaller, separate target vocabulary
 
 # name: (norm, activation, shared vocabulary)
 VARIANTS = {
@@ -43,57 +38,11 @@ VARIANTS = {
 }
 
 
-def _tiny(norm: str, activation: str, shared: bool, seed: int = 0) -> tuple[Transformer, object, object]:
-    """A small Transformer trained for a few steps to copy its source (mapped into the target
-    vocabulary): an untrained one repeats a token and almost never ends, so it would not test how
-    the two engines end hypotheses; this one ends at varied lengths and still makes mistakes."""
-    src_tok, tgt_tok = (SRC_TOK, SRC_TOK) if shared else (SRC_TOK, TGT_TOK)
-    torch.manual_seed(seed)
-    config = TransformerConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        d_model=32,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=64,
-        dropout=0.0,
-        norm=norm,
-        activation=activation,
-        share_embeddings=shared,
-        max_len=64,
-    )
-    model = Transformer(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for step in range(TRAIN_STEPS):
-        sources = _sources(src_tok, n=32, seed=1000 + step)
-        targets = [_copy(s, tgt_tok) for s in sources]
-        tgt_in = _padded([[BOS] + t for t in targets])  # (B, T)
-        labels = _padded([t + [EOS] for t in targets])  # (B, T)
-        loss = model(_padded(sources), tgt_in, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval(), src_tok, tgt_tok
-
-
-def _copy(source: list[int], tgt_tok) -> list[int]:
-    first = tgt_tok.eos_id + 2  # past the special tokens (pad, unk, bos, eos, mask)
-    return [first + (i - first) % (tgt_tok.vocab_size - first) for i in source]
-
-
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def exported(request, tmp_path_factory):
-    model, src_tok, tgt_tok = _tiny(*VARIANTS[request.param])
+    model, src_tok, tgt_tok = tiny(*VARIANTS[request.param])
     out = export_ctranslate2(model, src_tok, tgt_tok, tmp_path_factory.mktemp(request.param) / "ct2")
     return model, src_tok, tgt_tok, ctranslate2.Translator(str(out), device="cpu", compute_type="float32")
-
-
-def _sources(src_tok, n: int = 40, seed: int = 1) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, 12, (n,), generator=g)
-    first = src_tok.eos_id + 2  # past the special tokens (pad, unk, bos, eos, mask)
-    return [torch.randint(first, src_tok.vocab_size, (int(k),), generator=g).tolist() for k in lengths]
 
 
 def _ct2(translator, src_tok, tgt_tok, sources, **options) -> list[list[int]]:
@@ -106,16 +55,9 @@ def _ct2(translator, src_tok, tgt_tok, sources, **options) -> list[list[int]]:
     return [[tgt_tok.token_to_id(t) for t in r.hypotheses[0]] for r in results]
 
 
-def _padded(sources: list[list[int]]) -> torch.Tensor:
-    src = torch.zeros(len(sources), max(map(len, sources)), dtype=torch.long)  # pad id 0
-    for row, s in enumerate(sources):
-        src[row, : len(s)] = torch.tensor(s)
-    return src  # (B, S)
-
-
 def test_first_step_log_probs_agree(exported):
     model, src_tok, tgt_tok, translator = exported
-    sources = _sources(src_tok, n=8)
+    sources = random_sources(src_tok, n=8)
     results = translator.translate_batch(
         [[src_tok.id_to_token(i) for i in s] for s in sources],
         beam_size=1,
@@ -124,7 +66,7 @@ def test_first_step_log_probs_agree(exported):
         return_logits_vocab=True,
     )
     theirs = torch.stack([torch.from_numpy(np.asarray(r.logits[0][0])).reshape(-1) for r in results])  # (B, V)
-    state = model.start(_padded(sources))
+    state = model.start(padded(sources))
     ours = model.step(torch.full((len(sources), 1), BOS), state).logits  # (B, V)
     assert theirs.shape == ours.shape == (len(sources), tgt_tok.vocab_size)
     diff = (torch.log_softmax(theirs, -1) - torch.log_softmax(ours, -1)).abs().max().item()
@@ -135,7 +77,7 @@ def test_every_token_log_prob_agrees(exported):
     # score_batch gives CTranslate2's log-probability of each token of a given output (EOS last):
     # the whole greedy output of attnlab, position table and cache included, step by step.
     model, src_tok, tgt_tok, translator = exported
-    sources = _sources(src_tok, n=8, seed=2)
+    sources = random_sources(src_tok, n=8, seed=2)
     hyps = [greedy_decode(model, torch.tensor([s]), bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)[0] for s in sources]
     scored = translator.score_batch(
         [[src_tok.id_to_token(i) for i in s] for s in sources],
@@ -152,7 +94,7 @@ def test_every_token_log_prob_agrees(exported):
 
 def test_greedy_and_beam4_token_ids_identical(exported):
     model, src_tok, tgt_tok, translator = exported
-    sources = _sources(src_tok)
+    sources = random_sources(src_tok)
     greedy = [
         greedy_decode(model, torch.tensor([s]), bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)[0].tokens for s in sources
     ]
@@ -172,11 +114,11 @@ def test_greedy_and_beam4_token_ids_identical(exported):
 def test_padded_batch_equals_one_by_one(exported):
     # The source padding: CTranslate2 reads lengths, attnlab a mask; a batch must not change a sentence.
     model, src_tok, tgt_tok, translator = exported
-    sources = _sources(src_tok, n=12, seed=3)
+    sources = random_sources(src_tok, n=12, seed=3)
     one_by_one = [
         greedy_decode(model, torch.tensor([s]), bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)[0].tokens for s in sources
     ]
-    batched_ours = [h.tokens for h in greedy_decode(model, _padded(sources), bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)]
+    batched_ours = [h.tokens for h in greedy_decode(model, padded(sources), bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)]
     assert batched_ours == one_by_one == _ct2(translator, src_tok, tgt_tok, sources, beam_size=1)
 
 
@@ -210,7 +152,7 @@ def test_what_cannot_be_exported(tmp_path, capsys):
     assert cli_main(["export", "--model", "rnn-plain", "--to", "ctranslate2", str(tmp_path / "rnn")]) == 2
     assert "recurrent" in capsys.readouterr().err
     assert not (tmp_path / "rnn").exists()
-    model, _, _ = _tiny("pre", "relu", True)
+    model, _, _ = tiny("pre", "relu", True)
     model.config.attention = "sliding_window"  # the check reads the config, as the export does
     with pytest.raises(ValueError, match="windowed"):
         check_exportable(model)

@@ -27,6 +27,7 @@ from ..data import batching, enja, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
 from ..export import export_ctranslate2
+from ..export_hf import export_hf, hf_architecture
 from ..metrics import bleu, chrf, exact_match
 from ..models.config import check_fields
 from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
@@ -710,30 +711,35 @@ def export_command(
     /,
     *,
     model: Path,
-    to: Literal["ctranslate2"],
+    to: Literal["ctranslate2", "hf"],
     quantization: Literal["float32", "bfloat16", "float16", "int8", "int8_float32", "int8_bfloat16", "int16"]
     | None = None,
     force: bool = False,
 ) -> int:
-    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine).
+    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine) or HuggingFace transformers.
 
-    OUT becomes a CTranslate2 model folder (model.bin, config.json, the vocabularies as token
-    lists) with attnlab's tokenizers beside it; load it with ctranslate2.Translator(OUT) or
-    attnlab.export.CTranslate2Translator(OUT). Pre-norm and post-norm Transformers export; the RNN
-    models and windowed attention do not (docs/export.md says why). Needs the optional extra:
-    pip install 'attnlab[ctranslate2]'.
+    --to ctranslate2: OUT becomes a CTranslate2 model folder (model.bin, config.json, the vocabularies
+    as token lists); load it with ctranslate2.Translator(OUT) or attnlab.export.CTranslate2Translator(OUT).
+    Needs the optional extra: pip install 'attnlab[ctranslate2]'. --to hf: OUT becomes a transformers
+    model folder (config.json, generation_config.json, model.safetensors: Pegasus for a pre-norm model,
+    Marian for a post-norm one); load it with AutoModelForSeq2SeqLM.from_pretrained(OUT) or
+    attnlab.export_hf.HFTranslator(OUT). Needs transformers 5 or newer: pip install 'attnlab[hf]'.
+    Both write attnlab's tokenizers beside the model. Pre-norm and post-norm Transformers export;
+    the RNN models and windowed attention do not (docs/export.md says why).
 
     Args:
         out: the folder to write.
         model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
             (ja-en, en-ja, demo).
-        to: the engine: ctranslate2.
-        quantization: store the weights in this type instead of fp32 (CTranslate2 can also convert
-            when it loads a model, with compute_type).
+        to: the engine: ctranslate2 or hf (HuggingFace transformers).
+        quantization: ctranslate2 only: store the weights in this type instead of fp32 (CTranslate2 can
+            also convert when it loads a model, with compute_type).
         force: replace OUT if it exists.
     """
-    if to != "ctranslate2":
-        raise ValueError(f"unknown export target {to!r}; choose ctranslate2")
+    if to not in ("ctranslate2", "hf"):
+        raise ValueError(f"unknown export target {to!r}; choose ctranslate2 or hf")
+    if to == "hf" and quantization is not None:
+        raise ValueError("--quantization applies to --to ctranslate2 only; the hf export writes fp32 weights")
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
     translator = load_translator(model)
@@ -744,6 +750,11 @@ def export_command(
         "bleu_tokenize": translator.bleu_tokenize,
         "max_len": getattr(translator.model.config, "max_len", 512),
     }
+    if to == "hf":
+        export_hf(translator.model, translator.src_tok, translator.tgt_tok, out, info=info, force=force)
+        architecture = {"pegasus": "Pegasus", "marian": "Marian"}[hf_architecture(translator.model)]
+        print(f"exported {model} to {out} (HuggingFace transformers, {architecture}, float32 weights)")
+        return 0
     export_ctranslate2(
         translator.model, translator.src_tok, translator.tgt_tok, out, quantization=quantization, info=info, force=force
     )
