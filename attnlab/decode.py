@@ -213,11 +213,17 @@ def beam_search(
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
-    rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
-    # Encode each sentence once and copy its state to its K rows: the K beams share a source, so
-    # encoding B·K rows (and projecting B·K cross-attention keys/values) would do the work K times.
+    # Encode each sentence once: the K beams share a source, so encoding B·K rows (and projecting
+    # B·K cross-attention keys/values) would do the work K times. A state that can (the
+    # Transformer's) keeps the source side once per sentence and gives each its K decoder rows;
+    # any other is copied to the K rows.
     state = model.start(src, src_mask)
-    state.reorder(rows)
+    if K > 1:
+        expand = getattr(state, "expand", None)
+        if callable(expand):
+            expand(K)
+        else:
+            state.reorder(torch.arange(B, device=dev).repeat_interleave(K))  # (B·K,) sentence of each row
     tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (B·K, 1)
     # Only the first beam is live at the start; the others are copies that must not be chosen.
     scores = torch.full((B, K), float("-inf"), device=dev)

@@ -348,6 +348,31 @@ def test_project_kv_equals_key_value():
     torch.testing.assert_close(v1, mha_same.project_kv(mem, mem)[1])
 
 
+@pytest.mark.parametrize("T", [1, 3])
+def test_kv_shared_by_groups_of_query_rows_equals_one_copy_per_row(T):
+    # The beams of a sentence share its source: kv with one row per group of G query rows gives
+    # what the kv copied to every row gives, weights included (each query row its own).
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3).double()
+    G = 4
+    memory = torch.randn(2, 6, 12, dtype=torch.float64)
+    real = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    q = torch.randn(2 * G, T, 12, dtype=torch.float64)
+    kv = mha.project_kv(memory)  # (2, H, S, Dh) each
+    rows = torch.arange(2).repeat_interleave(G)
+    copied = mha(q, kv=(kv[0][rows], kv[1][rows]), key_padding_mask=real[rows], need_weights=True)
+    shared = mha(q, kv=kv, key_padding_mask=real, need_weights=True)
+    assert shared.weights.shape == (2 * G, 3, T, 6)
+    torch.testing.assert_close(shared.output, copied.output, **TOL64)
+    torch.testing.assert_close(shared.weights, copied.weights, **TOL64)
+    with pytest.raises(ValueError, match="multiple of kv's rows"):
+        mha(q[:3], kv=kv, key_padding_mask=real)
+    with pytest.raises(ValueError, match="key_padding_mask only"):
+        mha(q, kv=kv, is_causal=True)
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, S\) = \(2, 6\)"):
+        mha(q, kv=kv, key_padding_mask=real[rows])
+
+
 def test_cache_reorder():
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).double()
