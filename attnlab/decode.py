@@ -158,25 +158,26 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _search_is_decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> bool:
-    """Whether, in every sentence, a finished hypothesis already beats all that its live ones could
-    still become, so that decoding on cannot change the result.
+def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
+    """Which sentences are decided: a finished hypothesis already beats all that the live ones
+    could still become, so that decoding on cannot change the result (every beam finished
+    included).
 
     A live hypothesis's log-probability only falls as tokens are added, and its length penalty is
     at most that of ``max_len`` tokens; the score is ≤ 0, so ``score / length_penalty(max_len)``
     bounds its final value. Without this exit a sentence whose best hypothesis ended at step 5
-    would decode to ``max_len`` until its last beam slot also ended.
+    would decode to ``max_len`` until its last beam slot also ended. Once a sentence is decided
+    its best finished hypothesis also stays in the beam (no live score is above it), so stopping
+    it gives what decoding on would.
 
     Shape:
-        scores ``(B, K)``; finished, lengths ``(B·K,)`` → bool
+        scores, finished, lengths ``(N, K)`` → ``(N,)`` bool
     """
-    B, K = scores.shape
-    done = finished.view(B, K)
-    penalty = ((5.0 + lengths.view(B, K).to(scores.dtype)) / 6.0) ** alpha  # (B, K), as length_penalty
-    best_done = torch.where(done, scores / penalty, float("-inf")).amax(dim=1)  # (B,)
-    live = ~done & torch.isfinite(scores)
-    bound = torch.where(live, scores / length_penalty(max_len, alpha), float("-inf")).amax(dim=1)  # (B,)
-    return bool((best_done >= bound).all())
+    penalty = ((5.0 + lengths.to(scores.dtype)) / 6.0) ** alpha  # (N, K), as length_penalty
+    best_done = torch.where(finished, scores / penalty, float("-inf")).amax(dim=1)  # (N,)
+    live = ~finished & torch.isfinite(scores)
+    bound = torch.where(live, scores / length_penalty(max_len, alpha), float("-inf")).amax(dim=1)  # (N,)
+    return best_done >= bound
 
 
 @torch.no_grad()
@@ -197,10 +198,12 @@ def beam_search(
 
     All ``B·K`` hypotheses decode together as rows of one batch; after each step the best ``K``
     of the ``K·V`` extensions of each sentence survive, and the decoder state is reordered to
-    follow them. A hypothesis that emitted EOS stays in the beam with a frozen score until the
-    search ends; the final choice divides each score by :func:`length_penalty`. The search ends
-    when every hypothesis has ended, or earlier once no live one can still beat the best finished
-    one (the same result, fewer steps). With ``beam_size=1`` this is exactly :func:`greedy_decode`.
+    follow them. A hypothesis that emitted EOS stays in the beam with a frozen score; the final
+    choice divides each score by :func:`length_penalty`. A sentence is done when every one of its
+    hypotheses has ended, or earlier once no live one can still beat its best finished one (the
+    same result, fewer steps); done sentences leave the batch, so that a batch costs the sum of
+    its sentences' searches rather than its size times the longest one. With ``beam_size=1``
+    this is exactly :func:`greedy_decode`.
 
     Raises:
         ValueError: a beam size or ``alpha`` that :func:`check_beam` refuses, a beam wider than the
@@ -213,10 +216,8 @@ def beam_search(
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
-    # Encode each sentence once: the K beams share a source, so encoding B·K rows (and projecting
-    # B·K cross-attention keys/values) would do the work K times. A state that can (the
-    # Transformer's) keeps the source side once per sentence and gives each its K decoder rows;
-    # any other is copied to the K rows.
+    # Encode each sentence once. A state that can (the Transformer's) keeps the source side once
+    # per sentence and gives each its K decoder rows; any other is copied to the K rows.
     state = model.start(src, src_mask)
     if K > 1:
         expand = getattr(state, "expand", None)
@@ -224,56 +225,96 @@ def beam_search(
             expand(K)
         else:
             state.reorder(torch.arange(B, device=dev).repeat_interleave(K))  # (B·K,) sentence of each row
-    tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (B·K, 1)
+    # The search runs on the n sentences not done yet: `sentence` maps them to the batch, rows
+    # j·K … j·K + K − 1 are the beams of the j-th.
+    sentence = torch.arange(B, device=dev)  # (n,)
+    first_row = torch.arange(0, B * K, K, device=dev).unsqueeze(1)  # (n, 1)
+    tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (n·K, 1)
     # Only the first beam is live at the start; the others are copies that must not be chosen.
-    scores = torch.full((B, K), float("-inf"), device=dev)
+    scores = torch.full((B, K), float("-inf"), device=dev)  # (n, K)
     scores[:, 0] = 0.0
-    history = torch.empty((B * K, 0), dtype=torch.long, device=dev)  # (B·K, t)
-    finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
-    lengths = torch.zeros(B * K, dtype=torch.long, device=dev)
-    attn_hist: Tensor | None = None  # (B·K, t, L, H, S)
-    for _ in range(max_len):
+    history = torch.empty((B * K, 0), dtype=torch.long, device=dev)  # (n·K, t)
+    # The step at which each hypothesis emitted EOS; max_len while it is live.
+    ended = torch.full((B * K,), max_len, dtype=torch.long, device=dev)  # (n·K,)
+    attn_hist: Tensor | None = None  # (n·K, t, L, H, S)
+    hyps: list[Hypothesis | None] = [None] * B
+    for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (B·K, V)
-        V = logp.shape[-1]
+        cand = torch.log_softmax(step.logits.float(), dim=-1)  # (n·K, V)
+        n, V = scores.shape[0], cand.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
-        # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
-        frozen = torch.full_like(logp, float("-inf"))
-        frozen[:, pad_id] = 0.0
-        logp = torch.where(finished.unsqueeze(1), frozen, logp)
-        cand = (scores.view(B * K, 1) + logp).view(B, K * V)  # (B, K·V)
-        scores, flat = cand.topk(K, dim=-1)  # (B, K)
-        beam, tok = flat // V, flat % V  # (B, K) each
-        index = (torch.arange(B, device=dev).unsqueeze(1) * K + beam).view(-1)  # (B·K,)
-        tok = tok.view(-1)  # (B·K,)
-        state.reorder(index)
-        finished = finished.index_select(0, index)
-        lengths = lengths.index_select(0, index) + (~finished).long()
-        history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (B·K, t+1)
+        # A finished hypothesis can only "extend" by padding at no cost: its score is frozen. Its
+        # other extensions get -inf through its score; the padding one gets the score back.
+        finished = ended < t  # (n·K,)
+        flat_scores = scores.view(n * K)
+        cand.add_(flat_scores.masked_fill(finished, float("-inf")).unsqueeze(1))  # (n·K, V) in place
+        cand[:, pad_id] = torch.where(finished, flat_scores, cand[:, pad_id])
+        scores, flat = cand.view(n, K * V).topk(K, dim=-1)  # (n, K)
+        index = (first_row + flat // V).view(-1)  # (n·K,) the row each new hypothesis extends
+        tok = (flat % V).view(-1)  # (n·K,)
+        ended = ended.index_select(0, index)
+        ended.masked_fill_((tok == eos_id) & (ended == max_len), t)
+        history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
-            new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (B·K, 1, L, H, S)
+            new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (n·K, 1, L, H, S)
             attn_hist = new if attn_hist is None else torch.cat([attn_hist.index_select(0, index), new], dim=1)
-        finished = finished | (tok == eos_id)
-        if bool(finished.all()) or _search_is_decided(scores, finished, lengths, alpha, max_len):
-            break
-        tokens = tok.unsqueeze(1)  # (B·K, 1)
-    # Lengths count the EOS token; the penalty uses the number of real tokens plus EOS as GNMT.
-    penalties = torch.tensor([length_penalty(int(n), alpha) for n in lengths.tolist()], device=dev)
-    final = scores.view(-1) / penalties  # (B·K,)
-    final = final.masked_fill(~torch.isfinite(scores.view(-1)), float("-inf"))
-    best = final.view(B, K).argmax(dim=-1)  # (B,)
-    hyps = []
-    for b in range(B):
-        r = b * K + int(best[b])
-        seq = history[r].tolist()
-        n = seq.index(eos_id) if eos_id in seq else len(seq)
+        finished = (ended <= t).view(n, K)
+        lengths = (ended.clamp(max=t) + 1).view(n, K)  # (n, K) tokens counting EOS, as GNMT's |Y|
+        done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
+        if t == max_len - 1:
+            done.fill_(True)
+        if bool(done.any()):
+            gone = done.nonzero().squeeze(1)  # (d,)
+            _finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha)
+            if bool(done.all()):
+                break
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            rows = (keep.unsqueeze(1) * K + torch.arange(K, device=dev)).view(-1)  # (n'·K,)
+            index, tok = index.index_select(0, rows), tok.index_select(0, rows)
+            sentence, scores, first_row = sentence[keep], scores[keep], first_row[: keep.shape[0]]
+            ended, history = ended[rows], history[rows]
+            if attn_hist is not None:
+                attn_hist = attn_hist[rows]
+        state.reorder(index)
+        tokens = tok.unsqueeze(1)  # (n·K, 1)
+    return hyps  # type: ignore[return-value]
+
+
+def _finish(
+    hyps: list[Hypothesis | None],
+    gone: Tensor,
+    sentence: Tensor,
+    scores: Tensor,
+    lengths: Tensor,
+    ended: Tensor,
+    history: Tensor,
+    attn_hist: Tensor | None,
+    src_mask: Tensor,
+    alpha: float,
+) -> None:
+    """Write the best hypothesis of the sentences ``gone`` (rows of the search) into ``hyps``.
+
+    The length penalty is computed in double precision, as :func:`length_penalty`'s Python floats.
+
+    Shape:
+        gone ``(d,)``; sentence ``(n,)``; scores, lengths ``(n, K)``; ended ``(n·K,)``;
+        history ``(n·K, t)``; attn_hist ``(n·K, t, L, H, S)``
+    """
+    K, t = scores.shape[1], history.shape[1]
+    penalty = ((5.0 + lengths[gone].double()) / 6.0).pow(alpha).to(scores.dtype)  # (d, K)
+    final = (scores[gone] / penalty).masked_fill(~torch.isfinite(scores[gone]), float("-inf"))  # (d, K)
+    best = final.argmax(dim=-1)  # (d,)
+    rows = gone * K + best  # (d,)
+    best_score = final.gather(1, best.unsqueeze(1)).squeeze(1)  # (d,)
+    real = ended[rows].clamp(max=t)  # (d,) tokens before EOS (all t when it never came)
+    steps = (real + 1).clamp(max=t)  # (d,) steps decoded, the EOS step included
+    found = zip(sentence[gone].tolist(), history[rows].tolist(), real.tolist(), best_score.tolist())
+    for (b, seq, n, score), r, m in zip(found, rows.tolist(), steps.tolist()):
         cross = None
         if attn_hist is not None:
-            steps = min(n + 1, attn_hist.shape[1])
-            cross = attn_hist[r, :steps].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
-        hyps.append(Hypothesis(seq[:n], float(final[r]), cross))
-    return hyps
+            cross = attn_hist[r, :m].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
+        hyps[b] = Hypothesis(seq[:n], score, cross)
 
 
 # --------------------------------------------------------------------------------------------
