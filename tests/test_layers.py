@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear
+from attnlab.accel import inference as accel_inference
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -294,6 +295,22 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     torch.testing.assert_close(out, ref)
     out.sum().backward()
     assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows", [2, ONEDNN_MAX_ROWS])
+def test_few_rows_times_a_large_weight_equal_torch_linear(rows, threads, monkeypatch):
+    # With the weight-size limit lowered, a few rows take oneDNN on two threads, F.linear on one.
+    monkeypatch.setattr(accel_inference, "ONEDNN_MIN_WEIGHT", 0)
+    before = torch.get_num_threads()
+    torch.manual_seed(0)
+    layer, x = Linear(48, 80), torch.randn(rows, 1, 48)
+    try:
+        torch.set_num_threads(threads)
+        with torch.inference_mode():
+            torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 40])
