@@ -216,41 +216,36 @@ def beam_search(
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
-    # Encode each sentence once. A state that can (the Transformer's) keeps the source side once
-    # per sentence and gives each its K decoder rows; any other is copied to the K rows.
+    # Encode each sentence once, and run the first step on one row per sentence: its K beams
+    # would all be the same hypothesis, BOS. The K rows appear after it, when the K best first
+    # tokens are known; a state that can (the Transformer's) then keeps the source side once per
+    # sentence and gives each its K decoder rows, any other is copied to the K rows by reorder.
     state = model.start(src, src_mask)
-    if K > 1:
-        expand = getattr(state, "expand", None)
-        if callable(expand):
-            expand(K)
-        else:
-            state.reorder(torch.arange(B, device=dev).repeat_interleave(K))  # (B·K,) sentence of each row
-    # The search runs on the n sentences not done yet: `sentence` maps them to the batch, rows
-    # j·K … j·K + K − 1 are the beams of the j-th.
+    expand = getattr(state, "expand", None)
+    # The search runs on the n sentences not done yet, k rows each (1 before the first step, K
+    # after): `sentence` maps them to the batch, rows j·k … j·k + k − 1 are the j-th's.
     sentence = torch.arange(B, device=dev)  # (n,)
-    first_row = torch.arange(0, B * K, K, device=dev).unsqueeze(1)  # (n, 1)
-    tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (n·K, 1)
-    # Only the first beam is live at the start; the others are copies that must not be chosen.
-    scores = torch.full((B, K), float("-inf"), device=dev)  # (n, K)
-    scores[:, 0] = 0.0
-    history = torch.empty((B * K, 0), dtype=torch.long, device=dev)  # (n·K, t)
+    first_row = torch.arange(B, device=dev).unsqueeze(1)  # (n, 1) the j-th sentence's first row
+    tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=dev)  # (n·k, 1)
+    scores = torch.zeros((B, 1), device=dev)  # (n, k)
+    history = torch.empty((B, 0), dtype=torch.long, device=dev)  # (n·k, t)
     # The step at which each hypothesis emitted EOS; max_len while it is live.
-    ended = torch.full((B * K,), max_len, dtype=torch.long, device=dev)  # (n·K,)
-    attn_hist: Tensor | None = None  # (n·K, t, L, H, S)
+    ended = torch.full((B,), max_len, dtype=torch.long, device=dev)  # (n·k,)
+    attn_hist: Tensor | None = None  # (n·k, t, L, H, S)
     hyps: list[Hypothesis | None] = [None] * B
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        cand = torch.log_softmax(step.logits.float(), dim=-1)  # (n·K, V)
-        n, V = scores.shape[0], cand.shape[-1]
+        cand = torch.log_softmax(step.logits.float(), dim=-1)  # (n·k, V)
+        (n, k), V = scores.shape, cand.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
         # A finished hypothesis can only "extend" by padding at no cost: its score is frozen. Its
         # other extensions get -inf through its score; the padding one gets the score back.
-        finished = ended < t  # (n·K,)
-        flat_scores = scores.view(n * K)
-        cand.add_(flat_scores.masked_fill(finished, float("-inf")).unsqueeze(1))  # (n·K, V) in place
+        finished = ended < t  # (n·k,)
+        flat_scores = scores.view(n * k)
+        cand.add_(flat_scores.masked_fill(finished, float("-inf")).unsqueeze(1))  # (n·k, V) in place
         cand[:, pad_id] = torch.where(finished, flat_scores, cand[:, pad_id])
-        scores, flat = cand.view(n, K * V).topk(K, dim=-1)  # (n, K)
+        scores, flat = cand.view(n, k * V).topk(K, dim=-1)  # (n, K)
         index = (first_row + flat // V).view(-1)  # (n·K,) the row each new hypothesis extends
         tok = (flat % V).view(-1)  # (n·K,)
         ended = ended.index_select(0, index)
@@ -264,6 +259,7 @@ def beam_search(
         done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
         if t == max_len - 1:
             done.fill_(True)
+        keep = None
         if bool(done.any()):
             gone = done.nonzero().squeeze(1)  # (d,)
             _finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha)
@@ -272,11 +268,18 @@ def beam_search(
             keep = (~done).nonzero().squeeze(1)  # (n',)
             rows = (keep.unsqueeze(1) * K + torch.arange(K, device=dev)).view(-1)  # (n'·K,)
             index, tok = index.index_select(0, rows), tok.index_select(0, rows)
-            sentence, scores, first_row = sentence[keep], scores[keep], first_row[: keep.shape[0]]
+            sentence, scores = sentence[keep], scores[keep]
             ended, history = ended[rows], history[rows]
             if attn_hist is not None:
                 attn_hist = attn_hist[rows]
-        state.reorder(index)
+        if t == 0 and K > 1 and callable(expand):
+            if keep is not None:
+                state.reorder(keep)  # still one row per sentence
+            expand(K)
+        elif K > 1 or keep is not None:  # (one beam with no sentence done: every row stays)
+            state.reorder(index)
+        if t == 0 or keep is not None:
+            first_row = torch.arange(0, scores.shape[0] * K, K, device=dev).unsqueeze(1)  # (n, 1)
         tokens = tok.unsqueeze(1)  # (n·K, 1)
     return hyps  # type: ignore[return-value]
 
