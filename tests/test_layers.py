@@ -405,6 +405,26 @@ def test_cache_reorder():
     KVCache().reorder(index)  # an empty cache has nothing to reorder
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_cache_reorders_every_step_follow_the_rows(grad):
+    # Beam search reorders after every step, growing the batch (K beams) then shrinking it
+    # (finished sentences) while the capacity doubles: each step equals the full recomputation.
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).double()
+    seqs = torch.randn(3, 1, 8, dtype=torch.float64)  # (B, t, D) every row's inputs so far
+    cache = KVCache()
+    with torch.set_grad_enabled(grad):
+        mha(seqs, is_causal=True, cache=cache)
+        for index in ([0, 0, 1, 1, 2, 2], [1, 0, 3, 3, 5, 4], [2, 2, 5, 4], [1, 0, 3, 2], [3, 0], [1, 0, 0]) * 3:
+            index = torch.tensor(index)
+            cache.reorder(index)
+            nxt = torch.randn(len(index), 1, 8, dtype=torch.float64)
+            seqs = torch.cat([seqs[index], nxt], dim=1)
+            step = mha(nxt, is_causal=True, cache=cache).output
+            torch.testing.assert_close(step[:, 0], mha(seqs, is_causal=True).output[:, -1], **TOL64)
+    assert len(cache) == seqs.shape[1] > 16  # past the first capacity
+
+
 # --------------------------------------------------------------------------------------------
 # FeedForward and the blocks, against plain re-computations and torch.nn's Transformer layers
 # --------------------------------------------------------------------------------------------
