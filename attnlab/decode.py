@@ -235,19 +235,22 @@ def beam_search(
     hyps: list[Hypothesis | None] = [None] * B
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        cand = torch.log_softmax(step.logits.float(), dim=-1)  # (n·k, V)
-        (n, k), V = scores.shape, cand.shape[-1]
+        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (n·k, V)
+        (n, k), V = scores.shape, logp.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
-        # A finished hypothesis can only "extend" by padding at no cost: its score is frozen. Its
-        # other extensions get -inf through its score; the padding one gets the score back.
-        finished = ended < t  # (n·k,)
-        flat_scores = scores.view(n * k)
-        cand.add_(flat_scores.masked_fill(finished, float("-inf")).unsqueeze(1))  # (n·k, V) in place
-        cand[:, pad_id] = torch.where(finished, flat_scores, cand[:, pad_id])
-        scores, flat = cand.view(n, k * V).topk(K, dim=-1)  # (n, K)
-        index = (first_row + flat // V).view(-1)  # (n·K,) the row each new hypothesis extends
-        tok = (flat % V).view(-1)  # (n·K,)
+        # A sentence's K best extensions are among the K best of each of its rows, so one pass over
+        # the vocabulary picks those per row, and the sentence chooses among its k·K.
+        best_logp, best_tok = logp.topk(K, dim=-1)  # (n·k, K)
+        # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
+        finished = (ended < t).unsqueeze(1)  # (n·k, 1)
+        best_logp = best_logp.masked_fill(finished, float("-inf"))
+        best_logp[:, :1].masked_fill_(finished, 0.0)
+        best_tok[:, :1].masked_fill_(finished, pad_id)
+        cand = (scores.view(n * k, 1) + best_logp).view(n, k * K)  # (n, k·K)
+        scores, pick = cand.topk(K, dim=-1)  # (n, K)
+        index = (first_row + pick // K).view(-1)  # (n·K,) the row each new hypothesis extends
+        tok = best_tok.view(n, k * K).gather(1, pick).view(-1)  # (n·K,)
         ended = ended.index_select(0, index)
         ended.masked_fill_((tok == eos_id) & (ended == max_len), t)
         history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
