@@ -259,11 +259,14 @@ def beam_search(
             attn_hist = new if attn_hist is None else torch.cat([attn_hist.index_select(0, index), new], dim=1)
         finished = (ended <= t).view(n, K)
         lengths = (ended.clamp(max=t) + 1).view(n, K)  # (n, K) tokens counting EOS, as GNMT's |Y|
-        done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
-        if t == max_len - 1:
-            done.fill_(True)
         keep = None
-        if bool(done.any()):
+        if t == max_len - 1:
+            done = torch.ones(n, dtype=torch.bool, device=dev)
+        elif bool(finished.any()):  # (a sentence with no finished hypothesis is not done)
+            done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
+        else:
+            done = None
+        if done is not None and bool(done.any()):
             gone = done.nonzero().squeeze(1)  # (d,)
             _finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha)
             if bool(done.all()):
