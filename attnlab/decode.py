@@ -158,25 +158,26 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _search_is_decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> bool:
-    """Whether, in every sentence, a finished hypothesis already beats all that its live ones could
-    still become, so that decoding on cannot change the result.
+def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
+    """Which sentences are decided: a finished hypothesis already beats all that the live ones
+    could still become, so that decoding on cannot change the result (every beam finished
+    included).
 
     A live hypothesis's log-probability only falls as tokens are added, and its length penalty is
     at most that of ``max_len`` tokens; the score is ≤ 0, so ``score / length_penalty(max_len)``
     bounds its final value. Without this exit a sentence whose best hypothesis ended at step 5
-    would decode to ``max_len`` until its last beam slot also ended.
+    would decode to ``max_len`` until its last beam slot also ended. Once a sentence is decided
+    its best finished hypothesis also stays in the beam (no live score is above it), so stopping
+    it gives what decoding on would.
 
     Shape:
-        scores ``(B, K)``; finished, lengths ``(B·K,)`` → bool
+        scores, finished, lengths ``(N, K)`` → ``(N,)`` bool
     """
-    B, K = scores.shape
-    done = finished.view(B, K)
-    penalty = ((5.0 + lengths.view(B, K).to(scores.dtype)) / 6.0) ** alpha  # (B, K), as length_penalty
-    best_done = torch.where(done, scores / penalty, float("-inf")).amax(dim=1)  # (B,)
-    live = ~done & torch.isfinite(scores)
-    bound = torch.where(live, scores / length_penalty(max_len, alpha), float("-inf")).amax(dim=1)  # (B,)
-    return bool((best_done >= bound).all())
+    penalty = ((5.0 + lengths.to(scores.dtype)) / 6.0) ** alpha  # (N, K), as length_penalty
+    best_done = torch.where(finished, scores / penalty, float("-inf")).amax(dim=1)  # (N,)
+    live = ~finished & torch.isfinite(scores)
+    bound = torch.where(live, scores / length_penalty(max_len, alpha), float("-inf")).amax(dim=1)  # (N,)
+    return best_done >= bound
 
 
 @torch.no_grad()
@@ -197,10 +198,12 @@ def beam_search(
 
     All ``B·K`` hypotheses decode together as rows of one batch; after each step the best ``K``
     of the ``K·V`` extensions of each sentence survive, and the decoder state is reordered to
-    follow them. A hypothesis that emitted EOS stays in the beam with a frozen score until the
-    search ends; the final choice divides each score by :func:`length_penalty`. The search ends
-    when every hypothesis has ended, or earlier once no live one can still beat the best finished
-    one (the same result, fewer steps). With ``beam_size=1`` this is exactly :func:`greedy_decode`.
+    follow them. A hypothesis that emitted EOS stays in the beam with a frozen score; the final
+    choice divides each score by :func:`length_penalty`. A sentence is done when every one of its
+    hypotheses has ended, or earlier once no live one can still beat its best finished one (the
+    same result, fewer steps); done sentences leave the batch, so that a batch costs the sum of
+    its sentences' searches rather than its size times the longest one. With ``beam_size=1``
+    this is exactly :func:`greedy_decode`.
 
     Raises:
         ValueError: a beam size or ``alpha`` that :func:`check_beam` refuses, a beam wider than the
@@ -213,61 +216,114 @@ def beam_search(
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
     B, K, dev = src.shape[0], beam_size, src.device
-    rows = torch.arange(B, device=dev).repeat_interleave(K)  # (B·K,) sentence of each row
-    # Encode each sentence once and copy its state to its K rows: the K beams share a source, so
-    # encoding B·K rows (and projecting B·K cross-attention keys/values) would do the work K times.
+    # Encode each sentence once, and run the first step on one row per sentence: its K beams
+    # would all be the same hypothesis, BOS. The K rows appear after it, when the K best first
+    # tokens are known; a state that can (the Transformer's) then keeps the source side once per
+    # sentence and gives each its K decoder rows, any other is copied to the K rows by reorder.
     state = model.start(src, src_mask)
-    state.reorder(rows)
-    tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=dev)  # (B·K, 1)
-    # Only the first beam is live at the start; the others are copies that must not be chosen.
-    scores = torch.full((B, K), float("-inf"), device=dev)
-    scores[:, 0] = 0.0
-    history = torch.empty((B * K, 0), dtype=torch.long, device=dev)  # (B·K, t)
-    finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
-    lengths = torch.zeros(B * K, dtype=torch.long, device=dev)
-    attn_hist: Tensor | None = None  # (B·K, t, L, H, S)
-    for _ in range(max_len):
+    expand = getattr(state, "expand", None)
+    # The search runs on the n sentences not done yet, k rows each (1 before the first step, K
+    # after): `sentence` maps them to the batch, rows j·k … j·k + k − 1 are the j-th's.
+    sentence = torch.arange(B, device=dev)  # (n,)
+    first_row = torch.arange(B, device=dev).unsqueeze(1)  # (n, 1) the j-th sentence's first row
+    tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=dev)  # (n·k, 1)
+    scores = torch.zeros((B, 1), device=dev)  # (n, k)
+    history = torch.empty((B, 0), dtype=torch.long, device=dev)  # (n·k, t)
+    # The step at which each hypothesis emitted EOS; max_len while it is live.
+    ended = torch.full((B,), max_len, dtype=torch.long, device=dev)  # (n·k,)
+    attn_hist: Tensor | None = None  # (n·k, t, L, H, S)
+    hyps: list[Hypothesis | None] = [None] * B
+    for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (B·K, V)
-        V = logp.shape[-1]
+        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (n·k, V)
+        (n, k), V = scores.shape, logp.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
+        # A sentence's K best extensions are among the K best of each of its rows, so one pass over
+        # the vocabulary picks those per row, and the sentence chooses among its k·K.
+        best_logp, best_tok = logp.topk(K, dim=-1)  # (n·k, K)
         # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
-        frozen = torch.full_like(logp, float("-inf"))
-        frozen[:, pad_id] = 0.0
-        logp = torch.where(finished.unsqueeze(1), frozen, logp)
-        cand = (scores.view(B * K, 1) + logp).view(B, K * V)  # (B, K·V)
-        scores, flat = cand.topk(K, dim=-1)  # (B, K)
-        beam, tok = flat // V, flat % V  # (B, K) each
-        index = (torch.arange(B, device=dev).unsqueeze(1) * K + beam).view(-1)  # (B·K,)
-        tok = tok.view(-1)  # (B·K,)
-        state.reorder(index)
-        finished = finished.index_select(0, index)
-        lengths = lengths.index_select(0, index) + (~finished).long()
-        history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (B·K, t+1)
+        finished = (ended < t).unsqueeze(1)  # (n·k, 1)
+        best_logp = best_logp.masked_fill(finished, float("-inf"))
+        best_logp[:, :1].masked_fill_(finished, 0.0)
+        best_tok[:, :1].masked_fill_(finished, pad_id)
+        cand = (scores.view(n * k, 1) + best_logp).view(n, k * K)  # (n, k·K)
+        scores, pick = cand.topk(K, dim=-1)  # (n, K)
+        index = (first_row + pick // K).view(-1)  # (n·K,) the row each new hypothesis extends
+        tok = best_tok.view(n, k * K).gather(1, pick).view(-1)  # (n·K,)
+        ended = ended.index_select(0, index)
+        ended.masked_fill_((tok == eos_id) & (ended == max_len), t)
+        history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
-            new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (B·K, 1, L, H, S)
+            new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (n·K, 1, L, H, S)
             attn_hist = new if attn_hist is None else torch.cat([attn_hist.index_select(0, index), new], dim=1)
-        finished = finished | (tok == eos_id)
-        if bool(finished.all()) or _search_is_decided(scores, finished, lengths, alpha, max_len):
-            break
-        tokens = tok.unsqueeze(1)  # (B·K, 1)
-    # Lengths count the EOS token; the penalty uses the number of real tokens plus EOS as GNMT.
-    penalties = torch.tensor([length_penalty(int(n), alpha) for n in lengths.tolist()], device=dev)
-    final = scores.view(-1) / penalties  # (B·K,)
-    final = final.masked_fill(~torch.isfinite(scores.view(-1)), float("-inf"))
-    best = final.view(B, K).argmax(dim=-1)  # (B,)
-    hyps = []
-    for b in range(B):
-        r = b * K + int(best[b])
-        seq = history[r].tolist()
-        n = seq.index(eos_id) if eos_id in seq else len(seq)
+        finished = (ended <= t).view(n, K)
+        lengths = (ended.clamp(max=t) + 1).view(n, K)  # (n, K) tokens counting EOS, as GNMT's |Y|
+        keep = None
+        if t == max_len - 1:
+            done = torch.ones(n, dtype=torch.bool, device=dev)
+        elif bool(finished.any()):  # (a sentence with no finished hypothesis is not done)
+            done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
+        else:
+            done = None
+        if done is not None and bool(done.any()):
+            gone = done.nonzero().squeeze(1)  # (d,)
+            _finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha)
+            if bool(done.all()):
+                break
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            rows = (keep.unsqueeze(1) * K + torch.arange(K, device=dev)).view(-1)  # (n'·K,)
+            index, tok = index.index_select(0, rows), tok.index_select(0, rows)
+            sentence, scores = sentence[keep], scores[keep]
+            ended, history = ended[rows], history[rows]
+            if attn_hist is not None:
+                attn_hist = attn_hist[rows]
+        if t == 0 and K > 1 and callable(expand):
+            if keep is not None:
+                state.reorder(keep)  # still one row per sentence
+            expand(K)
+        elif K > 1 or keep is not None:  # (one beam with no sentence done: every row stays)
+            state.reorder(index)
+        if t == 0 or keep is not None:
+            first_row = torch.arange(0, scores.shape[0] * K, K, device=dev).unsqueeze(1)  # (n, 1)
+        tokens = tok.unsqueeze(1)  # (n·K, 1)
+    return hyps  # type: ignore[return-value]
+
+
+def _finish(
+    hyps: list[Hypothesis | None],
+    gone: Tensor,
+    sentence: Tensor,
+    scores: Tensor,
+    lengths: Tensor,
+    ended: Tensor,
+    history: Tensor,
+    attn_hist: Tensor | None,
+    src_mask: Tensor,
+    alpha: float,
+) -> None:
+    """Write the best hypothesis of the sentences ``gone`` (rows of the search) into ``hyps``.
+
+    The length penalty is computed in double precision, as :func:`length_penalty`'s Python floats.
+
+    Shape:
+        gone ``(d,)``; sentence ``(n,)``; scores, lengths ``(n, K)``; ended ``(n·K,)``;
+        history ``(n·K, t)``; attn_hist ``(n·K, t, L, H, S)``
+    """
+    K, t = scores.shape[1], history.shape[1]
+    penalty = ((5.0 + lengths[gone].double()) / 6.0).pow(alpha).to(scores.dtype)  # (d, K)
+    final = (scores[gone] / penalty).masked_fill(~torch.isfinite(scores[gone]), float("-inf"))  # (d, K)
+    best = final.argmax(dim=-1)  # (d,)
+    rows = gone * K + best  # (d,)
+    best_score = final.gather(1, best.unsqueeze(1)).squeeze(1)  # (d,)
+    real = ended[rows].clamp(max=t)  # (d,) tokens before EOS (all t when it never came)
+    steps = (real + 1).clamp(max=t)  # (d,) steps decoded, the EOS step included
+    found = zip(sentence[gone].tolist(), history[rows].tolist(), real.tolist(), best_score.tolist())
+    for (b, seq, n, score), r, m in zip(found, rows.tolist(), steps.tolist()):
         cross = None
         if attn_hist is not None:
-            steps = min(n + 1, attn_hist.shape[1])
-            cross = attn_hist[r, :steps].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
-        hyps.append(Hypothesis(seq[:n], float(final[r]), cross))
-    return hyps
+            cross = attn_hist[r, :m].permute(1, 2, 0, 3)[..., src_mask[b]]  # (L, H, T, S_b)
+        hyps[b] = Hypothesis(seq[:n], score, cross)
 
 
 # --------------------------------------------------------------------------------------------

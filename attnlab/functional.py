@@ -133,13 +133,12 @@ def _check_mask(mask: Tensor | None, scores_shape: torch.Size) -> Tensor | None:
             f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
             "build it with attnlab.functional.causal_mask / padding_mask"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
     # The mask must broadcast *to* the scores, not enlarge them: a (3, T, S) mask on (1, T, S)
-    # scores would otherwise silently return three outputs.
-    if broadcast != torch.Size(scores_shape):
+    # scores would otherwise silently return three outputs. (Written out rather than with
+    # torch.broadcast_shapes, whose Python implementation costs more than a decoding step's
+    # attention.)
+    n = mask.dim()
+    if n > len(scores_shape) or any(m not in (1, s) for m, s in zip(mask.shape, scores_shape[len(scores_shape) - n :])):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} is not broadcastable to the scores (..., T, S) = {tuple(scores_shape)}"
         )
@@ -339,6 +338,8 @@ def scaled_dot_product_attention(
         :class:`AttentionResult` ``(output, weights)``.
     """
     mask = check_attention_call(q, k, v, mask, dropout_p)  # (..., T, S)
+    if is_causal and q.shape[-2] == 1:
+        is_causal = False  # one query, aligned with the last key, sees every key (decoding with a cache)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     if backend == "auto":

@@ -268,7 +268,9 @@ class MultiHeadAttention(nn.Module):
             is_causal: also apply the causal mask (aligned so the last query sees every key).
             need_weights: return per-head weights ``(B, H, T, S)``.
             kv: keys/values already projected by :meth:`project_kv` (cross-attention while
-                decoding: the encoder side is projected once, not at every step).
+                decoding: the encoder side is projected once, not at every step). ``kv`` may
+                have ``B / G`` rows, each shared by ``G`` consecutive query rows (the beams of one
+                sentence); ``key_padding_mask`` then has ``B / G`` rows too.
             cache: a :class:`KVCache`; the new keys/values are appended to it and attention runs
                 over everything it holds (incremental self-attention decoding). A
                 :class:`RollingKVCache` (sliding-window attention, ``is_causal=True``) holds only
@@ -277,7 +279,9 @@ class MultiHeadAttention(nn.Module):
 
         Shape:
             - query: ``(B, T, D)``;  key: ``(B, S, kdim)``;  value: ``(B, S, vdim)``
-            - key_padding_mask: ``(B, S)`` (``S`` counts cached positions too)
+            - key_padding_mask: ``(B, S)`` (``S`` counts cached positions too; ``(B / G, S)``
+              with a shared ``kv``)
+            - kv: 2 × ``(B, H, S, Dh)`` or 2 × ``(B / G, H, S, Dh)``
             - attn_mask: ``(T, S)`` or ``(B, 1|H, T, S)``
             - output: ``(B, T, D)``;  weights: ``(B, H, T, S)``
         """
@@ -288,6 +292,7 @@ class MultiHeadAttention(nn.Module):
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must have shape (B, T, {self.d_model}), got {tuple(query.shape)}")
         B, T, _ = query.shape
+        groups = 1 if kv is None else self._kv_groups(B, kv[0], attn_mask, is_causal)
         if kv is None and key is None and value is None and cache is None and self._stackable:
             # Self-attention over a whole sequence (training, encoding): one (B·T, D) x (D, 3D)
             # product with the three weights stacked is cheaper than three (D, D) ones, forward
@@ -295,6 +300,13 @@ class MultiHeadAttention(nn.Module):
             # call, so decoding (one row per step, with a cache) keeps the three separate products.
             q, k, v = self._project_qkv(query)  # (B, H, T, Dh) each
             key = query
+        elif groups > 1:
+            # Each group of consecutive query rows shares one row of keys/values (the beams of
+            # one sentence, one source): its G·T positions become the query rows of that row's
+            # attention, so the keys/values are read once per row and never copied per query row.
+            n = B // groups
+            q = self.q_proj(query).view(n, groups * T, self.n_heads, self.head_dim).transpose(1, 2)  # (B/G, H, G·T, Dh)
+            k, v = kv  # (B/G, H, S, Dh)
         else:
             q = self._split_heads(self.q_proj(query))  # (B, H, T, Dh)
             if kv is not None:
@@ -325,9 +337,10 @@ class MultiHeadAttention(nn.Module):
         if attn_mask is not None and attn_mask.dim() == 3:
             raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} is ambiguous: give (T, S) or (B, 1|H, T, S)")
         if key_padding_mask is not None:
-            if key_padding_mask.shape != (B, k.shape[-2]):
+            if key_padding_mask.shape != (k.shape[0], k.shape[-2]):
                 raise ValueError(
-                    f"key_padding_mask must have shape (B, S) = {(B, k.shape[-2])}, got {tuple(key_padding_mask.shape)}"
+                    f"key_padding_mask must have shape (B, S) = {(k.shape[0], k.shape[-2])}, "
+                    f"got {tuple(key_padding_mask.shape)}"
                 )
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         mask = AF.combine_masks(attn_mask, key_padding_mask)
@@ -339,9 +352,28 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal,
             return_weights=need_weights,
-        )  # (B, H, T, Dh)
+        )  # (B, H, T, Dh); grouped: (B/G, H, G·T, Dh)
+        # Grouped rows are laid out as (B/G, G·T) = (B, T) positions, so one reshape serves both.
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
+        if weights is not None and groups > 1:
+            S = weights.shape[-1]
+            weights = weights.view(B // groups, self.n_heads, groups, T, S).transpose(1, 2)  # (B/G, G, H, T, S)
+            weights = weights.reshape(B, self.n_heads, T, S)  # (B, H, T, S)
         return AttentionOutput(self.out_proj(out), weights)
+
+    def _kv_groups(self, B: int, k: Tensor, attn_mask: Tensor | None, is_causal: bool) -> int:
+        """How many consecutive query rows share each row of the projected ``kv`` (1: one each)."""
+        n = k.shape[0]
+        if n == B:
+            return 1
+        if n == 0 or B % n:
+            raise ValueError(
+                f"kv has {n} rows for a query batch of {B}: give one row per query row, or one per "
+                "group of consecutive query rows (B a multiple of kv's rows)"
+            )
+        if attn_mask is not None or is_causal:
+            raise ValueError("kv shared by groups of query rows takes key_padding_mask only (no attn_mask, is_causal)")
+        return B // n
 
     def _check_dtypes(self, inputs: dict[str, Tensor | None]) -> None:
         """Inputs must have the weights' dtype (else F.linear fails with "mat1 and mat2 must have

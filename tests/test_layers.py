@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear
+from attnlab.accel import inference as accel_inference
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -296,6 +297,22 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows", [2, ONEDNN_MAX_ROWS])
+def test_few_rows_times_a_large_weight_equal_torch_linear(rows, threads, monkeypatch):
+    # With the weight-size limit lowered, a few rows take oneDNN on two threads, F.linear on one.
+    monkeypatch.setattr(accel_inference, "ONEDNN_MIN_WEIGHT", 0)
+    before = torch.get_num_threads()
+    torch.manual_seed(0)
+    layer, x = Linear(48, 80), torch.randn(rows, 1, 48)
+    try:
+        torch.set_num_threads(threads)
+        with torch.inference_mode():
+            torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("rows", [1, 3, 40])
 def test_linear_with_a_transposed_weight(rows):
     # A non-contiguous weight cannot go to the native kernel: oneDNN or F.linear take it.
@@ -348,6 +365,31 @@ def test_project_kv_equals_key_value():
     torch.testing.assert_close(v1, mha_same.project_kv(mem, mem)[1])
 
 
+@pytest.mark.parametrize("T", [1, 3])
+def test_kv_shared_by_groups_of_query_rows_equals_one_copy_per_row(T):
+    # The beams of a sentence share its source: kv with one row per group of G query rows gives
+    # what the kv copied to every row gives, weights included (each query row its own).
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3).double()
+    G = 4
+    memory = torch.randn(2, 6, 12, dtype=torch.float64)
+    real = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    q = torch.randn(2 * G, T, 12, dtype=torch.float64)
+    kv = mha.project_kv(memory)  # (2, H, S, Dh) each
+    rows = torch.arange(2).repeat_interleave(G)
+    copied = mha(q, kv=(kv[0][rows], kv[1][rows]), key_padding_mask=real[rows], need_weights=True)
+    shared = mha(q, kv=kv, key_padding_mask=real, need_weights=True)
+    assert shared.weights.shape == (2 * G, 3, T, 6)
+    torch.testing.assert_close(shared.output, copied.output, **TOL64)
+    torch.testing.assert_close(shared.weights, copied.weights, **TOL64)
+    with pytest.raises(ValueError, match="multiple of kv's rows"):
+        mha(q[:3], kv=kv, key_padding_mask=real)
+    with pytest.raises(ValueError, match="key_padding_mask only"):
+        mha(q, kv=kv, is_causal=True)
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, S\) = \(2, 6\)"):
+        mha(q, kv=kv, key_padding_mask=real[rows])
+
+
 def test_cache_reorder():
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).double()
@@ -361,6 +403,26 @@ def test_cache_reorder():
     full = mha(torch.cat([prefix[index], nxt], 1), is_causal=True).output
     torch.testing.assert_close(step[:, 0], full[:, -1], **TOL64)
     KVCache().reorder(index)  # an empty cache has nothing to reorder
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_cache_reorders_every_step_follow_the_rows(grad):
+    # Beam search reorders after every step, growing the batch (K beams) then shrinking it
+    # (finished sentences) while the capacity doubles: each step equals the full recomputation.
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).double()
+    seqs = torch.randn(3, 1, 8, dtype=torch.float64)  # (B, t, D) every row's inputs so far
+    cache = KVCache()
+    with torch.set_grad_enabled(grad):
+        mha(seqs, is_causal=True, cache=cache)
+        for index in ([0, 0, 1, 1, 2, 2], [1, 0, 3, 3, 5, 4], [2, 2, 5, 4], [1, 0, 3, 2], [3, 0], [1, 0, 0]) * 3:
+            index = torch.tensor(index)
+            cache.reorder(index)
+            nxt = torch.randn(len(index), 1, 8, dtype=torch.float64)
+            seqs = torch.cat([seqs[index], nxt], dim=1)
+            step = mha(nxt, is_causal=True, cache=cache).output
+            torch.testing.assert_close(step[:, 0], mha(seqs, is_causal=True).output[:, -1], **TOL64)
+    assert len(cache) == seqs.shape[1] > 16  # past the first capacity
 
 
 # --------------------------------------------------------------------------------------------

@@ -82,6 +82,43 @@ def test_beam_size_one_equals_greedy():
         assert b.score == pytest.approx(g.score, abs=1e-5)
 
 
+def test_expanded_state_keeps_one_source_per_sentence_and_follows_beams():
+    # expand() gives each sentence K decoder rows over one copy of its source keys/values; the
+    # steps and reorders give what copying the whole state to every row gives.
+    model = make_model(n_decoder_layers=2)
+    src, tgt_in, _ = random_batch(B=3)
+    K = 2
+    shared, copied = model.start(src), model.start(src)
+    shared.expand(K)
+    copied.reorder(torch.arange(3).repeat_interleave(K))
+    assert shared.memory_kv[0][0].shape[0] == 3 and copied.memory_kv[0][0].shape[0] == 3 * K
+    tokens = tgt_in[:, :1].repeat_interleave(K, dim=0)  # (B·K, 1)
+    # within sentences, then dropping the middle sentence (the groups of beam search)
+    for index in (torch.tensor([1, 0, 2, 2, 5, 4]), torch.tensor([1, 1, 5, 4])):
+        a = model.step(tokens, shared, need_weights=True)
+        b = model.step(tokens, copied, need_weights=True)
+        torch.testing.assert_close(a.logits, b.logits)
+        torch.testing.assert_close(a.cross_weights, b.cross_weights)
+        shared.reorder(index)
+        copied.reorder(index)
+        tokens = (tokens[index] + 1) % 19
+    assert shared.src_mask.shape[0] == 2 and shared.memory_kv[0][0].shape[0] == 2
+    torch.testing.assert_close(model.step(tokens, shared).logits, model.step(tokens, copied).logits)
+
+
+def test_beam_search_batched_equals_one_by_one():
+    # Sentences leave the batch when they are done; the others must not notice.
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=6, seed=4)
+    kw = dict(bos_id=BOS, eos_id=EOS, beam_size=3, max_len=9, return_attention=True)
+    batched = beam_search(model, src, **kw)
+    for b, h in enumerate(batched):
+        one = beam_search(model, src[b : b + 1], **kw)[0]
+        assert h.tokens == one.tokens
+        assert h.score == pytest.approx(one.score, abs=1e-5)
+        torch.testing.assert_close(h.cross_attention, one.cross_attention, atol=1e-5, rtol=1e-5)
+
+
 def test_beam_search_finds_at_least_the_greedy_log_probability():
     model = make_model(n_decoder_layers=2)
     src, _, _ = random_batch(B=4, seed=5)
@@ -165,7 +202,7 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     kw = dict(bos_id=BOS, eos_id=EOS, beam_size=4, max_len=20, alpha=alpha, return_attention=True)
     early = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     early_steps = steps["calls"]
-    monkeypatch.setattr("attnlab.decode._search_is_decided", lambda *args: False)
+    monkeypatch.setattr("attnlab.decode._decided", lambda scores, *args: torch.zeros(len(scores), dtype=torch.bool))
     steps["calls"] = 0
     full = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     assert [h.tokens for h in early] == [h.tokens for h in full]

@@ -7,8 +7,9 @@ call it replaces:
 - :func:`linear` ``==`` :func:`torch.nn.functional.linear` (and :class:`Linear` ``==``
   :class:`torch.nn.Linear`, same parameters and state-dict names). Without autograd, on a CPU and
   in fp32, one row goes to attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on
-  first use) and up to :data:`ONEDNN_MAX_ROWS` rows to oneDNN's inner product: both split the
-  product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
+  first use) and up to :data:`ONEDNN_MAX_ROWS` rows times a large weight
+  (:data:`ONEDNN_MIN_WEIGHT`), on more than one thread, to oneDNN's inner product: both split
+  the product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
   That is decoding, which reads every weight matrix once per token. Training and everything
   else is ``F.linear``.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
@@ -39,7 +40,15 @@ bottom of the model stack (:mod:`attnlab.functional`) can use it.
 
 from __future__ import annotations
 
-from .inference import ONEDNN_MAX_ROWS, Linear, apply_dropout, linear
+from .inference import ONEDNN_MAX_ROWS, ONEDNN_MIN_WEIGHT, Linear, apply_dropout, linear
 from .rules import MATH_MAX_KEYS_LOW_PRECISION, prefer_math
 
-__all__ = ["linear", "Linear", "apply_dropout", "prefer_math", "ONEDNN_MAX_ROWS", "MATH_MAX_KEYS_LOW_PRECISION"]
+__all__ = [
+    "linear",
+    "Linear",
+    "apply_dropout",
+    "prefer_math",
+    "ONEDNN_MAX_ROWS",
+    "ONEDNN_MIN_WEIGHT",
+    "MATH_MAX_KEYS_LOW_PRECISION",
+]

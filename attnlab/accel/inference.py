@@ -28,6 +28,12 @@ _ONEDNN_LINEAR = _onednn_linear_available()
 #: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
 ONEDNN_MAX_ROWS = 16
 
+#: Fewest weight numbers for which :func:`linear` takes oneDNN for 2 … :data:`ONEDNN_MAX_ROWS`
+#: rows. Below it the weights stay in the caches and the time is the call's own, where MKL's is
+#: the cheaper; from it on (the vocabulary projection of a translator, a 1024 × 1024 layer) the
+#: product is a stream through memory that oneDNN splits over the threads and MKL does not.
+ONEDNN_MIN_WEIGHT = 1 << 20
+
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x Wᵀ + b``, the same numbers as :func:`torch.nn.functional.linear` (the reference).
@@ -39,9 +45,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     - one row goes to attnlab's own kernel (:func:`attnlab.accel.kernels.gemv`, compiled on
       first use), which streams the weights on all of torch's threads;
-    - up to :data:`ONEDNN_MAX_ROWS` rows (beam search, a short prompt), or one row where the
-      kernel could not be built, go to oneDNN's inner product (the kernel ``torch.compile``
-      uses on CPUs), which also splits the work over the threads;
+    - one row where the kernel could not be built, and up to :data:`ONEDNN_MAX_ROWS` rows (beam
+      search, a short prompt) times a weight of at least :data:`ONEDNN_MIN_WEIGHT` numbers on
+      more than one thread, go to oneDNN's inner product (the kernel ``torch.compile`` uses on
+      CPUs), which also splits the work over the threads; on one thread, or for a smaller
+      weight, MKL's call costs less than oneDNN's;
     - everything else, training included, is ``F.linear``.
 
     Every path is tested against ``F.linear``; docs/foundation.md has the measured times.
@@ -65,7 +73,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             y = kernels.matvec(x, weight, bias)
             if y is not None:
                 return y
-        if _ONEDNN_LINEAR:
+        if _ONEDNN_LINEAR and (
+            x.numel() == x.shape[-1] or (weight.numel() >= ONEDNN_MIN_WEIGHT and torch.get_num_threads() > 1)
+        ):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 

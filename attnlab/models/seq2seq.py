@@ -15,7 +15,9 @@ They agree on three things, all defined here:
       state.reorder(index)                                # keep these rows (beam search)
 
   The search code knows nothing else about a model's insides; a model's state carries whatever
-  its decoder needs (key/value caches for a Transformer, the recurrent state for an RNN).
+  its decoder needs (key/value caches for a Transformer, the recurrent state for an RNN). A state
+  may also have ``expand(beam_size)``, which beam search calls instead of copying each sentence's
+  state to its beams by ``reorder``: :class:`DecoderState` keeps the source side once per sentence.
   :class:`DecoderState` is the state of the Transformer decoders (the Transformer's and the
   captioner's).
 - **The loss**: the mean over the target positions whose label is not padding. Models whose
@@ -127,25 +129,60 @@ class DecoderState:
     The encoder output is projected to each layer's cross-attention keys/values once (they do not
     change while decoding); each layer's self-attention keys/values grow in a :class:`KVCache`.
 
+    The source side is stored once per sentence, the decoder side once per row: after
+    :meth:`expand` (beam search) each sentence has ``beams`` consecutive decoder rows, which the
+    cross-attention runs as the query rows of one attention over the sentence's keys/values.
+
     Shape:
-        memory_kv L × 2 × ``(B, H, S, Dh)``; src_mask ``(B, S)``; caches L × ``(B, H, length, Dh)``
+        memory_kv L × 2 × ``(N, H, S, Dh)``; src_mask ``(N, S)``; caches
+        L × ``(N·beams, H, length, Dh)`` (``N`` sentences)
     """
 
-    memory_kv: list[tuple[Tensor, Tensor]]  # per layer: cross-attention keys/values (B, H, S, Dh)
-    src_mask: Tensor  # (B, S) True = real source token
+    memory_kv: list[tuple[Tensor, Tensor]]  # per layer: cross-attention keys/values (N, H, S, Dh)
+    src_mask: Tensor  # (N, S) True = real source token
     caches: list[KVCache] = field(default_factory=list)  # per layer: decoder self-attention cache
     length: int = 0  # target positions decoded so far
+    beams: int = 1  # decoder rows per sentence: rows b·beams … b·beams + beams − 1 decode sentence b
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beam search moves hypotheses between rows).
+    def expand(self, beam_size: int) -> None:
+        """Give every sentence ``beam_size`` decoder rows, copies of its one row (the start of beam
+        search); the source keys/values stay one per sentence.
 
         Shape:
-            index ``(B',)`` → every tensor's batch dimension becomes ``B'``
+            caches ``(N, H, length, Dh)`` → ``(N·beam_size, H, length, Dh)``
         """
-        self.memory_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv]
-        self.src_mask = self.src_mask.index_select(0, index)
+        if self.beams != 1:
+            raise ValueError(f"this state already has {self.beams} rows per sentence")
+        if self.length:
+            rows = torch.arange(self.src_mask.shape[0], device=self.src_mask.device).repeat_interleave(beam_size)
+            for c in self.caches:
+                c.reorder(rows)
+        self.beams = beam_size
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep decoder rows ``index`` (greedy decoding drops finished rows, beam search moves
+        hypotheses between rows).
+
+        With one row per sentence the sentences follow ``index``. After :meth:`expand`, ``index``
+        must come in groups of ``beams`` rows of one sentence, in the sentences' order, as beam
+        search's are (it permutes the beams of each sentence and drops finished sentences): the
+        source side then only changes when sentences are dropped.
+
+        Shape:
+            index ``(B',)`` → the decoder's batch dimension becomes ``B'``; the source's
+            ``B' / beams``
+        """
         for c in self.caches:
             c.reorder(index)
+        K = self.beams
+        if K == 1:
+            sentences = index
+        elif index.shape[0] // K != self.src_mask.shape[0]:
+            sentences = index[::K] // K  # (B' / K,) the sentence of each group
+        else:
+            return  # the same sentences: beams only moved within their own
+        self.memory_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.memory_kv]
+        self.src_mask = self.src_mask.index_select(0, sentences)
 
 
 def token_cross_entropy(logits: Tensor, labels: Tensor, *, pad_id: int, label_smoothing: float = 0.0) -> Tensor:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .. import accel
 from ..layers import ACTIVATIONS, DecoderBlock, EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
 from ..variants import AttentionSpec
@@ -139,7 +140,8 @@ class Transformer(nn.Module):
         # Pre-norm stacks end un-normalised; a final LayerNorm brings the output to scale.
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
-        self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        # accel.Linear: the few rows of beam search at batch 1 read this large matrix on every thread.
+        self.out_proj = accel.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self._init_weights()
         if c.tie_output:
             self.out_proj.weight = self.tgt_embed.weight
