@@ -29,6 +29,11 @@ The HuggingFace model's weights are converted into attnlab's GPT (attnlab.models
 the fp32 runs must produce the same tokens; the benchmark checks it (and reports how much of the
 bf16 runs' text matches).
 
+One token of batch-1 decoding reads every weight once, so memory bandwidth bounds it. The
+benchmark measures this machine's copy bandwidth (``dst.copy_(src)`` on 256 MB with the same
+threads, counting the bytes read and written, as STREAM's Copy does) and reports each cached run's
+fraction of the bound: weight bytes × tokens/s ÷ copy bandwidth.
+
 Full run (the issue's tables; a few minutes on a quiet machine)::
 
     .venv/bin/python benchmarks/lm.py
@@ -282,7 +287,31 @@ def bench_generation(
             fn()
             times[name].append(time.perf_counter() - t0)
     rates = {name: new_tokens / statistics.median(v) for name, v in times.items()}
-    return {"tokens_per_s": rates, "bf16_agreement": agreement}
+    weight_bytes = {
+        "fp32": sum(p.numel() * p.element_size() for p in ours.parameters()),
+        "bf16": sum(p.numel() * p.element_size() for p in ours_bf16.parameters()),
+    }
+    return {"tokens_per_s": rates, "bf16_agreement": agreement, "weight_bytes": weight_bytes}
+
+
+def copy_bandwidth(megabytes: int = 256, repeats: int = 7) -> float:
+    """This machine's memory bandwidth in bytes/s, measured as STREAM's Copy is: ``dst ← src``.
+
+    Counts the bytes read plus the bytes written; the median of ``repeats`` copies after a warm-up.
+    Uses torch's intra-op threads, as decoding does.
+
+    Shape:
+        two fp32 buffers of ``megabytes`` MB each → one float
+    """
+    n = megabytes * (1 << 20) // 4
+    src, dst = torch.rand(n), torch.empty(n)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return 2 * src.nbytes / statistics.median(times)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,6 +386,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, rate in r.items():
             print(f"  {name:<22}{rate:>9,.0f} tok/s  {rate / base:>6.2f}× hf (fp32)")
         print(f"  cache speed-up over no cache: {r['attnlab (cache)'] / r['attnlab (no cache)']:.2f}×")
+        bandwidth = copy_bandwidth()
+        g["copy_bandwidth_bytes_per_s"] = bandwidth
+        print(f"  copy bandwidth ({torch.get_num_threads()} threads, read + write): {bandwidth / 1e9:.1f} GB/s")
+        fractions = {}
+        for name, rate in r.items():
+            if "no cache" in name:
+                continue  # it reads the weights once per position, not once per token
+            nbytes = g["weight_bytes"]["bf16" if "bf16" in name else "fp32"]
+            fractions[name] = nbytes * rate / bandwidth
+            print(
+                f"  {name:<22}{nbytes / 1e6:>6.1f} MB of weights per token × {rate:,.0f} tok/s = "
+                f"{fractions[name]:.0%} of the bandwidth bound"
+            )
+        g["bandwidth_fraction"] = fractions
         if "bf16" in args.precisions:
             print(
                 f"  bf16: attnlab / hf generate in bf16: {r['attnlab (cache) bf16'] / r['hf generate bf16']:.2f}×; "
