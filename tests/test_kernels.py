@@ -52,6 +52,14 @@ def test_gemv_equals_torch_linear(n, out, bias, threads):
         torch.set_num_threads(before)
 
 
+def test_linear_refuses_mismatched_shapes_rather_than_reading_past_the_weight():
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):  # F.linear's message
+            accel.linear(torch.randn(1, 10), torch.randn(12, 5))
+        with pytest.raises(RuntimeError):
+            accel.linear(torch.randn(1, 10), torch.randn(12, 10), torch.randn(7))  # bias of the wrong size
+
+
 def test_gemv_declines_what_it_cannot_compute():
     w, b = torch.randn(8, 16), torch.randn(8)
     with torch.no_grad():

@@ -54,13 +54,22 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_grad_enabled()
         and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
+        and weight.shape[-1] == x.shape[-1]  # else F.linear names the mismatch (the kernel would read past W)
     ):
         if (
             x.numel() == x.shape[-1]
             and weight.is_cpu
             and weight.dim() == 2
             and weight.is_contiguous()
-            and (bias is None or (bias.is_cpu and bias.dtype == torch.float32 and bias.is_contiguous()))
+            and (
+                bias is None
+                or (
+                    bias.is_cpu
+                    and bias.dtype == torch.float32
+                    and bias.is_contiguous()
+                    and bias.shape == weight.shape[:1]
+                )
+            )
         ):
             y = kernels.matvec(x, weight, bias)
             if y is not None:
