@@ -38,6 +38,7 @@ __all__ = [
     "AttentionResult",
     "attention_result_html",
     "scaled_dot_product_attention",
+    "pick_backend",
     "additive_attention",
     "causal_mask",
     "padding_mask",
@@ -342,18 +343,30 @@ def scaled_dot_product_attention(
         is_causal = False  # one query, aligned with the last key, sees every key (decoding with a cache)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
+    fn = pick_backend(backend, q, k, return_weights)
+    if mask is not None:
+        q, k, v = _quiet_unreachable(q, k, v, mask)
+    return fn(q, k, v, mask, scale, dropout_p, is_causal, return_weights)
+
+
+def pick_backend(backend: str, q: Tensor, k: Tensor, return_weights: bool = False) -> AttentionBackend:
+    """The function in :data:`BACKENDS` that :func:`scaled_dot_product_attention` runs for
+    ``backend`` (resolving ``"auto"``), called as ``fn(q, k, v, mask, scale, dropout_p,
+    is_causal, return_weights)`` on checked inputs. A caller that has made the checks itself (one
+    decoding query against a cache, :class:`attnlab.layers.MultiHeadAttention`) calls it directly.
+
+    Shape:
+        q ``(..., T, Dh)``, k ``(..., S, Dh)``
+    """
     if backend == "auto":
         backend = "math" if return_weights or accel.prefer_math(q, k) else "sdpa"
     try:
-        fn = BACKENDS[backend]
+        return BACKENDS[backend]
     except KeyError:
         hint = "; exact chunked attention is attnlab.chunked_attention" if backend == "chunked" else ""
         raise ValueError(
             f"unknown attention backend {backend!r}; choose from {sorted(BACKENDS)} or 'auto'{hint}"
         ) from None
-    if mask is not None:
-        q, k, v = _quiet_unreachable(q, k, v, mask)
-    return fn(q, k, v, mask, scale, dropout_p, is_causal, return_weights)
 
 
 # --------------------------------------------------------------------------------------------

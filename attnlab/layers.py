@@ -12,6 +12,7 @@ inactive. :mod:`attnlab.accel` documents this fast path and how to turn it off.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -285,6 +286,25 @@ class MultiHeadAttention(nn.Module):
             - attn_mask: ``(T, S)`` or ``(B, 1|H, T, S)``
             - output: ``(B, T, D)``;  weights: ``(B, H, T, S)``
         """
+        # One step of decoding without masks or weights: the short path (see _attend_cached_row).
+        if (
+            isinstance(cache, KVCache)
+            and query.dim() == 3
+            and query.shape[1] == 1
+            and query.shape[2] == self.d_model
+            and key is None
+            and value is None
+            and kv is None
+            and key_padding_mask is None
+            and attn_mask is None
+            and not is_causal
+            and not need_weights
+            and self._stackable
+            and self.attention.name == "full"
+            and self.backend != "chunked"
+            and query.dtype == self.q_proj.weight.dtype
+        ):
+            return self._attend_cached_row(query, cache)
         inputs = {"query": query, "key": key, "value": value}
         if kv is not None:
             inputs.update({"kv[0]": kv[0], "kv[1]": kv[1]})
@@ -374,6 +394,41 @@ class MultiHeadAttention(nn.Module):
         if attn_mask is not None or is_causal:
             raise ValueError("kv shared by groups of query rows takes key_padding_mask only (no attn_mask, is_causal)")
         return B // n
+
+    def _attend_cached_row(self, x: Tensor, cache: KVCache) -> AttentionOutput:
+        """One step of incremental self-attention decoding: one new position per sequence, no
+        masks, no weights asked for, the keys and values before it in ``cache``.
+
+        The general path of :meth:`forward` computes the same attention, but decoding runs this
+        once per layer and token, where the fixed cost of each call is a large part of the step:
+        the three projections are one call of :func:`attnlab.accel.stacked_linear`; under
+        ``backend="auto"`` the attention is :func:`attnlab.accel.attend_one_query`, a kernel
+        for a single query (the same numbers as PyTorch's fused kernel up to rounding), else the
+        backend's usual kernel; and the checks and masks are left out, as :meth:`forward` has
+        made the cheap checks that this case needs. A single new query may see every cached
+        key, so causal decoding needs no mask.
+
+        Shape:
+            x ``(B, 1, D)``; cache holding ``S - 1`` positions → output ``(B, 1, D)``
+        """
+        B = x.shape[0]
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        biases = None if self.q_proj.bias is None else tuple(p.bias for p in projections)
+        qkv = accel.stacked_linear(x, tuple(p.weight for p in projections), biases)  # (B, 1, 3D)
+        q, k, v = qkv.view(B, 1, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × (B, H, 1, Dh)
+        if self.rotary is not None:
+            offset = len(cache)
+            q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, 1, Dh)
+        k, v = cache.extend(k, v)  # (B, H, S, Dh)
+        scale = 1.0 / math.sqrt(self.head_dim)  # the default of AF.scaled_dot_product_attention
+        dropout_p = self.dropout if self.training else 0.0
+        out = None
+        if self.backend == "auto" and dropout_p == 0.0:
+            out = accel.attend_one_query(q, k, v, scale)  # (B, H, 1, Dh), or None: not its case
+        if out is None:
+            out, _ = AF.pick_backend(self.backend, q, k)(q, k, v, None, scale, dropout_p, False, False)
+        out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
+        return AttentionOutput(self.out_proj(out), None)
 
     def _check_dtypes(self, inputs: dict[str, Tensor | None]) -> None:
         """Inputs must have the weights' dtype (else F.linear fails with "mat1 and mat2 must have

@@ -274,6 +274,62 @@ def test_cached_decoding_with_key_padding():
 
 
 @pytest.mark.parametrize(
+    "dtype, backend, tol",
+    [
+        (torch.float64, "auto", TOL64),
+        (torch.float32, "auto", dict(atol=1e-5, rtol=1e-5)),  # attnlab's one-query kernel: rounding
+        (torch.float32, "sdpa", dict(atol=1e-5, rtol=1e-5)),
+        (torch.float32, "math", dict(atol=1e-5, rtol=1e-5)),
+        (torch.bfloat16, "auto", dict(atol=2e-2, rtol=2e-2)),
+    ],
+)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("rotary", [False, True])
+def test_one_row_decoding_step_equals_the_general_path(dtype, backend, tol, bias, rotary):
+    """One new position without masks (GPT's decoding step, is_causal=False) takes the short
+    path; is_causal=True, which masks nothing for one new query, takes the general one."""
+    from attnlab.positional import RotaryEmbedding
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(24, 3, bias=bias, backend=backend, rotary=RotaryEmbedding(8) if rotary else None)
+    mha = randomize_(mha, 1).to(dtype)
+    x = torch.randn(2, 20, 24).to(dtype)  # 20 > the cache's initial capacity of 16: storage grows once
+    full = mha(x, is_causal=True).output
+    with torch.inference_mode():  # as generation runs (the kernels need no autograd)
+        short, general = KVCache(), KVCache()
+        a = [mha(x[:, t : t + 1], cache=short).output for t in range(20)]
+        b = [mha(x[:, t : t + 1], is_causal=True, cache=general).output for t in range(20)]
+    torch.testing.assert_close(torch.cat(a, 1), torch.cat(b, 1), **tol)
+    if dtype != torch.bfloat16:  # bf16 rounds the uncached path (one stacked q, k, v product) differently
+        torch.testing.assert_close(torch.cat(a, 1), full, **tol)
+    torch.testing.assert_close(short._k[:, :, :20], general._k[:, :, :20], **tol)
+    torch.testing.assert_close(short._v[:, :, :20], general._v[:, :, :20], **tol)
+
+
+def test_which_steps_take_the_one_row_path(monkeypatch):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    calls = []
+    real = MultiHeadAttention._attend_cached_row
+    monkeypatch.setattr(MultiHeadAttention, "_attend_cached_row", lambda *a: calls.append(1) or real(*a))
+    cache = KVCache()
+    with torch.inference_mode():
+        mha(torch.randn(1, 3, 8), cache=cache)  # a prompt: several positions
+        mha(torch.randn(1, 1, 8), cache=cache)  # a step
+        mha(torch.randn(1, 1, 8), cache=cache, need_weights=True)
+        mha(torch.randn(1, 1, 8), cache=cache, key_padding_mask=torch.ones(1, 6, dtype=torch.bool))
+        mha(torch.randn(1, 1, 8), cache=cache, attn_mask=torch.ones(1, 7, dtype=torch.bool))
+        mha(torch.randn(1, 1, 8), cache=cache, is_causal=True)
+        mha(torch.randn(1, 1, 8))  # no cache
+        assert calls == [1] and len(cache) == 8
+        chunked = MultiHeadAttention(8, 2, backend="chunked").eval()
+        chunked(torch.randn(1, 1, 8), cache=KVCache())  # the online softmax is not a one-row kernel
+        assert calls == [1]
+        with pytest.raises(TypeError, match="dtype"):
+            mha(torch.randn(1, 1, 8).double(), cache=KVCache())  # the general path names the problem
+
+
+@pytest.mark.parametrize(
     "shape", [(1, 1, 48), (1, 48), (3, 5, 48), (ONEDNN_MAX_ROWS, 48), (ONEDNN_MAX_ROWS + 1, 48), (0, 48)]
 )
 @pytest.mark.parametrize("bias", [True, False])

@@ -11,7 +11,13 @@ call it replaces:
   (:data:`ONEDNN_MIN_WEIGHT`), on more than one thread, to oneDNN's inner product: both split
   the product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
   That is decoding, which reads every weight matrix once per token. Training and everything
-  else is ``F.linear``.
+  else is ``F.linear``. :func:`stacked_linear` ``==`` ``torch.cat`` of :func:`linear` over
+  several matrices of one shape: for one row, a single call of the kernel (the query, key and
+  value projections of a decoding step).
+- :func:`attend_one_query` ``==`` ``F.scaled_dot_product_attention`` (up to rounding) for a
+  single query per head and no mask, by attnlab's kernel, in fp32 on a CPU without autograd
+  (else ``None``). The one-position decoding step of
+  :class:`attnlab.layers.MultiHeadAttention` takes it under ``backend="auto"``.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of
@@ -40,11 +46,21 @@ bottom of the model stack (:mod:`attnlab.functional`) can use it.
 
 from __future__ import annotations
 
-from .inference import ONEDNN_MAX_ROWS, ONEDNN_MIN_WEIGHT, Linear, apply_dropout, linear
+from .inference import (
+    ONEDNN_MAX_ROWS,
+    ONEDNN_MIN_WEIGHT,
+    Linear,
+    apply_dropout,
+    attend_one_query,
+    linear,
+    stacked_linear,
+)
 from .rules import MATH_MAX_KEYS_LOW_PRECISION, prefer_math
 
 __all__ = [
     "linear",
+    "stacked_linear",
+    "attend_one_query",
     "Linear",
     "apply_dropout",
     "prefer_math",

@@ -1,4 +1,4 @@
-/* attnlab's matrix-vector product for decoding: y = W x + b, fp32, one input row.
+/* attnlab's native kernels for decoding one token at a time, fp32.
  *
  * Generating one token multiplies every weight matrix by a single vector, so the cost is reading
  * the weights from memory once. The loop is the plainest one: the rows are split over the
@@ -6,18 +6,96 @@
  * reads a single sequential stream, which the hardware prefetcher follows best (a variant that
  * interleaves four rows was slower; docs/foundation.md has the measurements). Built by
  * attnlab/accel/kernels.py with -O3 -march=native.
- *
- * Shapes: W (out, n) row-major and contiguous, x (n,), b (out,) or NULL, y (out,).
  */
 
+#include <math.h>
+#include <string.h>
+
+/* Eight floats, in whatever vector registers the target has (GCC/Clang vector extensions). */
+typedef float f32x8 __attribute__((vector_size(32)));
+
+static inline f32x8 load8(const float *p) {
+    f32x8 v;
+    memcpy(&v, p, sizeof v); /* an unaligned load */
+    return v;
+}
+
+/* w . x over n floats. Four independent accumulators: a single one makes every multiply-add wait
+ * for the previous one, and a row of a few hundred floats is then bound by that latency rather
+ * than by memory. The order of the additions is fixed by the code, the same for every caller. */
+static inline float row_dot(const float *restrict w, const float *restrict x, long n) {
+    f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    long i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 += load8(w + i) * load8(x + i);
+        a1 += load8(w + i + 8) * load8(x + i + 8);
+        a2 += load8(w + i + 16) * load8(x + i + 16);
+        a3 += load8(w + i + 24) * load8(x + i + 24);
+    }
+    for (; i + 8 <= n; i += 8) a0 += load8(w + i) * load8(x + i);
+    const f32x8 a = (a0 + a1) + (a2 + a3);
+    float acc = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    for (; i < n; ++i) acc += w[i] * x[i];
+    return acc;
+}
+
+/* y = W x + b. Shapes: W (out, n) row-major and contiguous, x (n,), b (out,) or NULL, y (out,). */
 void attnlab_gemv_f32(const float *restrict W, const float *restrict x, const float *restrict b,
                       float *restrict y, long out, long n, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (long o = 0; o < out; ++o) {
-        const float *restrict w = W + o * n;
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (long i = 0; i < n; ++i) acc += w[i] * x[i];
-        y[o] = acc + (b ? b[o] : 0.0f);
+    for (long o = 0; o < out; ++o) y[o] = row_dot(W + o * n, x, n) + (b ? b[o] : 0.0f);
+}
+
+/* `count` matrices of one shape times the same row, their outputs side by side: the query, key
+ * and value projections of a decoding step in one parallel region instead of three (each region
+ * costs a fork and a barrier, comparable to streaming a small matrix).
+ *
+ * Shapes: W[m] (out, n) row-major and contiguous for m < count, x (n,), b NULL or b[m] (out,),
+ * y (count * out,) with y[m * out + o] = W[m][o] . x + b[m][o]. */
+void attnlab_gemv_many_f32(const float *const *W, const float *restrict x, const float *const *b,
+                           float *restrict y, long count, long out, long n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long r = 0; r < count * out; ++r) {
+        const long m = r / out, o = r - m * out;
+        y[r] = row_dot(W[m] + o * n, x, n) + (b ? b[m][o] : 0.0f);
+    }
+}
+
+/* Scaled dot-product attention of a single query per (batch, head) over S keys, the step of
+ * incremental decoding (Vaswani et al. 2017, eq. 1): out = softmax(scale * K q) V. The scores
+ * are exponentiated after subtracting their maximum, as every softmax does, so none overflows.
+ * One (batch, head) pair per iteration of the parallel loop; `scores` is scratch, B*H*S floats.
+ *
+ * Shapes (strides in floats; the last dimension of each tensor is contiguous): q (B, H, Dh) with
+ * strides (q_sb, q_sh); K and V (B, H, S, Dh) with the same strides (kv_sb, kv_sh, kv_ss);
+ * out (B, H, Dh) with strides (o_sb, o_sh). */
+void attnlab_attend_one_f32(const float *restrict q, const float *restrict K, const float *restrict V,
+                            float *restrict out, float *restrict scores, long B, long H, long S, long Dh,
+                            long q_sb, long q_sh, long kv_sb, long kv_sh, long kv_ss, long o_sb, long o_sh,
+                            float scale, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long bh = 0; bh < B * H; ++bh) {
+        const long b = bh / H, h = bh - b * H;
+        const float *qi = q + b * q_sb + h * q_sh;
+        const float *k = K + b * kv_sb + h * kv_sh, *v = V + b * kv_sb + h * kv_sh;
+        float *s = scores + bh * S, *o = out + b * o_sb + h * o_sh;
+        float top = -INFINITY;
+        for (long j = 0; j < S; ++j) {
+            s[j] = scale * row_dot(k + j * kv_ss, qi, Dh);
+            top = s[j] > top ? s[j] : top;
+        }
+        float total = 0.0f;
+        for (long j = 0; j < S; ++j) {
+            s[j] = expf(s[j] - top);
+            total += s[j];
+        }
+        for (long d = 0; d < Dh; ++d) o[d] = 0.0f;
+        for (long j = 0; j < S; ++j) {
+            const float p = s[j], *vj = v + j * kv_ss;
+#pragma omp simd
+            for (long d = 0; d < Dh; ++d) o[d] += p * vj[d];
+        }
+        const float inv = 1.0f / total;
+        for (long d = 0; d < Dh; ++d) o[d] *= inv;
     }
 }

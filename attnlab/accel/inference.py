@@ -16,7 +16,7 @@ from . import kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["linear", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS"]
+__all__ = ["linear", "stacked_linear", "attend_one_query", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS"]
 
 
 def _onednn_linear_available() -> bool:
@@ -62,13 +62,22 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_grad_enabled()
         and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
+        and weight.shape[-1] == x.shape[-1]  # else F.linear names the mismatch (the kernel would read past W)
     ):
         if (
             x.numel() == x.shape[-1]
             and weight.is_cpu
             and weight.dim() == 2
             and weight.is_contiguous()
-            and (bias is None or (bias.is_cpu and bias.dtype == torch.float32 and bias.is_contiguous()))
+            and (
+                bias is None
+                or (
+                    bias.is_cpu
+                    and bias.dtype == torch.float32
+                    and bias.is_contiguous()
+                    and bias.shape == weight.shape[:1]
+                )
+            )
         ):
             y = kernels.matvec(x, weight, bias)
             if y is not None:
@@ -78,6 +87,73 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         ):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
+
+
+def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...] | None = None) -> Tensor:
+    """``torch.cat([linear(x, w, b) for w, b in zip(weights, biases)], dim=-1)`` (the reference):
+    several weight matrices of one shape applied to the same input, outputs side by side.
+
+    Decoding projects the new position to its queries, keys and values. For one fp32 CPU row
+    without autograd the three products are one call of attnlab's kernel
+    (:func:`attnlab.accel.kernels.matvec_many`): one pass of the threads over the three matrices,
+    with the numbers of :func:`linear`'s kernel. Stacking the weights into one matrix would also
+    give one product, but copies them at every call or keeps a second copy. Everything else is
+    the reference, product by product.
+
+    Shape:
+        x ``(..., in)``, weights ``count × (out, in)``, biases ``count × (out,)`` → ``(..., count·out)``
+    """
+    shape = weights[0].shape  # (out, in), the same for every matrix
+    if (
+        x.numel() == x.shape[-1] == shape[-1] > 0
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and all(w.shape == shape and w.dtype == torch.float32 and w.is_cpu and w.is_contiguous() for w in weights)
+        and (
+            biases is None
+            or all(b.shape == shape[:1] and b.dtype == torch.float32 and b.is_cpu and b.is_contiguous() for b in biases)
+        )
+    ):
+        y = kernels.matvec_many(x, weights, biases)
+        if y is not None:
+            return y
+    if biases is None:
+        biases = (None,) * len(weights)
+    return torch.cat([linear(x, w, b) for w, b in zip(weights, biases)], dim=-1)  # (..., count·out)
+
+
+def attend_one_query(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
+    """``F.scaled_dot_product_attention(q, k, v, scale=scale)`` (the reference, up to rounding)
+    for a single query per (batch, head) and no mask, computed by attnlab's kernel
+    (:func:`attnlab.accel.kernels.attend_one`); ``None`` where the kernel does not apply (not
+    fp32 on a CPU, autograd wanted, another layout, or the kernel not built), and the caller
+    takes its usual attention.
+
+    That is one decoding step over a key/value cache: PyTorch's fused kernel is built for blocks
+    of queries, and for a single one its fixed cost per call exceeds the arithmetic several times
+    (docs/gpt-bert.md has the measurements). Its output is laid out so that merging the heads is a
+    view (see :func:`attnlab.accel.kernels.attend_one`).
+
+    Shape:
+        q ``(B, H, 1, Dh)``, k and v ``(B, H, S, Dh)`` → ``(B, H, 1, Dh)``
+    """
+    if (
+        q.dim() == 4
+        and q.shape[2] == 1
+        and k.shape == v.shape
+        and k.shape[:2] == q.shape[:2]
+        and k.shape[3] == q.shape[3]
+        and k.shape[2] > 0
+        and q.dtype == k.dtype == v.dtype == torch.float32
+        and q.device.type == k.device.type == v.device.type == "cpu"
+        and q.stride(3) == 1
+        and k.stride() == v.stride()
+        and k.stride(3) == 1
+        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    ):
+        return kernels.attend_one(q, k, v, scale)
+    return None
 
 
 class Linear(nn.Linear):

@@ -1,7 +1,9 @@
 """attnlab's native kernels, compiled on first use with the machine's C compiler.
 
-One kernel so far: :func:`gemv`, the fp32 matrix–vector product that dominates decoding one
-token at a time (each weight matrix times a single row). PyTorch's CPU path for that product
+The kernels of decoding one token at a time, in fp32: :func:`gemv`, the matrix–vector product that
+dominates it (each weight matrix times a single row); :func:`matvec_many`, the same product for
+several matrices at once (a layer's query, key and value projections); and :func:`attend_one`,
+attention of a single query over the cached keys and values. PyTorch's CPU path for that product
 (MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
 plain loop in ``gemv.c`` streams the weights on all of torch's threads.
 
@@ -32,12 +34,15 @@ from .. import machine
 
 Tensor = torch.Tensor
 
-__all__ = ["gemv", "matvec", "available", "status"]
+__all__ = ["gemv", "matvec", "matvec_many", "attend_one", "available", "status"]
 
 _SOURCE = Path(__file__).with_name("gemv.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+_LIBS = ["-lm"]  # after the source: a linker with --as-needed drops a library named before its users
 _lock = threading.Lock()
-_gemv_f32 = None  # the loaded C function, once built
+_gemv_f32 = None  # the loaded C functions, once built
+_gemv_many_f32 = None
+_attend_one_f32 = None
 _tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
 _status = "not loaded yet"
 
@@ -48,7 +53,7 @@ def _build() -> Path:
         raise OSError("no C compiler (cc/gcc) on PATH")
     source = _SOURCE.read_bytes()
     key = hashlib.sha256(
-        b"\0".join([source, " ".join(_FLAGS).encode(), compiler.encode(), machine.cpu_flags().encode()])
+        b"\0".join([source, " ".join(_FLAGS + _LIBS).encode(), compiler.encode(), machine.cpu_flags().encode()])
     )
     target = machine.cache_root() / "kernels" / key.hexdigest()[:16] / "libattnlab_kernels.so"
     if target.exists():
@@ -58,7 +63,7 @@ def _build() -> Path:
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
         subprocess.run(
-            [compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
+            [compiler, *_FLAGS, str(_SOURCE), "-o", str(partial), *_LIBS],
             check=True,
             capture_output=True,
             text=True,
@@ -73,8 +78,9 @@ def _build() -> Path:
 
 
 def _load():
-    """The C function, building and loading it on the first call; ``None`` if unavailable."""
-    global _gemv_f32, _tried, _status
+    """The one-matrix C function (the others load with it), building and loading them on the first
+    call; ``None`` if unavailable."""
+    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
     if _tried:
         return _gemv_f32
     with _lock:
@@ -84,11 +90,15 @@ def _load():
             else:
                 try:
                     path = _build()
-                    fn = ctypes.CDLL(str(path)).attnlab_gemv_f32
-                    p = ctypes.c_void_p
-                    fn.argtypes = [p, p, p, p, ctypes.c_long, ctypes.c_long, ctypes.c_int]
-                    fn.restype = None
-                    _gemv_f32, _status = fn, f"loaded {path}"
+                    lib = ctypes.CDLL(str(path))
+                    p, long = ctypes.c_void_p, ctypes.c_long
+                    fn, many, attend = lib.attnlab_gemv_f32, lib.attnlab_gemv_many_f32, lib.attnlab_attend_one_f32
+                    fn.argtypes = [p, p, p, p, long, long, ctypes.c_int]
+                    many.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
+                    attend.argtypes = [p] * 5 + [long] * 11 + [ctypes.c_float, ctypes.c_int]
+                    fn.restype = many.restype = attend.restype = None
+                    _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
+                    _status = f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
             _tried = True  # last: a thread that sees it also sees the outcome
@@ -161,3 +171,83 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
         torch.get_num_threads(),
     )
     return y
+
+
+def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...] | None = None) -> Tensor | None:
+    """``torch.cat([x W_mᵀ + b_m for each m], -1)`` in one call of the kernel, or ``None`` if it
+    is not built here; same numbers as :func:`matvec` of each matrix. Decoding projects one row
+    to its queries, keys and values this way: one parallel region over the three matrices
+    instead of three. No checks, as :func:`matvec`: the caller guarantees one fp32 CPU row,
+    contiguous 2-D fp32 weights of one shape, biases all given (contiguous, fp32) or ``None``,
+    and no autograd.
+
+    Shape:
+        x ``(..., n)`` with one row in all, weights ``count × (out, n)``, biases ``count × (out,)``
+        → ``(..., count·out)``
+    """
+    if not _tried:
+        _load()
+    fn = _gemv_many_f32
+    if fn is None:
+        return None
+    count, (out, n) = len(weights), weights[0].shape
+    y = x.new_empty(x.shape[:-1] + (count * out,))
+    x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
+    pointers = ctypes.c_void_p * count
+    fn(
+        pointers(*[w.data_ptr() for w in weights]),
+        x.data_ptr(),
+        None if biases is None else pointers(*[b.data_ptr() for b in biases]),
+        y.data_ptr(),
+        count,
+        out,
+        n,
+        torch.get_num_threads(),
+    )
+    return y
+
+
+def attend_one(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
+    """``softmax(q kᵀ · scale) v`` for a single query per (batch, head), or ``None`` if the kernel
+    is not built here: the attention of one decoding step over the cached keys and values, the
+    numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding (the
+    order of the additions and the exponential differ). No checks, as :func:`matvec`: the caller
+    guarantees fp32 CPU tensors without autograd, ``q`` with one row, ``k`` and ``v`` of one shape
+    and the same strides, and the last dimension of each contiguous.
+
+    The output is laid out as ``(B, 1, H, Dh)`` (returned as its ``(B, H, 1, Dh)`` view), so
+    merging the heads for the output projection, ``out.transpose(1, 2).reshape(B, 1, H·Dh)``,
+    is a view, not a copy.
+
+    Shape:
+        q ``(B, H, 1, Dh)``, k and v ``(B, H, S, Dh)`` → ``(B, H, 1, Dh)``
+    """
+    if not _tried:
+        _load()
+    fn = _attend_one_f32
+    if fn is None:
+        return None
+    B, H, S, Dh = k.shape
+    out = q.new_empty((B, 1, H, Dh))  # (B, 1, H, Dh): heads already side by side
+    scores = q.new_empty((B * H * S,))  # scratch for the kernel
+    fn(
+        q.data_ptr(),
+        k.data_ptr(),
+        v.data_ptr(),
+        out.data_ptr(),
+        scores.data_ptr(),
+        B,
+        H,
+        S,
+        Dh,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        out.stride(0),
+        out.stride(2),
+        scale,
+        torch.get_num_threads(),
+    )
+    return out.transpose(1, 2)  # (B, H, 1, Dh)
