@@ -49,10 +49,11 @@ hypothesis to finish is the best-scoring one; otherwise beam-4 outputs can diffe
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,24 +246,55 @@ def export_ctranslate2(
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"unknown quantization {quantization!r}; choose from {list(QUANTIZATIONS)}")
+
+    def build():
+        spec = ctranslate2_spec(model, src_tok, tgt_tok)
+        spec.optimize(quantization=quantization)
+        return spec
+
+    def save(spec, folder: Path) -> dict[str, Any]:
+        spec.save(str(folder))
+        return {"format": "attnlab.ctranslate2", "version": 1, "quantization": quantization or "float32"}
+
+    return write_export(out, build, save, src_tok, tgt_tok, info=info, force=force)
+
+
+def write_export(
+    out: str | Path,
+    build: Callable[[], Any],
+    save: Callable[[Any, Path], dict[str, Any]],
+    src_tok,
+    tgt_tok,
+    *,
+    info: dict[str, Any] | None = None,
+    force: bool = False,
+) -> Path:
+    """The folder of an export, for every target engine: refuse an existing ``out`` unless
+    ``force``; ``build()`` the engine's model *before* anything is deleted (a model the engine
+    cannot express leaves ``out`` alone); replace ``out``; ``save(model, out)`` writes the engine's
+    files and returns its fields of :data:`EXPORT_INFO`; then attnlab's tokenizers (one file for a
+    joint vocabulary) and :data:`EXPORT_INFO` with ``info`` on top.
+
+    Shape:
+        no tensors; returns ``out``.
+    """
     out = Path(out)
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    spec = ctranslate2_spec(model, src_tok, tgt_tok)  # before anything is deleted: a refusal leaves `out` alone
-    spec.optimize(quantization=quantization)
+    built = build()
     if out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
     out.mkdir(parents=True)
-    spec.save(str(out))
+    payload = save(built, out)
     src_tok.save(out, "src_tokenizer")
     if tgt_tok is not src_tok:
         tgt_tok.save(out, "tgt_tokenizer")
-    payload = {"format": "attnlab.ctranslate2", "version": 1, "quantization": quantization or "float32", **(info or {})}
+    payload = {**payload, **(info or {})}
     (out / EXPORT_INFO).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return out
 
 
-class ExportedTranslator:
+class ExportedTranslator(abc.ABC):
     """Text in, text out for a folder written by an attnlab export, tokenized by attnlab's tokenizers.
 
     What every engine shares: reading :data:`EXPORT_INFO` and the tokenizers, normalising the input
@@ -288,12 +320,12 @@ class ExportedTranslator:
         self.bleu_tokenize = self.info.get("bleu_tokenize", "13a")
         self.max_len = int(self.info.get("max_len", 512))
 
+    @abc.abstractmethod
     def _decode(
         self, sources: list[list[int]], *, beam_size: int, length_penalty: float, limit: int
     ) -> list[list[int]]:
         """Decode one batch: the target ids of each source, without BOS or EOS, at most ``limit``
         tokens counting the end token."""
-        raise NotImplementedError
 
     def translate_tokens(
         self,

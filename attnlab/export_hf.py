@@ -64,8 +64,6 @@ search and not the other ends better. Greedy decoding has no such freedom: ident
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +71,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .export import EXPORT_INFO, ExportedTranslator
+from .export import ExportedTranslator, write_export
 from .positional import sinusoidal_encoding
 
 __all__ = [
@@ -334,26 +332,13 @@ def export_hf(
     Shape:
         no tensors; returns ``out``.
     """
-    out = Path(out)
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    hf = hf_model(model, src_tok, tgt_tok)  # before anything is deleted: a refusal leaves `out` alone
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
-    hf.save_pretrained(out)
-    src_tok.save(out, "src_tokenizer")
-    if tgt_tok is not src_tok:
-        tgt_tok.save(out, "tgt_tokenizer")
-    payload = {
-        "format": "attnlab.hf",
-        "version": 1,
-        "architecture": hf.config.architectures[0],
-        "max_len": model.config.max_len,
-        **(info or {}),
-    }
-    (out / EXPORT_INFO).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return out
+
+    def save(hf, folder: Path) -> dict[str, Any]:
+        hf.save_pretrained(folder)
+        architecture = hf.config.architectures[0]
+        return {"format": "attnlab.hf", "version": 1, "architecture": architecture, "max_len": model.config.max_len}
+
+    return write_export(out, lambda: hf_model(model, src_tok, tgt_tok), save, src_tok, tgt_tok, info=info, force=force)
 
 
 class HFTranslator(ExportedTranslator):

@@ -173,8 +173,6 @@ class ThreadGovernor:
         self.threads = max_threads  # the count in force (the caller starts with max_threads)
         self._pending: int | None = None  # a higher count seen once, waiting for a second look
         self._last = (self._clock(), *self._sample())
-        self.changes: list[tuple[float, int]] = []  # (seconds since start, new count), for the run's log
-        self._start = self._last[0]
 
     @staticmethod
     def available() -> bool:
@@ -204,5 +202,4 @@ class ThreadGovernor:
             return None
         self.threads = want
         self._set_threads(want)
-        self.changes.append((now - self._start, want))
         return want
