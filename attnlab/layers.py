@@ -295,9 +295,7 @@ class MultiHeadAttention(nn.Module):
             and attn_mask is None
             and not is_causal
             and not need_weights
-            and self._stackable
-            and self.attention.name == "full"
-            and self.backend != "chunked"
+            and self.has_short_decoding_path
             and query.dtype == self.q_proj.weight.dtype
         ):
             return self._attend_cached_row(query, cache)
@@ -362,6 +360,13 @@ class MultiHeadAttention(nn.Module):
         )  # (B, H, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, H, T, Dh) -> (B, T, D)
         return AttentionOutput(self.out_proj(out), weights)
+
+    @property
+    def has_short_decoding_path(self) -> bool:
+        """Whether a decoding step (one new position, a :class:`KVCache`, no masks or weights,
+        ``is_causal=False``) takes the short path of :meth:`forward`: self-attention with
+        ``"full"`` attention (not the online softmax of ``backend="chunked"``)."""
+        return self._stackable and self.attention.name == "full" and self.backend != "chunked"
 
     def _attend_cached_row(self, x: Tensor, cache: KVCache) -> AttentionOutput:
         """One step of incremental self-attention decoding: one new position per sequence, no
