@@ -385,9 +385,10 @@ class MultiHeadAttention(nn.Module):
             x ``(B, 1, D)``; cache holding ``S - 1`` positions → output ``(B, 1, D)``
         """
         B = x.shape[0]
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        biases = None if self.q_proj.bias is None else tuple(p.bias for p in projections)
-        qkv = accel.stacked_linear(x, tuple(p.weight for p in projections), biases)  # (B, 1, 3D)
+        q_proj, k_proj, v_proj = self.q_proj, self.k_proj, self.v_proj
+        weights = (q_proj.weight, k_proj.weight, v_proj.weight)
+        biases = None if q_proj.bias is None else (q_proj.bias, k_proj.bias, v_proj.bias)
+        qkv = accel.stacked_linear(x, weights, biases)  # (B, 1, 3D)
         q, k, v = qkv.view(B, 1, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × (B, H, 1, Dh)
         if self.rotary is not None:
             offset = len(cache)
