@@ -330,7 +330,9 @@ def _finish(
 # Language-model sampling (decoder-only models such as attnlab.models.gpt.GPT).
 #
 # Protocol: ``model(input_ids (B, T), caches=...) -> output with .logits (B, T, V)``,
-# ``model.new_caches() -> list[KVCache]`` (one per layer) and ``model.config.n_positions``.
+# ``model.new_caches() -> list[KVCache]`` (one per layer) and ``model.config.n_positions``;
+# optionally ``model.token_stepper() -> step or None``, where ``step(input_ids (B, 1), caches)``
+# computes ``model(input_ids, caches=caches).logits[:, -1]`` faster (attnlab.models.gpt.GPT).
 # The prompt is fed once ("prefill"); after that each step feeds only the newest token and the
 # caches supply the keys/values of everything before it.
 # --------------------------------------------------------------------------------------------
@@ -451,6 +453,8 @@ def iter_generate(
     caches = None
     was_training = model.training
     model.eval()
+    # A model may offer a shorter computation of one cached step (GPT.token_stepper).
+    stepper = model.token_stepper() if use_cache and hasattr(model, "token_stepper") else None
     try:
         for n in range(T0, T0 + max_new_tokens):  # n = tokens in the sequence so far
             if not use_cache:
@@ -460,6 +464,8 @@ def iter_generate(
                 keep = min(n, n_ctx if caches is None else n_ctx // 2)
                 caches = model.new_caches()
                 logits = model(seq[:, n - keep : n], caches=caches).logits[:, -1]  # (B, V)
+            elif stepper is not None:
+                logits = stepper(seq[:, n - 1 : n], caches)  # (B, V), as the line below
             else:
                 logits = model(seq[:, n - 1 : n], caches=caches).logits[:, -1]  # (B, V)
             token = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)

@@ -299,9 +299,7 @@ class MultiHeadAttention(nn.Module):
             and attn_mask is None
             and not is_causal
             and not need_weights
-            and self._stackable
-            and self.attention.name == "full"
-            and self.backend != "chunked"
+            and self.has_short_decoding_path
             and query.dtype == self.q_proj.weight.dtype
         ):
             return self._attend_cached_row(query, cache)
@@ -395,6 +393,13 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("kv shared by groups of query rows takes key_padding_mask only (no attn_mask, is_causal)")
         return B // n
 
+    @property
+    def has_short_decoding_path(self) -> bool:
+        """Whether a decoding step (one new position, a :class:`KVCache`, no masks or weights,
+        ``is_causal=False``) takes the short path of :meth:`forward`: self-attention with
+        ``"full"`` attention (not the online softmax of ``backend="chunked"``)."""
+        return self._stackable and self.attention.name == "full" and self.backend != "chunked"
+
     def _attend_cached_row(self, x: Tensor, cache: KVCache) -> AttentionOutput:
         """One step of incremental self-attention decoding: one new position per sequence, no
         masks, no weights asked for, the keys and values before it in ``cache``.
@@ -412,9 +417,10 @@ class MultiHeadAttention(nn.Module):
             x ``(B, 1, D)``; cache holding ``S - 1`` positions → output ``(B, 1, D)``
         """
         B = x.shape[0]
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        biases = None if self.q_proj.bias is None else tuple(p.bias for p in projections)
-        qkv = accel.stacked_linear(x, tuple(p.weight for p in projections), biases)  # (B, 1, 3D)
+        q_proj, k_proj, v_proj = self.q_proj, self.k_proj, self.v_proj
+        weights = (q_proj.weight, k_proj.weight, v_proj.weight)
+        biases = None if q_proj.bias is None else (q_proj.bias, k_proj.bias, v_proj.bias)
+        qkv = accel.stacked_linear(x, weights, biases)  # (B, 1, 3D)
         q, k, v = qkv.view(B, 1, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × (B, H, 1, Dh)
         if self.rotary is not None:
             offset = len(cache)

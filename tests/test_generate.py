@@ -52,6 +52,20 @@ def test_cached_generation_equals_uncached(positions, t0, n, seed):
     assert a.logits.shape == (2, n, 29)
 
 
+def test_generation_takes_the_token_stepper_with_the_same_result(monkeypatch):
+    model = tiny()
+    prompt = torch.randint(0, 29, (2, 5), generator=torch.Generator().manual_seed(0))
+    with_stepper = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
+    calls = []
+    real = GPT.token_stepper
+    monkeypatch.setattr(GPT, "token_stepper", lambda self: calls.append(1) or real(self))
+    generate(model, prompt, max_new_tokens=12, temperature=0)
+    assert calls == [1]  # built once per generation
+    monkeypatch.setattr(GPT, "token_stepper", lambda self: None)  # forward at every step
+    plain = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
+    assert torch.equal(with_stepper.tokens, plain.tokens) and torch.equal(with_stepper.logits, plain.logits)
+
+
 def test_sampled_generation_with_cache_matches_uncached_for_the_same_seed():
     model = tiny()
     prompt = torch.tensor([[3, 4, 5]])

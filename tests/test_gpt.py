@@ -83,6 +83,56 @@ def test_cached_chunks_equal_full_forward(positions, cuts, seed):
     assert all(len(c) == 14 for c in caches)
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize(
+    "dtype, kw",
+    [
+        (torch.float32, {}),
+        (torch.float32, dict(bias=False, activation="relu")),
+        (torch.float64, dict(activation="gelu")),
+        (torch.bfloat16, {}),
+    ],
+)
+def test_token_stepper_equals_forward(positions, batch, dtype, kw):
+    """The stepper runs forward's operations on forward's parameters: the same logits, bit for bit."""
+    model = tiny(positions, **kw).to(dtype)
+    step = model.token_stepper()
+    assert step is not None
+    ids = torch.randint(0, 37, (batch, 24), generator=torch.Generator().manual_seed(batch))  # caches grow past 16
+    with torch.inference_mode():
+        a, b = model.new_caches(), model.new_caches()
+        model(ids[:, :4], caches=a)
+        model(ids[:, :4], caches=b)
+        for t in range(4, 24):
+            want = model(ids[:, t : t + 1], caches=a).logits[:, -1]  # (B, V)
+            got = step(ids[:, t : t + 1], b)
+            assert got.shape == (batch, 37) and torch.equal(got, want), t
+    assert all(len(x) == len(y) == 24 for x, y in zip(a, b))
+
+
+def test_token_stepper_is_none_where_forward_is_needed():
+    assert tiny().train().token_stepper() is None  # dropout, training
+    model = tiny()
+    handle = model.blocks[1].ff.register_forward_hook(lambda *a: None)
+    assert model.token_stepper() is None  # a hook must see its call
+    handle.remove()
+    assert model.token_stepper() is not None
+    assert tiny(attention="sliding_window", window=4).token_stepper() is None  # a rolling cache, is_causal
+    assert tiny(backend="chunked").token_stepper() is None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert tiny().token_stepper() is None
+
+
+def test_token_stepper_past_the_context_window_raises_as_forward():
+    model = tiny()  # n_positions = 64
+    caches = model.new_caches()
+    with torch.inference_mode():
+        model(torch.zeros(1, 64, dtype=torch.long), caches=caches)
+        with pytest.raises(ValueError, match="exceeds the context window"):
+            model.token_stepper()(torch.zeros(1, 1, dtype=torch.long), caches)
+
+
 def test_cached_attention_maps_cover_all_positions():
     model = tiny()
     caches = model.new_caches()

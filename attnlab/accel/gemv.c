@@ -62,36 +62,36 @@ void attnlab_gemv_many_f32(const float *const *W, const float *restrict x, const
 }
 
 /* Scaled dot-product attention of a single query per (batch, head) over S keys, the step of
- * incremental decoding (Vaswani et al. 2017, eq. 1): out = softmax(scale * K q) V. The scores
- * are exponentiated after subtracting their maximum, as every softmax does, so none overflows.
- * One (batch, head) pair per iteration of the parallel loop; `scores` is scratch, B*H*S floats.
+ * incremental decoding (Vaswani et al. 2017, eq. 1): out = softmax(scale * K q) V. One pass over
+ * the keys and values with the online softmax (Milakov & Gimelshein 2018): the weighted sum is
+ * kept relative to the largest score seen so far and rescaled when a larger one appears, so no
+ * exponential overflows and the scores need no buffer. One (batch, head) pair per iteration of
+ * the parallel loop.
  *
- * Shapes (strides in floats; the last dimension of each tensor is contiguous): q (B, H, Dh) with
- * strides (q_sb, q_sh); K and V (B, H, S, Dh) with the same strides (kv_sb, kv_sh, kv_ss);
- * out (B, H, Dh) with strides (o_sb, o_sh). */
+ * Shapes (strides in floats): q (B, H, Dh) with strides (q_sb, q_sh, 1); K and V (B, H, S, Dh)
+ * with the same strides (kv_sb, kv_sh, Dh, 1); out (B, H, Dh) contiguous. */
 void attnlab_attend_one_f32(const float *restrict q, const float *restrict K, const float *restrict V,
-                            float *restrict out, float *restrict scores, long B, long H, long S, long Dh,
-                            long q_sb, long q_sh, long kv_sb, long kv_sh, long kv_ss, long o_sb, long o_sh,
-                            float scale, int threads) {
+                            float *restrict out, long B, long H, long S, long Dh, long q_sb, long q_sh,
+                            long kv_sb, long kv_sh, float scale, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (long bh = 0; bh < B * H; ++bh) {
         const long b = bh / H, h = bh - b * H;
         const float *qi = q + b * q_sb + h * q_sh;
         const float *k = K + b * kv_sb + h * kv_sh, *v = V + b * kv_sb + h * kv_sh;
-        float *s = scores + bh * S, *o = out + b * o_sb + h * o_sh;
-        float top = -INFINITY;
-        for (long j = 0; j < S; ++j) {
-            s[j] = scale * row_dot(k + j * kv_ss, qi, Dh);
-            top = s[j] > top ? s[j] : top;
-        }
-        float total = 0.0f;
-        for (long j = 0; j < S; ++j) {
-            s[j] = expf(s[j] - top);
-            total += s[j];
-        }
+        float *o = out + bh * Dh;
+        float top = -INFINITY, total = 0.0f;
         for (long d = 0; d < Dh; ++d) o[d] = 0.0f;
         for (long j = 0; j < S; ++j) {
-            const float p = s[j], *vj = v + j * kv_ss;
+            const float score = scale * row_dot(k + j * Dh, qi, Dh);
+            if (score > top) { /* a new maximum: what was summed so far shrinks (exp(-inf) = 0 at first) */
+                const float shrink = expf(top - score);
+                total *= shrink;
+                for (long d = 0; d < Dh; ++d) o[d] *= shrink;
+                top = score;
+            }
+            const float p = expf(score - top);
+            const float *vj = v + j * Dh;
+            total += p;
 #pragma omp simd
             for (long d = 0; d < Dh; ++d) o[d] += p * vj[d];
         }

@@ -58,7 +58,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` → ``(..., out)``
     """
     if (
-        x.device.type == "cpu"
+        x.is_cpu
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_grad_enabled()
         and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
@@ -75,7 +75,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                     bias.is_cpu
                     and bias.dtype == torch.float32
                     and bias.is_contiguous()
-                    and bias.shape == weight.shape[:1]
+                    and bias.numel() == weight.shape[0]
                 )
             )
         ):
@@ -106,13 +106,15 @@ def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor,
     shape = weights[0].shape  # (out, in), the same for every matrix
     if (
         x.numel() == x.shape[-1] == shape[-1] > 0
-        and x.device.type == "cpu"
+        and x.is_cpu
         and x.dtype == torch.float32
         and not torch.is_grad_enabled()
         and all(w.shape == shape and w.dtype == torch.float32 and w.is_cpu and w.is_contiguous() for w in weights)
         and (
             biases is None
-            or all(b.shape == shape[:1] and b.dtype == torch.float32 and b.is_cpu and b.is_contiguous() for b in biases)
+            or all(
+                b.numel() == shape[0] and b.dtype == torch.float32 and b.is_cpu and b.is_contiguous() for b in biases
+            )
         )
     ):
         y = kernels.matvec_many(x, weights, biases)
@@ -141,15 +143,17 @@ def attend_one_query(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | 
     if (
         q.dim() == 4
         and q.shape[2] == 1
+        and q.dtype == k.dtype == v.dtype == torch.float32
+        and q.is_cpu
+        and k.is_cpu
+        and v.is_cpu
         and k.shape == v.shape
         and k.shape[:2] == q.shape[:2]
         and k.shape[3] == q.shape[3]
         and k.shape[2] > 0
-        and q.dtype == k.dtype == v.dtype == torch.float32
-        and q.device.type == k.device.type == v.device.type == "cpu"
         and q.stride(3) == 1
         and k.stride() == v.stride()
-        and k.stride(3) == 1
+        and k.stride()[2:] == (k.shape[3], 1)  # each cached row contiguous (a KVCache's are)
         and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
     ):
         return kernels.attend_one(q, k, v, scale)

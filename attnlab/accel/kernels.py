@@ -95,7 +95,7 @@ def _load():
                     fn, many, attend = lib.attnlab_gemv_f32, lib.attnlab_gemv_many_f32, lib.attnlab_attend_one_f32
                     fn.argtypes = [p, p, p, p, long, long, ctypes.c_int]
                     many.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
-                    attend.argtypes = [p] * 5 + [long] * 11 + [ctypes.c_float, ctypes.c_int]
+                    attend.argtypes = [p] * 4 + [long] * 8 + [ctypes.c_float, ctypes.c_int]
                     fn.restype = many.restype = attend.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
                     _status = f"loaded {path}"
@@ -212,8 +212,8 @@ def attend_one(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
     is not built here: the attention of one decoding step over the cached keys and values, the
     numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding (the
     order of the additions and the exponential differ). No checks, as :func:`matvec`: the caller
-    guarantees fp32 CPU tensors without autograd, ``q`` with one row, ``k`` and ``v`` of one shape
-    and the same strides, and the last dimension of each contiguous.
+    guarantees fp32 CPU tensors without autograd, ``q`` with one row and its last dimension
+    contiguous, ``k`` and ``v`` of one shape and the same strides, each of their rows contiguous.
 
     The output is laid out as ``(B, 1, H, Dh)`` (returned as its ``(B, H, 1, Dh)`` view), so
     merging the heads for the output projection, ``out.transpose(1, 2).reshape(B, 1, H·Dh)``,
@@ -228,25 +228,22 @@ def attend_one(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
     if fn is None:
         return None
     B, H, S, Dh = k.shape
+    q_sb, q_sh, _, _ = q.stride()
+    kv_sb, kv_sh, _, _ = k.stride()
     out = q.new_empty((B, 1, H, Dh))  # (B, 1, H, Dh): heads already side by side
-    scores = q.new_empty((B * H * S,))  # scratch for the kernel
     fn(
         q.data_ptr(),
         k.data_ptr(),
         v.data_ptr(),
         out.data_ptr(),
-        scores.data_ptr(),
         B,
         H,
         S,
         Dh,
-        q.stride(0),
-        q.stride(1),
-        k.stride(0),
-        k.stride(1),
-        k.stride(2),
-        out.stride(0),
-        out.stride(2),
+        q_sb,
+        q_sh,
+        kv_sb,
+        kv_sh,
         scale,
         torch.get_num_threads(),
     )

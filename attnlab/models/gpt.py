@@ -24,6 +24,7 @@ Shape letters: ``B`` batch, ``T`` new positions, ``S`` positions attended (cache
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -211,6 +212,57 @@ class GPT(nn.Module):
         logits = linear(x, self.tok_emb.weight)  # (B, T, D) x (V, D)ᵀ -> (B, T, V), tied output
         loss = None if labels is None else causal_lm_loss(logits, labels)
         return LMOutput(logits, loss, attentions)
+
+    def token_stepper(self) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
+        """A function ``step(input_ids, caches)`` equal to ``self(input_ids,
+        caches=caches).logits[:, -1]`` for one new token per row, or ``None`` where this model
+        needs :meth:`forward` (training mode, forward hooks, autocast or mixed dtypes, an
+        attention variant with a window or the online softmax). :func:`attnlab.decode.iter_generate` takes it when there is one.
+
+        The same operations as :meth:`forward` on the same parameters, so the same numbers (tested),
+        without the machinery around them: one generated token passes ~60 module calls, checks and
+        attribute look-ups, which for a small model cost as much time as reading its weights
+        (docs/gpt-bert.md). The parameters are looked up here, once, so use the function only
+        while the model is not modified; a step past the context window goes to :meth:`forward`,
+        which raises.
+
+        Shape:
+            input_ids ``(B, 1)``; caches holding ``P`` positions → logits ``(B, V)`` at position ``P``
+        """
+        if self.training or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
+            return None
+        if torch.is_autocast_enabled(self.tok_emb.weight.device.type) or len({p.dtype for p in self.parameters()}) > 1:
+            return None  # forward's attention checks the dtypes; with one dtype and no autocast they agree
+        if not all(block.norm == "pre" and block.self_attn.has_short_decoding_path for block in self.blocks):
+            return None
+
+        def norm(module: nn.LayerNorm) -> tuple:
+            return module.normalized_shape, module.weight, module.bias, module.eps
+
+        layers = [
+            (norm(b.attn_norm), b.self_attn, norm(b.ff_norm), b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act)
+            + (b.ff.down_proj.weight, b.ff.down_proj.bias)
+            for b in self.blocks
+        ]
+        final_norm, embedding = norm(self.final_norm), self.tok_emb.weight
+        positions = None if self.pos_emb is None else self.pos_emb.embedding.weight  # (n_positions, D)
+        n_positions = self.config.n_positions
+
+        def step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
+            offset = len(caches[0])
+            if input_ids.shape[1] != 1 or offset >= n_positions:
+                return self(input_ids, caches=caches).logits[:, -1]  # forward names the problem
+            x = F.embedding(input_ids, embedding)  # (B, 1, D)
+            if positions is not None:
+                x = x + positions[offset]  # (B, 1, D)
+            for (attn_norm, attn, ff_norm, w_up, b_up, act, w_down, b_down), cache in zip(layers, caches):
+                x = x + attn._attend_cached_row(F.layer_norm(x, *attn_norm), cache).output  # (B, 1, D)
+                h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
+                x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
+            x = F.layer_norm(x, *final_norm)
+            return linear(x, embedding)[:, -1]  # (B, 1, D) x (V, D)ᵀ -> (B, V)
+
+        return step
 
 
 def causal_lm_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
