@@ -16,7 +16,7 @@ from . import kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["linear", "stacked_linear", "attend_one_query", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS"]
+__all__ = ["linear", "stacked_linear", "attend_one_query", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS", "ONEDNN_MIN_WEIGHT"]
 
 
 def _onednn_linear_available() -> bool:
@@ -25,13 +25,14 @@ def _onednn_linear_available() -> bool:
 
 _ONEDNN_LINEAR = _onednn_linear_available()
 
-#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
-ONEDNN_MAX_ROWS = 16
+#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time
+#: (beam search over a batch of 32 sentences has 128).
+ONEDNN_MAX_ROWS = 128
 
 #: Fewest weight numbers for which :func:`linear` takes oneDNN for 2 … :data:`ONEDNN_MAX_ROWS`
 #: rows. Below it the weights stay in the caches and the time is the call's own, where MKL's is
 #: the cheaper; from it on (the vocabulary projection of a translator, a 1024 × 1024 layer) the
-#: product is a stream through memory that oneDNN splits over the threads and MKL does not.
+#: product is a stream through memory that oneDNN splits over the threads better than MKL.
 ONEDNN_MIN_WEIGHT = 1 << 20
 
 
