@@ -161,18 +161,48 @@ def test_gemv_declines_what_it_cannot_compute():
 
 
 @needs_kernel
-def test_linear_sends_one_row_to_the_kernel_and_more_rows_elsewhere(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_linear_sends_one_row_or_a_few_to_the_kernel_and_more_rows_elsewhere(monkeypatch, threads):
     calls = []
     real = kernels.matvec
-    monkeypatch.setattr(kernels, "matvec", lambda *a: calls.append(a[0].shape) or real(*a))
+    monkeypatch.setattr(kernels, "matvec", lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
     layer = accel.Linear(32, 24)
-    with torch.inference_mode():
-        for shape in ((1, 1, 32), (3, 32), (40, 32)):
-            x = torch.randn(shape)
-            torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
-    assert calls == [(1, 1, 32)]
-    layer(torch.randn(1, 32)).sum().backward()  # with autograd: F.linear
-    assert calls == [(1, 1, 32)] and layer.weight.grad is not None
+    few = accel.KERNEL_MAX_ROWS if threads > 1 else accel.KERNEL_MAX_ROWS_ONE_THREAD
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            for shape in ((1, 1, 32), (few, 32), (2, few // 2, 32), (few + 1, 32), (40, 32)):
+                x = torch.randn(shape)
+                torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+        assert calls == [(1, 1, 32), (few, 32), (2, few // 2, 32)]
+        layer(torch.randn(1, 32)).sum().backward()  # with autograd: F.linear
+    finally:
+        torch.set_num_threads(before)
+    assert len(calls) == 3 and layer.weight.grad is not None
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, out", [(3, 5), (40, 77), (256, 300)])
+@pytest.mark.parametrize("rows", [2, 4, 7])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matvec_of_a_few_rows_is_each_row_alone(n, out, rows, threads):
+    gen = torch.Generator().manual_seed(n * rows + out)
+    w, b = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen)
+    x = torch.randn(rows, 1, n, generator=gen)  # the hypotheses of a beam, one decoding step
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            together = kernels.matvec(x, w, b)
+            alone = torch.cat([kernels.matvec(x[i], w, b) for i in range(rows)]).view(rows, 1, out)
+            strided = kernels.matvec(x.transpose(0, 1), w, None)  # (1, rows, n) seen through a transpose
+    finally:
+        torch.set_num_threads(before)
+    assert together.shape == (rows, 1, out)
+    assert torch.equal(together, alone)  # one weight pass for all rows, each row's additions unchanged
+    torch.testing.assert_close(together, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(strided, F.linear(x.transpose(0, 1), w), atol=1e-5, rtol=1e-5)
 
 
 def _probe(env: dict) -> list[str]:

@@ -277,9 +277,11 @@ def test_cached_decoding_with_key_padding():
     "dtype, backend, tol",
     [
         (torch.float64, "auto", TOL64),
-        (torch.float32, "auto", dict(atol=1e-5, rtol=1e-5)),  # attnlab's one-query kernel: rounding
-        (torch.float32, "sdpa", dict(atol=1e-5, rtol=1e-5)),
-        (torch.float32, "math", dict(atol=1e-5, rtol=1e-5)),
+        # fp32: the step's products are attnlab's kernel (one row per sequence), the full pass's
+        # MKL's, summed in other orders; and attnlab's one-query attention kernel: rounding.
+        (torch.float32, "auto", dict(atol=2e-5, rtol=1e-5)),
+        (torch.float32, "sdpa", dict(atol=2e-5, rtol=1e-5)),
+        (torch.float32, "math", dict(atol=2e-5, rtol=1e-5)),
         (torch.bfloat16, "auto", dict(atol=2e-2, rtol=2e-2)),
     ],
 )

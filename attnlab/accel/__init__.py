@@ -6,8 +6,8 @@ call it replaces:
 
 - :func:`linear` ``==`` :func:`torch.nn.functional.linear` (and :class:`Linear` ``==``
   :class:`torch.nn.Linear`, same parameters and state-dict names). Without autograd, on a CPU and
-  in fp32, one row goes to attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on
-  first use) and up to :data:`ONEDNN_MAX_ROWS` rows times a large weight
+  in fp32, one row, or up to :data:`KERNEL_MAX_ROWS` (the hypotheses of a beam), goes to
+  attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on first use) and up to :data:`ONEDNN_MAX_ROWS` rows times a large weight
   (:data:`ONEDNN_MIN_WEIGHT`), on more than one thread, to oneDNN's inner product: both split
   the product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
   That is decoding, which reads every weight matrix once per token. Training and everything
@@ -47,6 +47,8 @@ bottom of the model stack (:mod:`attnlab.functional`) can use it.
 from __future__ import annotations
 
 from .inference import (
+    KERNEL_MAX_ROWS,
+    KERNEL_MAX_ROWS_ONE_THREAD,
     ONEDNN_MAX_ROWS,
     ONEDNN_MIN_WEIGHT,
     Linear,
@@ -64,6 +66,8 @@ __all__ = [
     "Linear",
     "apply_dropout",
     "prefer_math",
+    "KERNEL_MAX_ROWS",
+    "KERNEL_MAX_ROWS_ONE_THREAD",
     "ONEDNN_MAX_ROWS",
     "ONEDNN_MIN_WEIGHT",
     "MATH_MAX_KEYS_LOW_PRECISION",

@@ -1,9 +1,9 @@
 /* attnlab's native kernels for decoding one token at a time, fp32.
  *
- * Generating one token multiplies every weight matrix by a single vector, so the cost is reading
- * the weights from memory once. The loop is the plainest one: the rows are split over the
- * threads in contiguous ranges, and each row is one vectorised dot product. Each thread then
- * reads a single sequential stream, which the hardware prefetcher follows best (a variant that
+ * Generating one token multiplies every weight matrix by a single vector (or a few: one per beam),
+ * so the cost is reading the weights from memory once. The loop is the plainest one: the weight
+ * rows are split over the threads in contiguous ranges, and each is one vectorised dot product
+ * per input row. Each thread then reads a single sequential stream, which the hardware prefetcher follows best (a variant that
  * interleaves four rows was slower; docs/foundation.md has the measurements). Built by
  * attnlab/accel/kernels.py with -O3 -march=native.
  */
@@ -39,11 +39,23 @@ static inline float row_dot(const float *restrict w, const float *restrict x, lo
     return acc;
 }
 
-/* y = W x + b. Shapes: W (out, n) row-major and contiguous, x (n,), b (out,) or NULL, y (out,). */
-void attnlab_gemv_f32(const float *restrict W, const float *restrict x, const float *restrict b,
-                      float *restrict y, long out, long n, int threads) {
+/* Y = X Wᵀ + b for one row of X (a decoding step) or a few (beam search over one sentence, one
+ * row per hypothesis). For so few rows PyTorch's CPU product takes several times as long as reading
+ * the weights (docs/foundation.md has the measurements). Here each weight row is read once and,
+ * while it is in the L1 cache, multiplied by every row of X, so the weights stream from memory once
+ * whatever the number of rows. Each number is one row_dot, in the same order whatever the number
+ * of rows, so a row gives the same bits alone or beside others.
+ *
+ * Shapes: W (out, n) row-major and contiguous, X (rows, n) contiguous, b (out,) or NULL,
+ * Y (rows, out). */
+void attnlab_linear_rows_f32(const float *restrict W, const float *restrict X, const float *restrict b,
+                             float *restrict Y, long rows, long out, long n, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (long o = 0; o < out; ++o) y[o] = row_dot(W + o * n, x, n) + (b ? b[o] : 0.0f);
+    for (long o = 0; o < out; ++o) {
+        const float *w = W + o * n;
+        const float bias = b ? b[o] : 0.0f;
+        for (long m = 0; m < rows; ++m) Y[m * out + o] = row_dot(w, X + m * n, n) + bias;
+    }
 }
 
 /* `count` matrices of one shape times the same row, their outputs side by side: the query, key

@@ -16,7 +16,17 @@ from . import kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["linear", "stacked_linear", "attend_one_query", "Linear", "apply_dropout", "ONEDNN_MAX_ROWS", "ONEDNN_MIN_WEIGHT"]
+__all__ = [
+    "linear",
+    "stacked_linear",
+    "attend_one_query",
+    "Linear",
+    "apply_dropout",
+    "KERNEL_MAX_ROWS",
+    "KERNEL_MAX_ROWS_ONE_THREAD",
+    "ONEDNN_MAX_ROWS",
+    "ONEDNN_MIN_WEIGHT",
+]
 
 
 def _onednn_linear_available() -> bool:
@@ -28,6 +38,12 @@ _ONEDNN_LINEAR = _onednn_linear_available()
 #: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time
 #: (beam search over a batch of 32 sentences has 128).
 ONEDNN_MAX_ROWS = 128
+
+#: Most rows for which :func:`linear` takes attnlab's kernel (:func:`attnlab.accel.kernels.matvec`),
+#: on more than one thread and on one: beam 4 over one sentence has 4 rows. Beyond them MKL's
+#: blocked product is the faster (docs/foundation.md has the measurements).
+KERNEL_MAX_ROWS = 8
+KERNEL_MAX_ROWS_ONE_THREAD = 4
 
 #: Fewest weight numbers for which :func:`linear` takes oneDNN for 2 … :data:`ONEDNN_MAX_ROWS`
 #: rows. Below it the weights stay in the caches and the time is the call's own, where MKL's is
@@ -44,8 +60,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     matrix-vector routine, which uses one thread for these sizes. So without autograd (nothing
     to train through), on a CPU and in fp32:
 
-    - one row goes to attnlab's own kernel (:func:`attnlab.accel.kernels.gemv`, compiled on
-      first use), which streams the weights on all of torch's threads;
+    - one row, or a few (:data:`KERNEL_MAX_ROWS`: the hypotheses of a beam), go to attnlab's own
+      kernel (:func:`attnlab.accel.kernels.matvec`, compiled on first use), which streams the
+      weights once on all of torch's threads;
     - one row where the kernel could not be built, and up to :data:`ONEDNN_MAX_ROWS` rows (beam
       search, a short prompt) times a weight of at least :data:`ONEDNN_MIN_WEIGHT` numbers on
       more than one thread, go to oneDNN's inner product (the kernel ``torch.compile`` uses on
@@ -66,7 +83,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         and weight.shape[-1] == x.shape[-1]  # else F.linear names the mismatch (the kernel would read past W)
     ):
         if (
-            x.numel() == x.shape[-1]
+            x.numel() <= (KERNEL_MAX_ROWS if torch.get_num_threads() > 1 else KERNEL_MAX_ROWS_ONE_THREAD) * x.shape[-1]
             and weight.is_cpu
             and weight.dim() == 2
             and weight.is_contiguous()

@@ -1,7 +1,8 @@
 """attnlab's native kernels, compiled on first use with the machine's C compiler.
 
 The kernels of decoding one token at a time, in fp32: :func:`gemv`, the matrix–vector product that
-dominates it (each weight matrix times a single row); :func:`matvec_many`, the same product for
+dominates it (each weight matrix times a single row), and :func:`matvec`, the same for a few rows
+(one per hypothesis of a beam); :func:`matvec_many`, the same product for
 several matrices at once (a layer's query, key and value projections); and :func:`attend_one`,
 attention of a single query over the cached keys and values. PyTorch's CPU path for that product
 (MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
@@ -92,8 +93,12 @@ def _load():
                     path = _build()
                     lib = ctypes.CDLL(str(path))
                     p, long = ctypes.c_void_p, ctypes.c_long
-                    fn, many, attend = lib.attnlab_gemv_f32, lib.attnlab_gemv_many_f32, lib.attnlab_attend_one_f32
-                    fn.argtypes = [p, p, p, p, long, long, ctypes.c_int]
+                    fn, many, attend = (
+                        lib.attnlab_linear_rows_f32,
+                        lib.attnlab_gemv_many_f32,
+                        lib.attnlab_attend_one_f32,
+                    )
+                    fn.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
                     many.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
                     attend.argtypes = [p] * 4 + [long] * 8 + [ctypes.c_float, ctypes.c_int]
                     fn.restype = many.restype = attend.restype = None
@@ -152,13 +157,22 @@ def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None
 
 
 def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
-    """:func:`gemv` without its checks, for a caller that has made them (one fp32 CPU row, a
-    contiguous 2-D fp32 weight and bias, no autograd): decoding calls it ~40 times per token, so
-    a dozen attribute checks per call would cost more than the product of a small layer."""
+    """``x Wᵀ + b`` for one row or a few, or ``None`` if the kernel is not built here: :func:`gemv`
+    without its checks, for a caller that has made them (fp32 CPU rows, a contiguous 2-D fp32
+    weight and bias, no autograd): decoding calls it ~40 times per token, so a dozen attribute
+    checks per call would cost more than the product of a small layer.
+
+    Each weight row is read from memory once for all the rows of ``x``, so a few rows (the
+    hypotheses of a beam) cost little more than one; each output number is computed as for a
+    single row, so a row gives the same bits alone or beside others.
+
+    Shape:
+        x ``(..., n)``, weight ``(out, n)``, bias ``(out,)`` → ``(..., out)``
+    """
     fn = _gemv_f32 if _tried else _load()
     if fn is None:
         return None
-    out = weight.shape[0]
+    out, n = weight.shape
     y = x.new_empty(x.shape[:-1] + (out,))
     x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
     fn(
@@ -166,8 +180,9 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
         x.data_ptr(),
         None if bias is None else bias.data_ptr(),
         y.data_ptr(),
+        x.numel() // n,
         out,
-        weight.shape[1],
+        n,
         torch.get_num_threads(),
     )
     return y

@@ -494,7 +494,8 @@ class Translator:
         """
         check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
         was_training = self.model.training
-        self.model.eval()
+        if was_training:  # (a walk over every module: a tenth of a short sentence's latency)
+            self.model.eval()
         inputs = [enja.normalize_input(x, self.src_lang) for x in texts] if self.src_lang else list(texts)
         encoded = self.src_tok.encode_batch(inputs)
         for text, ids in zip(texts, encoded):
@@ -526,7 +527,8 @@ class Translator:
                 if cross is not None:
                     labels = labels[: cross.shape[2]]
                 results[i] = Translation(texts[i], t.decode(h.tokens), src_labels, labels, cross)
-        self.model.train(was_training)
+        if was_training:
+            self.model.train()
         return results  # type: ignore[return-value]
 
     def evaluate(self, sources: Sequence[str], references: Sequence[str], *, beam_size: int = 4) -> dict[str, float]:
