@@ -228,13 +228,18 @@ class MultiHeadAttention(nn.Module):
         return self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys and values of self-attention in one matmul (same numbers as
-        ``q_proj``/``k_proj``/``v_proj`` applied one by one).
+        """Queries, keys and values of self-attention; with autograd in one matmul (the same
+        numbers as ``q_proj``/``k_proj``/``v_proj`` applied one by one, up to rounding).
 
         Shape:
             x: ``(B, T, D)``; outputs: ``(B, H, T, Dh)`` each
         """
         projections = (self.q_proj, self.k_proj, self.v_proj)
+        if not torch.is_grad_enabled():
+            # Inference: stacking copies the three weight matrices at every call, which for a
+            # short sentence costs more than the products; each projection alone (few rows: the
+            # kernel of attnlab.accel.linear) needs no copy.
+            return tuple(self._split_heads(p(x)) for p in projections)  # 3 × (B, H, T, Dh)
         weight = torch.cat([p.weight for p in projections])  # (3D, D)
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])  # (3D,)
         q, k, v = F.linear(x, weight, bias).split(self.d_model, dim=-1)  # (B, T, 3D) -> 3 × (B, T, D)
