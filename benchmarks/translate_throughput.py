@@ -25,15 +25,22 @@ as attnlab fp32's (in fp32 they must all be). Beam search runs without a length 
 attnlab, ``|Y|^α`` in CTranslate2 and ``generate``; docs/export.md). Then the latency of one short
 sentence: the median of ``--latency-runs`` translations.
 
-Prints Markdown with ``lscpu``'s model name and the load average before and after; ``--out``
-also writes it with ``results.json``. Other processes on the machine slow both engines and add
-noise: the load average is there to judge the figures by.
+Each engine runs in a process of its own (engines sharing a process slow each other down; see
+:class:`Workers`), and they take turns: each translates a chunk of ``--chunk`` sentences (128; the sentences
+sorted by length first), then the next engine the same chunk, the first engine changing from chunk
+to chunk; the latency runs alternate the same way. A busy or slow minute of the machine (other
+processes, or on a virtual machine other guests: "steal") then falls on every engine alike, and
+the ratios hold where the absolute figures move.
+
+Prints Markdown with ``lscpu``'s model name, the load average before and after and the CPU steal
+during the run; ``--out`` also writes it with ``results.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -95,6 +102,25 @@ def cpu_name() -> str:
     return "unknown CPU"
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's CPU time counters (``/proc/stat``'s first line), or ``None`` off Linux."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_steal(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Percent of the CPU time between two :func:`cpu_times` that the hypervisor gave to other
+    machines ("steal", the 8th counter): on a shared host it slows every engine and is not in the
+    load average."""
+    if before is None or after is None or len(before) < 8:
+        return None
+    delta = [b - a for a, b in zip(before, after)]
+    total = sum(delta[:8])
+    return 100.0 * delta[7] / total if total else None
+
+
 def default_data() -> Path:
     candidates = [base / "shared" / "data" / "small_parallel_enja" for base in (REPO.parent, REPO.parent.parent)]
     return next((c for c in candidates if c.is_dir()), candidates[0])
@@ -146,6 +172,53 @@ class Engines:
         return self._ct2[key].translate(texts, beam_size=beam, length_penalty=self.alpha, batch_size=batch)
 
 
+def _serve(conn, model: str, exported: Path | None, exported_hf: Path | None, alpha: float) -> None:
+    """A worker process: translate what the pipe sends, reply with the outputs and the seconds."""
+    runner = Engines(model, exported, exported_hf, alpha)
+    while (job := conn.recv()) is not None:
+        try:
+            start = time.perf_counter()
+            outputs = runner.translate(*job)
+            conn.send((outputs, time.perf_counter() - start))
+        except Exception as err:  # noqa: BLE001 - reported by the parent, which stops the run
+            conn.send(err)
+
+
+class Workers:
+    """One process per engine, each timing its own calls (text in → text out).
+
+    Separate processes because engines in one process slow each other down: after CTranslate2
+    (which brings its own OpenMP runtime) has run in a process, every parallel region of PyTorch's
+    runtime there costs several times more, so attnlab's short products were 3-7× slower (measured
+    with attnlab's kernel and ``F.scaled_dot_product_attention`` before and after one
+    CTranslate2 translation, docs/export.md).
+    """
+
+    def __init__(self, engines: list[str], *setup) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipes, self.processes = {}, []
+        for engine in engines:
+            parent, child = context.Pipe()
+            process = context.Process(target=_serve, args=(child, *setup), daemon=True)
+            process.start()
+            self.pipes[engine] = parent
+            self.processes.append(process)
+
+    def translate(self, engine: str, texts: list[str], beam: int, batch: int, threads: int) -> tuple[list[str], float]:
+        pipe = self.pipes[engine]
+        pipe.send((engine, texts, beam, batch, threads))
+        reply = pipe.recv()
+        if isinstance(reply, Exception):
+            raise SystemExit(f"{engine} failed: {reply}")
+        return reply
+
+    def close(self) -> None:
+        for pipe in self.pipes.values():
+            pipe.send(None)
+        for process in self.processes:
+            process.join(timeout=30)
+
+
 def run(args) -> dict:
     ct2 = require_ctranslate2() if any(e.startswith("ct2-") for e in args.engines) else None
     tf = require_transformers() if "hf-fp32" in args.engines else None
@@ -156,6 +229,7 @@ def run(args) -> dict:
     sources, refs = load_data(args, translator.src_lang, translator.tgt_lang)
     tgt_tok = translator.tgt_tok
     load_before = os.getloadavg()
+    cpu_before = cpu_times()
     work = Path(tempfile.mkdtemp(prefix="attnlab-ct2-"))
     info = {
         "src_lang": translator.src_lang,
@@ -167,50 +241,73 @@ def run(args) -> dict:
         exported = export_ctranslate2(translator.model, translator.src_tok, tgt_tok, work / "model", info=info)
     if tf:
         exported_hf = export_hf(translator.model, translator.src_tok, tgt_tok, work / "hf", info=info)
-    runner = Engines(args.model, exported, exported_hf, args.alpha)
+    runner = Workers(engines, args.model, exported, exported_hf, args.alpha)
 
     def tokens(outputs: list[str]) -> int:
         return sum(len(ids) + 1 for ids in tgt_tok.encode_batch(outputs))
+
+    # Sorted by source length once (as every engine sorts its input), so that each chunk below is
+    # a run of similar lengths and its batches need little padding.
+    lengths = [len(ids) for ids in translator.src_tok.encode_batch(sources)]
+    order = sorted(range(len(sources)), key=lambda i: lengths[i])
+    sorted_sources, sorted_refs = [sources[i] for i in order], [refs[i] for i in order]
+    batch1 = sorted(range(min(args.batch1_sentences, len(sources))), key=lambda i: lengths[i])
+    batch1_sources = [sources[i] for i in batch1]
 
     rows: list[Row] = []
     for threads in args.threads:
         for beam in args.beams:
             for batch in args.batch_sizes:
-                texts = sources if batch > 1 else sources[: args.batch1_sentences]
+                texts = sorted_sources if batch > 1 else batch1_sources
                 for engine in engines:
                     runner.translate(engine, texts[:8], beam, batch, threads)  # warm-up: first calls, lazy loads
-                    start = time.perf_counter()
-                    outputs = runner.translate(engine, texts, beam, batch, threads)
-                    seconds = time.perf_counter() - start
-                    row = Row(engine, beam, batch, threads, len(texts), seconds, tokens(outputs), outputs=outputs)
+                # The engines take turns chunk by chunk (the first engine changes each chunk), so
+                # that a slower or busier minute of the machine falls on all of them alike.
+                size = max(batch, args.chunk // batch * batch)  # whole batches
+                seconds = dict.fromkeys(engines, 0.0)
+                outputs: dict[str, list[str]] = {e: [] for e in engines}
+                for i, start in enumerate(range(0, len(texts), size)):
+                    part = texts[start : start + size]
+                    turn = i % len(engines)
+                    for engine in engines[turn:] + engines[:turn]:
+                        out, took = runner.translate(engine, part, beam, batch, threads)
+                        outputs[engine] += out
+                        seconds[engine] += took
+                config = []
+                for engine in engines:
+                    out = outputs[engine]
+                    row = Row(engine, beam, batch, threads, len(texts), seconds[engine], tokens(out), outputs=out)
                     if len(texts) == len(sources):
-                        row.bleu = bleu(outputs, refs[: len(texts)], tokenize=translator.bleu_tokenize)
-                    rows.append(row)
+                        row.bleu = bleu(out, sorted_refs, tokenize=translator.bleu_tokenize)
+                    config.append(row)
                     print(
                         f"  {engine:13s} beam {beam} batch {batch:2d} threads {threads}: "
                         f"{row.sentences_per_s:7.1f} sent/s {row.tokens_per_s:8.0f} tok/s",
                         file=sys.stderr,
                         flush=True,
                     )
-                reference = next((r for r in rows[-len(engines) :] if r.engine == "attnlab-fp32"), None)
-                for row in rows[-len(engines) :]:
+                reference = next((r for r in config if r.engine == "attnlab-fp32"), None)
+                for row in config:
                     if reference is not None:
                         row.same_as_attnlab_fp32 = sum(a == b for a, b in zip(row.outputs, reference.outputs))
+                rows += config
 
     short = SHORT.get(translator.src_lang or "en", SHORT["en"]) if args.latency_text is None else args.latency_text
     latency = []
     for threads in args.threads:
         for beam in args.beams:
+            times: dict[str, list[float]] = {e: [] for e in engines}
             for engine in engines:
                 runner.translate(engine, [short], beam, 1, threads)
-                times = []
-                for _ in range(args.latency_runs):
-                    start = time.perf_counter()
-                    runner.translate(engine, [short], beam, 1, threads)
-                    times.append(time.perf_counter() - start)
-                latency.append(
-                    {"engine": engine, "beam": beam, "threads": threads, "ms": 1000 * statistics.median(times)}
-                )
+            for _ in range(args.latency_runs):  # in turns, as above
+                for engine in engines:
+                    times[engine].append(runner.translate(engine, [short], beam, 1, threads)[1])
+            latency += [
+                {"engine": e, "beam": beam, "threads": threads, "ms": 1000 * statistics.median(times[e])}
+                for e in engines
+            ]
+    steal = cpu_steal(cpu_before, cpu_times())
+    runner.close()
     return {
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
@@ -228,6 +325,8 @@ def run(args) -> dict:
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "load_before": load_before,
         "load_after": os.getloadavg(),
+        "steal_percent": steal,
+        "chunk": args.chunk,
         "short_sentence": short,
         "rows": rows,
         "latency": latency,
@@ -244,7 +343,10 @@ def markdown(result: dict) -> str:
         f"{result['sentences']:,} sentences (batch 1: the first "
         f"{result['batch1_sentences']:,}), beam search without length penalty (α = {result['alpha']}).",
         f"Load average (1 / 5 / 15 min) before {load(result['load_before'])}, after {load(result['load_after'])}; "
-        f"OMP_WAIT_POLICY {result['omp_wait_policy']}.",
+        f"OMP_WAIT_POLICY {result['omp_wait_policy']}; CPU steal during the run "
+        + ("unknown" if result["steal_percent"] is None else f"{result['steal_percent']:.1f}%")
+        + ". The engines took turns every "
+        f"{result['chunk']} sentences.",
     ]
     if result["skipped"]:
         lines.append(
@@ -295,6 +397,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(DEFAULT_ENGINES))
     parser.add_argument("--alpha", type=float, default=0.0, help="length penalty of both engines (see above)")
+    parser.add_argument(
+        "--chunk", type=int, default=128, help="sentences each engine translates before the next takes its turn"
+    )
     parser.add_argument("--latency-text", help="the short sentence of the latency table")
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--out", type=Path, help="also write report.md and results.json here")
