@@ -441,6 +441,35 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
         return AttentionOutput(self.out_proj(out), None)
 
+    def _attend_source_row(
+        self, x: Tensor, kv: tuple[Tensor, Tensor], key_padding_mask: Tensor, lengths: Tensor
+    ) -> AttentionOutput:
+        """One step of source–target (cross) attention while decoding: one new position per row,
+        attending to the projected source ``kv``, which consecutive groups of rows share (the
+        hypotheses of one sentence in beam search), no weights asked for.
+
+        ``lengths`` counts the real tokens of each source, which must be its first ones (a
+        right-padded batch, as ``key_padding_mask`` says). Under ``backend="auto"`` the attention
+        is :func:`attnlab.accel.attend_one_query` over those positions, the numbers of
+        :meth:`forward` up to rounding, without its checks, masks and module calls; elsewhere, or
+        where the kernel does not apply, it is :meth:`forward`.
+
+        Shape:
+            x ``(B, 1, D)``; kv 2 × ``(B / G, H, S, Dh)``; key_padding_mask ``(B / G, S)``;
+            lengths ``(B / G,)`` → output ``(B, 1, D)``
+        """
+        B = x.shape[0]
+        k, v = kv
+        out = None
+        if self.backend == "auto" and self.rotary is None and not (self.training and self.dropout > 0):
+            q = self.q_proj(x).view(B, 1, self.n_heads, self.head_dim).transpose(1, 2)  # (B, 1, D) -> (B, H, 1, Dh)
+            scale = 1.0 / math.sqrt(self.head_dim)  # the default of AF.scaled_dot_product_attention
+            out = accel.attend_one_query(q, k, v, scale, B // k.shape[0], lengths)  # (B, H, 1, Dh)
+        if out is None:
+            return self(x, kv=kv, key_padding_mask=key_padding_mask)
+        out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
+        return AttentionOutput(self.out_proj(out), None)
+
     def _check_dtypes(self, inputs: dict[str, Tensor | None]) -> None:
         """Inputs must have the weights' dtype (else F.linear fails with "mat1 and mat2 must have
         the same dtype"), except under autocast, which casts both to its own dtype."""

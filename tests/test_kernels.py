@@ -137,6 +137,52 @@ def test_attend_one_query_equals_torch_attention(B, H, S, Dh, threads):
         )
 
 
+@needs_kernel
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attend_one_query_with_groups_and_lengths_equals_masked_torch_attention(groups, threads):
+    gen = torch.Generator().manual_seed(groups)
+    N, H, S, Dh = 3, 2, 9, 16  # three sentences, their sources padded to 9 positions
+    q = torch.randn(N * groups, H, 1, Dh, generator=gen)  # (B, H, 1, Dh): `groups` hypotheses each
+    k, v = torch.randn(N, H, S, Dh, generator=gen), torch.randn(N, H, S, Dh, generator=gen)
+    lengths = torch.tensor([9, 4, 0])  # the last sentence has no position to attend to
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            out = accel.attend_one_query(q, k, v, 0.25, groups, lengths)
+            plain = accel.attend_one_query(q, k, v, 0.25, groups)
+    finally:
+        torch.set_num_threads(before)
+    mask = (torch.arange(S) < lengths[:, None]).repeat_interleave(groups, 0)[:, None, None, :]  # (B, 1, 1, S)
+    kk, vv = k.repeat_interleave(groups, 0), v.repeat_interleave(groups, 0)  # (B, H, S, Dh)
+    reference = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, scale=0.25)
+    seen = lengths.repeat_interleave(groups) > 0
+    torch.testing.assert_close(out[seen], reference[seen], atol=1e-6, rtol=1e-5)
+    assert bool((out[~seen] == 0).all())  # nothing to attend to: zeros, not NaN
+    torch.testing.assert_close(plain, F.scaled_dot_product_attention(q, kk, vv, scale=0.25), atol=1e-6, rtol=1e-5)
+    with torch.inference_mode():
+        assert accel.attend_one_query(q, k, v, 0.25, groups, lengths.int()) is None  # int32 lengths
+        assert accel.attend_one_query(q, k, v, 0.25, groups + 1) is None  # rows not a multiple of k's
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_matvec_many_of_a_few_rows_is_each_row_alone(rows):
+    gen = torch.Generator().manual_seed(rows)
+    ws = tuple(torch.randn(40, 33, generator=gen) for _ in range(3))
+    bs = tuple(torch.randn(40, generator=gen) for _ in range(3))
+    x = torch.randn(rows, 1, 33, generator=gen)
+    with torch.inference_mode():
+        together = kernels.matvec_many(x, ws, bs)
+        alone = torch.cat([kernels.matvec_many(x[i], ws, bs) for i in range(rows)]).view(rows, 1, 120)
+        stacked = accel.stacked_linear(x, ws, bs)
+    assert torch.equal(together, alone)
+    reference = torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1)
+    torch.testing.assert_close(together, reference, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stacked, reference, atol=1e-5, rtol=1e-5)
+
+
 def test_attend_one_query_declines_what_it_cannot_compute():
     q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 5, 8)
     with torch.inference_mode():

@@ -210,3 +210,64 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     for e, f in zip(early, full):
         torch.testing.assert_close(e.cross_attention, f.cross_attention)
     assert early_steps < steps["calls"]
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_fast_decoding_step_equals_the_blocks(norm):
+    # Transformer._fast_step (no module calls, attnlab's kernels) against step() through the
+    # blocks, over padded sources, the beams of expand() and reorders that drop a sentence.
+    model = make_model(norm=norm, n_decoder_layers=2, d_model=32, d_ff=64)
+    src, tgt_in, _ = random_batch(B=3)
+    K = 2
+    with torch.no_grad():
+        fast, plain = model.start(src), model.start(src)
+        assert fast.fast_step is not None
+        plain.fast_step = None
+        tokens = tgt_in[:, :1]
+        torch.testing.assert_close(model.step(tokens, fast).logits, model.step(tokens, plain).logits)
+        fast.expand(K)
+        plain.expand(K)
+        tokens = tgt_in[:, 1:2].repeat_interleave(K, dim=0)  # (B·K, 1)
+        for index in (torch.tensor([1, 0, 2, 2, 5, 4]), torch.tensor([1, 1, 5, 4]), torch.tensor([0, 1, 2, 3])):
+            a, b = model.step(tokens, fast), model.step(tokens, plain)
+            assert a.cross_weights is None
+            torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
+            fast.reorder(index)
+            plain.reorder(index)
+            tokens = (tokens[index] + 1) % 19
+        assert fast.length == plain.length == 4
+
+
+def test_fast_decoding_step_only_where_it_computes_the_same():
+    model = make_model(n_decoder_layers=2)
+    src, tgt_in, _ = random_batch(B=3)
+    assert model.start(src).fast_step is None  # autograd on: the blocks
+    with torch.no_grad():
+        assert model.start(src).fast_step is not None
+        left = torch.cat([torch.full((3, 2), PAD), src[:, :-2]], dim=1)  # padding first: not its layout
+        assert model.start(left).fast_step is None
+        state = model.start(src)
+        with_weights = model.step(tgt_in[:, :1], state, need_weights=True)  # the maps need the blocks
+        assert with_weights.cross_weights is not None
+        model.train()
+        assert model.start(src).fast_step is None
+        model.eval()
+        handle = model.decoder[0].ff.register_forward_hook(lambda *a: None)
+        assert model.start(src).fast_step is None  # a hook would not run
+        handle.remove()
+        model.encoder[0].register_forward_hook(lambda *a: None)  # the encoder has run by then
+        assert model.start(src).fast_step is not None
+        assert make_model(n_decoder_layers=2).to(torch.bfloat16).start(src).fast_step is None
+
+
+def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_greedy():
+    model = make_model(n_decoder_layers=2)
+    src, _, _ = random_batch(B=6, seed=4)
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=9)
+    batched = beam_search(model, src, beam_size=3, **kw)
+    for b, h in enumerate(batched):
+        one = beam_search(model, src[b : b + 1], beam_size=3, **kw)[0]
+        assert h.tokens == one.tokens
+        assert h.score == pytest.approx(one.score, abs=1e-5)
+    greedy = greedy_decode(model, src, **kw)
+    assert [h.tokens for h in beam_search(model, src, beam_size=1, alpha=0.0, **kw)] == [h.tokens for h in greedy]

@@ -58,18 +58,21 @@ void attnlab_linear_rows_f32(const float *restrict W, const float *restrict X, c
     }
 }
 
-/* `count` matrices of one shape times the same row, their outputs side by side: the query, key
+/* `count` matrices of one shape times the same rows, their outputs side by side: the query, key
  * and value projections of a decoding step in one parallel region instead of three (each region
- * costs a fork and a barrier, comparable to streaming a small matrix).
+ * costs a fork and a barrier, comparable to streaming a small matrix). Each number is the row_dot
+ * of attnlab_linear_rows_f32.
  *
- * Shapes: W[m] (out, n) row-major and contiguous for m < count, x (n,), b NULL or b[m] (out,),
- * y (count * out,) with y[m * out + o] = W[m][o] . x + b[m][o]. */
-void attnlab_gemv_many_f32(const float *const *W, const float *restrict x, const float *const *b,
-                           float *restrict y, long count, long out, long n, int threads) {
+ * Shapes: W[m] (out, n) row-major and contiguous for m < count, X (rows, n) contiguous, b NULL or
+ * b[m] (out,), Y (rows, count * out) with Y[i][m * out + o] = W[m][o] . X[i] + b[m][o]. */
+void attnlab_gemv_many_f32(const float *const *W, const float *restrict X, const float *const *b,
+                           float *restrict Y, long rows, long count, long out, long n, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (long r = 0; r < count * out; ++r) {
         const long m = r / out, o = r - m * out;
-        y[r] = row_dot(W[m] + o * n, x, n) + (b ? b[m][o] : 0.0f);
+        const float *w = W[m] + o * n;
+        const float bias = b ? b[m][o] : 0.0f;
+        for (long i = 0; i < rows; ++i) Y[i * count * out + r] = row_dot(w, X + i * n, n) + bias;
     }
 }
 
@@ -80,20 +83,28 @@ void attnlab_gemv_many_f32(const float *const *W, const float *restrict x, const
  * exponential overflows and the scores need no buffer. One (batch, head) pair per iteration of
  * the parallel loop.
  *
- * Shapes (strides in floats): q (B, H, Dh) with strides (q_sb, q_sh, 1); K and V (B, H, S, Dh)
- * with the same strides (kv_sb, kv_sh, Dh, 1); out (B, H, Dh) contiguous. */
+ * Query row b reads the keys and values of row b / groups (cross-attention in beam search: the
+ * `groups` hypotheses of a sentence share its source), and only their first lengths[b / groups]
+ * positions when `lengths` is given (the real tokens of a right-padded source; NULL: all S). A
+ * row with no position to attend to gets zeros.
+ *
+ * Shapes (strides in floats): q (B, H, Dh) with strides (q_sb, q_sh, 1); K and V (B / groups, H,
+ * S, Dh) with the same strides (kv_sb, kv_sh, Dh, 1); lengths (B / groups,) or NULL; out (B, H, Dh)
+ * contiguous. */
 void attnlab_attend_one_f32(const float *restrict q, const float *restrict K, const float *restrict V,
                             float *restrict out, long B, long H, long S, long Dh, long q_sb, long q_sh,
-                            long kv_sb, long kv_sh, float scale, int threads) {
+                            long kv_sb, long kv_sh, long groups, const long *restrict lengths, float scale,
+                            int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (long bh = 0; bh < B * H; ++bh) {
-        const long b = bh / H, h = bh - b * H;
+        const long b = bh / H, h = bh - b * H, src = b / groups;
+        const long n = lengths ? lengths[src] : S;
         const float *qi = q + b * q_sb + h * q_sh;
-        const float *k = K + b * kv_sb + h * kv_sh, *v = V + b * kv_sb + h * kv_sh;
+        const float *k = K + src * kv_sb + h * kv_sh, *v = V + src * kv_sb + h * kv_sh;
         float *o = out + bh * Dh;
         float top = -INFINITY, total = 0.0f;
         for (long d = 0; d < Dh; ++d) o[d] = 0.0f;
-        for (long j = 0; j < S; ++j) {
+        for (long j = 0; j < n; ++j) {
             const float score = scale * row_dot(k + j * Dh, qi, Dh);
             if (score > top) { /* a new maximum: what was summed so far shrinks (exp(-inf) = 0 at first) */
                 const float shrink = expf(top - score);
@@ -107,7 +118,9 @@ void attnlab_attend_one_f32(const float *restrict q, const float *restrict K, co
 #pragma omp simd
             for (long d = 0; d < Dh; ++d) o[d] += p * vj[d];
         }
-        const float inv = 1.0f / total;
-        for (long d = 0; d < Dh; ++d) o[d] *= inv;
+        if (n > 0) {
+            const float inv = 1.0f / total;
+            for (long d = 0; d < Dh; ++d) o[d] *= inv;
+        }
     }
 }

@@ -111,8 +111,9 @@ def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor,
     """``torch.cat([linear(x, w, b) for w, b in zip(weights, biases)], dim=-1)`` (the reference):
     several weight matrices of one shape applied to the same input, outputs side by side.
 
-    Decoding projects the new position to its queries, keys and values. For one fp32 CPU row
-    without autograd the three products are one call of attnlab's kernel
+    Decoding projects the new position to its queries, keys and values. For the rows that
+    :func:`linear` gives to attnlab's kernel (one, or a few: :data:`KERNEL_MAX_ROWS`), in fp32
+    on a CPU without autograd, the three products are one call of the kernel
     (:func:`attnlab.accel.kernels.matvec_many`): one pass of the threads over the three matrices,
     with the numbers of :func:`linear`'s kernel. Stacking the weights into one matrix would also
     give one product, but copies them at every call or keeps a second copy. Everything else is
@@ -123,7 +124,10 @@ def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor,
     """
     shape = weights[0].shape  # (out, in), the same for every matrix
     if (
-        x.numel() == x.shape[-1] == shape[-1] > 0
+        x.shape[-1] == shape[-1] > 0
+        and 0
+        < x.numel()
+        <= (KERNEL_MAX_ROWS if torch.get_num_threads() > 1 else KERNEL_MAX_ROWS_ONE_THREAD) * shape[-1]
         and x.is_cpu
         and x.dtype == torch.float32
         and not torch.is_grad_enabled()
@@ -143,7 +147,9 @@ def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor,
     return torch.cat([linear(x, w, b) for w, b in zip(weights, biases)], dim=-1)  # (..., count·out)
 
 
-def attend_one_query(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
+def attend_one_query(
+    q: Tensor, k: Tensor, v: Tensor, scale: float, groups: int = 1, lengths: Tensor | None = None
+) -> Tensor | None:
     """``F.scaled_dot_product_attention(q, k, v, scale=scale)`` (the reference, up to rounding)
     for a single query per (batch, head) and no mask, computed by attnlab's kernel
     (:func:`attnlab.accel.kernels.attend_one`); ``None`` where the kernel does not apply (not
@@ -155,8 +161,16 @@ def attend_one_query(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | 
     (docs/gpt-bert.md has the measurements). Its output is laid out so that merging the heads is a
     view (see :func:`attnlab.accel.kernels.attend_one`).
 
+    With ``groups`` the queries come in groups of that many consecutive rows that share one row
+    of ``k`` and ``v`` (the hypotheses of a sentence in beam search, attending to its source);
+    with ``lengths`` (int64, one per row of ``k``, each in ``0 … S``) a row sees only its first
+    ``lengths[b]`` keys (a right-padded source), and a row that sees none gives zeros. The
+    reference is then ``F.scaled_dot_product_attention`` over ``k`` and ``v`` repeated
+    ``groups`` times, with the mask ``position < length``.
+
     Shape:
-        q ``(B, H, 1, Dh)``, k and v ``(B, H, S, Dh)`` → ``(B, H, 1, Dh)``
+        q ``(B, H, 1, Dh)``, k and v ``(B / groups, H, S, Dh)``, lengths ``(B / groups,)`` →
+        ``(B, H, 1, Dh)``
     """
     if (
         q.dim() == 4
@@ -166,15 +180,26 @@ def attend_one_query(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | 
         and k.is_cpu
         and v.is_cpu
         and k.shape == v.shape
-        and k.shape[:2] == q.shape[:2]
+        and groups >= 1
+        and k.shape[0] * groups == q.shape[0]
+        and k.shape[1] == q.shape[1]
         and k.shape[3] == q.shape[3]
         and k.shape[2] > 0
         and q.stride(3) == 1
         and k.stride() == v.stride()
         and k.stride()[2:] == (k.shape[3], 1)  # each cached row contiguous (a KVCache's are)
         and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+        and (
+            lengths is None
+            or (
+                lengths.dtype == torch.int64
+                and lengths.is_cpu
+                and lengths.shape == k.shape[:1]
+                and lengths.is_contiguous()
+            )
+        )
     ):
-        return kernels.attend_one(q, k, v, scale)
+        return kernels.attend_one(q, k, v, scale, groups, lengths)
     return None
 
 

@@ -99,8 +99,8 @@ def _load():
                         lib.attnlab_attend_one_f32,
                     )
                     fn.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
-                    many.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
-                    attend.argtypes = [p] * 4 + [long] * 8 + [ctypes.c_float, ctypes.c_int]
+                    many.argtypes = [p, p, p, p, long, long, long, long, ctypes.c_int]
+                    attend.argtypes = [p] * 4 + [long] * 9 + [p, ctypes.c_float, ctypes.c_int]
                     fn.restype = many.restype = attend.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
                     _status = f"loaded {path}"
@@ -190,15 +190,14 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
 
 def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...] | None = None) -> Tensor | None:
     """``torch.cat([x W_mᵀ + b_m for each m], -1)`` in one call of the kernel, or ``None`` if it
-    is not built here; same numbers as :func:`matvec` of each matrix. Decoding projects one row
-    to its queries, keys and values this way: one parallel region over the three matrices
-    instead of three. No checks, as :func:`matvec`: the caller guarantees one fp32 CPU row,
-    contiguous 2-D fp32 weights of one shape, biases all given (contiguous, fp32) or ``None``,
-    and no autograd.
+    is not built here; same numbers as :func:`matvec` of each matrix. Decoding projects its rows
+    (one per sequence or hypothesis) to their queries, keys and values this way: one parallel
+    region over the three matrices instead of three. No checks, as :func:`matvec`: the caller
+    guarantees fp32 CPU rows, contiguous 2-D fp32 weights of one shape, biases all given
+    (contiguous, fp32) or ``None``, and no autograd.
 
     Shape:
-        x ``(..., n)`` with one row in all, weights ``count × (out, n)``, biases ``count × (out,)``
-        → ``(..., count·out)``
+        x ``(..., n)``, weights ``count × (out, n)``, biases ``count × (out,)`` → ``(..., count·out)``
     """
     if not _tried:
         _load()
@@ -214,6 +213,7 @@ def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ..
         x.data_ptr(),
         None if biases is None else pointers(*[b.data_ptr() for b in biases]),
         y.data_ptr(),
+        x.numel() // n,
         count,
         out,
         n,
@@ -222,27 +222,37 @@ def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ..
     return y
 
 
-def attend_one(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
+def attend_one(
+    q: Tensor, k: Tensor, v: Tensor, scale: float, groups: int = 1, lengths: Tensor | None = None
+) -> Tensor | None:
     """``softmax(q kᵀ · scale) v`` for a single query per (batch, head), or ``None`` if the kernel
     is not built here: the attention of one decoding step over the cached keys and values, the
     numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding (the
     order of the additions and the exponential differ). No checks, as :func:`matvec`: the caller
     guarantees fp32 CPU tensors without autograd, ``q`` with one row and its last dimension
-    contiguous, ``k`` and ``v`` of one shape and the same strides, each of their rows contiguous.
+    contiguous, ``k`` and ``v`` of one shape and the same strides, each of their rows contiguous,
+    ``q``'s batch ``groups`` times ``k``'s, and ``lengths`` (if given) a contiguous int64 tensor
+    of values in ``0 … S``.
+
+    Query row ``b`` attends to the keys and values of row ``b // groups`` (the hypotheses of one
+    sentence share its source), and with ``lengths`` to their first ``lengths[b // groups]``
+    positions only (the real tokens of a right-padded source; a row with none gets zeros).
 
     The output is laid out as ``(B, 1, H, Dh)`` (returned as its ``(B, H, 1, Dh)`` view), so
     merging the heads for the output projection, ``out.transpose(1, 2).reshape(B, 1, H·Dh)``,
     is a view, not a copy.
 
     Shape:
-        q ``(B, H, 1, Dh)``, k and v ``(B, H, S, Dh)`` → ``(B, H, 1, Dh)``
+        q ``(B, H, 1, Dh)``, k and v ``(B / groups, H, S, Dh)``, lengths ``(B / groups,)`` →
+        ``(B, H, 1, Dh)``
     """
     if not _tried:
         _load()
     fn = _attend_one_f32
     if fn is None:
         return None
-    B, H, S, Dh = k.shape
+    B, H, _, Dh = q.shape
+    S = k.shape[2]
     q_sb, q_sh, _, _ = q.stride()
     kv_sb, kv_sh, _, _ = k.stride()
     out = q.new_empty((B, 1, H, Dh))  # (B, 1, H, Dh): heads already side by side
@@ -259,6 +269,8 @@ def attend_one(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor | None:
         q_sh,
         kv_sb,
         kv_sh,
+        groups,
+        None if lengths is None else lengths.data_ptr(),
         scale,
         torch.get_num_threads(),
     )

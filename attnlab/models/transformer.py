@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .. import accel
@@ -254,8 +255,71 @@ class Transformer(nn.Module):
         """
         src_mask = src != self.config.pad_id if src_mask is None else src_mask  # (B, S)
         memory, _ = self.encode(src, src_mask)  # (B, S, D)
-        memory_kv = [block.cross_attn.project_kv(memory) for block in self.decoder]
-        return DecoderState(memory_kv, src_mask, [block.self_attn.new_cache() for block in self.decoder])
+        # Contiguous: each source position's keys then lie in one run, as attnlab's one-query
+        # attention kernel reads them (one copy per batch of sentences).
+        memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
+        caches = [block.self_attn.new_cache() for block in self.decoder]
+        lengths = src_mask.sum(1, keepdim=True)  # (B, 1)
+        right_padded = bool((src_mask == (torch.arange(src_mask.shape[1], device=src.device) < lengths)).all())
+        fast_step = self._fast_step() if right_padded else None
+        return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
+
+    def _fast_step(self):
+        """:meth:`step` for one new token per row without weights, as the same operations on the
+        same parameters without module calls and checks; or ``None`` where it does not apply
+        (training, autograd, hooks, autocast, parameters not all fp32 on a CPU, an attention
+        variant other than full). Each decoding step runs every decoder layer, and for a short
+        sentence the fixed cost of the calls is most of it (docs/export.md has the profile).
+
+        The self-attention is :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step),
+        the cross-attention :meth:`MultiHeadAttention._attend_source_row`: attnlab's one-query
+        kernel over each sentence's real source tokens, shared by its hypotheses, which needs the
+        padding at the end of each source (:meth:`start` checks it). Logits equal :meth:`step`'s
+        up to rounding (tested).
+        """
+        if self.training or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu"):
+            return None
+        # The modules that decoding runs (not the encoder's: start() has run it); a walk over all
+        # of them per batch of sentences costs as much as a decoding step.
+        modules = [m for part in (self.tgt_embed, self.positions, self.embed_dropout, self.decoder, self.decoder_norm, self.out_proj)
+                   for m in part.modules()]  # fmt: skip
+        if any(m._forward_hooks or m._forward_pre_hooks for m in modules):
+            return None
+        if any(p.dtype != torch.float32 or not p.is_cpu for m in modules for p in m.parameters(recurse=False)):
+            return None
+        for block in self.decoder:
+            if not (block.self_attn.has_short_decoding_path and block.cross_attn.has_short_decoding_path):
+                return None
+
+        def norm(module: nn.LayerNorm) -> tuple:
+            return module.normalized_shape, module.weight, module.bias, module.eps
+
+        layers = [
+            (b.norm == "pre", b.self_attn, b.cross_attn, norm(b.self_norm), norm(b.cross_norm), norm(b.ff_norm))
+            + (b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act, b.ff.down_proj.weight, b.ff.down_proj.bias)
+            for b in self.decoder
+        ]
+        linear = accel.linear
+
+        def step(tokens: Tensor, state: DecoderState) -> Tensor:
+            x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
+            mask = state.src_mask  # (N, S)
+            lengths = mask.sum(1)  # (N,) real source tokens, the first ones of each row
+            for layer, cache, kv in zip(layers, state.caches, state.memory_kv):
+                pre, self_attn, cross_attn, self_norm, cross_norm, ff_norm, w_up, b_up, act, w_down, b_down = layer
+                if pre:
+                    x = x + self_attn._attend_cached_row(F.layer_norm(x, *self_norm), cache).output  # (B, 1, D)
+                    x = x + cross_attn._attend_source_row(F.layer_norm(x, *cross_norm), kv, mask, lengths).output
+                    h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
+                    x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
+                else:
+                    x = F.layer_norm(x + self_attn._attend_cached_row(x, cache).output, *self_norm)
+                    x = F.layer_norm(x + cross_attn._attend_source_row(x, kv, mask, lengths).output, *cross_norm)
+                    x = F.layer_norm(x + linear(act(linear(x, w_up, b_up)), w_down, b_down), *ff_norm)
+            state.length += 1
+            return self.out_proj(self.decoder_norm(x[:, -1]))  # (B, V)
+
+        return step
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next target token(s); return the logits of the last one.
@@ -263,6 +327,8 @@ class Transformer(nn.Module):
         Shape:
             tokens ``(B, t)`` (usually ``t = 1``) → logits ``(B, V)``, cross weights ``(B, L, H, S)``
         """
+        if state.fast_step is not None and tokens.shape[1] == 1 and not need_weights:
+            return StepOutput(state.fast_step(tokens, state), None)  # (B, V)
         x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
