@@ -177,9 +177,12 @@ class Transformer(nn.Module):
         if src_mask is None:
             src_mask = src != self.config.pad_id  # (B, S)
         x = self._embed(self.src_embed, src)  # (B, S, D)
+        # Without padding (one sentence, or sentences of one length) the mask hides nothing, and
+        # the attention runs without one: the same numbers, none of a mask's work in each layer.
+        mask = None if bool(src_mask.all()) else src_mask  # (B, S)
         weights = []
         for block in self.encoder:
-            x, w, _ = block(x, key_padding_mask=src_mask, need_weights=need_weights)
+            x, w, _ = block(x, key_padding_mask=mask, need_weights=need_weights)
             if need_weights:
                 weights.append(w)
         return self.encoder_norm(x), weights
