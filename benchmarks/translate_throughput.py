@@ -1,6 +1,7 @@
 """Translation throughput: attnlab's decoder against CTranslate2 and HF ``generate``, side by side, on the same weights.
 
-    python benchmarks/translate_throughput.py                                # ja-en, the default grid (≈5 min, 2 cores)
+    python benchmarks/translate_throughput.py                                # ja-en, the default grid
+    python benchmarks/translate_throughput.py --batch1-sentences 1000        # every row on 1,000 sentences (9.5 min, 2 cores)
     python benchmarks/translate_throughput.py --threads 2 --beams 4          # one corner of it
     python benchmarks/translate_throughput.py --engines attnlab-fp32 attnlab-bf16 ct2-float32 ct2-int8 hf-fp32
     python benchmarks/translate_throughput.py --model RUN/best --src test_2016_flickr.de --ref test_2016_flickr.en
