@@ -212,16 +212,26 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     assert early_steps < steps["calls"]
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_fast_decoding_step_equals_the_blocks(norm):
-    # Transformer._fast_step (no module calls, attnlab's kernels) against step() through the
-    # blocks, over padded sources, the beams of expand() and reorders that drop a sentence.
-    model = make_model(norm=norm, n_decoder_layers=2, d_model=32, d_ff=64)
+def test_fast_decoding_step_equals_the_blocks(norm, activation, native, monkeypatch):
+    # Transformer._fast_step (no module calls, attnlab's kernels; with `native` each layer one
+    # call of the C decoder-layer kernel) against step() through the blocks, over padded
+    # sources, the beams of expand() and reorders that drop a sentence.
+    from attnlab.accel import kernels
+
+    if native and not kernels.available():
+        pytest.skip("no C compiler here: the native decoder layer is not built")
+    if not native:
+        monkeypatch.setattr(Transformer, "_native_layers", lambda self: None)
+    model = make_model(norm=norm, activation=activation, n_decoder_layers=2, d_model=32, d_ff=64)
     src, tgt_in, _ = random_batch(B=3)
     K = 2
     with torch.no_grad():
         fast, plain = model.start(src), model.start(src)
         assert fast.fast_step is not None
+        assert fast.fast_step.__name__ == ("native_step" if native else "step")
         plain.fast_step = None
         tokens = tgt_in[:, :1]
         torch.testing.assert_close(model.step(tokens, fast).logits, model.step(tokens, plain).logits)
@@ -235,7 +245,12 @@ def test_fast_decoding_step_equals_the_blocks(norm):
             fast.reorder(index)
             plain.reorder(index)
             tokens = (tokens[index] + 1) % 19
-        assert fast.length == plain.length == 4
+        for _ in range(16):  # past the caches' first 16 positions: their storage grows
+            torch.testing.assert_close(
+                model.step(tokens, fast).logits, model.step(tokens, plain).logits, atol=1e-5, rtol=1e-5
+            )
+            tokens = (tokens + 3) % 19
+        assert fast.length == plain.length == 20
 
 
 def test_fast_decoding_step_only_where_it_computes_the_same():

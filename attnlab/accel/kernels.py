@@ -35,7 +35,7 @@ from .. import machine
 
 Tensor = torch.Tensor
 
-__all__ = ["gemv", "matvec", "matvec_many", "attend_one", "available", "status"]
+__all__ = ["gemv", "matvec", "matvec_many", "attend_one", "DecoderLayer", "available", "status"]
 
 _SOURCE = Path(__file__).with_name("gemv.c")
 _FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
@@ -44,6 +44,7 @@ _lock = threading.Lock()
 _gemv_f32 = None  # the loaded C functions, once built
 _gemv_many_f32 = None
 _attend_one_f32 = None
+_decoder_layer_f32 = None
 _tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
 _status = "not loaded yet"
 
@@ -81,7 +82,7 @@ def _build() -> Path:
 def _load():
     """The one-matrix C function (the others load with it), building and loading them on the first
     call; ``None`` if unavailable."""
-    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
+    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _decoder_layer_f32, _tried, _status
     if _tried:
         return _gemv_f32
     with _lock:
@@ -101,8 +102,11 @@ def _load():
                     fn.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
                     many.argtypes = [p, p, p, p, long, long, long, long, ctypes.c_int]
                     attend.argtypes = [p] * 4 + [long] * 9 + [p, ctypes.c_float, ctypes.c_int]
-                    fn.restype = many.restype = attend.restype = None
+                    layer = lib.attnlab_decoder_layer_f32
+                    layer.argtypes = [p] * 8 + [long] * 8 + [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
+                    fn.restype = many.restype = attend.restype = layer.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
+                    _decoder_layer_f32 = layer
                     _status = f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
@@ -275,3 +279,65 @@ def attend_one(
         torch.get_num_threads(),
     )
     return out.transpose(1, 2)  # (B, H, 1, Dh)
+
+
+class DecoderLayer:
+    """One decoding step of a Transformer decoder layer in one call of attnlab's kernel
+    (``attnlab_decoder_layer_f32`` in ``gemv.c``): self-attention over a :class:`KVCache`-style
+    buffer, source–target attention over the projected source, feed-forward, with the residuals
+    and LayerNorms of a pre- or post-norm block. The numbers of the block's modules up to
+    rounding (tested against :class:`attnlab.layers.DecoderBlock`).
+
+    Built once per decoding run from the block's fp32 CPU parameters (their addresses are kept, so
+    the parameters must not be replaced while it is in use); :meth:`build` returns ``None`` when
+    the kernel is not built here. No checks per call, as :func:`matvec`.
+
+    Shape:
+        x ``(B, 1, D)``; cache buffers ``(B, H, cap, Dh)``; source keys/values
+        ``(B / G, H, S, Dh)``, contiguous; lengths ``(B / G,)`` int64
+    """
+
+    def __init__(
+        self, params: list[Tensor | None], d_model: int, n_heads: int, d_ff: int, pre: bool, act: int, eps: float
+    ):
+        self._keep = params  # the tensors whose addresses the kernel reads
+        pointers = ctypes.c_void_p * len(params)
+        self._params = pointers(*[None if t is None else t.data_ptr() for t in params])
+        self.d_model, self.n_heads, self.d_ff, self.pre, self.act, self.eps = d_model, n_heads, d_ff, pre, act, eps
+
+    @classmethod
+    def build(cls, *args, **kwargs) -> DecoderLayer | None:
+        if not _tried:
+            _load()
+        return None if _decoder_layer_f32 is None else cls(*args, **kwargs)
+
+    def __call__(
+        self, x: Tensor, k_cache: Tensor, v_cache: Tensor, filled: int, k_src: Tensor, v_src: Tensor, lengths: Tensor
+    ) -> Tensor:
+        """Run the step in place on ``x`` (contiguous); write the new position's keys and values at
+        position ``filled`` of the cache buffers; return ``x``."""
+        rows, D = x.shape[0], self.d_model
+        scratch = x.new_empty(rows * (4 * D + self.d_ff))
+        _decoder_layer_f32(
+            self._params,
+            x.data_ptr(),
+            k_cache.data_ptr(),
+            v_cache.data_ptr(),
+            k_src.data_ptr(),
+            v_src.data_ptr(),
+            lengths.data_ptr(),
+            scratch.data_ptr(),
+            rows,
+            D,
+            self.n_heads,
+            self.d_ff,
+            k_cache.shape[2],
+            filled,
+            k_src.shape[2],
+            rows // k_src.shape[0],
+            int(self.pre),
+            self.act,
+            self.eps,
+            torch.get_num_threads(),
+        )
+        return x

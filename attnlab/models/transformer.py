@@ -267,6 +267,40 @@ class Transformer(nn.Module):
         fast_step = self._fast_step() if right_padded else None
         return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
 
+    def _native_layers(self) -> list | None:
+        """Each decoder layer as one call of attnlab's kernel (:class:`attnlab.accel.kernels.DecoderLayer`),
+        or ``None`` where it cannot compute what the block does: the kernel not built here,
+        rotary positions, an activation other than ReLU and GELU, LayerNorms without weights or
+        with different ``eps``."""
+        from ..accel.kernels import DecoderLayer
+
+        acts = {F.relu: 1, F.gelu: 2}
+        layers = []
+        for b in self.decoder:
+            norms = (b.self_norm, b.cross_norm, b.ff_norm)
+            sa, ca, ff = b.self_attn, b.cross_attn, b.ff
+            if sa.rotary is not None or ca.rotary is not None or ff.act not in acts:
+                return None
+            if any(n.weight is None or n.eps != norms[0].eps for n in norms):
+                return None
+            params = [t for n in norms for t in (n.weight, n.bias)]
+            params += [t for lin in (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj) for t in (lin.weight, lin.bias)]
+            params += [t for lin in (ca.q_proj, ca.out_proj, ff.up_proj, ff.down_proj) for t in (lin.weight, lin.bias)]
+            params = [None if t is None else t.detach().contiguous() for t in params]
+            layer = DecoderLayer.build(
+                params,
+                self.config.d_model,
+                sa.n_heads,
+                ff.up_proj.out_features,
+                b.norm == "pre",
+                acts[ff.act],
+                norms[0].eps,
+            )
+            if layer is None:
+                return None
+            layers.append(layer)
+        return layers
+
     def _fast_step(self):
         """:meth:`step` for one new token per row without weights, as the same operations on the
         same parameters without module calls and checks; or ``None`` where it does not apply
@@ -303,6 +337,21 @@ class Transformer(nn.Module):
             for b in self.decoder
         ]
         linear = accel.linear
+        native = self._native_layers()
+        if native is not None:
+            H, Dh = self.config.n_heads, self.config.d_model // self.config.n_heads
+
+            def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
+                x = self._embed(self.tgt_embed, tokens, offset=state.length).contiguous()  # (B, 1, D), a new tensor
+                lengths = state.src_mask.sum(1)  # (N,) real source tokens, the first ones of each row
+                for layer, cache, (k_src, v_src) in zip(native, state.caches, state.memory_kv):
+                    k_buf, v_buf, filled = cache.storage_for_one(x.shape[0], H, Dh, x)  # 2 × (B, H, cap, Dh)
+                    layer(x, k_buf, v_buf, filled, k_src, v_src, lengths)  # x updated in place
+                    cache.length = filled + 1
+                state.length += 1
+                return self.out_proj(self.decoder_norm(x[:, -1]))  # (B, V)
+
+            return native_step
 
         def step(tokens: Tensor, state: DecoderState) -> Tensor:
             x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
