@@ -18,6 +18,10 @@ call it replaces:
   single query per head and no mask, by attnlab's kernel, in fp32 on a CPU without autograd
   (else ``None``). The one-position decoding step of
   :class:`attnlab.layers.MultiHeadAttention` takes it under ``backend="auto"``.
+- :class:`attnlab.accel.kernels.DecoderLayer` ``==`` a Transformer :class:`~attnlab.layers.DecoderBlock`
+  (up to rounding) for one decoding step of a few rows, fp32 on a CPU: the whole layer in one
+  call of attnlab's kernel. ``Transformer.start`` builds one per layer where it applies, and
+  each step of greedy or beam search then runs a layer as one call instead of ~35 tensor operations.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of

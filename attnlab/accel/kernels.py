@@ -4,7 +4,9 @@ The kernels of decoding one token at a time, in fp32: :func:`gemv`, the matrixâ€
 dominates it (each weight matrix times a single row), and :func:`matvec`, the same for a few rows
 (one per hypothesis of a beam); :func:`matvec_many`, the same product for
 several matrices at once (a layer's query, key and value projections); and :func:`attend_one`,
-attention of a single query over the cached keys and values. PyTorch's CPU path for that product
+attention of a single query over the cached keys and values; and :class:`DecoderLayer`, a whole
+Transformer decoder layer for one decoding step in one call (at a few rows a step is mostly the
+fixed cost of each tensor operation, which one call avoids). PyTorch's CPU path for that product
 (MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
 plain loop in ``gemv.c`` streams the weights on all of torch's threads.
 
