@@ -149,31 +149,6 @@ class RollingKVCache:
         self._v = v[..., -self.window :, :].clone()  # (B, H, ≤ window, Dv)
         return k, v
 
-    def _make_room(self, k: Tensor, v: Tensor, t: int) -> None:
-        """Grow the storage (doubling) so that ``t`` more positions fit; ``k``, ``v`` give the shape."""
-        n = self.length
-        if self._k is None or n + t > self._k.shape[-2]:
-            capacity = max(2 * (0 if self._k is None else self._k.shape[-2]), n + t, 16)
-            new_k = k.new_empty(k.shape[:-2] + (capacity, k.shape[-1]))  # (B, H, cap, Dh)
-            new_v = v.new_empty(v.shape[:-2] + (capacity, v.shape[-1]))  # (B, H, cap, Dv)
-            if n:
-                new_k[..., :n, :] = self._k[..., :n, :]
-                new_v[..., :n, :] = self._v[..., :n, :]
-            self._k, self._v = new_k, new_v
-
-    def storage_for_one(self, rows: int, heads: int, head_dim: int, ref: Tensor) -> tuple[Tensor, Tensor, int]:
-        """The storage with room for one more position, and the positions filled, for a caller
-        that writes the new keys and values itself (attnlab's decoder-layer kernel) and then
-        counts them with ``length += 1``. ``ref`` gives the dtype and device of new storage.
-
-        Shape:
-            → 2 × ``(rows, heads, capacity, head_dim)``, contiguous
-        """
-        if self._k is None or self.length + 1 > self._k.shape[-2]:
-            like = ref.new_empty((rows, heads, 1, head_dim))  # (B, H, 1, Dh)
-            self._make_room(like, like, 1)
-        return self._k, self._v, self.length
-
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps)."""
         if self._k is not None:

@@ -174,6 +174,14 @@ static void residual(float *x, const float *t, long rows, long D, int pre, const
     if (!pre) layer_norm_rows(x, x, rows, D, w, b, eps);
 }
 
+/* A sub-layer's input: LayerNorm(x) into h before it (pre-norm), else x itself. */
+static const float *sublayer_input(const float *x, float *h, long rows, long D, int pre, const float *w, const float *b,
+                                   float eps) {
+    if (!pre) return x;
+    layer_norm_rows(x, h, rows, D, w, b, eps);
+    return h;
+}
+
 /* One decoding step of a Transformer decoder layer (Vaswani et al. 2017, §3.1) for `rows` rows,
  * one new target position each: causal self-attention over a key/value cache, source–target
  * attention over the projected source, feed-forward; each with its residual and LayerNorm before
@@ -198,11 +206,7 @@ void attnlab_decoder_layer_f32(const float *const *P, float *restrict x, float *
 #pragma omp parallel num_threads(threads)
     {
         /* self-attention */
-        const float *in = x;
-        if (pre) {
-            layer_norm_rows(x, h, rows, D, P[0], P[1], eps);
-            in = h;
-        }
+        const float *in = sublayer_input(x, h, rows, D, pre, P[0], P[1], eps);
 #pragma omp for schedule(static)
         for (long o = 0; o < 3 * D; ++o) {
             const long m = o / D, oo = o - m * D;
@@ -225,11 +229,7 @@ void attnlab_decoder_layer_f32(const float *const *P, float *restrict x, float *
         linear_rows(P[12], ctx, P[13], t, rows, D, D, 0);
         residual(x, t, rows, D, pre, P[0], P[1], eps);
         /* source–target attention */
-        in = x;
-        if (pre) {
-            layer_norm_rows(x, h, rows, D, P[2], P[3], eps);
-            in = h;
-        }
+        in = sublayer_input(x, h, rows, D, pre, P[2], P[3], eps);
         linear_rows(P[14], in, P[15], q, rows, D, D, 0);
 #pragma omp for schedule(static)
         for (long bh = 0; bh < rows * H; ++bh) {
@@ -240,11 +240,7 @@ void attnlab_decoder_layer_f32(const float *const *P, float *restrict x, float *
         linear_rows(P[16], ctx, P[17], t, rows, D, D, 0);
         residual(x, t, rows, D, pre, P[2], P[3], eps);
         /* feed-forward */
-        in = x;
-        if (pre) {
-            layer_norm_rows(x, h, rows, D, P[4], P[5], eps);
-            in = h;
-        }
+        in = sublayer_input(x, h, rows, D, pre, P[4], P[5], eps);
         linear_rows(P[18], in, P[19], f, rows, F, D, act);
         linear_rows(P[20], f, P[21], t, rows, D, F, 0);
         residual(x, t, rows, D, pre, P[4], P[5], eps);
