@@ -407,6 +407,11 @@ def main() -> None:
     args = parser.parse_args()
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
+    for name in ("sentences", "batch1_sentences", "chunk", "latency_runs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if min(args.beams + args.batch_sizes + args.threads) < 1:
+        parser.error("--beams, --batch-sizes and --threads take numbers of at least 1")
     result = run(args)
     text = markdown(result)
     print(text)

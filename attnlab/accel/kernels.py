@@ -306,6 +306,7 @@ class DecoderLayer:
         pointers = ctypes.c_void_p * len(params)
         self._params = pointers(*[None if t is None else t.data_ptr() for t in params])
         self.d_model, self.n_heads, self.d_ff, self.pre, self.act, self.eps = d_model, n_heads, d_ff, pre, act, eps
+        self._scratch: Tensor | None = None  # working memory, kept between calls (grown when rows grow)
 
     @classmethod
     def build(cls, *args, **kwargs) -> DecoderLayer | None:
@@ -319,7 +320,10 @@ class DecoderLayer:
         """Run the step in place on ``x`` (contiguous); write the new position's keys and values at
         position ``filled`` of the cache buffers; return ``x``."""
         rows, D = x.shape[0], self.d_model
-        scratch = x.new_empty(rows * (4 * D + self.d_ff))
+        need = rows * (4 * D + self.d_ff)
+        if self._scratch is None or self._scratch.numel() < need:
+            self._scratch = x.new_empty(need)
+        scratch = self._scratch
         _decoder_layer_f32(
             self._params,
             x.data_ptr(),

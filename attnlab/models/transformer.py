@@ -328,15 +328,6 @@ class Transformer(nn.Module):
             if not (block.self_attn.has_short_decoding_path and block.cross_attn.has_short_decoding_path):
                 return None
 
-        def norm(module: nn.LayerNorm) -> tuple:
-            return module.normalized_shape, module.weight, module.bias, module.eps
-
-        layers = [
-            (b.norm == "pre", b.self_attn, b.cross_attn, norm(b.self_norm), norm(b.cross_norm), norm(b.ff_norm))
-            + (b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act, b.ff.down_proj.weight, b.ff.down_proj.bias)
-            for b in self.decoder
-        ]
-        linear = accel.linear
         native = self._native_layers()
         if native is not None:
             H, Dh = self.config.n_heads, self.config.d_model // self.config.n_heads
@@ -352,6 +343,16 @@ class Transformer(nn.Module):
                 return self.out_proj(self.decoder_norm(x[:, -1]))  # (B, V)
 
             return native_step
+
+        def norm(module: nn.LayerNorm) -> tuple:
+            return module.normalized_shape, module.weight, module.bias, module.eps
+
+        layers = [
+            (b.norm == "pre", b.self_attn, b.cross_attn, norm(b.self_norm), norm(b.cross_norm), norm(b.ff_norm))
+            + (b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act, b.ff.down_proj.weight, b.ff.down_proj.bias)
+            for b in self.decoder
+        ]
+        linear = accel.linear
 
         def step(tokens: Tensor, state: DecoderState) -> Tensor:
             x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
