@@ -479,7 +479,13 @@ class MultiHeadAttention(nn.Module):
         B = x.shape[0]
         k, v = kv
         out = None
-        if self.backend == "auto" and self.rotary is None and not (self.training and self.dropout > 0):
+        # (Without the kernel, straight to forward: projecting q here would be work done twice.)
+        if (
+            self.backend == "auto"
+            and self.rotary is None
+            and not (self.training and self.dropout > 0)
+            and accel.kernels.available()
+        ):
             q = self.q_proj(x).view(B, 1, self.n_heads, self.head_dim).transpose(1, 2)  # (B, 1, D) -> (B, H, 1, Dh)
             scale = 1.0 / math.sqrt(self.head_dim)  # the default of AF.scaled_dot_product_attention
             out = accel.attend_one_query(q, k, v, scale, B // k.shape[0], lengths)  # (B, H, 1, Dh)

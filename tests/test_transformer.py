@@ -212,19 +212,23 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     assert early_steps < steps["calls"]
 
 
-@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("path", ["native", "python", "python-without-kernel"])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_fast_decoding_step_equals_the_blocks(norm, activation, native, monkeypatch):
-    # Transformer._fast_step (no module calls, attnlab's kernels; with `native` each layer one
-    # call of the C decoder-layer kernel) against step() through the blocks, over padded
-    # sources, the beams of expand() and reorders that drop a sentence.
+def test_fast_decoding_step_equals_the_blocks(norm, activation, path, monkeypatch):
+    # Transformer._fast_step (no module calls, attnlab's kernels; "native": each layer one call
+    # of the C decoder-layer kernel; "python-without-kernel": the cross-attention as a machine
+    # without a C compiler runs it) against step() through the blocks, over padded sources, the
+    # beams of expand() and reorders that drop a sentence.
     from attnlab.accel import kernels
 
+    native = path == "native"
     if native and not kernels.available():
         pytest.skip("no C compiler here: the native decoder layer is not built")
     if not native:
         monkeypatch.setattr(Transformer, "_native_layers", lambda self: None)
+    if path == "python-without-kernel":
+        monkeypatch.setattr(kernels, "available", lambda: False)
     model = make_model(norm=norm, activation=activation, n_decoder_layers=2, d_model=32, d_ff=64)
     src, tgt_in, _ = random_batch(B=3)
     K = 2
