@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .accel import kernels
 from .models.seq2seq import Seq2SeqModel
 
 Tensor = torch.Tensor
@@ -105,7 +106,12 @@ def greedy_decode(
     alive = torch.arange(B, device=src.device)  # (b,)
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        best_logp, nxt = torch.log_softmax(step.logits.float(), dim=-1).max(dim=-1)  # (b,)
+        logits = step.logits.float()  # (b, V)
+        fast = kernels.top_k_log_softmax(logits, 1)  # the same numbers up to rounding, one pass
+        if fast is not None:
+            best_logp, nxt = fast[0].squeeze(1), fast[1].squeeze(1)  # (b,)
+        else:
+            best_logp, nxt = torch.log_softmax(logits, dim=-1).max(dim=-1)  # (b,)
         out[alive, t] = nxt
         scores[alive] += best_logp
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
@@ -225,7 +231,6 @@ def beam_search(
     # The search runs on the n sentences not done yet, k rows each (1 before the first step, K
     # after): `sentence` maps them to the batch, rows j·k … j·k + k − 1 are the j-th's.
     sentence = torch.arange(B, device=dev)  # (n,)
-    first_row = torch.arange(B, device=dev).unsqueeze(1)  # (n, 1) the j-th sentence's first row
     tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=dev)  # (n·k, 1)
     scores = torch.zeros((B, 1), device=dev)  # (n, k)
     history = torch.empty((B, 0), dtype=torch.long, device=dev)  # (n·k, t)
@@ -235,24 +240,17 @@ def beam_search(
     hyps: list[Hypothesis | None] = [None] * B
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
-        logp = torch.log_softmax(step.logits.float(), dim=-1)  # (n·k, V)
-        (n, k), V = scores.shape, logp.shape[-1]
+        logits = step.logits.float()  # (n·k, V)
+        (n, k), V = scores.shape, logits.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
-        # A sentence's K best extensions are among the K best of each of its rows, so one pass over
-        # the vocabulary picks those per row, and the sentence chooses among its k·K.
-        best_logp, best_tok = logp.topk(K, dim=-1)  # (n·k, K)
-        # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
-        finished = (ended < t).unsqueeze(1)  # (n·k, 1)
-        best_logp = best_logp.masked_fill(finished, float("-inf"))
-        best_logp[:, :1].masked_fill_(finished, 0.0)
-        best_tok[:, :1].masked_fill_(finished, pad_id)
-        cand = (scores.view(n * k, 1) + best_logp).view(n, k * K)  # (n, k·K)
-        scores, pick = cand.topk(K, dim=-1)  # (n, K)
-        index = (first_row + pick // K).view(-1)  # (n·K,) the row each new hypothesis extends
-        tok = best_tok.view(n, k * K).gather(1, pick).view(-1)  # (n·K,)
-        ended = ended.index_select(0, index)
-        ended.masked_fill_((tok == eos_id) & (ended == max_len), t)
+        # attnlab's kernel computes what _advance does in one call (one pass over each row's logits,
+        # no (n·k, V) array of log-probabilities); the same numbers up to rounding (tested).
+        fast = kernels.beam_step(logits, scores, ended, t, max_len, eos_id, pad_id, K)
+        if fast is not None:
+            scores, index, tok, ended = fast  # (n, K), then (n·K,) each
+        else:
+            scores, index, tok, ended = _advance(logits, scores, ended, t, max_len, eos_id, pad_id, K)
         history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
             new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (n·K, 1, L, H, S)
@@ -284,10 +282,40 @@ def beam_search(
             expand(K)
         elif K > 1 or keep is not None:  # (one beam with no sentence done: every row stays)
             state.reorder(index)
-        if t == 0 or keep is not None:
-            first_row = torch.arange(0, scores.shape[0] * K, K, device=dev).unsqueeze(1)  # (n, 1)
         tokens = tok.unsqueeze(1)  # (n·K, 1)
     return hyps  # type: ignore[return-value]
+
+
+def _advance(
+    logits: Tensor, scores: Tensor, ended: Tensor, t: int, max_len: int, eos_id: int, pad_id: int, K: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One step of :func:`beam_search` in PyTorch (the reference of
+    :func:`attnlab.accel.kernels.beam_step`): each live row offers its ``K`` best extensions, a
+    finished one (``ended < t``) itself, extended by padding at no cost, and each sentence keeps the
+    ``K`` best of its rows' offers.
+
+    Shape:
+        logits ``(n·k, V)``; scores ``(n, k)``; ended ``(n·k,)`` → scores ``(n, K)``, and per new row
+        ``(n·K,)``: the row it extends, its token, the step at which it ended
+    """
+    (n, k), dev = scores.shape, logits.device
+    logp = torch.log_softmax(logits, dim=-1)  # (n·k, V)
+    # A sentence's K best extensions are among the K best of each of its rows, so one pass over the
+    # vocabulary picks those per row, and the sentence chooses among its k·K.
+    best_logp, best_tok = logp.topk(K, dim=-1)  # (n·k, K)
+    # A finished hypothesis can only "extend" by padding at no cost: its score is frozen.
+    finished = (ended < t).unsqueeze(1)  # (n·k, 1)
+    best_logp = best_logp.masked_fill(finished, float("-inf"))
+    best_logp[:, :1].masked_fill_(finished, 0.0)
+    best_tok[:, :1].masked_fill_(finished, pad_id)
+    cand = (scores.view(n * k, 1) + best_logp).view(n, k * K)  # (n, k·K)
+    scores, pick = cand.topk(K, dim=-1)  # (n, K)
+    first_row = torch.arange(0, n * k, k, device=dev).unsqueeze(1)  # (n, 1) each sentence's first row
+    index = (first_row + pick // K).view(-1)  # (n·K,) the row each new hypothesis extends
+    tok = best_tok.view(n, k * K).gather(1, pick).view(-1)  # (n·K,)
+    ended = ended.index_select(0, index)
+    ended = ended.masked_fill((tok == eos_id) & (ended == max_len), t)
+    return scores, index, tok, ended
 
 
 def _finish(

@@ -281,3 +281,82 @@ def test_the_build_is_cached_per_machine(tmp_path):
     stamp = built[0].stat().st_mtime_ns
     assert _probe(env)[0] == status and built[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt
     assert not list(tmp_path.rglob("*.partial"))
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, out", [(3, 5), (40, 77), (256, 300)])
+@pytest.mark.parametrize("rows", [1, 2, 5, 6, 13])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_product_equals_torch_and_each_row_alone(n, out, rows, threads):
+    # The product inside the decoder and encoder kernels, with its weight packed into panels of 16
+    # outputs (out = 5, 77, 300: panels that end past the last output).
+    gen = torch.Generator().manual_seed(n * rows + out)
+    w, b = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen)
+    x = torch.randn(rows, n, generator=gen)
+    packed = kernels.pack(w)
+    assert packed.numel() == -(-out // kernels.PANEL) * kernels.PANEL * n
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        together = kernels.packed_linear(x, packed, out, b)
+        alone = torch.cat([kernels.packed_linear(x[i : i + 1].contiguous(), packed, out, b) for i in range(rows)])
+        no_bias = kernels.packed_linear(x, packed, out)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(together, alone)  # a row's additions do not depend on its neighbours
+    torch.testing.assert_close(together, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(no_bias, F.linear(x, w), atol=1e-4, rtol=1e-5)
+
+
+@needs_kernel
+@pytest.mark.parametrize("V, k", [(1, 1), (7, 3), (70, 1), (6000, 4), (6001, 64)])
+def test_top_k_log_softmax_equals_torch(V, k):
+    gen = torch.Generator().manual_seed(V + k)
+    logits = torch.randn(9, V, generator=gen) * 4
+    logits[0, :] = 0.0  # all tied: the smallest ids first
+    logits[1, V // 2] = 1e4  # one token takes all the probability
+    logits[2, : V // 2] = float("-inf")  # tokens that cannot come
+    val, idx = kernels.top_k_log_softmax(logits, k)
+    ref = torch.log_softmax(logits, dim=-1)
+    ref_val, _ = ref.topk(k, dim=-1)
+    torch.testing.assert_close(val, ref_val, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ref.gather(1, idx), ref_val, atol=1e-5, rtol=1e-5)  # ids of those values
+    assert idx[0].tolist() == list(range(k))
+    assert idx[1, 0] == V // 2 and val[1, 0] == 0.0
+    # declines what it cannot take
+    assert kernels.top_k_log_softmax(logits.double(), k) is None
+    assert kernels.top_k_log_softmax(torch.cat([logits, logits], 1)[:, ::2], k) is None  # strided
+    assert kernels.top_k_log_softmax(logits, V + 1) is None
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, k, K", [(3, 1, 4), (3, 4, 4), (5, 3, 3), (2, 1, 1), (4, 2, 2)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_beam_step_equals_the_pytorch_reference(n, k, K, threads):
+    # attnlab.decode._advance is beam_search's step in PyTorch; the kernel does it in one call.
+    from attnlab.decode import _advance
+
+    gen = torch.Generator().manual_seed(n * 100 + k * 10 + K)
+    V, t, max_len, eos, pad = 50, 3, 20, 2, 0
+    logits = torch.randn(n * k, V, generator=gen) * 3
+    logits[::3, eos] += 5.0  # some hypotheses end here
+    scores = -torch.rand(n, k, generator=gen) * 10
+    ended = torch.full((n * k,), max_len, dtype=torch.long)
+    ended[1::4] = 1  # finished before: their score is frozen, extended by padding
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = kernels.beam_step(logits, scores, ended, t, max_len, eos, pad, K)
+    finally:
+        torch.set_num_threads(before)
+    want = _advance(logits, scores, ended, t, max_len, eos, pad, K)
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)  # scores (n, K)
+    # Rows extended, tokens, when each ended; not for the -inf offers that fill the beam of a sentence
+    # with fewer live ones (which of those ties comes first is the sort's choice; they never win).
+    live = want[0].isfinite().view(-1)
+    assert live.any()
+    for g, w in zip(got[1:], want[1:]):
+        assert g[live].tolist() == w[live].tolist()
+    assert ((got[3] == t) == ((got[2] == eos) & (ended[got[1]] == max_len))).all()
+    assert kernels.beam_step(logits, scores.double(), ended, t, max_len, eos, pad, K) is None
+    assert kernels.beam_step(logits, scores, ended, t, max_len, eos, pad, V + 1) is None

@@ -216,17 +216,17 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_fast_decoding_step_equals_the_blocks(norm, activation, path, monkeypatch):
-    # Transformer._fast_step (no module calls, attnlab's kernels; "native": each layer one call
-    # of the C decoder-layer kernel; "python-without-kernel": the cross-attention as a machine
+    # Transformer._fast_step (no module calls, attnlab's kernels; "native": the whole step one call
+    # of the C decoder kernel; "python-without-kernel": the cross-attention as a machine
     # without a C compiler runs it) against step() through the blocks, over padded sources, the
     # beams of expand() and reorders that drop a sentence.
     from attnlab.accel import kernels
 
     native = path == "native"
     if native and not kernels.available():
-        pytest.skip("no C compiler here: the native decoder layer is not built")
+        pytest.skip("no C compiler here: the native decoder is not built")
     if not native:
-        monkeypatch.setattr(Transformer, "_native_layers", lambda self: None)
+        monkeypatch.setattr(Transformer, "_native_decoder", lambda self: None)
     if path == "python-without-kernel":
         monkeypatch.setattr(kernels, "available", lambda: False)
     model = make_model(norm=norm, activation=activation, n_decoder_layers=2, d_model=32, d_ff=64)
@@ -277,6 +277,61 @@ def test_fast_decoding_step_only_where_it_computes_the_same():
         model.encoder[0].register_forward_hook(lambda *a: None)  # the encoder has run by then
         assert model.start(src).fast_step is not None
         assert make_model(n_decoder_layers=2).to(torch.bfloat16).start(src).fast_step is None
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_native_encoder_equals_the_blocks(norm, activation):
+    # start() encodes a small batch with one call of attnlab's encoder kernel (embeddings, every
+    # layer over the real tokens of each sentence, the final norm, each decoder layer's source
+    # keys/values); the blocks through encode() and project_kv() are the reference.
+    from attnlab.accel import kernels
+
+    if not kernels.available():
+        pytest.skip("no C compiler here: the native encoder is not built")
+    model = make_model(norm=norm, activation=activation, n_encoder_layers=2, n_decoder_layers=2, d_model=32, d_ff=64)
+    src, _, _ = random_batch(B=3)
+    src[1, 4:] = PAD  # padding of different lengths
+    mask = src != PAD
+    with torch.no_grad():
+        native = model._native_encoder()
+        assert native is not None
+        got = native(src, mask.sum(1))
+        memory, _ = model.encode(src, mask)
+        want = [block.cross_attn.project_kv(memory) for block in model.decoder]
+    real = mask[:, None, :, None]  # (B, 1, S, 1): the padded positions are never attended to
+    for (k, v), (rk, rv) in zip(got, want):
+        torch.testing.assert_close(k * real, rk * real, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(v * real, rv * real, atol=1e-5, rtol=1e-5)
+
+
+def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
+    from attnlab.accel import kernels
+
+    if not kernels.available():
+        pytest.skip("no C compiler here: the native kernels are not built")
+    model = make_model(n_decoder_layers=2)
+    src, tgt_in, _ = random_batch(B=2)
+
+    def logits():
+        fast, plain = model.start(src), model.start(src)
+        plain.fast_step = None
+        plain.memory_kv = [block.cross_attn.project_kv(model.encode(src)[0]) for block in model.decoder]
+        return model.step(tgt_in[:, :1], fast).logits, model.step(tgt_in[:, :1], plain).logits
+
+    with torch.no_grad():
+        a, b = logits()
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        assert model._native_decoder() is model._native_decoder()  # built (and packed) once
+        model.out_proj.weight.mul_(2.0)  # changed in place (a training step, load_state_dict)
+        model.encoder[0].ff.up_proj.weight.add_(0.5)
+        a2, b2 = logits()
+        torch.testing.assert_close(a2, b2, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(a, a2)
+        calls = []
+        model.encoder[0].register_forward_hook(lambda *args: calls.append(1))
+        model.start(src)
+        assert calls == [1]  # the module ran, not the kernel
 
 
 def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_greedy():

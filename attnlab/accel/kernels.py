@@ -10,7 +10,7 @@ fixed cost of each tensor operation, which one call avoids). PyTorch's CPU path 
 (MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
 plain loop in ``gemv.c`` streams the weights on all of torch's threads.
 
-The source is compiled once per machine (``cc -O3 -march=native -fopenmp``) into
+The source is compiled once per machine (``cc -O3 -march=native -ffp-contract=off -fopenmp``) into
 ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), under a name that hashes the source, the
 flags, the compiler and the CPU's feature flags, and loaded with :mod:`ctypes`; no Python headers
 or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_NATIVE=0``)
@@ -37,16 +37,34 @@ from .. import machine
 
 Tensor = torch.Tensor
 
-__all__ = ["gemv", "matvec", "matvec_many", "attend_one", "DecoderLayer", "available", "status"]
+__all__ = [
+    "gemv",
+    "matvec",
+    "matvec_many",
+    "attend_one",
+    "DecoderStep",
+    "EncoderStack",
+    "pack",
+    "packed_linear",
+    "top_k_log_softmax",
+    "beam_step",
+    "available",
+    "status",
+]
 
 _SOURCE = Path(__file__).with_name("gemv.c")
-_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+_FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
 _LIBS = ["-lm"]  # after the source: a linker with --as-needed drops a library named before its users
 _lock = threading.Lock()
 _gemv_f32 = None  # the loaded C functions, once built
 _gemv_many_f32 = None
 _attend_one_f32 = None
-_decoder_layer_f32 = None
+_decoder_step_f32 = None
+_encoder_f32 = None
+_top_k_f32 = None
+_beam_step_f32 = None
+_pack_f32 = None
+_packed_rows_f32 = None
 _tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
 _status = "not loaded yet"
 
@@ -84,7 +102,8 @@ def _build() -> Path:
 def _load():
     """The one-matrix C function (the others load with it), building and loading them on the first
     call; ``None`` if unavailable."""
-    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _decoder_layer_f32, _tried, _status
+    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
+    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack_f32, _packed_rows_f32
     if _tried:
         return _gemv_f32
     with _lock:
@@ -104,11 +123,22 @@ def _load():
                     fn.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
                     many.argtypes = [p, p, p, p, long, long, long, long, ctypes.c_int]
                     attend.argtypes = [p] * 4 + [long] * 9 + [p, ctypes.c_float, ctypes.c_int]
-                    layer = lib.attnlab_decoder_layer_f32
-                    layer.argtypes = [p] * 8 + [long] * 8 + [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
-                    fn.restype = many.restype = attend.restype = layer.restype = None
+                    step, encoder = lib.attnlab_decoder_step_f32, lib.attnlab_encoder_f32
+                    step.argtypes = [p, long, p, p, p, ctypes.c_float] + [p] * 9 + [long, p] + [p] * 2 + [long] * 8
+                    step.argtypes += [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
+                    encoder.argtypes = [p, long, p, p, p, ctypes.c_float, p, p, p, p, long, p, p, p, p]
+                    encoder.argtypes += [long] * 5 + [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
+                    top_k, beam = lib.attnlab_top_k_log_softmax_f32, lib.attnlab_beam_step_f32
+                    top_k.argtypes = [p, long, long, long, p, p, ctypes.c_int]
+                    beam.argtypes = [p] + [long] * 4 + [p, p] + [long] * 4 + [p] * 6 + [ctypes.c_int]
+                    pack, packed = lib.attnlab_pack_f32, lib.attnlab_packed_rows_f32
+                    pack.argtypes = [p, p, long, long]
+                    packed.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
+                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, packed):
+                        f.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
-                    _decoder_layer_f32 = layer
+                    _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32 = step, encoder, top_k, beam
+                    _pack_f32, _packed_rows_f32 = pack, packed
                     _status = f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
@@ -283,61 +313,154 @@ def attend_one(
     return out.transpose(1, 2)  # (B, H, 1, Dh)
 
 
-class DecoderLayer:
-    """One decoding step of a Transformer decoder layer in one call of attnlab's kernel
-    (``attnlab_decoder_layer_f32`` in ``gemv.c``): self-attention over a :class:`KVCache`-style
-    buffer, source–target attention over the projected source, feed-forward, with the residuals
-    and LayerNorms of a pre- or post-norm block. The numbers of the block's modules up to
-    rounding (tested against :class:`attnlab.layers.DecoderBlock`).
+def _pointers(tensors: list[Tensor | None]) -> ctypes.Array:
+    return (ctypes.c_void_p * len(tensors))(*[None if t is None else t.data_ptr() for t in tensors])
 
-    Built once per decoding run from the block's fp32 CPU parameters (their addresses are kept, so
-    the parameters must not be replaced while it is in use); :meth:`build` returns ``None`` when
-    the kernel is not built here. No checks per call, as :func:`matvec`.
+
+#: The parameters of one layer as the C functions list them (gemv.c, DECODER_PARAMS and
+#: ENCODER_PARAMS): the LayerNorms' weights and biases, then the projections' weights and biases
+#: (the positions of the weight matrices, which the kernels take packed, in the second tuple).
+DECODER_PARAMS, DECODER_MATRICES = 22, (6, 8, 10, 12, 14, 16, 18, 20)
+ENCODER_PARAMS, ENCODER_MATRICES = 16, (4, 6, 8, 10, 12, 14)
+
+#: Outputs per panel of a packed weight (gemv.c, PANEL).
+PANEL = 16
+
+
+def pack(weight: Tensor) -> Tensor:
+    """``weight`` (fp32, contiguous, on the CPU) in the packed layout of attnlab's decoder and
+    encoder kernels: panels of :data:`PANEL` outputs, each holding its outputs' weights input by
+    input (``attnlab_pack_f32`` in ``gemv.c``). Requires the kernels (:func:`available`).
 
     Shape:
-        x ``(B, 1, D)``; cache buffers ``(B, H, cap, Dh)``; source keys/values
-        ``(B / G, H, S, Dh)``, contiguous; lengths ``(B / G,)`` int64
+        weight ``(out, n)`` → ``(ceil(out / PANEL) · PANEL · n,)``
+    """
+    if not _tried:
+        _load()
+    out, n = weight.shape
+    weight = weight.detach().contiguous()
+    packed = weight.new_empty(-(-out // PANEL) * PANEL * n)
+    _pack_f32(weight.data_ptr(), packed.data_ptr(), out, n)
+    return packed
+
+
+def packed_linear(x: Tensor, packed: Tensor, out: int, bias: Tensor | None = None) -> Tensor:
+    """``x Wᵀ + b`` for a weight packed by :func:`pack`: the product of the decoder and encoder
+    kernels on its own (for tests and benchmarks). Each number is the same alone or beside other
+    rows. No checks, as :func:`matvec`.
+
+    Shape:
+        x ``(rows, n)`` contiguous fp32, packed from ``(out, n)``, bias ``(out,)`` → ``(rows, out)``
+    """
+    rows, n = x.shape
+    y = x.new_empty((rows, out))
+    _packed_rows_f32(
+        packed.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows, out, n,
+        torch.get_num_threads(),
+    )  # fmt: skip
+    return y
+
+
+def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...]) -> list[Tensor | None]:
+    """The layers' parameters in one list, their weight matrices packed."""
+    return [pack(t) if i in matrices else t for layer in layers for i, t in enumerate(layer)]
+
+
+class DecoderStep:
+    """A whole decoding step of a Transformer decoder in one call of attnlab's kernel
+    (``attnlab_decoder_step_f32`` in ``gemv.c``): the new tokens' embeddings (times ``scale``,
+    plus the positional code), every layer's causal self-attention over a :class:`KVCache`-style
+    buffer, source–target attention over the projected source and feed-forward, with the
+    residuals and LayerNorms of pre- or post-norm blocks, and the stack's final LayerNorm (if
+    any), and the projection to the vocabulary. At a few rows a step is mostly the fixed cost of
+    each tensor operation, which one call avoids. The numbers of attnlab's modules up to rounding
+    (tested against the Transformer's blocks).
+
+    Built from fp32 CPU tensors, whose weight matrices it packs (:func:`pack`: a copy, so build
+    it once and keep it while the parameters do not change; the other tensors' addresses are
+    kept); :meth:`build` returns ``None`` when the kernel is not built here. No checks per call,
+    as :func:`matvec`.
+
+    Shape:
+        tokens ``(B,)`` int64 → logits ``(B, V)``; cache buffers ``L × (B, H, cap, Dh)``; source
+        keys/values ``L × (B / G, H, S, Dh)``, contiguous; lengths ``(B / G,)`` int64
     """
 
     def __init__(
-        self, params: list[Tensor | None], d_model: int, n_heads: int, d_ff: int, pre: bool, act: int, eps: float
+        self,
+        layers: list[list[Tensor | None]],
+        embedding: Tensor,
+        positions: Tensor,
+        scale: float,
+        final: tuple[Tensor, Tensor | None] | None,
+        out_weight: Tensor,
+        out_bias: Tensor | None,
+        n_heads: int,
+        d_ff: int,
+        pre: bool,
+        act: int,
+        eps: float,
     ):
-        self._keep = params  # the tensors whose addresses the kernel reads
-        pointers = ctypes.c_void_p * len(params)
-        self._params = pointers(*[None if t is None else t.data_ptr() for t in params])
-        self.d_model, self.n_heads, self.d_ff, self.pre, self.act, self.eps = d_model, n_heads, d_ff, pre, act, eps
+        flat = _packed_layers(layers, DECODER_MATRICES)
+        self.out_packed, self.out_bias, self.vocab_size = pack(out_weight), out_bias, out_weight.shape[0]
+        self._keep = [*flat, embedding, positions, *(final or ())]  # the tensors whose addresses the kernel reads
+        self._params = _pointers(flat)
+        self.n_layers, self.d_model = len(layers), embedding.shape[1]
+        self.embedding, self.positions, self.scale, self.final = embedding, positions, scale, final
+        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, act, eps
         self._scratch: Tensor | None = None  # working memory, kept between calls (grown when rows grow)
 
     @classmethod
-    def build(cls, *args, **kwargs) -> DecoderLayer | None:
+    def build(cls, *args, **kwargs) -> DecoderStep | None:
         if not _tried:
             _load()
-        return None if _decoder_layer_f32 is None else cls(*args, **kwargs)
+        return None if _decoder_step_f32 is None else cls(*args, **kwargs)
 
     def __call__(
-        self, x: Tensor, k_cache: Tensor, v_cache: Tensor, filled: int, k_src: Tensor, v_src: Tensor, lengths: Tensor
+        self,
+        tokens: Tensor,
+        caches: list[tuple[Tensor, Tensor]],
+        filled: int,
+        sources: list[tuple[Tensor, Tensor]],
+        lengths: Tensor,
     ) -> Tensor:
-        """Run the step in place on ``x`` (contiguous); write the new position's keys and values at
-        position ``filled`` of the cache buffers; return ``x``."""
-        rows, D = x.shape[0], self.d_model
-        need = rows * (4 * D + self.d_ff)
+        """Embed ``tokens`` at position ``filled``, write each layer's new keys and values at that
+        position of its cache buffers, return the logits of the next token."""
+        if filled >= self.positions.shape[0]:
+            raise ValueError(f"sequence of {filled + 1} positions exceeds max_len={self.positions.shape[0]}")
+        rows, D = tokens.shape[0], self.d_model
+        need = rows * (6 * D + self.d_ff)
         if self._scratch is None or self._scratch.numel() < need:
-            self._scratch = x.new_empty(need)
-        scratch = self._scratch
-        _decoder_layer_f32(
+            self._scratch = self.embedding.new_empty(need)
+        x = self.embedding.new_empty((rows, D))
+        logits = self.embedding.new_empty((rows, self.vocab_size))
+        k_src = sources[0][0]
+        final_w, final_b = self.final if self.final is not None else (None, None)
+        _decoder_step_f32(
             self._params,
-            x.data_ptr(),
-            k_cache.data_ptr(),
-            v_cache.data_ptr(),
-            k_src.data_ptr(),
-            v_src.data_ptr(),
+            self.n_layers,
+            self.embedding.data_ptr(),
+            tokens.data_ptr(),
+            self.positions.data_ptr(),
+            self.scale,
+            _pointers([k for k, _ in caches]),
+            _pointers([v for _, v in caches]),
+            _pointers([k for k, _ in sources]),
+            _pointers([v for _, v in sources]),
             lengths.data_ptr(),
-            scratch.data_ptr(),
+            None if final_w is None else final_w.data_ptr(),
+            None if final_b is None else final_b.data_ptr(),
+            self.out_packed.data_ptr(),
+            None if self.out_bias is None else self.out_bias.data_ptr(),
+            self.vocab_size,
+            logits.data_ptr(),
+            x.data_ptr(),
+            self._scratch.data_ptr(),
             rows,
             D,
             self.n_heads,
             self.d_ff,
-            k_cache.shape[2],
+            caches[0][0].shape[2],
             filled,
             k_src.shape[2],
             rows // k_src.shape[0],
@@ -346,4 +469,160 @@ class DecoderLayer:
             self.eps,
             torch.get_num_threads(),
         )
-        return x
+        return logits
+
+
+class EncoderStack:
+    """A Transformer encoder and its hand-over to the decoder in one call of attnlab's kernel
+    (``attnlab_encoder_f32`` in ``gemv.c``): the source embeddings, every layer's self-attention
+    over the real tokens of its sentence and feed-forward (pre- or post-norm), the final
+    LayerNorm (if any), and each decoder layer's source keys and values (the cross-attention's
+    key and value projections of the encoder's output). For a batch of a few short sentences
+    the fixed cost of each tensor operation is most of the encoder's time, which one call
+    avoids. The numbers of attnlab's modules up to rounding (tested against the Transformer's).
+
+    Built as :class:`DecoderStep` (the weights packed); ``cross`` lists each decoder layer's
+    ``Wk bk Wv bv``.
+
+    Shape:
+        src ``(B, S)`` int64, right-padded, lengths ``(B,)`` → ``L_dec × 2 × (B, H, S, Dh)``
+    """
+
+    def __init__(
+        self,
+        layers: list[list[Tensor | None]],
+        cross: list[list[Tensor | None]],
+        embedding: Tensor,
+        positions: Tensor,
+        scale: float,
+        final: tuple[Tensor, Tensor | None] | None,
+        n_heads: int,
+        d_ff: int,
+        pre: bool,
+        act: int,
+        eps: float,
+    ):
+        flat, flat_cross = _packed_layers(layers, ENCODER_MATRICES), _packed_layers(cross, (0, 2))
+        self._keep = [*flat, *flat_cross, embedding, positions, *(final or ())]
+        self._params, self._cross = _pointers(flat), _pointers(flat_cross)
+        self.n_layers, self.n_cross, self.d_model = len(layers), len(cross), embedding.shape[1]
+        self.embedding, self.positions, self.scale, self.final = embedding, positions, scale, final
+        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, act, eps
+
+    @classmethod
+    def build(cls, *args, **kwargs) -> EncoderStack | None:
+        if not _tried:
+            _load()
+        return None if _encoder_f32 is None else cls(*args, **kwargs)
+
+    def __call__(self, src: Tensor, lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
+        B, S = src.shape
+        if S > self.positions.shape[0]:
+            raise ValueError(f"sequence of {S} positions exceeds max_len={self.positions.shape[0]}")
+        D, H = self.d_model, self.n_heads
+        src, lengths = src.contiguous(), lengths.contiguous()  # held in names while the C call reads them
+        x = self.embedding.new_empty(B * S * D)
+        scratch = self.embedding.new_empty(B * S * (8 * D + self.d_ff))
+        out = [(x.new_empty((B, H, S, D // H)), x.new_empty((B, H, S, D // H))) for _ in range(self.n_cross)]
+        final_w, final_b = self.final if self.final is not None else (None, None)
+        _encoder_f32(
+            self._params,
+            self.n_layers,
+            self.embedding.data_ptr(),
+            src.data_ptr(),
+            self.positions.data_ptr(),
+            self.scale,
+            lengths.data_ptr(),
+            None if final_w is None else final_w.data_ptr(),
+            None if final_b is None else final_b.data_ptr(),
+            self._cross,
+            self.n_cross,
+            _pointers([k for k, _ in out]),
+            _pointers([v for _, v in out]),
+            x.data_ptr(),
+            scratch.data_ptr(),
+            B,
+            S,
+            D,
+            H,
+            self.d_ff,
+            int(self.pre),
+            self.act,
+            self.eps,
+            torch.get_num_threads(),
+        )
+        return out
+
+
+def top_k_log_softmax(logits: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
+    """``torch.log_softmax(logits, -1).topk(k)`` in one pass per row (the top ``k`` found first,
+    then one sum of exponentials; no ``(B, V)`` array of log-probabilities is written), or
+    ``None`` if the kernel is not built here or cannot take ``logits`` (not a contiguous 2-D fp32
+    CPU tensor, ``k`` outside ``1 … V``). Of equal values the smaller token id comes first; the
+    log-probabilities equal torch's up to rounding (tested).
+
+    Shape:
+        logits ``(B, V)`` → values ``(B, k)`` float32, indices ``(B, k)`` int64
+    """
+    if not _tried:
+        _load()
+    if (
+        _top_k_f32 is None
+        or logits.dim() != 2
+        or logits.dtype != torch.float32
+        or not logits.is_cpu
+        or not logits.is_contiguous()
+        or not 1 <= k <= logits.shape[1]
+        or logits.requires_grad
+    ):
+        return None
+    B, V = logits.shape
+    val, idx = logits.new_empty((B, k)), torch.empty((B, k), dtype=torch.long)
+    _top_k_f32(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), torch.get_num_threads())
+    return val, idx
+
+
+def beam_step(
+    logits: Tensor, scores: Tensor, ended: Tensor, t: int, max_len: int, eos_id: int, pad_id: int, beam_size: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+    """One step of :func:`attnlab.decode.beam_search`'s bookkeeping in one call, or ``None`` if
+    the kernel is not built here or cannot take the tensors (``logits`` not a contiguous 2-D fp32
+    CPU tensor; ``scores`` not fp32 or ``ended`` not int64, both contiguous on the CPU; a beam
+    wider than the vocabulary): for ``n`` sentences of ``k`` rows, each live row offers its
+    ``beam_size`` best extensions (its score plus the token's log-probability), a finished one
+    (``ended < t``) itself extended by ``pad_id`` at no cost, and each sentence keeps the
+    ``beam_size`` best of its offers; of equal scores the earlier offer (row, then rank) wins.
+    The numbers of the PyTorch operations in ``beam_search`` up to rounding (tested).
+
+    Shape:
+        logits ``(n·k, V)``, scores ``(n, k)``, ended ``(n·k,)`` → scores ``(n, K)``, and per new
+        row ``(n·K,)``: the row it extends, its token, the step at which it ended (``t`` for a
+        new EOS, ``max_len`` while live)
+    """
+    if not _tried:
+        _load()
+    if (
+        _beam_step_f32 is None
+        or logits.dim() != 2
+        or logits.dtype != torch.float32
+        or not logits.is_cpu
+        or not logits.is_contiguous()
+        or scores.dtype != torch.float32
+        or not scores.is_contiguous()
+        or not scores.is_cpu
+        or ended.dtype != torch.long
+        or not ended.is_contiguous()
+        or not ended.is_cpu
+        or not 1 <= beam_size <= min(logits.shape[1], 64)
+    ):
+        return None
+    (n, k), (rows, V), K = scores.shape, logits.shape, beam_size
+    cand_val, cand_tok = logits.new_empty(rows * K), torch.empty(rows * K, dtype=torch.long)
+    new_scores = logits.new_empty((n, K))
+    index, tok, new_ended = (torch.empty(n * K, dtype=torch.long) for _ in range(3))
+    _beam_step_f32(
+        logits.data_ptr(), V, n, k, K, scores.data_ptr(), ended.data_ptr(), t, max_len, eos_id, pad_id,
+        cand_val.data_ptr(), cand_tok.data_ptr(), new_scores.data_ptr(), index.data_ptr(), tok.data_ptr(),
+        new_ended.data_ptr(), torch.get_num_threads(),
+    )  # fmt: skip
+    return new_scores, index, tok, new_ended

@@ -32,7 +32,12 @@ from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entrop
 
 Tensor = torch.Tensor
 
-__all__ = ["TransformerConfig", "PRESETS", "Transformer"]
+__all__ = ["TransformerConfig", "PRESETS", "Transformer", "NATIVE_ENCODER_MAX_TOKENS"]
+
+#: Most source tokens (batch × length, padding included) that :meth:`Transformer.start` encodes
+#: with attnlab's one-call encoder kernel at inference time; a larger batch is arithmetic enough
+#: for PyTorch's blocked products to win (docs/export.md has the measurements).
+NATIVE_ENCODER_MAX_TOKENS = 256
 
 
 @dataclass
@@ -257,49 +262,159 @@ class Transformer(nn.Module):
             src ``(B, S)`` → state with memory_kv ``L × 2 × (B, H, S, Dh)``
         """
         src_mask = src != self.config.pad_id if src_mask is None else src_mask  # (B, S)
-        memory, _ = self.encode(src, src_mask)  # (B, S, D)
-        # Contiguous: each source position's keys then lie in one run, as attnlab's one-query
-        # attention kernel reads them (one copy per batch of sentences).
-        memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
-        caches = [block.self_attn.new_cache() for block in self.decoder]
         lengths = src_mask.sum(1, keepdim=True)  # (B, 1)
         right_padded = bool((src_mask == (torch.arange(src_mask.shape[1], device=src.device) < lengths)).all())
         fast_step = self._fast_step() if right_padded else None
+        encoder = None
+        if fast_step is not None and src.numel() <= NATIVE_ENCODER_MAX_TOKENS:
+            encoder = self._native_encoder()
+        if encoder is not None:
+            memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (B, H, S, Dh)
+        else:
+            memory, _ = self.encode(src, src_mask)  # (B, S, D)
+            # Contiguous: each source position's keys then lie in one run, as attnlab's one-query
+            # attention kernel reads them (one copy per batch of sentences).
+            memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
+        caches = [block.self_attn.new_cache() for block in self.decoder]
         return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
 
-    def _native_layers(self) -> list | None:
-        """Each decoder layer as one call of attnlab's kernel (:class:`attnlab.accel.kernels.DecoderLayer`),
-        or ``None`` where it cannot compute what the block does: the kernel not built here,
-        rotary positions, an activation other than ReLU and GELU, LayerNorms without weights or
-        with different ``eps``."""
-        from ..accel.kernels import DecoderLayer
-
+    def _native_ok(self, blocks, norms_of) -> tuple[bool, int, float] | None:
+        """``(pre, act, eps)`` shared by ``blocks`` if attnlab's layer kernels compute what they
+        do, else ``None``: not with rotary positions, an attention variant other than full, an
+        activation other than ReLU and GELU, or LayerNorms without weights or of different ``eps``."""
         acts = {F.relu: 1, F.gelu: 2}
+        eps = None
+        for b in blocks:
+            attns = [m for m in (getattr(b, "self_attn", None), getattr(b, "cross_attn", None)) if m is not None]
+            if any(a.rotary is not None or not a.has_short_decoding_path for a in attns) or b.ff.act not in acts:
+                return None
+            for n in norms_of(b):
+                if n.weight is None or (eps is not None and n.eps != eps):
+                    return None
+                eps = n.eps
+        if not blocks or len({b.norm for b in blocks}) != 1 or len({b.ff.act for b in blocks}) != 1:
+            return None
+        return blocks[0].norm == "pre", acts[blocks[0].ff.act], eps
+
+    def _final_norm(self, module: nn.Module, eps: float) -> tuple | None | bool:
+        """The stack's final LayerNorm as (weight, bias) for the kernels; ``None`` for none (post-norm);
+        ``False`` if the kernels cannot apply it."""
+        if isinstance(module, nn.Identity):
+            return None
+        if module.weight is None or module.eps != eps:
+            return False
+        return (module.weight.detach(), None if module.bias is None else module.bias.detach())
+
+    @staticmethod
+    def _tensors(*modules_and_names) -> list[Tensor | None]:
+        return [None if t is None else t.detach().contiguous() for t in modules_and_names]
+
+    def _built(self, name: str, tensors: list, build):
+        """``build()`` once for these ``tensors`` (the parameters a kernel reads, which it may pack
+        into copies): kept on the model and built again only when one of them is replaced or
+        changed in place (a training step, ``load_state_dict``): a translation of one sentence
+        costs little more than packing the weights of the vocabulary projection."""
+        key = tuple((id(t), t.data_ptr(), t._version) for t in tensors if t is not None)
+        cached = self.__dict__.setdefault("_kernel_cache", {}).get(name)
+        if cached is not None and cached[0] == key:
+            return cached[2]
+        built = build()
+        self._kernel_cache[name] = (key, tensors, built)  # the tensors held: their ids stay theirs
+        return built
+
+    def _native_decoder(self):
+        """The whole decoding step as one call of attnlab's kernel
+        (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` where it cannot compute what
+        the blocks do (see :meth:`_native_ok`) or the kernel is not built here."""
+        from ..accel.kernels import DecoderStep
+
+        blocks = list(self.decoder)
+        ok = self._native_ok(blocks, lambda b: (b.self_norm, b.cross_norm, b.ff_norm))
+        if ok is None:
+            return None
+        pre, act, eps = ok
+        final = self._final_norm(self.decoder_norm, eps)
+        if final is False:
+            return None
         layers = []
-        for b in self.decoder:
-            norms = (b.self_norm, b.cross_norm, b.ff_norm)
+        for b in blocks:
             sa, ca, ff = b.self_attn, b.cross_attn, b.ff
-            if sa.rotary is not None or ca.rotary is not None or ff.act not in acts:
-                return None
-            if any(n.weight is None or n.eps != norms[0].eps for n in norms):
-                return None
-            params = [t for n in norms for t in (n.weight, n.bias)]
-            params += [t for lin in (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj) for t in (lin.weight, lin.bias)]
-            params += [t for lin in (ca.q_proj, ca.out_proj, ff.up_proj, ff.down_proj) for t in (lin.weight, lin.bias)]
-            params = [None if t is None else t.detach().contiguous() for t in params]
-            layer = DecoderLayer.build(
-                params,
-                self.config.d_model,
-                sa.n_heads,
-                ff.up_proj.out_features,
-                b.norm == "pre",
-                acts[ff.act],
-                norms[0].eps,
+            norms = [t for n in (b.self_norm, b.cross_norm, b.ff_norm) for t in (n.weight, n.bias)]
+            lins = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ca.q_proj, ca.out_proj, ff.up_proj, ff.down_proj)
+            layers.append([*norms, *[t for lin in lins for t in (lin.weight, lin.bias)]])
+        c, out = self.config, self.out_proj
+        tensors = [t for layer in layers for t in layer] + [self.tgt_embed.weight, self.positions.table]
+        tensors += [self.decoder_norm.weight, self.decoder_norm.bias] if final else []
+        tensors += [out.weight, out.bias]
+
+        def build():
+            return DecoderStep.build(
+                [self._tensors(*layer) for layer in layers],
+                self.tgt_embed.weight.detach(),
+                self.positions.table,
+                math.sqrt(c.d_model),
+                final,
+                out.weight.detach(),
+                None if out.bias is None else out.bias.detach(),
+                c.n_heads,
+                blocks[0].ff.up_proj.out_features,
+                pre,
+                act,
+                eps,
             )
-            if layer is None:
-                return None
-            layers.append(layer)
-        return layers
+
+        return self._built("decoder", tensors, build)
+
+    def _native_encoder(self):
+        """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
+        (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it cannot compute what
+        the modules do (as :meth:`_native_decoder`, and hooks on the encoder's modules) or the
+        kernel is not built here. Only at inference: :meth:`start` asks when its fast step applies."""
+        from ..accel.kernels import EncoderStack
+
+        modules = [m for part in (self.src_embed, self.encoder, self.encoder_norm) for m in part.modules()]
+        if any(m._forward_hooks or m._forward_pre_hooks for m in modules):
+            return None
+        if any(p.dtype != torch.float32 or not p.is_cpu for m in modules for p in m.parameters(recurse=False)):
+            return None
+        blocks = list(self.encoder)
+        ok = self._native_ok(blocks, lambda b: (b.attn_norm, b.ff_norm))
+        if ok is None:
+            return None
+        pre, act, eps = ok
+        final = self._final_norm(self.encoder_norm, eps)
+        if final is False:
+            return None
+        layers = []
+        for b in blocks:
+            sa, ff = b.self_attn, b.ff
+            norms = [t for n in (b.attn_norm, b.ff_norm) for t in (n.weight, n.bias)]
+            lins = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ff.up_proj, ff.down_proj)
+            layers.append([*norms, *[t for lin in lins for t in (lin.weight, lin.bias)]])
+        cross = [
+            [t for lin in (b.cross_attn.k_proj, b.cross_attn.v_proj) for t in (lin.weight, lin.bias)]
+            for b in self.decoder
+        ]
+        c = self.config
+        tensors = [t for layer in layers + cross for t in layer] + [self.src_embed.weight, self.positions.table]
+        tensors += [self.encoder_norm.weight, self.encoder_norm.bias] if final else []
+
+        def build():
+            return EncoderStack.build(
+                [self._tensors(*layer) for layer in layers],
+                [self._tensors(*layer) for layer in cross],
+                self.src_embed.weight.detach(),
+                self.positions.table,
+                math.sqrt(c.d_model),
+                final,
+                c.n_heads,
+                blocks[0].ff.up_proj.out_features,
+                pre,
+                act,
+                eps,
+            )
+
+        return self._built("encoder", tensors, build)
 
     def _fast_step(self):
         """:meth:`step` for one new token per row without weights, as the same operations on the
@@ -308,11 +423,13 @@ class Transformer(nn.Module):
         variant other than full). Each decoding step runs every decoder layer, and for a short
         sentence the fixed cost of the calls is most of it (docs/export.md has the profile).
 
-        The self-attention is :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step),
-        the cross-attention :meth:`MultiHeadAttention._attend_source_row`: attnlab's one-query
-        kernel over each sentence's real source tokens, shared by its hypotheses, which needs the
-        padding at the end of each source (:meth:`start` checks it). Logits equal :meth:`step`'s
-        up to rounding (tested).
+        Where attnlab's kernels are built and compute what the blocks do, the step is one call
+        (:meth:`_native_decoder`) plus the vocabulary projection. Otherwise the self-attention is
+        :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step), the cross-attention
+        :meth:`MultiHeadAttention._attend_source_row`: attnlab's one-query kernel over each
+        sentence's real source tokens, shared by its hypotheses, which needs the padding at the
+        end of each source (:meth:`start` checks it). Logits equal :meth:`step`'s up to rounding
+        (tested).
         """
         if self.training or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu"):
             return None
@@ -328,19 +445,22 @@ class Transformer(nn.Module):
             if not (block.self_attn.has_short_decoding_path and block.cross_attn.has_short_decoding_path):
                 return None
 
-        native = self._native_layers()
+        native = self._native_decoder()
         if native is not None:
             H, Dh = self.config.n_heads, self.config.d_model // self.config.n_heads
+            seen: list = [None, None]  # the source mask last seen and its row lengths
 
             def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-                x = self._embed(self.tgt_embed, tokens, offset=state.length).contiguous()  # (B, 1, D), a new tensor
-                lengths = state.src_mask.sum(1)  # (N,) real source tokens, the first ones of each row
-                for layer, cache, (k_src, v_src) in zip(native, state.caches, state.memory_kv):
-                    k_buf, v_buf, filled = cache.storage_for_one(x.shape[0], H, Dh, x)  # 2 × (B, H, cap, Dh)
-                    layer(x, k_buf, v_buf, filled, k_src, v_src, lengths)  # x updated in place
+                if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
+                    seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
+                tokens = tokens.reshape(-1).contiguous()  # (B,)
+                buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
+                filled = buffers[0][2]  # positions already in the caches (every layer alike)
+                logits = native(tokens, [(k, v) for k, v, _ in buffers], filled, state.memory_kv, seen[1])  # (B, V)
+                for cache in state.caches:
                     cache.length = filled + 1
                 state.length += 1
-                return self.out_proj(self.decoder_norm(x[:, -1]))  # (B, V)
+                return logits
 
             return native_step
 
