@@ -241,7 +241,7 @@ def beam_search(
     for t in range(max_len):
         step = model.step(tokens, state, need_weights=return_attention)
         logits = step.logits.float()  # (n·k, V)
-        (n, k), V = scores.shape, logits.shape[-1]
+        n, V = scores.shape[0], logits.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
         # attnlab's kernel computes what _advance does in one call (one pass over each row's logits,
