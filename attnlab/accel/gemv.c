@@ -199,6 +199,55 @@ static void linear_many(const float *const *W, const float *const *b, const floa
     }
 }
 
+/* ---- the threads of one kernel call ------------------------------------------------------------
+ *
+ * A decoding step is a few dozen work-sharing loops, each ending in a barrier. OpenMP's own barrier
+ * sleeps at once under OMP_WAIT_POLICY=PASSIVE (the attnlab command's default outside training,
+ * attnlab/openmp.py) and a sleeping thread takes tens of microseconds to wake: a step of a few rows
+ * became several times slower. So the loops inside one call end in this barrier instead, which
+ * spins for a short while (a loop of the step takes microseconds) and then gives the core away
+ * (sched_yield), so that on a busy machine a thread whose partner was descheduled does not burn
+ * its time waiting. Each thread of a call's parallel region calls team_enter first. */
+
+#include <sched.h>
+#include <stdatomic.h>
+
+typedef struct {
+    atomic_int arrived; /* threads at the current barrier */
+    atomic_int phase;   /* barriers completed */
+} team_t;
+
+static __thread team_t *team_now; /* the call this thread works for */
+static __thread int team_seen;    /* barriers it has completed */
+
+static void team_enter(team_t *team) {
+    team_now = team;
+    team_seen = 0;
+}
+
+static void team_sync(void) {
+    const int threads = omp_get_num_threads();
+    if (threads == 1) return;
+    team_t *team = team_now;
+    const int next = ++team_seen;
+    if (atomic_fetch_add(&team->arrived, 1) == threads - 1) {
+        atomic_store(&team->arrived, 0); /* before the phase: a thread released early finds it reset */
+        atomic_store(&team->phase, next);
+        return;
+    }
+    for (long spins = 0; atomic_load(&team->phase) != next; ++spins) {
+        if (spins < 20000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else
+            sched_yield();
+    }
+}
+
+/* A loop shared out over the threads without OpenMP's barrier; team_sync() after it. */
+#define SHARE _Pragma("omp for schedule(static) nowait")
+
 /* ---- products with packed weights ---------------------------------------------------------------
  *
  * The decoder and encoder kernels below multiply by the same matrices at every step, so they take
@@ -302,18 +351,19 @@ static void packed_rows(const float *restrict Wp, const float *restrict X, long 
     const long u0 = units * me / threads, u1 = units * (me + 1) / threads;
     const long p0 = u0 * unit, p1 = u1 * unit < panels ? u1 * unit : panels;
     if (p0 < p1) packed_panels(Wp, X, ldx, b, Y, ldy, rows, out, n, p0, p1, act);
-#pragma omp barrier
+    team_sync();
 }
 
 /* `count` packed matrices of one shape times the same rows, outputs side by side (rows, count·out). */
 static void packed_many(const float *const *Wp, const float *const *b, const float *restrict X, long ldx,
                         float *restrict Y, long rows, long count, long out, long n) {
     const long panels = (out + PANEL - 1) / PANEL;
-#pragma omp for schedule(static)
+    SHARE
     for (long k = 0; k < count * panels; ++k) {
         const long m = k / panels, p = k - m * panels;
         packed_panels(Wp[m], X, ldx, b ? b[m] : 0, Y + m * out, count * out, rows, out, n, p, p + 1, 0);
     }
+    team_sync();
 }
 
 /* W (out, n) row-major → its packed form (ceil(out / 16) · 16 · n floats), see above. */
@@ -331,8 +381,12 @@ void attnlab_pack_f32(const float *restrict W, float *restrict Wp, long out, lon
  * own (tested against torch). */
 void attnlab_packed_rows_f32(const float *restrict Wp, const float *restrict X, const float *restrict b,
                              float *restrict Y, long rows, long out, long n, int threads) {
+    team_t team = {0};
 #pragma omp parallel num_threads(threads)
-    packed_rows(Wp, X, n, b, Y, out, rows, out, n, 0);
+    {
+        team_enter(&team);
+        packed_rows(Wp, X, n, b, Y, out, rows, out, n, 0);
+    }
 }
 
 /* Y = X Wᵀ + b. Shapes: W (out, n) row-major and contiguous, X (rows, n) contiguous, b (out,) or
@@ -384,29 +438,33 @@ void attnlab_attend_one_f32(const float *restrict q, const float *restrict K, co
 
 /* LayerNorm of each of `rows` rows of D floats (Ba et al. 2016), as torch.nn.LayerNorm: mean and
  * biased variance per row, y = (x - mean) / sqrt(var + eps) * w + b. y may be x. */
-static void layer_norm_rows(const float *x, float *y, long rows, long D, const float *w, const float *b, float eps) {
-#pragma omp for schedule(static)
-    for (long i = 0; i < rows; ++i) {
-        const float *xi = x + i * D;
-        float *yi = y + i * D;
-        double mean = 0.0, var = 0.0;
-        for (long d = 0; d < D; ++d) mean += xi[d];
-        mean /= (double)D;
-        for (long d = 0; d < D; ++d) {
-            const double t = xi[d] - mean;
-            var += t * t;
-        }
-        const float rstd = 1.0f / sqrtf((float)(var / (double)D) + eps);
-        const float m = (float)mean;
-        for (long d = 0; d < D; ++d) yi[d] = (xi[d] - m) * rstd * w[d] + (b ? b[d] : 0.0f);
+static void layer_norm_row(const float *x, float *y, long D, const float *w, const float *b, float eps) {
+    double mean = 0.0, var = 0.0;
+    for (long d = 0; d < D; ++d) mean += x[d];
+    mean /= (double)D;
+    for (long d = 0; d < D; ++d) {
+        const double t = x[d] - mean;
+        var += t * t;
     }
+    const float rstd = 1.0f / sqrtf((float)(var / (double)D) + eps);
+    const float m = (float)mean;
+    for (long d = 0; d < D; ++d) y[d] = (x[d] - m) * rstd * w[d] + (b ? b[d] : 0.0f);
+}
+
+static void layer_norm_rows(const float *x, float *y, long rows, long D, const float *w, const float *b, float eps) {
+    SHARE
+    for (long i = 0; i < rows; ++i) layer_norm_row(x + i * D, y + i * D, D, w, b, eps);
+    team_sync();
 }
 
 /* x += t (pre-norm), or x = LayerNorm(x + t) (post-norm). */
 static void residual(float *x, const float *t, long rows, long D, int pre, const float *w, const float *b, float eps) {
-#pragma omp for schedule(static)
-    for (long i = 0; i < rows * D; ++i) x[i] += t[i];
-    if (!pre) layer_norm_rows(x, x, rows, D, w, b, eps);
+    SHARE
+    for (long i = 0; i < rows; ++i) {
+        for (long d = 0; d < D; ++d) x[i * D + d] += t[i * D + d];
+        if (!pre) layer_norm_row(x + i * D, x + i * D, D, w, b, eps);
+    }
+    team_sync();
 }
 
 /* A sub-layer's input: LayerNorm(x) into h before it (pre-norm), else x itself. */
@@ -421,11 +479,12 @@ static const float *sublayer_input(const float *x, float *h, long rows, long D, 
  * Vaswani et al. 2017, §3.4 and §3.5) for rows at position pos; pe (positions, D) row-major. */
 static void embed_rows(const float *restrict table, const long *restrict tokens, long pos, const float *restrict pe,
                        float scale, float *restrict x, long rows, long D) {
-#pragma omp for schedule(static)
+    SHARE
     for (long i = 0; i < rows; ++i) {
         const float *e = table + tokens[i] * D, *p = pe + pos * D;
         for (long d = 0; d < D; ++d) x[i * D + d] = e[d] * scale + p[d];
     }
+    team_sync();
 }
 
 /* The parameters of one layer, in the order the Python side lists them (biases may be NULL):
@@ -470,7 +529,7 @@ static void decoder_layer(const float *const *P, float *restrict x, float *restr
     /* self-attention: the new position's query, key and value; the key and value into the cache */
     const float *in = sublayer_input(x, h, rows, D, pre, P[0], P[1], eps);
     packed_many(W, b[0] || b[1] || b[2] ? b : 0, in, D, qkv, rows, 3, D, D);
-#pragma omp for schedule(static)
+    SHARE
     for (long bh = 0; bh < rows * H; ++bh) {
         const long i = bh / H, head = bh - i * H;
         const long base = (i * H + head) * cap * Dh;
@@ -478,17 +537,19 @@ static void decoder_layer(const float *const *P, float *restrict x, float *restr
         memcpy(Vc + base + L * Dh, qkv + i * 3 * D + 2 * D + head * Dh, Dh * sizeof(float));
         attend_row(qkv + i * 3 * D + head * Dh, Kc + base, Vc + base, L + 1, Dh, scale, ctx + i * D + head * Dh);
     }
+    team_sync();
     packed_rows(P[12], ctx, D, P[13], t, D, rows, D, D, 0);
     residual(x, t, rows, D, pre, P[0], P[1], eps);
     /* source–target attention */
     in = sublayer_input(x, h, rows, D, pre, P[2], P[3], eps);
     packed_rows(P[14], in, D, P[15], qkv, D, rows, D, D, 0);
-#pragma omp for schedule(static)
+    SHARE
     for (long bh = 0; bh < rows * H; ++bh) {
         const long i = bh / H, head = bh - i * H, src = i / groups;
         const long base = (src * H + head) * S * Dh;
         attend_row(qkv + i * D + head * Dh, Km + base, Vm + base, lengths[src], Dh, scale, ctx + i * D + head * Dh);
     }
+    team_sync();
     packed_rows(P[16], ctx, D, P[17], t, D, rows, D, D, 0);
     residual(x, t, rows, D, pre, P[2], P[3], eps);
     /* feed-forward */
@@ -513,8 +574,10 @@ void attnlab_decoder_step_f32(const float *const *P, long n_layers, const float 
                               long V, float *restrict logits, float *restrict x, float *restrict scratch, long rows,
                               long D, long H, long F, long cap, long L, long S, long groups, int pre, int act,
                               float eps, int threads) {
+    team_t team = {0};
 #pragma omp parallel num_threads(threads)
     {
+        team_enter(&team);
         embed_rows(table, tokens, L, pe, embed_scale, x, rows, D);
         for (long l = 0; l < n_layers; ++l)
             decoder_layer(P + l * DECODER_PARAMS, x, Kc[l], Vc[l], Km[l], Vm[l], lengths, scratch, rows, D, H, F, cap,
@@ -541,7 +604,7 @@ static void encoder_layer(const float *const *P, float *restrict x, const long *
     const float *in = sublayer_input(x, h, rows, D, pre, P[0], P[1], eps);
     packed_many(W, b[0] || b[1] || b[2] ? b : 0, in, D, qkv, rows, 3, D, D);
     /* keys and values to (B, H, S, Dh): each head's positions one after another, as attend_row reads them */
-#pragma omp for schedule(static)
+    SHARE
     for (long r = 0; r < rows; ++r) {
         const long bb = r / S, s = r - bb * S;
         for (long head = 0; head < H; ++head) {
@@ -550,12 +613,14 @@ static void encoder_layer(const float *const *P, float *restrict x, const long *
             memcpy(v + at, qkv + r * 3 * D + 2 * D + head * Dh, Dh * sizeof(float));
         }
     }
-#pragma omp for schedule(static)
+    team_sync();
+    SHARE
     for (long rh = 0; rh < rows * H; ++rh) {
         const long r = rh / H, head = rh - r * H, bb = r / S;
         const long base = (bb * H + head) * S * Dh;
         attend_row(qkv + r * 3 * D + head * Dh, k + base, v + base, lengths[bb], Dh, scale, ctx + r * D + head * Dh);
     }
+    team_sync();
     packed_rows(P[10], ctx, D, P[11], t, D, rows, D, D, 0);
     residual(x, t, rows, D, pre, P[0], P[1], eps);
     const float *ff[6] = {P[2], P[3], P[12], P[13], P[14], P[15]};
@@ -577,20 +642,23 @@ void attnlab_encoder_f32(const float *const *P, long n_layers, const float *rest
                          long n_cross, float *const *Km, float *const *Vm, float *restrict x, float *restrict scratch,
                          long B, long S, long D, long H, long F, int pre, int act, float eps, int threads) {
     const long rows = B * S, Dh = D / H;
+    team_t team = {0};
 #pragma omp parallel num_threads(threads)
     {
-#pragma omp for schedule(static)
+        team_enter(&team);
+        SHARE
         for (long r = 0; r < rows; ++r) {
             const float *e = table + src[r] * D, *p = pe + (r % S) * D;
             for (long d = 0; d < D; ++d) x[r * D + d] = e[d] * embed_scale + p[d];
         }
+        team_sync();
         for (long l = 0; l < n_layers; ++l)
             encoder_layer(P + l * ENCODER_PARAMS, x, lengths, scratch, B, S, D, H, F, pre, act, eps);
         if (final_w) layer_norm_rows(x, x, rows, D, final_w, final_b, eps);
         for (long l = 0; l < n_cross; ++l) {
             const float *W[2] = {C[4 * l], C[4 * l + 2]}, *b[2] = {C[4 * l + 1], C[4 * l + 3]};
             packed_many(W, b[0] || b[1] ? b : 0, x, D, scratch, rows, 2, D, D);
-#pragma omp for schedule(static)
+            SHARE
             for (long r = 0; r < rows; ++r) {
                 const long bb = r / S, s = r - bb * S;
                 for (long head = 0; head < H; ++head) {
@@ -599,6 +667,7 @@ void attnlab_encoder_f32(const float *const *P, long n_layers, const float *rest
                     memcpy(Vm[l] + at, scratch + r * 2 * D + D + head * Dh, Dh * sizeof(float));
                 }
             }
+            team_sync();
         }
     }
 }
@@ -717,9 +786,11 @@ void attnlab_beam_step_f32(const float *restrict logits, long V, long n, long k,
                            const long *restrict ended, long t, long max_len, long eos, long pad,
                            float *restrict cand_val, long *restrict cand_tok, float *restrict new_scores,
                            long *restrict index, long *restrict tok, long *restrict new_ended, int threads) {
+    team_t team = {0};
 #pragma omp parallel num_threads(threads)
     {
-#pragma omp for schedule(static)
+        team_enter(&team);
+        SHARE
         for (long r = 0; r < n * k; ++r) {
             float *val = cand_val + r * K;
             long *id = cand_tok + r * K;
@@ -735,7 +806,8 @@ void attnlab_beam_step_f32(const float *restrict logits, long V, long n, long k,
                 for (long i = 0; i < K; ++i) val[i] += scores[r];
             }
         }
-#pragma omp for schedule(static)
+        team_sync();
+        SHARE
         for (long j = 0; j < n; ++j) {
             float best[64];
             long pick[64];
@@ -749,5 +821,6 @@ void attnlab_beam_step_f32(const float *restrict logits, long V, long n, long k,
                 new_ended[j * K + i] = token == eos && e == max_len ? t : e;
             }
         }
+        team_sync();
     }
 }
