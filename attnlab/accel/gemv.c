@@ -144,6 +144,8 @@ typedef void (*tile_fn)(const float *restrict, const float *restrict, long, long
 static inline float activate(float y, int act) {
     if (act == 1) return y > 0.0f ? y : 0.0f;                               /* ReLU */
     if (act == 2) return 0.5f * y * (1.0f + erff(y * 0.70710678118654752f)); /* exact GELU, x Φ(x) */
+    if (act == 3) /* GELU's tanh approximation (Hendrycks & Gimpel 2016), GPT-2's */
+        return 0.5f * y * (1.0f + tanhf(0.79788456080286536f * (y + 0.044715f * y * y * y)));
     return y;
 }
 
@@ -516,8 +518,9 @@ static void feed_forward(const float *const *P, float *restrict x, float *restri
  *
  * x (rows, D): the residual stream, updated in place. Kc, Vc (rows, H, cap, Dh): the cache, whose
  * first L positions are filled; position L is written here. Km, Vm (rows / groups, H, S, Dh): the
- * projected source; row i attends to the first lengths[i / groups] positions of row i / groups.
- * scratch: DECODER_SCRATCH floats. act: 1 ReLU, 2 GELU. */
+ * projected source; row i attends to the first lengths[i / groups] positions of row i / groups
+ * (Km NULL: no source, the layer of a decoder-only model such as GPT). scratch: DECODER_SCRATCH
+ * floats. act: 1 ReLU, 2 GELU, 3 GELU's tanh approximation. */
 static void decoder_layer(const float *const *P, float *restrict x, float *restrict Kc, float *restrict Vc,
                           const float *restrict Km, const float *restrict Vm, const long *restrict lengths,
                           float *restrict scratch, long rows, long D, long H, long F, long cap, long L, long S,
@@ -540,18 +543,19 @@ static void decoder_layer(const float *const *P, float *restrict x, float *restr
     team_sync();
     packed_rows(P[12], ctx, D, P[13], t, D, rows, D, D, 0);
     residual(x, t, rows, D, pre, P[0], P[1], eps);
-    /* source–target attention */
-    in = sublayer_input(x, h, rows, D, pre, P[2], P[3], eps);
-    packed_rows(P[14], in, D, P[15], qkv, D, rows, D, D, 0);
-    SHARE
-    for (long bh = 0; bh < rows * H; ++bh) {
-        const long i = bh / H, head = bh - i * H, src = i / groups;
-        const long base = (src * H + head) * S * Dh;
-        attend_row(qkv + i * D + head * Dh, Km + base, Vm + base, lengths[src], Dh, scale, ctx + i * D + head * Dh);
+    if (Km) { /* source–target attention (none in a decoder-only model) */
+        in = sublayer_input(x, h, rows, D, pre, P[2], P[3], eps);
+        packed_rows(P[14], in, D, P[15], qkv, D, rows, D, D, 0);
+        SHARE
+        for (long bh = 0; bh < rows * H; ++bh) {
+            const long i = bh / H, head = bh - i * H, src = i / groups;
+            const long base = (src * H + head) * S * Dh;
+            attend_row(qkv + i * D + head * Dh, Km + base, Vm + base, lengths[src], Dh, scale, ctx + i * D + head * Dh);
+        }
+        team_sync();
+        packed_rows(P[16], ctx, D, P[17], t, D, rows, D, D, 0);
+        residual(x, t, rows, D, pre, P[2], P[3], eps);
     }
-    team_sync();
-    packed_rows(P[16], ctx, D, P[17], t, D, rows, D, D, 0);
-    residual(x, t, rows, D, pre, P[2], P[3], eps);
     /* feed-forward */
     const float *ff[6] = {P[4], P[5], P[18], P[19], P[20], P[21]};
     feed_forward(ff, x, h, t, f, rows, D, F, pre, act, eps);
@@ -563,8 +567,8 @@ static void decoder_layer(const float *const *P, float *restrict x, float *restr
  * is mostly the fixed cost of each tensor operation, of which this does none.
  *
  * P: n_layers × DECODER_PARAMS pointers. tokens (rows,); table (V, D); pe (positions, D). Kc[l],
- * Vc[l] (rows, H, cap, Dh) and Km[l], Vm[l] (rows / groups, H, S, Dh) per layer, as decoder_layer.
- * Wout (V, D) packed, bout (V,) or NULL; logits (rows, V): the output. x: rows · D floats of
+ * Vc[l] (rows, H, cap, Dh) and Km[l], Vm[l] (rows / groups, H, S, Dh) per layer, as decoder_layer
+ * (Km NULL: a decoder-only model). Wout (V, D) packed, bout (V,) or NULL; logits (rows, V): the output. x: rows · D floats of
  * working memory; scratch: DECODER_SCRATCH floats. */
 void attnlab_decoder_step_f32(const float *const *P, long n_layers, const float *restrict table,
                               const long *restrict tokens, const float *restrict pe, float embed_scale,
@@ -580,8 +584,8 @@ void attnlab_decoder_step_f32(const float *const *P, long n_layers, const float 
         team_enter(&team);
         embed_rows(table, tokens, L, pe, embed_scale, x, rows, D);
         for (long l = 0; l < n_layers; ++l)
-            decoder_layer(P + l * DECODER_PARAMS, x, Kc[l], Vc[l], Km[l], Vm[l], lengths, scratch, rows, D, H, F, cap,
-                          L, S, groups, pre, act, eps);
+            decoder_layer(P + l * DECODER_PARAMS, x, Kc[l], Vc[l], Km ? Km[l] : 0, Vm ? Vm[l] : 0, lengths, scratch,
+                          rows, D, H, F, cap, L, S, groups, pre, act, eps);
         if (final_w) layer_norm_rows(x, x, rows, D, final_w, final_b, eps);
         packed_rows(Wout, x, D, bout, logits, V, rows, V, D, 0);
     }

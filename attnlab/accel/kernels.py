@@ -46,6 +46,7 @@ __all__ = [
     "EncoderStack",
     "pack",
     "packed_linear",
+    "build_once",
     "top_k_log_softmax",
     "beam_step",
     "available",
@@ -363,7 +364,22 @@ def packed_linear(x: Tensor, packed: Tensor, out: int, bias: Tensor | None = Non
 
 def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...]) -> list[Tensor | None]:
     """The layers' parameters in one list, their weight matrices packed."""
-    return [pack(t) if i in matrices else t for layer in layers for i, t in enumerate(layer)]
+    return [pack(t) if i in matrices and t is not None else t for layer in layers for i, t in enumerate(layer)]
+
+
+def build_once(owner: object, name: str, tensors: list[Tensor | None], build):
+    """``build()`` once for these ``tensors`` (the parameters a kernel reads, which it may pack
+    into copies), kept on ``owner`` (a model) under ``name`` and built again only when one of
+    them is replaced or changed in place (a training step, ``load_state_dict``): a translation of
+    one sentence would otherwise cost as much as packing the vocabulary projection's weights."""
+    key = tuple((id(t), t.data_ptr(), t._version) for t in tensors if t is not None)
+    cache = owner.__dict__.setdefault("_attnlab_kernels", {})
+    cached = cache.get(name)
+    if cached is not None and cached[0] == key:
+        return cached[2]
+    built = build()
+    cache[name] = (key, tensors, built)  # the tensors held: their ids stay theirs
+    return built
 
 
 class DecoderStep:
@@ -422,10 +438,12 @@ class DecoderStep:
         caches: list[tuple[Tensor, Tensor]],
         filled: int,
         sources: list[tuple[Tensor, Tensor]],
-        lengths: Tensor,
+        lengths: Tensor | None,
     ) -> Tensor:
         """Embed ``tokens`` at position ``filled``, write each layer's new keys and values at that
-        position of its cache buffers, return the logits of the next token."""
+        position of its cache buffers, return the logits of the next token. ``sources`` empty
+        and ``lengths`` ``None``: a decoder-only model (GPT), whose layers have no
+        cross-attention."""
         if filled >= self.positions.shape[0]:
             raise ValueError(f"sequence of {filled + 1} positions exceeds max_len={self.positions.shape[0]}")
         rows, D = tokens.shape[0], self.d_model
@@ -434,7 +452,7 @@ class DecoderStep:
             self._scratch = self.embedding.new_empty(need)
         x = self.embedding.new_empty((rows, D))
         logits = self.embedding.new_empty((rows, self.vocab_size))
-        k_src = sources[0][0]
+        k_src = sources[0][0] if sources else None  # (B / G, H, S, Dh); none in a decoder-only model
         final_w, final_b = self.final if self.final is not None else (None, None)
         _decoder_step_f32(
             self._params,
@@ -445,9 +463,9 @@ class DecoderStep:
             self.scale,
             _pointers([k for k, _ in caches]),
             _pointers([v for _, v in caches]),
-            _pointers([k for k, _ in sources]),
-            _pointers([v for _, v in sources]),
-            lengths.data_ptr(),
+            _pointers([k for k, _ in sources]) if sources else None,
+            _pointers([v for _, v in sources]) if sources else None,
+            None if lengths is None else lengths.data_ptr(),
             None if final_w is None else final_w.data_ptr(),
             None if final_b is None else final_b.data_ptr(),
             self.out_packed.data_ptr(),
@@ -462,8 +480,8 @@ class DecoderStep:
             self.d_ff,
             caches[0][0].shape[2],
             filled,
-            k_src.shape[2],
-            rows // k_src.shape[0],
+            0 if k_src is None else k_src.shape[2],
+            1 if k_src is None else rows // k_src.shape[0],
             int(self.pre),
             self.act,
             self.eps,

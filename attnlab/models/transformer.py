@@ -281,8 +281,9 @@ class Transformer(nn.Module):
     def _native_ok(self, blocks, norms_of) -> tuple[bool, int, float] | None:
         """``(pre, act, eps)`` shared by ``blocks`` if attnlab's layer kernels compute what they
         do, else ``None``: not with rotary positions, an attention variant other than full, an
-        activation other than ReLU and GELU, or LayerNorms without weights or of different ``eps``."""
-        acts = {F.relu: 1, F.gelu: 2}
+        activation other than ReLU and GELU (exact or tanh), or LayerNorms without weights or of
+        different ``eps``."""
+        acts = {F.relu: 1, F.gelu: 2, ACTIVATIONS["gelu_tanh"]: 3}
         eps = None
         for b in blocks:
             attns = [m for m in (getattr(b, "self_attn", None), getattr(b, "cross_attn", None)) if m is not None]
@@ -309,24 +310,11 @@ class Transformer(nn.Module):
     def _tensors(*modules_and_names) -> list[Tensor | None]:
         return [None if t is None else t.detach().contiguous() for t in modules_and_names]
 
-    def _built(self, name: str, tensors: list, build):
-        """``build()`` once for these ``tensors`` (the parameters a kernel reads, which it may pack
-        into copies): kept on the model and built again only when one of them is replaced or
-        changed in place (a training step, ``load_state_dict``): a translation of one sentence
-        costs little more than packing the weights of the vocabulary projection."""
-        key = tuple((id(t), t.data_ptr(), t._version) for t in tensors if t is not None)
-        cached = self.__dict__.setdefault("_kernel_cache", {}).get(name)
-        if cached is not None and cached[0] == key:
-            return cached[2]
-        built = build()
-        self._kernel_cache[name] = (key, tensors, built)  # the tensors held: their ids stay theirs
-        return built
-
     def _native_decoder(self):
         """The whole decoding step as one call of attnlab's kernel
         (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` where it cannot compute what
         the blocks do (see :meth:`_native_ok`) or the kernel is not built here."""
-        from ..accel.kernels import DecoderStep
+        from ..accel.kernels import DecoderStep, build_once
 
         blocks = list(self.decoder)
         ok = self._native_ok(blocks, lambda b: (b.self_norm, b.cross_norm, b.ff_norm))
@@ -363,14 +351,14 @@ class Transformer(nn.Module):
                 eps,
             )
 
-        return self._built("decoder", tensors, build)
+        return build_once(self, "decoder", tensors, build)
 
     def _native_encoder(self):
         """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
         (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it cannot compute what
         the modules do (as :meth:`_native_decoder`, and hooks on the encoder's modules) or the
         kernel is not built here. Only at inference: :meth:`start` asks when its fast step applies."""
-        from ..accel.kernels import EncoderStack
+        from ..accel.kernels import EncoderStack, build_once
 
         modules = [m for part in (self.src_embed, self.encoder, self.encoder_norm) for m in part.modules()]
         if any(m._forward_hooks or m._forward_pre_hooks for m in modules):
@@ -414,7 +402,7 @@ class Transformer(nn.Module):
                 eps,
             )
 
-        return self._built("encoder", tensors, build)
+        return build_once(self, "encoder", tensors, build)
 
     def _fast_step(self):
         """:meth:`step` for one new token per row without weights, as the same operations on the
