@@ -234,7 +234,12 @@ class GPT(nn.Module):
             return None
         layers = [_no_source_layer(b) for b in blocks]
         embedding, positions = self.tok_emb.weight, self.pos_emb.embedding.weight
-        tensors = [t for layer in layers for t in layer] + [embedding, positions, self.final_norm.weight, self.final_norm.bias]
+        tensors = [t for layer in layers for t in layer] + [
+            embedding,
+            positions,
+            self.final_norm.weight,
+            self.final_norm.bias,
+        ]
 
         def build():
             return DecoderStep.build(
@@ -242,7 +247,10 @@ class GPT(nn.Module):
                 embedding.detach(),
                 positions.detach(),
                 1.0,  # GPT adds the position vectors to the embeddings unscaled
-                (self.final_norm.weight.detach(), None if self.final_norm.bias is None else self.final_norm.bias.detach()),
+                (
+                    self.final_norm.weight.detach(),
+                    None if self.final_norm.bias is None else self.final_norm.bias.detach(),
+                ),
                 embedding.detach(),  # tied output projection
                 None,
                 self.config.n_head,
