@@ -332,6 +332,16 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
         model.encoder[0].register_forward_hook(lambda *args: calls.append(1))
         model.start(src)
         assert calls == [1]  # the module ran, not the kernel
+        # A module replaced after the kernels were built (the structure is read again) ...
+        new_ff = type(model.decoder[1].ff)(32, 64)
+        model.decoder[1].ff = new_ff
+        a3, b3 = logits()
+        torch.testing.assert_close(a3, b3, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(a2, a3)
+        new_ff.register_forward_hook(lambda *args: calls.append(2))
+        assert model.start(src).fast_step is None  # ... and its hooks are seen
+        # ... and parameters converted in place to another dtype: no fp32 kernels for them
+        assert model.double().start(src).fast_step is None
 
 
 def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_greedy():

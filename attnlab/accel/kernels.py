@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import threading
+import weakref
 from pathlib import Path
 
 import torch
@@ -47,6 +48,7 @@ __all__ = [
     "pack",
     "packed_linear",
     "build_once",
+    "structure_version",
     "top_k_log_softmax",
     "beam_step",
     "available",
@@ -367,19 +369,64 @@ def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...])
     return [pack(t) if i in matrices and t is not None else t for layer in layers for i, t in enumerate(layer)]
 
 
-def build_once(owner: object, name: str, tensors: list[Tensor | None], build):
+#: What build_once built, per owner (held weakly: a model's copies, pickles and deep copies do not
+#: carry it, and it goes with the model).
+_built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def build_once(owner: object, name: str, tensors: list[Tensor | None], build, *, also: object = None):
     """``build()`` once for these ``tensors`` (the parameters a kernel reads, which it may pack
-    into copies), kept on ``owner`` (a model) under ``name`` and built again only when one of
-    them is replaced or changed in place (a training step, ``load_state_dict``): a translation of
-    one sentence would otherwise cost as much as packing the vocabulary projection's weights."""
-    key = tuple((id(t), t.data_ptr(), t._version) for t in tensors if t is not None)
-    cache = owner.__dict__.setdefault("_attnlab_kernels", {})
+    into copies) and ``also`` (any other part of the key), kept for ``owner`` (a model) under
+    ``name`` and built again only when one of the tensors is replaced or changed in place (a
+    training step, ``load_state_dict``, ``.to()``) or ``also`` changes: a translation of one
+    sentence would otherwise cost as much as packing the vocabulary projection's weights."""
+    key = (also, tuple((id(t), t.data_ptr(), t._version) for t in tensors if t is not None))
+    cache = _built.setdefault(owner, {})
     cached = cache.get(name)
     if cached is not None and cached[0] == key:
         return cached[2]
     built = build()
     cache[name] = (key, tensors, built)  # the tensors held: their ids stay theirs
     return built
+
+
+def _fp32_cpu(*values) -> bool:
+    """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 on a CPU."""
+    for v in values:
+        if isinstance(v, Tensor):
+            if v.dtype != torch.float32 or not v.is_cpu:
+                return False
+        elif isinstance(v, (list, tuple)):
+            if not _fp32_cpu(*v):
+                return False
+        elif isinstance(v, dict) and not _fp32_cpu(*v.values()):
+            return False
+    return True
+
+
+_structure = 0  # registrations seen since structure_version() was first called
+_watching = False
+
+
+def _registered(*args) -> None:
+    global _structure
+    _structure += 1
+
+
+def structure_version() -> int:
+    """A number that changes whenever a module, parameter or buffer is registered on any module
+    (``model.block = …``, ``module.weight = nn.Parameter(…)``), through PyTorch's global
+    registration hooks (installed on the first call): a model's structure, read once, stays valid
+    while it is unchanged."""
+    global _watching
+    if not _watching:
+        from torch.nn.modules import module
+
+        module.register_module_module_registration_hook(_registered)
+        module.register_module_parameter_registration_hook(_registered)
+        module.register_module_buffer_registration_hook(_registered)
+        _watching = True
+    return _structure
 
 
 class DecoderStep:
@@ -428,9 +475,10 @@ class DecoderStep:
 
     @classmethod
     def build(cls, *args, **kwargs) -> DecoderStep | None:
+        """The step, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
         if not _tried:
             _load()
-        return None if _decoder_step_f32 is None else cls(*args, **kwargs)
+        return None if _decoder_step_f32 is None or not _fp32_cpu(args, kwargs) else cls(*args, **kwargs)
 
     def __call__(
         self,
@@ -529,9 +577,10 @@ class EncoderStack:
 
     @classmethod
     def build(cls, *args, **kwargs) -> EncoderStack | None:
+        """The encoder, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
         if not _tried:
             _load()
-        return None if _encoder_f32 is None else cls(*args, **kwargs)
+        return None if _encoder_f32 is None or not _fp32_cpu(args, kwargs) else cls(*args, **kwargs)
 
     def __call__(self, src: Tensor, lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
         B, S = src.shape

@@ -17,6 +17,7 @@ costs one position of work instead of re-running the whole prefix.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -297,24 +298,51 @@ class Transformer(nn.Module):
             return None
         return blocks[0].norm == "pre", acts[blocks[0].ff.act], eps
 
-    def _final_norm(self, module: nn.Module, eps: float) -> tuple | None | bool:
-        """The stack's final LayerNorm as (weight, bias) for the kernels; ``None`` for none (post-norm);
-        ``False`` if the kernels cannot apply it."""
+    def _final_norm(self, module: nn.Module, eps: float) -> list | None | bool:
+        """The stack's final LayerNorm as [weight, bias] for the kernels; ``None`` for none
+        (post-norm); ``False`` if the kernels cannot apply it."""
         if isinstance(module, nn.Identity):
             return None
         if module.weight is None or module.eps != eps:
             return False
-        return (module.weight.detach(), None if module.bias is None else module.bias.detach())
+        return [module.weight, module.bias]
 
     @staticmethod
-    def _tensors(*modules_and_names) -> list[Tensor | None]:
-        return [None if t is None else t.detach().contiguous() for t in modules_and_names]
+    def _tensors(*tensors) -> list[Tensor | None]:
+        return [None if t is None else t.detach().contiguous() for t in tensors]
 
-    def _native_decoder(self):
-        """The whole decoding step as one call of attnlab's kernel
+    def _plan(self) -> dict:
+        """What :meth:`start` and the fast step read of the model's structure (its modules,
+        parameters, and whether attnlab's kernels compute what they do), read again only when a
+        module, parameter or buffer has been registered since
+        (:func:`attnlab.accel.kernels.structure_version`): reading it costs more than a decoding
+        step of a short sentence."""
+        from ..accel.kernels import build_once, structure_version
+
+        def read() -> dict:
+            dec = [m for part in (self.tgt_embed, self.positions, self.embed_dropout, self.decoder, self.decoder_norm, self.out_proj)
+                   for m in part.modules()]  # fmt: skip
+            enc = [m for part in (self.src_embed, self.encoder, self.encoder_norm) for m in part.modules()]
+            short = all(
+                b.self_attn.has_short_decoding_path and b.cross_attn.has_short_decoding_path for b in self.decoder
+            )
+            return {
+                "decoder_modules": dec,
+                "encoder_modules": enc,
+                "decoder_params": [p for m in dec for p in m.parameters(recurse=False)],
+                "encoder_params": [p for m in enc for p in m.parameters(recurse=False)],
+                "short": short,
+                "decoder": self._native_decoder_parts(),
+                "encoder": self._native_encoder_parts(),
+            }
+
+        return build_once(self, "plan", [], read, also=structure_version())
+
+    def _native_decoder_parts(self) -> tuple[list, Callable] | None:
+        """The parameters of the native decoding step and a function that builds it
         (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` where it cannot compute what
-        the blocks do (see :meth:`_native_ok`) or the kernel is not built here."""
-        from ..accel.kernels import DecoderStep, build_once
+        the blocks do (see :meth:`_native_ok`)."""
+        from ..accel.kernels import DecoderStep
 
         blocks = list(self.decoder)
         ok = self._native_ok(blocks, lambda b: (b.self_norm, b.cross_norm, b.ff_norm))
@@ -332,8 +360,7 @@ class Transformer(nn.Module):
             layers.append([*norms, *[t for lin in lins for t in (lin.weight, lin.bias)]])
         c, out = self.config, self.out_proj
         tensors = [t for layer in layers for t in layer] + [self.tgt_embed.weight, self.positions.table]
-        tensors += [self.decoder_norm.weight, self.decoder_norm.bias] if final else []
-        tensors += [out.weight, out.bias]
+        tensors += [*(final or []), out.weight, out.bias]
 
         def build():
             return DecoderStep.build(
@@ -341,7 +368,7 @@ class Transformer(nn.Module):
                 self.tgt_embed.weight.detach(),
                 self.positions.table,
                 math.sqrt(c.d_model),
-                final,
+                None if final is None else self._tensors(*final),
                 out.weight.detach(),
                 None if out.bias is None else out.bias.detach(),
                 c.n_heads,
@@ -351,20 +378,13 @@ class Transformer(nn.Module):
                 eps,
             )
 
-        return build_once(self, "decoder", tensors, build)
+        return tensors, build
 
-    def _native_encoder(self):
-        """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
-        (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it cannot compute what
-        the modules do (as :meth:`_native_decoder`, and hooks on the encoder's modules) or the
-        kernel is not built here. Only at inference: :meth:`start` asks when its fast step applies."""
-        from ..accel.kernels import EncoderStack, build_once
+    def _native_encoder_parts(self) -> tuple[list, Callable] | None:
+        """As :meth:`_native_decoder_parts`, for the encoder and the decoder layers' source
+        keys/values (:class:`attnlab.accel.kernels.EncoderStack`)."""
+        from ..accel.kernels import EncoderStack
 
-        modules = [m for part in (self.src_embed, self.encoder, self.encoder_norm) for m in part.modules()]
-        if any(m._forward_hooks or m._forward_pre_hooks for m in modules):
-            return None
-        if any(p.dtype != torch.float32 or not p.is_cpu for m in modules for p in m.parameters(recurse=False)):
-            return None
         blocks = list(self.encoder)
         ok = self._native_ok(blocks, lambda b: (b.attn_norm, b.ff_norm))
         if ok is None:
@@ -385,7 +405,7 @@ class Transformer(nn.Module):
         ]
         c = self.config
         tensors = [t for layer in layers + cross for t in layer] + [self.src_embed.weight, self.positions.table]
-        tensors += [self.encoder_norm.weight, self.encoder_norm.bias] if final else []
+        tensors += final or []
 
         def build():
             return EncoderStack.build(
@@ -394,7 +414,7 @@ class Transformer(nn.Module):
                 self.src_embed.weight.detach(),
                 self.positions.table,
                 math.sqrt(c.d_model),
-                final,
+                None if final is None else self._tensors(*final),
                 c.n_heads,
                 blocks[0].ff.up_proj.out_features,
                 pre,
@@ -402,7 +422,33 @@ class Transformer(nn.Module):
                 eps,
             )
 
-        return build_once(self, "encoder", tensors, build)
+        return tensors, build
+
+    def _native(self, kind: str):
+        """The native ``"decoder"`` step or ``"encoder"`` of :meth:`_plan`, built once per set of
+        parameters (:func:`attnlab.accel.kernels.build_once`); ``None`` where it does not apply or
+        the kernels are not built here."""
+        from ..accel.kernels import build_once
+
+        parts = self._plan()[kind]
+        return None if parts is None else build_once(self, kind, parts[0], parts[1])
+
+    def _native_decoder(self):
+        """The whole decoding step as one call of attnlab's kernel
+        (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` (see :meth:`_native`)."""
+        return self._native("decoder")
+
+    def _native_encoder(self):
+        """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
+        (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it does not apply: as
+        :meth:`_native_decoder`, and with hooks on the encoder's modules or parameters other than
+        fp32 on a CPU. Only at inference: :meth:`start` asks when its fast step applies."""
+        plan = self._plan()
+        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["encoder_modules"]):
+            return None
+        if any(p.dtype != torch.float32 or not p.is_cpu for p in plan["encoder_params"]):
+            return None
+        return self._native("encoder")
 
     def _fast_step(self):
         """:meth:`step` for one new token per row without weights, as the same operations on the
@@ -421,17 +467,13 @@ class Transformer(nn.Module):
         """
         if self.training or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu"):
             return None
-        # The modules that decoding runs (not the encoder's: start() has run it); a walk over all
-        # of them per batch of sentences costs as much as a decoding step.
-        modules = [m for part in (self.tgt_embed, self.positions, self.embed_dropout, self.decoder, self.decoder_norm, self.out_proj)
-                   for m in part.modules()]  # fmt: skip
-        if any(m._forward_hooks or m._forward_pre_hooks for m in modules):
+        # The modules that decoding runs (not the encoder's: start() has run it), listed once per
+        # change of the model's structure (_plan): a walk over them costs as much as a step.
+        plan = self._plan()
+        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["decoder_modules"]):
             return None
-        if any(p.dtype != torch.float32 or not p.is_cpu for m in modules for p in m.parameters(recurse=False)):
+        if any(p.dtype != torch.float32 or not p.is_cpu for p in plan["decoder_params"]) or not plan["short"]:
             return None
-        for block in self.decoder:
-            if not (block.self_attn.has_short_decoding_path and block.cross_attn.has_short_decoding_path):
-                return None
 
         native = self._native_decoder()
         if native is not None:
