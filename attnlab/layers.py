@@ -89,11 +89,14 @@ class KVCache:
     def storage_for_one(self, rows: int, heads: int, head_dim: int, ref: Tensor) -> tuple[Tensor, Tensor, int]:
         """The storage with room for one more position, and the positions filled, for a caller
         that writes the new keys and values itself (attnlab's decoder-layer kernel) and then
-        counts them with ``length += 1``. ``ref`` gives the dtype and device of new storage.
+        counts them with ``length += 1``. ``ref`` gives the dtype and device of the storage
+        (keys and values stored in another dtype are converted: a bf16 model's prompt, cached by
+        its modules, read by the fp32 arithmetic of the native step).
 
         Shape:
             → 2 × ``(rows, heads, capacity, head_dim)``, contiguous
         """
+        self.cast(ref.dtype)
         if self._k is None or self.length + 1 > self._k.shape[-2]:
             like = ref.new_empty((rows, heads, 1, head_dim))  # (B, H, 1, Dh)
             self._make_room(like, like, 1)
@@ -104,6 +107,12 @@ class KVCache:
         if self._k is not None:
             self._k = self._k.index_select(0, index)
             self._v = self._v.index_select(0, index)
+
+    def cast(self, dtype: torch.dtype) -> None:
+        """Store the keys and values in ``dtype`` from now on (the attention reading them computes
+        in it: the modules of a bf16 model after attnlab's fp32 native step, or the reverse)."""
+        if self._k is not None and self._k.dtype != dtype:
+            self._k, self._v = self._k.to(dtype), self._v.to(dtype)
 
 
 class RollingKVCache:

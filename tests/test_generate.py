@@ -7,6 +7,8 @@ step); the sampling rules are checked against their definitions on hand-made dis
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -345,3 +347,14 @@ def test_generate_command_errors_are_one_line(tiny_lm_dir, tmp_path, capsys):
     assert "prompt is empty" in capsys.readouterr().err
     assert main(["generate", "--model", str(tiny_lm_dir), "--prompt", "to", "--top-p", "2"]) == 2
     assert "top_p" in capsys.readouterr().err
+
+
+def test_bf16_generation_with_the_native_step_follows_the_modules():
+    # A bf16 model's prompt is cached by its modules (bf16); the native step reads the weights as
+    # they are and computes in fp32, so its logits are those of the modules up to bf16's rounding.
+    model = tiny().to(torch.bfloat16)
+    prompt = torch.randint(0, 29, (2, 5), generator=torch.Generator().manual_seed(1))
+    native = generate(model, prompt, max_new_tokens=10, temperature=0, return_logits=True)
+    plain = generate(copy.deepcopy(model).float(), prompt, max_new_tokens=10, temperature=0, return_logits=True)
+    assert native.tokens.shape == (2, 15)
+    torch.testing.assert_close(native.logits[:, 0].float(), plain.logits[:, 0], atol=2e-2, rtol=2e-2)

@@ -306,6 +306,14 @@ def test_packed_product_equals_torch_and_each_row_alone(n, out, rows, threads):
     assert torch.equal(together, alone)  # a row's additions do not depend on its neighbours
     torch.testing.assert_close(together, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(no_bias, F.linear(x, w), atol=1e-4, rtol=1e-5)
+    # bf16 weights stay bf16 in the panels (half the bytes) and are widened exactly: the product of
+    # the same numbers in fp32
+    w16 = w.to(torch.bfloat16)
+    packed16 = kernels.pack(w16)
+    assert packed16.dtype == torch.int16 and packed16.numel() == packed.numel()
+    torch.testing.assert_close(
+        kernels.packed_linear(x, packed16, out, b), F.linear(x, w16.float(), b), atol=1e-4, rtol=1e-5
+    )
 
 
 @needs_kernel

@@ -1,5 +1,7 @@
 """The encoder–decoder Transformer and its decoding: invariants that must hold for any weights."""
 
+import copy
+
 import pytest
 import torch
 
@@ -276,7 +278,36 @@ def test_fast_decoding_step_only_where_it_computes_the_same():
         handle.remove()
         model.encoder[0].register_forward_hook(lambda *a: None)  # the encoder has run by then
         assert model.start(src).fast_step is not None
-        assert make_model(n_decoder_layers=2).to(torch.bfloat16).start(src).fast_step is None
+        assert make_model(n_decoder_layers=2).double().start(src).fast_step is None
+        # bf16 weights: only the native step reads them (in fp32 arithmetic), where it is built
+        from attnlab.accel import kernels
+
+        bf16 = make_model(n_decoder_layers=2).to(torch.bfloat16).start(src).fast_step
+        assert (bf16 is not None and bf16.__name__ == "native_step") if kernels.available() else bf16 is None
+
+
+def test_native_decoding_of_bf16_weights_equals_fp32_arithmetic_on_the_same_numbers():
+    # A bf16 model's native encoder and step read the bf16 weights as they are and compute in fp32:
+    # the numbers of the modules in fp32 on the same weights widened to fp32 (which is exact).
+    from attnlab.accel import kernels
+
+    if not kernels.available():
+        pytest.skip("no C compiler here: the native kernels are not built")
+    model = make_model(n_decoder_layers=2, norm="pre", d_model=32, d_ff=64).to(torch.bfloat16)
+    wide = copy.deepcopy(model).float()
+    src, tgt_in, _ = random_batch(B=3)
+    with torch.no_grad():
+        fast, plain = model.start(src), wide.start(src)
+        assert fast.fast_step.__name__ == "native_step"
+        plain.fast_step = None
+        for t in range(4):
+            a, b = model.step(tgt_in[:, t : t + 1], fast).logits, wide.step(tgt_in[:, t : t + 1], plain).logits
+            assert a.dtype == torch.float32
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+        hyps = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=9)
+        assert [h.tokens for h in hyps] == [
+            h.tokens for h in beam_search(wide, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=9)
+        ]
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])

@@ -217,6 +217,7 @@ static void linear_many(const float *const *W, const float *const *b, const floa
 typedef struct {
     atomic_int arrived; /* threads at the current barrier */
     atomic_int phase;   /* barriers completed */
+    int bf16;           /* the call's packed weights are bf16 (else fp32) */
 } team_t;
 
 static __thread team_t *team_now; /* the call this thread works for */
@@ -269,13 +270,28 @@ static inline f32x8 splat8(float v) {
     return (f32x8){v, v, v, v, v, v, v, v};
 }
 
-#define DEFINE_PANEL(MR)                                                                                  \
-    static void panel_##MR(const float *restrict P, const float *restrict X, long ldx, long n,            \
-                           f32x8 out[][2]) {                                                              \
+/* Eight bf16 numbers widened to fp32: a bf16 number is the upper half of an fp32 one, so this is
+ * exact (weights stored in bf16 halve the bytes a step reads; the arithmetic stays fp32). */
+typedef unsigned short u16x8 __attribute__((vector_size(16)));
+typedef unsigned int u32x8 __attribute__((vector_size(32)));
+
+static inline f32x8 load8_bf16(const unsigned short *p) {
+    u16x8 h;
+    memcpy(&h, p, sizeof h);
+    const u32x8 w = __builtin_convertvector(h, u32x8) << 16;
+    f32x8 f;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
+#define DEFINE_PANEL(MR, NAME, T, LOAD)                                                                   \
+    static void NAME##_##MR(const void *restrict Pv, const float *restrict X, long ldx, long n,           \
+                            f32x8 out[][2]) {                                                             \
+        const T *restrict P = Pv;                                                                         \
         f32x8 acc[MR][2];                                                                                 \
         for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = (f32x8){0};                                  \
         for (long k = 0; k < n; ++k) {                                                                    \
-            const f32x8 w0 = load8(P + k * PANEL), w1 = load8(P + k * PANEL + 8);                         \
+            const f32x8 w0 = LOAD(P + k * PANEL), w1 = LOAD(P + k * PANEL + 8);                           \
             for (int m = 0; m < MR; ++m) {                                                                \
                 const f32x8 x = splat8(X[m * ldx + k]);                                                   \
                 acc[m][0] = fma8(w0, x, acc[m][0]);                                                       \
@@ -285,29 +301,34 @@ static inline f32x8 splat8(float v) {
         for (int m = 0; m < MR; ++m) out[m][0] = acc[m][0], out[m][1] = acc[m][1];                        \
     }
 
-DEFINE_PANEL(1)
-DEFINE_PANEL(2)
-DEFINE_PANEL(3)
-DEFINE_PANEL(4)
-DEFINE_PANEL(5)
-DEFINE_PANEL(6)
-
-/* One row times two panels at once: four accumulators instead of two, so a single row is not held
- * up by the latency of each multiply-add (the numbers are those of panel_1). */
-static void panel_1x2(const float *restrict P, const float *restrict Q, const float *restrict X, long n,
-                      f32x8 out[][2]) {
-    f32x8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
-    for (long k = 0; k < n; ++k) {
-        const f32x8 x = splat8(X[k]);
-        a0 = fma8(load8(P + k * PANEL), x, a0);
-        a1 = fma8(load8(P + k * PANEL + 8), x, a1);
-        b0 = fma8(load8(Q + k * PANEL), x, b0);
-        b1 = fma8(load8(Q + k * PANEL + 8), x, b1);
+#define DEFINE_PANELS(NAME, T, LOAD)                                                                      \
+    DEFINE_PANEL(1, NAME, T, LOAD)                                                                        \
+    DEFINE_PANEL(2, NAME, T, LOAD)                                                                        \
+    DEFINE_PANEL(3, NAME, T, LOAD)                                                                        \
+    DEFINE_PANEL(4, NAME, T, LOAD)                                                                        \
+    DEFINE_PANEL(5, NAME, T, LOAD)                                                                        \
+    DEFINE_PANEL(6, NAME, T, LOAD)                                                                        \
+    /* One row times two panels at once: four accumulators instead of two, so a single row is not   \
+     * held up by the latency of each multiply-add (the numbers are those of NAME##_1). */            \
+    static void NAME##_1x2(const void *restrict Pv, const void *restrict Qv, const float *restrict X, long n,   \
+                           f32x8 out[][2]) {                                                              \
+        const T *restrict P = Pv, *restrict Q = Qv;                                                       \
+        f32x8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};                                                     \
+        for (long k = 0; k < n; ++k) {                                                                    \
+            const f32x8 x = splat8(X[k]);                                                                 \
+            a0 = fma8(LOAD(P + k * PANEL), x, a0);                                                        \
+            a1 = fma8(LOAD(P + k * PANEL + 8), x, a1);                                                    \
+            b0 = fma8(LOAD(Q + k * PANEL), x, b0);                                                        \
+            b1 = fma8(LOAD(Q + k * PANEL + 8), x, b1);                                                    \
+        }                                                                                                 \
+        out[0][0] = a0, out[0][1] = a1, out[1][0] = b0, out[1][1] = b1;                                   \
     }
-    out[0][0] = a0, out[0][1] = a1, out[1][0] = b0, out[1][1] = b1;
-}
 
-typedef void (*panel_fn)(const float *restrict, const float *restrict, long, long, f32x8[][2]);
+DEFINE_PANELS(panel, float, load8)
+DEFINE_PANELS(panel_bf16, unsigned short, load8_bf16)
+
+typedef void (*panel_fn)(const void *restrict, const float *restrict, long, long, f32x8[][2]);
+typedef void (*pair_fn)(const void *restrict, const void *restrict, const float *restrict, long, f32x8[][2]);
 
 /* Y[m][o0 + j] = act(acc[m] + b), for the outputs of a panel that exist. */
 static inline void store_panel(f32x8 acc[2], const float *restrict b, float *restrict y, long o0, long out, int act) {
@@ -315,20 +336,28 @@ static inline void store_panel(f32x8 acc[2], const float *restrict b, float *res
     for (long j = 0; j < count; ++j) y[o0 + j] = activate(acc[j / 8][j % 8] + (b ? b[o0 + j] : 0.0f), act);
 }
 
-/* Panels p0 … p1 − 1 of Y (rows, ldy) = act(X Wᵀ + b) with W packed (out outputs, n inputs). */
-static void packed_panels(const float *restrict Wp, const float *restrict X, long ldx, const float *restrict b,
-                          float *restrict Y, long ldy, long rows, long out, long n, long p0, long p1, int act) {
-    static const panel_fn panels[7] = {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6};
+/* Panels p0 … p1 − 1 of Y (rows, ldy) = act(X Wᵀ + b) with W packed (out outputs, n inputs), its
+ * numbers fp32 or (bf16) bf16. */
+static void packed_panels(const void *restrict Wp, int bf16, const float *restrict X, long ldx,
+                          const float *restrict b, float *restrict Y, long ldy, long rows, long out, long n, long p0,
+                          long p1, int act) {
+    static const panel_fn panels[2][7] = {
+        {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6},
+        {0, panel_bf16_1, panel_bf16_2, panel_bf16_3, panel_bf16_4, panel_bf16_5, panel_bf16_6},
+    };
+    const pair_fn pair = bf16 ? panel_bf16_1x2 : panel_1x2;
+    const long size = (bf16 ? 2 : 4) * PANEL * n; /* bytes per panel */
+    const char *W = Wp;
     f32x8 acc[6][2];
     if (rows == 1) {
         long p = p0;
         for (; p + 1 < p1; p += 2) {
-            panel_1x2(Wp + p * PANEL * n, Wp + (p + 1) * PANEL * n, X, n, acc);
+            pair(W + p * size, W + (p + 1) * size, X, n, acc);
             store_panel(acc[0], b, Y, p * PANEL, out, act);
             store_panel(acc[1], b, Y, (p + 1) * PANEL, out, act);
         }
         if (p < p1) {
-            panel_1(Wp + p * PANEL * n, X, ldx, n, acc);
+            panels[bf16][1](W + p * size, X, ldx, n, acc);
             store_panel(acc[0], b, Y, p * PANEL, out, act);
         }
         return;
@@ -336,7 +365,7 @@ static void packed_panels(const float *restrict Wp, const float *restrict X, lon
     for (long p = p0; p < p1; ++p)
         for (long m = 0; m < rows;) {
             const long mr = rows - m >= 6 ? 6 : rows - m;
-            panels[mr](Wp + p * PANEL * n, X + m * ldx, ldx, n, acc);
+            panels[bf16][mr](W + p * size, X + m * ldx, ldx, n, acc);
             for (long i = 0; i < mr; ++i) store_panel(acc[i], b, Y + (m + i) * ldy, p * PANEL, out, act);
             m += mr;
         }
@@ -344,7 +373,7 @@ static void packed_panels(const float *restrict Wp, const float *restrict X, lon
 
 /* Y (rows, ldy) = act(X Wᵀ + b) for a packed W of `out` outputs, inside a parallel region (the
  * panels shared out over the threads). */
-static void packed_rows(const float *restrict Wp, const float *restrict X, long ldx, const float *restrict b,
+static void packed_rows(const void *restrict Wp, const float *restrict X, long ldx, const float *restrict b,
                         float *restrict Y, long ldy, long rows, long out, long n, int act) {
     const long panels = (out + PANEL - 1) / PANEL;
     const int threads = omp_get_num_threads(), me = omp_get_thread_num();
@@ -352,18 +381,19 @@ static void packed_rows(const float *restrict Wp, const float *restrict X, long 
     const long unit = rows == 1 ? 2 : 1, units = (panels + unit - 1) / unit;
     const long u0 = units * me / threads, u1 = units * (me + 1) / threads;
     const long p0 = u0 * unit, p1 = u1 * unit < panels ? u1 * unit : panels;
-    if (p0 < p1) packed_panels(Wp, X, ldx, b, Y, ldy, rows, out, n, p0, p1, act);
+    if (p0 < p1) packed_panels(Wp, team_now->bf16, X, ldx, b, Y, ldy, rows, out, n, p0, p1, act);
     team_sync();
 }
 
 /* `count` packed matrices of one shape times the same rows, outputs side by side (rows, count·out). */
-static void packed_many(const float *const *Wp, const float *const *b, const float *restrict X, long ldx,
+static void packed_many(const void *const *Wp, const float *const *b, const float *restrict X, long ldx,
                         float *restrict Y, long rows, long count, long out, long n) {
     const long panels = (out + PANEL - 1) / PANEL;
     SHARE
     for (long k = 0; k < count * panels; ++k) {
         const long m = k / panels, p = k - m * panels;
-        packed_panels(Wp[m], X, ldx, b ? b[m] : 0, Y + m * out, count * out, rows, out, n, p, p + 1, 0);
+        packed_panels(Wp[m], team_now->bf16, X, ldx, b ? b[m] : 0, Y + m * out, count * out, rows, out, n, p, p + 1,
+                      0);
     }
     team_sync();
 }
@@ -379,11 +409,22 @@ void attnlab_pack_f32(const float *restrict W, float *restrict Wp, long out, lon
             }
 }
 
-/* Y (rows, out) = X Wᵀ + b with W packed: the product of the decoder and encoder kernels, on its
- * own (tested against torch). */
-void attnlab_packed_rows_f32(const float *restrict Wp, const float *restrict X, const float *restrict b,
-                             float *restrict Y, long rows, long out, long n, int threads) {
-    team_t team = {0};
+/* The same for bf16 weights (their bits, 16 per number). */
+void attnlab_pack_bf16(const unsigned short *restrict W, unsigned short *restrict Wp, long out, long n) {
+    const long panels = (out + PANEL - 1) / PANEL;
+    for (long p = 0; p < panels; ++p)
+        for (long k = 0; k < n; ++k)
+            for (long j = 0; j < PANEL; ++j) {
+                const long o = p * PANEL + j;
+                Wp[(p * n + k) * PANEL + j] = o < out ? W[o * n + k] : 0;
+            }
+}
+
+/* Y (rows, out) = X Wᵀ + b with W packed, its numbers fp32 or (bf16) bf16: the product of the
+ * decoder and encoder kernels, on its own (tested against torch). */
+void attnlab_packed_rows_f32(const void *restrict Wp, const float *restrict X, const float *restrict b,
+                             float *restrict Y, long rows, long out, long n, int bf16, int threads) {
+    team_t team = {.bf16 = bf16};
 #pragma omp parallel num_threads(threads)
     {
         team_enter(&team);
@@ -528,7 +569,8 @@ static void decoder_layer(const float *const *P, float *restrict x, float *restr
     const long Dh = D / H;
     const float scale = 1.0f / sqrtf((float)Dh);
     float *h = scratch, *qkv = h + rows * D, *ctx = qkv + rows * 3 * D, *t = ctx + rows * D, *f = t + rows * D;
-    const float *W[3] = {P[6], P[8], P[10]}, *b[3] = {P[7], P[9], P[11]};
+    const void *W[3] = {P[6], P[8], P[10]};
+    const float *b[3] = {P[7], P[9], P[11]};
     /* self-attention: the new position's query, key and value; the key and value into the cache */
     const float *in = sublayer_input(x, h, rows, D, pre, P[0], P[1], eps);
     packed_many(W, b[0] || b[1] || b[2] ? b : 0, in, D, qkv, rows, 3, D, D);
@@ -577,8 +619,8 @@ void attnlab_decoder_step_f32(const float *const *P, long n_layers, const float 
                               const float *restrict final_b, const float *restrict Wout, const float *restrict bout,
                               long V, float *restrict logits, float *restrict x, float *restrict scratch, long rows,
                               long D, long H, long F, long cap, long L, long S, long groups, int pre, int act,
-                              float eps, int threads) {
-    team_t team = {0};
+                              float eps, int bf16, int threads) {
+    team_t team = {.bf16 = bf16};
 #pragma omp parallel num_threads(threads)
     {
         team_enter(&team);
@@ -604,7 +646,8 @@ static void encoder_layer(const float *const *P, float *restrict x, const long *
     const float scale = 1.0f / sqrtf((float)Dh);
     float *h = scratch, *qkv = h + rows * D, *k = qkv + rows * 3 * D, *v = k + rows * D, *ctx = v + rows * D;
     float *t = ctx + rows * D, *f = t + rows * D;
-    const float *W[3] = {P[4], P[6], P[8]}, *b[3] = {P[5], P[7], P[9]};
+    const void *W[3] = {P[4], P[6], P[8]};
+    const float *b[3] = {P[5], P[7], P[9]};
     const float *in = sublayer_input(x, h, rows, D, pre, P[0], P[1], eps);
     packed_many(W, b[0] || b[1] || b[2] ? b : 0, in, D, qkv, rows, 3, D, D);
     /* keys and values to (B, H, S, Dh): each head's positions one after another, as attend_row reads them */
@@ -644,9 +687,9 @@ void attnlab_encoder_f32(const float *const *P, long n_layers, const float *rest
                          const float *restrict pe, float embed_scale, const long *restrict lengths,
                          const float *restrict final_w, const float *restrict final_b, const float *const *C,
                          long n_cross, float *const *Km, float *const *Vm, float *restrict x, float *restrict scratch,
-                         long B, long S, long D, long H, long F, int pre, int act, float eps, int threads) {
+                         long B, long S, long D, long H, long F, int pre, int act, float eps, int bf16, int threads) {
     const long rows = B * S, Dh = D / H;
-    team_t team = {0};
+    team_t team = {.bf16 = bf16};
 #pragma omp parallel num_threads(threads)
     {
         team_enter(&team);
@@ -660,7 +703,8 @@ void attnlab_encoder_f32(const float *const *P, long n_layers, const float *rest
             encoder_layer(P + l * ENCODER_PARAMS, x, lengths, scratch, B, S, D, H, F, pre, act, eps);
         if (final_w) layer_norm_rows(x, x, rows, D, final_w, final_b, eps);
         for (long l = 0; l < n_cross; ++l) {
-            const float *W[2] = {C[4 * l], C[4 * l + 2]}, *b[2] = {C[4 * l + 1], C[4 * l + 3]};
+            const void *W[2] = {C[4 * l], C[4 * l + 2]};
+            const float *b[2] = {C[4 * l + 1], C[4 * l + 3]};
             packed_many(W, b[0] || b[1] ? b : 0, x, D, scratch, rows, 2, D, D);
             SHARE
             for (long r = 0; r < rows; ++r) {

@@ -67,6 +67,7 @@ _encoder_f32 = None
 _top_k_f32 = None
 _beam_step_f32 = None
 _pack_f32 = None
+_pack_bf16 = None
 _packed_rows_f32 = None
 _tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
 _status = "not loaded yet"
@@ -106,7 +107,7 @@ def _load():
     """The one-matrix C function (the others load with it), building and loading them on the first
     call; ``None`` if unavailable."""
     global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
-    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack_f32, _packed_rows_f32
+    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack_f32, _pack_bf16, _packed_rows_f32
     if _tried:
         return _gemv_f32
     with _lock:
@@ -128,20 +129,21 @@ def _load():
                     attend.argtypes = [p] * 4 + [long] * 9 + [p, ctypes.c_float, ctypes.c_int]
                     step, encoder = lib.attnlab_decoder_step_f32, lib.attnlab_encoder_f32
                     step.argtypes = [p, long, p, p, p, ctypes.c_float] + [p] * 9 + [long, p] + [p] * 2 + [long] * 8
-                    step.argtypes += [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
+                    step.argtypes += [ctypes.c_int] * 2 + [ctypes.c_float] + [ctypes.c_int] * 2
                     encoder.argtypes = [p, long, p, p, p, ctypes.c_float, p, p, p, p, long, p, p, p, p]
-                    encoder.argtypes += [long] * 5 + [ctypes.c_int] * 2 + [ctypes.c_float, ctypes.c_int]
+                    encoder.argtypes += [long] * 5 + [ctypes.c_int] * 2 + [ctypes.c_float] + [ctypes.c_int] * 2
                     top_k, beam = lib.attnlab_top_k_log_softmax_f32, lib.attnlab_beam_step_f32
                     top_k.argtypes = [p, long, long, long, p, p, ctypes.c_int]
                     beam.argtypes = [p] + [long] * 4 + [p, p] + [long] * 4 + [p] * 6 + [ctypes.c_int]
-                    pack, packed = lib.attnlab_pack_f32, lib.attnlab_packed_rows_f32
-                    pack.argtypes = [p, p, long, long]
-                    packed.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
-                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, packed):
+                    pack, pack16 = lib.attnlab_pack_f32, lib.attnlab_pack_bf16
+                    packed = lib.attnlab_packed_rows_f32
+                    pack.argtypes = pack16.argtypes = [p, p, long, long]
+                    packed.argtypes = [p, p, p, p, long, long, long, ctypes.c_int, ctypes.c_int]
+                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, pack16, packed):
                         f.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
                     _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32 = step, encoder, top_k, beam
-                    _pack_f32, _packed_rows_f32 = pack, packed
+                    _pack_f32, _pack_bf16, _packed_rows_f32 = pack, pack16, packed
                     _status = f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
@@ -331,9 +333,11 @@ PANEL = 16
 
 
 def pack(weight: Tensor) -> Tensor:
-    """``weight`` (fp32, contiguous, on the CPU) in the packed layout of attnlab's decoder and
-    encoder kernels: panels of :data:`PANEL` outputs, each holding its outputs' weights input by
-    input (``attnlab_pack_f32`` in ``gemv.c``). Requires the kernels (:func:`available`).
+    """``weight`` (fp32 or bf16, on the CPU) in the packed layout of attnlab's decoder and encoder
+    kernels: panels of :data:`PANEL` outputs, each holding its outputs' weights input by input
+    (``attnlab_pack_f32`` in ``gemv.c``), in the weight's own precision: bf16 weights stay bf16
+    (returned as an int16 tensor of their bits), half the bytes for a step to read, widened to
+    fp32 exactly as they are used. Requires the kernels (:func:`available`).
 
     Shape:
         weight ``(out, n)`` → ``(ceil(out / PANEL) · PANEL · n,)``
@@ -342,31 +346,49 @@ def pack(weight: Tensor) -> Tensor:
         _load()
     out, n = weight.shape
     weight = weight.detach().contiguous()
-    packed = weight.new_empty(-(-out // PANEL) * PANEL * n)
-    _pack_f32(weight.data_ptr(), packed.data_ptr(), out, n)
+    size = -(-out // PANEL) * PANEL * n
+    if weight.dtype == torch.bfloat16:
+        packed = torch.empty(size, dtype=torch.int16)
+        _pack_bf16(weight.view(torch.int16).data_ptr(), packed.data_ptr(), out, n)
+    else:
+        packed = weight.new_empty(size)
+        _pack_f32(weight.data_ptr(), packed.data_ptr(), out, n)
     return packed
 
 
 def packed_linear(x: Tensor, packed: Tensor, out: int, bias: Tensor | None = None) -> Tensor:
-    """``x Wᵀ + b`` for a weight packed by :func:`pack`: the product of the decoder and encoder
-    kernels on its own (for tests and benchmarks). Each number is the same alone or beside other
-    rows. No checks, as :func:`matvec`.
+    """``x Wᵀ + b`` for a weight packed by :func:`pack` (fp32 or bf16 numbers, fp32 arithmetic):
+    the product of the decoder and encoder kernels on its own (for tests and benchmarks). Each
+    number is the same alone or beside other rows. No checks, as :func:`matvec`.
 
     Shape:
-        x ``(rows, n)`` contiguous fp32, packed from ``(out, n)``, bias ``(out,)`` → ``(rows, out)``
+        x ``(rows, n)`` contiguous fp32, packed from ``(out, n)``, bias ``(out,)`` fp32 → ``(rows, out)``
     """
     rows, n = x.shape
     y = x.new_empty((rows, out))
     _packed_rows_f32(
         packed.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows, out, n,
-        torch.get_num_threads(),
+        int(packed.dtype == torch.int16), torch.get_num_threads(),
     )  # fmt: skip
     return y
 
 
+def _vector(t: Tensor | None) -> Tensor | None:
+    """A LayerNorm's or a bias's numbers as the kernels read them: fp32, contiguous."""
+    return None if t is None else t.detach().float().contiguous()
+
+
 def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...]) -> list[Tensor | None]:
     """The layers' parameters in one list, their weight matrices packed."""
-    return [pack(t) if i in matrices and t is not None else t for layer in layers for i, t in enumerate(layer)]
+    return [pack(t) if i in matrices and t is not None else _vector(t) for layer in layers for i, t in enumerate(layer)]
+
+
+def _weights_bf16(layers: list[list[Tensor | None]], matrices: tuple[int, ...], *more: Tensor) -> bool | None:
+    """Whether the weight matrices are bf16 (``False``: fp32; ``None``: mixed, which the kernels
+    cannot take)."""
+    dtypes = {t.dtype for layer in layers for i, t in enumerate(layer) if i in matrices and t is not None}
+    dtypes |= {t.dtype for t in more}
+    return None if len(dtypes) != 1 else dtypes == {torch.bfloat16}
 
 
 #: What build_once built, per owner (held weakly: a model's copies, pickles and deep copies do not
@@ -391,10 +413,11 @@ def build_once(owner: object, name: str, tensors: list[Tensor | None], build, *,
 
 
 def _fp32_cpu(*values) -> bool:
-    """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 on a CPU."""
+    """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 or bf16 on a
+    CPU (the kernels' weights; their arithmetic is fp32)."""
     for v in values:
         if isinstance(v, Tensor):
-            if v.dtype != torch.float32 or not v.is_cpu:
+            if v.dtype not in (torch.float32, torch.bfloat16) or not v.is_cpu:
                 return False
         elif isinstance(v, (list, tuple)):
             if not _fp32_cpu(*v):
@@ -439,10 +462,11 @@ class DecoderStep:
     each tensor operation, which one call avoids. The numbers of attnlab's modules up to rounding
     (tested against the Transformer's blocks).
 
-    Built from fp32 CPU tensors, whose weight matrices it packs (:func:`pack`: a copy, so build
-    it once and keep it while the parameters do not change; the other tensors' addresses are
-    kept); :meth:`build` returns ``None`` when the kernel is not built here. No checks per call,
-    as :func:`matvec`.
+    Built from fp32 or bf16 CPU tensors, whose weight matrices it packs in their precision
+    (:func:`pack`: a copy, so build it once and keep it while the parameters do not change; the
+    other tensors are read as fp32); the arithmetic is fp32 either way, so bf16 weights halve the
+    bytes a step reads and lose nothing else. :meth:`build` returns ``None`` when the kernel is
+    not built here or the tensors are neither. No checks per call, as :func:`matvec`.
 
     Shape:
         tokens ``(B,)`` int64 → logits ``(B, V)``; cache buffers ``L × (B, H, cap, Dh)``; source
@@ -464,8 +488,11 @@ class DecoderStep:
         act: int,
         eps: float,
     ):
+        self.bf16 = _weights_bf16(layers, DECODER_MATRICES, out_weight)
         flat = _packed_layers(layers, DECODER_MATRICES)
-        self.out_packed, self.out_bias, self.vocab_size = pack(out_weight), out_bias, out_weight.shape[0]
+        self.out_packed, self.out_bias, self.vocab_size = pack(out_weight), _vector(out_bias), out_weight.shape[0]
+        embedding, positions = _vector(embedding), _vector(positions)
+        final = None if final is None else [_vector(t) for t in final]
         self._keep = [*flat, embedding, positions, *(final or ())]  # the tensors whose addresses the kernel reads
         self._params = _pointers(flat)
         self.n_layers, self.d_model = len(layers), embedding.shape[1]
@@ -478,7 +505,10 @@ class DecoderStep:
         """The step, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
         if not _tried:
             _load()
-        return None if _decoder_step_f32 is None or not _fp32_cpu(args, kwargs) else cls(*args, **kwargs)
+        if _decoder_step_f32 is None or not _fp32_cpu(args, kwargs):
+            return None
+        step = cls(*args, **kwargs)
+        return None if step.bf16 is None else step
 
     def __call__(
         self,
@@ -533,6 +563,7 @@ class DecoderStep:
             int(self.pre),
             self.act,
             self.eps,
+            int(self.bf16),
             torch.get_num_threads(),
         )
         return logits
@@ -568,7 +599,12 @@ class EncoderStack:
         act: int,
         eps: float,
     ):
+        self.bf16 = _weights_bf16(layers, ENCODER_MATRICES) if layers else _weights_bf16(cross, (0, 2))
+        if self.bf16 is not None and cross and _weights_bf16(cross, (0, 2)) != self.bf16:
+            self.bf16 = None
         flat, flat_cross = _packed_layers(layers, ENCODER_MATRICES), _packed_layers(cross, (0, 2))
+        embedding, positions = _vector(embedding), _vector(positions)
+        final = None if final is None else [_vector(t) for t in final]
         self._keep = [*flat, *flat_cross, embedding, positions, *(final or ())]
         self._params, self._cross = _pointers(flat), _pointers(flat_cross)
         self.n_layers, self.n_cross, self.d_model = len(layers), len(cross), embedding.shape[1]
@@ -580,7 +616,10 @@ class EncoderStack:
         """The encoder, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
         if not _tried:
             _load()
-        return None if _encoder_f32 is None or not _fp32_cpu(args, kwargs) else cls(*args, **kwargs)
+        if _encoder_f32 is None or not _fp32_cpu(args, kwargs):
+            return None
+        encoder = cls(*args, **kwargs)
+        return None if encoder.bf16 is None else encoder
 
     def __call__(self, src: Tensor, lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
         B, S = src.shape
@@ -616,6 +655,7 @@ class EncoderStack:
             int(self.pre),
             self.act,
             self.eps,
+            int(self.bf16),
             torch.get_num_threads(),
         )
         return out

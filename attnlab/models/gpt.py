@@ -217,8 +217,9 @@ class GPT(nn.Module):
         """The whole decoding step as one call of attnlab's kernel
         (:class:`attnlab.accel.kernels.DecoderStep`, built once per set of parameters), or
         ``None`` where it does not compute what :meth:`forward` does or is not built here: not
-        for rotary positions, parameters other than fp32 on a CPU, or LayerNorms without weights
-        or of different ``eps``."""
+        for rotary positions, parameters other than all fp32 or all bf16 on a CPU (bf16 weights
+        are read as they are, the arithmetic is fp32), or LayerNorms without weights or of
+        different ``eps``."""
         from ..accel.kernels import DecoderStep, build_once
 
         acts = {F.relu: 1, F.gelu: 2, ACTIVATIONS["gelu_tanh"]: 3}
@@ -230,7 +231,7 @@ class GPT(nn.Module):
             return None
         if any(n.weight is None or n.eps != norms[0].eps for n in norms):
             return None
-        if any(p.dtype != torch.float32 or not p.is_cpu for p in self.parameters()):
+        if {(p.dtype, p.is_cpu) for p in self.parameters()} not in ({(torch.float32, True)}, {(torch.bfloat16, True)}):
             return None
         layers = [_no_source_layer(b) for b in blocks]
         embedding, positions = self.tok_emb.weight, self.pos_emb.embedding.weight
@@ -294,9 +295,11 @@ class GPT(nn.Module):
             def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
                 offset = len(caches[0])
                 if input_ids.shape[1] != 1 or offset >= n_positions:
+                    for c in caches:
+                        c.cast(self.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
                     return self(input_ids, caches=caches).logits[:, -1]  # forward names the problem
                 tokens = input_ids.reshape(-1).to(torch.long).contiguous()  # (B,)
-                buffers = [c.storage_for_one(tokens.shape[0], H, Dh, self.tok_emb.weight) for c in caches]
+                buffers = [c.storage_for_one(tokens.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
                 logits = native(tokens, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
                 for c in caches:
                     c.length = offset + 1

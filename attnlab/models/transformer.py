@@ -36,9 +36,10 @@ Tensor = torch.Tensor
 __all__ = ["TransformerConfig", "PRESETS", "Transformer", "NATIVE_ENCODER_MAX_TOKENS"]
 
 #: Most source tokens (batch × length, padding included) that :meth:`Transformer.start` encodes
-#: with attnlab's one-call encoder kernel at inference time; a larger batch is arithmetic enough
-#: for PyTorch's blocked products to win (docs/export.md has the measurements).
-NATIVE_ENCODER_MAX_TOKENS = 256
+#: with attnlab's one-call encoder kernel at inference time, which needs (8·D + d_ff) floats of
+#: working memory per token (40 MB for the Multi30k preset at this limit); a larger batch takes
+#: the modules, which are no faster (docs/export.md has the measurements).
+NATIVE_ENCODER_MAX_TOKENS = 4096
 
 
 @dataclass
@@ -274,8 +275,11 @@ class Transformer(nn.Module):
         else:
             memory, _ = self.encode(src, src_mask)  # (B, S, D)
             # Contiguous: each source position's keys then lie in one run, as attnlab's one-query
-            # attention kernel reads them (one copy per batch of sentences).
+            # attention kernel reads them (one copy per batch of sentences); fp32 for the native
+            # step, whose arithmetic is fp32 whatever the weights' precision.
             memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
+            if fast_step is not None and fast_step.__name__ == "native_step":
+                memory_kv = [(k.float(), v.float()) for k, v in memory_kv]
         caches = [block.self_attn.new_cache() for block in self.decoder]
         return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
 
@@ -442,11 +446,14 @@ class Transformer(nn.Module):
         """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
         (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it does not apply: as
         :meth:`_native_decoder`, and with hooks on the encoder's modules or parameters other than
-        fp32 on a CPU. Only at inference: :meth:`start` asks when its fast step applies."""
+        fp32 or bf16 on a CPU. Only at inference: :meth:`start` asks when its fast step applies."""
         plan = self._plan()
         if any(m._forward_hooks or m._forward_pre_hooks for m in plan["encoder_modules"]):
             return None
-        if any(p.dtype != torch.float32 or not p.is_cpu for p in plan["encoder_params"]):
+        if {(p.dtype, p.is_cpu) for p in plan["encoder_params"]} not in (
+            {(torch.float32, True)},
+            {(torch.bfloat16, True)},
+        ):
             return None
         return self._native("encoder")
 
@@ -470,9 +477,10 @@ class Transformer(nn.Module):
         # The modules that decoding runs (not the encoder's: start() has run it), listed once per
         # change of the model's structure (_plan): a walk over them costs as much as a step.
         plan = self._plan()
-        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["decoder_modules"]):
+        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["decoder_modules"]) or not plan["short"]:
             return None
-        if any(p.dtype != torch.float32 or not p.is_cpu for p in plan["decoder_params"]) or not plan["short"]:
+        dtypes = {(p.dtype, p.is_cpu) for p in plan["decoder_params"]}
+        if dtypes not in ({(torch.float32, True)}, {(torch.bfloat16, True)}):
             return None
 
         native = self._native_decoder()
@@ -493,6 +501,8 @@ class Transformer(nn.Module):
                 return logits
 
             return native_step
+        if dtypes != {(torch.float32, True)}:
+            return None  # (bf16 weights: only the native step reads them in fp32 arithmetic)
 
         def norm(module: nn.LayerNorm) -> tuple:
             return module.normalized_shape, module.weight, module.bias, module.eps
@@ -532,6 +542,12 @@ class Transformer(nn.Module):
         """
         if state.fast_step is not None and tokens.shape[1] == 1 and not need_weights:
             return StepOutput(state.fast_step(tokens, state), None)  # (B, V)
+        dtype = self.out_proj.weight.dtype
+        if state.memory_kv and state.memory_kv[0][0].dtype != dtype:
+            # A bf16 model's native encoder and step compute in fp32; the modules compute in bf16.
+            state.memory_kv = [(k.to(dtype), v.to(dtype)) for k, v in state.memory_kv]
+            for cache in state.caches:
+                cache.cast(dtype)
         x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
