@@ -135,11 +135,13 @@ DEFINE_TILE(4, 3)
 DEFINE_TILE(1, 4)
 DEFINE_TILE(2, 4)
 DEFINE_TILE(3, 4)
+DEFINE_TILE(1, 8)
 
 typedef void (*tile_fn)(const float *restrict, const float *restrict, long, long, float *restrict);
 
-/* Outputs per unit of parallel work: a multiple of both tile widths (3 and 4). */
+/* Outputs per unit of parallel work: a multiple of the tile widths (3 and 4; 8 for one row). */
 #define BLOCK 12
+#define BLOCK_ONE_ROW 16
 
 static inline float activate(float y, int act) {
     if (act == 1) return y > 0.0f ? y : 0.0f;                               /* ReLU */
@@ -153,16 +155,17 @@ static inline float activate(float y, int act) {
 static void product_block(const float *restrict W, const float *restrict X, long ldx, const float *restrict b,
                           float *restrict Y, long ldy, long rows, long n, long o0, long o1, int act) {
     /* tiles[nr][mr]: four rows by three outputs where there are four rows (7 loads per 12
-     * multiply-adds), else up to three rows by four outputs; one output at the end of a block */
-    static const tile_fn tiles[5][5] = {
-        {0},
-        {0, tile_1_1, tile_2_1, tile_3_1, tile_4_1},
-        {0},
-        {0, tile_1_3, tile_2_3, tile_3_3, tile_4_3},
-        {0, tile_1_4, tile_2_4, tile_3_4, 0},
+     * multiply-adds), else up to three rows by four outputs, and one row by eight (eight independent
+     * sums: one row is otherwise held up by the latency of each multiply-add); one output at the end
+     * of a block */
+    static const tile_fn tiles[9][5] = {
+        [1] = {0, tile_1_1, tile_2_1, tile_3_1, tile_4_1},
+        [3] = {0, tile_1_3, tile_2_3, tile_3_3, tile_4_3},
+        [4] = {0, tile_1_4, tile_2_4, tile_3_4, 0},
+        [8] = {0, tile_1_8, 0, 0, 0},
     };
-    float out[16];
-    const long NR = rows >= 4 ? 3 : 4;
+    float out[32];
+    const long NR = rows >= 4 ? 3 : rows == 1 ? 8 : 4;
     for (long o = o0; o < o1;) {
         const long nr = o1 - o >= NR ? NR : 1;
         for (long m = 0; m < rows;) {
@@ -181,10 +184,10 @@ static void product_block(const float *restrict W, const float *restrict X, long
  * shared out over the threads. */
 static void linear_rows(const float *restrict W, const float *restrict X, long ldx, const float *restrict b,
                         float *restrict Y, long ldy, long rows, long out, long n, int act) {
-    const long blocks = (out + BLOCK - 1) / BLOCK;
+    const long size = rows == 1 ? BLOCK_ONE_ROW : BLOCK, blocks = (out + size - 1) / size;
 #pragma omp for schedule(static)
     for (long k = 0; k < blocks; ++k) {
-        const long o0 = k * BLOCK, o1 = o0 + BLOCK < out ? o0 + BLOCK : out;
+        const long o0 = k * size, o1 = o0 + size < out ? o0 + size : out;
         product_block(W, X, ldx, b, Y, ldy, rows, n, o0, o1, act);
     }
 }
@@ -193,10 +196,10 @@ static void linear_rows(const float *restrict W, const float *restrict X, long l
  * (rows, count · out), in one work-sharing loop (one barrier, not count). */
 static void linear_many(const float *const *W, const float *const *b, const float *restrict X, long ldx,
                         float *restrict Y, long rows, long count, long out, long n) {
-    const long blocks = (out + BLOCK - 1) / BLOCK;
+    const long size = rows == 1 ? BLOCK_ONE_ROW : BLOCK, blocks = (out + size - 1) / size;
 #pragma omp for schedule(static)
     for (long k = 0; k < count * blocks; ++k) {
-        const long m = k / blocks, o0 = (k - m * blocks) * BLOCK, o1 = o0 + BLOCK < out ? o0 + BLOCK : out;
+        const long m = k / blocks, o0 = (k - m * blocks) * size, o1 = o0 + size < out ? o0 + size : out;
         product_block(W[m], X, ldx, b ? b[m] : 0, Y + m * out, count * out, rows, n, o0, o1, 0);
     }
 }
