@@ -18,10 +18,14 @@ call it replaces:
   single query per head and no mask, by attnlab's kernel, in fp32 on a CPU without autograd
   (else ``None``). The one-position decoding step of
   :class:`attnlab.layers.MultiHeadAttention` takes it under ``backend="auto"``.
-- :class:`attnlab.accel.kernels.DecoderLayer` ``==`` a Transformer :class:`~attnlab.layers.DecoderBlock`
-  (up to rounding) for one decoding step of a few rows, fp32 on a CPU: the whole layer in one
-  call of attnlab's kernel. ``Transformer.start`` builds one per layer where it applies, and
-  each step of greedy or beam search then runs a layer as one call instead of ~35 tensor operations.
+- :class:`attnlab.accel.kernels.DecoderStep` ``==`` a Transformer decoder's step through its
+  modules (up to rounding): embeddings, every :class:`~attnlab.layers.DecoderBlock`, the final
+  norm and the vocabulary projection in one call of attnlab's kernel, with the weights packed once
+  (fp32, or bf16 read as they are); :class:`attnlab.accel.kernels.EncoderStack` the same for the
+  encoder, and :func:`attnlab.accel.kernels.beam_step` for one step of beam search's
+  bookkeeping. ``Transformer.start`` and ``GPT.token_stepper`` take them where they apply (at
+  inference, on a CPU, no hooks), so that a decoding step is one call instead of ~100 tensor
+  operations.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of

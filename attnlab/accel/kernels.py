@@ -1,14 +1,21 @@
 """attnlab's native kernels, compiled on first use with the machine's C compiler.
 
-The kernels of decoding one token at a time, in fp32: :func:`gemv`, the matrix–vector product that
+The kernels of decoding one token at a time: :func:`gemv`, the matrix–vector product that
 dominates it (each weight matrix times a single row), and :func:`matvec`, the same for a few rows
-(one per hypothesis of a beam); :func:`matvec_many`, the same product for
-several matrices at once (a layer's query, key and value projections); and :func:`attend_one`,
-attention of a single query over the cached keys and values; and :class:`DecoderLayer`, a whole
-Transformer decoder layer for one decoding step in one call (at a few rows a step is mostly the
-fixed cost of each tensor operation, which one call avoids). PyTorch's CPU path for that product
-(MKL) runs on one thread; oneDNN's splits it but stops well short of the memory bandwidth; the
-plain loop in ``gemv.c`` streams the weights on all of torch's threads.
+(one per hypothesis of a beam); :func:`matvec_many`, the same product for several matrices at
+once (a layer's query, key and value projections); :func:`attend_one`, attention of a single
+query over the cached keys and values. PyTorch's CPU path for that product (MKL) runs on one
+thread; oneDNN's splits it but stops well short of the memory bandwidth; the loop in ``gemv.c``
+streams the weights on all of torch's threads.
+
+And the native path of the translators and GPT, where a step of a few rows is mostly the fixed
+cost of each tensor operation, which one call avoids: :class:`DecoderStep`, a whole decoding step
+(embeddings, every layer, the vocabulary projection); :class:`EncoderStack`, the encoder and the
+decoder's source keys/values; :func:`beam_step` and :func:`top_k_log_softmax`, the choice of the
+next tokens. They take weights packed once (:func:`pack`; fp32, or bf16 widened exactly as they
+are read) into panels whose register tiles feed several multiply-adds per load, faster than MKL
+from 1 to 128 rows on the development machine (docs/export.md), and they are built once per set
+of parameters (:func:`build_once`).
 
 The source is compiled once per machine (``cc -O3 -march=native -ffp-contract=off -fopenmp``) into
 ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), under a name that hashes the source, the
