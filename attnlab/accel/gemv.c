@@ -401,25 +401,19 @@ static void packed_many(const void *const *Wp, const float *const *b, const floa
     team_sync();
 }
 
-/* W (out, n) row-major → its packed form (ceil(out / 16) · 16 · n floats), see above. */
-void attnlab_pack_f32(const float *restrict W, float *restrict Wp, long out, long n) {
+/* W (out, n) row-major, of numbers of `size` bytes (4: fp32, 2: bf16) → its packed form
+ * (ceil(out / 16) · 16 · n numbers, zeros past `out`), see above. */
+void attnlab_pack(const void *restrict W, void *restrict Wp, long out, long n, long size) {
+    const char *w = W;
+    char *wp = Wp;
     const long panels = (out + PANEL - 1) / PANEL;
     for (long p = 0; p < panels; ++p)
         for (long k = 0; k < n; ++k)
             for (long j = 0; j < PANEL; ++j) {
                 const long o = p * PANEL + j;
-                Wp[(p * n + k) * PANEL + j] = o < out ? W[o * n + k] : 0.0f;
-            }
-}
-
-/* The same for bf16 weights (their bits, 16 per number). */
-void attnlab_pack_bf16(const unsigned short *restrict W, unsigned short *restrict Wp, long out, long n) {
-    const long panels = (out + PANEL - 1) / PANEL;
-    for (long p = 0; p < panels; ++p)
-        for (long k = 0; k < n; ++k)
-            for (long j = 0; j < PANEL; ++j) {
-                const long o = p * PANEL + j;
-                Wp[(p * n + k) * PANEL + j] = o < out ? W[o * n + k] : 0;
+                char *to = wp + ((p * n + k) * PANEL + j) * size;
+                if (o < out) memcpy(to, w + (o * n + k) * size, size);
+                else memset(to, 0, size);
             }
 }
 
@@ -538,7 +532,7 @@ static void embed_rows(const float *restrict table, const long *restrict tokens,
  * Wv bv Wo bo of the self-attention (D, D); 14-17 Wq bq Wo bo of the cross-attention; 18-21 W1
  * (F, D) b1 W2 (D, F) b2 of the feed-forward. Encoder, 16: 0-3 the self and feed-forward
  * LayerNorms; 4-11 Wq bq Wk bk Wv bv Wo bo; 12-15 W1 b1 W2 b2. Every weight matrix packed (see
- * attnlab_pack_f32). */
+ * attnlab_pack). */
 #define DECODER_PARAMS 22
 #define ENCODER_PARAMS 16
 

@@ -73,8 +73,7 @@ _decoder_step_f32 = None
 _encoder_f32 = None
 _top_k_f32 = None
 _beam_step_f32 = None
-_pack_f32 = None
-_pack_bf16 = None
+_pack = None
 _packed_rows_f32 = None
 _tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
 _status = "not loaded yet"
@@ -114,7 +113,7 @@ def _load():
     """The one-matrix C function (the others load with it), building and loading them on the first
     call; ``None`` if unavailable."""
     global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
-    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack_f32, _pack_bf16, _packed_rows_f32
+    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack, _packed_rows_f32
     if _tried:
         return _gemv_f32
     with _lock:
@@ -142,15 +141,14 @@ def _load():
                     top_k, beam = lib.attnlab_top_k_log_softmax_f32, lib.attnlab_beam_step_f32
                     top_k.argtypes = [p, long, long, long, p, p, ctypes.c_int]
                     beam.argtypes = [p] + [long] * 4 + [p, p] + [long] * 4 + [p] * 6 + [ctypes.c_int]
-                    pack, pack16 = lib.attnlab_pack_f32, lib.attnlab_pack_bf16
-                    packed = lib.attnlab_packed_rows_f32
-                    pack.argtypes = pack16.argtypes = [p, p, long, long]
+                    pack, packed = lib.attnlab_pack, lib.attnlab_packed_rows_f32
+                    pack.argtypes = [p, p, long, long, long]
                     packed.argtypes = [p, p, p, p, long, long, long, ctypes.c_int, ctypes.c_int]
-                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, pack16, packed):
+                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, packed):
                         f.restype = None
                     _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
                     _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32 = step, encoder, top_k, beam
-                    _pack_f32, _pack_bf16, _packed_rows_f32 = pack, pack16, packed
+                    _pack, _packed_rows_f32 = pack, packed
                     _status = f"loaded {path}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
@@ -342,7 +340,7 @@ PANEL = 16
 def pack(weight: Tensor) -> Tensor:
     """``weight`` (fp32 or bf16, on the CPU) in the packed layout of attnlab's decoder and encoder
     kernels: panels of :data:`PANEL` outputs, each holding its outputs' weights input by input
-    (``attnlab_pack_f32`` in ``gemv.c``), in the weight's own precision: bf16 weights stay bf16
+    (``attnlab_pack`` in ``gemv.c``), in the weight's own precision: bf16 weights stay bf16
     (returned as an int16 tensor of their bits), half the bytes for a step to read, widened to
     fp32 exactly as they are used. Requires the kernels (:func:`available`).
 
@@ -354,12 +352,8 @@ def pack(weight: Tensor) -> Tensor:
     out, n = weight.shape
     weight = weight.detach().contiguous()
     size = -(-out // PANEL) * PANEL * n
-    if weight.dtype == torch.bfloat16:
-        packed = torch.empty(size, dtype=torch.int16)
-        _pack_bf16(weight.view(torch.int16).data_ptr(), packed.data_ptr(), out, n)
-    else:
-        packed = weight.new_empty(size)
-        _pack_f32(weight.data_ptr(), packed.data_ptr(), out, n)
+    packed = torch.empty(size, dtype=torch.int16) if weight.dtype == torch.bfloat16 else weight.new_empty(size)
+    _pack(weight.data_ptr(), packed.data_ptr(), out, n, weight.element_size())
     return packed
 
 

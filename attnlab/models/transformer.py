@@ -342,6 +342,24 @@ class Transformer(nn.Module):
 
         return build_once(self, "plan", [], read, also=structure_version())
 
+    def _native_layers(self, blocks: list, norms_of: Callable, linears_of: Callable, final_norm: nn.Module):
+        """``(pre, act, eps, final, layers)`` for the kernels, or ``None`` where they cannot compute
+        what ``blocks`` and ``final_norm`` do (:meth:`_native_ok`, :meth:`_final_norm`): each layer
+        its LayerNorms' weights and biases, then its projections' weights and biases, in the order
+        of :data:`attnlab.accel.kernels.DECODER_PARAMS` / ``ENCODER_PARAMS``."""
+        ok = self._native_ok(blocks, norms_of)
+        if ok is None:
+            return None
+        pre, act, eps = ok
+        final = self._final_norm(final_norm, eps)
+        if final is False:
+            return None
+        layers = [
+            [t for n in norms_of(b) for t in (n.weight, n.bias)] + [t for lin in linears_of(b) for t in (lin.weight, lin.bias)]
+            for b in blocks
+        ]  # fmt: skip
+        return pre, act, eps, final, layers
+
     def _native_decoder_parts(self) -> tuple[list, Callable] | None:
         """The parameters of the native decoding step and a function that builds it
         (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` where it cannot compute what
@@ -349,19 +367,18 @@ class Transformer(nn.Module):
         from ..accel.kernels import DecoderStep
 
         blocks = list(self.decoder)
-        ok = self._native_ok(blocks, lambda b: (b.self_norm, b.cross_norm, b.ff_norm))
-        if ok is None:
+        parts = self._native_layers(
+            blocks,
+            lambda b: (b.self_norm, b.cross_norm, b.ff_norm),
+            lambda b: (
+                (b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj, b.self_attn.out_proj)
+                + (b.cross_attn.q_proj, b.cross_attn.out_proj, b.ff.up_proj, b.ff.down_proj)
+            ),
+            self.decoder_norm,
+        )
+        if parts is None:
             return None
-        pre, act, eps = ok
-        final = self._final_norm(self.decoder_norm, eps)
-        if final is False:
-            return None
-        layers = []
-        for b in blocks:
-            sa, ca, ff = b.self_attn, b.cross_attn, b.ff
-            norms = [t for n in (b.self_norm, b.cross_norm, b.ff_norm) for t in (n.weight, n.bias)]
-            lins = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ca.q_proj, ca.out_proj, ff.up_proj, ff.down_proj)
-            layers.append([*norms, *[t for lin in lins for t in (lin.weight, lin.bias)]])
+        pre, act, eps, final, layers = parts
         c, out = self.config, self.out_proj
         tensors = [t for layer in layers for t in layer] + [self.tgt_embed.weight, self.positions.table]
         tensors += [*(final or []), out.weight, out.bias]
@@ -390,19 +407,18 @@ class Transformer(nn.Module):
         from ..accel.kernels import EncoderStack
 
         blocks = list(self.encoder)
-        ok = self._native_ok(blocks, lambda b: (b.attn_norm, b.ff_norm))
-        if ok is None:
+        parts = self._native_layers(
+            blocks,
+            lambda b: (b.attn_norm, b.ff_norm),
+            lambda b: (
+                (b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj, b.self_attn.out_proj)
+                + (b.ff.up_proj, b.ff.down_proj)
+            ),
+            self.encoder_norm,
+        )
+        if parts is None:
             return None
-        pre, act, eps = ok
-        final = self._final_norm(self.encoder_norm, eps)
-        if final is False:
-            return None
-        layers = []
-        for b in blocks:
-            sa, ff = b.self_attn, b.ff
-            norms = [t for n in (b.attn_norm, b.ff_norm) for t in (n.weight, n.bias)]
-            lins = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ff.up_proj, ff.down_proj)
-            layers.append([*norms, *[t for lin in lins for t in (lin.weight, lin.bias)]])
+        pre, act, eps, final, layers = parts
         cross = [
             [t for lin in (b.cross_attn.k_proj, b.cross_attn.v_proj) for t in (lin.weight, lin.bias)]
             for b in self.decoder
