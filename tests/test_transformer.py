@@ -386,3 +386,26 @@ def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_g
         assert h.score == pytest.approx(one.score, abs=1e-5)
     greedy = greedy_decode(model, src, **kw)
     assert [h.tokens for h in beam_search(model, src, beam_size=1, alpha=0.0, **kw)] == [h.tokens for h in greedy]
+
+
+def test_two_threads_decoding_with_one_model_get_what_each_gets_alone():
+    # The explorer runs two translations at once on one model: the native kernels' working memory
+    # must be per call.
+    import threading
+
+    model = make_model(n_decoder_layers=2, d_model=128, d_ff=512)  # calls long enough to overlap
+    batches = [random_batch(B=3, seed=s)[0] for s in (5, 6)]
+    kw = dict(bos_id=BOS, eos_id=EOS, beam_size=3, max_len=12)
+    alone = [[h.tokens for h in beam_search(model, src, **kw)] for src in batches]
+    results: dict = {}
+
+    def run(i: int) -> None:
+        results[i] = [[h.tokens for h in beam_search(model, batches[i], **kw)] for _ in range(40)]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in (0, 1):
+        assert all(r == alone[i] for r in results[i])

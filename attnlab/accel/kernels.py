@@ -499,7 +499,6 @@ class DecoderStep:
         self.n_layers, self.d_model = len(layers), embedding.shape[1]
         self.embedding, self.positions, self.scale, self.final = embedding, positions, scale, final
         self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, act, eps
-        self._scratch: Tensor | None = None  # working memory, kept between calls (grown when rows grow)
 
     @classmethod
     def build(cls, *args, **kwargs) -> DecoderStep | None:
@@ -527,8 +526,9 @@ class DecoderStep:
             raise ValueError(f"sequence of {filled + 1} positions exceeds max_len={self.positions.shape[0]}")
         rows, D = tokens.shape[0], self.d_model
         need = rows * (6 * D + self.d_ff)
-        if self._scratch is None or self._scratch.numel() < need:
-            self._scratch = self.embedding.new_empty(need)
+        # Working memory per call, not kept on the object: the explorer decodes in two threads at
+        # once with one model, and one buffer would be written by both.
+        scratch = self.embedding.new_empty(need)
         x = self.embedding.new_empty((rows, D))
         logits = self.embedding.new_empty((rows, self.vocab_size))
         k_src = sources[0][0] if sources else None  # (B / G, H, S, Dh); none in a decoder-only model
@@ -552,7 +552,7 @@ class DecoderStep:
             self.vocab_size,
             logits.data_ptr(),
             x.data_ptr(),
-            self._scratch.data_ptr(),
+            scratch.data_ptr(),
             rows,
             D,
             self.n_heads,
