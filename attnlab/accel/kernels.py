@@ -384,12 +384,18 @@ def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...])
     return [pack(t) if i in matrices and t is not None else _vector(t) for layer in layers for i, t in enumerate(layer)]
 
 
-def _weights_bf16(layers: list[list[Tensor | None]], matrices: tuple[int, ...], *more: Tensor) -> bool | None:
-    """Whether the weight matrices are bf16 (``False``: fp32; ``None``: mixed, which the kernels
-    cannot take)."""
-    dtypes = {t.dtype for layer in layers for i, t in enumerate(layer) if i in matrices and t is not None}
-    dtypes |= {t.dtype for t in more}
+def _weights_bf16(*groups: tuple[list[list[Tensor | None]], tuple[int, ...]]) -> bool | None:
+    """Whether the weight matrices (positions ``matrices`` of each layer, for each ``(layers,
+    matrices)`` group) are bf16 (``False``: fp32; ``None``: mixed, which the kernels cannot take)."""
+    dtypes = {t.dtype for layers, matrices in groups for layer in layers for i, t in enumerate(layer)
+              if i in matrices and t is not None}  # fmt: skip
     return None if len(dtypes) != 1 else dtypes == {torch.bfloat16}
+
+
+def _inputs(embedding: Tensor, positions: Tensor, final: list | None) -> tuple[Tensor, Tensor, list | None]:
+    """The embedding table, the positional table and the final LayerNorm as the kernels read them:
+    fp32, contiguous (copies of bf16 ones)."""
+    return _vector(embedding), _vector(positions), None if final is None else [_vector(t) for t in final]
 
 
 #: What build_once built, per owner (held weakly: a model's copies, pickles and deep copies do not
@@ -413,7 +419,7 @@ def build_once(owner: object, name: str, tensors: list[Tensor | None], build, *,
     return built
 
 
-def _fp32_cpu(*values) -> bool:
+def _kernel_dtypes(*values) -> bool:
     """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 or bf16 on a
     CPU (the kernels' weights; their arithmetic is fp32)."""
     for v in values:
@@ -421,9 +427,9 @@ def _fp32_cpu(*values) -> bool:
             if v.dtype not in (torch.float32, torch.bfloat16) or not v.is_cpu:
                 return False
         elif isinstance(v, (list, tuple)):
-            if not _fp32_cpu(*v):
+            if not _kernel_dtypes(*v):
                 return False
-        elif isinstance(v, dict) and not _fp32_cpu(*v.values()):
+        elif isinstance(v, dict) and not _kernel_dtypes(*v.values()):
             return False
     return True
 
@@ -489,11 +495,10 @@ class DecoderStep:
         act: int,
         eps: float,
     ):
-        self.bf16 = _weights_bf16(layers, DECODER_MATRICES, out_weight)
+        self.bf16 = _weights_bf16((layers, DECODER_MATRICES), ([[out_weight]], (0,)))
         flat = _packed_layers(layers, DECODER_MATRICES)
         self.out_packed, self.out_bias, self.vocab_size = pack(out_weight), _vector(out_bias), out_weight.shape[0]
-        embedding, positions = _vector(embedding), _vector(positions)
-        final = None if final is None else [_vector(t) for t in final]
+        embedding, positions, final = _inputs(embedding, positions, final)
         self._keep = [*flat, embedding, positions, *(final or ())]  # the tensors whose addresses the kernel reads
         self._params = _pointers(flat)
         self.n_layers, self.d_model = len(layers), embedding.shape[1]
@@ -502,10 +507,11 @@ class DecoderStep:
 
     @classmethod
     def build(cls, *args, **kwargs) -> DecoderStep | None:
-        """The step, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
+        """The step, or ``None`` if the kernel is not built here or the tensors are not all fp32 or
+        bf16 on a CPU (the weight matrices all of one of them)."""
         if not _tried:
             _load()
-        if _decoder_step_f32 is None or not _fp32_cpu(args, kwargs):
+        if _decoder_step_f32 is None or not _kernel_dtypes(args, kwargs):
             return None
         step = cls(*args, **kwargs)
         return None if step.bf16 is None else step
@@ -524,6 +530,7 @@ class DecoderStep:
         cross-attention."""
         if filled >= self.positions.shape[0]:
             raise ValueError(f"sequence of {filled + 1} positions exceeds max_len={self.positions.shape[0]}")
+        tokens = tokens.reshape(-1).to(torch.long).contiguous()  # (B,), as the C code reads them
         rows, D = tokens.shape[0], self.d_model
         need = rows * (6 * D + self.d_ff)
         # Working memory per call, not kept on the object: the explorer decodes in two threads at
@@ -600,12 +607,9 @@ class EncoderStack:
         act: int,
         eps: float,
     ):
-        self.bf16 = _weights_bf16(layers, ENCODER_MATRICES) if layers else _weights_bf16(cross, (0, 2))
-        if self.bf16 is not None and cross and _weights_bf16(cross, (0, 2)) != self.bf16:
-            self.bf16 = None
+        self.bf16 = _weights_bf16((layers, ENCODER_MATRICES), (cross, (0, 2)))
         flat, flat_cross = _packed_layers(layers, ENCODER_MATRICES), _packed_layers(cross, (0, 2))
-        embedding, positions = _vector(embedding), _vector(positions)
-        final = None if final is None else [_vector(t) for t in final]
+        embedding, positions, final = _inputs(embedding, positions, final)
         self._keep = [*flat, *flat_cross, embedding, positions, *(final or ())]
         self._params, self._cross = _pointers(flat), _pointers(flat_cross)
         self.n_layers, self.n_cross, self.d_model = len(layers), len(cross), embedding.shape[1]
@@ -614,10 +618,10 @@ class EncoderStack:
 
     @classmethod
     def build(cls, *args, **kwargs) -> EncoderStack | None:
-        """The encoder, or ``None`` if the kernel is not built here or a tensor is not fp32 on a CPU."""
+        """The encoder, or ``None`` where :meth:`DecoderStep.build` would give ``None``."""
         if not _tried:
             _load()
-        if _encoder_f32 is None or not _fp32_cpu(args, kwargs):
+        if _encoder_f32 is None or not _kernel_dtypes(args, kwargs):
             return None
         encoder = cls(*args, **kwargs)
         return None if encoder.bf16 is None else encoder
@@ -627,7 +631,8 @@ class EncoderStack:
         if S > self.positions.shape[0]:
             raise ValueError(f"sequence of {S} positions exceeds max_len={self.positions.shape[0]}")
         D, H = self.d_model, self.n_heads
-        src, lengths = src.contiguous(), lengths.contiguous()  # held in names while the C call reads them
+        # int64 and contiguous, as the C code reads them, held in names while it does
+        src, lengths = src.to(torch.long).contiguous(), lengths.to(torch.long).contiguous()
         x = self.embedding.new_empty(B * S * D)
         scratch = self.embedding.new_empty(B * S * (8 * D + self.d_ff))
         out = [(x.new_empty((B, H, S, D // H)), x.new_empty((B, H, S, D // H))) for _ in range(self.n_cross)]

@@ -298,9 +298,8 @@ class GPT(nn.Module):
                     for c in caches:
                         c.cast(self.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
                     return self(input_ids, caches=caches).logits[:, -1]  # forward names the problem
-                tokens = input_ids.reshape(-1).to(torch.long).contiguous()  # (B,)
-                buffers = [c.storage_for_one(tokens.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
-                logits = native(tokens, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
+                buffers = [c.storage_for_one(input_ids.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
+                logits = native(input_ids, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
                 for c in caches:
                     c.length = offset + 1
                 return logits

@@ -278,8 +278,8 @@ class Transformer(nn.Module):
             # attention kernel reads them (one copy per batch of sentences); fp32 for the native
             # step, whose arithmetic is fp32 whatever the weights' precision.
             memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
-            if fast_step is not None and fast_step.__name__ == "native_step":
-                memory_kv = [(k.float(), v.float()) for k, v in memory_kv]
+            if fast_step is not None and memory_kv and memory_kv[0][0].dtype != torch.float32:
+                memory_kv = [(k.float(), v.float()) for k, v in memory_kv]  # (bf16: only the native step applies)
         caches = [block.self_attn.new_cache() for block in self.decoder]
         return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
 
@@ -481,7 +481,7 @@ class Transformer(nn.Module):
         sentence the fixed cost of the calls is most of it (docs/export.md has the profile).
 
         Where attnlab's kernels are built and compute what the blocks do, the step is one call
-        (:meth:`_native_decoder`) plus the vocabulary projection. Otherwise the self-attention is
+        (:meth:`_native_decoder`, the vocabulary projection included). Otherwise the self-attention is
         :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step), the cross-attention
         :meth:`MultiHeadAttention._attend_source_row`: attnlab's one-query kernel over each
         sentence's real source tokens, shared by its hypotheses, which needs the padding at the
@@ -507,7 +507,6 @@ class Transformer(nn.Module):
             def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
                 if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
                     seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
-                tokens = tokens.reshape(-1).contiguous()  # (B,)
                 buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
                 filled = buffers[0][2]  # positions already in the caches (every layer alike)
                 logits = native(tokens, [(k, v) for k, v, _ in buffers], filled, state.memory_kv, seen[1])  # (B, V)
