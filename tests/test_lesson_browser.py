@@ -36,7 +36,7 @@ from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.positional import sinusoidal_encoding  # noqa: E402
 from attnlab.viz import LABELS  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web import lesson_live as LV  # noqa: E402
+from attnlab.web import lesson as LV  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 
 TIMEOUT_MS = 30_000

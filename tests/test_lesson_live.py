@@ -25,7 +25,7 @@ from attnlab.data.tasks import make_splits
 from attnlab.decode import sample_next, sampling_probs
 from attnlab.experiments import bottleneck
 from attnlab.metrics import bleu, bleu_by_length
-from attnlab.web import lesson_live as LV
+from attnlab.web import lesson as LV
 from attnlab.web.app import create_app
 
 LOCAL = "http://127.0.0.1:8000"

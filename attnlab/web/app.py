@@ -44,12 +44,13 @@ import torch
 from fastapi import FastAPI, HTTPException
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import functional as AF
 from ..explain import compute_steps
+from . import i18n
 from .lesson import lesson_router
 from .models import GROUP_AXES, ExplorerModel, unique_names
 
@@ -606,6 +607,11 @@ def create_app(
         from ..viz import cjk_font_path
 
         return FileResponse(cjk_font_path(), media_type="font/ttf", headers={"Cache-Control": "public, max-age=604800"})
+
+    @app.get("/static/i18n.js", include_in_schema=False)
+    def interface_strings() -> Response:
+        # Written from the catalogs strings/en.yaml and strings/ja.yaml (attnlab.web.i18n).
+        return Response(i18n.script(), media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
     app.include_router(lesson_router(named, gate))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

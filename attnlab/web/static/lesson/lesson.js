@@ -87,11 +87,10 @@
       const sections = await getJSON("/api/lesson/sections");
       toc.replaceChildren(
         ...sections.map((s) =>
-          el("li", { class: "toc-item", "data-status": s.status, id: "toc-" + s.id },
+          el("li", { class: "toc-item", id: "toc-" + s.id },
             el("div", { class: "toc-head" },
               lessonLink("/lesson/" + s.id, null, { class: "toc-link", id: "toc-link-" + s.id },
-                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title)),
-              ui("span", { class: "badge badge-" + s.status }, s.status === "ready" ? "ls_status_ready" : "ls_status_coming")),
+                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title))),
             txt("p", { class: "toc-summary" }, s.summary),
             bound(el("p", { class: "note" }), () => t("ls_source", { src: pick(s.source) }))))
       );
@@ -105,21 +104,38 @@
   // A section.
   // ---------------------------------------------------------------------------------------------
 
+  // A node whose inner HTML follows the language. The HTML comes from the lesson's own Markdown
+  // files, rendered by the server with raw HTML disabled (attnlab/web/lesson/content.py).
+  function htmlNode(node, text) {
+    const apply = () => { node.innerHTML = pick(text); };
+    apply();
+    relabel.push(apply);
+    return node;
+  }
+
+  // A technical note (endpoints, function names) folded away: students can open it, need not.
+  function memo(...nodes) {
+    return el("details", { class: "memo" }, ui("summary", {}, "ls_memo"), ...nodes);
+  }
+
   function block(b, index, section, mounts) {
-    if (b.type === "text") return txt("p", { class: "lesson-text", id: "block-" + index }, b.text);
-    if (b.type === "heading") return txt("h2", { class: "lesson-heading", id: "block-" + index }, b.text);
-    if (b.type === "note") return el("div", { class: "lesson-note", role: "note", id: "block-" + index }, txt("p", {}, b.text));
+    const id = "block-" + index;
+    if (b.type === "html") return htmlNode(el("div", { class: "lesson-text", id }), b.html);
+    if (b.type === "note") return htmlNode(el("div", { class: "lesson-note", role: "note", id }), b.html);
+    if (b.type === "memo") return el("div", { class: "lesson-memo", id }, memo(htmlNode(el("div"), b.html)));
     if (b.type === "code") {
-      const caption = b.caption
-        ? txt("figcaption", {}, b.caption)
-        : bound(el("figcaption"), () => t("ls_code_from", { where: b.where }));
-      const pre = el("pre", { tabindex: "0" }, el("code", { text: b.code }));
-      const lines = b.code.split("\n").length;
+      const caption = el("figcaption", {},
+        b.html ? htmlNode(el("div"), b.html) : null,
+        b.where ? bound(el("p", { class: "where" }), () => t("ls_code_from", { where: b.where })) : null);
+      const code = el("code");
+      bound(code, () => pick(b.code));
+      const pre = el("pre", { tabindex: "0", "data-language": b.language || "" }, code);
+      const lines = pick(b.code).split("\n").length;
       // Long code stays folded: the text around it is the lesson, the code its evidence.
       const body = lines > LONG_CODE_LINES
         ? el("details", {}, bound(el("summary"), () => t("ls_code_open", { n: lines })), pre)
         : pre;
-      return el("figure", { class: "lesson-code", id: "block-" + index }, body, caption);
+      return el("figure", { class: "lesson-code", id }, body, caption);
     }
     if (b.type === "widget") {
       const root = el("div", { class: "widget", id: "widget-" + b.widget, "data-widget": b.widget });
@@ -129,41 +145,79 @@
     return null;
   }
 
+  // Fisher–Yates on a copy: the order in which a question's choices are shown, new on every load,
+  // so that the position of the right answer carries no information.
+  function shuffled(items, random) {
+    const out = items.slice();
+    const draw = random || Math.random;
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(draw() * (i + 1));
+      [out[i], out[j]] = [out[j], out[i]];
+    }
+    return out;
+  }
+
+  // One question. A first wrong answer gets the question's hint and a second try; the right
+  // answer and the explanation appear once it is answered right or tried twice.
   function question(q, i) {
     const name = "q" + i;
-    const state = { answered: false, chosen: null };
+    const state = { tries: 0, chosen: null, done: false, empty: false };
+    const order = shuffled(q.choices.map((_, j) => j));
     const gap = () => (lang() === "ja" ? "　" : " "); // a full-width space between 問1 and a Japanese question
-    const legend = bound(el("legend"), () => t("ls_question_n", { n: i + 1 }) + gap() + pick(q.question));
-    const choices = q.choices.map((c, j) => {
-      const input = el("input", { type: "radio", name, value: String(j), id: `q${i}-c${j}` });
-      return el("div", { class: "choice" }, input, " ", txt("label", { for: input.id }, c));
+    const kind = ui("span", { class: "q-kind q-kind-" + q.kind }, "ls_kind_" + q.kind);
+    const legend = el("legend", {}, bound(el("span"), () => t("ls_question_n", { n: i + 1 }) + gap()), kind, " ",
+      txt("span", { class: "q-text" }, q.question));
+    const inputs = [];
+    const choices = order.map((j, shown) => {
+      const input = el("input", { type: "radio", name, value: String(j), id: `q${i}-c${shown}` });
+      inputs.push(input);
+      return el("div", { class: "choice", "data-choice": String(j) }, input, " ", txt("label", { for: input.id }, q.choices[j]));
     });
     const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status" });
+    const submit = ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer");
+    const tryLink = Object.keys(q.params || {}).length
+      ? lessonLink(window.location.pathname, q.params, { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"))
+      : null;
     const show = () => {
-      if (!state.answered) return;
-      if (state.chosen === null) {
+      if (state.empty) {
         feedback.dataset.result = "none";
         feedback.replaceChildren(el("strong", { text: t("ls_check_pick") }));
         return;
       }
+      if (!state.tries) return;
       const right = state.chosen === q.answer;
+      if (!right && !state.done) {
+        feedback.dataset.result = "retry";
+        feedback.replaceChildren(el("strong", { text: t("ls_try_again") }), " ", el("span", { class: "hint", text: pick(q.hint) }));
+        return;
+      }
       feedback.dataset.result = right ? "correct" : "wrong";
       feedback.replaceChildren(
         el("strong", { text: right ? t("ls_correct") : t("ls_wrong", { answer: pick(q.choices[q.answer]) }) }),
         " ",
-        el("span", { class: "explanation", text: pick(q.explanation) })
+        el("span", { class: "explanation", text: pick(q.explanation) }),
+        tryLink ? [" ", tryLink] : null
       );
     };
     relabel.push(show);
-    const form = el("form", { class: "question", id: "question-" + i, novalidate: true },
-      el("fieldset", {}, legend, choices),
-      ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer"),
-      feedback);
+    const form = el("form", { class: "question", id: "question-" + i, novalidate: true, "data-kind": q.kind },
+      el("fieldset", {}, legend, choices), submit, feedback);
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
+      if (state.done) return;
       const checked = form.querySelector("input:checked");
-      state.answered = true;
-      state.chosen = checked ? Number(checked.value) : null;
+      state.empty = !checked;
+      if (checked) {
+        state.tries += 1;
+        state.chosen = Number(checked.value);
+        state.done = state.chosen === q.answer || state.tries >= 2;
+        if (!state.done) checked.checked = false;
+        if (state.done) {
+          inputs.forEach((input) => { input.disabled = true; });
+          submit.disabled = true;
+          form.querySelector(`[data-choice="${q.answer}"]`).classList.add("right-choice");
+        }
+      }
       show();
     });
     return form;
@@ -191,12 +245,17 @@
       el("p", { class: "kicker" },
         ui("span", {}, "ls_section_n", { n: section.id }),
         " · ",
-        bound(el("span"), () => t("ls_source", { src: pick(section.source) })),
-        section.status === "coming" ? ui("span", { class: "badge badge-coming" }, "ls_status_coming") : null),
+        bound(el("span"), () => t("ls_source", { src: pick(section.source) }))),
       txt("h1", { id: "section-title" }, section.title),
-      txt("p", { class: "lead" }, section.summary));
+      txt("p", { class: "lead" }, section.summary),
+      el("section", { class: "objectives", "aria-labelledby": "objectives-title" },
+        ui("h2", { id: "objectives-title" }, "ls_objectives"),
+        el("ul", {}, section.objectives.map((o) => txt("li", {}, o)))));
     const body = section.blocks.map((b, i) => block(b, i, section, mounts));
     const parts = [header, ...body];
+    parts.push(el("section", { class: "key-points", "aria-labelledby": "key-points-title" },
+      ui("h2", { id: "key-points-title" }, "ls_key_points"),
+      el("ul", {}, section.key_points.map((k) => txt("li", {}, k)))));
     if (section.try.length) {
       parts.push(el("section", { class: "try-box", "aria-labelledby": "try-title" },
         ui("h2", { id: "try-title" }, "ls_try"),
@@ -207,7 +266,8 @@
               : null)))));
     }
     parts.push(el("section", { class: "check", "aria-labelledby": "check-title" },
-      ui("h2", { id: "check-title" }, "ls_check"),
+      ui("h2", { id: "check-title" }, section.check.some((q) => q.section) ? "ls_final_check" : "ls_check"),
+      ui("p", { class: "note" }, "ls_check_intro"),
       section.check.map((q, i) => question(q, i))));
     if (section.links.length) {
       parts.push(el("nav", { class: "related", "aria-labelledby": "links-title" },
@@ -332,10 +392,38 @@
     return el("label", { class: "row" }, el("span", { class: "name", text: label }), input, o);
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // The glossary (用語集): every term in both languages, with the section that introduces it.
+  // ---------------------------------------------------------------------------------------------
+
+  async function showGlossary() {
+    const list = $("glossary");
+    try {
+      const [terms, sections] = await Promise.all([getJSON("/api/lesson/glossary"), getJSON("/api/lesson/sections")]);
+      const title = (n) => { const s = sections.find((x) => x.id === n); return s ? pick(s.title) : ""; };
+      list.replaceChildren(...terms.map((g) =>
+        el("div", { class: "term-entry", id: "term-" + g.id },
+          el("dt", {}, txt("span", { class: "term-main" }, g.term),
+            bound(el("span", { class: "term-other", lang: lang() === "ja" ? "en" : "ja" }), () => (lang() === "ja" ? g.term.en : g.term.ja))),
+          el("dd", {}, txt("p", {}, g.definition),
+            lessonLink("/lesson/" + g.section, null, { class: "term-section" },
+              () => t("ls_glossary_section", { n: g.section, title: title(g.section) }))))));
+      if (window.location.hash) {
+        const target = document.getElementById(window.location.hash.slice(1));
+        if (target) { target.classList.add("term-target"); target.scrollIntoView(); }
+      }
+    } catch (err) {
+      list.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
+    }
+    list.removeAttribute("aria-busy");
+  }
+
   window.Lesson = {
     register(name, widget) {
       widgets[name] = widget;
     },
+    memo,
+    shuffled,
     pick,
     keepFocus,
     clampInt,
@@ -350,6 +438,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     setParams({ lang: lang() }); // the address always names the language shown
     if (document.body.dataset.view === "index") showIndex();
+    else if (document.body.dataset.view === "glossary") showGlossary();
     else showSection();
   });
   document.addEventListener("langchange", () => relabel.forEach((fn) => fn()));

@@ -1,0 +1,116 @@
+"""The lesson (授業): a guided, bilingual walk through attention and the Transformer.
+
+The explorer opens on the lesson's index. Each of its eight sections is one page with learning
+objectives, a short explanation, live widgets whose numbers come from the API below, 「やってみよう
+/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a ninth page is the final
+check across all sections, and ``/lesson/glossary`` the bilingual glossary (用語集).
+
+Where things live (one home each):
+
+- ``content/LANG/NN-slug.md``: a section's text in one language (Markdown with front matter;
+  :mod:`.content` parses and merges both languages and checks they agree);
+  ``content/LANG/glossary.yaml``: the glossary.
+- ``sNN_slug.py``: the section's API (its widgets' computations and endpoints), numbered like
+  the content files; :mod:`.common` holds what several sections share (the shipped models, seeded
+  inputs, the shells).
+- ``static/lesson/widgets/*.js``: the widgets, which only draw what the API returns.
+
+Pages: ``/`` (the index), ``/lesson/{n}`` (section ``n``, its state in the address, e.g.
+``?lang=ja&dk=512``), ``/lesson/glossary``.
+
+API (bad input gets a 4xx with a message, never a 500): ``GET /api/lesson/sections``,
+``GET /api/lesson/sections/{n}``, ``GET /api/lesson/glossary``, and each section's endpoints
+(see the ``sNN_*`` modules). A widget whose shipped model is not installed answers 503 naming it
+and ``make models ONLY=NAME``; the rest of the lesson works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
+
+from ..models import ExplorerModel
+from . import (
+    s01_what_attention_does,
+    s02_seq2seq_bottleneck,
+    s03_query_key_value,
+    s04_self_and_source_target,
+    s05_multi_head,
+    s06_positional_encoding,
+    s07_whole_transformer,
+    s08_variants_and_exercises,
+)
+from .common import *  # noqa: F403
+from .common import LESSON_DIR, LessonModels, _page_lang, _shell
+from .content import *  # noqa: F403
+from .content import GlossaryEntry, Section, SectionSummary, default_glossary, default_sections
+from .s01_what_attention_does import *  # noqa: F403
+from .s02_seq2seq_bottleneck import *  # noqa: F403
+from .s03_query_key_value import *  # noqa: F403
+from .s04_self_and_source_target import *  # noqa: F403
+from .s05_multi_head import *  # noqa: F403
+from .s06_positional_encoding import *  # noqa: F403
+from .s07_whole_transformer import *  # noqa: F403
+from .s08_variants_and_exercises import *  # noqa: F403
+
+SECTION_MODULES = (
+    s01_what_attention_does,
+    s02_seq2seq_bottleneck,
+    s03_query_key_value,
+    s04_self_and_source_target,
+    s05_multi_head,
+    s06_positional_encoding,
+    s07_whole_transformer,
+    s08_variants_and_exercises,
+)
+
+
+def lesson_router(
+    models: Mapping[str, ExplorerModel], gate, sections: Mapping[int, Section] | None = None
+) -> APIRouter:
+    """The lesson's pages and API. ``gate`` bounds model and figure work (the app's ``WorkGate``)."""
+    sections = dict(default_sections() if sections is None else sections)
+    glossary = default_glossary()
+    lesson_models = LessonModels(models)
+    router = APIRouter()
+
+    @router.get("/", include_in_schema=False)
+    def index_page(request: Request) -> HTMLResponse:
+        return _shell(LESSON_DIR / "index.html", _page_lang(request))
+
+    @router.get("/lesson", include_in_schema=False)
+    def lesson_index_page(request: Request) -> HTMLResponse:
+        return _shell(LESSON_DIR / "index.html", _page_lang(request))
+
+    @router.get("/lesson/glossary", include_in_schema=False)
+    def glossary_page(request: Request) -> HTMLResponse:
+        return _shell(LESSON_DIR / "glossary.html", _page_lang(request))
+
+    @router.get("/lesson/{n}", include_in_schema=False)
+    def section_page(n: str, request: Request) -> HTMLResponse:
+        if not n.isdigit() or int(n) not in sections:
+            raise HTTPException(404, f"no lesson section {n[:20]!r}; the sections are 1–{len(sections)}")
+        return _shell(LESSON_DIR / "section.html", _page_lang(request))
+
+    @router.get("/api/lesson/sections", response_model=list[SectionSummary])
+    def api_sections() -> list[SectionSummary]:
+        """The lesson's sections in order: title, summary, the seed section it follows."""
+        return [SectionSummary(**s.model_dump(include=set(SectionSummary.model_fields))) for s in sections.values()]
+
+    @router.get("/api/lesson/sections/{n}", response_model=Section, response_model_by_alias=True)
+    def api_section(n: int) -> Section:
+        """One section's content: texts in both languages, blocks, prompts, the check."""
+        if n not in sections:
+            raise HTTPException(404, f"no lesson section {n}; the sections are 1–{len(sections)}")
+        return sections[n]
+
+    @router.get("/api/lesson/glossary", response_model=list[GlossaryEntry])
+    def api_glossary() -> list[GlossaryEntry]:
+        """The glossary (用語集): every term in both languages, its definition and its section."""
+        return list(glossary.values())
+
+    for module in SECTION_MODULES:
+        module.add_routes(router, lesson_models, gate)
+    return router

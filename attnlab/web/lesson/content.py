@@ -1,0 +1,572 @@
+"""The lesson's content: one Markdown file per section per language, merged into one bilingual section.
+
+A section lives in ``content/ja/NN-slug.md`` and ``content/en/NN-slug.md``. Each file starts with
+YAML front matter (title, summary, the seed section it follows, learning objectives, key points,
+"try this" prompts, the check's questions and the widgets' labels) and goes on in Markdown. The
+body may hold directives, as ``:::`` containers (markdown-it's container syntax):
+
+- ``::: widget NAME`` … ``:::``          a live widget (``lesson.js`` mounts it)
+- ``::: note`` … ``:::``                 a remark set apart from the text
+- ``::: memo`` … ``:::``                 a technical note, folded (技術メモ: endpoints, functions)
+- ``::: code attnlab.module:qualname`` … ``:::``  that object's source, read from attnlab itself,
+  with the Markdown inside as its caption; ``::: code`` with a fenced block inside shows that code
+
+Both languages must have the same sections, the same directives in the same order, the same
+"try" parameters and the same questions (kind, number of choices, answer): :func:`load_sections`
+refuses a pair that differs, naming the file. Glossary terms (``content/LANG/glossary.yaml``) are
+linked to the glossary page wherever they appear in running text.
+
+Markdown is parsed by markdown-it-py with raw HTML disabled, so a content file cannot inject
+markup; the HTML it produces is what the page shows.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import re
+import textwrap
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.container import container_plugin
+from mdit_py_plugins.front_matter import front_matter_plugin
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "CONTENT_DIR",
+    "LANGS",
+    "WIDGETS",
+    "Text",
+    "Block",
+    "TryItem",
+    "Question",
+    "Link",
+    "Section",
+    "SectionSummary",
+    "GlossaryEntry",
+    "load_sections",
+    "load_glossary",
+    "default_sections",
+    "default_glossary",
+]
+
+CONTENT_DIR = Path(str(resources.files("attnlab.web.lesson") / "content"))
+LANGS = ("ja", "en")
+DIRECTIVES = ("widget", "note", "memo", "code")
+
+#: The widgets ``lesson.js`` knows (a section naming another one is refused when loading).
+WIDGETS = frozenset(
+    {
+        "translation",
+        "parallel-steps",
+        "bottleneck",
+        "bleu-by-length",
+        "qkv",
+        "additive-vs-dot",
+        "self-vs-cross",
+        "pronoun",
+        "multihead-steps",
+        "no-transpose",
+        "head-view",
+        "pe-table",
+        "word-order",
+        "transformer-diagram",
+        "next-token",
+        "variants",
+        "attention-map",
+        "pooling",
+    }
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The bilingual section the API serves.
+# --------------------------------------------------------------------------------------------
+
+
+class Text(BaseModel):
+    """A text in both languages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ja: str = Field(min_length=1)
+    en: str = Field(min_length=1)
+
+
+class Block(BaseModel):
+    """One piece of a section, in page order.
+
+    ``html``: running text (Markdown rendered to HTML, glossary terms linked); ``widget``: a live
+    widget; ``note``: a remark set apart; ``memo``: a folded technical note; ``code``: code (from
+    attnlab's own source when ``source`` is set, with ``where`` it lives) and its caption.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["html", "widget", "note", "memo", "code"]
+    html: Text | None = None  # html, note, memo: the text; code: the caption (optional)
+    widget: str | None = None
+    code: Text | None = None  # literal code may differ by language (its comments)
+    language: str = ""  # the code's language, for the reader ("python", "bash")
+    source: str | None = None  # "attnlab.module:qualname"
+    where: str | None = None  # filled in: "attnlab/positional.py, lines 98–124"
+
+
+class TryItem(BaseModel):
+    """A 「やってみよう」 prompt; ``params`` (optional) is the widget state its link sets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: Text
+    params: dict[str, str] = Field(default_factory=dict)
+
+
+class Question(BaseModel):
+    """One 理解の確認 question.
+
+    ``kind`` says what it tests: ``predict`` (what will happen if…, then try it), ``transfer``
+    (the idea applied to a new case: other T and H, a mask removed, d_k changed) or ``recall``.
+    Choices are stored in any order; the page shuffles them on every load.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["predict", "transfer", "recall"]
+    question: Text
+    choices: list[Text] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)  # index into choices as stored
+    hint: Text  # shown after a first wrong answer, before the second try
+    explanation: Text  # shown once answered right, or after the second try
+    params: dict[str, str] = Field(default_factory=dict)  # a predict question's "now try it" link
+    section: int | None = None  # the final check: the section a question draws on
+
+    @model_validator(mode="after")
+    def _answer_is_a_choice(self) -> Question:
+        if self.answer >= len(self.choices):
+            raise ValueError(f"answer {self.answer} is not one of the {len(self.choices)} choices")
+        return self
+
+
+class Link(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    href: str = Field(pattern=r"^/[\w/.?=&%#-]*$")  # the explorer's own pages only
+    label: Text
+
+
+class Section(BaseModel):
+    """A section of the lesson, both languages merged."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    id: int = Field(ge=1)
+    slug: str = Field(pattern=r"^[a-z0-9-]+$")
+    source: Text  # the part of the seed texts this section follows
+    title: Text
+    summary: Text
+    objectives: list[Text] = Field(min_length=1)  # 学習目標
+    key_points: list[Text] = Field(min_length=1)  # 要点
+    blocks: list[Block] = Field(default_factory=list)
+    try_: list[TryItem] = Field(default_factory=list, alias="try")
+    check: list[Question] = Field(min_length=1)
+    links: list[Link] = Field(default_factory=list)
+    strings: dict[str, Text] = Field(default_factory=dict)  # the widgets' labels
+
+
+class SectionSummary(BaseModel):
+    id: int
+    slug: str
+    source: Text
+    title: Text
+    summary: Text
+
+
+class GlossaryEntry(BaseModel):
+    """One term of the glossary (用語集) in both languages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    term: Text
+    definition: Text
+    section: int  # the section that introduces it
+    forms: dict[str, list[str]]  # per language: the surface forms linked in running text
+
+
+# --------------------------------------------------------------------------------------------
+# One language's file.
+# --------------------------------------------------------------------------------------------
+
+
+class _FileQuestion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["predict", "transfer", "recall"]
+    question: str
+    choices: list[str] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)
+    hint: str
+    explanation: str
+    params: dict[str, str] = Field(default_factory=dict)
+    section: int | None = None
+
+
+class _FileTry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    params: dict[str, str] = Field(default_factory=dict)
+
+
+class _FileLink(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    href: str
+    label: str
+
+
+class _FrontMatter(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    title: str
+    summary: str
+    source: str
+    objectives: list[str] = Field(min_length=1)
+    key_points: list[str] = Field(min_length=1)
+    try_: list[_FileTry] = Field(default_factory=list, alias="try")
+    check: list[_FileQuestion] = Field(min_length=1)
+    links: list[_FileLink] = Field(default_factory=list)
+    strings: dict[str, str] = Field(default_factory=dict)
+
+
+def _params_as_strings(raw: dict) -> dict:
+    """YAML reads ``dk: 512`` as a number; widget parameters are address strings."""
+    for item in list(raw.get("try") or []) + list(raw.get("check") or []):
+        if isinstance(item, dict) and isinstance(item.get("params"), dict):
+            item["params"] = {
+                str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in item["params"].items()
+            }
+    return raw
+
+
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
+    md.use(front_matter_plugin)
+    for name in DIRECTIVES:
+        md.use(container_plugin, name=name)
+    return md
+
+
+def _link_terms(md: MarkdownIt, tokens: list[Token], forms: list[tuple[str, str]]) -> None:
+    """Turn the first use of each glossary term in every paragraph or list item into a link to the
+    glossary page (``/lesson/glossary#ID``). Text inside links and code is left alone."""
+    if not forms:
+        return
+    pattern = re.compile("|".join(re.escape(f) for f, _ in forms))
+    ids = dict(forms)
+    for token in tokens:
+        if token.type != "inline" or not token.children:
+            continue
+        seen: set[str] = set()
+        children: list[Token] = []
+        depth = 0  # inside a link
+        for child in token.children:
+            if child.type == "link_open":
+                depth += 1
+            elif child.type == "link_close":
+                depth -= 1
+            if child.type != "text" or depth:
+                children.append(child)
+                continue
+            text, pos = child.content, 0
+            for m in pattern.finditer(text):
+                term = ids[m.group(0)]
+                if term in seen or not _word_edges(text, m.start(), m.end()):
+                    continue
+                seen.add(term)
+                if m.start() > pos:
+                    children.append(_text_token(text[pos : m.start()]))
+                opener = Token("link_open", "a", 1)
+                opener.attrs = {"href": f"/lesson/glossary#term-{term}", "class": "term", "data-term": term}
+                children += [opener, _text_token(m.group(0)), Token("link_close", "a", -1)]
+                pos = m.end()
+            if pos < len(text):
+                children.append(_text_token(text[pos:]))
+        token.children = children
+
+
+def _word_edges(text: str, start: int, end: int) -> bool:
+    """An English form must be a whole word; Japanese has no spaces, so any match is a use."""
+    if not text[start:end].isascii():
+        return True
+    before = text[start - 1] if start else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or after.isalnum())
+
+
+def _text_token(content: str) -> Token:
+    token = Token("text", "", 0)
+    token.content = content
+    return token
+
+
+def _parse_file(path: Path, forms: list[tuple[str, str]]) -> tuple[_FrontMatter, list[dict[str, Any]]]:
+    """One language's file: its front matter and its body as a list of blocks (dicts)."""
+    md = _markdown()
+    text = path.read_text(encoding="utf-8")
+    tokens = md.parse(text)
+    if not tokens or tokens[0].type != "front_matter":
+        raise ValueError(f"{path}: a section file starts with YAML front matter between '---' lines")
+    try:
+        raw = yaml.safe_load(tokens[0].content) or {}
+        front = _FrontMatter.model_validate(_params_as_strings(raw))
+    except (yaml.YAMLError, ValidationError) as err:
+        raise ValueError(f"{path}: front matter: {err}") from None
+    _link_terms(md, tokens, forms)
+
+    blocks: list[dict[str, Any]] = []
+    pending: list[Token] = []
+
+    def flush() -> None:
+        html = md.renderer.render(pending, md.options, {}).strip()
+        if html:
+            blocks.append({"type": "html", "html": html})
+        pending.clear()
+
+    i, body = 1, tokens
+    while i < len(body):
+        token = body[i]
+        kind = next((d for d in DIRECTIVES if token.type == f"container_{d}_open"), None)
+        if kind is None:
+            if token.type.startswith("container_"):
+                raise ValueError(f"{path}:{(token.map or [0])[0] + 1}: unexpected {token.type}")
+            pending.append(token)
+            i += 1
+            continue
+        flush()
+        line = (token.map or [0])[0] + 1
+        arg = token.info.strip()[len(kind) :].strip()
+        depth, j = 1, i + 1
+        while depth:
+            if j >= len(body):
+                raise ValueError(f"{path}:{line}: '::: {kind}' is never closed")
+            if body[j].type == f"container_{kind}_open":
+                depth += 1
+            elif body[j].type == f"container_{kind}_close":
+                depth -= 1
+            j += 1
+        inner = body[i + 1 : j - 1]
+        blocks.append(_directive(path, line, kind, arg, inner, md))
+        i = j
+    flush()
+    return front, blocks
+
+
+def _directive(path: Path, line: int, kind: str, arg: str, inner: list[Token], md: MarkdownIt) -> dict[str, Any]:
+    if kind == "widget":
+        if arg not in WIDGETS:
+            raise ValueError(f"{path}:{line}: unknown widget {arg!r}; lesson.js has {sorted(WIDGETS)}")
+        return {"type": "widget", "widget": arg}
+    if kind in ("note", "memo"):
+        html = md.renderer.render(inner, md.options, {}).strip()
+        if not html:
+            raise ValueError(f"{path}:{line}: an empty '::: {kind}'")
+        return {"type": kind, "html": html}
+    # code: a fenced block inside, or an attnlab object's source named after "code".
+    fences = [t for t in inner if t.type == "fence"]
+    caption = md.renderer.render([t for t in inner if t.type != "fence"], md.options, {}).strip()
+    if arg and fences:
+        raise ValueError(f"{path}:{line}: '::: code {arg}' reads its code from attnlab; remove the fenced block")
+    if not arg and len(fences) != 1:
+        raise ValueError(f"{path}:{line}: '::: code' needs one fenced code block or an 'attnlab.module:name'")
+    block: dict[str, Any] = {"type": "code", "caption": caption}
+    if arg:
+        block.update(_source_code(path, line, arg))
+    else:
+        block.update(code=fences[0].content.rstrip("\n"), language=fences[0].info.strip())
+    return block
+
+
+def _source_code(path: Path, line: int, source: str) -> dict[str, Any]:
+    module_name, _, qualname = source.partition(":")
+    if not module_name.startswith("attnlab.") or not qualname:
+        raise ValueError(f"{path}:{line}: code source {source!r} must be 'attnlab.module:name'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{path}:{line}: code source {source!r}: {err}") from None
+    lines, first = inspect.getsourcelines(obj)
+    file = Path(inspect.getsourcefile(obj)).resolve()
+    package_root = Path(importlib.import_module("attnlab").__file__).resolve().parent.parent
+    where = f"{file.relative_to(package_root).as_posix()}, lines {first}–{first + len(lines) - 1}"
+    return {"code": textwrap.dedent("".join(lines)).rstrip(), "source": source, "where": where, "language": "python"}
+
+
+# --------------------------------------------------------------------------------------------
+# Both languages merged, checked against each other.
+# --------------------------------------------------------------------------------------------
+
+
+def _pair(ja: Any, en: Any) -> Text:
+    return Text(ja=ja, en=en)
+
+
+def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
+    shape = [(b["type"], b.get("widget"), b.get("source")) for b in ja]
+    other = [(b["type"], b.get("widget"), b.get("source")) for b in en]
+    if shape != other:
+        raise ValueError(f"{name}: the ja and en files differ in their blocks: {shape} vs {other}")
+    merged = []
+    for a, b in zip(ja, en, strict=True):
+        if a["type"] in ("html", "note", "memo"):
+            merged.append(Block(type=a["type"], html=_pair(a["html"], b["html"])))
+        elif a["type"] == "widget":
+            merged.append(Block(type="widget", widget=a["widget"]))
+        else:
+            caption = _pair(a["caption"], b["caption"]) if a["caption"] or b["caption"] else None
+            if bool(a["caption"]) != bool(b["caption"]):
+                raise ValueError(f"{name}: a code block has a caption in one language only")
+            merged.append(
+                Block(
+                    type="code",
+                    html=caption,
+                    code=_pair(a["code"], b["code"]),
+                    language=a.get("language", ""),
+                    source=a.get("source"),
+                    where=a.get("where"),
+                )
+            )
+    return merged
+
+
+def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_FrontMatter, list]) -> Section:
+    name = f"section {ident:02d}-{slug}"
+    (fja, bja), (fen, ben) = ja, en
+
+    def same(what: str, a: Any, b: Any) -> None:
+        if a != b:
+            raise ValueError(f"{name}: the ja and en files differ in {what}: {a!r} vs {b!r}")
+
+    for what in ("objectives", "key_points", "try_", "check", "links"):
+        same(f"the number of {what.rstrip('_')}", len(getattr(fja, what)), len(getattr(fen, what)))
+    same("their widget strings", sorted(fja.strings), sorted(fen.strings))
+    for n, (a, b) in enumerate(zip(fja.try_, fen.try_, strict=True), 1):
+        same(f"try item {n}'s params", a.params, b.params)
+    for n, (a, b) in enumerate(zip(fja.check, fen.check, strict=True), 1):
+        for field in ("kind", "answer", "params", "section"):
+            same(f"question {n}'s {field}", getattr(a, field), getattr(b, field))
+        same(f"question {n}'s number of choices", len(a.choices), len(b.choices))
+        if a.answer >= len(a.choices):
+            raise ValueError(f"{name}: question {n}: answer {a.answer} is not one of its {len(a.choices)} choices")
+    for n, (a, b) in enumerate(zip(fja.links, fen.links, strict=True), 1):
+        same(f"link {n}'s address", a.href, b.href)
+    return Section(
+        id=ident,
+        slug=slug,
+        source=_pair(fja.source, fen.source),
+        title=_pair(fja.title, fen.title),
+        summary=_pair(fja.summary, fen.summary),
+        objectives=[_pair(a, b) for a, b in zip(fja.objectives, fen.objectives, strict=True)],
+        key_points=[_pair(a, b) for a, b in zip(fja.key_points, fen.key_points, strict=True)],
+        blocks=_merge_blocks(name, bja, ben),
+        try_=[TryItem(text=_pair(a.text, b.text), params=a.params) for a, b in zip(fja.try_, fen.try_, strict=True)],
+        check=[
+            Question(
+                kind=a.kind,
+                question=_pair(a.question, b.question),
+                choices=[_pair(x, y) for x, y in zip(a.choices, b.choices, strict=True)],
+                answer=a.answer,
+                hint=_pair(a.hint, b.hint),
+                explanation=_pair(a.explanation, b.explanation),
+                params=a.params,
+                section=a.section,
+            )
+            for a, b in zip(fja.check, fen.check, strict=True)
+        ],
+        links=[Link(href=a.href, label=_pair(a.label, b.label)) for a, b in zip(fja.links, fen.links, strict=True)],
+        strings={key: _pair(fja.strings[key], fen.strings[key]) for key in fja.strings},
+    )
+
+
+def load_glossary(directory: Path = CONTENT_DIR) -> dict[str, GlossaryEntry]:
+    """The glossary (``LANG/glossary.yaml``), both languages merged, by term id, in file order."""
+    raw = {}
+    for lang in LANGS:
+        path = directory / lang / "glossary.yaml"
+        try:
+            raw[lang] = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except (OSError, yaml.YAMLError) as err:
+            raise ValueError(f"{path}: {err}") from None
+    ids = {lang: [e.get("id") for e in raw[lang]] for lang in LANGS}
+    if ids["ja"] != ids["en"]:
+        raise ValueError(f"{directory}: the ja and en glossaries differ in their terms: {ids['ja']} vs {ids['en']}")
+    entries = {}
+    for a, b in zip(raw["ja"], raw["en"], strict=True):
+        try:
+            entry = GlossaryEntry(
+                id=a["id"],
+                term=_pair(a["term"], b["term"]),
+                definition=_pair(a["definition"], b["definition"]),
+                section=a["section"],
+                forms={"ja": [a["term"], *a.get("forms", [])], "en": [b["term"], *b.get("forms", [])]},
+            )
+        except (KeyError, ValidationError) as err:
+            raise ValueError(f"{directory}: glossary term {a.get('id')!r}: {err}") from None
+        if a["section"] != b["section"]:
+            raise ValueError(f"{directory}: glossary term {a['id']!r} is introduced in different sections")
+        entries[entry.id] = entry
+    return entries
+
+
+def _forms(glossary: dict[str, GlossaryEntry], lang: str) -> list[tuple[str, str]]:
+    """(surface form, term id), longest first, so that 自己注意 wins over 注意."""
+    pairs = [(form, entry.id) for entry in glossary.values() for form in entry.forms[lang]]
+    return sorted(pairs, key=lambda p: -len(p[0]))
+
+
+def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
+    """Every section, both languages merged and checked, by id (``ValueError`` naming the file otherwise)."""
+    glossary = load_glossary(directory)
+    files = {}
+    for lang in LANGS:
+        for path in sorted((directory / lang).glob("*.md")):
+            match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.md", path.name)
+            if not match:
+                raise ValueError(f"{path}: section files are named NN-slug.md")
+            files.setdefault(path.name, {})[lang] = path
+    sections: dict[int, Section] = {}
+    for name, pair in files.items():
+        missing = [lang for lang in LANGS if lang not in pair]
+        if missing:
+            raise ValueError(f"{directory}: {name} has no {'/'.join(missing)} file")
+        match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.md", name)
+        ident, slug = int(match[1]), match[2]
+        if ident in sections:
+            raise ValueError(f"{pair['ja']}: section {ident} is defined twice")
+        parsed = {lang: _parse_file(pair[lang], _forms(glossary, lang)) for lang in LANGS}
+        sections[ident] = _merge(ident, slug, parsed["ja"], parsed["en"])
+    sections = dict(sorted(sections.items()))
+    if list(sections) != list(range(1, len(sections) + 1)):
+        raise ValueError(f"{directory}: sections must be numbered 1, 2, 3, … without gaps; got {list(sections)}")
+    for entry in glossary.values():
+        if entry.section not in sections:
+            raise ValueError(f"glossary term {entry.id!r}: section {entry.section} does not exist")
+    return sections
+
+
+@functools.cache
+def default_sections() -> dict[int, Section]:
+    return load_sections()
+
+
+@functools.cache
+def default_glossary() -> dict[str, GlossaryEntry]:
+    return load_glossary()

@@ -1,0 +1,266 @@
+"""TODO docstring"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...data.tasks import make_splits
+from ...experiments import bottleneck
+from ...metrics import bleu, bleu_by_length
+from .common import (
+    LIVE,
+    MAX_SEED,
+    RNN_ATTENTION,
+    RNN_PLAIN,
+    LessonModels,
+    _check_source,
+    _r5,
+    run,
+)
+
+MAX_NUMBER_LIST_CHARS = 600
+
+
+MAX_NUMBER_LIST_TOKENS = 96
+
+
+LONG_WORDS = 30  # §2's examples: test sources of at least this many words
+
+
+@functools.cache
+def bottleneck_pairs() -> tuple[tuple[str, str], ...]:
+    """The test pairs of the ``experiment bottleneck`` run the shipped RNNs come from (its
+    generated task, sizes and seed, as :mod:`attnlab.experiments.assets` runs it): never seen in
+    training. Generating the task takes a few seconds; it is done once."""
+    from ...experiments.assets import RECIPES
+
+    recipe = RECIPES[RNN_ATTENTION]
+    settings = recipe.settings()
+    splits = make_splits(settings.task, recipe.n_train, recipe.n_valid, recipe.n_test, seed=recipe.seed)
+    return tuple(splits.test)
+
+
+def long_examples() -> list[tuple[str, str]]:
+    """The test pairs whose source has at least :data:`LONG_WORDS` words, in test-set order."""
+    return [p for p in bottleneck_pairs() if len(p[0].split()) >= LONG_WORDS]
+
+
+class BottleneckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NUMBER_LIST_CHARS,
+        strict=True,
+        description="numbers in English words joined by 'and'; null: a long test example",
+    )
+    example: int = Field(0, ge=0, le=MAX_SEED, strict=True, description="which long test example (wraps around)")
+
+
+class PlainRNN(BaseModel):
+    translation: str
+    bleu: float | None = Field(description="BLEU of this one sentence (tokenizer char); null without a reference")
+    exact: bool | None
+    fixed_vector: list[float] = Field(description="(D,) the encoder's final state: all the decoder sees")
+
+
+class AttentionRNN(BaseModel):
+    translation: str
+    bleu: float | None
+    exact: bool | None
+    tgt_tokens: list[str]
+    alignment: list[list[float]] = Field(description="(T, S) the additive attention of each output token")
+    memory_shape: list[int] = Field(description="(S, D): one vector per source token, all kept for the decoder")
+
+
+class BottleneckResponse(BaseModel):
+    source: str
+    reference: str | None = Field(description="the test pair's target; null for a typed input not in the test set")
+    example: int | None = Field(description="the long test example shown (null for a typed input)")
+    n_examples: int
+    words: int
+    src_tokens: list[str]
+    hidden_size: int
+    plain: PlainRNN
+    attention: AttentionRNN
+
+
+def _score(hyp: str, ref: str | None) -> tuple[float | None, bool | None]:
+    if ref is None:
+        return None, None
+    return bleu([hyp], [ref], tokenize="char"), hyp == ref
+
+
+@torch.inference_mode()
+def bottleneck_view(plain, attention, req: BottleneckRequest) -> BottleneckResponse:
+    """A long list of numbers through the RNN without attention and the one with it.
+
+    The plain RNN's decoder starts from and reads, at every step, one vector: the encoder's final
+    state (:class:`attnlab.models.rnn_seq2seq.FixedContextDecoder`); it is returned as
+    ``fixed_vector``, taken from the decoder state :meth:`RNNSeq2Seq.start` builds. The attention
+    RNN keeps every encoder state and weights them anew for each output token (``alignment``).
+
+    Shape:
+        fixed_vector ``(D,)``; alignment ``(T, S)``
+    """
+    examples = long_examples()
+    index: int | None = None
+    if req.text is None:
+        index = req.example % len(examples)
+        source, reference = examples[index]
+    else:
+        source = req.text
+        reference = dict(bottleneck_pairs()).get(source)
+    ids = _check_source(attention, source, MAX_NUMBER_LIST_TOKENS)
+    with_attention = attention.translate([source], beam_size=1, return_attention=True)[0]
+    without = plain.translate([source], beam_size=1)[0]
+    state = plain.model.start(torch.tensor([ids], device=plain.device))
+    fixed = state.feed[0]  # (D,): the context FixedContextDecoder feeds at every step
+    cross = with_attention.cross_attention  # (1, 1, T, S)
+    plain_bleu, plain_exact = _score(without.text, reference)
+    att_bleu, att_exact = _score(with_attention.text, reference)
+    return BottleneckResponse(
+        source=source,
+        reference=reference,
+        example=index,
+        n_examples=len(examples),
+        words=len(source.split()),
+        src_tokens=with_attention.src_tokens,
+        hidden_size=int(fixed.shape[0]),
+        plain=PlainRNN(translation=without.text, bleu=plain_bleu, exact=plain_exact, fixed_vector=_r5(fixed, 4)),
+        attention=AttentionRNN(
+            translation=with_attention.text,
+            bleu=att_bleu,
+            exact=att_exact,
+            tgt_tokens=with_attention.tgt_tokens,
+            alignment=_r5(cross[-1].mean(0)),
+            memory_shape=[len(ids), attention.model.config.hidden_size],
+        ),
+    )
+
+
+class LengthModel(BaseModel):
+    model: str
+    bleu: float = Field(description="BLEU on all the test pairs used here")
+    card_bleu: float | None = Field(description="the test BLEU in the model's card.json")
+    by_length: list[float | None] = Field(description="BLEU of each bucket (null: empty bucket)")
+    drop: float | None = Field(description="BLEU of the first non-empty bucket minus the last one")
+
+
+class BleuByLengthResponse(BaseModel):
+    n: int = Field(description="test pairs translated")
+    data: str
+    unit: str
+    tokenize: str
+    decoding: str
+    buckets: list[list[int]] = Field(description="inclusive source-length ranges, in words")
+    counts: list[int]
+    models: list[LengthModel]
+
+
+def _card_bleu(directory: Path | None) -> float | None:
+    import json
+
+    if directory is None or not (directory / "card.json").is_file():
+        return None
+    return json.loads((directory / "card.json").read_text(encoding="utf-8")).get("metrics", {}).get("bleu")
+
+
+def _weights_key(directory: Path | None) -> tuple:
+    if directory is None:
+        return (None,)
+    weights = directory / "model.safetensors"
+    stat = os.stat(weights) if weights.exists() else None
+    return (str(directory), stat.st_mtime_ns if stat else None, stat.st_size if stat else None)
+
+
+_BLEU_CACHE: dict[tuple, BleuByLengthResponse] = {}
+
+
+_BLEU_LOCK = threading.Lock()
+
+
+@torch.inference_mode()
+def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | None]) -> BleuByLengthResponse:
+    """BLEU by source length of each RNN on every test pair of the bottleneck experiment (greedy,
+    tokenizer char, the experiment's buckets): the experiment's chart, remade with the shipped
+    weights. Computed once per set of weights (a few seconds), then served from memory.
+
+    ``models``: shipped name → translator; ``directories``: the same names → their folders (which
+    key the cache and hold card.json).
+    """
+    key = tuple((name, _weights_key(directories.get(name))) for name in models)
+    with _BLEU_LOCK:
+        if key in _BLEU_CACHE:
+            return _BLEU_CACHE[key]
+        pairs = bottleneck_pairs()
+        sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+        lengths = [len(s.split()) for s in sources]
+        buckets = bottleneck.length_buckets(lengths)
+        tokenize = bottleneck.bleu_tokenizer(references, None)
+        rows = []
+        for name, translator in models.items():
+            hyps = [t.text for t in translator.translate(sources, beam_size=1)]
+            by_length = bleu_by_length(
+                sources, hyps, references, buckets=buckets, length_fn=lambda s: len(s.split()), tokenize=tokenize
+            )
+            filled = [b["bleu"] for b in by_length if b["bleu"] is not None]
+            rows.append(
+                LengthModel(
+                    model=name,
+                    bleu=bleu(hyps, references, tokenize=tokenize),
+                    card_bleu=_card_bleu(directories.get(name)),
+                    by_length=[b["bleu"] for b in by_length],
+                    drop=filled[0] - filled[-1] if len(filled) >= 2 else None,
+                )
+            )
+        from ...experiments.assets import RECIPES
+
+        recipe = RECIPES[RNN_ATTENTION]
+        response = BleuByLengthResponse(
+            n=len(pairs),
+            data=(
+                f"the {len(pairs)} generated test pairs of `experiment bottleneck` "
+                f"(task {recipe.settings().task}, seed {recipe.seed}), the pairs the models' cards are measured on"
+            ),
+            unit="words",
+            tokenize=tokenize,
+            decoding="greedy",
+            buckets=[list(b) for b in buckets],
+            counts=[sum(lo <= n <= hi for n in lengths) for lo, hi in buckets],
+            models=rows,
+        )
+        _BLEU_CACHE[key] = response
+        return response
+
+
+def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
+    """§2's endpoints."""
+
+    @router.post("/api/lesson/bottleneck", response_model=BottleneckResponse, responses=LIVE)
+    async def api_bottleneck(req: BottleneckRequest) -> BottleneckResponse:
+        """§2: a long list of numbers through the shipped RNN without attention (its fixed vector)
+        and with it (its alignment map)."""
+        async with gate.slot():
+            what = "the bottleneck view"
+            plain = await run(models.translator, RNN_PLAIN, what)
+            attention = await run(models.translator, RNN_ATTENTION, what)
+            return await run(bottleneck_view, plain, attention, req)
+
+    @router.get("/api/lesson/bleu-by-length", response_model=BleuByLengthResponse, responses=LIVE)
+    async def api_bleu_by_length() -> BleuByLengthResponse:
+        """§2: BLEU by source length of both shipped RNNs on the bottleneck experiment's test pairs
+        (computed on first use, a few seconds, then kept)."""
+        async with gate.slot():
+            what = "the BLEU-by-length chart"
+            rnns = {name: await run(models.translator, name, what) for name in (RNN_PLAIN, RNN_ATTENTION)}
+            return await run(bleu_by_length_view, rnns, dict(models.directories))

@@ -1,0 +1,300 @@
+"""TODO docstring"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ... import functional as AF
+from ...layers import MultiHeadAttention
+from .common import (
+    LIVE,
+    SMALL,
+    LessonModels,
+    Seed,
+    _r,
+    _words,
+    english_sentence,
+    run,
+    seeded_attention,
+    word_vector,
+)
+
+MAX_HEAD_VIEW_TOKENS = 40  # MiniLM tokens drawn in the head view
+
+
+class MultiheadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field("the cat sat down", min_length=1, max_length=300, strict=True, description="words X")
+    d_model: int = Field(8, ge=2, le=16, strict=True, description="D, the model width")
+    n_heads: int = Field(2, ge=1, le=8, strict=True, description="H; must divide D")
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _divides(self) -> MultiheadRequest:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
+        return self
+
+
+class HeadSteps(BaseModel):
+    q: list[list[float]] = Field(description="(T, Dh) this head's slice of Q")
+    k: list[list[float]]
+    v: list[list[float]]
+    weights: list[list[float]] = Field(description="(T, T) softmax(q kᵀ/√Dh)")
+    output: list[list[float]] = Field(description="(T, Dh) weights · v")
+
+
+class TutorialSteps(BaseModel):
+    weights: list[list[list[float]]] = Field(description="(T, H, H): per position, heads attend to heads")
+    output: list[list[float]] = Field(description="(T, D) after the tutorial's merge and W_o")
+    max_abs_diff: float = Field(description="largest difference to the correct output")
+    influence: list[list[bool]] = Field(
+        description="[j][i]: the attention step's output at position i changes when word j changes"
+    )
+    influence_correct: list[list[bool]] = Field(description="the same for the correct computation")
+
+
+class MultiheadResponse(BaseModel):
+    tokens: list[str]
+    d_model: int
+    n_heads: int
+    head_dim: int
+    shapes: dict[str, list[int]]
+    x: list[list[float]] = Field(description="(T, D) the words' vectors")
+    w_q: list[list[float]] = Field(description="(D, D) as used: Q = X W_q")
+    w_k: list[list[float]]
+    w_v: list[list[float]]
+    w_o: list[list[float]]
+    q: list[list[float]]
+    k: list[list[float]]
+    v: list[list[float]]
+    heads: list[HeadSteps]
+    concat: list[list[float]] = Field(description="(T, D) the heads' outputs side by side")
+    output: list[list[float]] = Field(description="(T, D) concat W_o")
+    module_max_abs_diff: float = Field(description="largest difference to MultiHeadAttention(X) itself")
+    without_transpose: TutorialSteps
+
+
+def _multihead_steps(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Multi-head attention written out: project, split into heads, attend per head, concat, W_o.
+
+    Shape:
+        x ``(T, D)`` → q, k, v ``(T, D)``; qh, kh, vh ``(H, T, Dh)``; weights ``(H, T, T)``;
+        heads ``(H, T, Dh)``; concat, output ``(T, D)``
+    """
+    T, D = x.shape
+    H, Dh = mha.n_heads, mha.head_dim
+    q, k, v = x @ mha.q_proj.weight.T, x @ mha.k_proj.weight.T, x @ mha.v_proj.weight.T  # (T, D) each
+    qh = q.view(T, H, Dh).transpose(0, 1)  # (T, D) -> (T, H, Dh) -> (H, T, Dh)
+    kh = k.view(T, H, Dh).transpose(0, 1)  # (H, T, Dh)
+    vh = v.view(T, H, Dh).transpose(0, 1)  # (H, T, Dh)
+    heads, weights = AF.scaled_dot_product_attention(qh, kh, vh, return_weights=True, backend="math")  # (H, T, Dh)
+    concat = heads.transpose(0, 1).reshape(T, D)  # (H, T, Dh) -> (T, H, Dh) -> (T, D)
+    output = concat @ mha.out_proj.weight.T  # (T, D)
+    return dict(q=q, k=k, v=v, qh=qh, kh=kh, vh=vh, weights=weights, heads=heads, concat=concat, output=output)
+
+
+def tutorial_multihead(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Tutorial 001's multi-head forward, which reshapes to heads without ``transpose(1, 2)``.
+
+    ``view(B, T, H, Dh)`` leaves the heads where attention expects the positions, so the scores
+    are ``(B, T, H, H)``: at every position the heads attend to each other, and no word ever
+    looks at another word. The closing ``transpose(1, 2)`` then undoes a transpose that never
+    happened, and the merged rows mix positions. The shapes all fit; only the numbers are wrong.
+
+    Shape:
+        x ``(T, D)`` → weights ``(T, H, H)``, step ``(T, H, Dh)`` (per position, before merging),
+        output ``(T, D)``
+    """
+    T, D = x.shape
+    H, Dh = mha.n_heads, mha.head_dim
+    B = 1
+    q = (x @ mha.q_proj.weight.T).view(B, T, H, Dh)  # (B, T, H, Dh): no transpose(1, 2)
+    k = (x @ mha.k_proj.weight.T).view(B, T, H, Dh)
+    v = (x @ mha.v_proj.weight.T).view(B, T, H, Dh)
+    step, weights = AF.scaled_dot_product_attention(q, k, v, return_weights=True, backend="math")  # (B, T, H, Dh)
+    merged = step.transpose(1, 2).contiguous().view(B, -1, D)  # (B, H, T, Dh) -> (B, T, D): rows scrambled
+    output = merged @ mha.out_proj.weight.T  # (B, T, D)
+    return dict(weights=weights[0], step=step[0], output=output[0])
+
+
+def _influence(step, x: torch.Tensor) -> list[list[bool]]:
+    """``[j][i]``: does position ``i`` of ``step(x)`` change when word ``j``'s vector changes?"""
+    base = step(x)  # (T, ...)
+    rows = []
+    for j in range(x.shape[0]):
+        moved = x.clone()
+        moved[j] += 1.0
+        diff = (step(moved) - base).flatten(1).abs().amax(dim=1)  # (T,)
+        rows.append((diff > 1e-12).tolist())
+    return rows
+
+
+@torch.no_grad()
+def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
+    """A tiny multi-head attention with its real shapes and numbers (float64)."""
+    tokens = _words(req.text, "the sentence")
+    T, D, H = len(tokens), req.d_model, req.n_heads
+    mha = seeded_attention(D, H, req.seed, decimals=2)
+    x = torch.stack([word_vector(w, D, req.seed) for w in tokens]).round(decimals=1)  # (T, D)
+    s = _multihead_steps(mha, x)
+    module_out = mha(x.unsqueeze(0), need_weights=True).output[0]  # (1, T, D) -> (T, D)
+    bad = tutorial_multihead(mha, x)
+    Dh = mha.head_dim
+    shapes = {
+        "X": [T, D],
+        "W_q": [D, D],
+        "Q": [T, D],
+        "Q_heads": [H, T, Dh],
+        "weights": [H, T, T],
+        "heads": [H, T, Dh],
+        "concat": [T, D],
+        "W_o": [D, D],
+        "output": [T, D],
+        "no_transpose_Q": [T, H, Dh],
+        "no_transpose_weights": [T, H, H],
+    }
+    return MultiheadResponse(
+        tokens=tokens,
+        d_model=D,
+        n_heads=H,
+        head_dim=Dh,
+        shapes=shapes,
+        x=x.tolist(),
+        w_q=mha.q_proj.weight.T.tolist(),
+        w_k=mha.k_proj.weight.T.tolist(),
+        w_v=mha.v_proj.weight.T.tolist(),
+        w_o=mha.out_proj.weight.T.tolist(),
+        q=s["q"].tolist(),
+        k=s["k"].tolist(),
+        v=s["v"].tolist(),
+        heads=[
+            HeadSteps(
+                q=s["qh"][h].tolist(),
+                k=s["kh"][h].tolist(),
+                v=s["vh"][h].tolist(),
+                weights=s["weights"][h].tolist(),
+                output=s["heads"][h].tolist(),
+            )
+            for h in range(H)
+        ],
+        concat=s["concat"].tolist(),
+        output=s["output"].tolist(),
+        module_max_abs_diff=float((module_out - s["output"]).abs().max()),
+        without_transpose=TutorialSteps(
+            weights=bad["weights"].tolist(),
+            output=bad["output"].tolist(),
+            max_abs_diff=float((bad["output"] - s["output"]).abs().max()),
+            influence=_influence(lambda z: tutorial_multihead(mha, z)["step"], x),
+            influence_correct=_influence(lambda z: _multihead_steps(mha, z)["concat"], x),
+        ),
+    )
+
+
+class HeadsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = english_sentence()
+    layer: int = Field(0, ge=0, le=63, strict=True, description="0-based layer")
+    head: int = Field(0, ge=0, le=63, strict=True, description="0-based head of the neuron view")
+    query: int = Field(0, ge=0, le=MAX_HEAD_VIEW_TOKENS - 1, strict=True, description="token of the neuron view")
+
+
+class Neuron(BaseModel):
+    head: int
+    query: int
+    q: list[float] = Field(description="(Dh,) the query's vector in this head")
+    k: list[list[float]] = Field(description="(S, Dh) every key's vector")
+    products: list[list[float]] = Field(description="(S, Dh) q ⊙ k, element by element")
+    scores: list[float] = Field(description="(S,) q·k, the sum of each row of products")
+    scaled: list[float] = Field(description="(S,) q·k/√Dh")
+    weights: list[float] = Field(description="(S,) softmax of scaled: this query's row of the head's map")
+
+
+class HeadsResponse(BaseModel):
+    model: str
+    tokens: list[str]
+    layer: int
+    n_layers: int
+    n_heads: int
+    head_dim: int
+    weights: list[list[list[float]]] = Field(description="(H, S, S) every head's map in this layer")
+    neuron: Neuron
+
+
+def head_view(model, req: HeadsRequest) -> HeadsResponse:
+    """MiniLM's attention in one layer (every head) and, for one head and query token, the
+    query and key vectors, their element-wise products and the softmax they lead to.
+
+    The vectors come from the layer's own projections applied to the layer's input; their
+    softmax equals the map the model returns (a test checks).
+    """
+    from ...models.bert import encode_with_masks
+
+    tok = model.tokenizer
+    bert = getattr(model.model, "bert", model.model)
+    ids = encode_with_masks(tok, req.text)
+    if len(ids) <= 2:
+        raise ValueError(f"cannot encode {req.text!r}: it has no tokens")
+    if len(ids) > MAX_HEAD_VIEW_TOKENS:
+        raise ValueError(f"the sentence has {len(ids)} tokens; the head view draws at most {MAX_HEAD_VIEW_TOKENS}")
+    L, H = len(bert.blocks), bert.config.n_head
+    if req.layer >= L:
+        raise ValueError(f"layer {req.layer} does not exist: MiniLM has layers 0–{L - 1}")
+    if req.head >= H:
+        raise ValueError(f"head {req.head} does not exist: MiniLM has heads 0–{H - 1}")
+    if req.query >= len(ids):
+        raise ValueError(f"query {req.query} is not a token position: the sentence has {len(ids)} tokens")
+    with torch.inference_mode():
+        out = bert(torch.tensor([ids]), need_weights=True)  # (1, S)
+        weights = out.attentions[req.layer][0]  # (H, S, S)
+        x = out.all_hidden_states[req.layer]  # (1, S, D): the input of this layer's self-attention
+        mha = bert.blocks[req.layer].self_attn
+        S, Dh = len(ids), mha.head_dim
+        q = mha.q_proj(x)[0].view(S, H, Dh)[:, req.head]  # (S, D) -> (S, H, Dh) -> (S, Dh)
+        k = mha.k_proj(x)[0].view(S, H, Dh)[:, req.head]  # (S, Dh)
+        qi = q[req.query]  # (Dh,)
+        products = qi * k  # (S, Dh)
+        scores = products.sum(dim=-1)  # (S,)
+        scaled = scores / math.sqrt(Dh)
+        neuron_weights = torch.softmax(scaled.double(), dim=-1)  # (S,)
+    return HeadsResponse(
+        model=model.name,
+        tokens=[tok.id_to_token(i) for i in ids],
+        layer=req.layer,
+        n_layers=L,
+        n_heads=H,
+        head_dim=Dh,
+        weights=_r(weights, 5),
+        neuron=Neuron(
+            head=req.head,
+            query=req.query,
+            q=_r(qi, 5),
+            k=_r(k, 5),
+            products=_r(products, 5),
+            scores=_r(scores, 5),
+            scaled=_r(scaled, 5),
+            weights=_r(neuron_weights, 5),
+        ),
+    )
+
+
+def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
+    """§5's endpoints."""
+
+    @router.post("/api/lesson/multihead", response_model=MultiheadResponse, responses=SMALL)
+    def api_multihead(req: MultiheadRequest) -> MultiheadResponse:
+        """§5: multi-head attention step by step on a tiny example, and without transpose(1, 2)."""
+        return multihead_example(req)
+
+    @router.post("/api/lesson/heads", response_model=HeadsResponse, responses=LIVE)
+    async def api_heads(req: HeadsRequest) -> HeadsResponse:
+        """§5: MiniLM's heads in one layer, and q, k, q⊙k of one head for one query token."""
+        async with gate.slot():
+            model = await run(models.minilm)
+            return await run(head_view, model, req)
