@@ -36,6 +36,7 @@ from attnlab.experiments.assets import (
     write_model_card,
 )
 from attnlab.recipes.translate import load_translator
+from attnlab.web import i18n
 from attnlab.web.app import create_app
 from attnlab.web.models import load_model, shipped_explorer_models
 
@@ -93,7 +94,15 @@ def asset_root(tmp_path, monkeypatch, tiny_run) -> Path:
 
 
 def test_registry_names_folders_descriptions_and_examples():
-    assert list(assets.ASSETS) == ["demo", "ja-en", "en-ja", "rnn-attention", "rnn-plain", "shakespeare-char"]
+    assert list(assets.ASSETS) == [
+        "demo",
+        "ja-en",
+        "en-ja",
+        "rnn-attention",
+        "rnn-plain",
+        "shakespeare-char",
+        "ja-sentence-type",
+    ]
     assert set(assets.SHIPPED) == set(assets.ASSETS) | {"minilm"}
     for name, entry in assets.SHIPPED.items():
         assert entry.name == name
@@ -152,8 +161,9 @@ def test_an_unknown_name_lists_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="model directory not found") as err:
         ckpt.resolve_model_dir("ja_en")
-    assert "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, minilm)" in str(
-        err.value
+    assert (
+        "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, ja-sentence-type, minilm)"
+        in str(err.value)
     )
     with pytest.raises(FileNotFoundError, match="no shipped model is called 'nope'"):
         ckpt.shipped_model_dir("nope")
@@ -256,7 +266,7 @@ def test_packing_refuses_what_fp16_cannot_hold(tmp_path):
 def test_explorer_offers_the_shipped_models_with_their_examples(asset_root):
     models, missing = shipped_explorer_models()
     assert [m.name for m in models] == ["demo", "minilm"]
-    assert missing == ["ja-en", "en-ja", "rnn-attention", "rnn-plain", "shakespeare-char"]
+    assert missing == ["ja-en", "en-ja", "rnn-attention", "rnn-plain", "shakespeare-char", "ja-sentence-type"]
     client = TestClient(create_app(models), base_url=LOCAL)
     listed = {m["name"]: m for m in client.get("/api/models").json()}
     demo = assets.ASSETS["demo"]
@@ -295,10 +305,10 @@ def test_explore_without_models_serves_the_shipped_ones(asset_root, monkeypatch,
 
 def test_the_model_page_shows_descriptions_and_examples_in_both_languages():
     static = REPO / "attnlab" / "web" / "static"
-    page, script, strings = ((static / f).read_text(encoding="utf-8") for f in ("model.html", "model.js", "i18n.js"))
+    page, script = ((static / f).read_text(encoding="utf-8") for f in ("model.html", "model.js"))
     assert 'id="examples"' in page and 'data-i18n="md_examples"' in page and 'id="model-about"' in page
     assert "m.description[lang()]" in script and "m.examples" in script
-    assert 'md_examples: "Try:"' in strings and 'md_examples: "例文:"' in strings
+    assert i18n.t("en", "md_examples") == "Try:" and i18n.t("ja", "md_examples") == "例文:"
 
 
 # --------------------------------------------------------------------------------------------

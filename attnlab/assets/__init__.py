@@ -46,7 +46,7 @@ class ShippedModel:
     """One model a user can name instead of a folder."""
 
     name: str  # what users type: --model NAME
-    command: str  # the attnlab command that uses it: "translate", "generate", "embed"
+    command: str  # the attnlab command that uses it: "translate", "generate", "embed", "classify"
     description_en: str  # one line shown in the explorer and the README
     description_ja: str  # the same in Japanese
     examples: tuple[str, ...]  # inputs the explorer offers to click
@@ -121,6 +121,26 @@ ASSETS: dict[str, ShippedModel] = {
             description_ja="シェイクスピア風の文章を 1 文字ずつ書き続ける小さな GPT です。",
             examples=("ROMEO:", "To be, or not to be,", "First Citizen:"),
             folder="shakespeare-char",
+        ),
+        ShippedModel(
+            name="ja-sentence-type",
+            command="classify",
+            description_en=(
+                "Is a short Japanese sentence a question, a negation, in the past, or none of these? A tiny "
+                "attention-pooling classifier whose weights show the characters it read (the lesson's §8)."
+            ),
+            description_ja=(
+                "短い日本語の文が、疑問・否定・過去・そのどれでもないかを見分けます。アテンション・プーリングの"
+                "重みで、どの文字を手がかりにしたかが分かる小さな分類器です（授業の §8）。"
+            ),
+            # One sentence of each class, in the order of attnlab.data.sentence_types.LABELS.
+            examples=(
+                "この電車は京都に行きますか。",
+                "私はその映画を見ない。",
+                "私たちは駅まで歩いた。",
+                "私は毎朝コーヒーを飲みます。",
+            ),
+            folder="ja-sentence-type",
         ),
     )
 }

@@ -3,10 +3,13 @@
 For each shipped model, its :data:`RECIPES` entry says how it is made and how it is judged:
 
 1. **train** it with the ordinary command (``attnlab train translate --preset ja-en ...``,
-   ``attnlab demo``, ``attnlab experiment bottleneck``, ``attnlab train lm ...``), run as a
-   subprocess so that the command in the card is exactly what ran. Two trainings sized for one
-   thread each (ja-en and en-ja) run side by side, each with ``OMP_NUM_THREADS=1``; the others one
-   after another. The two RNNs come from one bottleneck run;
+   ``attnlab demo``, ``attnlab experiment bottleneck``, ``attnlab train lm ...``,
+   ``attnlab train classify ...``), run as a subprocess so that the command in the card is exactly
+   what ran; a recipe whose command reads files made from a corpus (the sentence-type classifier's
+   labelled sentences) writes them first. Two trainings sized for one thread each (ja-en and
+   en-ja) run side by side, each with ``OMP_NUM_THREADS=1``; the others one after another. The two
+   RNNs come from one bottleneck run. The machine's load when each training starts and ends is
+   recorded for its card;
 2. **check** that the trained model's ``config.json`` is the one the recipe makes (a run packed
    with ``--from-run`` must come from the same settings);
 3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, loaded back as fp32)
@@ -37,6 +40,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +55,7 @@ from ..data.tasks import make_splits
 from ..files import new_file_mode
 from ..models.gpt import gpt_config
 from ..recipes import TrainJob
+from ..recipes import classify as cl
 from ..recipes import lm as lm_recipe
 from ..recipes import translate as tr
 from . import bottleneck, demo
@@ -63,6 +68,8 @@ __all__ = [
     "DemoTranslator",
     "BottleneckRNN",
     "TextLM",
+    "SentenceTypeClassifier",
+    "pooling_peaks",
     "RECIPES",
     "write_model_card",
     "read_model_card",
@@ -120,9 +127,9 @@ def _write_text_atomically(path: Path, text: str) -> None:
 
 
 def _metric_value(value: float, name: str) -> str:
-    if name == "exact_match":
+    if name == "exact_match" or name.startswith(("accuracy", "peak_on_marker")):
         return f"{100 * value:.1f}%"
-    if name == "n":
+    if name == "n" or name.startswith(("n/", "n_")):
         return f"{int(value):,}"
     return f"{value:.2f}" if abs(value) >= 10 else f"{value:.4g}"
 
@@ -163,10 +170,16 @@ def render_model_card(card: ModelCard) -> str:
         )
     if card.training:
         t = card.training
+        load = ""
+        if t.get("load_before") is not None:
+            load = (
+                f"; 1-minute load average {t['load_before']:.1f} when it started and {t['load_after']:.1f} when it "
+                f"ended, on {t['cores']} cores (other jobs share them when it exceeds about 1)"
+            )
         lines.append(
             f"- Trained: {t['steps']:,} steps in {t['minutes']:.1f} min of training (evaluation excluded; "
-            f"{t['tokens_per_s']:,.0f} target tokens/s), stopped by {t['stop_reason'] or 'the end of its run'}, "
-            f"on {t['cpu']}"
+            f"{t['tokens_per_s']:,.0f} {t.get('tokens_counted', 'target tokens')}/s), stopped by "
+            f"{t['stop_reason'] or 'the end of its run'}, on {t['cpu']}{load}"
         )
     lines += [
         f"- Packed: {card.date}, attnlab {card.attnlab_version}",
@@ -251,7 +264,11 @@ class Evaluation:
 
 
 class AssetRecipe(Protocol):
-    """How ``make models`` makes one shipped model, and how the tests judge an installed copy."""
+    """How ``make models`` makes one shipped model, and how the tests judge an installed copy.
+
+    A recipe whose command reads files made from the corpora (not the corpora themselves) also has
+    ``prepare(data, out)``, which writes them before the command runs (:class:`SentenceTypeClassifier`).
+    """
 
     name: str  # the shipped name (a key of attnlab.assets.ASSETS)
     seed: int  # the training's seed
@@ -675,6 +692,154 @@ class TextLM:
         return outputs
 
 
+def pooling_peaks(classifier: cl.TextClassifier, pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """How often the attention pooling's heaviest character is the class's marker.
+
+    For each class with a marker (question, negation, past: :func:`attnlab.data.sentence_types.japanese_markers`),
+    among the ``(label, sentence)`` pairs of that class that ``classifier`` gets right: the share
+    whose highest pooling weight falls on a character of the marker (か; ない/ん/ず; た/だ), as
+    ``peak_on_marker/<label>``, and how many there were, as ``n/<label>``.
+
+    Shape:
+        N pairs → two numbers per marked class.
+    """
+    from ..data.sentence_types import LABELS, japanese_markers
+
+    predictions = classifier.predict([text for _, text in pairs])
+    hits: dict[str, int] = {}
+    counted: dict[str, int] = {}
+    for (label, text), p in zip(pairs, predictions):
+        if label == "other" or p.label != label:
+            continue
+        if len(p.tokens) != len(unicodedata.normalize("NFC", text)):
+            raise ValueError(f"{text!r}: the classifier did not read one token per character")
+        peak = max(range(len(p.weights)), key=p.weights.__getitem__)
+        counted[label] = counted.get(label, 0) + 1
+        hits[label] = hits.get(label, 0) + (peak in japanese_markers(text).get(label, ()))
+    shares = {}
+    for label in LABELS:
+        if counted.get(label):
+            shares[f"peak_on_marker/{label}"] = hits[label] / counted[label]
+            shares[f"n/{label}"] = counted[label]
+    return shares
+
+
+@dataclass(frozen=True)
+class SentenceTypeClassifier:
+    """The attention-pooling classifier of the lesson's §8, trained by ``attnlab train classify``
+    on small_parallel_enja's Japanese labelled question / negation / past / other
+    (:mod:`attnlab.data.sentence_types`): its ``prepare`` writes the labelled files, its command
+    trains on them."""
+
+    name: str = "ja-sentence-type"  # the shipped name
+    preset: str = "ja-sentence-type"  # key of attnlab.recipes.classify.RECIPES
+    corpus: str = "small_parallel_enja"  # folder under the data folder
+    data: str = (
+        "the Japanese side of small_parallel_enja (short sentences from the Tanaka corpus; commit 312408a), "
+        "labelled question / negation / past / other by attnlab.data.sentence_types: the English side decides "
+        "the label (ends with '?'; not/n't/never/no…; was/were/did/had, irregular past forms, -ed verbs), and a "
+        "pair is left out when two labels apply, when the English is ambiguous (present perfect, could/would, "
+        "requests) or when its Japanese disagrees (checked with MeCab: か/の at the end or ？; ない/ぬ/ん; た). "
+        "36,787 training sentences (train), 373 for validation (dev) and 374 for test (test), none of them "
+        "also in train; `python -m attnlab.data.sentence_types DATA/small_parallel_enja OUT` writes the files"
+    )
+    licence: str = (
+        "the Tanaka corpus: public domain / CC-BY (credit it when you use the model); the corpus is not shipped"
+    )
+    overrides: tuple[str, ...] = ()  # further key=value settings (the tests' tiny stand-ins)
+    seed: int = 0  # the training's seed
+    threads: int | None = (
+        None  # the command fixes one thread itself (--threads 1): a model this small gains nothing from more
+    )
+    tokens_counted: str = "input tokens"  # what the training's tokens/s counts
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def _corpus(self, data: Path) -> Path:
+        return data / self.corpus
+
+    @staticmethod
+    def _labelled(out: Path) -> Path:
+        return out.parent / f"{out.name}-data"
+
+    def prepare(self, data: Path, out: Path) -> None:
+        """Write the labelled ``train.tsv``, ``dev.tsv``, ``test.tsv`` beside the run folder ``out``."""
+        from ..data.sentence_types import write_labelled_splits
+
+        write_labelled_splits(self._corpus(data), self._labelled(out))
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        labelled = self._labelled(out)
+        args = ["train", "classify", "--data", str(labelled / "train.tsv"), "--valid", str(labelled / "dev.tsv")]
+        args += ["--preset", self.preset, "--out", str(out), "--seed", str(self.seed), "--threads", "1", "--overwrite"]
+        return args + (["--overrides", *self.overrides] if self.overrides else [])
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        # The test sentences are checked against the training split's (none may be in both).
+        return [self._corpus(data) / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", "ja")]
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self) -> cl.ClassifySetup:
+        job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
+        return cl.CLASSIFY_JOB.setup(job)
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..data.sentence_types import LABELS
+
+        tokenizer = cl.load_classifier(directory).tokenizer
+        config = dataclasses.asdict(cl.build_config(self.setup(), tokenizer.vocab_size, len(LABELS), tokenizer.pad_id))
+        return {**config, "labels": sorted(LABELS)}
+
+    def _test(self, data: Path, check_japanese: bool = True) -> list[tuple[str, str]]:
+        from ..data.sentence_types import labelled_split
+
+        return labelled_split(self._corpus(data), "test", check_japanese=check_japanese)[0]
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        classifier = cl.load_classifier(directory)
+        test = self._test(data)
+        scores = classifier.evaluate(test)
+        english = self._test(data, check_japanese=False)
+        scores["accuracy_english_labels"] = classifier.evaluate(english)["accuracy"]
+        scores["n_english_labels"] = len(english)
+        scores.update(pooling_peaks(classifier, test))
+        n = int(scores["n"])
+        return Evaluation(
+            metrics=scores,
+            evaluation=(
+                f"the {n} test sentences (test.ja, labelled as the training sentences were); accuracy overall and per "
+                "class; accuracy_english_labels: on the test sentences labelled by the English rules alone "
+                f"({len(english)}; the Japanese may then lack the form, e.g. 'how about going?' → 行きましょう); "
+                "peak_on_marker/C: among the correctly classified test sentences of class C (n/C of them), the "
+                "share whose highest pooling weight falls on the marker MeCab finds (か or ？; ない/ん/ず; た/だ)"
+            ),
+            check=_check(
+                "accuracy",
+                self.measure_check(directory, data),
+                higher_is_better=True,
+                tolerance=0.01,
+                n=n,
+                how=f"on the {n} test sentences",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return cl.load_classifier(directory).evaluate(self._test(data))["accuracy"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        outputs = {}
+        for p in cl.load_classifier(directory).predict(list(inputs)):
+            peak = max(range(len(p.weights)), key=p.weights.__getitem__)
+            outputs[p.text] = (
+                f"{p.label} ({p.probs[p.label]:.2f}); pooling peak: {p.tokens[peak]} ({p.weights[peak]:.2f})"
+            )
+        return outputs
+
+
 #: How ``make models`` makes each shipped model (:data:`attnlab.assets.ASSETS`), by name.
 RECIPES: dict[str, AssetRecipe] = {
     "demo": DemoTranslator(),
@@ -683,6 +848,7 @@ RECIPES: dict[str, AssetRecipe] = {
     "rnn-attention": BottleneckRNN("rnn-attention", contestant="rnn-additive"),
     "rnn-plain": BottleneckRNN("rnn-plain", contestant="rnn-none"),
     "shakespeare-char": TextLM("shakespeare-char", preset="shakespeare-char-small"),
+    "ja-sentence-type": SentenceTypeClassifier(),
 }
 
 
@@ -755,10 +921,16 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     """
     runs.mkdir(parents=True, exist_ok=True)
     folders = {key: runs / key for key in trainings}
+    for key, recipe in trainings.items():
+        prepare = getattr(recipe, "prepare", None)
+        if prepare is not None:
+            log(f"preparing the data of {key}")
+            prepare(data, folders[key])
     side = [key for key, r in trainings.items() if r.threads == 1]
     if len(side) < 2:
         side = []
     started: list[tuple[str, Path, subprocess.Popen]] = []
+    load_before = os.getloadavg()[0]
     try:
         for key in side:
             recipe, logfile = trainings[key], runs / f"{key}.log"
@@ -774,20 +946,35 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     for key, logfile, status in statuses:
         if status != 0:
             raise RuntimeError(f"the training of {key} failed (exit status {status}); see {logfile}")
+        _write_load(folders[key], load_before)
     for key, recipe in trainings.items():
         if key in side:
             continue
         log(f"training {key}: attnlab {shlex.join(recipe.command(data, folders[key]))}")
+        load_before = os.getloadavg()[0]
         done = subprocess.run(_attnlab(recipe.command(data, folders[key])), env=_threads_env(recipe.threads))
         if done.returncode != 0:
             raise RuntimeError(f"the training of {key} failed (exit status {done.returncode}); see its output above")
+        _write_load(folders[key], load_before)
     return folders
+
+
+LOAD_FILE = "load.json"  # in a run folder: the machine's load around the training (training_facts reads it)
+
+
+def _write_load(run: Path, before: float) -> None:
+    """Record the 1-minute load average when a training started and ended, and the cores, in ``run``:
+    the card says whether the training shared the machine."""
+    if run.is_dir():
+        facts = {"load_before": before, "load_after": os.getloadavg()[0], "cores": os.cpu_count()}
+        _write_text_atomically(run / LOAD_FILE, json.dumps(facts) + "\n")
 
 
 def training_facts(checkpoint: Path) -> dict[str, Any] | None:
     """Steps, training minutes, mean target tokens/s and stop reason of the run that wrote
-    ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU; None
-    without a log."""
+    ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU and, where
+    the build recorded it (``load.json``), the load average when the training started and ended;
+    None without a log."""
     log_path = next((p / "log.jsonl" for p in (checkpoint, checkpoint.parent) if (p / "log.jsonl").is_file()), None)
     if log_path is None:
         return None
@@ -804,13 +991,17 @@ def training_facts(checkpoint: Path) -> dict[str, Any] | None:
         stop = state.get("stop_reason", "") if isinstance(state.get("stop_reason"), str) else ""
         if state.get("tokens") and seconds > 0:
             tokens_per_s = state["tokens"] / seconds
-    return {
+    facts = {
         "steps": int(timed[-1]["step"]),
         "minutes": seconds / 60,
         "tokens_per_s": tokens_per_s,
         "stop_reason": stop,
         "cpu": machine.cpu_name(),
     }
+    load_path = log_path.parent / LOAD_FILE
+    if load_path.is_file():
+        facts.update(json.loads(load_path.read_text(encoding="utf-8")))
+    return facts
 
 
 def pack_asset(
@@ -864,6 +1055,8 @@ def pack_asset(
         attnlab_version=_attnlab_version(),
         training=training_facts(source),
     )
+    if card.training is not None and hasattr(recipe, "tokens_counted"):
+        card.training["tokens_counted"] = recipe.tokens_counted
     write_model_card(destination, card)
     return card
 

@@ -418,3 +418,45 @@ def _question_answerer(path: Path) -> ExplorerModel:
 
 
 adapter("bert_qa")(_question_answerer)
+
+
+class ClassifierModel:
+    """An attention-pooling text classifier (``kind`` "encoder": one self-attention stack, then
+    the pooling). The output is the predicted label with its probability, then the tokens that got
+    the most pooling weight; the maps are the encoder's self-attention over the text.
+
+    Shape:
+        attentions["self"] ``(L, H, S, S)``
+    """
+
+    kind = "encoder"
+
+    def __init__(self, classifier, name: str, shown: int = 5) -> None:
+        self.classifier, self.name = classifier, name
+        self.shown = shown  # tokens listed by pooling weight in the output
+
+    def run(self, text: str) -> ModelRun:
+        clf = self.classifier
+        prediction = clf.predict([text])[0]
+        ids = clf.tokenizer.encode(text)[: clf.max_len]
+        with torch.no_grad():
+            out = clf.model(torch.tensor([ids], device=clf.device), need_weights=True)  # (1, S)
+        attentions = {}
+        if out.attentions:
+            attentions["self"] = (
+                torch.stack([w[0] for w in out.attentions]).float().cpu()
+            )  # L × (H, S, S) -> (L, H, S, S)
+        heaviest = sorted(zip(prediction.tokens, prediction.weights), key=lambda tw: -tw[1])[: self.shown]
+        output = f"{prediction.label} ({prediction.probs[prediction.label]:.2f}); pooling weights: " + ", ".join(
+            f"{t} {w:.2f}" for t, w in heaviest
+        )
+        return ModelRun(output=output, tokens={"src": prediction.tokens}, attentions=attentions)
+
+
+def _classifier(path: Path) -> ExplorerModel:
+    from ..recipes.classify import load_classifier
+
+    return ClassifierModel(load_classifier(path), name=path.name)
+
+
+adapter("attention_pool_classifier")(_classifier)
