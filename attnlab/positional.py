@@ -7,7 +7,8 @@ way. Word order therefore has to be put into the vectors. Three ways are here:
   of geometrically spaced frequencies (Vaswani et al. 2017, §3.5), added to the embeddings;
 - :class:`LearnedPositionalEmbedding` — one trained vector per position (GPT-2, BERT);
 - :class:`RotaryEmbedding` — rotate each query/key pair of channels by an angle proportional to
-  the position (Su et al. 2021, RoFormer), so that ``q·k`` depends only on the offset.
+  the position (Su et al. 2021, RoFormer), so that ``q·k`` depends on the positions only through
+  their offset (and still on what q and k hold).
 
 Shape letters: ``B`` batch, ``T`` length, ``D`` width, ``H`` heads, ``Dh`` head width.
 """
@@ -100,7 +101,8 @@ class RotaryEmbedding(nn.Module):
 
     Channel pair ``i`` of a query/key at position ``m`` is rotated by ``m·θ_i`` with
     ``θ_i = base^(-2i/Dh)``. Rotations compose, so ``⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩``: the score
-    depends on the offset ``n - m`` only. Applied to queries and keys, never to values.
+    depends on the positions only through the offset ``n - m`` (and still on q and k). Applied to
+    queries and keys, never to values.
 
     Shape:
         x ``(..., T, Dh)`` (queries or keys) → same; ``offset`` is the position of ``x[..., 0, :]``

@@ -91,11 +91,11 @@ LABELS: dict[str, dict[str, str]] = {
     "ja": {
         "source": "ソース（キー）",
         "target": "ターゲット（クエリ）",
-        "weight": "注目の重み",
+        "weight": "注意の重み",
         "panel": "第{layer}層・ヘッド{head}",
         "key_position": "キーの位置 (S)",
         "query_position": "クエリの位置 (T)",
-        "allowed": "注目できる",
+        "allowed": "見てよい",
         "masked": "隠されている",
     },
 }

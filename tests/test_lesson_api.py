@@ -17,7 +17,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import functional as AF
-from attnlab.positional import RotaryEmbedding, sinusoidal_encoding
+from attnlab.positional import sinusoidal_encoding
 from attnlab.viz import LABELS
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
@@ -72,10 +72,10 @@ def test_the_explorer_opens_on_the_lesson_in_the_browsers_language(client):
     assert client.get("/playground").status_code == 200  # the playground moved, and stays
 
 
-@pytest.mark.parametrize("path", ["/lesson/0", "/lesson/9", "/lesson/three", "/lesson/-1"])
+@pytest.mark.parametrize("path", ["/lesson/0", "/lesson/10", "/lesson/three", "/lesson/-1"])
 def test_an_unknown_section_page_is_404(client, path):
     r = client.get(path)
-    assert r.status_code == 404 and "the sections are 1–8" in r.json()["detail"]
+    assert r.status_code == 404 and "the sections are 1–9" in r.json()["detail"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,8 +101,8 @@ JAPANESE = re.compile(r"[\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]")  # kana, kan
 
 def test_every_section_is_served_with_both_languages(client):
     index = client.get("/api/lesson/sections").json()
-    assert [s["id"] for s in index] == list(range(1, 9))
-    assert {s["status"] for s in index} == {"ready"}  # every section has its live widgets
+    assert [s["id"] for s in index] == list(range(1, 10))  # eight sections and the final check
+    assert [s["final"] for s in index] == [False] * 8 + [True]
     for summary in index:
         section = client.get(f"/api/lesson/sections/{summary['id']}").json()
         assert section["title"] == summary["title"] and section["check"], summary["id"]
@@ -126,14 +126,14 @@ def test_the_lessons_own_terms_are_used(client):
 
 
 def test_unknown_sections_are_404_and_bad_ids_422(client):
-    assert client.get("/api/lesson/sections/9").status_code == 404
+    assert client.get("/api/lesson/sections/10").status_code == 404
     assert client.get("/api/lesson/sections/0").status_code == 404
     assert client.get("/api/lesson/sections/x").status_code == 422
 
 
 def test_code_blocks_show_attnlabs_own_source(client):
     shown = 0
-    for n in range(1, 9):
+    for n in L.default_sections():
         for block in client.get(f"/api/lesson/sections/{n}").json()["blocks"]:
             if block["type"] != "code" or not block["source"]:
                 continue
@@ -142,7 +142,8 @@ def test_code_blocks_show_attnlabs_own_source(client):
             for part in name.split("."):
                 obj = getattr(obj, part)
             lines, first = inspect.getsourcelines(obj)
-            assert block["code"] == textwrap.dedent("".join(lines)).rstrip()
+            source = textwrap.dedent("".join(lines)).rstrip()
+            assert block["code"] == {"ja": source, "en": source}  # the same code on both pages
             path = module.replace(".", "/") + ".py"
             assert block["where"] == f"{path}, lines {first}–{first + len(lines) - 1}"
             assert (ROOT / path).is_file()
@@ -150,50 +151,49 @@ def test_code_blocks_show_attnlabs_own_source(client):
     assert shown >= 6
 
 
+def _content_copy(tmp_path: Path) -> Path:
+    """The shipped content (both languages, the glossary) copied to ``tmp_path``, to be broken there."""
+    import shutil
+
+    shutil.copytree(L.CONTENT_DIR, tmp_path / "content")
+    return tmp_path / "content"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
 def test_a_malformed_section_file_is_refused_with_its_name(tmp_path):
-    good = json.loads((L.SECTIONS_DIR / "01-what-attention-does.json").read_text(encoding="utf-8"))
-    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(good), encoding="utf-8")
-    assert list(L.load_sections(tmp_path)) == [1]
-    broken = dict(good, check=[dict(good["check"][0], answer=7)])
-    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(broken), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"(?s)01-what-attention-does\.json.*answer 7 is not one of the 3 choices"):
-        L.load_sections(tmp_path)
-    missing_en = dict(good, title={"ja": "題"})
-    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(missing_en), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"title\.en"):
-        L.load_sections(tmp_path)
-    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(dict(good, id=2)), encoding="utf-8")
-    with pytest.raises(ValueError, match="must match the file name"):
-        L.load_sections(tmp_path)
-    unknown = dict(good, blocks=[{"type": "widget", "widget": "nope"}])
-    (tmp_path / "01-what-attention-does.json").write_text(json.dumps(unknown), encoding="utf-8")
-    with pytest.raises(ValueError, match="unknown widget 'nope'"):
-        L.load_sections(tmp_path)
-
-
-def test_every_widget_string_is_in_the_sections_that_use_the_widget():
-    sections = L.load_sections()
-    users: dict[str, list[int]] = {}
-    for section in sections.values():
-        for block in section.blocks:
-            if block.type == "widget":
-                users.setdefault(block.widget, []).append(section.id)
-    assert set(users) == set(L.WIDGETS)
-    registered = {}
-    for path in WIDGET_DIR.glob("*.js"):
-        source = path.read_text(encoding="utf-8")
-        names = re.findall(r'register\("([\w-]+)"', source)
-        keys = set(re.findall(r'\bs\("([\w-]+)"', source))  # s("key"); s("prefix_" + x) gives "prefix_"
-        for name in names:
-            registered[name] = keys
-    assert set(registered) == set(L.WIDGETS)
-    for widget, ids in users.items():
-        for n in ids:
-            strings = sections[n].strings
-            missing = {k for k in registered[widget] if k not in strings and not k.endswith("_")}
-            assert not missing, (widget, n, missing)
-            prefixes = {k for k in registered[widget] if k.endswith("_")}
-            assert all(any(key.startswith(p) for key in strings) for p in prefixes), (widget, n, prefixes)
+    content = _content_copy(tmp_path)
+    assert list(L.load_sections(content)) == list(L.default_sections())
+    for lang in ("ja", "en"):
+        _edit(content / lang / "09-final-check.md", "  answer: 2\n", "  answer: 7\n")
+    with pytest.raises(ValueError, match=r"(?s)09-final-check\.md.*answer 7 is not one of (the|its) 4 choices"):
+        L.load_sections(content)
+    content = _content_copy(tmp_path / "b")
+    _edit(content / "en" / "09-final-check.md", "title: Final check\n", "")
+    with pytest.raises(ValueError, match=r"(?s)en/09-final-check\.md: front matter.*title"):
+        L.load_sections(content)
+    content = _content_copy(tmp_path / "c")
+    for lang in ("ja", "en"):
+        path = content / lang / "09-final-check.md"
+        path.write_text(path.read_text(encoding="utf-8") + "\n::: widget nope\n:::\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"09-final-check\.md:\d+: unknown widget 'nope'"):
+        L.load_sections(content)
+    content = _content_copy(tmp_path / "d")
+    (content / "ja" / "09-final-check.md").rename(content / "ja" / "9-final-check.md")
+    with pytest.raises(ValueError, match=r"9-final-check\.md: section files are named NN-slug\.md"):
+        L.load_sections(content)
+    content = _content_copy(tmp_path / "e")
+    (content / "en" / "09-final-check.md").unlink()
+    with pytest.raises(ValueError, match="09-final-check.md has no en file"):
+        L.load_sections(content)
+    content = _content_copy(tmp_path / "f")
+    (content / "ja" / "09-final-check.md").write_text("# no front matter\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"ja/09-final-check\.md: a section file starts with YAML front matter"):
+        L.load_sections(content)
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,9 +323,15 @@ def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, tex
     torch.testing.assert_close(torch.tensor(bad["weights"], dtype=torch.float64), bad_weights[0], atol=1e-12, rtol=0)
     assert np.array(bad["weights"]).shape == (T, H, H)
     assert bad["max_abs_diff"] == pytest.approx(float((bad_out[0] - out[0]).abs().max()))
-    # Correct: every word reaches every position. Without transpose: only its own.
+    # Correct: every word reaches every position. Without transpose: only its own before the join;
+    # after it, the rows that the join fills with that word's pieces (memory order: row i holds
+    # pieces i·H … i·H + H − 1 of the head-major layout, piece p = (head p // T, word p % T)).
     assert bad["influence_correct"] == [[True] * T for _ in range(T)]
-    assert bad["influence"] == torch.eye(T, dtype=torch.bool).tolist()
+    assert bad["influence_split"] == torch.eye(T, dtype=torch.bool).tolist()
+    pieces = [[((i * H + b) % T, (i * H + b) // T) for b in range(H)] for i in range(T)]
+    assert [[tuple(p) for p in row] for row in bad["pieces"]] == pieces
+    assert [[tuple(p) for p in row] for row in bad["pieces_correct"]] == [[(i, b) for b in range(H)] for i in range(T)]
+    assert bad["influence_merged"] == [[any(t == j for t, _ in pieces[i]) for i in range(T)] for j in range(T)]
 
 
 @pytest.mark.parametrize(
@@ -412,21 +418,13 @@ def test_head_view_bad_input_is_422(client, body, pattern):
 
 @pytest.mark.parametrize("length, d_model", [(16, 32), (5, 4), (64, 128)])
 def test_positions_equal_attnlabs_encodings(client, length, d_model):
-    got = client.post("/api/lesson/positions", json={"length": length, "d_model": d_model, "seed": 2}).json()
+    got = client.post("/api/lesson/positions", json={"length": length, "d_model": d_model}).json()
     pe = sinusoidal_encoding(length, d_model).double()
     torch.testing.assert_close(torch.tensor(got["table"], dtype=torch.float64), pe, atol=6e-6, rtol=0)
     sim = torch.nn.functional.cosine_similarity(pe.unsqueeze(1), pe.unsqueeze(0), dim=-1)  # (T, T)
     torch.testing.assert_close(torch.tensor(got["similarity"], dtype=torch.float64), sim, atol=6e-6, rtol=0)
     assert got["similarity"][3][3] == 1.0
-    g = torch.Generator().manual_seed(2)
-    q, k = torch.randn(2, d_model, generator=g)
-    rot = RotaryEmbedding(d_model)
-    scores = rot(q.expand(length, d_model)) @ rot(k.expand(length, d_model)).T / math.sqrt(d_model)
-    rotary = torch.tensor(got["rotary"])
-    torch.testing.assert_close(rotary, scores, atol=1e-4, rtol=0)
-    for offset in range(-length + 1, length):  # only the offset n - m matters
-        diagonal = torch.diagonal(rotary, offset)
-        assert float(diagonal.max() - diagonal.min()) < 1e-3
+    assert set(got) == {"length", "d_model", "table", "similarity"}  # RoPE has its own endpoint (after its text)
 
 
 @pytest.mark.parametrize(
@@ -435,6 +433,7 @@ def test_positions_equal_attnlabs_encodings(client, length, d_model):
         ({"d_model": 31}, "must be even"),
         ({"length": 1}, "greater than or equal to 2"),
         ({"length": 65}, "less than or equal to 64"),
+        ({"seed": 2}, "Extra inputs"),
     ],
 )
 def test_positions_bad_input_is_422(client, body, pattern):
@@ -492,15 +491,16 @@ def test_word_order_bad_input_is_422(client, body, pattern):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_variant_masks_come_from_the_mask_helpers(client, causal):
-    body = {"length": 12, "window": 3, "dilation": 2, "n_global": 2, "causal": causal}
+    body = {"length": 12, "reach": 2, "block": 3, "dilation": 2, "n_global": 2, "causal": causal}
     got = client.post("/api/lesson/variants", json=body).json()
     T = 12
+    w = 3 if causal else 4  # reach 2: itself and 2 back (causal), or 2 on each side
     expected = {
         "full": AF.causal_mask(T) if causal else torch.ones(T, T, dtype=torch.bool),
         "local": AF.block_local_mask(T, block=3, causal=causal),
-        "sliding_window": AF.sliding_window_mask(T, window=3, causal=causal),
-        "dilated": AF.dilated_window_mask(T, window=3, dilation=2, causal=causal),
-        "global_window": AF.global_window_mask(T, window=3, global_positions=[0, 1], causal=causal),
+        "sliding_window": AF.sliding_window_mask(T, window=w, causal=causal),
+        "dilated": AF.dilated_window_mask(T, window=w, dilation=2, causal=causal),
+        "global_window": AF.global_window_mask(T, window=w, global_positions=[0, 1], causal=causal),
     }
     assert set(got["masks"]) == set(expected) and got["pairs"] == T * T
     for name, mask in expected.items():
@@ -511,7 +511,10 @@ def test_variant_masks_come_from_the_mask_helpers(client, causal):
     full, window = got["cost"]["full"], got["cost"]["sliding_window"]
     assert got["cost_lengths"] == [16, 32, 64, 128, 256, 512, 1024]
     assert full[-1] == (1024 * 1025 // 2 if causal else 1024**2)
-    assert window[-1] == int(AF.sliding_window_mask(1024, window=3, causal=causal).sum())
+    assert window[-1] == int(AF.sliding_window_mask(1024, window=w, causal=causal).sum())
+    # The label says "reach r": a row of the window sees 2r + 1 keys, or r + 1 with the causal mask.
+    assert got["keys_per_row"]["sliding_window"] == (3 if causal else 5)
+    assert got["keys_per_row"]["local"] == 3 and got["keys_per_row"]["full"] == T
     assert full[-1] / full[-2] > 3.9 and window[-1] / window[-2] < 2.1  # T² against T·w
 
 
@@ -531,7 +534,8 @@ def test_measured_figures_are_the_ones_in_the_docs(client):
     "body, pattern",
     [
         ({"length": 40}, "less than or equal to 32"),
-        ({"window": 0}, "greater than or equal to 1"),
+        ({"reach": 0}, "greater than or equal to 1"),
+        ({"window": 4}, "Extra inputs"),
         ({"dilation": 5}, "less than or equal to 4"),
         ({"causal": "yes"}, "valid boolean"),
     ],
@@ -543,13 +547,13 @@ def test_variants_bad_input_is_422(client, body, pattern):
 
 @pytest.mark.parametrize("variant", list(L.VARIANTS))
 def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, variant):
-    body = {"text": "the cat sat on the mat", "variant": variant, "window": 2, "n_global": 1, "seed": 4}
+    body = {"text": "the cat sat on the mat", "variant": variant, "reach": 1, "block": 2, "n_global": 1, "seed": 4}
     got = client.post("/api/lesson/attention-map", json=body).json()
     T = 6
     g = torch.Generator().manual_seed(4)
     q = torch.randn(T, 16, generator=g, dtype=torch.float64)
     k = torch.randn(T, 16, generator=g, dtype=torch.float64)
-    mask = L.variant_mask(variant, T, L.VariantParams(window=2, n_global=1))
+    mask = L.variant_mask(variant, T, L.VariantParams(reach=1, block=2, n_global=1))
     scores = (q @ k.T / 4.0).masked_fill(~mask, float("-inf"))
     torch.testing.assert_close(
         torch.tensor(got["weights"], dtype=torch.float64), torch.softmax(scores, -1), atol=1e-12, rtol=0
@@ -559,14 +563,15 @@ def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, varia
 
 @pytest.mark.parametrize("lang", ["ja", "en"])
 def test_the_heatmap_downloads_are_drawn_by_viz_in_the_pages_language(client, lang):
-    query = "text=猫 が 座った&variant=local&window=2&lang=" + lang
+    query = "text=猫 が 座った&variant=local&block=2&lang=" + lang
     svg = client.get("/api/lesson/figures/attention-map.svg?" + query)
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
     assert svg.headers["content-disposition"] == f'attachment; filename="attention-local-{lang}.svg"'
     other = "en" if lang == "ja" else "ja"
     for key in ("source", "target", "weight"):
         assert f"<!-- {LABELS[lang][key]} -->" in svg.text and f"<!-- {LABELS[other][key]} -->" not in svg.text
-    title = L.VARIANT_TITLES[lang]["local"].format(window=2, dilation=2, n_global=1)
+    title = L.variant_title(lang, "local", L.VariantParams(block=2))
+    assert title == {"ja": "局所注意（2 語ずつのブロック）", "en": "local attention (blocks of 2)"}[lang]
     assert f"<!-- {title} -->" in svg.text
     png = client.get("/api/lesson/figures/attention-map.png?" + query)
     assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
@@ -576,7 +581,7 @@ def test_the_heatmap_downloads_are_drawn_by_viz_in_the_pages_language(client, la
     "url, pattern",
     [
         ("/api/lesson/figures/attention-map.gif", "'png' or 'svg'"),
-        ("/api/lesson/figures/attention-map.png?window=0", "greater than or equal to 1"),
+        ("/api/lesson/figures/attention-map.png?reach=0", "greater than or equal to 1"),
         ("/api/lesson/figures/attention-map.png?variant=sparse", "full"),
         ("/api/lesson/figures/attention-map.png?lang=fr", "'ja' or 'en'"),
         ("/api/lesson/figures/attention-map.png?text=" + "+".join(["w"] * 13), "at most 12"),

@@ -151,12 +151,12 @@ def test_vector_mode_and_edited_values(page):
 def test_language_switch_is_remembered_on_every_page(page):
     page.goto("/playground")
     page.click("#lang-ja")
-    assert page.text_content("h1") == "3冊の本で見るスケール化内積アテンション"
+    assert page.text_content("h1") == "3 冊の本で見るスケール付き内積注意"
     assert page.text_content("#nav-model") == "モデル"
     assert page.get_attribute("html", "lang") == "ja"
     assert page.get_attribute("#lang-ja", "aria-pressed") == "true"
     page.wait_for_function("document.fonts.check('16px IPAexGothic', '本')")
-    for path, heading in (("/masks", "マスク"), ("/model", "モデルのアテンションマップ"), ("/playground", "3冊の本")):
+    for path, heading in (("/masks", "マスク"), ("/model", "モデルのアテンションマップ"), ("/playground", "3 冊の本")):
         page.goto(path)
         assert heading in page.text_content("h1")
         assert page.text_content("#nav-playground") == "プレイグラウンド"

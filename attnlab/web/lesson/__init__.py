@@ -45,7 +45,7 @@ from . import (
 from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, _page_lang, _shell
 from .content import *  # noqa: F403
-from .content import GlossaryEntry, Section, SectionSummary, default_glossary, default_sections
+from .content import GlossaryEntry, Section, SectionSummary, default_glossary, default_sections, term_uses
 from .s01_what_attention_does import *  # noqa: F403
 from .s02_seq2seq_bottleneck import *  # noqa: F403
 from .s03_query_key_value import *  # noqa: F403
@@ -72,7 +72,8 @@ def lesson_router(
 ) -> APIRouter:
     """The lesson's pages and API. ``gate`` bounds model and figure work (the app's ``WorkGate``)."""
     sections = dict(default_sections() if sections is None else sections)
-    glossary = default_glossary()
+    uses = term_uses(sections)
+    glossary = {i: e.model_copy(update={"used_in": uses.get(i, [])}) for i, e in default_glossary().items()}
     lesson_models = LessonModels(models)
     router = APIRouter()
 
@@ -96,8 +97,9 @@ def lesson_router(
 
     @router.get("/api/lesson/sections", response_model=list[SectionSummary])
     def api_sections() -> list[SectionSummary]:
-        """The lesson's sections in order: title, summary, the seed section it follows."""
-        return [SectionSummary(**s.model_dump(include=set(SectionSummary.model_fields))) for s in sections.values()]
+        """The lesson's sections in order: title, summary, the seed section it follows, whether it is
+        the final check."""
+        return [SectionSummary.of(s) for s in sections.values()]
 
     @router.get("/api/lesson/sections/{n}", response_model=Section, response_model_by_alias=True)
     def api_section(n: int) -> Section:
@@ -108,7 +110,8 @@ def lesson_router(
 
     @router.get("/api/lesson/glossary", response_model=list[GlossaryEntry])
     def api_glossary() -> list[GlossaryEntry]:
-        """The glossary (用語集): every term in both languages, its definition and its section."""
+        """The glossary (用語集): every term in both languages, its definition, the section that
+        introduces it and the sections whose text links it."""
         return list(glossary.values())
 
     for module in SECTION_MODULES:

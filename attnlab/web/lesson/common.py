@@ -210,7 +210,8 @@ def _r5(x: torch.Tensor, decimals: int = 5) -> list:
 SMALL = {400: {"description": "malformed JSON"}, 413: {"description": "request body too large"}}
 LIVE = {
     **SMALL,
-    503: {"description": "busy, or a shipped model this widget runs is not installed (the message names it)"},
+    429: {"description": "busy: too many model requests at once (see Retry-After)"},
+    503: {"description": "a shipped model this widget runs is not installed (the message names it)"},
 }
 
 

@@ -13,7 +13,9 @@ body may hold directives, as ``:::`` containers (markdown-it's container syntax)
 
 Both languages must have the same sections, the same directives in the same order, the same
 "try" parameters and the same questions (kind, number of choices, answer): :func:`load_sections`
-refuses a pair that differs, naming the file. Glossary terms (``content/LANG/glossary.yaml``) are
+refuses a pair that differs, naming the file. A question may say which section it draws on
+(``section: N``): the final check's questions all do, each naming a section before its own page.
+Glossary terms (``content/LANG/glossary.yaml``) are
 linked to the glossary page wherever they appear in running text.
 
 Markdown is parsed by markdown-it-py with raw HTML disabled, so a content file cannot inject
@@ -52,6 +54,7 @@ __all__ = [
     "GlossaryEntry",
     "load_sections",
     "load_glossary",
+    "term_uses",
     "default_sections",
     "default_glossary",
 ]
@@ -76,6 +79,7 @@ WIDGETS = frozenset(
         "head-view",
         "pe-table",
         "word-order",
+        "rope-scores",
         "transformer-diagram",
         "next-token",
         "variants",
@@ -180,11 +184,19 @@ class Section(BaseModel):
 
 
 class SectionSummary(BaseModel):
+    """A section on the index; ``final``: its check is the final one, drawing on the sections before it."""
+
     id: int
     slug: str
     source: Text
     title: Text
     summary: Text
+    final: bool = False
+
+    @classmethod
+    def of(cls, section: Section) -> SectionSummary:
+        fields = section.model_dump(include={"id", "slug", "source", "title", "summary"})
+        return cls(**fields, final=any(q.section is not None for q in section.check))
 
 
 class GlossaryEntry(BaseModel):
@@ -197,6 +209,8 @@ class GlossaryEntry(BaseModel):
     definition: Text
     section: int  # the section that introduces it
     forms: dict[str, list[str]]  # per language: the surface forms linked in running text
+    not_in: dict[str, list[str]] = Field(default_factory=dict)  # per language: phrases where a form is another word
+    used_in: list[int] = Field(default_factory=list)  # the sections whose text links it (term_uses)
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,16 +277,22 @@ def _markdown() -> MarkdownIt:
     return md
 
 
-def _link_terms(md: MarkdownIt, tokens: list[Token], forms: list[tuple[str, str]]) -> None:
-    """Turn the first use of each glossary term in every paragraph or list item into a link to the
-    glossary page (``/lesson/glossary#ID``). Text inside links and code is left alone."""
+def _link_terms(md: MarkdownIt, tokens: list[Token], forms: list[tuple[str, str]], lang: str) -> None:
+    """Turn the first use of each glossary term in every paragraph, list item or table cell into a
+    link to the glossary page in the text's language (``/lesson/glossary?lang=ja#term-ID``).
+    Headings, text inside links and code are left alone."""
+    skips = [(phrase[1:].lower(), term) for phrase, term in forms if phrase.startswith("!")]
+    forms = [(f, term) for f, term in forms if not f.startswith("!")]
     if not forms:
         return
-    pattern = re.compile("|".join(re.escape(f) for f, _ in forms))
-    ids = dict(forms)
-    for token in tokens:
+    # English forms match whatever their case ("Self-attention" at the start of a sentence).
+    pattern = re.compile("|".join(re.escape(f) for f, _ in forms), re.IGNORECASE)
+    ids = {f.lower(): term for f, term in forms}
+    for at, token in enumerate(tokens):
         if token.type != "inline" or not token.children:
             continue
+        if at and tokens[at - 1].type == "heading_open":
+            continue  # a heading names the idea; the paragraphs under it link it
         seen: set[str] = set()
         children: list[Token] = []
         depth = 0  # inside a link
@@ -286,14 +306,14 @@ def _link_terms(md: MarkdownIt, tokens: list[Token], forms: list[tuple[str, str]
                 continue
             text, pos = child.content, 0
             for m in pattern.finditer(text):
-                term = ids[m.group(0)]
-                if term in seen or not _word_edges(text, m.start(), m.end()):
+                term = ids[m.group(0).lower()]
+                if term in seen or not _word_edges(text, m.start(), m.end()) or _inside(text, m, skips, term):
                     continue
                 seen.add(term)
                 if m.start() > pos:
                     children.append(_text_token(text[pos : m.start()]))
                 opener = Token("link_open", "a", 1)
-                opener.attrs = {"href": f"/lesson/glossary#term-{term}", "class": "term", "data-term": term}
+                opener.attrs = {"href": f"/lesson/glossary?lang={lang}#term-{term}", "class": "term", "data-term": term}
                 children += [opener, _text_token(m.group(0)), Token("link_close", "a", -1)]
                 pos = m.end()
             if pos < len(text):
@@ -307,7 +327,23 @@ def _word_edges(text: str, start: int, end: int) -> bool:
         return True
     before = text[start - 1] if start else " "
     after = text[end] if end < len(text) else " "
-    return not (before.isalnum() or after.isalnum())
+    # A hyphen joins words ("multi-head" is not a use of "head"), and so does an underscore in a
+    # name ("rnn_seq2seq.py" is not a use of "RNN").
+    return not (before.isalnum() or after.isalnum() or before in "-_" or after in "-_")
+
+
+def _inside(text: str, m: re.Match, skips: list[tuple[str, str]], term: str) -> bool:
+    """Whether the match lies in one of the term's ``not_in`` phrases (the form is another word there)."""
+    lower = text.lower()
+    for phrase, owner in skips:
+        if owner != term:
+            continue
+        start = lower.find(phrase)
+        while start != -1:
+            if start <= m.start() and m.end() <= start + len(phrase):
+                return True
+            start = lower.find(phrase, start + 1)
+    return False
 
 
 def _text_token(content: str) -> Token:
@@ -316,7 +352,7 @@ def _text_token(content: str) -> Token:
     return token
 
 
-def _parse_file(path: Path, forms: list[tuple[str, str]]) -> tuple[_FrontMatter, list[dict[str, Any]]]:
+def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_FrontMatter, list[dict[str, Any]]]:
     """One language's file: its front matter and its body as a list of blocks (dicts)."""
     md = _markdown()
     text = path.read_text(encoding="utf-8")
@@ -328,7 +364,7 @@ def _parse_file(path: Path, forms: list[tuple[str, str]]) -> tuple[_FrontMatter,
         front = _FrontMatter.model_validate(_params_as_strings(raw))
     except (yaml.YAMLError, ValidationError) as err:
         raise ValueError(f"{path}: front matter: {err}") from None
-    _link_terms(md, tokens, forms)
+    _link_terms(md, tokens, forms, lang)
 
     blocks: list[dict[str, Any]] = []
     pending: list[Token] = []
@@ -448,7 +484,7 @@ def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
 
 
 def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_FrontMatter, list]) -> Section:
-    name = f"section {ident:02d}-{slug}"
+    name = f"{ident:02d}-{slug}.md"  # the file, in content/ja/ and content/en/
     (fja, bja), (fen, ben) = ja, en
 
     def same(what: str, a: Any, b: Any) -> None:
@@ -517,6 +553,7 @@ def load_glossary(directory: Path = CONTENT_DIR) -> dict[str, GlossaryEntry]:
                 definition=_pair(a["definition"], b["definition"]),
                 section=a["section"],
                 forms={"ja": [a["term"], *a.get("forms", [])], "en": [b["term"], *b.get("forms", [])]},
+                not_in={"ja": a.get("not_in", []), "en": b.get("not_in", [])},
             )
         except (KeyError, ValidationError) as err:
             raise ValueError(f"{directory}: glossary term {a.get('id')!r}: {err}") from None
@@ -527,9 +564,12 @@ def load_glossary(directory: Path = CONTENT_DIR) -> dict[str, GlossaryEntry]:
 
 
 def _forms(glossary: dict[str, GlossaryEntry], lang: str) -> list[tuple[str, str]]:
-    """(surface form, term id), longest first, so that 自己注意 wins over 注意."""
+    """(surface form, term id), longest first, so that 自己注意 wins over 注意; then, as
+    ("!phrase", term id), the phrases in which a form of the term is another word ("positive
+    values", "scores 100")."""
     pairs = [(form, entry.id) for entry in glossary.values() for form in entry.forms[lang]]
-    return sorted(pairs, key=lambda p: -len(p[0]))
+    skips = [("!" + phrase, entry.id) for entry in glossary.values() for phrase in entry.not_in.get(lang, [])]
+    return sorted(pairs, key=lambda p: -len(p[0])) + skips
 
 
 def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
@@ -538,7 +578,7 @@ def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
     files = {}
     for lang in LANGS:
         for path in sorted((directory / lang).glob("*.md")):
-            match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.md", path.name)
+            match = re.fullmatch(r"(\d\d)-([a-z0-9-]+)\.md", path.name)
             if not match:
                 raise ValueError(f"{path}: section files are named NN-slug.md")
             files.setdefault(path.name, {})[lang] = path
@@ -547,11 +587,11 @@ def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
         missing = [lang for lang in LANGS if lang not in pair]
         if missing:
             raise ValueError(f"{directory}: {name} has no {'/'.join(missing)} file")
-        match = re.fullmatch(r"(\d+)-([a-z0-9-]+)\.md", name)
+        match = re.fullmatch(r"(\d\d)-([a-z0-9-]+)\.md", name)
         ident, slug = int(match[1]), match[2]
         if ident in sections:
             raise ValueError(f"{pair['ja']}: section {ident} is defined twice")
-        parsed = {lang: _parse_file(pair[lang], _forms(glossary, lang)) for lang in LANGS}
+        parsed = {lang: _parse_file(pair[lang], _forms(glossary, lang), lang) for lang in LANGS}
         sections[ident] = _merge(ident, slug, parsed["ja"], parsed["en"])
     sections = dict(sorted(sections.items()))
     if list(sections) != list(range(1, len(sections) + 1)):
@@ -559,7 +599,36 @@ def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
     for entry in glossary.values():
         if entry.section not in sections:
             raise ValueError(f"glossary term {entry.id!r}: section {entry.section} does not exist")
+    for section in sections.values():
+        _check_final(directory, section)
     return sections
+
+
+def _check_final(directory: Path, section: Section) -> None:
+    """A final check (questions with ``section:``) names, for every question, a section before it;
+    a section's own check names none."""
+    drawn = [q.section for q in section.check]
+    if not any(n is not None for n in drawn):
+        return
+    name = f"{directory}/ja/{section.id:02d}-{section.slug}.md"
+    for n, source in enumerate(drawn, 1):
+        if source is None:
+            raise ValueError(f"{name}: question {n} says no 'section:', and the others of this final check do")
+        if not 1 <= source < section.id:
+            raise ValueError(f"{name}: question {n} draws on section {source}, which is not a section before it")
+
+
+def term_uses(sections: dict[int, Section]) -> dict[str, list[int]]:
+    """For each glossary term, the sections whose text links it (in either language), in order."""
+    uses: dict[str, list[int]] = {}
+    for n, section in sections.items():
+        found = set()
+        for block in section.blocks:
+            if block.html is not None:
+                found.update(re.findall(r'data-term="([a-z0-9-]+)"', block.html.ja + block.html.en))
+        for term in sorted(found):
+            uses.setdefault(term, []).append(n)
+    return uses
 
 
 @functools.cache

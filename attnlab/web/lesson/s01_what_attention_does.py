@@ -1,16 +1,41 @@
-"""TODO docstring"""
+"""§1 What attention does: the shipped ja→en translator's source–target attention, and what an
+RNN and a Transformer have to wait for.
+
+Two endpoints:
+
+- ``POST /api/lesson/translation``: one sentence through ``ja-en`` (greedy), with every layer's
+  and head's source–target attention and the encoder's self-attention (§1 and §4 draw them).
+- ``POST /api/lesson/parallel-steps``: the comparison of §1's second half. The steps that must
+  wait for the one before (``T`` for one RNN layer, one for one Transformer layer) and the
+  measured time of one training step (forward and backward) of two layers of the same width,
+  built here from attnlab's own modules with fixed seeds (:func:`comparison_layers`), for a
+  batch of sentences of each length; and, clearly apart, the shipped models' encoders reading
+  one sentence (batch 1, inference), where the small shipped RNN is usually the faster one.
+
+Times are measured by this server, once per (batch, length), and then remembered: the first
+request at a batch size takes up to about a second on a quiet machine (batch 32), later ones
+only read the table.
+
+Shape letters: ``B`` batch, ``T`` length (tokens), ``D`` width.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 import weakref
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from torch import nn
 
+from ...layers import EncoderBlock
+from ...models.rnn_seq2seq import recurrent_layer
 from .common import (
     DEFAULT_SENTENCE,
     LIVE,
@@ -24,10 +49,16 @@ from .common import (
     run,
 )
 
-STEP_LENGTHS = (8, 16, 32, 64, 128)  # source lengths (tokens) of the §1 comparison
-
-
-TIMING_REPEATS = 7  # timed runs per length and model (after two warm-ups); the fastest is shown
+STEP_LENGTHS = (8, 16, 32, 64, 128)  # input lengths (tokens) of the training-step table
+BATCHES = (1, 8, 32)  # batch sizes the widget offers
+DEFAULT_BATCH = 32
+COMPARE_WIDTH = 128  # both layers' width D (small, so that the first measurement stays short)
+COMPARE_HEADS = 4  # the Transformer layer's heads
+COMPARE_FF = 256  # its feed-forward layer's hidden width: 2·D, as in ja-en
+COMPARE_SEED = 0  # draws both layers' initial weights and the inputs
+TRAIN_REPEATS = 3  # timed training steps per (layer, batch, length); the fastest is shown
+TIMING_REPEATS = 7  # timed runs of a shipped encoder per length (after two warm-ups); the fastest is shown
+CLOSE = 1.2  # a ratio of times within [1/CLOSE, CLOSE] counts as "about the same"
 
 
 class TranslationRequest(BaseModel):
@@ -85,46 +116,229 @@ def translation_view(translator, req: TranslationRequest, name: str = TRANSLATOR
     )
 
 
+# --------------------------------------------------------------------------------------------
+# RNN vs Transformer: steps that wait, and what they cost.
+# --------------------------------------------------------------------------------------------
+
+
 class StepsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(
         DEFAULT_SENTENCE, min_length=1, max_length=MAX_SENTENCE_CHARS, strict=True, description="a Japanese sentence"
     )
+    batch: int = Field(
+        DEFAULT_BATCH,
+        strict=True,
+        json_schema_extra={"enum": list(BATCHES)},
+        description="sentences per training step in the timed table: 1, 8 or 32",
+    )
+
+    @field_validator("batch")
+    @classmethod
+    def _offered(cls, value: int) -> int:
+        if value not in BATCHES:
+            raise ValueError(f"batch must be one of {list(BATCHES)}, got {value}")
+        return value
+
+
+class LayerFacts(BaseModel):
+    kind: Literal["rnn", "transformer"]
+    cell: str | None = Field(description="the RNN's cell (GRU); null for the Transformer layer")
+    width: int = Field(description="D: the hidden width (RNN) or d_model (Transformer)")
+    heads: int | None = Field(description="attention heads; null for the RNN")
+    ff_width: int | None = Field(description="the feed-forward layer's hidden width; null for the RNN")
+    parameters: int
 
 
 class EncoderFacts(BaseModel):
     model: str
-    kind: str = Field(description="rnn or transformer")
+    kind: Literal["rnn", "transformer"]
     cell: str | None = Field(description="the RNN's cell (GRU, LSTM); null for the Transformer")
     layers: int
     width: int = Field(description="hidden width (RNN) or d_model (Transformer)")
     parameters: int
 
 
-class StepsResponse(BaseModel):
-    sentence_tokens: int = Field(description="the typed sentence's tokens for ja-en")
-    lengths: list[int] = Field(description="source lengths compared (the sentence's among them)")
+class ShippedReading(BaseModel):
+    """The shipped models' encoders reading one input of the sentence's length: batch 1, inference."""
+
+    tokens: int = Field(description="the input length: the typed sentence's tokens for ja-en")
     rnn: EncoderFacts
     transformer: EncoderFacts
-    rnn_steps: list[int] = Field(description="encoder steps that wait for the previous one: T per layer")
-    transformer_steps: list[int] = Field(description="the same for the Transformer encoder: one per layer")
-    training_rnn_steps: list[int] = Field(description="decoder steps in a row while training (target length T)")
-    training_transformer_steps: list[int] = Field(description="the same for the Transformer decoder (teacher forcing)")
-    generation_steps: list[int] = Field(description="tokens generated one after another (both models)")
-    rnn_ms: list[float] = Field(description="measured time to encode one sentence of each length (fastest run)")
-    transformer_ms: list[float]
-    rnn_growth: float = Field(description="rnn_ms at the longest length / at the shortest")
-    transformer_growth: float
+    rnn_steps: int = Field(description="steps in a row of the RNN encoder: T per layer")
+    transformer_steps: int = Field(description="the same for the Transformer encoder: one per layer")
+    rnn_ms: float = Field(description="time to encode one input of that length (fastest run)")
+    transformer_ms: float
+    faster: Literal["rnn", "transformer", "close"]
+    speedup: float = Field(description="the slower time over the faster one (≥ 1)")
+    repeats: int
+
+
+class StepsResponse(BaseModel):
+    sentence_tokens: int = Field(description="T: the typed sentence's tokens for ja-en")
+    sentence_rnn_steps: int = Field(description="steps in a row for one RNN layer to read it (T)")
+    sentence_transformer_steps: int = Field(description="the same for one Transformer layer (1)")
+    training_rnn_steps: int = Field(description="one RNN decoder layer learning from a T-token target: T")
+    training_transformer_steps: int = Field(description="one Transformer decoder layer, whole target at once: 1")
+    generation_steps: int = Field(description="writing T tokens: one after another, in both models")
+    batch: int
+    batches: list[int] = Field(description="the batch sizes offered")
+    lengths: list[int] = Field(description="T of each row of the training-step table")
+    rnn_layer: LayerFacts
+    transformer_layer: LayerFacts
+    rnn_steps: list[int] = Field(description="per length: steps that wait for the one before in one RNN layer (T)")
+    transformer_steps: list[int] = Field(description="the same for one Transformer layer (1)")
+    rnn_train_ms: list[float] = Field(description="per length: one training step (forward + backward), fastest run")
+    transformer_train_ms: list[float]
+    ratio: list[float] = Field(description="rnn_train_ms / transformer_train_ms")
+    faster: list[Literal["rnn", "transformer", "close"]] = Field(description="per length, from ratio and CLOSE")
+    speedup: list[float] = Field(description="per length: the slower time over the faster one (≥ 1)")
     repeats: int
     threads: int = Field(description="torch threads of this process while timing")
+    shipped: ShippedReading
 
 
-def _count_parameters(model: torch.nn.Module) -> int:
+def _count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-def _encoder_facts(name: str, model: torch.nn.Module) -> EncoderFacts:
+def _faster(ratio: float) -> Literal["rnn", "transformer", "close"]:
+    """Which of two times is clearly shorter: ``ratio`` is the RNN's time over the Transformer's."""
+    if ratio >= CLOSE:
+        return "transformer"
+    if ratio <= 1 / CLOSE:
+        return "rnn"
+    return "close"
+
+
+def comparison_layers(
+    width: int = COMPARE_WIDTH, heads: int = COMPARE_HEADS, ff_width: int = COMPARE_FF, seed: int = COMPARE_SEED
+) -> tuple[nn.Module, EncoderBlock]:
+    """The two layers §1 times: a one-layer GRU (:func:`attnlab.models.rnn_seq2seq.recurrent_layer`,
+    one direction) and one Transformer encoder layer (:class:`attnlab.layers.EncoderBlock`,
+    pre-norm, as ja-en's), both ``width`` wide, without dropout, weights drawn from ``seed``
+    (the global random state is left as it was). At the defaults the Transformer layer has about
+    1.3 times the GRU's parameters: it does more arithmetic per token, not less.
+
+    Shape:
+        both: x ``(B, T, D)`` → ``(B, T, D)`` (see :func:`layer_output`)
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        rnn = recurrent_layer("gru", width, width, n_layers=1, dropout=0.0)
+        transformer = EncoderBlock(width, heads, ff_width, dropout=0.0, norm="pre")
+    return rnn.train(), transformer.train()
+
+
+def layer_output(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The output sequence of either comparison layer.
+
+    Shape:
+        x ``(B, T, D)`` → ``(B, T, D)``
+    """
+    if isinstance(layer, nn.RNNBase):
+        out, _ = layer(x)  # (B, T, D): T steps in a row, each waiting for the one before
+        return out
+    return layer(x).hidden  # (B, T, D): every position at once
+
+
+def training_step(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """One training step's arithmetic: the forward pass, a loss (the mean square of the output,
+    a stand-in for a real one) and the backward pass, which fills every parameter's ``.grad``.
+    (The optimizer's update is left out: it costs the same for any order of computation.)
+
+    Shape:
+        x ``(B, T, D)`` → loss ``()``
+    """
+    layer.zero_grad(set_to_none=True)
+    loss = layer_output(layer, x).pow(2).mean()  # ()
+    loss.backward()
+    return loss.detach()
+
+
+def layer_facts(layer: nn.Module) -> LayerFacts:
+    """What a comparison layer is: kind, width, heads, feed-forward width, parameters.
+
+    Shape:
+        reads the layer's sizes; returns no tensor
+    """
+    if isinstance(layer, nn.RNNBase):
+        return LayerFacts(
+            kind="rnn",
+            cell=layer.mode,
+            width=layer.hidden_size,
+            heads=None,
+            ff_width=None,
+            parameters=_count_parameters(layer),
+        )
+    return LayerFacts(
+        kind="transformer",
+        cell=None,
+        width=layer.self_attn.d_model,
+        heads=layer.self_attn.n_heads,
+        ff_width=layer.ff.up_proj.out_features,
+        parameters=_count_parameters(layer),
+    )
+
+
+def comparison_input(batch: int, length: int, width: int = COMPARE_WIDTH, seed: int = COMPARE_SEED) -> torch.Tensor:
+    """The input both layers get: ``batch`` sentences of ``length`` random vectors (standing for
+    embedded tokens), drawn from ``seed``, ``batch`` and ``length``.
+
+    Shape:
+        output ``(B, T, D)``
+    """
+    g = torch.Generator().manual_seed(seed * 1_000_003 + batch * 1009 + length)
+    return torch.randn(batch, length, width, generator=g)  # (B, T, D)
+
+
+@functools.cache
+def _timed_layers() -> tuple[nn.Module, EncoderBlock]:
+    """The :func:`comparison_layers` this process times (built once)."""
+    return comparison_layers()
+
+
+_TRAIN_TIMES: dict[tuple[str, int, int], float] = {}  # (kind, batch, length) -> seconds
+_TRAIN_LOCK = threading.Lock()
+
+
+def training_step_seconds(
+    batch: int, lengths: Sequence[int], repeats: int = TRAIN_REPEATS
+) -> tuple[list[float], list[float]]:
+    """Wall time of one :func:`training_step` of each :func:`comparison_layers` layer on a batch of
+    ``batch`` inputs of each length: the fastest of ``repeats`` runs (after one warm-up run of
+    each layer). The runs go
+    round both layers and every length in turn, ``repeats`` times, so that a moment when the
+    machine is busy with something else slows one run of each rather than all the runs of one.
+    Each (batch, length) is measured once in this process, then remembered.
+
+    Shape:
+        input ``(batch, length, D)`` per length → seconds ``([rnn per length], [transformer per length])``
+    """
+    with _TRAIN_LOCK:  # one measurement at a time: two at once would slow each other down
+        layers = dict(zip(("rnn", "transformer"), _timed_layers()))
+        todo = [(kind, n) for n in lengths for kind in layers if (kind, batch, n) not in _TRAIN_TIMES]
+        if todo:
+            inputs = {n: comparison_input(batch, n) for _, n in todo}
+            longest = max(inputs)
+            for kind in {kind for kind, _ in todo}:
+                training_step(layers[kind], inputs[longest])  # warm-up: the first run allocates
+            best = [math.inf] * len(todo)
+            for _ in range(repeats):
+                for k, (kind, n) in enumerate(todo):
+                    start = time.perf_counter()
+                    training_step(layers[kind], inputs[n])
+                    best[k] = min(best[k], time.perf_counter() - start)
+            for (kind, n), seconds in zip(todo, best):
+                _TRAIN_TIMES[(kind, batch, n)] = seconds
+        return (
+            [_TRAIN_TIMES[("rnn", batch, n)] for n in lengths],
+            [_TRAIN_TIMES[("transformer", batch, n)] for n in lengths],
+        )
+
+
+def _encoder_facts(name: str, model: nn.Module) -> EncoderFacts:
     c = model.config
     if c.model_type == "rnn":
         return EncoderFacts(
@@ -146,24 +360,21 @@ def _encoder_facts(name: str, model: torch.nn.Module) -> EncoderFacts:
 
 
 _TIMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {length: seconds}
-
-
 _TIMES_LOCK = threading.Lock()
 
 
 def encoder_seconds(
-    models: tuple[torch.nn.Module, ...], lengths: list[int], repeats: int = TIMING_REPEATS
+    models: tuple[nn.Module, ...], lengths: Sequence[int], repeats: int = TIMING_REPEATS
 ) -> list[list[float]]:
-    """Wall time of each model's ``encode`` on one sentence of each length (random tokens): the
-    fastest of ``repeats`` runs. The runs go round every model and length in turn, ``repeats``
-    times, after two warm-up runs each, so that a moment when the machine is busy with something
-    else slows one run of each rather than all the runs of one. Each model and length is measured
-    once in this process, then remembered.
+    """Wall time of each shipped model's ``encode`` on one input of each length (random tokens of
+    its own vocabulary): the fastest of ``repeats`` runs, after two warm-up runs each, going round
+    every model and length in turn. Each model and length is measured once in this process, then
+    remembered.
 
     Shape:
         src ``(1, length)`` per model and length → seconds ``[model][length]``
     """
-    with _TIMES_LOCK:  # one measurement at a time: two at once would slow each other down
+    with _TIMES_LOCK:
         todo = [(m, n) for n in lengths for m in models if n not in _TIMES.get(m, {})]
         if todo:
             inputs = []
@@ -188,37 +399,68 @@ def encoder_seconds(
 
 
 def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) -> StepsResponse:
-    """The chain of steps that must wait for each other, and measured time, for the RNN encoder of
-    ``rnn-attention`` and the Transformer encoder of ``ja-en``, at the typed sentence's length
-    and at :data:`STEP_LENGTHS`.
+    """What waits, and what it costs.
 
-    An RNN layer's state at position t needs its state at t − 1: T steps in a row per layer. A
-    Transformer layer computes every position at once from the layer below: one step per layer.
-    While training, the decoders are the same (teacher forcing gives the Transformer the whole
-    target at once, behind its causal mask); while generating, both make one token after another.
+    Counts: one RNN layer's state at position t needs its state at t − 1, so reading T tokens is
+    T steps in a row; one Transformer layer computes every position at once from the layer below:
+    one step. While training, the decoders differ the same way (teacher forcing gives a
+    Transformer layer the whole target at once, behind its causal mask); while generating, both
+    write one token after another.
+
+    Times: one training step of :func:`comparison_layers` on ``req.batch`` inputs of each of
+    :data:`STEP_LENGTHS` (:func:`training_step_seconds`); and, apart, the shipped encoders of
+    ``rnn-attention`` and ``ja-en`` reading one input of the typed sentence's length (batch 1,
+    inference, :func:`encoder_seconds`). The shipped models differ in size, so the second pair
+    of times says nothing about waiting; it is shown because it is what a reader of one
+    sentence meets.
+
+    Shape:
+        timed inputs ``(batch, T, D)`` for each T in :data:`STEP_LENGTHS`; the shipped encoders'
+        ``(1, sentence_tokens)``
     """
     sentence = len(_check_source(transformer_translator, req.text, transformer_translator.model.config.max_len))
-    lengths = sorted(set(STEP_LENGTHS) | {sentence})
-    rnn, tr = rnn_translator.model, transformer_translator.model
-    rnn_facts, tr_facts = _encoder_facts(RNN_ATTENTION, rnn), _encoder_facts(TRANSLATOR, tr)
-    rnn_s, tr_s = encoder_seconds((rnn, tr), lengths)
+    lengths = list(STEP_LENGTHS)
+    rnn_s, tr_s = training_step_seconds(req.batch, lengths)
     rnn_ms, tr_ms = [1000 * t for t in rnn_s], [1000 * t for t in tr_s]
+    ratio = [r / t for r, t in zip(rnn_ms, tr_ms)]
+    rnn_layer, transformer_layer = (layer_facts(layer) for layer in _timed_layers())
+
+    rnn, tr = rnn_translator.model, transformer_translator.model
+    (rnn_read,), (tr_read,) = encoder_seconds((rnn, tr), [sentence])
+    shipped_rnn, shipped_tr = _encoder_facts(RNN_ATTENTION, rnn), _encoder_facts(TRANSLATOR, tr)
     return StepsResponse(
         sentence_tokens=sentence,
+        sentence_rnn_steps=sentence,
+        sentence_transformer_steps=1,
+        training_rnn_steps=sentence,
+        training_transformer_steps=1,
+        generation_steps=sentence,
+        batch=req.batch,
+        batches=list(BATCHES),
         lengths=lengths,
-        rnn=rnn_facts,
-        transformer=tr_facts,
-        rnn_steps=[n * rnn_facts.layers for n in lengths],
-        transformer_steps=[tr_facts.layers for _ in lengths],
-        training_rnn_steps=[n * rnn.config.n_layers for n in lengths],
-        training_transformer_steps=[tr.config.n_decoder_layers for _ in lengths],
-        generation_steps=list(lengths),
-        rnn_ms=rnn_ms,
-        transformer_ms=tr_ms,
-        rnn_growth=rnn_ms[-1] / rnn_ms[0],
-        transformer_growth=tr_ms[-1] / tr_ms[0],
-        repeats=TIMING_REPEATS,
+        rnn_layer=rnn_layer,
+        transformer_layer=transformer_layer,
+        rnn_steps=list(lengths),
+        transformer_steps=[1] * len(lengths),
+        rnn_train_ms=rnn_ms,
+        transformer_train_ms=tr_ms,
+        ratio=ratio,
+        faster=[_faster(r) for r in ratio],
+        speedup=[max(r, 1 / r) for r in ratio],
+        repeats=TRAIN_REPEATS,
         threads=torch.get_num_threads(),
+        shipped=ShippedReading(
+            tokens=sentence,
+            rnn=shipped_rnn,
+            transformer=shipped_tr,
+            rnn_steps=sentence * shipped_rnn.layers,
+            transformer_steps=shipped_tr.layers,
+            rnn_ms=1000 * rnn_read,
+            transformer_ms=1000 * tr_read,
+            faster=_faster(rnn_read / tr_read),
+            speedup=max(rnn_read, tr_read) / min(rnn_read, tr_read),
+            repeats=TIMING_REPEATS,
+        ),
     )
 
 
@@ -235,8 +477,9 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
 
     @router.post("/api/lesson/parallel-steps", response_model=StepsResponse, responses=LIVE)
     async def api_parallel_steps(req: StepsRequest) -> StepsResponse:
-        """§1: steps that must wait for the previous one in the RNN encoder of rnn-attention and the
-        Transformer encoder of ja-en, and their measured time per sentence."""
+        """§1: the steps that wait for the one before in one RNN layer and one Transformer layer;
+        one training step of two same-width layers timed on a batch of each length; and the
+        shipped encoders (rnn-attention, ja-en) reading one input of the sentence's length."""
         async with gate.slot():
             what = "the RNN vs Transformer comparison"
             rnn = await run(models.translator, RNN_ATTENTION, what)

@@ -1,4 +1,18 @@
-"""TODO docstring"""
+"""§2 The Seq2Seq bottleneck: the two shipped RNN translators, without attention (``rnn-plain``)
+and with additive attention (``rnn-attention``), on the long test inputs of the experiment they
+come from.
+
+Two endpoints:
+
+- ``POST /api/lesson/bottleneck``: one list of numbers (a long test example, or one typed)
+  through both models: their translations and scores, the one fixed-length vector the decoder
+  without attention reads, and the alignment (attention weights) of the one with it.
+- ``GET /api/lesson/bleu-by-length``: both models' BLEU by source length on every test pair of
+  ``attnlab experiment bottleneck`` (computed on first use, a few seconds, then kept).
+
+Shape letters: ``S`` source tokens, ``T`` target tokens (characters, the end token last), ``D``
+the RNN's state width.
+"""
 
 from __future__ import annotations
 

@@ -1,20 +1,122 @@
-"""TODO docstring"""
+"""§3 Query, key, value: the three books, √d_k, and additive vs dot-product attention.
+
+Three things the section's widgets ask for, each computed here by attnlab's own code:
+
+- ``POST /api/lesson/three-books``: one query over three books whose scores the learner sets
+  (:func:`three_books`): the scores, their division by √d_k, the softmax written out as
+  ``exp(s_i) / Σ_j exp(s_j)``, the weights, each book's value and the weighted sum, all from
+  :func:`attnlab.explain.compute_steps` (which runs :func:`attnlab.functional.scaled_dot_product_attention`).
+- ``POST /api/lesson/dk-spread``: random q and k with ``d_k`` components (:func:`dk_spread`): q·k
+  spreads like √d_k, and without the division the softmax saturates.
+- ``POST /api/lesson/additive-vs-dot``: the shipped ``rnn-attention`` translator (Bahdanau's
+  additive attention) on a list of numbers (:func:`additive_vs_dot`): its own additive scores and
+  weights, and beside them the scaled dot product of the same projected query and keys — a
+  comparison, since the model was trained with the additive score.
+
+Shape letters: ``S`` books or source tokens (keys), ``Dv`` value width, ``T`` output tokens
+(queries), ``D`` the RNN's state width, ``A`` the additive scorer's hidden width, ``N`` random
+queries, ``K`` keys per random query, ``Dk`` their width.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ... import functional as AF
+from ...decode import greedy_decode
+from ...explain import compute_steps
 from .common import (
+    LIVE,
+    RNN_ATTENTION,
     SMALL,
     LessonModels,
     Seed,
+    _check_source,
+    _r,
+    run,
 )
+
+# --------------------------------------------------------------------------------------------
+# The three books: scores → softmax → weighted sum of the values.
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_BOOK_SCORES = (8.0, 4.0, 2.0)  # with d_k = 64: 1, 0.5, 0.25 after the division
+
+
+#: Each book's value (what the book says), three made-up components small enough to add up by eye.
+BOOK_VALUES = ((2.0, 0.0, 1.0), (0.0, 2.0, 1.0), (1.0, 1.0, 0.0))
+
+
+MAX_BOOK_SCORE = 10.0  # the widget's sliders: exp(10) ≈ 22026 still prints readably
+
+BookScore = Annotated[float, Field(ge=-MAX_BOOK_SCORE, le=MAX_BOOK_SCORE, allow_inf_nan=False, strict=True)]
+
+
+class ThreeBooksRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scores: list[BookScore] = Field(
+        default_factory=lambda: list(DEFAULT_BOOK_SCORES),
+        min_length=len(BOOK_VALUES),
+        max_length=len(BOOK_VALUES),
+        description="q·k of each of the three books",
+    )
+    d_k: int = Field(64, ge=1, le=1024, strict=True, description="the keys' width; the scores are divided by √d_k")
+    scale: bool = Field(True, strict=True, description="divide the scores by √d_k")
+
+
+class ThreeBooksResponse(BaseModel):
+    raw: list[float] = Field(description="(S,) the scores q·k")
+    d_k: int
+    scale: bool
+    factor: float = Field(description="what the scores are multiplied by: 1/√d_k, or 1 without the division")
+    scaled: list[float] = Field(description="(S,) what enters the softmax: raw · factor")
+    exp: list[float] = Field(description="(S,) exp of each softmax input")
+    exp_sum: float = Field(description="Σ exp: the softmax's denominator")
+    weights: list[float] = Field(description="(S,) the attention weights, exp / Σ exp (they add up to 1)")
+    values: list[list[float]] = Field(description="(S, Dv) each book's value")
+    weighted: list[list[float]] = Field(description="(S, Dv) weight × value, book by book")
+    output: list[float] = Field(description="(Dv,) Σ weight × value: the attention's output")
+
+
+def three_books(req: ThreeBooksRequest) -> ThreeBooksResponse:
+    """One query over the three books, step by step: the scores divided by √d_k, the softmax
+    written out (``exp(s_i) / Σ_j exp(s_j)``), the weights, and the values' weighted sum.
+
+    The weights and the output are :func:`attnlab.explain.compute_steps`'s (attnlab's
+    ``scaled_dot_product_attention``, float64); ``exp`` and ``exp_sum`` spell out the same softmax
+    so that the page can show it with its own numbers.
+
+    Shape:
+        raw, scaled, exp, weights ``(S,)``; values, weighted ``(S, Dv)``; output ``(Dv,)``
+    """
+    values = [",".join(repr(x) for x in row) for row in BOOK_VALUES]  # compute_steps' "2.0,0.0,1.0" rows
+    steps = compute_steps(req.scores, values=values, d_k=req.d_k, scale=req.scale)
+    exp = torch.exp(steps.scaled)  # (S,)
+    weighted = steps.weights.unsqueeze(1) * steps.values  # (S, 1) * (S, Dv) -> (S, Dv)
+    return ThreeBooksResponse(
+        raw=steps.raw.tolist(),
+        d_k=steps.d_k,
+        scale=steps.scale,
+        factor=1.0 / math.sqrt(steps.d_k) if steps.scale else 1.0,
+        scaled=steps.scaled.tolist(),
+        exp=exp.tolist(),
+        exp_sum=float(exp.sum()),
+        weights=steps.weights.tolist(),
+        values=steps.values.tolist(),
+        weighted=weighted.tolist(),
+        output=steps.output.tolist(),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Random q and k: why divide by √d_k.
+# --------------------------------------------------------------------------------------------
 
 DK_VALUES = tuple(2**i for i in range(11))  # 1 … 1024: d_k moves in powers of two
 
@@ -116,7 +218,12 @@ def _histogram(x: torch.Tensor, limit: float, bins: int) -> Histogram:
 
 def dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
     """Random q and k with ``d_k`` components: q·k spreads like √d_k; without the division the
-    softmax saturates (one key takes nearly all the weight), with it the weights stay soft."""
+    softmax saturates (one key takes nearly all the weight), with it the weights stay soft.
+
+    Shape:
+        per d_k: q ``(N, Dk)``, k ``(N, K, Dk)`` → scores and weights ``(N, K)``; the response keeps
+        their histograms, the first query's row ``(K,)`` and one table row per d_k
+    """
     table: list[DkRow] = []
     chosen: dict[str, Any] = {}
     for d_k in DK_VALUES:
@@ -152,6 +259,146 @@ def dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Additive vs dot-product attention, on the shipped rnn-attention translator.
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_NUMBERS = "forty-seven thousand ninety-three and four hundred five and nine"  # the model card's example
+
+
+MAX_NUMBERS_CHARS = 300
+
+
+MAX_NUMBERS_TOKENS = 24  # source tokens: two maps side by side stay readable
+
+
+class AdditiveVsDotRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        DEFAULT_NUMBERS,
+        min_length=1,
+        max_length=MAX_NUMBERS_CHARS,
+        strict=True,
+        description="numbers in English words joined by 'and', as in §2",
+    )
+
+
+class ScoreMap(BaseModel):
+    scores: list[list[float]] = Field(description="(T, S) the score of each output step's query with each source key")
+    weights: list[list[float]] = Field(description="(T, S) the softmax of each row")
+
+
+class AttentionCost(BaseModel):
+    queries: int = Field(description="T, output steps (one query each)")
+    keys: int = Field(description="S, source tokens")
+    attn_dim: int = Field(description="A, the width the query and the keys are projected to")
+    additive_hidden: int = Field(description="T·S·A: the numbers the additive score's hidden layer (tanh) computes")
+    dot_scores: int = Field(description="T·S: the scores one (T×A)·(A×S) matrix product gives")
+
+
+class AdditiveVsDotResponse(BaseModel):
+    source: str
+    translation: str
+    src_tokens: list[str]
+    tgt_tokens: list[str] = Field(description="the output tokens, the end token included: one row each")
+    hidden_size: int = Field(description="D, the width of the decoder state and of each encoder state")
+    attn_dim: int
+    additive: ScoreMap = Field(description="vᵀ tanh(W_q s + W_k h + b): what the model was trained with and uses")
+    dot: ScoreMap = Field(
+        description="(W_q s)·(W_k h + b)/√A: the same projected query and keys, scored by a scaled dot product instead"
+    )
+    same_top: int = Field(description="rows in which both maps put the most weight on the same source token")
+    cost: AttentionCost
+
+
+@torch.inference_mode()
+def decoder_queries(translator, ids: list[int]) -> tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Translate greedily, then replay the decoder and keep the state each step attends with.
+
+    Bahdanau's decoder attends *before* its RNN step, with the previous state ``s_{i-1}``
+    (:class:`attnlab.models.rnn_seq2seq.AdditiveDecoder`); the step that writes the end token
+    counts too. ``keys`` are the model's projected keys ``W_k h_j + b``, computed once per sentence.
+
+    Shape:
+        ids ``(S,)`` → tokens ``(T',)`` (without BOS/EOS), queries ``(T, D)``, memory ``(S, D)``,
+        keys ``(S, A)``
+    """
+    model, tok = translator.model, translator.tgt_tok
+    src = torch.tensor([ids], device=translator.device)  # (1, S)
+    limit = min(2 * len(ids) + 10, getattr(model.config, "max_len", 512) - 1)  # as Translator.translate
+    hyp = greedy_decode(model, src, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, max_len=limit)[0]
+    inputs = ([tok.bos_id] + hyp.tokens)[:limit]  # one step per output token, the end token's included
+    state = model.start(src)
+    queries = []
+    for i, token in enumerate(inputs):
+        queries.append(state.hidden[0][-1, 0])  # (D,) the top layer's s_{i-1}
+        if i + 1 < len(inputs):
+            model.step(torch.tensor([[token]], device=src.device), state)
+    return hyp.tokens, torch.stack(queries), state.memory[0], state.keys[0]  # (T, D), (S, D), (S, A)
+
+
+def additive_and_dot_scores(additive, queries: torch.Tensor, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both scores of every (query, key) pair, from the same projections of an
+    :class:`attnlab.layers.AdditiveAttention` (``q_proj`` = W_q, ``score`` = v; ``keys`` already
+    hold ``W_k h + b``).
+
+    Additive: a hidden layer (tanh) for every pair, then a dot product with v. Dot product: one
+    matrix product of the projected queries with the keys, divided by √A.
+
+    Shape:
+        queries ``(T, D)``, keys ``(S, A)`` → additive ``(T, S)``, dot ``(T, S)``
+    """
+    q = additive.q_proj(queries)  # (T, A): W_q s
+    hidden = torch.tanh(q.unsqueeze(1) + keys.unsqueeze(0))  # (T, 1, A) + (1, S, A) -> (T, S, A)
+    scores_additive = hidden @ additive.score  # (T, S, A) x (A,) -> (T, S)
+    scores_dot = (q @ keys.T) / math.sqrt(q.shape[-1])  # (T, A) x (A, S) -> (T, S)
+    return scores_additive, scores_dot
+
+
+@torch.inference_mode()
+def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotResponse:
+    """The shipped ``rnn-attention`` translator on a list of numbers: its own additive attention,
+    and a scaled dot product of the same projected query and keys beside it.
+
+    The additive weights are what the model computes when it translates (the same numbers as
+    ``Translator.translate(..., return_attention=True)``). The model was trained with the
+    additive score, so the dot-product weights are a comparison on its states, not something the
+    model uses; they are computed by :func:`attnlab.functional.scaled_dot_product_attention`.
+
+    Shape:
+        additive, dot: scores and weights ``(T, S)``
+    """
+    model = translator.model
+    if getattr(model.config, "attention", None) != "additive":
+        raise ValueError(f"this view needs a translator with additive attention, not {model.config.attention!r}")
+    if not req.text.split():
+        raise ValueError("the text has no words: type numbers in English words, such as 'twelve and three hundred'")
+    ids = _check_source(translator, req.text, MAX_NUMBERS_TOKENS)
+    tokens, queries, memory, keys = decoder_queries(translator, ids)  # (T, D), (S, D), (S, A)
+    additive = model.decoder.attention.additive
+    scores_add, scores_dot = additive_and_dot_scores(additive, queries, keys)  # (T, S) each
+    weights_add = torch.softmax(scores_add, dim=-1)  # (T, S); one sentence, no padding
+    q = additive.q_proj(queries)  # (T, A)
+    _, weights_dot = AF.scaled_dot_product_attention(q, keys, memory, return_weights=True, backend="math")  # (T, S)
+    T, S, A = len(queries), len(ids), keys.shape[-1]
+    tok = translator.tgt_tok
+    labels = ([tok.id_to_token(x) for x in tokens] + [tok.id_to_token(tok.eos_id)])[:T]
+    same = int((weights_add.argmax(-1) == weights_dot.argmax(-1)).sum())
+    return AdditiveVsDotResponse(
+        source=req.text,
+        translation=tok.decode(tokens),
+        src_tokens=[translator.src_tok.id_to_token(x) for x in ids],
+        tgt_tokens=labels,
+        hidden_size=int(memory.shape[-1]),
+        attn_dim=int(A),
+        additive=ScoreMap(scores=_r(scores_add), weights=_r(weights_add)),
+        dot=ScoreMap(scores=_r(scores_dot), weights=_r(weights_dot)),
+        same_top=same,
+        cost=AttentionCost(queries=T, keys=S, attn_dim=int(A), additive_hidden=T * S * int(A), dot_scores=T * S),
+    )
+
+
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§3's endpoints."""
 
@@ -159,3 +406,17 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     def api_dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
         """§3: random q and k with d_k components; q·k histograms and softmax saturation."""
         return dk_spread(req)
+
+    @router.post("/api/lesson/three-books", response_model=ThreeBooksResponse, responses=SMALL)
+    def api_three_books(req: ThreeBooksRequest) -> ThreeBooksResponse:
+        """§3: one query over three books: scores, √d_k, the softmax written out, the weights, the
+        books' values and their weighted sum (attnlab.explain.compute_steps)."""
+        return three_books(req)
+
+    @router.post("/api/lesson/additive-vs-dot", response_model=AdditiveVsDotResponse, responses=LIVE)
+    async def api_additive_vs_dot(req: AdditiveVsDotRequest) -> AdditiveVsDotResponse:
+        """§3: the shipped rnn-attention translator's additive attention on a list of numbers, and
+        a scaled dot product of the same projected query and keys beside it."""
+        async with gate.slot():
+            translator = await run(models.translator, RNN_ATTENTION, "the additive-vs-dot-product view")
+            return await run(additive_vs_dot, translator, req)

@@ -1,4 +1,14 @@
-"""TODO docstring"""
+"""§4 Self-attention and source–target attention: where MiniLM's pronoun looks.
+
+The section's first widget (the translator's encoder self-attention beside its source–target
+attention) reads ``POST /api/lesson/translation``, registered by §1's module. This module serves
+``POST /api/lesson/pronoun``: the row of one token (the pronoun) in every attention map of MiniLM,
+every layer and head, and for each token the head that gives it the largest weight. The page's
+note quotes these numbers for "…because it was too tired" and "…too wide"
+(``tests/test_lesson_s04_s07.py`` checks they stay true).
+
+The letters: L layers, H heads, S tokens ([CLS] and [SEP] included).
+"""
 
 from __future__ import annotations
 

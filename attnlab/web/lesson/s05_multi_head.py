@@ -1,8 +1,15 @@
-"""TODO docstring"""
+"""§5 Multi-head attention: a tiny MultiHeadAttention written out step by step, tutorial 001's
+version without ``transpose(1, 2)`` (what goes wrong when splitting and when joining the heads),
+and MiniLM's heads (head view and neuron view).
+
+Shape letters: ``T`` words, ``D`` model width, ``H`` heads, ``Dh = D / H`` head width, ``S``
+MiniLM tokens.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from fastapi import APIRouter
@@ -53,10 +60,20 @@ class TutorialSteps(BaseModel):
     weights: list[list[list[float]]] = Field(description="(T, H, H): per position, heads attend to heads")
     output: list[list[float]] = Field(description="(T, D) after the tutorial's merge and W_o")
     max_abs_diff: float = Field(description="largest difference to the correct output")
-    influence: list[list[bool]] = Field(
-        description="[j][i]: the attention step's output at position i changes when word j changes"
+    influence_split: list[list[bool]] = Field(
+        description="[j][i]: the tutorial's attention output at position i (per head, before joining) "
+        "changes when word j changes"
     )
-    influence_correct: list[list[bool]] = Field(description="the same for the correct computation")
+    influence_merged: list[list[bool]] = Field(
+        description="[j][i]: row i of the tutorial's joined heads (before W_o) changes when word j changes"
+    )
+    influence_correct: list[list[bool]] = Field(
+        description="[j][i]: row i of the correctly joined heads (before W_o) changes when word j changes"
+    )
+    pieces: list[list[tuple[int, int]]] = Field(
+        description="(T, H): [i][b] = (word, head) whose Dh numbers the tutorial's merge puts in row i, column block b"
+    )
+    pieces_correct: list[list[tuple[int, int]]] = Field(description="the same for the correct merge")
 
 
 class MultiheadResponse(BaseModel):
@@ -80,6 +97,50 @@ class MultiheadResponse(BaseModel):
     without_transpose: TutorialSteps
 
 
+def join_heads(heads: torch.Tensor) -> torch.Tensor:
+    """The correct merge: move the positions back in front of the heads, then put each position's
+    H pieces side by side.
+
+    Shape:
+        heads ``(H, T, Dh)`` → ``(T, D)``
+    """
+    H, T, Dh = heads.shape
+    return heads.transpose(0, 1).reshape(T, H * Dh)  # (H, T, Dh) -> (T, H, Dh) -> (T, D)
+
+
+def tutorial_join(step: torch.Tensor) -> torch.Tensor:
+    """Tutorial 001's merge, ``output.transpose(1, 2).contiguous().view(B, -1, D)``, on a tensor
+    that was never transposed when split. The transpose moves the heads in front of the positions
+    (the layout of a correct split), and ``view`` then cuts that ``(H, T, Dh)`` memory into rows of
+    D numbers: row ``i`` gets the pieces ``i·H … i·H + H − 1`` in head-major order, mostly of other
+    words. It is the same as joining correctly split heads with ``view`` and no transpose back.
+
+    Shape:
+        step ``(B, T, H, Dh)`` → ``(B, T, D)``
+    """
+    B, T, H, Dh = step.shape
+    return step.transpose(1, 2).contiguous().view(B, -1, H * Dh)  # (B, H, T, Dh) -> (B, T, D): rows scrambled
+
+
+def merge_pieces(join, layout: Literal["THD", "HTD"], T: int, H: int, Dh: int) -> list[list[tuple[int, int]]]:
+    """Where a merge puts each (word, head) piece, found by running ``join`` itself on labels:
+    piece ``(t, h)`` is filled with the number ``t·H + h`` in a tensor laid out as ``layout``
+    (``"THD"``: ``(1, T, H, Dh)``, the tutorial's split; ``"HTD"``: ``(H, T, Dh)``, the correct one).
+
+    Shape:
+        → ``(T, H)`` pairs ``(word, head)``: ``[i][b]`` is the piece in row ``i``, column block ``b``
+    """
+    t = torch.arange(T, dtype=torch.float64).view(T, 1)
+    h = torch.arange(H, dtype=torch.float64).view(1, H)
+    labels = (t * H + h).unsqueeze(-1).expand(T, H, Dh)  # (T, H, Dh): piece (t, h) holds t·H + h
+    split = labels.transpose(0, 1).contiguous() if layout == "HTD" else labels.unsqueeze(0).contiguous()
+    joined = join(split).reshape(T, H, Dh)  # (T, D) -> (T, H, Dh): the column blocks
+    if not bool((joined == joined[..., :1]).all()):
+        raise AssertionError("a merge cut a piece in two")  # both merges move whole pieces of Dh numbers
+    ids = joined[..., 0].long().tolist()  # (T, H)
+    return [[(x // H, x % H) for x in row] for row in ids]
+
+
 def _multihead_steps(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, torch.Tensor]:
     """Multi-head attention written out: project, split into heads, attend per head, concat, W_o.
 
@@ -94,7 +155,7 @@ def _multihead_steps(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, torc
     kh = k.view(T, H, Dh).transpose(0, 1)  # (H, T, Dh)
     vh = v.view(T, H, Dh).transpose(0, 1)  # (H, T, Dh)
     heads, weights = AF.scaled_dot_product_attention(qh, kh, vh, return_weights=True, backend="math")  # (H, T, Dh)
-    concat = heads.transpose(0, 1).reshape(T, D)  # (H, T, Dh) -> (T, H, Dh) -> (T, D)
+    concat = join_heads(heads)  # (T, D)
     output = concat @ mha.out_proj.weight.T  # (T, D)
     return dict(q=q, k=k, v=v, qh=qh, kh=kh, vh=vh, weights=weights, heads=heads, concat=concat, output=output)
 
@@ -109,7 +170,7 @@ def tutorial_multihead(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, to
 
     Shape:
         x ``(T, D)`` → weights ``(T, H, H)``, step ``(T, H, Dh)`` (per position, before merging),
-        output ``(T, D)``
+        merged ``(T, D)`` (joined, before W_o), output ``(T, D)``
     """
     T, D = x.shape
     H, Dh = mha.n_heads, mha.head_dim
@@ -118,9 +179,9 @@ def tutorial_multihead(mha: MultiHeadAttention, x: torch.Tensor) -> dict[str, to
     k = (x @ mha.k_proj.weight.T).view(B, T, H, Dh)
     v = (x @ mha.v_proj.weight.T).view(B, T, H, Dh)
     step, weights = AF.scaled_dot_product_attention(q, k, v, return_weights=True, backend="math")  # (B, T, H, Dh)
-    merged = step.transpose(1, 2).contiguous().view(B, -1, D)  # (B, H, T, Dh) -> (B, T, D): rows scrambled
+    merged = tutorial_join(step)  # (B, T, H, Dh) -> (B, T, D): rows scrambled
     output = merged @ mha.out_proj.weight.T  # (B, T, D)
-    return dict(weights=weights[0], step=step[0], output=output[0])
+    return dict(weights=weights[0], step=step[0], merged=merged[0], output=output[0])
 
 
 def _influence(step, x: torch.Tensor) -> list[list[bool]]:
@@ -137,7 +198,14 @@ def _influence(step, x: torch.Tensor) -> list[list[bool]]:
 
 @torch.no_grad()
 def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
-    """A tiny multi-head attention with its real shapes and numbers (float64)."""
+    """A tiny multi-head attention with its real shapes and numbers (float64), and tutorial 001's
+    version on the same words and weights.
+
+    Shape:
+        ``T`` words of ``req.text``; X, Q, K, V, concat, output ``(T, D)``; per head q, k, v,
+        output ``(T, Dh)`` and weights ``(T, T)``; without transpose: weights ``(T, H, H)``,
+        influence grids ``(T, T)``, pieces ``(T, H)``
+    """
     tokens = _words(req.text, "the sentence")
     T, D, H = len(tokens), req.d_model, req.n_heads
     mha = seeded_attention(D, H, req.seed, decimals=2)
@@ -190,8 +258,11 @@ def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
             weights=bad["weights"].tolist(),
             output=bad["output"].tolist(),
             max_abs_diff=float((bad["output"] - s["output"]).abs().max()),
-            influence=_influence(lambda z: tutorial_multihead(mha, z)["step"], x),
+            influence_split=_influence(lambda z: tutorial_multihead(mha, z)["step"], x),
+            influence_merged=_influence(lambda z: tutorial_multihead(mha, z)["merged"], x),
             influence_correct=_influence(lambda z: _multihead_steps(mha, z)["concat"], x),
+            pieces=merge_pieces(lambda z: tutorial_join(z)[0], "THD", T, H, Dh),
+            pieces_correct=merge_pieces(join_heads, "HTD", T, H, Dh),
         ),
     )
 

@@ -1,8 +1,20 @@
-"""TODO docstring"""
+"""§7 The whole Transformer: the shapes of every tensor in the shipped ``ja-en`` translator, and the
+shipped character GPT's next-character probabilities.
+
+``POST /api/lesson/shapes`` runs a sentence through ``ja-en`` with hooks on its modules and returns,
+part by part in the diagram's order, the shape of every tensor that really flowed, each with what
+its axes count (B, S, T, D, H, Dh, F, V) and its kind (token ids, vectors per position, vectors per
+head, attention weights, mask), so that the page never mixes an attention-weight shape with the
+shape of the vectors that flow along the stack. ``POST /api/lesson/next-token`` gives the GPT's
+distribution over the next character before and after the temperature and top-k.
+
+The letters: B sentences (1), S source tokens, T decoder positions, D = d_model, H heads,
+Dh = D / H, F = d_ff, V the target vocabulary.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from fastapi import APIRouter
@@ -21,7 +33,17 @@ from .common import (
     run,
 )
 
-SHAPES_SENTENCE = "この本はとても面白い。"  # §7: short, so the causal mask fits on the page
+# §7's default sentence: with ja-en it gives S = 5 source tokens and T = 7 decoder positions, so
+# that S, T, H = 4 and Dh = 64 all differ and every shape on the page can be read back to its
+# letters (a sentence with S = H made (1, 4, 4, 4) ambiguous); short enough for the mask's table.
+SHAPES_SENTENCE = "子供たちは公園で遊んでいる。"
+
+#: The sublayers of an encoder and a decoder layer, in order; each is wrapped as
+#: ``x + sublayer(LayerNorm(x))`` (pre-norm) or ``LayerNorm(x + sublayer(x))`` (post-norm).
+ENCODER_SUBLAYERS = ("enc_self", "enc_ffn")
+DECODER_SUBLAYERS = ("dec_self", "dec_cross", "dec_ffn")
+
+TensorKind = Literal["ids", "vectors", "heads", "weights", "mask"]
 
 
 class ShapesRequest(BaseModel):
@@ -34,24 +56,32 @@ class ShapesRequest(BaseModel):
 
 class TensorShape(BaseModel):
     name: str = Field(description="what the tensor is (the page's label key)")
+    kind: TensorKind = Field(
+        description="ids: token ids; vectors: one vector per position (B, S|T, D|F|V); heads: one per head "
+        "and position (B, H, ·, Dh); weights: attention weights (B, H, queries, keys); mask: (T, T)"
+    )
     shape: list[int]
-    axes: str = Field(description="what each axis counts, e.g. 'B S D'")
+    axes: str = Field(description="the letter of each axis, e.g. 'B S D'")
 
 
 class Part(BaseModel):
-    id: str = Field(description="the diagram's box")
+    id: str = Field(description="the diagram's box, e.g. enc_self, enc_self_norm, enc_self_add")
+    kind: Literal["embed", "norm", "attention", "add", "ffn", "memory", "output"]
     tensors: list[TensorShape]
 
 
 class ShapesResponse(BaseModel):
     model: str
     config: dict[str, Any] = Field(description="the ja-en model's config (config.json)")
+    norm: Literal["pre", "post"] = Field(
+        description="pre: x + sublayer(LayerNorm(x)); post: LayerNorm(x + sublayer(x)) (the order the parts run in)"
+    )
     sizes: dict[str, int] = Field(description="the letters of the axes: B, S, T, D, H, Dh, F, V")
     src_tokens: list[str]
     tgt_in_tokens: list[str] = Field(description="the decoder's input: the start token, then the output shifted")
     tgt_tokens: list[str] = Field(description="what each decoder position predicts")
     translation: str
-    parts: list[Part]
+    parts: list[Part] = Field(description="in the order they run: the encoder's, then the decoder's")
     same_in_every_layer: bool = Field(description="every encoder (decoder) layer had these shapes")
     causal_mask: list[list[bool]] = Field(description="(T, T) True: may attend (先を隠す工夫)")
 
@@ -80,17 +110,47 @@ def _shape(x: torch.Tensor) -> list[int]:
     return list(x.shape)
 
 
+def _t(name: str, kind: TensorKind, x: torch.Tensor, axes: str) -> TensorShape:
+    return TensorShape(name=name, kind=kind, shape=_shape(x), axes=axes)
+
+
+def _watched(model) -> dict[str, torch.nn.Module | None]:
+    """The modules whose calls :func:`shapes_view` records, by the name it reads them back with."""
+    watched: dict[str, torch.nn.Module | None] = {
+        "src_embed": model.src_embed,
+        "tgt_embed": model.tgt_embed if model.tgt_embed is not model.src_embed else None,
+        "positions": model.positions,
+        "encoder_norm": model.encoder_norm,
+        "decoder_norm": model.decoder_norm,
+        "out_proj": model.out_proj,
+    }
+    for i, block in enumerate(model.encoder):
+        watched |= {f"enc{i}": block, f"enc{i}.self_attn": block.self_attn, f"enc{i}.ff": block.ff}
+        watched |= {f"enc{i}.ff.up": block.ff.up_proj, f"enc{i}.self_norm": block.attn_norm}
+        watched |= {f"enc{i}.ff_norm": block.ff_norm}
+    for i, block in enumerate(model.decoder):
+        watched |= {f"dec{i}": block, f"dec{i}.self_attn": block.self_attn, f"dec{i}.cross_attn": block.cross_attn}
+        watched |= {f"dec{i}.ff": block.ff, f"dec{i}.ff.up": block.ff.up_proj, f"dec{i}.self_norm": block.self_norm}
+        watched |= {f"dec{i}.cross_norm": block.cross_norm, f"dec{i}.ff_norm": block.ff_norm}
+    return watched
+
+
 @torch.inference_mode()
 def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> ShapesResponse:
     """Every part of the ``ja-en`` Transformer and the shapes of its tensors for ``req.text``.
 
     The sentence is translated (greedy); then one teacher-forced forward pass over the source and
     ``[BOS] + translation`` runs with hooks on the model's modules, which record the tensors that
-    really flow. The per-head shapes come from the attention modules' own ``_split_heads``.
+    really flow. The per-head shapes come from the attention modules' own ``_split_heads`` and
+    ``project_kv``. Each sublayer is three parts in the order the model runs them: pre-norm
+    ``…_norm`` (LayerNorm), the sublayer, ``…_add`` (the residual sum); post-norm the sublayer,
+    ``…_add``, ``…_norm``. The parts show layer 1 of each stack (``same_in_every_layer`` says
+    whether every layer had the same shapes).
 
     Shape:
         the letters: B = 1 sentence, S source tokens, T decoder positions, D = d_model, H heads,
-        Dh = D / H, F = d_ff, V target vocabulary
+        Dh = D / H, F = d_ff, V target vocabulary. Attention weights are ``(B, H, queries, keys)``:
+        ``(B, H, S, S)`` in the encoder, ``(B, H, T, T)`` and ``(B, H, T, S)`` in the decoder.
     """
     from ...functional import causal_mask
 
@@ -100,36 +160,32 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
     tgt_tok = translator.tgt_tok
     tokens, produced = _greedy(translator, ids)
     tgt_in = [tgt_tok.bos_id] + produced[:-1]
-    src = torch.tensor([ids], device=translator.device)  # (1, S)
-    tgt = torch.tensor([tgt_in], device=translator.device)  # (1, T)
-    enc0, dec0 = model.encoder[0], model.decoder[0]
-    watched = {
-        "src_embed": model.src_embed,
-        "tgt_embed": model.tgt_embed if model.tgt_embed is not model.src_embed else None,
-        "positions": model.positions,
-        "encoder_norm": model.encoder_norm,
-        "decoder_norm": model.decoder_norm,
-        "out_proj": model.out_proj,
-    }
-    for i, block in enumerate(model.encoder):
-        watched |= {f"enc{i}": block, f"enc{i}.self_attn": block.self_attn, f"enc{i}.ff.up": block.ff.up_proj}
-        watched |= {f"enc{i}.ff": block.ff, f"enc{i}.attn_norm": block.attn_norm, f"enc{i}.ff_norm": block.ff_norm}
-    for i, block in enumerate(model.decoder):
-        watched |= {f"dec{i}": block, f"dec{i}.self_attn": block.self_attn, f"dec{i}.cross_attn": block.cross_attn}
-        watched |= {f"dec{i}.ff.up": block.ff.up_proj, f"dec{i}.ff": block.ff, f"dec{i}.self_norm": block.self_norm}
-        watched |= {f"dec{i}.cross_norm": block.cross_norm, f"dec{i}.ff_norm": block.ff_norm}
-    rec = _Recorder(watched)
+    src = torch.tensor([ids], device=translator.device)  # (B, S)
+    tgt = torch.tensor([tgt_in], device=translator.device)  # (B, T)
+    rec = _Recorder(_watched(model))
     try:
         out = model(src, tgt, need_weights=True)
     finally:
         rec.remove()
     calls = rec.calls
-    embeds = calls["src_embed"] + calls["tgt_embed"]  # a shared embedding is called for both sides
-    src_emb, tgt_emb = embeds[0][2], embeds[1][2]  # (1, S, D), (1, T, D)
-    src_pos, tgt_pos = calls["positions"][0][2], calls["positions"][1][2]
-    probs = torch.softmax(out.logits, dim=-1)  # (1, T, V)
 
-    def layer_shapes(prefix: str, count: int, keys: list[str]) -> bool:
+    def first(key: str) -> tuple[tuple, dict, Any]:
+        return calls[key][0]
+
+    def arg(key: str) -> torch.Tensor:  # a module's first input, on its first call
+        return first(key)[0][0]
+
+    def result(key: str) -> Any:  # a module's output, on its first call
+        return first(key)[2]
+
+    embeds = calls["src_embed"] + calls["tgt_embed"]  # a shared embedding is called for both sides
+    src_emb, tgt_emb = embeds[0][2], embeds[1][2]  # (B, S, D), (B, T, D)
+    src_pos, tgt_pos = calls["positions"][0][2], calls["positions"][1][2]  # (B, S, D), (B, T, D)
+    probs = torch.softmax(out.logits, dim=-1)  # (B, T, V)
+    T = tgt.shape[1]
+    mask = causal_mask(T)  # (T, T) True: may attend
+
+    def same_layers(prefix: str, count: int, keys: list[str]) -> bool:
         def shapes(i: int) -> list:
             got = []
             for k in keys:
@@ -139,96 +195,129 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
                     got.append([_shape(t) for t in tensors] + [_shape(o) for o in outs if isinstance(o, torch.Tensor)])
             return got
 
-        first = shapes(0)
-        return all(shapes(i) == first for i in range(1, count))
+        layer0 = shapes(0)
+        return all(shapes(i) == layer0 for i in range(1, count))
 
-    same = layer_shapes("enc", c.n_encoder_layers, ["", ".self_attn", ".ff.up", ".ff"]) and layer_shapes(
+    same = same_layers("enc", c.n_encoder_layers, ["", ".self_attn", ".ff.up", ".ff"]) and same_layers(
         "dec", c.n_decoder_layers, ["", ".self_attn", ".cross_attn", ".ff.up", ".ff"]
     )
 
-    def attention_tensors(attn: torch.nn.Module, call, side_q: str, side_k: str) -> list[TensorShape]:
-        args, _kwargs, output = call
-        query = args[0]
-        key = args[1] if len(args) > 1 and isinstance(args[1], torch.Tensor) else query
+    def attention(attn: torch.nn.Module, key: str, q_side: str, k_side: str, causal: bool) -> list[TensorShape]:
+        args, _kwargs, output = first(key)
+        query = args[0]  # (B, Tq, D)
+        memory = args[1] if len(args) > 1 and isinstance(args[1], torch.Tensor) else query  # (B, Tk, D)
         q = attn._split_heads(attn.q_proj(query))  # (B, H, Tq, Dh)
-        k, v = attn.project_kv(key)  # (B, H, Tk, Dh) each
-        return [
-            TensorShape(name="query_in", shape=_shape(query), axes=f"B {side_q} D"),
-            TensorShape(name="key_in", shape=_shape(key), axes=f"B {side_k} D"),
-            TensorShape(name="q_heads", shape=_shape(q), axes=f"B H {side_q} Dh"),
-            TensorShape(name="k_heads", shape=_shape(k), axes=f"B H {side_k} Dh"),
-            TensorShape(name="v_heads", shape=_shape(v), axes=f"B H {side_k} Dh"),
-            TensorShape(name="weights", shape=_shape(output.weights), axes=f"B H {side_q} {side_k}"),
-            TensorShape(name="attn_out", shape=_shape(output.output), axes=f"B {side_q} D"),
+        k, v = attn.project_kv(memory)  # (B, H, Tk, Dh) each
+        tensors = [
+            _t("query_in", "vectors", query, f"B {q_side} D"),
+            _t("key_in", "vectors", memory, f"B {k_side} D"),
+            _t("q_heads", "heads", q, f"B H {q_side} Dh"),
+            _t("k_heads", "heads", k, f"B H {k_side} Dh"),
+            _t("v_heads", "heads", v, f"B H {k_side} Dh"),
+        ]
+        if causal:
+            tensors.append(_t("causal_mask", "mask", mask, "T T"))
+        return tensors + [
+            _t("weights", "weights", output.weights, f"B H {q_side} {k_side}"),  # (B, H, Tq, Tk)
+            _t("attn_out", "vectors", output.output, f"B {q_side} D"),  # heads joined, times W_o
         ]
 
-    def residual_tensors(first_norm: str, next_norm: str, side: str) -> list[TensorShape]:
-        # The sum x + sublayer(·) after the first attention: pre-norm feeds it to the next
-        # LayerNorm, post-norm normalises it in the first one.
-        residual = calls[next_norm][0][0][0] if c.norm == "pre" else calls[first_norm][0][0][0]
+    def ffn(prefix: str, side: str) -> list[TensorShape]:
         return [
-            TensorShape(name="norm_out", shape=_shape(calls[first_norm][0][2]), axes=f"B {side} D"),
-            TensorShape(name="residual_out", shape=_shape(residual), axes=f"B {side} D"),
+            _t("ffn_in", "vectors", arg(f"{prefix}.ff"), f"B {side} D"),
+            _t("ffn_hidden", "vectors", result(f"{prefix}.ff.up"), f"B {side} F"),  # widened to F
+            _t("ffn_out", "vectors", result(f"{prefix}.ff"), f"B {side} D"),  # back to D
         ]
 
-    enc_attn = calls["enc0.self_attn"][0]
-    dec_self = calls["dec0.self_attn"][0]
-    dec_cross = calls["dec0.cross_attn"][0]
-    T = tgt.shape[1]
-    mask = causal_mask(T)  # (T, T)
-    self_tensors = attention_tensors(dec0.self_attn, dec_self, "T", "T")
-    self_tensors.insert(5, TensorShape(name="causal_mask", shape=_shape(mask), axes="T T"))
+    def wrapped(block: str, sub: str, norm: str, sublayer: Part, side: str, next_norm: str | None) -> list[Part]:
+        """A sublayer with its LayerNorm and its residual sum, in the order the model runs them."""
+        sub_out = sublayer.tensors[-1]  # attn_out or ffn_out: (B, side, D)
+        if c.norm == "pre":
+            skip = arg(norm)  # x, the norm's input, is also what the residual path carries
+            total = arg(next_norm) if next_norm else result(block).hidden  # x + sublayer(LayerNorm(x))
+        else:
+            skip = sublayer_input[sub]
+            total = arg(norm)  # LayerNorm(x + sublayer(x)) normalises the sum
+        norm_part = Part(
+            id=f"{sub}_norm",
+            kind="norm",
+            tensors=[
+                _t("norm_in", "vectors", arg(norm), f"B {side} D"),
+                _t("norm_out", "vectors", result(norm), f"B {side} D"),
+            ],
+        )
+        add_part = Part(
+            id=f"{sub}_add",
+            kind="add",
+            tensors=[
+                _t("residual_in", "vectors", skip, f"B {side} D"),
+                TensorShape(name="sublayer_out", kind="vectors", shape=sub_out.shape, axes=sub_out.axes),
+                _t("residual_out", "vectors", total, f"B {side} D"),
+            ],
+        )
+        return [norm_part, sublayer, add_part] if c.norm == "pre" else [sublayer, add_part, norm_part]
+
+    enc0, dec0 = model.encoder[0], model.decoder[0]
+    sublayer_input = {
+        "enc_self": arg("enc0.self_attn"),
+        "enc_ffn": arg("enc0.ff"),
+        "dec_self": arg("dec0.self_attn"),
+        "dec_cross": arg("dec0.cross_attn"),
+        "dec_ffn": arg("dec0.ff"),
+    }
+    enc_self = Part(
+        id="enc_self", kind="attention", tensors=attention(enc0.self_attn, "enc0.self_attn", "S", "S", False)
+    )
+    enc_ffn = Part(id="enc_ffn", kind="ffn", tensors=ffn("enc0", "S"))
+    dec_self = Part(
+        id="dec_self", kind="attention", tensors=attention(dec0.self_attn, "dec0.self_attn", "T", "T", True)
+    )
+    dec_cross = Part(
+        id="dec_cross", kind="attention", tensors=attention(dec0.cross_attn, "dec0.cross_attn", "T", "S", False)
+    )
+    dec_ffn = Part(id="dec_ffn", kind="ffn", tensors=ffn("dec0", "T"))
+    last_enc, last_dec = f"enc{c.n_encoder_layers - 1}", f"dec{c.n_decoder_layers - 1}"
     parts = [
         Part(
             id="src_embed",
+            kind="embed",
             tensors=[
-                TensorShape(name="ids", shape=_shape(src), axes="B S"),
-                TensorShape(name="embedding", shape=_shape(src_emb), axes="B S D"),
-                TensorShape(name="with_positions", shape=_shape(src_pos), axes="B S D"),
+                _t("ids", "ids", src, "B S"),
+                _t("embedding", "vectors", src_emb, "B S D"),
+                _t("with_positions", "vectors", src_pos, "B S D"),
             ],
         ),
-        Part(id="enc_self", tensors=attention_tensors(enc0.self_attn, enc_attn, "S", "S")),
-        Part(id="enc_norm", tensors=residual_tensors("enc0.attn_norm", "enc0.ff_norm", "S")),
-        Part(
-            id="enc_ffn",
-            tensors=[
-                TensorShape(name="ffn_in", shape=_shape(calls["enc0.ff"][0][0][0]), axes="B S D"),
-                TensorShape(name="ffn_hidden", shape=_shape(calls["enc0.ff.up"][0][2]), axes="B S F"),
-                TensorShape(name="ffn_out", shape=_shape(calls["enc0.ff"][0][2]), axes="B S D"),
-                TensorShape(name="block_out", shape=_shape(calls["enc0"][0][2].hidden), axes="B S D"),
-            ],
-        ),
+        *wrapped("enc0", "enc_self", "enc0.self_norm", enc_self, "S", "enc0.ff_norm"),
+        *wrapped("enc0", "enc_ffn", "enc0.ff_norm", enc_ffn, "S", None),
         Part(
             id="memory",
-            tensors=[TensorShape(name="memory", shape=_shape(calls["encoder_norm"][0][2]), axes="B S D")],
+            kind="memory",
+            tensors=[
+                _t("block_out", "vectors", result(last_enc).hidden, "B S D"),
+                _t("memory", "vectors", result("encoder_norm"), "B S D"),
+            ],
         ),
         Part(
             id="tgt_embed",
+            kind="embed",
             tensors=[
-                TensorShape(name="ids", shape=_shape(tgt), axes="B T"),
-                TensorShape(name="embedding", shape=_shape(tgt_emb), axes="B T D"),
-                TensorShape(name="with_positions", shape=_shape(tgt_pos), axes="B T D"),
+                _t("ids", "ids", tgt, "B T"),
+                _t("embedding", "vectors", tgt_emb, "B T D"),
+                _t("with_positions", "vectors", tgt_pos, "B T D"),
             ],
         ),
-        Part(id="dec_self", tensors=self_tensors),
-        Part(id="dec_cross", tensors=attention_tensors(dec0.cross_attn, dec_cross, "T", "S")),
-        Part(id="dec_norm", tensors=residual_tensors("dec0.self_norm", "dec0.cross_norm", "T")),
-        Part(
-            id="dec_ffn",
-            tensors=[
-                TensorShape(name="ffn_in", shape=_shape(calls["dec0.ff"][0][0][0]), axes="B T D"),
-                TensorShape(name="ffn_hidden", shape=_shape(calls["dec0.ff.up"][0][2]), axes="B T F"),
-                TensorShape(name="ffn_out", shape=_shape(calls["dec0.ff"][0][2]), axes="B T D"),
-                TensorShape(name="block_out", shape=_shape(calls["dec0"][0][2].hidden), axes="B T D"),
-            ],
-        ),
+        *wrapped("dec0", "dec_self", "dec0.self_norm", dec_self, "T", "dec0.cross_norm"),
+        *wrapped("dec0", "dec_cross", "dec0.cross_norm", dec_cross, "T", "dec0.ff_norm"),
+        *wrapped("dec0", "dec_ffn", "dec0.ff_norm", dec_ffn, "T", None),
         Part(
             id="output",
+            kind="output",
             tensors=[
-                TensorShape(name="final_norm", shape=_shape(calls["decoder_norm"][0][2]), axes="B T D"),
-                TensorShape(name="logits", shape=_shape(calls["out_proj"][0][2]), axes="B T V"),
-                TensorShape(name="probs", shape=_shape(probs), axes="B T V"),
-                TensorShape(name="next_token", shape=_shape(probs[0, -1]), axes="V"),
+                _t("block_out", "vectors", result(last_dec).hidden, "B T D"),
+                _t("final_norm", "vectors", result("decoder_norm"), "B T D"),
+                _t("logits", "vectors", result("out_proj"), "B T V"),
+                _t("probs", "vectors", probs, "B T V"),
+                _t("next_token", "vectors", probs[0, -1], "V"),
             ],
         ),
     ]
@@ -246,6 +335,7 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
     return ShapesResponse(
         model=name,
         config=config,
+        norm=c.norm,
         sizes=sizes,
         src_tokens=[translator.src_tok.id_to_token(i) for i in ids],
         tgt_in_tokens=[tgt_tok.id_to_token(i) for i in tgt_in],

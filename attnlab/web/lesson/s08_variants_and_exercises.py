@@ -1,10 +1,30 @@
-"""TODO docstring"""
+"""§8 Variants of attention, and exercises: the sparse-attention masks and what they cost, the
+heatmap exercise, and attention pooling on the shipped classifier ``ja-sentence-type``.
+
+``POST /api/lesson/variants`` builds the masks of full, block-local, sliding-window, dilated and
+global + window attention with :mod:`attnlab.functional`'s mask helpers, counts the scores each
+computes at several lengths, and returns the measured long-context times of docs/variants.md
+(seconds and ratios apart). A window is set by its reach ``r``: without the causal mask a query
+sees itself and ``r`` positions on each side (``2r + 1`` keys), with it itself and the ``r``
+before (``r + 1`` keys); the block-local variant has its own block size.
+
+``POST /api/lesson/attention-map`` and ``GET /api/lesson/figures/attention-map.{png,svg}`` are the
+heatmap exercise: random q and k over the typed words, under a variant's mask.
+
+``POST /api/lesson/pooling`` runs a Japanese sentence through ``ja-sentence-type`` (question /
+negation / past / other) and returns its class probabilities and the pooling weight of every
+character, as :meth:`attnlab.recipes.classify.TextClassifier.predict` gives them, with the
+grammatical markers MeCab finds in the sentence (:func:`attnlab.data.sentence_types.japanese_markers`).
+
+Shape letters: T positions (query and key), C characters of a sentence.
+"""
 
 from __future__ import annotations
 
 import functools
 import tempfile
 import threading
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ... import functional as AF
 from .common import (
     LESSON_DIR,
+    LIVE,
     MAX_SEED,
     SMALL,
     LessonModels,
@@ -36,45 +57,62 @@ VariantName = Literal["full", "local", "sliding_window", "dilated", "global_wind
 VARIANTS: tuple[str, ...] = ("full", "local", "sliding_window", "dilated", "global_window")
 
 
+# The titles of the downloadable heatmap; {side} is where the window reaches (both sides, or back).
 VARIANT_TITLES = {
     "en": {
         "full": "full attention",
-        "local": "local (blocks of {window})",
-        "sliding_window": "sliding window ({window})",
-        "dilated": "dilated window ({window}, every {dilation})",
-        "global_window": "global ({n_global}) + window ({window})",
+        "local": "local attention (blocks of {block})",
+        "sliding_window": "sliding window ({reach} {side})",
+        "dilated": "dilated window ({reach} steps of {dilation} {side})",
+        "global_window": "global ({n_global}) + window ({reach} {side})",
     },
     "ja": {
         "full": "全体への注意",
-        "local": "局所注意（{window} 語ずつのブロック）",
-        "sliding_window": "スライディングウィンドウ（幅 {window}）",
-        "dilated": "間隔をあけたウィンドウ（幅 {window}、{dilation} つおき）",
-        "global_window": "グローバル（{n_global} 語）＋ウィンドウ（幅 {window}）",
+        "local": "局所注意（{block} 語ずつのブロック）",
+        "sliding_window": "スライディングウィンドウ（{side} {reach} 語）",
+        "dilated": "間隔をあけたウィンドウ（{side} {dilation} つおきに {reach} 語）",
+        "global_window": "グローバル（{n_global} 語）＋ウィンドウ（{side} {reach} 語）",
     },
 }
+WINDOW_SIDE = {"en": {False: "each side", True: "back"}, "ja": {False: "前後", True: "前へ"}}
 
 
 class VariantParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    window: int = Field(4, ge=1, le=32, strict=True, description="window, or block size for local")
+    reach: int = Field(
+        2, ge=1, le=16, strict=True, description="a window's reach r: r keys on each side (causal: r keys back)"
+    )
+    block: int = Field(4, ge=1, le=32, strict=True, description="block size of local attention")
     dilation: int = Field(2, ge=1, le=4, strict=True, description="spacing of the dilated window's keys")
     n_global: int = Field(1, ge=0, le=4, strict=True, description="global positions at the start")
     causal: bool = Field(False, strict=True, description="hide the future (先を隠す工夫) as a decoder does")
 
 
+def window_size(p: VariantParams) -> int:
+    """The ``window`` argument of :mod:`attnlab.functional`'s window masks for the reach ``p.reach``:
+    symmetric masks keep ``|j - i| ≤ window // 2`` (so ``2r``: ``2r + 1`` keys), causal ones the
+    last ``window`` positions, the query's own included (so ``r + 1``)."""
+    return p.reach + 1 if p.causal else 2 * p.reach
+
+
 def variant_mask(name: str, T: int, p: VariantParams) -> torch.Tensor:
-    """The ``(T, T)`` mask of a variant, from the mask helpers of :mod:`attnlab.functional`."""
+    """The mask of a variant, from the mask helpers of :mod:`attnlab.functional`.
+
+    Shape:
+        output ``(T, T)`` boolean, True = the query (row) may look at the key (column)
+    """
     if name == "full":
         return AF.causal_mask(T) if p.causal else torch.ones(T, T, dtype=torch.bool)
     if name == "local":
-        return AF.block_local_mask(T, block=p.window, causal=p.causal)
+        return AF.block_local_mask(T, block=p.block, causal=p.causal)
+    w = window_size(p)
     if name == "sliding_window":
-        return AF.sliding_window_mask(T, window=p.window, causal=p.causal)
+        return AF.sliding_window_mask(T, window=w, causal=p.causal)
     if name == "dilated":
-        return AF.dilated_window_mask(T, window=p.window, dilation=p.dilation, causal=p.causal)
+        return AF.dilated_window_mask(T, window=w, dilation=p.dilation, causal=p.causal)
     if name == "global_window":
-        return AF.global_window_mask(T, window=p.window, global_positions=range(min(p.n_global, T)), causal=p.causal)
+        return AF.global_window_mask(T, window=w, global_positions=range(min(p.n_global, T)), causal=p.causal)
     raise ValueError(f"unknown variant {name!r}; choose from {list(VARIANTS)}")
 
 
@@ -98,15 +136,32 @@ class Measured(BaseModel):
     rows: list[MeasuredRow]
 
 
+#: The measured cases, in the tables' column order.
+MEASURED_CASES = ("sdpa", "chunked", "sliding_window", "global_window")
+
+
+class MeasuredTables(BaseModel):
+    """The measured figures as two tables, so that seconds and ratios never share one."""
+
+    lengths: list[int]
+    seconds: dict[str, list[float]] = Field(
+        description="forward + backward seconds per case: SDPA's as measured, the others SDPA's divided by their "
+        "speed ratio (2 significant digits)"
+    )
+    speedup: dict[str, list[float]] = Field(description="speed against full attention (SDPA) in the same run; 1 = same")
+
+
 class VariantsResponse(BaseModel):
     length: int
     pairs: int = Field(description="T², the scores of full attention without the causal mask")
     masks: dict[str, list[list[bool]]] = Field(description="(T, T) per variant")
     counts: dict[str, int] = Field(description="scores computed (allowed pairs) per variant")
     fractions: dict[str, float] = Field(description="counts / T²")
+    keys_per_row: dict[str, int] = Field(description="the most keys any one query sees, per variant")
     cost_lengths: list[int]
     cost: dict[str, list[int]] = Field(description="scores computed at each of cost_lengths")
     measured: Measured = Field(description="measured long-context times (docs/variants.md)")
+    measured_tables: MeasuredTables
 
 
 @functools.cache
@@ -114,7 +169,36 @@ def _measured() -> Measured:
     return Measured.model_validate_json(LONG_CONTEXT_FILE.read_text(encoding="utf-8"))
 
 
+def _significant(x: float, digits: int = 2) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def measured_tables(m: Measured) -> MeasuredTables:
+    """The measured rows as a table of seconds and a table of ratios.
+
+    Shape:
+        R measured lengths → each case's R seconds and R ratios
+    """
+    speedup = {
+        "sdpa": [1.0 for _ in m.rows],
+        "chunked": [r.chunked_speedup for r in m.rows],
+        "sliding_window": [r.sliding_window_speedup for r in m.rows],
+        "global_window": [r.global_window_speedup for r in m.rows],
+    }
+    seconds = {
+        case: [r.sdpa_s if case == "sdpa" else _significant(r.sdpa_s / x) for r, x in zip(m.rows, ratios)]
+        for case, ratios in speedup.items()
+    }
+    return MeasuredTables(lengths=[r.length for r in m.rows], seconds=seconds, speedup=speedup)
+
+
 def variants(req: VariantsRequest) -> VariantsResponse:
+    """Every variant's mask at ``req.length``, its score count at each of :data:`COST_LENGTHS`, and
+    the measured long-context figures.
+
+    Shape:
+        masks ``(T, T)`` per variant; cost ``len(COST_LENGTHS)`` counts per variant
+    """
     masks = {name: variant_mask(name, req.length, req) for name in VARIANTS}
     cost = {name: [int(variant_mask(name, n, req).sum()) for n in COST_LENGTHS] for name in VARIANTS}
     counts = {n: int(m.sum()) for n, m in masks.items()}
@@ -125,9 +209,11 @@ def variants(req: VariantsRequest) -> VariantsResponse:
         masks={n: m.tolist() for n, m in masks.items()},
         counts=counts,
         fractions={n: c / pairs for n, c in counts.items()},
+        keys_per_row={n: int(m.sum(dim=1).max()) for n, m in masks.items()},
         cost_lengths=list(COST_LENGTHS),
         cost=cost,
         measured=_measured(),
+        measured_tables=measured_tables(_measured()),
     )
 
 
@@ -166,7 +252,8 @@ def attention_map(req: AttentionMapRequest) -> tuple[list[str], torch.Tensor, to
 
 class FigureQuery(AttentionMapRequest):
     # Query strings carry text: numbers and flags are converted here, unlike the JSON bodies.
-    window: int = Field(4, ge=1, le=32)
+    reach: int = Field(2, ge=1, le=16)
+    block: int = Field(4, ge=1, le=32)
     dilation: int = Field(2, ge=1, le=4)
     n_global: int = Field(1, ge=0, le=4)
     causal: bool = False
@@ -174,22 +261,144 @@ class FigureQuery(AttentionMapRequest):
     lang: Literal["ja", "en"] = "en"
 
 
+def variant_title(lang: str, variant: str, p: VariantParams) -> str:
+    """The heatmap's title in ``lang`` for ``variant`` with the settings ``p``."""
+    return VARIANT_TITLES[lang][variant].format(side=WINDOW_SIDE[lang][p.causal], **p.model_dump())
+
+
 _FIGURE_LOCK = threading.Lock()  # one matplotlib figure at a time: the font cache is shared
 
 
 def attention_figure(req: FigureQuery, fmt: str) -> bytes:
-    """The heatmap exercise as a PNG or SVG from :func:`attnlab.viz.plot_attention`, labelled in ``req.lang``."""
+    """The heatmap exercise as a PNG or SVG from :func:`attnlab.viz.plot_attention`, labelled in ``req.lang``.
+
+    Shape:
+        weights ``(T, T)`` drawn; bytes out
+    """
     from ...viz import plot_attention
 
     tokens, _, weights = attention_map(req)
-    title = VARIANT_TITLES[req.lang][req.variant].format(**req.model_dump())
+    title = variant_title(req.lang, req.variant, req)
     with _FIGURE_LOCK, tempfile.TemporaryDirectory() as tmp:
         path = plot_attention(weights, tokens, tokens, Path(tmp) / f"map.{fmt}", title=title, lang=req.lang)
         return path.read_bytes()
 
 
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: attention pooling on the shipped sentence-type classifier.
+# ---------------------------------------------------------------------------------------------
+
+#: The shipped classifier of the pooling exercise (attnlab.assets).
+CLASSIFIER = "ja-sentence-type"
+
+
+MAX_POOLING_CHARS = 64  # the classifier reads at most this many characters (its max_len)
+
+
+class PoolingRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        "この電車は京都に行きますか。",
+        min_length=1,
+        max_length=MAX_POOLING_CHARS,
+        strict=True,
+        description="a short Japanese sentence",
+    )
+
+
+class PoolingCard(BaseModel):
+    """What the model card measured on held-out sentences (attnlab/assets/ja-sentence-type/card.json)."""
+
+    accuracy: float = Field(description="on the test sentences")
+    n: int = Field(description="test sentences")
+    peak_on_marker: dict[str, float] = Field(
+        description="per class: among the correctly classified test sentences, the share whose heaviest character "
+        "is the marker MeCab finds"
+    )
+
+
+@functools.cache
+def _card(directory: Path) -> PoolingCard:
+    from ...experiments.assets import read_model_card
+
+    metrics = read_model_card(directory).metrics
+    shares = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_on_marker/")}
+    return PoolingCard(accuracy=metrics["accuracy"], n=int(metrics["n"]), peak_on_marker=shares)
+
+
+class PoolingResponse(BaseModel):
+    model: str
+    text: str = Field(description="the sentence as the model read it (NFC, stripped)")
+    labels: list[str] = Field(description="the classes: question, negation, past, other")
+    label: str = Field(description="the most probable class")
+    probs: list[float] = Field(description="each class's probability, in the order of labels")
+    chars: list[str] = Field(description="the sentence's characters, one per token")
+    known: list[bool] = Field(description="False where the character is not in the vocabulary (read as unk)")
+    weights: list[float] = Field(description="the pooling weight of each character; they sum to 1")
+    peak: int = Field(description="the character with the highest pooling weight")
+    markers: dict[str, list[int]] = Field(
+        description="positions of the question / negation / past markers MeCab finds (the model never sees them)"
+    )
+    examples: dict[str, str] = Field(description="one example sentence per class (the model's own)")
+    card: PoolingCard = Field(description="the model card's held-out scores")
+
+
+def load_pooling_classifier(models: LessonModels, what: str = "the attention-pooling exercise"):
+    """The shipped ``ja-sentence-type`` classifier, loaded once (503 naming it when not installed)."""
+    from ...recipes.classify import load_classifier
+
+    return models._shipped_model(CLASSIFIER, what, load_classifier)
+
+
+def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
+    """Classify ``req.text`` with ``classifier`` and return what it says, as
+    :meth:`attnlab.recipes.classify.TextClassifier.predict` gives it: the probabilities and the
+    pooling weight of each character; with the markers MeCab finds, to compare the peak with.
+
+    Raises:
+        ValueError: the sentence is blank or longer than the model reads.
+
+    Shape:
+        a sentence of C characters → probs ``(4,)``, weights ``(C,)``
+    """
+    from ... import assets
+    from ...data.sentence_types import LABELS, japanese_markers
+
+    text = unicodedata.normalize("NFC", req.text).strip()
+    if not text:
+        raise ValueError("type a sentence: the text is blank")
+    if len(text) > classifier.max_len:
+        raise ValueError(f"the sentence has {len(text)} characters; this model reads at most {classifier.max_len}")
+    prediction = classifier.predict([text])[0]
+    tok = classifier.tokenizer
+    ids = tok.encode(text)  # (C,) one id per character
+    weights = prediction.weights
+    return PoolingResponse(
+        model=CLASSIFIER,
+        text=text,
+        labels=list(LABELS),
+        label=prediction.label,
+        probs=[prediction.probs[name] for name in LABELS],
+        chars=list(text),
+        known=[i != tok.unk_id for i in ids],
+        weights=weights,
+        peak=max(range(len(weights)), key=weights.__getitem__),
+        markers=japanese_markers(text),
+        examples=dict(zip(LABELS, assets.ASSETS[CLASSIFIER].examples)),
+        card=_card(assets.asset_folder(CLASSIFIER)),
+    )
+
+
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§8's endpoints."""
+
+    @router.post("/api/lesson/pooling", response_model=PoolingResponse, responses=LIVE)
+    async def api_pooling(req: PoolingRequest) -> PoolingResponse:
+        """§8: the shipped classifier's class probabilities and per-character pooling weights."""
+        async with gate.slot():
+            classifier = await run(load_pooling_classifier, models)
+            return await run(pooling_view, classifier, req)
 
     @router.post("/api/lesson/variants", response_model=VariantsResponse, responses=SMALL)
     def api_variants(req: VariantsRequest) -> VariantsResponse:

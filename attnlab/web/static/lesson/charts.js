@@ -113,8 +113,13 @@
   }
 
   // Lines on log-log axes: opts.xs, opts.series [{name, values, colour}], opts.label, opts.xLabel, opts.yLabel.
+  // The legend's width: wide enough for the longest series name (CJK characters are about twice
+  // as wide as Latin ones at the legend's 11px), so no name is cut at the picture's edge.
+  const textWidth = (text) => [...text].reduce((w, ch) => w + (ch.codePointAt(0) >= 0x2e80 ? 11 : 6.6), 0);
   function lines(opts) {
-    const W = 520, H = 260, left = 64, right = 150, top = 10, bottom = 40;
+    const H = 260, left = 64, top = 10, bottom = 40;
+    const right = Math.max(150, 44 + Math.max(0, ...opts.series.map((s) => textWidth(s.name))));
+    const W = left + 306 + right; // the plot keeps its 306px whatever the legend needs
     const node = svg(W, H, opts.label);
     const all = opts.series.flatMap((s) => s.values).filter((v) => v > 0);
     const lx = (v) => Math.log10(v);

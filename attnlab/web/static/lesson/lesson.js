@@ -1,7 +1,8 @@
-// The lesson: draws the index and each section from the lesson API. Every text comes from the
-// section's JSON file (Japanese and English side by side); the widgets (widgets/*.js) get their
-// numbers from the API. The page's state (language, widget settings) lives in the address, so a
-// link reproduces what its author saw.
+// The lesson: draws the index, each section and the glossary from the lesson API. A section's
+// texts come from its Markdown files (attnlab/web/lesson/content/{ja,en}/NN-slug.md, served with
+// both languages side by side); the interface's own strings from the catalog (Attn.t); the widgets
+// (widgets/*.js) get their numbers from the API. The page's state (language, widget settings)
+// lives in the address, so a link reproduces what its author saw.
 (function () {
   "use strict";
   const { t, el, lang, getJSON, setParams } = window.Attn;
@@ -83,11 +84,17 @@
 
   async function showIndex() {
     const toc = $("toc");
+    const glossary = $("to-glossary");
+    if (glossary) {
+      const apply = () => { glossary.href = "/lesson/glossary?lang=" + lang(); };
+      apply();
+      relabel.push(apply);
+    }
     try {
       const sections = await getJSON("/api/lesson/sections");
       toc.replaceChildren(
         ...sections.map((s) =>
-          el("li", { class: "toc-item", id: "toc-" + s.id },
+          el("li", { class: s.final ? "toc-item toc-final" : "toc-item", id: "toc-" + s.id },
             el("div", { class: "toc-head" },
               lessonLink("/lesson/" + s.id, null, { class: "toc-link", id: "toc-link-" + s.id },
                 () => t("ls_section_n", { n: s.id }) + " " + pick(s.title))),
@@ -106,8 +113,38 @@
 
   // A node whose inner HTML follows the language. The HTML comes from the lesson's own Markdown
   // files, rendered by the server with raw HTML disabled (attnlab/web/lesson/content.py).
+  // The markup is parsed inertly (DOMParser runs no script) and rebuilt from a short list of
+  // elements and attributes, so even a content file that slipped something else in adds nothing
+  // else to the page (the policy of test_web_security: no innerHTML anywhere).
+  const SAFE_TAGS = new Set(["p", "a", "strong", "em", "code", "pre", "ul", "ol", "li", "h2", "h3", "h4",
+    "table", "thead", "tbody", "tr", "th", "td", "blockquote", "br", "hr", "sub", "sup", "span", "div"]);
+  const SAFE_ATTRS = new Set(["href", "class", "data-term", "lang", "title", "start", "align"]);
+
+  function safeNodes(html) {
+    const doc = new DOMParser().parseFromString("<body>" + html + "</body>", "text/html");
+    const copy = (source) => {
+      if (source.nodeType === Node.TEXT_NODE) return document.createTextNode(source.textContent);
+      if (source.nodeType !== Node.ELEMENT_NODE) return null;
+      const tag = source.tagName.toLowerCase();
+      if (!SAFE_TAGS.has(tag)) return document.createTextNode(source.textContent);
+      const out = document.createElement(tag);
+      for (const attr of source.attributes) {
+        const value = attr.value;
+        if (!SAFE_ATTRS.has(attr.name)) continue;
+        if (attr.name === "href" && !/^(\/|#|https?:)/.test(value)) continue;
+        out.setAttribute(attr.name, value);
+      }
+      for (const child of source.childNodes) {
+        const c = copy(child);
+        if (c) out.appendChild(c);
+      }
+      return out;
+    };
+    return Array.from(doc.body.childNodes, copy).filter(Boolean);
+  }
+
   function htmlNode(node, text) {
-    const apply = () => { node.innerHTML = pick(text); };
+    const apply = () => { node.replaceChildren(...safeNodes(pick(text))); };
     apply();
     relabel.push(apply);
     return node;
@@ -157,9 +194,12 @@
     return out;
   }
 
-  // One question. A first wrong answer gets the question's hint and a second try; the right
-  // answer and the explanation appear once it is answered right or tried twice.
-  function question(q, i) {
+  // One question. A first wrong answer gets the question's hint and a second try (the choice
+  // already tried is struck out); the right answer and the explanation appear once it is answered
+  // right or tried twice; then onDone() is called, and the form's data-done says how it went
+  // (first, second or missed). A final check's question links to the section it draws on (titles:
+  // the sections' titles by id).
+  function question(q, i, titles, onDone) {
     const name = "q" + i;
     const state = { tries: 0, chosen: null, done: false, empty: false };
     const order = shuffled(q.choices.map((_, j) => j));
@@ -173,22 +213,30 @@
       inputs.push(input);
       return el("div", { class: "choice", "data-choice": String(j) }, input, " ", txt("label", { for: input.id }, q.choices[j]));
     });
-    const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status" });
+    const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status", tabindex: "-1" });
     const submit = ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer");
     const tryLink = Object.keys(q.params || {}).length
-      ? lessonLink(window.location.pathname, q.params, { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"))
+      ? lessonLink(q.section ? "/lesson/" + q.section : window.location.pathname, q.params,
+        { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"))
       : null;
+    const from = q.section
+      ? el("p", { class: "q-from" },
+        lessonLink("/lesson/" + q.section, null, { class: "q-section", id: `q${i}-section`, "data-section": String(q.section) },
+          () => t("ls_from_section", { n: q.section, title: pick(titles[q.section]) })))
+      : null;
+    const hint = () => el("span", { class: "hint", text: pick(q.hint) });
     const show = () => {
       if (state.empty) {
         feedback.dataset.result = "none";
-        feedback.replaceChildren(el("strong", { text: t("ls_check_pick") }));
+        // After a wrong first try the hint stays in view.
+        feedback.replaceChildren(el("strong", { text: t("ls_check_pick") }), ...(state.tries && !state.done ? [" ", hint()] : []));
         return;
       }
       if (!state.tries) return;
       const right = state.chosen === q.answer;
       if (!right && !state.done) {
         feedback.dataset.result = "retry";
-        feedback.replaceChildren(el("strong", { text: t("ls_try_again") }), " ", el("span", { class: "hint", text: pick(q.hint) }));
+        feedback.replaceChildren(el("strong", { text: t("ls_try_again") }), " ", hint());
         return;
       }
       feedback.dataset.result = right ? "correct" : "wrong";
@@ -196,12 +244,12 @@
         el("strong", { text: right ? t("ls_correct") : t("ls_wrong", { answer: pick(q.choices[q.answer]) }) }),
         " ",
         el("span", { class: "explanation", text: pick(q.explanation) }),
-        tryLink ? [" ", tryLink] : null
+        ...(tryLink ? [" ", tryLink] : [])
       );
     };
     relabel.push(show);
     const form = el("form", { class: "question", id: "question-" + i, novalidate: true, "data-kind": q.kind },
-      el("fieldset", {}, legend, choices), submit, feedback);
+      from, el("fieldset", {}, legend, choices), submit, feedback);
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
       if (state.done) return;
@@ -211,16 +259,49 @@
         state.tries += 1;
         state.chosen = Number(checked.value);
         state.done = state.chosen === q.answer || state.tries >= 2;
-        if (!state.done) checked.checked = false;
+        if (!state.done) {
+          // The wrong choice cannot be taken twice: the second try is a real one.
+          checked.checked = false;
+          checked.disabled = true;
+          checked.closest(".choice").classList.add("tried-choice");
+        }
         if (state.done) {
           inputs.forEach((input) => { input.disabled = true; });
           submit.disabled = true;
           form.querySelector(`[data-choice="${q.answer}"]`).classList.add("right-choice");
+          if (state.chosen !== q.answer) checked.closest(".choice").classList.add("wrong-choice");
+          form.dataset.done = state.chosen === q.answer ? (state.tries === 1 ? "first" : "second") : "missed";
         }
       }
       show();
+      if (state.done) {
+        feedback.focus(); // the button that had the focus is disabled now
+        if (onDone) onDone();
+      }
     });
     return form;
+  }
+
+  // The final check's tally, once every question is answered: how many right at the first try,
+  // and the sections to read again (those of the questions not right at the first try).
+  function tally(check, forms, titles) {
+    const out = el("div", { class: "tally", id: "check-tally", role: "status" });
+    const apply = () => {
+      if (forms.some((f) => !f.dataset.done)) { out.replaceChildren(); return; }
+      const first = forms.filter((f) => f.dataset.done === "first").length;
+      const second = forms.filter((f) => f.dataset.done === "second").length;
+      const again = [...new Set(check.filter((q, i) => forms[i].dataset.done !== "first").map((q) => q.section))].sort((a, b) => a - b);
+      out.replaceChildren(
+        el("p", { text: t("ls_tally", { n: check.length, first, second }) }),
+        again.length
+          ? el("p", {}, t("ls_review"), " ",
+            again.map((n, k) => [k ? t("ls_list_sep") : "",
+              // Redrawn whole on a language switch, so a plain link (not lessonLink, which relabels itself).
+              el("a", { class: "review-link", href: `/lesson/${n}?lang=${lang()}`, text: t("ls_section_title", { n, title: pick(titles[n]) }) })]))
+          : el("p", { text: t("ls_review_none") }));
+    };
+    relabel.push(apply);
+    return { node: out, update: apply };
   }
 
   function neighbours(section, all) {
@@ -236,7 +317,7 @@
       links.push(lessonLink("/lesson/" + next.id, null, { rel: "next", id: "next-section" },
         () => t("ls_next", { title: pick(next.title) })));
     }
-    return el("nav", { class: "pager", "data-i18n-attr": "aria-label:ls_contents" }, links);
+    return el("nav", { class: "pager", "data-i18n-attr": "aria-label:ls_pager" }, links);
   }
 
   function renderSection(section, all) {
@@ -265,16 +346,26 @@
               ? [" ", lessonLink(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
               : null)))));
     }
+    const final = section.check.some((q) => q.section);
+    const titles = Object.fromEntries(all.map((s) => [s.id, s.title]));
+    const forms = [];
+    const score = final ? tally(section.check, forms, titles) : null;
+    forms.push(...section.check.map((q, i) => question(q, i, titles, score && score.update)));
     parts.push(el("section", { class: "check", "aria-labelledby": "check-title" },
-      ui("h2", { id: "check-title" }, section.check.some((q) => q.section) ? "ls_final_check" : "ls_check"),
-      ui("p", { class: "note" }, "ls_check_intro"),
-      section.check.map((q, i) => question(q, i))));
+      ui("h2", { id: "check-title" }, final ? "ls_final_check" : "ls_check"),
+      ui("p", { class: "note" }, final ? "ls_final_check_intro" : "ls_check_intro"),
+      forms,
+      score && score.node));
     if (section.links.length) {
       parts.push(el("nav", { class: "related", "aria-labelledby": "links-title" },
         ui("h2", { id: "links-title" }, "ls_links"),
         el("ul", {}, section.links.map((link) => el("li", {}, txt("a", { href: link.href }, link.label))))));
     }
     parts.push(neighbours(section, all));
+    const crumbs = document.querySelector(".crumbs");
+    if (crumbs && !$("to-glossary")) {
+      crumbs.append(" · ", lessonLink("/lesson/glossary", null, { id: "to-glossary" }, () => t("ls_glossary")));
+    }
     const article = $("section");
     article.replaceChildren(...parts);
     window.Attn.applyI18n(article);
@@ -393,25 +484,45 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // The glossary (用語集): every term in both languages, with the section that introduces it.
+  // The glossary (用語集): every term in both languages, grouped by the section that introduces
+  // it, with links to every section whose text uses it.
   // ---------------------------------------------------------------------------------------------
 
   async function showGlossary() {
     const list = $("glossary");
     try {
       const [terms, sections] = await Promise.all([getJSON("/api/lesson/glossary"), getJSON("/api/lesson/sections")]);
-      const title = (n) => { const s = sections.find((x) => x.id === n); return s ? pick(s.title) : ""; };
-      list.replaceChildren(...terms.map((g) =>
-        el("div", { class: "term-entry", id: "term-" + g.id },
-          el("dt", {}, txt("span", { class: "term-main" }, g.term),
-            bound(el("span", { class: "term-other", lang: lang() === "ja" ? "en" : "ja" }), () => (lang() === "ja" ? g.term.en : g.term.ja))),
-          el("dd", {}, txt("p", {}, g.definition),
-            lessonLink("/lesson/" + g.section, null, { class: "term-section" },
-              () => t("ls_glossary_section", { n: g.section, title: title(g.section) }))))));
-      if (window.location.hash) {
-        const target = document.getElementById(window.location.hash.slice(1));
-        if (target) { target.classList.add("term-target"); target.scrollIntoView(); }
-      }
+      const titles = Object.fromEntries(sections.map((s) => [s.id, s.title]));
+      const other = () => (lang() === "ja" ? "en" : "ja");
+      const entry = (g) => {
+        const same = g.term.ja === g.term.en; // RoPE, d_k: one spelling in both languages
+        const otherTerm = same ? null : el("span", { class: "term-other" });
+        if (otherTerm) bound(otherTerm, () => { otherTerm.lang = other(); return g.term[other()]; });
+        const uses = g.used_in.length
+          ? el("p", { class: "term-uses" }, ui("span", {}, "ls_glossary_used"), " ",
+            g.used_in.map((n, k) => [k ? t("ls_list_sep") : "",
+              lessonLink("/lesson/" + n, null, { class: "term-use", "data-section": String(n) }, () => t("ls_section_n", { n }))]))
+          : null;
+        return el("div", { class: "term-entry", id: "term-" + g.id },
+          el("dt", {}, txt("span", { class: "term-main" }, g.term), otherTerm),
+          el("dd", {}, txt("p", {}, g.definition), uses));
+      };
+      const groups = sections.filter((s) => terms.some((g) => g.section === s.id)).map((s) =>
+        el("section", { class: "term-group", id: "terms-" + s.id, "aria-labelledby": "terms-title-" + s.id },
+          el("h2", { id: "terms-title-" + s.id },
+            lessonLink("/lesson/" + s.id, null, { class: "term-section" },
+              () => t("ls_section_title", { n: s.id, title: pick(titles[s.id]) }))),
+          el("dl", { class: "glossary-list" }, terms.filter((g) => g.section === s.id).map(entry))));
+      list.replaceChildren(...groups);
+      window.Attn.applyI18n(list);
+      // The term in the address (#term-ID) is marked and brought into view, now and on a new anchor.
+      const mark = () => {
+        list.querySelectorAll(".term-target").forEach((n) => n.classList.remove("term-target"));
+        const target = window.location.hash && document.getElementById(decodeURIComponent(window.location.hash.slice(1)));
+        if (target && list.contains(target)) { target.classList.add("term-target"); target.scrollIntoView(); }
+      };
+      mark();
+      window.addEventListener("hashchange", mark);
     } catch (err) {
       list.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
     }

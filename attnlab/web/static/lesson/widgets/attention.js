@@ -1,8 +1,9 @@
-// §1 What attention does. translation (POST /api/lesson/translation): one sentence through the
-// shipped ja→en translator and the source–target attention of each output token. parallel-steps
-// (POST /api/lesson/parallel-steps): the steps that must wait for the previous one in an RNN and in
-// a Transformer, and both encoders' measured time. State: text (the sentence, shared by both),
-// tok (the output token, from 1), layer (from 1), head (0: the mean of the heads).
+// §1 What attention does. translation: one sentence through the shipped ja→en translator and the
+// source–target attention of each output token. parallel-steps: the steps that must wait for the
+// one before in one RNN layer and one Transformer layer, one training step of two same-width
+// layers timed for a batch of each length, and the shipped encoders reading one sentence (batch 1).
+// Every number comes from the lesson API. State: text (the sentence, shared by both), tok (the
+// output token, from 1), layer (from 1), head (0: the mean of the heads), batch (1, 8 or 32).
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
@@ -95,7 +96,7 @@
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title", { which }) },
           window.Charts.map({ rows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "tr-map", label: s("map_title", { which }), highlight: state.tok })),
         el("p", { class: "note", text: s("map_note") }),
-        el("p", { class: "note", text: s("source_translation") }));
+        window.Lesson.memo(el("p", { text: s("memo_translation") })));
     }
 
     function draw() {
@@ -114,59 +115,92 @@
 
   function mountSteps(root, ctx) {
     const { s } = ctx;
-    const state = { text: ctx.param("text", s("default_sentence")) };
+    const BATCHES = [1, 8, 32];
+    const asked = Number(ctx.param("batch", "32"));
+    const state = { text: ctx.param("text", s("default_sentence")), batch: BATCHES.includes(asked) ? asked : 32 };
     let shown = null;
     const p = panes("ps");
     const out = p.out;
+    const controls = el("div", { class: "widget-controls inline" });
     const big = (n) => Number(n).toLocaleString(ctx.lang() === "ja" ? "ja-JP" : "en-US");
 
     const send = debounce(loader(p, {
-      request: () => ({ text: state.text }),
+      request: () => ({ text: state.text, batch: state.batch }),
       fetch: (req) => postJSON("/api/lesson/parallel-steps", req),
       busy: () => s("measuring"),
       done: (res) => { shown = res; draw(); },
     }), 300);
 
+    function buildControls() {
+      const batch = el("select", { id: "ps-batch", "aria-label": s("batch_label") },
+        BATCHES.map((n) => el("option", { value: String(n), selected: n === state.batch, text: s("batch_n", { n }) })));
+      batch.addEventListener("change", () => {
+        state.batch = Number(batch.value);
+        ctx.setParams({ batch: state.batch });
+        send();
+      });
+      controls.replaceChildren(el("label", { class: "row" }, el("span", { text: s("batch_label") }), batch));
+    }
+
+    // One sentence saying which layer finished first at length index i, and by how much.
+    function verdict(r, i) {
+      const vars = { n: r.lengths[i], batch: r.batch, rnn: fmt(r.rnn_train_ms[i], 2), tr: fmt(r.transformer_train_ms[i], 2), x: fmt(r.speedup[i], 1) };
+      return s("verdict_" + r.faster[i], vars);
+    }
+
     function render() {
       const r = shown;
-      const at = r.lengths.indexOf(r.sentence_tokens);
-      const head = ["th_length", "th_rnn_steps", "th_tr_steps", "th_rnn_ms", "th_tr_ms"].map((k) => el("th", { scope: "col", text: s(k) }));
-      const body = r.lengths.map((n, i) => el("tr", { class: i === at ? "top-row" : null },
-        el("th", { scope: "row", text: i === at ? s("this_sentence", { n }) : String(n) }),
+      const sh = r.shipped;
+      const last = r.lengths.length - 1;
+      const head = ["th_length", "th_rnn_steps", "th_tr_steps", "th_rnn_ms", "th_tr_ms", "th_ratio"].map((k) => el("th", { scope: "col", text: s(k) }));
+      const body = r.lengths.map((n, i) => el("tr", {},
+        el("th", { scope: "row", text: String(n) }),
         el("td", { id: "ps-rnn-" + i, "data-value": r.rnn_steps[i], text: String(r.rnn_steps[i]) }),
         el("td", { id: "ps-tr-" + i, "data-value": r.transformer_steps[i], text: String(r.transformer_steps[i]) }),
-        el("td", { id: "ps-rnn-ms-" + i, "data-value": r.rnn_ms[i], text: fmt(r.rnn_ms[i], 2) }),
-        el("td", { id: "ps-tr-ms-" + i, "data-value": r.transformer_ms[i], text: fmt(r.transformer_ms[i], 2) })));
-      const table = el("table", { class: "steps", id: "ps-table" }, el("caption", { text: s("table_title") }),
+        el("td", { id: "ps-rnn-ms-" + i, "data-value": r.rnn_train_ms[i], text: fmt(r.rnn_train_ms[i], 2) }),
+        el("td", { id: "ps-tr-ms-" + i, "data-value": r.transformer_train_ms[i], text: fmt(r.transformer_train_ms[i], 2) }),
+        el("td", { id: "ps-ratio-" + i, "data-value": r.ratio[i], text: fmt(r.ratio[i], 2) })));
+      const title = s("table_title", { batch: r.batch, d: r.rnn_layer.width });
+      const table = el("table", { class: "steps", id: "ps-table" }, el("caption", { text: title }),
         el("thead", {}, el("tr", {}, head)), el("tbody", {}, body));
       const series = (a, b) => [
         { key: "rnn", name: s("rnn_name"), values: a, colour: "#b35900", dash: "6 3" },
         { key: "transformer", name: s("tr_name"), values: b, colour: "#2456a6" },
       ];
+      const timeChart = s("time_chart", { batch: r.batch });
       out.replaceChildren(
-        el("p", { class: "note", text: s("models_line", {
-          rnn: r.rnn.model, cell: r.rnn.cell, rl: r.rnn.layers, rw: r.rnn.width, rp: big(r.rnn.parameters),
-          tr: r.transformer.model, tl: r.transformer.layers, tw: r.transformer.width, tp: big(r.transformer.parameters),
+        el("p", { id: "ps-sentence", text: s("sentence_line", { n: r.sentence_tokens, rnn: r.sentence_rnn_steps, tr: r.sentence_transformer_steps }) }),
+        el("p", { class: "note", id: "ps-layers", text: s("layers_line", {
+          d: r.rnn_layer.width, rp: big(r.rnn_layer.parameters), heads: r.transformer_layer.heads,
+          ff: r.transformer_layer.ff_width, tp: big(r.transformer_layer.parameters),
         }) }),
-        el("p", { id: "ps-sentence", text: s("sentence_line", { n: r.sentence_tokens, rnn: r.rnn_steps[at], tr: r.transformer_steps[at] }) }),
-        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("table_title") }, table),
+        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": title }, table),
+        el("p", { class: "note", text: s("ratio_note") }),
         el("div", { class: "pair" },
           el("figure", {}, window.Charts.lines({ xs: r.lengths, series: series(r.rnn_steps, r.transformer_steps), label: s("steps_chart"), xLabel: s("th_length") }),
             el("figcaption", { text: s("steps_chart") })),
-          el("figure", {}, window.Charts.lines({ xs: r.lengths, series: series(r.rnn_ms, r.transformer_ms), label: s("time_chart"), xLabel: s("th_length") }),
-            el("figcaption", { text: s("time_chart") }))),
-        el("p", { id: "ps-growth", text: s("growth_line", { lo: r.lengths[0], hi: r.lengths[r.lengths.length - 1], rnn: fmt(r.rnn_growth, 1), tr: fmt(r.transformer_growth, 1) }) }),
-        el("p", { id: "ps-decoder", text: s("decoder_line", { n: r.sentence_tokens, rnn: r.training_rnn_steps[at], tr: r.training_transformer_steps[at], gen: r.generation_steps[at] }) }),
-        el("p", { class: "note", text: s("timing_note", { repeats: r.repeats, threads: r.threads }) }));
+          el("figure", {}, window.Charts.lines({ xs: r.lengths, series: series(r.rnn_train_ms, r.transformer_train_ms), label: timeChart, xLabel: s("th_length") }),
+            el("figcaption", { text: timeChart }))),
+        el("p", { id: "ps-verdict", "data-faster": r.faster[last], text: verdict(r, last) }),
+        el("p", { id: "ps-decoder", text: s("decoder_line", { n: r.sentence_tokens, rnn: r.training_rnn_steps, tr: r.training_transformer_steps, gen: r.generation_steps }) }),
+        el("p", { class: "subhead", text: s("shipped_title") }),
+        el("p", { id: "ps-shipped", "data-faster": sh.faster, "data-rnn-ms": sh.rnn_ms, "data-transformer-ms": sh.transformer_ms, text: s("shipped_line", {
+          n: sh.tokens,
+          rnn: sh.rnn.model, rl: sh.rnn.layers, rw: sh.rnn.width, rp: big(sh.rnn.parameters), rs: sh.rnn_steps,
+          tr: sh.transformer.model, tl: sh.transformer.layers, tw: sh.transformer.width, tp: big(sh.transformer.parameters), ts: sh.transformer_steps,
+          rms: fmt(sh.rnn_ms, 2), tms: fmt(sh.transformer_ms, 2),
+        }) + " " + s("shipped_" + sh.faster, { x: fmt(sh.speedup, 1) }) }),
+        window.Lesson.memo(el("p", { text: s("memo_steps", { repeats: r.repeats, threads: r.threads, srepeats: sh.repeats }) })));
     }
 
     function draw() {
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(p.status, p.error, out);
-    ctx.onLang(draw);
-    // The sentence typed in the translation widget above is the one measured here.
+    root.replaceChildren(controls, p.status, p.error, out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    // The sentence typed in the translation widget above is the one counted here.
     ctx.onParams((values) => {
       if ("text" in values && values.text !== state.text) {
         state.text = values.text;

@@ -1,8 +1,8 @@
-// §2 The Seq2Seq bottleneck. bottleneck (POST /api/lesson/bottleneck): a long list of numbers
-// through the shipped RNN without attention (the one fixed vector its decoder reads) and with it
-// (the alignment map). bleu-by-length (GET /api/lesson/bleu-by-length): both RNNs' BLEU by source
-// length on the bottleneck experiment's test pairs. State: ex (the long test example), nums (a
-// list typed instead).
+// §2 The Seq2Seq bottleneck. bottleneck: a long list of numbers through the shipped RNN without
+// attention (the one fixed-length vector its decoder reads) and with it (the alignment map).
+// bleu-by-length: both RNNs' BLEU by source length on the bottleneck experiment's test pairs.
+// Every number comes from the lesson API. State: ex (the long test example), nums (a list typed
+// instead).
 (function () {
   "use strict";
   const { el, fmt, postJSON, getJSON, debounce } = window.Attn;
@@ -107,7 +107,7 @@
         el("p", {}, el("span", { text: s("reference_label") + " " }),
           el("strong", { class: "mono", id: "bn-reference", lang: "ja", text: r.reference === null ? s("no_reference") : r.reference })),
         el("div", { class: "pair bottleneck-pair" }, plainCard, attentionCard),
-        el("p", { class: "note", text: s("source_bottleneck") }));
+        window.Lesson.memo(el("p", { text: s("memo_bottleneck") })));
     }
 
     function draw() {
@@ -153,7 +153,8 @@
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("table_title") }, table),
         el("ul", { id: "bl-summary" }, r.models.map((m) => el("li", { id: "bl-line-" + m.model, "data-value": m.bleu },
           s("overall_line", { model: name(m.model), bleu: score(m.bleu), card: score(m.card_bleu), drop: score(m.drop) })))),
-        el("p", { class: "note", text: s("data_note", { n: r.n, tokenize: r.tokenize }) }));
+        el("p", { class: "note", id: "bl-data", text: s("data_note", { n: r.n }) }),
+        window.Lesson.memo(el("p", { text: s("memo_data", { tokenize: r.tokenize }) })));
     }
 
     function draw() {

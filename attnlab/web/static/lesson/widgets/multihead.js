@@ -1,10 +1,11 @@
 // §5 Multi-head attention on a tiny example (POST /api/lesson/multihead): the steps X → Q, K, V →
-// heads → per-head maps → concat → W_o with their real shapes and numbers, and the same code
-// without transpose(1, 2). State in the address: words, dm (d_model), heads, seed.
+// heads → per-head maps → concat → W_o with their real shapes and numbers, and tutorial 001's code
+// without transpose(1, 2): what goes wrong when splitting (heads attend to heads) and when joining
+// (the heads' pieces land in other words' rows). State in the address: words, dm (d_model), heads, seed.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const { panes, loader } = window.Lesson;
+  const { panes, loader, memo } = window.Lesson;
   const D_CHOICES = [4, 8, 12, 16];
   const H_CHOICES = [1, 2, 3, 4, 6, 8];
   const cache = new Map(); // one request serves both widgets
@@ -123,9 +124,9 @@
         step(s("step_concat", { shape: dims("concat") }), s("step_concat_note"),
           mat(r.concat, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, idPrefix: "mh-concat" })),
         step(s("step_out", { shape: dims("output") }), null,
-          mat(r.output, { rowLabels: r.tokens, colLabels: cols(r.d_model), digits: 3, idPrefix: "mh-outm" }),
-          el("p", { class: "note", id: "mh-module" }, s("module_check") + " ",
-            el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) }))));
+          mat(r.output, { rowLabels: r.tokens, colLabels: cols(r.d_model), digits: 3, idPrefix: "mh-outm" })),
+        memo(el("p", { id: "mh-module" }, s("memo_steps") + " " + s("module_check") + " ",
+          el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) }))));
     }
 
     root.replaceChildren(controls, p.error, out);
@@ -157,6 +158,26 @@
     });
     const send = debounce(load, 120);
 
+    // The pieces a merge puts side by side, one row per row of the joined matrix: "word · head",
+    // marked when the piece belongs to another word than the row's.
+    function piecesTable(r, pieces, id, caption) {
+      const head = el("thead", {}, el("tr", {}, el("td"),
+        Array.from({ length: r.n_heads }, (_, b) => el("th", { scope: "col", class: "head-" + b,
+          text: s("block_n", { from: b * r.head_dim + 1, to: (b + 1) * r.head_dim }) }))));
+      const body = el("tbody", {}, pieces.map((row, i) => el("tr", {},
+        el("th", { scope: "row", text: s("row_n", { i: i + 1, w: r.tokens[i] }) }),
+        row.map(([t, h], b) => {
+          const foreign = t !== i;
+          return el("td", {
+            id: `${id}-${i}-${b}`, "data-word": String(t), "data-head": String(h),
+            class: "nt-piece nt-piece-head-" + h + (foreign ? " nt-foreign" : ""),
+            text: s("piece", { n: t + 1, w: r.tokens[t], h: h + 1 }) + (foreign ? " *" : ""),
+          });
+        }))));
+      return el("figure", { class: "matrix-fig" }, el("figcaption", { text: caption }),
+        el("table", { class: "matrix nt-pieces", id, "aria-label": caption }, head, body));
+    }
+
     function draw() {
       const r = shown;
       if (!r) return;
@@ -173,24 +194,36 @@
       picker.addEventListener("change", () => { word = Number(picker.value); window.Lesson.keepFocus(root, draw); });
       const heads = Array.from({ length: H }, (_, h) => s("head_n", { h: h + 1 }));
       const influence = (rows, prefix, caption) => window.Charts.matrix({
-        rows, rowLabels: r.tokens, colLabels: r.tokens, idPrefix: prefix, caption,
+        rows, rowLabels: r.tokens, colLabels: r.tokens.map((w, i) => (i + 1) + ". " + w), idPrefix: prefix, caption,
         colour: (v) => (v ? [36, 86, 166] : [240, 243, 247]),
       });
+      const foreign = bad.pieces.flat().filter(([t], k) => t !== Math.floor(k / H)).length;
       out.replaceChildren(
         shapes,
         el("p", { class: "note", text: s("shapes_note", { t: T, h: H, dh: Dh }) }),
+        el("p", { class: "subhead", text: s("split_title") }),
+        el("p", { class: "note", text: s("split_note") }),
         el("div", { class: "row" }, el("label", { for: "nt-word", text: s("pick_word") }), picker),
         window.Charts.matrix({
           rows: bad.weights[word], rowLabels: heads, colLabels: heads, digits: 2, idPrefix: "nt-map",
           colour: (v) => window.Charts.sequential(v), caption: s("bad_map", { w: r.tokens[word], h: H }),
         }),
+        el("p", { class: "subhead", text: s("merge_title") }),
+        el("p", { class: "note", text: s("merge_note") }),
+        el("div", { class: "pair" },
+          piecesTable(r, bad.pieces_correct, "nt-pieces-ok", s("pieces_ok")),
+          piecesTable(r, bad.pieces, "nt-pieces-bad", s("pieces_bad"))),
+        el("p", { class: "note", id: "nt-foreign", "data-value": foreign,
+          text: foreign ? s("foreign_count", { n: foreign, all: T * H }) : s("foreign_none") }),
         el("p", { class: "subhead", text: s("influence_title") }),
         el("p", { class: "note", text: s("influence_note") }),
         el("div", { class: "pair" },
           influence(bad.influence_correct, "nt-inf-ok", s("influence_ok")),
-          influence(bad.influence, "nt-inf-bad", s("influence_bad"))),
+          influence(bad.influence_split, "nt-inf-split", s("influence_split")),
+          influence(bad.influence_merged, "nt-inf-merged", s("influence_merged"))),
         el("p", { id: "nt-diff" }, s("final_diff") + " ",
-          el("span", { class: "mono", id: "nt-diff-value", "data-value": bad.max_abs_diff, text: fmt(bad.max_abs_diff, 4) })));
+          el("span", { class: "mono", id: "nt-diff-value", "data-value": bad.max_abs_diff, text: fmt(bad.max_abs_diff, 4) })),
+        memo(el("p", { text: s("memo_no_transpose") })));
     }
 
     root.replaceChildren(p.error, out);

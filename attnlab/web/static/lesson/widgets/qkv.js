@@ -1,10 +1,19 @@
-// §3 Query, key, value. Two modes: the three books (POST /api/playground, the playground's own
-// computation) and random q and k with d_k components (POST /api/lesson/dk-spread). State in the
-// address: mode, dk (a power of two), scale, s (the three scores), seed.
+// §3 Query, key, value. Two modes: the three books (POST /api/lesson/three-books: the scores, the
+// softmax written out, the weights, the books' values and their weighted sum) and random q and k
+// with d_k components (POST /api/lesson/dk-spread). Every number shown comes from the API; this
+// file only formats it. State in the address: mode, dk (a power of two), scale, s (the three
+// scores), seed.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
   const DK_MAX_EXP = 10;
+  const num = (x, digits) => window.Charts.num(x, digits);
+  // exp(·) spans 4.5e-5 … 22026 here: three decimals, or three significant digits when tiny.
+  const expText = (x) => (Math.abs(x) >= 0.001 ? num(x, 3) : Number(x).toPrecision(3));
+  // The books' values are small whole numbers; print them without decimals.
+  const valueText = (x) => (Number.isInteger(x) ? String(x) : num(x, 2));
+  const vector = (xs, f) => "[" + xs.map(f).join(", ") + "]";
+  const SUB = ["₀", "₁", "₂", "₃", "₄", "₅", "₆", "₇", "₈", "₉"];
 
   function parseScores(text) {
     const xs = String(text || "").split(",").map(Number);
@@ -92,7 +101,7 @@
     }
 
     function request() {
-      if (state.mode === "books") return ["/api/playground", { scores: state.scores.slice(), d_k: state.dk, scale: state.scale }];
+      if (state.mode === "books") return ["/api/lesson/three-books", { scores: state.scores.slice(), d_k: state.dk, scale: state.scale }];
       return ["/api/lesson/dk-spread", { d_k: state.dk, seed: state.seed }];
     }
 
@@ -123,26 +132,65 @@
 
     function drawBooks(res) {
       const best = res.weights.indexOf(Math.max(...res.weights));
+      const bookName = (i) => s("book", { i: i + 1 });
+      // 1–2. The scores, what enters the softmax, its exp, the weights.
       const rows = res.weights.map((w, i) => el("tr", { class: i === best ? "top-row" : null },
-        el("th", { scope: "row", text: s("book", { i: i + 1 }) }),
-        el("td", { id: "qkv-raw-" + i, "data-value": res.raw[i], text: fmt(res.raw[i]) }),
-        el("td", { id: "qkv-scaled-" + i, "data-value": res.scaled[i], text: fmt(res.scaled[i]) }),
-        el("td", { id: "qkv-weight-" + i, "data-value": w, text: fmt(w) })));
-      const table = el("table", { class: "steps" },
+        el("th", { scope: "row", text: bookName(i) }),
+        el("td", { id: "qkv-raw-" + i, "data-value": res.raw[i], text: num(res.raw[i], 2) }),
+        el("td", { id: "qkv-scaled-" + i, "data-value": res.scaled[i], text: num(res.scaled[i], 3) }),
+        el("td", { id: "qkv-exp-" + i, "data-value": res.exp[i], text: expText(res.exp[i]) }),
+        el("td", { id: "qkv-weight-" + i, "data-value": w, text: num(w, 3) })));
+      const table = el("table", { class: "steps", id: "qkv-steps" },
+        el("caption", { text: res.scale ? s("steps_caption", { dk: res.d_k }) : s("steps_caption_off") }),
         el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_book") }), el("th", { scope: "col", text: s("th_raw") }),
-          el("th", { scope: "col", text: s(res.scale ? "th_scaled" : "th_scaled_off") }), el("th", { scope: "col", text: s("th_weight") }))),
+          el("th", { scope: "col", text: s(res.scale ? "th_scaled" : "th_scaled_off") }),
+          el("th", { scope: "col", text: s("th_exp") }), el("th", { scope: "col", text: s("th_weight") }))),
         el("tbody", {}, rows));
+      // The softmax in one line, with book 1's numbers: exp(a) / (exp(a) + exp(b) + exp(c)) = e / Σ = w.
+      const inputs = res.scaled.map((x) => "exp(" + num(x, 3) + ")");
+      const softmax = el("p", { class: "qkv-softmax" },
+        el("span", { text: s("softmax_intro", { book: bookName(0) }) }), " ",
+        el("span", { class: "mono", id: "qkv-softmax", "data-value": res.weights[0], "data-exp": res.exp[0], "data-sum": res.exp_sum,
+          text: `${inputs[0]} / (${inputs.join(" + ")}) = ${expText(res.exp[0])} / ${expText(res.exp_sum)} = ${num(res.weights[0], 3)}` }));
       const chart = window.Charts.bars({
-        values: res.weights, labels: res.weights.map((_, i) => s("book", { i: i + 1 })), idPrefix: "qkv-bar-",
+        values: res.weights, labels: res.weights.map((_, i) => bookName(i)), idPrefix: "qkv-bar-",
         label: s("weights_title"), format: (w) => (100 * w).toFixed(1) + "%",
       });
       const saturated = !res.scale && res.weights[best] > 0.95;
+      // 3. The values and their weighted sum: the worked numbers per component, then the vector.
+      const dims = res.output.length;
+      const values = el("table", { class: "steps qkv-values", id: "qkv-values" },
+        el("caption", { text: s("values_caption") }),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_book") }), el("th", { scope: "col", text: s("th_weight") }),
+          el("th", { scope: "col", text: s("th_value") }), el("th", { scope: "col", text: s("th_weighted") }))),
+        el("tbody", {}, res.values.map((v, i) => el("tr", {},
+          el("th", { scope: "row", text: bookName(i) }),
+          el("td", { "data-value": res.weights[i], text: num(res.weights[i], 3) }),
+          el("td", { id: "qkv-value-" + i, "data-values": JSON.stringify(v), text: vector(v, valueText) }),
+          el("td", { id: "qkv-weighted-" + i, "data-values": JSON.stringify(res.weighted[i]), text: vector(res.weighted[i], (x) => num(x, 3)) })))));
+      const sums = el("ul", { class: "qkv-sums", id: "qkv-sums" },
+        Array.from({ length: dims }, (_, j) => el("li", {},
+          el("span", { class: "qkv-component", text: s("component", { j: j + 1 }) }), " ",
+          el("span", { class: "mono", id: "qkv-sum-" + j, "data-value": res.output[j],
+            text: res.values.map((v, i) => `${num(res.weights[i], 3)}×${valueText(v[j])}`).join(" + ") + " = " + num(res.output[j], 3) }))));
+      const output = el("p", { class: "qkv-output" },
+        el("strong", { text: s("output_label") }), " ",
+        el("span", { class: "mono", id: "qkv-output", "data-values": JSON.stringify(res.output),
+          text: s("output_line", {
+            terms: res.weights.map((w, i) => `${num(w, 3)}·v${SUB[i + 1] || i + 1}`).join(" + "),
+            vec: vector(res.output, (x) => num(x, 3)),
+          }) }));
       out.replaceChildren(el("div", {},
         table,
+        softmax,
         el("p", { class: "subhead", text: s("weights_title") }), chart,
-        el("p", { id: "qkv-top", text: s("top_line", { book: s("book", { i: best + 1 }), pct: (100 * res.weights[best]).toFixed(1) }) }),
+        el("p", { id: "qkv-top", text: s("top_line", { book: bookName(best), pct: (100 * res.weights[best]).toFixed(1) }) }),
         saturated ? el("p", { class: "warn", id: "qkv-saturated", text: s("saturated") }) : null,
-        el("p", { class: "note" }, s("source_books") + " ", el("a", { href: "/playground", text: s("open_playground") }))));
+        el("p", { class: "subhead", text: s("values_title") }),
+        values, sums, output,
+        el("p", { class: "note", text: s("rounding") }),
+        el("p", { class: "note" }, el("a", { href: "/playground", text: s("open_playground") })),
+        window.Lesson.memo(el("p", { text: s("source_books") }))));
     }
 
     function drawRandom(res) {
@@ -176,7 +224,7 @@
           el("figure", {}, C.bars({ values: res.example.weights_scaled, labels: keyLabels, idPrefix: "qkv-soft-", label: s("weights_scaled", { dk: res.d_k }) }),
             el("figcaption", { text: s("weights_scaled", { dk: res.d_k }) }))),
         table,
-        el("p", { class: "note", text: s("source_random", { n: res.samples, k: res.keys }) })));
+        window.Lesson.memo(el("p", { text: s("source_random", { n: res.samples, k: res.keys }) }))));
     }
 
     function draw() {

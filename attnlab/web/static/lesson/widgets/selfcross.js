@@ -6,7 +6,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const { clampInt, panes, loader, select, tokenButtons } = window.Lesson;
+  const { clampInt, panes, loader, select, tokenButtons, memo } = window.Lesson;
 
   function mountSelfCross(root, ctx) {
     const { s } = ctx;
@@ -20,6 +20,7 @@
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("sc");
     const out = p.out;
+    const technical = memo(el("p", { text: s("source_translation") })); // made once: stays open across redraws
 
     function remember() {
       ctx.setParams({ text: state.text, el: state.encLayer, dl: state.decLayer, head: state.head });
@@ -76,17 +77,16 @@
             el("figcaption", { class: "map-title", text: crossTitle }),
             el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": crossTitle },
               window.Charts.map({ rows: crossRows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "sc-cross", label: crossTitle })),
-            el("p", { class: "note", text: s("cross_note", { t: r.tgt_tokens.length, s: r.src_tokens.length }) }))),
-        el("p", { class: "note", text: s("source_translation") }));
+            el("p", { class: "note", text: s("cross_note", { t: r.tgt_tokens.length, s: r.src_tokens.length }) }))));
     }
 
     function draw() {
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, p.status, p.error, out);
+    root.replaceChildren(controls, p.status, p.error, out, technical);
     buildControls();
-    ctx.onLang(() => { buildControls(); draw(); });
+    ctx.onLang(() => { buildControls(); technical.querySelector("p").textContent = s("source_translation"); draw(); });
     remember();
     send();
   }
@@ -108,6 +108,8 @@
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("pr");
     const out = p.out;
+    const provenance = el("p");
+    const technical = memo(provenance);
 
     function remember() {
       ctx.setParams({ en: state.text, pr: state.pronoun, to: state.to, pl: state.layer, ph: state.head });
@@ -179,14 +181,15 @@
           el("label", { class: "row" }, el("span", { text: s("head_label") }), headSel)),
         el("p", { class: "subhead", text: s("row_title", { it, which }) }),
         window.Charts.bars({ values: row, labels: r.tokens, idPrefix: "pr-w-", label: s("row_title", { it, which }), left: 100 }),
-        el("p", { class: "note", text: s("source_pronoun", { model: r.model }) }));
+        el("p", { class: "note", text: s("special_tokens") }));
+      provenance.textContent = s("source_pronoun", { model: r.model });
     }
 
     function draw() {
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, p.status, p.error, out);
+    root.replaceChildren(controls, p.status, p.error, out, technical);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();

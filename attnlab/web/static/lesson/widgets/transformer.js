@@ -1,32 +1,53 @@
 // §7 The whole Transformer. transformer-diagram (POST /api/lesson/shapes): a diagram of the shipped
 // ja→en Transformer whose boxes open the shapes of their tensors for the sentence typed, recorded
-// on a real forward pass. next-token (POST /api/lesson/next-token): the shipped character GPT's
-// next-character probabilities, with temperature and top-k. State: text, part (the box open);
-// prompt, temp, k (0: every token), seed.
+// on a real forward pass. Every shape is drawn with the letter of each axis under its number, and
+// the shapes of the vectors that flow along the stack (B, S|T, D) are kept apart from those of the
+// attention weights (B, H, queries, keys). Each sublayer is drawn in the order the model runs it
+// (pre-norm: LayerNorm → sublayer → residual sum). next-token (POST /api/lesson/next-token): the
+// shipped character GPT's next-character probabilities, with temperature and top-k.
+// State: text, part (the box open); prompt, temp, k (0: every token), seed.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const { clampInt, fail, panes, loader } = window.Lesson;
-  const shapeText = (shape) => "(" + shape.join(", ") + ")";
+  const { clampInt, fail, panes, loader, memo } = window.Lesson;
 
-  // The boxes, top to bottom: the encoder's column and the decoder's.
-  const ENCODER = ["src_embed", "enc_self", "enc_norm", "enc_ffn", "memory"];
-  const DECODER = ["tgt_embed", "dec_self", "dec_cross", "dec_norm", "dec_ffn", "output"];
-  // The tensor shown on each box itself.
-  const MAIN = {
-    src_embed: "with_positions", enc_self: "weights", enc_norm: "residual_out", enc_ffn: "ffn_hidden", memory: "memory",
-    tgt_embed: "with_positions", dec_self: "weights", dec_cross: "weights", dec_norm: "residual_out", dec_ffn: "ffn_hidden", output: "probs",
+  // The sublayers of one encoder and one decoder layer; each comes with a LayerNorm (…_norm) and
+  // a residual sum (…_add), in the order the API lists them (the model's order).
+  const ENCODER = { embed: "src_embed", sublayers: ["enc_self", "enc_ffn"], last: "memory" };
+  const DECODER = { embed: "tgt_embed", sublayers: ["dec_self", "dec_cross", "dec_ffn"], last: "output" };
+  // What each box shows: [tensor, lane label key] in the vectors lane, and the weights lane.
+  const VECTORS = {
+    src_embed: [["with_positions", null]], tgt_embed: [["with_positions", null]],
+    enc_self: [["attn_out", null]], dec_self: [["attn_out", null]], dec_cross: [["attn_out", null]],
+    enc_ffn: [["ffn_hidden", "lane_hidden"], ["ffn_out", "lane_out"]],
+    dec_ffn: [["ffn_hidden", "lane_hidden"], ["ffn_out", "lane_out"]],
+    memory: [["memory", null]], output: [["probs", null]],
   };
+  const SIZES_SENTENCE = ["S", "T"];
+  const SIZES_MODEL = ["B", "D", "H", "Dh", "F", "V"];
+
+  // A shape with the letter of each axis under its number: (1, 4, 7, 5) over B H T S.
+  function shapeNode(t, id) {
+    const letters = t.axes.split(" ");
+    return el("span", { class: "td-dims mono", id, "data-value": JSON.stringify(t.shape), "data-axes": t.axes },
+      el("span", { class: "td-paren", text: "(" }),
+      t.shape.map((n, i) => [
+        i ? el("span", { class: "td-comma", text: "," }) : null,
+        el("span", { class: "td-dim" }, el("span", { class: "td-n", text: String(n) }), el("span", { class: "td-l", text: letters[i] })),
+      ]),
+      el("span", { class: "td-paren", text: ")" }));
+  }
 
   function mountDiagram(root, ctx) {
     const { s } = ctx;
-    const all = ENCODER.concat(DECODER);
-    const asked = ctx.param("part", "dec_self");
-    const state = { text: ctx.param("text", s("default_sentence")), part: all.includes(asked) ? asked : "dec_self" };
+    const asked = ctx.param("part", "dec_cross");
+    const state = { text: ctx.param("text", s("default_sentence")), part: asked };
     let shown = null;
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("td");
     const out = p.out;
+    const provenance = el("p", { text: s("source_shapes") });
+    const technical = memo(provenance); // made once: it stays open across redraws
 
     function remember() {
       ctx.setParams({ text: state.text, part: state.part });
@@ -42,25 +63,94 @@
       request: () => ({ text: state.text }),
       fetch: (req) => postJSON("/api/lesson/shapes", req),
       busy: () => s("loading"),
-      done: (res) => { shown = res; draw(); },
+      done: (res) => {
+        shown = res;
+        if (!res.parts.some((part) => part.id === state.part)) state.part = "dec_cross";
+        remember();
+        draw();
+      },
     }), 250);
 
+    const partOf = (r, id) => r.parts.find((x) => x.id === id);
+    const tensor = (part, name) => part.tensors.find((t) => t.name === name);
+    // The sublayer a …_norm or …_add part belongs to.
+    const sublayerOf = (id) => id.replace(/_(norm|add)$/, "");
+
+    function title(part) {
+      if (part.kind === "norm") return s("norm_title", { sub: s("box_" + sublayerOf(part.id)) });
+      if (part.kind === "add") return s("add_title", { sub: s("box_" + sublayerOf(part.id)) });
+      return s("box_" + part.id);
+    }
+
+    function pick(r, id) {
+      return () => { state.part = id; remember(); draw(); };
+    }
+
+    // A main box: its name, the vectors it hands on, and (attention) its weights, in two lanes.
     function box(r, id) {
-      const part = r.parts.find((p) => p.id === id);
-      const main = part.tensors.find((t) => t.name === MAIN[id]);
-      const b = el("button", { type: "button", class: "td-box td-" + id, id: "td-box-" + id, "aria-pressed": String(id === state.part), "aria-controls": "td-detail" },
-        el("span", { class: "td-name", text: s("box_" + id) }),
-        el("span", { class: "td-shape mono", "data-value": JSON.stringify(main.shape), text: shapeText(main.shape) }));
-      b.addEventListener("click", () => { state.part = id; remember(); draw(); });
+      const part = partOf(r, id);
+      const vectors = VECTORS[id].map(([name, lane]) => el("span", { class: "td-lane-item" },
+        lane ? el("span", { class: "td-lane-label", text: s(lane) }) : null,
+        shapeNode(tensor(part, name), `td-box-${id}-${name}`)));
+      const weights = tensor(part, "weights");
+      const b = el("button", { type: "button", class: "td-box td-" + part.kind, id: "td-box-" + id, "aria-pressed": String(id === state.part), "aria-controls": "td-detail" },
+        el("span", { class: "td-name" }, el("span", { text: s("box_" + id) }),
+          id === "dec_cross" ? el("span", { class: "td-from", text: s("from_memory") }) : null),
+        el("span", { class: "td-lane td-lane-vectors" }, vectors),
+        el("span", { class: "td-lane td-lane-weights" }, weights ? shapeNode(weights, `td-box-${id}-weights`) : null));
+      b.addEventListener("click", pick(r, id));
       return b;
     }
 
+    // A LayerNorm or a residual sum: a slim box; neither changes the shape.
+    function slim(r, id) {
+      const part = partOf(r, id);
+      const b = el("button", { type: "button", class: "td-slim td-" + part.kind, id: "td-box-" + id, "aria-pressed": String(id === state.part), "aria-controls": "td-detail" },
+        el("span", { class: "td-slim-mark", "aria-hidden": "true", text: part.kind === "add" ? "⊕" : "≡" }),
+        el("span", { text: s(part.kind === "add" ? "box_add" : "box_norm") }));
+      b.addEventListener("click", pick(r, id));
+      return b;
+    }
+
+    // One sublayer with its LayerNorm and residual sum, in the order the model runs them, and the
+    // residual path drawn as a rail beside them.
+    function sublayer(r, sub) {
+      const order = r.parts.map((x) => x.id).filter((id) => id === sub || sublayerOf(id) === sub);
+      return el("div", { class: "td-sub", role: "group", "aria-label": s("sub_label", { sub: s("box_" + sub) }) },
+        el("span", { class: "td-rail", "aria-hidden": "true" }),
+        order.map((id) => (id === sub ? box(r, id) : slim(r, id))));
+    }
+
+    function column(r, side, layers, heading) {
+      return el("div", { class: "td-column" },
+        el("p", { class: "td-column-title", text: heading }),
+        el("div", { class: "td-lanes-head", "aria-hidden": "true" }, el("span"),
+          el("span", { class: "td-lane-vectors", text: s("lane_vectors") }),
+          el("span", { class: "td-lane-weights", text: s("lane_weights") })),
+        box(r, side.embed),
+        el("div", { class: "td-block" }, el("p", { class: "td-times", text: s("times", { n: layers }) }),
+          side.sublayers.map((sub) => sublayer(r, sub))),
+        box(r, side.last));
+    }
+
+    function sizes(r) {
+      const item = (k) => el("div", { class: "td-size" },
+        el("dt", { class: "mono", text: k }),
+        el("dd", {}, el("strong", { class: "mono", id: "td-size-" + k, "data-value": String(r.sizes[k]), text: String(r.sizes[k]) }),
+          " ", el("span", { text: s("size_" + k) })));
+      return el("div", { class: "td-sizes", id: "td-sizes" },
+        el("div", { class: "td-size-group" }, el("p", { class: "td-size-title", text: s("sizes_sentence") }),
+          el("dl", {}, SIZES_SENTENCE.map(item))),
+        el("div", { class: "td-size-group" }, el("p", { class: "td-size-title", text: s("sizes_model") }),
+          el("dl", {}, SIZES_MODEL.map(item))));
+    }
+
     function detail(r) {
-      const part = r.parts.find((p) => p.id === state.part);
-      const rows = part.tensors.map((t, i) => el("tr", {},
+      const part = partOf(r, state.part);
+      const rows = part.tensors.map((t, i) => el("tr", { class: "td-row-" + t.kind },
         el("th", { scope: "row", text: s("t_" + t.name) }),
-        el("td", { class: "mono", id: "td-shape-" + i, "data-value": JSON.stringify(t.shape), text: shapeText(t.shape) }),
-        el("td", { class: "mono", text: t.axes })));
+        el("td", {}, el("span", { class: "td-kind td-kind-" + t.kind, text: s("kind_" + t.kind) })),
+        el("td", {}, shapeNode(t, "td-shape-" + i))));
       const extra = [];
       if (state.part === "dec_self") {
         extra.push(el("p", { class: "subhead", text: s("mask_title", { t: r.sizes.T }) }),
@@ -73,47 +163,36 @@
         extra.push(el("p", { text: s("tgt_in_line") }), el("p", { class: "mono", lang: "en", text: r.tgt_in_tokens.join(" | ") }),
           el("p", { text: s("tgt_out_line") }), el("p", { class: "mono", lang: "en", text: r.tgt_tokens.join(" | ") }));
       }
+      const text = part.kind === "norm" || part.kind === "add" ? s(`part_${part.kind}_${r.norm}`) : s("part_" + part.id);
       return el("section", { class: "td-detail", id: "td-detail", "aria-live": "polite", "aria-labelledby": "td-detail-title" },
-        el("h3", { id: "td-detail-title", text: s("box_" + state.part) }),
-        el("p", { text: s("part_" + state.part) }),
-        el("table", { class: "steps", id: "td-tensors" },
-          el("thead", {}, el("tr", {}, ["th_tensor", "th_shape", "th_axes"].map((k) => el("th", { scope: "col", text: s(k) })))),
+        el("h3", { id: "td-detail-title", text: title(part) }),
+        el("p", { text }),
+        el("table", { class: "steps td-tensors", id: "td-tensors" },
+          el("thead", {}, el("tr", {}, ["th_tensor", "th_kind", "th_shape"].map((k) => el("th", { scope: "col", text: s(k) })))),
           el("tbody", {}, rows)),
         extra);
     }
 
     function render() {
       const r = shown;
-      const z = r.sizes;
-      const layersEnc = r.config.n_encoder_layers, layersDec = r.config.n_decoder_layers;
       out.replaceChildren(
         el("p", { class: "translation-line" }, el("span", { text: s("translation_label") + " " }),
           el("strong", { class: "mono", id: "td-translation", lang: "en", text: r.translation })),
-        el("p", { class: "note", id: "td-sizes", text: s("sizes_line", { S: z.S, T: z.T, D: z.D, H: z.H, Dh: z.Dh, F: z.F, V: z.V }) }),
+        sizes(r),
         el("div", { class: "td-diagram", role: "group", "aria-label": s("diagram_label") },
-          el("div", { class: "td-column" },
-            el("p", { class: "td-column-title", text: s("encoder_title", { n: layersEnc }) }),
-            box(r, "src_embed"),
-            el("div", { class: "td-block" }, el("p", { class: "td-times", text: s("times", { n: layersEnc }) }),
-              box(r, "enc_self"), box(r, "enc_norm"), box(r, "enc_ffn")),
-            box(r, "memory")),
-          el("div", { class: "td-column" },
-            el("p", { class: "td-column-title", text: s("decoder_title", { n: layersDec }) }),
-            box(r, "tgt_embed"),
-            el("div", { class: "td-block" }, el("p", { class: "td-times", text: s("times", { n: layersDec }) }),
-              box(r, "dec_self"), box(r, "dec_cross"), box(r, "dec_norm"), box(r, "dec_ffn")),
-            box(r, "output"))),
+          column(r, ENCODER, r.config.n_encoder_layers, s("encoder_title", { n: r.config.n_encoder_layers })),
+          column(r, DECODER, r.config.n_decoder_layers, s("decoder_title", { n: r.config.n_decoder_layers }))),
+        el("p", { class: "note", id: "td-norm-note", text: s(r.norm === "pre" ? "norm_pre" : "norm_post") }),
         el("p", { class: "note", text: s("memory_arrow") }),
-        detail(r),
-        el("p", { class: "note", text: s(r.config.norm === "pre" ? "norm_pre" : "norm_post") }),
-        el("p", { class: "note", text: s("source_shapes") }));
+        detail(r));
+      provenance.textContent = s("source_shapes");
     }
 
     function draw() {
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, p.status, p.error, out);
+    root.replaceChildren(controls, p.status, p.error, out, technical);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     remember();
@@ -148,6 +227,8 @@
     const controls = el("div", { class: "widget-controls" });
     const p = panes("gpt");
     const { status, error, out } = p;
+    const provenance = el("p");
+    const technical = memo(provenance);
     let promptBox = null;
 
     function remember() {
@@ -247,14 +328,15 @@
           el("table", { class: "steps", id: "gpt-table" },
             el("thead", {}, el("tr", {}, ["th_token", "th_logit", "th_p_model", "th_p"].map((k) => el("th", { scope: "col", text: s(k) })))),
             el("tbody", {}, rows))),
-        el("p", { class: "note", text: s("source_gpt", { model: r.model, n: r.n_positions }) }));
+        el("p", { class: "note", text: s("symbols_note") }));
+      provenance.textContent = s("source_gpt", { model: r.model, n: r.n_positions });
     }
 
     function draw() {
       if (shown) window.Lesson.keepFocus(root, render);
     }
 
-    root.replaceChildren(controls, status, error, out);
+    root.replaceChildren(controls, status, error, out, technical);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();

@@ -1,20 +1,24 @@
 // §8 Variants and exercises. variants (POST /api/lesson/variants): the masks of full, local,
-// sliding-window, dilated and global + window attention, what they cost against length, and the
-// measured long-context times. attention-map (POST /api/lesson/attention-map): the heatmap
-// exercise, downloadable as PNG/SVG drawn by attnlab.viz. State: len, w, dil, g, causal, variant,
-// words, seed.
+// sliding-window, dilated and global + window attention (sparse attention), what they cost
+// against length, and the measured long-context times (seconds and ratios in separate tables).
+// attention-map (POST /api/lesson/attention-map): the heatmap exercise, downloadable as PNG/SVG
+// drawn by attnlab.viz. State: len, r (a window's reach), b (block size), dil, g, causal,
+// variant, words, seed.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce, lang } = window.Attn;
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
   const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
   const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
-  const { clampInt, panes, loader, slider } = window.Lesson;
+  const { clampInt, panes, loader, slider, memo } = window.Lesson;
+  const CASES = ["sdpa", "chunked", "sliding_window", "global_window"];
+  const CASE_HEADS = { sdpa: "th_sdpa", chunked: "th_chunked", sliding_window: "th_sliding", global_window: "th_global" };
 
   // The settings both widgets share (the variants widget moves them).
   function params(ctx) {
     return {
-      window: clampInt(ctx.param("w", "4"), 1, 16, 4),
+      reach: clampInt(ctx.param("r", "2"), 1, 8, 2),
+      block: clampInt(ctx.param("b", "4"), 1, 16, 4),
       dilation: clampInt(ctx.param("dil", "2"), 1, 4, 2),
       n_global: clampInt(ctx.param("g", "1"), 0, 4, 1),
       causal: ctx.param("causal", "0") === "1",
@@ -31,6 +35,7 @@
     const { s } = ctx;
     const state = Object.assign({ length: clampInt(ctx.param("len", "16"), 4, 32, 16) }, params(ctx));
     let shown = null;
+    let asked = null; // the request `shown` answers
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("var", false);
     const out = p.out;
@@ -41,20 +46,21 @@
       causal.addEventListener("change", () => { state.causal = causal.checked; changed(); });
       controls.replaceChildren(
         range("var-len", "length", 4, 32, s("len_label")),
-        range("var-w", "window", 1, 16, s("window_label")),
+        range("var-r", "reach", 1, 8, s("reach_label")),
+        range("var-b", "block", 1, 16, s("block_label")),
         range("var-dil", "dilation", 1, 4, s("dilation_label")),
         range("var-g", "n_global", 0, 4, s("global_label")),
         el("label", { class: "row" }, causal, " ", el("span", { text: s("causal_label") })));
     }
 
     const send = debounce(loader(p, {
-      request: () => ({ length: state.length, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal }),
+      request: () => ({ length: state.length, reach: state.reach, block: state.block, dilation: state.dilation, n_global: state.n_global, causal: state.causal }),
       fetch: (req) => postJSON("/api/lesson/variants", req),
-      done: (res) => { shown = res; draw(); },
+      done: (res, req) => { shown = res; asked = req; draw(); },
     }), 60);
 
     function changed() {
-      ctx.setParams({ len: state.length, w: state.window, dil: state.dilation, g: state.n_global, causal: state.causal ? 1 : 0 });
+      ctx.setParams({ len: state.length, r: state.reach, b: state.block, dil: state.dilation, g: state.n_global, causal: state.causal ? 1 : 0 });
       send();
     }
 
@@ -66,31 +72,42 @@
         el("figcaption", {},
           el("strong", { text: s("name_" + name) }), el("br"),
           el("span", { id: "var-count-" + name, "data-value": r.counts[name] },
-            s("count_line", { n: r.counts[name], total: r.pairs, pct: (100 * r.fractions[name]).toFixed(0) })))));
+            s("count_line", { n: r.counts[name], total: r.pairs, pct: (100 * r.fractions[name]).toFixed(0) })), el("br"),
+          el("span", { id: "var-keys-" + name, "data-value": r.keys_per_row[name] },
+            s("keys_line", { k: r.keys_per_row[name] })))));
       const series = NAMES.map((name) => ({ key: name, name: s("name_" + name), values: r.cost[name], colour: COLOURS[name], dash: DASH[name] }));
       const costTable = el("table", { class: "steps", id: "var-cost" },
         el("caption", { text: s("cost_table") }),
         el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_length") }), NAMES.map((n) => el("th", { scope: "col", text: s("name_" + n) })))),
         el("tbody", {}, r.cost_lengths.map((L, i) => el("tr", {}, el("th", { scope: "row", text: String(L) }),
           NAMES.map((n) => el("td", { id: `var-cost-${n}-${i}`, "data-value": r.cost[n][i], text: String(r.cost[n][i]) }))))));
-      const m = r.measured;
-      const measured = el("table", { class: "steps", id: "var-measured" },
-        el("caption", { text: s("measured_title") }),
-        el("thead", {}, el("tr", {}, ["th_length", "th_sdpa", "th_chunked", "th_sliding", "th_global"].map((k) => el("th", { scope: "col", text: s(k) })))),
-        el("tbody", {}, m.rows.map((row) => el("tr", {},
-          el("th", { scope: "row", text: String(row.length) }),
-          el("td", { text: row.sdpa_s + " s" }),
-          el("td", { text: "×" + row.chunked_speedup }),
-          el("td", { text: "×" + row.sliding_window_speedup }),
-          el("td", { text: "×" + row.global_window_speedup })))));
+      const m = r.measured_tables;
+      const measuredTable = (id, caption, cell) => el("div", { class: "scroll", tabindex: "0", role: "region", "aria-labelledby": id + "-title" },
+        el("table", { class: "steps", id },
+          el("caption", { id: id + "-title", text: caption }),
+          el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_length") }), CASES.map((c) => el("th", { scope: "col", text: s(CASE_HEADS[c]) })))),
+          el("tbody", {}, m.lengths.map((L, i) => el("tr", {},
+            el("th", { scope: "row", text: L.toLocaleString("en-US") }),
+            CASES.map((c) => cell(c, i)))))));
+      // SDPA's seconds as measured; the others derived from the ratios, shown to 2 significant digits.
+      const secondsText = (c, v) => (c === "sdpa" ? String(v) : v.toPrecision(2));
+      const seconds = measuredTable("var-seconds", s("seconds_title"),
+        (c, i) => el("td", { id: `var-s-${c}-${i}`, "data-value": m.seconds[c][i], text: secondsText(c, m.seconds[c][i]) }));
+      const ratios = measuredTable("var-ratios", s("ratio_title"),
+        (c, i) => el("td", { id: `var-x-${c}-${i}`, "data-value": m.speedup[c][i], text: "×" + String(m.speedup[c][i]) }));
       out.replaceChildren(
         el("div", { class: "masks-row" }, figures),
-        el("p", { class: "note", text: s("mask_note") }),
+        el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
+        memo(el("p", { text: s("mask_source") })),
         el("p", { class: "subhead", text: s("cost_title") }),
         window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
         costTable,
-        measured,
-        el("p", { class: "note", text: s("measured_note", { setup: m.setup }) }));
+        el("p", { class: "subhead", text: s("measured_title") }),
+        el("p", { class: "note", text: s("measured_setup") }),
+        seconds,
+        ratios,
+        el("p", { class: "note", text: s("measured_note") }),
+        memo(el("p", { text: s("measured_source") })));
     }
 
     root.replaceChildren(controls, p.error, out);
@@ -117,7 +134,7 @@
     const out = p.out;
 
     function request() {
-      return { text: state.text, variant: state.variant, window: state.window, dilation: state.dilation, n_global: state.n_global, causal: state.causal, seed: state.seed };
+      return { text: state.text, variant: state.variant, reach: state.reach, block: state.block, dilation: state.dilation, n_global: state.n_global, causal: state.causal, seed: state.seed };
     }
 
     function figureURL(fmtName) {
@@ -166,7 +183,8 @@
         el("p", { class: "row" },
           el("a", { class: "plain", id: "map-png", href: figureURL("png"), download: `attention-${r.variant}.png`, text: s("download_png") }),
           el("a", { class: "plain", id: "map-svg-link", href: figureURL("svg"), download: `attention-${r.variant}.svg`, text: s("download_svg") })),
-        el("p", { class: "note", text: s("map_note") }));
+        el("p", { class: "note", text: s("map_note") }),
+        memo(el("p", { text: s("map_source") })));
     }
 
     root.replaceChildren(controls, p.error, out);

@@ -1,0 +1,319 @@
+"""§1 and §2 of the lesson, without a browser.
+
+§1's second half compares one RNN layer with one Transformer layer: the steps that must wait (T and
+1), the time of one training step of two same-width layers built from attnlab's own modules, and,
+apart, the shipped encoders reading one sentence. These tests check the structure and the counts,
+that the layers are what the page says they are, and that every time shown is the one the timing
+functions returned. They never assert that one time is smaller than another: speed is measured in
+benchmarks (benchmarks/lesson_latency.py), not asserted in timed tests.
+
+The content checks hold §1 and §2 to the lesson's rules: the questions test prediction and
+transfer, their answers sit at varied positions, every question has a hint, the terms are the
+glossary's, and provenance lines stay in the folded 技術メモ.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from attnlab import checkpoint
+from attnlab.data.enja import normalize_input
+from attnlab.layers import EncoderBlock
+from attnlab.web.app import create_app
+from attnlab.web.lesson import content
+from attnlab.web.lesson import s01_what_attention_does as S1
+
+LOCAL = "http://127.0.0.1:8000"
+SENTENCE = "彼は昨日駅で古い友達に会った。"
+MINE = ("01-what-attention-does.md", "02-seq2seq-bottleneck.md")
+
+
+def present(*names: str) -> bool:
+    try:
+        for name in names:
+            checkpoint.shipped_model_dir(name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+needs_models = pytest.mark.skipif(
+    not present("ja-en", "rnn-attention"),
+    reason="needs the shipped models ja-en and rnn-attention (make models ONLY=ja-en, make models ONLY=rnn-attention)",
+)
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), base_url=LOCAL)
+
+
+@pytest.fixture(scope="module")
+def ja_en():
+    from attnlab.recipes.translate import load_translator
+
+    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+
+
+@pytest.fixture(scope="module")
+def rnn_attention():
+    from attnlab.recipes.translate import load_translator
+
+    return load_translator(checkpoint.shipped_model_dir("rnn-attention"))
+
+
+def parameters(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+# --------------------------------------------------------------------------------------------
+# The two layers and one training step.
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_compared_layers_are_one_gru_layer_and_one_transformer_layer_of_the_same_width():
+    before = torch.random.get_rng_state()
+    rnn, transformer = S1.comparison_layers()
+    assert torch.equal(torch.random.get_rng_state(), before)  # the global random state is left alone
+    assert isinstance(rnn, torch.nn.GRU) and isinstance(transformer, EncoderBlock)
+    assert rnn.num_layers == 1 and not rnn.bidirectional and rnn.batch_first
+    assert rnn.hidden_size == rnn.input_size == transformer.self_attn.d_model == S1.COMPARE_WIDTH
+    assert transformer.self_attn.n_heads == S1.COMPARE_HEADS and transformer.norm == "pre"
+    assert transformer.ff.up_proj.out_features == S1.COMPARE_FF == 2 * S1.COMPARE_WIDTH
+    # The page says the Transformer layer has about 1.3 times the GRU's parameters.
+    assert parameters(transformer) / parameters(rnn) == pytest.approx(1.3, abs=0.05)
+    again = S1.comparison_layers()
+    for a, b in zip((rnn, transformer), again):  # fixed seeds: the same weights every time
+        for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+            assert torch.equal(p, q), name
+
+
+@pytest.mark.parametrize("kind", ["rnn", "transformer"])
+def test_one_training_step_is_the_forward_and_the_backward_pass(kind):
+    rnn, transformer = S1.comparison_layers(width=16, heads=2, ff_width=32, seed=3)
+    layer = rnn if kind == "rnn" else transformer
+    x = S1.comparison_input(batch=4, length=7, width=16)
+    assert x.shape == (4, 7, 16) and torch.equal(x, S1.comparison_input(batch=4, length=7, width=16))
+    assert S1.layer_output(layer, x).shape == (4, 7, 16)  # (B, T, D) for both
+    loss = S1.training_step(layer, x)
+    want_loss = S1.layer_output(layer, x).pow(2).mean()
+    want = torch.autograd.grad(want_loss, list(layer.parameters()))
+    assert loss.item() == pytest.approx(want_loss.item(), rel=1e-6)
+    for (name, p), g in zip(layer.named_parameters(), want):
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+    S1.training_step(layer, x)  # the gradients are set anew, not added up
+    for p, g in zip(layer.parameters(), want):
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+
+
+def test_the_training_step_timings_are_measured_once_per_batch_and_length(monkeypatch):
+    monkeypatch.setattr(S1, "_TRAIN_TIMES", {})
+    calls: list[tuple[str, tuple[int, ...]]] = []
+    real = S1.training_step
+
+    def counted(layer, x):
+        calls.append(("rnn" if isinstance(layer, torch.nn.RNNBase) else "transformer", tuple(x.shape)))
+        return real(layer, x)
+
+    monkeypatch.setattr(S1, "training_step", counted)
+    rnn_s, tr_s = S1.training_step_seconds(1, [4, 6], repeats=2)
+    assert len(rnn_s) == len(tr_s) == 2 and all(t > 0 for t in rnn_s + tr_s)
+    width = S1.COMPARE_WIDTH
+    # One warm-up per layer (at the longest length), then 2 rounds over both layers and lengths.
+    assert sorted(calls[:2]) == [("rnn", (1, 6, width)), ("transformer", (1, 6, width))]
+    assert sorted(calls[2:]) == sorted(2 * [(k, (1, n, width)) for k in ("rnn", "transformer") for n in (4, 6)])
+    calls.clear()
+    assert S1.training_step_seconds(1, [4, 6], repeats=2) == (rnn_s, tr_s)  # remembered
+    assert calls == []
+    S1.training_step_seconds(1, [4, 6, 5], repeats=2)  # only the new length is measured
+    assert {shape[1] for _, shape in calls} == {5}
+
+
+def test_which_is_faster_is_read_from_the_ratio():
+    assert S1._faster(S1.CLOSE) == "transformer" and S1._faster(3.0) == "transformer"
+    assert S1._faster(1 / S1.CLOSE) == "rnn" and S1._faster(0.2) == "rnn"
+    assert S1._faster(1.0) == S1._faster(1.1) == S1._faster(0.9) == "close"
+
+
+# --------------------------------------------------------------------------------------------
+# The endpoint.
+# --------------------------------------------------------------------------------------------
+
+
+@needs_models
+def test_parallel_steps_counts_and_layers_come_from_the_models(client, ja_en, rnn_attention):
+    r = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE, "batch": 1})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    T = len(ja_en.src_tok.encode(normalize_input(SENTENCE, "ja")))
+    assert got["sentence_tokens"] == T == 6
+    assert (got["sentence_rnn_steps"], got["sentence_transformer_steps"]) == (T, 1)
+    assert (got["training_rnn_steps"], got["training_transformer_steps"], got["generation_steps"]) == (T, 1, T)
+    assert got["batch"] == 1 and got["batches"] == [1, 8, 32]
+    assert got["lengths"] == list(S1.STEP_LENGTHS) == [8, 16, 32, 64, 128]
+    assert got["rnn_steps"] == got["lengths"]  # T steps in a row for one RNN layer
+    assert got["transformer_steps"] == [1] * 5  # one for one Transformer layer
+    rnn, transformer = S1.comparison_layers()
+    assert got["rnn_layer"] == {
+        "kind": "rnn",
+        "cell": "GRU",
+        "width": rnn.hidden_size,
+        "heads": None,
+        "ff_width": None,
+        "parameters": parameters(rnn),
+    }
+    assert got["transformer_layer"] == {
+        "kind": "transformer",
+        "cell": None,
+        "width": transformer.self_attn.d_model,
+        "heads": transformer.self_attn.n_heads,
+        "ff_width": transformer.ff.up_proj.out_features,
+        "parameters": parameters(transformer),
+    }
+    assert len(got["rnn_train_ms"]) == len(got["transformer_train_ms"]) == len(got["ratio"]) == 5
+    assert got["repeats"] == S1.TRAIN_REPEATS and got["threads"] == torch.get_num_threads()
+    shipped = got["shipped"]
+    rc, tc = rnn_attention.model.config, ja_en.model.config
+    assert shipped["tokens"] == T
+    assert shipped["rnn"] == {
+        "model": "rnn-attention",
+        "kind": "rnn",
+        "cell": rc.cell.upper(),
+        "layers": rc.n_layers,
+        "width": rc.hidden_size,
+        "parameters": parameters(rnn_attention.model),
+    }
+    assert shipped["transformer"] == {
+        "model": "ja-en",
+        "kind": "transformer",
+        "cell": None,
+        "layers": tc.n_encoder_layers,
+        "width": tc.d_model,
+        "parameters": parameters(ja_en.model),
+    }
+    assert shipped["rnn_steps"] == T * rc.n_layers and shipped["transformer_steps"] == tc.n_encoder_layers == 3
+    # The text quotes these sizes: one GRU layer 188 wide against three layers 256 wide.
+    assert (rc.n_layers, rc.hidden_size, tc.n_encoder_layers, tc.d_model) == (1, 188, 3, 256)
+    again = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE, "batch": 1}).json()
+    assert again["rnn_train_ms"] == got["rnn_train_ms"] and again["shipped"] == shipped  # measured once
+
+
+@needs_models
+def test_every_time_shown_is_what_the_timing_functions_returned(client, monkeypatch, ja_en, rnn_attention):
+    asked: dict[str, object] = {}
+
+    def training(batch, lengths):
+        asked["training"] = (batch, list(lengths))
+        return [0.002 * (i + 1) for i in range(len(lengths))], [0.001, 0.004, 0.003, 0.009, 0.005]
+
+    def shipped(models, lengths):
+        asked["shipped"] = (models, list(lengths))
+        return [[0.0005], [0.0020]]
+
+    monkeypatch.setattr(S1, "training_step_seconds", training)
+    monkeypatch.setattr(S1, "encoder_seconds", shipped)
+    text = "この本はとても面白い。"
+    got = client.post("/api/lesson/parallel-steps", json={"text": text, "batch": 8}).json()
+    T = len(ja_en.src_tok.encode(normalize_input(text, "ja")))
+    assert asked["training"] == (8, [8, 16, 32, 64, 128])
+    rnn_model, transformer_model = asked["shipped"][0]  # the server's own copies of the shipped models
+    assert rnn_model.config == rnn_attention.model.config and transformer_model.config == ja_en.model.config
+    assert asked["shipped"][1] == [T]
+    assert got["rnn_train_ms"] == pytest.approx([2.0, 4.0, 6.0, 8.0, 10.0])
+    assert got["transformer_train_ms"] == pytest.approx([1.0, 4.0, 3.0, 9.0, 5.0])
+    assert got["ratio"] == pytest.approx([2.0, 1.0, 2.0, 8 / 9, 2.0])
+    assert got["faster"] == ["transformer", "close", "transformer", "close", "transformer"]
+    assert got["speedup"] == pytest.approx([2.0, 1.0, 2.0, 9 / 8, 2.0])
+    sh = got["shipped"]
+    assert (sh["rnn_ms"], sh["transformer_ms"]) == pytest.approx((0.5, 2.0))
+    assert sh["faster"] == "rnn" and sh["speedup"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ({"batch": 2}, "batch must be one of \\[1, 8, 32\\]"),
+        ({"batch": "32"}, "valid integer"),
+        ({"batch": True}, "valid integer"),
+        ({"batch": 32.0}, "valid integer"),
+        ({"text": ""}, "at least 1 character"),
+        ({"length": 8}, "Extra inputs"),
+    ],
+)
+def test_parallel_steps_bad_input_is_422(client, body, pattern):
+    r = client.post("/api/lesson/parallel-steps", json=body)
+    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+
+
+# --------------------------------------------------------------------------------------------
+# The content of §1 and §2.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sections():
+    every = content.load_sections()
+    return {1: every[1], 2: every[2]}
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_checks_test_understanding(sections, n):
+    checks = sections[n].check
+    assert 3 <= len(checks) <= 5
+    assert sum(q.kind in ("predict", "transfer") for q in checks) * 2 >= len(checks)
+    assert len({q.answer for q in checks}) >= 3  # the right answers are stored at varied positions
+    for q in checks:
+        for lang in ("ja", "en"):
+            hint, answer = getattr(q.hint, lang), getattr(q.choices[q.answer], lang)
+            assert "FIXME" not in hint and len(hint) > 15
+            assert answer not in hint  # a hint helps without giving the answer away
+        if q.kind == "predict" and q.params:  # its "now try it" link sets parameters the widgets read
+            assert set(q.params) <= {"text", "tok", "batch", "nums"}
+
+
+@pytest.mark.parametrize("name", MINE)
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_no_placeholder_and_provenance_only_in_memos(name, lang):
+    text = (content.CONTENT_DIR / lang / name).read_text(encoding="utf-8")
+    assert not re.search(r"FIXME|TODO|できしだい|coming soon", text)
+    front = text.split("\n---\n", 1)[0]
+    for line in front.splitlines():  # a widget string naming an endpoint or a function is a memo
+        if re.search(r"/api/|attnlab\.\w", line):
+            assert re.match(r"\s+memo_\w+:", line), line
+
+
+def test_the_japanese_terms_are_the_glossarys(sections):
+    ja1 = (content.CONTENT_DIR / "ja" / MINE[0]).read_text(encoding="utf-8")
+    ja2 = (content.CONTENT_DIR / "ja" / MINE[1]).read_text(encoding="utf-8")
+    assert ja1.count("アテンション（注意機構）") == 1 and "注意機構" not in ja1.replace("アテンション（注意機構）", "")
+    assert "注意機構" not in ja2
+    for text in (ja1, ja2):
+        assert "注目の重み" not in text and "因果マスク" not in text
+    body = ja1.split("\n---\n", 1)[1]
+    assert "先を隠す工夫" in body and "注意の重み" in body
+    # Code comments in a literal block are in the page's language.
+    for lang in ("ja", "en"):
+        two = (content.CONTENT_DIR / lang / MINE[1]).read_text(encoding="utf-8")
+        comments = re.findall(r"^# (.+)$", two.split("```bash", 1)[1].split("```", 1)[0], re.M)
+        assert comments and all(bool(re.search(r"[ぁ-んァ-ヶ一-龠]", c)) == (lang == "ja") for c in comments)
+
+
+def test_section_2_points_forward_to_additive_attention(sections):
+    body = " ".join(b.html.ja for b in sections[2].blocks if b.type == "note" and b.html)
+    assert "加法注意" in body and "内積注意" in body and "第 3 節" in body
+    body_en = " ".join(b.html.en for b in sections[2].blocks if b.type == "note" and b.html)
+    assert "additive attention" in body_en and "dot-product attention" in body_en and "Section 3" in body_en
+
+
+def test_section_1_puts_the_caveat_before_the_comparison(sections):
+    kinds = [(b.type, b.widget) for b in sections[1].blocks]
+    caveat = kinds.index(("note", None))
+    assert caveat < kinds.index(("widget", "parallel-steps"))
+    ja, en = (re.sub(r"<[^>]+>", "", getattr(sections[1].blocks[caveat].html, lang)) for lang in ("ja", "en"))
+    assert "バッチ 1 の推論" in ja and "ふつうは RNN（rnn-attention）のほうが" in ja and "速く読み終えます" in ja
+    assert "batch 1, inference" in en and "the RNN (rnn-attention) usually finishes before" in en

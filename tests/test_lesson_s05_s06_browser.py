@@ -1,0 +1,292 @@
+"""§5 and §6 in real headless Chromium, in Japanese and English: the corrected widgets show
+attnlab's own numbers (the tutorial's join, the three influence grids, the causal-mask column, the
+RoPE scores), the figures have titles and colour keys, the RoPE figure sits after its text, the
+widgets work from the keyboard, and axe finds no serious or critical violation. Full-page
+screenshots go to ``test-artifacts/lesson/`` (git-ignored).
+
+Run with ``pytest -m browser tests/test_lesson_s05_s06_browser.py``; without /usr/bin/chromium the
+tests skip.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import torch
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
+    ),
+]
+
+import playwright.sync_api as playwright_api  # noqa: E402
+from axe_playwright_python.sync_playwright import Axe  # noqa: E402
+from live_server import page_errors, serving  # noqa: E402
+
+from attnlab.web import lesson as L  # noqa: E402
+from attnlab.web.app import create_app  # noqa: E402
+
+TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def sections():
+    return L.default_sections()
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    with serving(create_app()) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture(params=["ja", "en"])
+def lang(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def page(browser, base_url, lang, request):
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900},
+        base_url=base_url,
+        locale="ja-JP" if lang == "ja" else "en-US",
+    )
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors = page_errors(pg)
+    yield pg
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    pg.evaluate("() => document.fonts.ready.then(() => true)")
+    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    context.close()
+    assert not errors, errors
+
+
+def params(pg) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
+
+
+def wait_request(pg, container: str, expected: dict) -> None:
+    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
+    pg.wait_for_function(
+        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
+        " if (!d) return false; const got = JSON.parse(d);"
+        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
+        arg=[container, expected],
+    )
+
+
+def attr_grid(pg, prefix: str, rows: int, cols: int, attr: str = "data-value") -> list[list[str]]:
+    return [[pg.get_attribute(f"#{prefix}-{r}-{c}", attr) for c in range(cols)] for r in range(rows)]
+
+
+def values(pg, selector: str, attr: str = "data-value") -> list[float]:
+    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
+
+
+def close(got: list[float], want: list[float], tol: float = 1e-12) -> None:
+    assert len(got) == len(want)
+    torch.testing.assert_close(
+        torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), atol=tol, rtol=0
+    )
+
+
+def tab_to(pg, selector: str, limit: int = 400) -> None:
+    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
+    for _ in range(limit):
+        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
+            return
+        pg.keyboard.press("Tab")
+    pytest.fail(f"{selector} cannot be reached with the Tab key")
+
+
+def assert_accessible(pg) -> None:
+    results = Axe().run(pg)
+    bad = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, bad
+
+
+def fill(text: str, **vars) -> str:
+    for k, v in vars.items():
+        text = text.replace("{" + k + "}", str(v))
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# §5: the tutorial's split and join.
+# --------------------------------------------------------------------------------------------
+
+
+def check_no_transpose(pg, want, s) -> None:
+    """The no-transpose widget shows ``want``'s pieces, grids, count and difference."""
+    bad, T, H = want.without_transpose, len(want.tokens), want.n_heads
+    for prefix, pieces in (("nt-pieces-bad", bad.pieces), ("nt-pieces-ok", bad.pieces_correct)):
+        words = attr_grid(pg, prefix, T, H, "data-word")
+        heads = attr_grid(pg, prefix, T, H, "data-head")
+        assert [
+            [(int(w), int(h)) for w, h in zip(rw, rh, strict=True)] for rw, rh in zip(words, heads, strict=True)
+        ] == [[tuple(p) for p in row] for row in pieces]
+    marked = pg.eval_on_selector_all("#nt-pieces-bad .nt-foreign", "ns => ns.map(n => n.id)")
+    foreign = [f"nt-pieces-bad-{i}-{b}" for i, row in enumerate(bad.pieces) for b, (t, _) in enumerate(row) if t != i]
+    assert sorted(marked) == sorted(foreign)
+    assert int(pg.get_attribute("#nt-foreign", "data-value")) == len(foreign)
+    for prefix, grid in (
+        ("nt-inf-ok", bad.influence_correct),
+        ("nt-inf-split", bad.influence_split),
+        ("nt-inf-merged", bad.influence_merged),
+    ):
+        assert attr_grid(pg, prefix, T, T) == [["true" if v else "false" for v in row] for row in grid], prefix
+    close(values(pg, "#nt-diff-value"), [bad.max_abs_diff])
+    # Each grid is labelled with the stage it is computed at.
+    captions = pg.eval_on_selector_all(
+        "#nt-out .pair figure.matrix-fig > figcaption", "ns => ns.map(n => n.textContent)"
+    )
+    for key in ("influence_ok", "influence_split", "influence_merged", "pieces_ok", "pieces_bad"):
+        assert s(key) in captions, key
+
+
+def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections):
+    s5 = sections[5]
+    s = lambda key: getattr(s5.strings[key], lang)  # noqa: E731
+    words = s("default_words")
+    page.goto("/lesson/5")
+    wait_request(page, "#nt-out", {"text": words, "d_model": 8, "n_heads": 2})
+    want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
+    check_no_transpose(page, want, s)
+    # The keyboard alone: the heads select of the steps widget (3 does not divide 8: skipped).
+    tab_to(page, "#mh-heads")
+    page.keyboard.press("ArrowDown")
+    wait_request(page, "#mh-out", {"n_heads": 4})
+    wait_request(page, "#nt-out", {"n_heads": 4})  # the no-transpose widget follows the address
+    assert params(page)["heads"] == "4"
+    check_no_transpose(page, L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4)), s)
+    tab_to(page, "#nt-word")
+    page.keyboard.press("ArrowDown")  # the second word's H×H table
+    four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
+    page.wait_for_function("() => document.querySelector('#nt-word').value === '1'")
+    got = [[float(x) for x in row] for row in attr_grid(page, "nt-map", 4, 4)]
+    close([x for row in got for x in row], [x for row in four.without_transpose.weights[1] for x in row])
+    # A single head: the join moves nothing, the split's mistake remains.
+    page.goto("/lesson/5?heads=1")
+    wait_request(page, "#nt-out", {"n_heads": 1})
+    one = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=1))
+    check_no_transpose(page, one, s)
+    assert page.text_content("#nt-foreign") == s("foreign_none")
+    # Provenance is folded into a technical note.
+    assert page.locator("#nt-out details.memo").count() == 1 and "/api/lesson/multihead" not in page.inner_text(
+        "#nt-out"
+    )
+    assert_accessible(page)
+
+
+# --------------------------------------------------------------------------------------------
+# §6: the causal mask, the figures, RoPE.
+# --------------------------------------------------------------------------------------------
+
+
+def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
+    s6 = sections[6]
+    s = lambda key, **v: fill(getattr(s6.strings[key], lang), **v)  # noqa: E731
+    page.goto("/lesson/6")
+    wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
+    want = L.word_order(L.WordOrderRequest())
+    close(values(page, "[id^=wo-causal-]:not(#wo-causal-sentence)"), want.causal_without_positions.diff)
+    close(values(page, "#wo-causal-sentence"), [want.causal_without_positions.sentence_diff])
+    badges = page.eval_on_selector_all(
+        "[id^=wo-causal-]:not(#wo-causal-sentence) .badge", "ns => ns.map(n => n.textContent)"
+    )
+    assert badges == [s("differs")] * 3 + [s("same")] * 2  # を and 追う see the same words in both
+    assert page.locator("#wo-out details.memo").count() == 1 and "/api/" not in page.inner_text("#wo-table")
+
+    # Every figure has a title, and each heatmap a colour key.
+    wait_request(page, "#pe-out", {"length": 16, "d_model": 32})
+    wait_request(page, "#rope-out", {"seed": 0})
+    titles = {
+        "#pe-fig-table": s("table_title", t=16, d=32),
+        "#pe-fig-sim": s("sim_title"),
+        "#pe-fig-row": s("sim_row", p=3),
+        "#rope-fig": s("rope_title"),
+    }
+    for fig, title in titles.items():
+        assert page.text_content(f"{fig} > figcaption.pe-title") == title, fig
+    for key, label in (("#pe-key-table", s("key_table")), ("#pe-key-sim", s("key_sim"))):
+        assert page.get_attribute(key, "aria-label") == label
+    rope = L.rope_scores(L.RopeRequest())
+    limit = max(abs(v) for row in rope.scores for v in row)
+    assert page.get_attribute("#rope-key", "aria-label") == s("key_rope", v=f"{limit:.2f}")
+
+    # The RoPE figure comes after the paragraph that explains RoPE.
+    order = page.evaluate(
+        "() => { const kids = Array.from(document.querySelector('#section').children);"
+        " const at = (n) => kids.findIndex((k) => k.contains(n));"
+        " const text = kids.findIndex((k) => k.classList.contains('lesson-text') && k.textContent.includes('R_{n−m}'));"
+        " return [at(document.querySelector('#widget-pe-table')), text, at(document.querySelector('#widget-rope-scores'))]; }"
+    )
+    assert order[0] < order[1] < order[2], order
+
+    # RoPE's numbers: the heatmap, q and k, and the main diagonal against the unrotated q·k/√D.
+    def check_rope(want) -> None:
+        cells = page.eval_on_selector_all(
+            "#rope-map .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])"
+        )
+        assert len(cells) == want.length**2
+        for r, c, v in cells:
+            assert v == pytest.approx(want.scores[r][c], abs=1e-12)
+        close([float(x) for x in attr_grid(page, "rope-qk", 2, want.d_model)[0]], want.q)
+        close(values(page, "#rope-diagonal"), [want.scores[0][0]])
+        close(values(page, "#rope-plain-value"), [want.plain])
+
+    check_rope(rope)
+    # The keyboard alone: another q and k, then back.
+    tab_to(page, "#rope-redraw")
+    page.keyboard.press("Enter")
+    wait_request(page, "#rope-out", {"seed": 1})
+    assert params(page)["rseed"] == "1" and page.evaluate("() => document.activeElement.id") == "rope-redraw"
+    check_rope(L.rope_scores(L.RopeRequest(seed=1)))
+    assert page.text_content("#rope-seed") == s("rope_pair", n=2)
+    tab_to(page, "#rope-reset")
+    page.keyboard.press("Enter")
+    wait_request(page, "#rope-out", {"seed": 0})
+    assert "rseed" not in params(page)
+    check_rope(rope)
+    assert_accessible(page)
+
+
+def test_a_predict_question_opens_the_widget_it_asks_about(page, lang, sections):
+    """§6's RoPE question: after answering, 'try it' opens the page with another q and k."""
+    q = next(i for i, q in enumerate(sections[6].check) if q.params.get("rseed"))
+    page.goto("/lesson/6")
+    wait_request(page, "#rope-out", {"seed": 0})
+    right = sections[6].check[q].answer
+    page.check(f"#question-{q} input[value='{right}']")
+    page.click(f"#q{q}-submit")
+    assert page.get_attribute(f"#q{q}-feedback", "data-result") == "correct"
+    with page.expect_navigation():
+        page.click(f"#q{q}-try")
+    wait_request(page, "#rope-out", {"seed": 1})
+    assert params(page)["rseed"] == "1" and params(page)["lang"] == lang
