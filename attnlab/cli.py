@@ -419,6 +419,7 @@ def explore_cmd(
     max_text_chars: int = 400,
     max_concurrent: int = 2,
     allow_host: list[str] | None = None,
+    classroom: bool = False,
 ) -> int:
     """Open the explorer: a local web app with the lesson, the attention playground, masks and attention maps.
 
@@ -437,8 +438,11 @@ def explore_cmd(
         max_concurrent: model runs at once; further requests queue, then get 503.
         allow_host: further host names the explorer answers to (besides the bound address and
             localhost), e.g. a name that points at this machine; "*" turns the Host check off.
+        classroom: serve a class: listen on every interface (unless --host names one), print the
+            addresses students type and show the first as a QR code on the lesson's index.
     """
     from .web.app import Limits, check_address, serve
+    from .web.classroom import Classroom, lan_addresses
     from .web.models import load_model, shipped_explorer_models
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
@@ -452,10 +456,20 @@ def explore_cmd(
                 f"attnlab: note: not installed, so not offered: {', '.join(missing)} (see `make models`)",
                 file=sys.stderr,
             )
+    room = None
+    if classroom:
+        host = "0.0.0.0" if host == "127.0.0.1" else host
+        addresses = lan_addresses() if host in ("0.0.0.0", "::") else [host]
+        room = Classroom(port=port, addresses=tuple(addresses))
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")
-    serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or ())
+    if room is not None:
+        if room.urls:
+            print("students open:  " + "   ".join(room.urls) + "   (a QR code is on the index page)")
+        else:
+            print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
+    serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
     return 0
 
 

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import functional as AF
 from ..explain import compute_steps
 from . import i18n
+from .classroom import AnswerCache, Classroom, ResponseCache, qr_svg
 from .lesson import lesson_router
 from .models import GROUP_AXES, ExplorerModel, unique_names
 
@@ -67,13 +68,13 @@ MAX_MASK_LEN = 32  # tokens on a side of the mask grid
 
 @dataclass(frozen=True)
 class Limits:
-    """How much work one explorer process accepts (the API answers 413/422/503 beyond these)."""
+    """How much work one explorer process accepts (the API answers 413/422/429 beyond these)."""
 
     max_text_chars: int = 400  # longest sentence /api/run accepts (characters)
     max_body_bytes: int = 64 * 1024  # largest request body of any POST
     max_concurrent: int = 2  # model runs in progress at once (each uses the CPU fully)
-    max_waiting: int = 64  # model requests queued behind those; more are refused with 503
-    wait_timeout_s: float = 30.0  # a queued request gives up with 503 after waiting this long
+    max_waiting: int = 64  # model requests queued behind those; more are refused with 429
+    wait_timeout_s: float = 30.0  # a queued request gives up with 429 after waiting this long
     body_timeout_s: float = 10.0  # a request body not fully received by then gets 408 (slow-body clients)
 
     def __post_init__(self) -> None:
@@ -343,6 +344,11 @@ class RunResponse(BaseModel):
     elapsed_ms: float
 
 
+class ClassroomInfo(BaseModel):
+    enabled: bool  # started with --classroom
+    urls: list[str]  # the addresses students type (the first is the QR code)
+
+
 class ErrorResponse(BaseModel):
     detail: str
 
@@ -363,7 +369,11 @@ def _run_request_model(max_chars: int) -> type[BaseModel]:
 
 
 class WorkGate:
-    """At most ``slots`` model runs at once, at most ``max_waiting`` queued; the rest get 503."""
+    """At most ``slots`` model runs at once, at most ``max_waiting`` queued; the rest get 429.
+
+    429 Too Many Requests with ``Retry-After``: the request was fine and the class is busy, so the
+    page says so in its language and tries again (``common.js``), never a broken widget or a 5xx.
+    """
 
     def __init__(self, slots: int, max_waiting: int, timeout_s: float) -> None:
         self.slots, self.max_waiting, self.timeout_s = slots, max_waiting, timeout_s
@@ -386,7 +396,7 @@ class WorkGate:
             await sem.acquire()  # a slot is free: no waiting
         elif self.waiting >= self.max_waiting:
             raise HTTPException(
-                503, f"busy: {self.waiting} model requests are already waiting; try again shortly", headers=busy
+                429, f"busy: {self.waiting} model requests are already waiting; try again shortly", headers=busy
             )
         else:
             self.waiting += 1
@@ -394,7 +404,7 @@ class WorkGate:
                 await asyncio.wait_for(sem.acquire(), self.timeout_s)
             except asyncio.TimeoutError:
                 raise HTTPException(
-                    503, f"busy: no model slot became free within {self.timeout_s:g} s", headers=busy
+                    429, f"busy: no model slot became free within {self.timeout_s:g} s", headers=busy
                 ) from None
             finally:
                 self.waiting -= 1
@@ -534,7 +544,7 @@ ERRORS = {
     404: {"model": ErrorResponse, "description": "unknown model"},
     408: {"model": ErrorResponse, "description": "request body not received in time"},
     413: {"model": ErrorResponse, "description": "request body too large"},
-    503: {"model": ErrorResponse, "description": "too many model requests at once"},
+    429: {"model": ErrorResponse, "description": "busy: too many model requests at once (see Retry-After)"},
 }
 
 
@@ -556,11 +566,14 @@ def create_app(
     limits: Limits = Limits(),
     host: str = "127.0.0.1",
     allow_hosts: Sequence[str] = (),
+    classroom: Classroom | None = None,
 ) -> FastAPI:
     """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_model`).
 
     ``host`` is the address it will be bound to and ``allow_hosts`` further names it may be reached
-    by: requests with any other ``Host`` header get 400 (see :class:`AllowedHosts`).
+    by: requests with any other ``Host`` header get 400 (see :class:`AllowedHosts`). ``classroom``
+    (``attnlab explore --classroom``) shows the addresses students type, and their QR code, on the
+    index. Answers that depend only on the request are kept (:class:`ResponseCache`).
     """
     hosts = AllowedHosts(host, allow_hosts)
     named = unique_names(list(models))
@@ -577,6 +590,8 @@ def create_app(
         description="Move the numbers of scaled dot-product attention and watch every step; "
         "see the attention maps of attnlab's models. Every number comes from attnlab itself.",
     )
+    app.state.answers = AnswerCache()
+    app.add_middleware(ResponseCache, cache=app.state.answers)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     app.state.models = named
     app.state.limits = limits
@@ -612,6 +627,17 @@ def create_app(
     def interface_strings() -> Response:
         # Written from the catalogs strings/en.yaml and strings/ja.yaml (attnlab.web.i18n).
         return Response(i18n.script(), media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/api/classroom", response_model=ClassroomInfo)
+    def api_classroom() -> ClassroomInfo:
+        """Whether the explorer serves a class (``--classroom``), and the addresses students type."""
+        return ClassroomInfo(enabled=classroom is not None, urls=classroom.urls if classroom else [])
+
+    @app.get("/api/classroom/qr.svg", include_in_schema=False)
+    def api_classroom_qr() -> Response:
+        if classroom is None or not classroom.urls:
+            raise HTTPException(404, "not serving a class: start with `attnlab explore --classroom`")
+        return Response(qr_svg(classroom.urls[0]), media_type="image/svg+xml")
 
     app.include_router(lesson_router(named, gate))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -697,10 +723,11 @@ def serve(
     limits: Limits = Limits(),
     allow_hosts: Sequence[str] = (),
     log_level: Literal["info", "warning"] = "info",
+    classroom: Classroom | None = None,
 ) -> None:
     """Run the explorer with uvicorn until interrupted (``ValueError`` for a bad port or host name)."""
     import uvicorn
 
     check_port(port)
-    app = create_app(models, limits=limits, host=host, allow_hosts=allow_hosts)
+    app = create_app(models, limits=limits, host=host, allow_hosts=allow_hosts, classroom=classroom)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -130,22 +130,51 @@
     return "HTTP " + status;
   }
 
+  // A busy explorer (a class of students at once) answers 429 with Retry-After. The page says so
+  // in its language in a status line and tries again by itself, a few times, before giving up
+  // with a message that asks to try again: never a broken widget.
+  const BUSY_TRIES = 6;
+  let busyCount = 0;
+
+  function busyNote(show) {
+    let note = document.getElementById("busy-note");
+    if (!note) {
+      note = el("div", { id: "busy-note", class: "busy-note hidden", role: "status" });
+      document.body.appendChild(note);
+    }
+    busyCount = Math.max(0, busyCount + (show ? 1 : -1));
+    note.textContent = t("busy_wait");
+    note.classList.toggle("hidden", busyCount === 0);
+  }
+
+  async function request(url, init) {
+    for (let attempt = 1; ; attempt++) {
+      const response = await fetch(url, init);
+      if (response.status === 429 && attempt < BUSY_TRIES) {
+        const after = Number(response.headers.get("Retry-After")) || 1;
+        busyNote(true);
+        // Spread the retries of a whole class over time (jitter), growing with each attempt.
+        await new Promise((resolve) => setTimeout(resolve, 1000 * after * attempt * (0.5 + Math.random())));
+        busyNote(false);
+        continue;
+      }
+      const data = await response.json().catch(() => null);
+      if (response.status === 429) {
+        const err = new Error(t("busy_failed"));
+        err.busy = true;
+        throw err;
+      }
+      if (!response.ok) throw new Error(errorText(data, response.status));
+      return data;
+    }
+  }
+
   async function postJSON(url, body) {
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const data = await response.json().catch(() => null);
-    if (!response.ok) throw new Error(errorText(data, response.status));
-    return data;
+    return request(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
   }
 
   async function getJSON(url) {
-    const response = await fetch(url);
-    const data = await response.json().catch(() => null);
-    if (!response.ok) throw new Error(errorText(data, response.status));
-    return data;
+    return request(url);
   }
 
   function debounce(fn, ms) {

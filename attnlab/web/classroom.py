@@ -1,0 +1,196 @@
+"""Serving a class from one laptop: the addresses students type, their QR code, and answers cached.
+
+``attnlab explore --classroom`` listens on every interface, prints the address of each of this
+machine's network interfaces (the ones students on the same network can type) and shows the first
+as a QR code on the lesson's index. Everything the explorer serves is read-only, and the Host check
+stays on: the addresses it prints are the names it answers to.
+
+Results that do not depend on who asks (the default sentence of each widget, the §2 length table,
+the §8 cost curves, and every other answer that is a function of the request alone) are computed
+once and kept by :class:`ResponseCache`, so forty students opening the same page cost one
+computation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import socket
+import struct
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+__all__ = ["Classroom", "lan_addresses", "qr_svg", "AnswerCache", "ResponseCache", "CACHED_PATHS"]
+
+_SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def lan_addresses() -> list[str]:
+    """The IPv4 addresses of this machine's network interfaces, loopback left out.
+
+    Read from the interfaces themselves (Linux ``SIOCGIFADDR``), so nothing is sent anywhere;
+    elsewhere, the addresses the host name resolves to.
+    """
+    found: list[str] = []
+    try:
+        import fcntl  # Unix only
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _, name in socket.if_nameindex():
+                packed = struct.pack("256s", name.encode()[:15])
+                try:
+                    answer = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, packed)
+                except OSError:
+                    continue  # an interface without an IPv4 address
+                found.append(socket.inet_ntoa(answer[20:24]))
+    except (OSError, AttributeError, ImportError):
+        pass
+    if not found:
+        try:
+            found = [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+        except OSError:
+            found = []
+    unique = list(dict.fromkeys(a for a in found if not a.startswith("127.")))
+    return unique
+
+
+def qr_svg(text: str, scale: int = 6) -> str:
+    """``text`` as a QR code (error correction M, a 4-module quiet zone), as an SVG document."""
+    import segno
+
+    code = segno.make(text, error="m", micro=False)
+    buffer = io.BytesIO()
+    code.save(buffer, kind="svg", scale=scale, border=4, xmldecl=False, svgns=True, title=text)
+    return buffer.getvalue().decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Classroom:
+    """The explorer serving a class: the addresses printed for the students."""
+
+    port: int  # the port the explorer listens on
+    addresses: tuple[str, ...] = field(default_factory=tuple)  # this machine's LAN addresses
+
+    @property
+    def urls(self) -> list[str]:
+        """The addresses students type, the first one the QR code shows."""
+        return [f"http://{a}:{self.port}/" for a in self.addresses]
+
+
+#: POST endpoints whose answer is a function of the request body alone (models fixed, no clock,
+#: no sampling), so one answer serves every student who sends the same body.
+CACHED_PATHS = frozenset(
+    {
+        "/api/playground",
+        "/api/mask",
+        "/api/lesson/translation",
+        "/api/lesson/parallel-steps",
+        "/api/lesson/bottleneck",
+        "/api/lesson/dk-spread",
+        "/api/lesson/three-books",
+        "/api/lesson/additive-vs-dot",
+        "/api/lesson/pronoun",
+        "/api/lesson/multihead",
+        "/api/lesson/heads",
+        "/api/lesson/positions",
+        "/api/lesson/word-order",
+        "/api/lesson/shapes",
+        "/api/lesson/variants",
+        "/api/lesson/attention-map",
+        "/api/lesson/pooling",
+    }
+)
+
+
+class AnswerCache:
+    """Answers kept by key, least recently used dropped first beyond ``max_bytes`` (thread-safe)."""
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[bytes, tuple[list, bytes]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: bytes) -> tuple[list, bytes] | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                self.misses += 1
+            else:
+                self._entries.move_to_end(key)
+                self.hits += 1
+            return hit
+
+    def put(self, key: bytes, headers: list, payload: bytes) -> None:
+        size = len(payload) + 64
+        if size > self.max_bytes // 4:
+            return  # one huge answer must not empty the cache
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = (headers, payload)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, old) = self._entries.popitem(last=False)
+                self._bytes -= len(old) + 64
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ResponseCache:
+    """ASGI middleware: the 200 answers of :data:`CACHED_PATHS`, kept in ``cache`` by (path, body).
+    Anything else passes through untouched."""
+
+    def __init__(self, app, cache: AnswerCache, paths: frozenset[str] = CACHED_PATHS) -> None:
+        self.app, self.cache, self.paths = app, cache, paths
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        key = hashlib.sha256(scope["path"].encode() + b"\0" + body).digest()
+        hit = self.cache.get(key)
+        if hit is not None:
+            headers, payload = hit
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        start: dict = {}
+        parts: list[bytes] = []
+
+        async def keep(message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                parts.append(message.get("body", b""))
+                if not message.get("more_body", False) and start.get("status") == 200:
+                    self.cache.put(key, list(start.get("headers", [])), b"".join(parts))
+            await send(message)
+
+        await self.app(scope, replay, keep)

@@ -1,0 +1,135 @@
+"""`attnlab explore --classroom`: the addresses students type, their QR code, the answer cache,
+and a busy explorer answering 429 (never a 5xx)."""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+
+import pytest
+from fastapi.testclient import TestClient
+
+from attnlab.cli import main as cli_main
+from attnlab.web import app as web_app
+from attnlab.web.app import create_app
+from attnlab.web.classroom import CACHED_PATHS, AnswerCache, Classroom, ResponseCache, lan_addresses, qr_svg
+
+LOCAL = "http://127.0.0.1"
+
+
+def _decode_qr_svg(svg: str) -> list[str]:
+    """Decode an SVG QR code with zxing-cpp after drawing it with segno's own matrix reader."""
+    zxingcpp = pytest.importorskip("zxingcpp")
+    # Rasterise the SVG's modules ourselves: each "M x y h w" run of the path is a dark run.
+    import re
+
+    from PIL import Image
+
+    scale = int(re.search(r'transform="scale\((\d+)\)"', svg).group(1))
+    width = int(re.search(r'width="(\d+)"', svg).group(1)) // scale
+    image = Image.new("L", (width, width), 255)
+    x = y = 0.0
+    for cmd, a, b in re.findall(r"([Mmhv])(-?[\d.]+)(?:\s(-?[\d.]+))?", re.search(r' d="([^"]+)"', svg).group(1)):
+        if cmd == "M":
+            x, y = float(a), float(b)
+        elif cmd == "m":
+            x, y = x + float(a), y + float(b)
+        elif cmd == "h":
+            for i in range(int(float(a))):
+                image.putpixel((int(x) + i, int(y - 0.5)), 0)
+            x += float(a)
+    big = image.resize((width * 8, width * 8), Image.NEAREST)
+    return [r.text for r in zxingcpp.read_barcodes(big)]
+
+
+def test_the_qr_code_decodes_to_the_printed_address():
+    url = "http://192.0.2.7:8000/"
+    assert _decode_qr_svg(qr_svg(url)) == [url]
+
+
+def test_the_classroom_api_and_qr_code_name_the_addresses_printed():
+    room = Classroom(port=8123, addresses=("192.0.2.7", "198.51.100.3"))
+    client = TestClient(create_app(host="0.0.0.0", classroom=room), base_url=LOCAL)
+    info = client.get("/api/classroom").json()
+    assert info == {"enabled": True, "urls": ["http://192.0.2.7:8123/", "http://198.51.100.3:8123/"]}
+    svg = client.get("/api/classroom/qr.svg")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert _decode_qr_svg(svg.text) == ["http://192.0.2.7:8123/"]
+    # The Host check stays on, and the printed addresses pass it.
+    assert client.get("/", headers={"host": "192.0.2.7:8123"}).status_code == 200
+    assert client.get("/", headers={"host": "evil.example:8123"}).status_code == 400
+
+
+def test_without_classroom_there_is_no_qr_code():
+    client = TestClient(create_app(), base_url=LOCAL)
+    assert client.get("/api/classroom").json() == {"enabled": False, "urls": []}
+    assert client.get("/api/classroom/qr.svg").status_code == 404
+
+
+def test_lan_addresses_are_real_non_loopback_ipv4_addresses():
+    for address in lan_addresses():
+        ip = ipaddress.ip_address(address)
+        assert ip.version == 4 and not ip.is_loopback
+
+
+def test_explore_classroom_listens_everywhere_and_prints_the_addresses(monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(web_app, "serve", lambda models, **kw: seen.update(kw))
+    monkeypatch.setattr("attnlab.web.classroom.lan_addresses", lambda: ["192.0.2.7"])
+    assert cli_main(["explore", "--model", "minilm", "--classroom", "--port", "8124"]) == 0
+    assert seen["host"] == "0.0.0.0"
+    assert seen["classroom"].urls == ["http://192.0.2.7:8124/"]
+    assert "http://192.0.2.7:8124/" in capsys.readouterr().out
+
+
+def test_answers_that_depend_only_on_the_request_are_computed_once():
+    app = create_app()
+    cache = app.state.answers
+    client = TestClient(app, base_url=LOCAL)
+    body = {"d_k": 64, "seed": 3}
+    assert "/api/lesson/dk-spread" in CACHED_PATHS
+    first = client.post("/api/lesson/dk-spread", json=body)
+    hits = cache.hits
+    again = client.post("/api/lesson/dk-spread", json=body)
+    assert first.status_code == again.status_code == 200 and first.content == again.content
+    assert cache.hits == hits + 1
+    # Another body is another answer; a refused request is never kept.
+    other = client.post("/api/lesson/dk-spread", json={"d_k": 64, "seed": 4})
+    assert other.status_code == 200 and other.content != first.content
+    for _ in range(2):
+        assert client.post("/api/lesson/dk-spread", json={"d_k": 3}).status_code == 422
+    assert cache.hits == hits + 1
+    # Security headers are still on a cached answer.
+    assert again.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_cache_stays_within_its_byte_budget():
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 1000})
+
+    store = AnswerCache(max_bytes=10_000)
+    cache = ResponseCache(app, store, paths=frozenset({"/p"}))
+    import asyncio
+
+    async def call(body: bytes):
+        out = io.BytesIO()
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.body":
+                out.write(message["body"])
+
+        await cache(
+            {"type": "http", "method": "POST", "path": "/p", "headers": []},
+            receive,
+            send,
+        )
+        return out.getvalue()
+
+    for n in range(50):
+        assert asyncio.run(call(str(n).encode())) == b"x" * 1000
+    assert store.size_bytes <= 10_000 and 0 < len(store) < 50
