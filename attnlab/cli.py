@@ -473,6 +473,45 @@ def explore_cmd(
     return 0
 
 
+@command("lesson handout")
+def lesson_handout_cmd(
+    *,
+    lang: Literal["ja", "en"] = "ja",
+    out: str = "handout.pdf",
+    teacher: bool = False,
+    sections: str = "1-9",
+    chromium: str | None = None,
+    timeout: float = 180.0,
+) -> int:
+    """Print the lesson to one PDF: a handout for the class, or with --teacher the answer key.
+
+    Runs the explorer in this process and prints each section's page with headless Chromium, as a
+    browser prints it (the print stylesheet): the text, each widget's figures, and the checks with
+    their choices and lines to write on. The teacher's version adds each question's answer,
+    explanation and hint, and the section's teacher notes (time, questions to ask first,
+    misconceptions, a class exercise with its answer). Without Chromium, print from any browser:
+    open /lesson/N?print=1 (or ?print=1&teacher=1) in `attnlab explore` and use Print.
+
+    Args:
+        lang: the language of the handout.
+        out: the PDF to write (replaced if it exists).
+        teacher: the teacher's version, with the answers, explanations and teacher notes.
+        sections: the sections to print: a number, a range or a list, e.g. 3, 1-9 or 1,4-6.
+        chromium: the Chromium or Chrome program (default: chromium, chromium-browser or google-chrome on PATH).
+        timeout: seconds to wait for one section's widgets to draw.
+    """
+    from .web.handout import make_handout
+
+    # `out` is a file, not a run folder, so it is a str here: the run-folder check of _check_options
+    # would refuse to replace an existing handout.
+    report = make_handout(
+        Path(out), lang=lang, teacher=teacher, sections=sections, chromium=chromium, timeout_s=timeout, progress=print
+    )
+    kind = "teacher's version" if teacher else "handout"
+    print(f"{kind}: {report.path}  ({report.pages} pages, {len(report.sections)} sections, {lang})")
+    return 0
+
+
 @command("experiment bottleneck")
 def experiment_bottleneck_cmd(
     *,

@@ -35,11 +35,13 @@ LONG_JA = "私たちは来週の日曜日に駅の近くの新しいレストラ
 CASES = [
     ("§1 translation + cross-attention", "post", "/api/lesson/translation", {}),
     ("§1 translation (long sentence)", "post", "/api/lesson/translation", {"text": LONG_JA}),
-    ("§1 RNN vs Transformer steps", "post", "/api/lesson/parallel-steps", {}),
+    ("§1 RNN vs Transformer steps (batch 32)", "post", "/api/lesson/parallel-steps", {}),
+    ("§1 RNN vs Transformer steps (batch 1)", "post", "/api/lesson/parallel-steps", {"batch": 1}),
     ("§2 bottleneck (long example)", "post", "/api/lesson/bottleneck", {"example": 0}),
     ("§2 bottleneck (43 words, the longest)", "post", "/api/lesson/bottleneck", {"example": 45}),
     ("§2 BLEU by length (1000 pairs)", "get", "/api/lesson/bleu-by-length", {}),
-    ("§3 three books", "post", "/api/playground", {"scores": [8, 4, 2], "d_k": 64, "scale": True}),
+    ("§3 three books", "post", "/api/lesson/three-books", {}),
+    ("§3 additive vs dot-product (rnn-attention)", "post", "/api/lesson/additive-vs-dot", {}),
     ("§3 random q, k (d_k = 64)", "post", "/api/lesson/dk-spread", {"d_k": 64, "seed": 0}),
     ("§3 random q, k (d_k = 1024)", "post", "/api/lesson/dk-spread", {"d_k": 1024, "seed": 0}),
     ("§4 self vs source–target (ja-en)", "post", "/api/lesson/translation", {"text": "この本はとても面白い。"}),
@@ -59,6 +61,7 @@ CASES = [
     ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),
     ("§6 sinusoids (16 × 32)", "post", "/api/lesson/positions", {"length": 16, "d_model": 32}),
     ("§6 sinusoids (64 × 128)", "post", "/api/lesson/positions", {"length": 64, "d_model": 128}),
+    ("§6 rotary scores", "post", "/api/lesson/rope", {}),
     ("§6 word order", "post", "/api/lesson/word-order", {}),
     ("§7 tensor shapes (ja-en)", "post", "/api/lesson/shapes", {}),
     ("§7 tensor shapes (long sentence)", "post", "/api/lesson/shapes", {"text": LONG_JA}),
@@ -91,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from attnlab.web.app import create_app
 
-    client = TestClient(create_app(), base_url="http://127.0.0.1:8000")
+    app = create_app()
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
     rows = []
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
@@ -99,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, method, path, payload in CASES:
 
         def send(method=method, path=path, payload=payload):
+            # The explorer keeps answers that depend only on the request (ResponseCache); this
+            # benchmark times the computation, so every request starts with an empty cache.
+            app.state.answers.clear()
             return client.post(path, json=payload) if method == "post" else client.get(path, params=payload)
 
         start = time.perf_counter()

@@ -133,3 +133,15 @@ def test_the_cache_stays_within_its_byte_budget():
     for n in range(50):
         assert asyncio.run(call(str(n).encode())) == b"x" * 1000
     assert store.size_bytes <= 10_000 and 0 < len(store) < 50
+
+
+def test_warm_up_asks_every_widget_default_once_the_server_answers():
+    from live_server import serving
+
+    from attnlab.web.classroom import WARM_UP, warm_up
+
+    with serving(create_app()) as port:
+        statuses = warm_up(f"http://127.0.0.1:{port}", timeout_s=60)
+    assert set(statuses) == {path for _, path in WARM_UP}
+    # Every default is a valid request: 200, or 503 where a shipped model is not installed.
+    assert all(code in (200, 503) for code in statuses.values()), statuses

@@ -730,4 +730,12 @@ def serve(
 
     check_port(port)
     app = create_app(models, limits=limits, host=host, allow_hosts=allow_hosts, classroom=classroom)
+    if classroom is not None:
+        # Load the models and compute the shared results before the first student arrives.
+        import threading
+
+        from .classroom import warm_up
+
+        own = "127.0.0.1" if host in ("0.0.0.0", "::") else (f"[{host}]" if ":" in host else host)
+        threading.Thread(target=warm_up, args=(f"http://{own}:{port}",), daemon=True).start()
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -18,6 +18,14 @@ refuses a pair that differs, naming the file. A question may say which section i
 Glossary terms (``content/LANG/glossary.yaml``) are
 linked to the glossary page wherever they appear in running text.
 
+A section may have teacher notes, ``content/ja/teacher/NN-slug.md`` and ``content/en/teacher/NN-slug.md``
+(both or neither): front matter ``minutes: N`` (the time the section takes in class, the same in both
+languages), then Markdown in four parts under fixed headings (:data:`TEACHER_HEADINGS`): what to ask
+the class before touching a widget, the misconceptions students show (each item links to the widget
+that dispels it, ``#widget-NAME`` on the section's own page or ``/lesson/N#widget-NAME`` on another),
+one class exercise and its answer. :func:`load_sections` refuses notes that break this, naming the
+file and line.
+
 Markdown is parsed by markdown-it-py with raw HTML disabled, so a content file cannot inject
 markup; the HTML it produces is what the page shows.
 """
@@ -51,6 +59,8 @@ __all__ = [
     "Link",
     "Section",
     "SectionSummary",
+    "TeacherNotes",
+    "TEACHER_HEADINGS",
     "GlossaryEntry",
     "load_sections",
     "load_glossary",
@@ -164,6 +174,16 @@ class Link(BaseModel):
     label: Text
 
 
+class TeacherNotes(BaseModel):
+    """A section's teacher notes: the minutes it takes in class, and the notes (Markdown rendered to
+    HTML, glossary terms linked) in both languages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    minutes: int = Field(ge=1, le=120)
+    html: Text
+
+
 class Section(BaseModel):
     """A section of the lesson, both languages merged."""
 
@@ -181,6 +201,7 @@ class Section(BaseModel):
     check: list[Question] = Field(min_length=1)
     links: list[Link] = Field(default_factory=list)
     strings: dict[str, Text] = Field(default_factory=dict)  # the widgets' labels
+    teacher: TeacherNotes | None = None  # content/LANG/teacher/NN-slug.md, when written
 
 
 class SectionSummary(BaseModel):
@@ -601,7 +622,7 @@ def load_sections(directory: Path = CONTENT_DIR) -> dict[int, Section]:
             raise ValueError(f"glossary term {entry.id!r}: section {entry.section} does not exist")
     for section in sections.values():
         _check_final(directory, section)
-    return sections
+    return _with_teacher_notes(directory, sections, glossary)
 
 
 def _check_final(directory: Path, section: Section) -> None:
@@ -616,6 +637,131 @@ def _check_final(directory: Path, section: Section) -> None:
             raise ValueError(f"{name}: question {n} says no 'section:', and the others of this final check do")
         if not 1 <= source < section.id:
             raise ValueError(f"{name}: question {n} draws on section {source}, which is not a section before it")
+
+
+# --------------------------------------------------------------------------------------------
+# Teacher notes.
+# --------------------------------------------------------------------------------------------
+
+#: The headings of a teacher note's four parts, in order: the first three at level 3 (the page puts
+#: the notes under a level-2 heading of its own), the answer at level 4 under the exercise.
+TEACHER_HEADINGS = {
+    "ja": (("h3", "最初に聞くこと"), ("h3", "よくある誤解"), ("h3", "クラス演習"), ("h4", "解答")),
+    "en": (("h3", "Ask first"), ("h3", "Misconceptions"), ("h3", "Class exercise"), ("h4", "Answer")),
+}
+_MISCONCEPTIONS = 1  # the part whose items must each link to a widget
+_WIDGET_LINK = re.compile(r"^(?:/lesson/(\d+)(?:\?[\w=&%.,-]*)?)?#widget-([a-z0-9-]+)$")
+
+
+class _TeacherFront(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    minutes: int = Field(strict=True, ge=1, le=120)
+
+
+def _widgets_of(section: Section) -> set[str]:
+    return {b.widget for b in section.blocks if b.type == "widget" and b.widget}
+
+
+def _parse_teacher(
+    path: Path, forms: list[tuple[str, str]], lang: str, section: Section, sections: dict[int, Section]
+) -> tuple[int, str]:
+    """One language's teacher notes: (minutes, HTML). Checks the four parts' headings and that every
+    misconception links to a widget that is on the page it names."""
+    md = _markdown()
+    tokens = md.parse(path.read_text(encoding="utf-8"))
+    if not tokens or tokens[0].type != "front_matter":
+        raise ValueError(f"{path}:1: teacher notes start with YAML front matter ('minutes: N') between '---' lines")
+    try:
+        front = _TeacherFront.model_validate(yaml.safe_load(tokens[0].content) or {})
+    except (yaml.YAMLError, ValidationError) as err:
+        raise ValueError(f"{path}:1: front matter: {err}") from None
+    _link_terms(md, tokens, forms, lang)
+    body = tokens[1:]
+    line_of = lambda token: (token.map or [0])[0] + 1  # noqa: E731
+
+    # The headings, in order, and what lies between them.
+    expected = TEACHER_HEADINGS[lang]
+    found: list[tuple[int, Token]] = [(i, t) for i, t in enumerate(body) if t.type == "heading_open"]
+    for (i, token), (tag, text) in zip(found, expected, strict=False):
+        title = body[i + 1].content.strip()
+        if (token.tag, title) != (tag, text):
+            raise ValueError(
+                f"{path}:{line_of(token)}: expected the heading {'#' * int(tag[1])} {text}, found "
+                f"{'#' * int(token.tag[1])} {title}; the parts are {[t for _, t in expected]}, in this order"
+            )
+    if len(found) != len(expected):
+        where = line_of(found[len(expected)][1]) if len(found) > len(expected) else len(path.read_text().splitlines())
+        raise ValueError(f"{path}:{where}: teacher notes have exactly the headings {[t for _, t in expected]}")
+    for token in body:
+        if token.type.startswith("container_"):
+            raise ValueError(f"{path}:{line_of(token)}: teacher notes take plain Markdown, no '::: ' directives")
+    bounds = [i for i, _ in found] + [len(body)]
+    for n, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        part = body[start + 3 : end]  # after heading_open, inline, heading_close
+        if not any(t.type == "inline" and t.content.strip() for t in part):
+            raise ValueError(f"{path}:{line_of(body[start])}: the part '{expected[n][1]}' is empty")
+
+    # Every misconception (a top-level item of that part's list) names the widget that dispels it.
+    start, end = bounds[_MISCONCEPTIONS], bounds[_MISCONCEPTIONS + 1]
+    items, depth = [], 0
+    for i in range(start, end):
+        token = body[i]
+        if token.type in ("bullet_list_open", "ordered_list_open"):
+            depth += 1
+        elif token.type in ("bullet_list_close", "ordered_list_close"):
+            depth -= 1
+        elif token.type == "list_item_open" and depth == 1:
+            items.append(i)
+    if not items:
+        raise ValueError(f"{path}:{line_of(body[start])}: list the misconceptions as items, one per misconception")
+    for k, first in enumerate(items):
+        last = items[k + 1] if k + 1 < len(items) else end
+        links = [
+            child.attrs.get("href", "")
+            for token in body[first:last]
+            if token.type == "inline"
+            for child in token.children or []
+            if child.type == "link_open"
+        ]
+        widgets = [m for m in map(_WIDGET_LINK.match, map(str, links)) if m]
+        if not widgets:
+            raise ValueError(
+                f"{path}:{line_of(body[first])}: a misconception links to the widget that dispels it "
+                f"([…](#widget-NAME), or [...](/lesson/N#widget-NAME) for another section's)"
+            )
+        for m in widgets:
+            page = int(m[1]) if m[1] else section.id
+            if page not in sections or m[2] not in _widgets_of(sections[page]):
+                raise ValueError(f"{path}:{line_of(body[first])}: section {page}'s page has no widget {m[2]!r}")
+    html = md.renderer.render(body, md.options, {}).strip()
+    return front.minutes, html
+
+
+def _with_teacher_notes(
+    directory: Path, sections: dict[int, Section], glossary: dict[str, GlossaryEntry]
+) -> dict[int, Section]:
+    """The sections with their teacher notes (``LANG/teacher/NN-slug.md``), checked in both languages."""
+    names = {f"{s.id:02d}-{s.slug}.md": s for s in sections.values()}
+    found: dict[str, dict[str, Path]] = {}
+    for lang in LANGS:
+        for path in sorted((directory / lang / "teacher").glob("*.md")):
+            if path.name not in names:
+                raise ValueError(f"{path}:1: teacher notes are named after their section; no section {path.name}")
+            found.setdefault(path.name, {})[lang] = path
+    out = dict(sections)
+    for name, pair in found.items():
+        missing = [lang for lang in LANGS if lang not in pair]
+        if missing:
+            other = next(iter(pair.values()))
+            raise ValueError(f"{other}:1: teacher notes in one language only; write {'/'.join(missing)}/teacher/{name}")
+        section = names[name]
+        parsed = {lang: _parse_teacher(pair[lang], _forms(glossary, lang), lang, section, sections) for lang in LANGS}
+        (mja, hja), (men, hen) = parsed["ja"], parsed["en"]
+        if mja != men:
+            raise ValueError(f"{pair['en']}:1: minutes {men} here, {mja} in {pair['ja']}; a section takes one time")
+        out[section.id] = section.model_copy(update={"teacher": TeacherNotes(minutes=mja, html=_pair(hja, hen))})
+    return out
 
 
 def term_uses(sections: dict[int, Section]) -> dict[str, list[int]]:

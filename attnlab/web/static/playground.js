@@ -136,7 +136,10 @@
 
   function chart(weights) {
     const NS = "http://www.w3.org/2000/svg";
-    const W = 520, bar = 26, gap = 10, left = 80, right = 70;
+    // 520 px, or the width of its box where that is narrower (a phone), its text the same size.
+    // (Before the font is in, the page is not laid out: then the screen's width less the margins.)
+    const room = $("chart").clientWidth || document.documentElement.clientWidth - 50;
+    const W = Math.max(280, Math.min(520, room)), bar = 26, gap = 10, left = 80, right = 70;
     const svg = document.createElementNS(NS, "svg");
     const H = weights.length * (bar + gap) + gap;
     svg.setAttribute("width", W);

@@ -16,6 +16,14 @@
     return node;
   }
 
+  // The width a chart may take: its natural width; on a phone (a window 640 px wide or less) no
+  // more than the screen's width less the page's and the widget's margins (responsive.css), and
+  // no less than `least`. The chart is drawn narrower, its text keeps its size.
+  function room(natural, least) {
+    const screen = document.documentElement.clientWidth;
+    return screen && screen <= 640 ? Math.max(least, Math.min(natural, screen - 56)) : natural;
+  }
+
   function add(parent, tag, attrs, text) {
     const node = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) node.setAttribute(k, v);
@@ -68,7 +76,7 @@
 
   // Horizontal bars for weights: opts.values, opts.labels, opts.idPrefix, opts.label, opts.colour.
   function bars(opts) {
-    const W = 460, bar = 20, gap = 6, left = opts.left || 90, right = 64;
+    const W = room(460, 280), bar = 20, gap = 6, left = opts.left || 90, right = 64;
     const H = opts.values.length * (bar + gap) + gap;
     const node = svg(W, H, opts.label);
     const span = W - left - right;
@@ -88,7 +96,7 @@
 
   // A histogram: opts.edges (n + 1), opts.counts (n), opts.label, opts.idPrefix, opts.ticks (edge values to label).
   function histogram(opts) {
-    const W = 460, H = 170, left = 40, bottom = 24, top = 8;
+    const W = room(460, 280), H = 170, left = 40, bottom = 24, top = 8;
     const node = svg(W, H, opts.label);
     const n = opts.counts.length;
     const span = W - left - 10;
@@ -117,10 +125,17 @@
   // as wide as Latin ones at the legend's 11px), so no name is cut at the picture's edge.
   const textWidth = (text) => [...text].reduce((w, ch) => w + (ch.codePointAt(0) >= 0x2e80 ? 11 : 6.6), 0);
   function lines(opts) {
-    const H = 260, left = 64, top = 10, bottom = 40;
-    const right = Math.max(150, 44 + Math.max(0, ...opts.series.map((s) => textWidth(s.name))));
-    const W = left + 306 + right; // the plot keeps its 306px whatever the legend needs
-    const node = svg(W, H, opts.label);
+    const left = 64, top = 10, bottom = 40;
+    const legend = Math.max(150, 44 + Math.max(0, ...opts.series.map((s) => textWidth(s.name))));
+    // The plot keeps its 306px whatever the legend needs; where that is too wide (a phone), the
+    // plot is narrower and the legend goes under it.
+    const fits = room(left + 306 + legend, 0) >= left + 306 + legend;
+    const right = fits ? legend : 12;
+    const W = fits ? left + 306 + right : room(left + 306 + right, left + 180 + right);
+    const H = 260; // the plot and its axis labels; the legend under it adds legendH
+    const legendH = fits ? 0 : opts.series.length * 18 + 6;
+    const at = (k) => (fits ? { x: W - right + 10, y: top + 14 + k * 18 } : { x: 14, y: H + 8 + k * 18 });
+    const node = svg(W, H + legendH, opts.label);
     const all = opts.series.flatMap((s) => s.values).filter((v) => v > 0);
     const lx = (v) => Math.log10(v);
     const x0 = lx(opts.xs[0]), x1 = lx(opts.xs[opts.xs.length - 1]);
@@ -140,8 +155,9 @@
       const points = s.values.map((v, i) => `${X(opts.xs[i]).toFixed(1)},${Y(Math.max(v, 10 ** y0)).toFixed(1)}`).join(" ");
       add(node, "polyline", { points, fill: "none", stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null, "data-series": s.key });
       s.values.forEach((v, i) => add(node, "circle", { cx: X(opts.xs[i]), cy: Y(Math.max(v, 10 ** y0)), r: 3, fill: s.colour, "data-value": v }));
-      add(node, "line", { x1: W - right + 10, x2: W - right + 30, y1: top + 14 + k * 18, y2: top + 14 + k * 18, stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null });
-      add(node, "text", { x: W - right + 34, y: top + 18 + k * 18, "font-size": 11, fill: "#1f2933" }, s.name);
+      const { x, y } = at(k);
+      add(node, "line", { x1: x, x2: x + 20, y1: y, y2: y, stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null });
+      add(node, "text", { x: x + 24, y: y + 4, "font-size": 11, fill: "#1f2933" }, s.name);
     });
     return node;
   }
@@ -180,9 +196,14 @@
   // opts.yLabel. Each bar keeps its number in data-value and has the id idPrefix-key-i.
   function groups(opts) {
     const n = opts.categories.length, k = opts.series.length;
-    const left = 44, right = 10, top = 40, bottom = 44;
-    const groupW = Math.max(60, Math.min(120, Math.floor(440 / n)));
-    const W = left + n * groupW + right, H = 240;
+    const left = 44, right = 10, bottom = 44;
+    // On a phone the groups are narrower and the legend's entries one under the other.
+    const fit = room(1e6, 0); // 1e6 on a wider screen
+    const groupW = Math.max(fit < 1e6 ? 36 : 60, Math.min(120, Math.floor(440 / n), Math.floor((fit - left - right) / n)));
+    const W = left + n * groupW + right;
+    const stacked = left + (k - 1) * 170 + 150 > W;
+    const key = (j) => (stacked ? { x: left, y: 6 + j * 17 } : { x: left + j * 170, y: 6 });
+    const top = stacked ? Math.max(40, 6 + k * 17 + 20) : 40, H = 200 + top;
     const node = svg(W, H, opts.label);
     const height = H - top - bottom, max = opts.max || 100;
     const y = (v) => top + height - (v / max) * height;
@@ -206,8 +227,9 @@
     });
     if (opts.xLabel) add(node, "text", { x: left + (n * groupW) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, opts.xLabel);
     opts.series.forEach((s, j) => {
-      add(node, "rect", { x: left + j * 170, y: 6, width: 12, height: 12, fill: s.colour });
-      add(node, "text", { x: left + j * 170 + 16, y: 16, "font-size": 11, fill: "#1f2933" }, s.name);
+      const { x, y } = key(j);
+      add(node, "rect", { x, y, width: 12, height: 12, fill: s.colour });
+      add(node, "text", { x: x + 16, y: y + 10, "font-size": 11, fill: "#1f2933" }, s.name);
     });
     return node;
   }
@@ -233,5 +255,27 @@
     return node;
   }
 
-  window.Charts = { bars, histogram, lines, matrix, groups, map, picture, diverging, sequential, css, textOn, luminance, num };
+  // On a phone, heatmaps and tables of numbers wider than the screen scroll sideways inside their
+  // own box (responsive.css). A box that scrolls and holds nothing focusable gets tabindex="0" for
+  // as long as it scrolls, so that the keyboard can scroll it too (WCAG 2.1.1).
+  const SCROLL_BOXES = ".widget figure, .widget table, .widget .mh-head";
+  const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+  function markScrollBoxes() {
+    for (const box of document.querySelectorAll(SCROLL_BOXES)) {
+      const scrolls = box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX === "auto";
+      if (scrolls && !box.hasAttribute("tabindex") && !box.querySelector(FOCUSABLE)) {
+        box.setAttribute("tabindex", "0");
+        box.dataset.scrollBox = "";
+      } else if (!scrolls && "scrollBox" in box.dataset) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrollBox;
+      }
+    }
+  }
+  let marking = 0;
+  const markSoon = () => { if (!marking) marking = requestAnimationFrame(() => { marking = 0; markScrollBoxes(); }); };
+  new MutationObserver(markSoon).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", markSoon);
+
+  window.Charts = { bars, histogram, lines, matrix, groups, map, picture, diverging, sequential, css, textOn, luminance, num, room };
 })();

@@ -2,7 +2,9 @@
 // texts come from its Markdown files (attnlab/web/lesson/content/{ja,en}/NN-slug.md, served with
 // both languages side by side); the interface's own strings from the catalog (Attn.t); the widgets
 // (widgets/*.js) get their numbers from the API. The page's state (language, widget settings)
-// lives in the address, so a link reproduces what its author saw.
+// lives in the address, so a link reproduces what its author saw. The address also picks a mode:
+// ?view=present&slide=N (projector mode), ?teacher=1 (the answer key), ?print=1 (a printed page).
+// The answers a student gives are kept in this browser (localStorage) and ticked on the index.
 (function () {
   "use strict";
   const { t, el, lang, getJSON, setParams } = window.Attn;
@@ -46,7 +48,105 @@
     return a;
   }
 
+  // The page's modes, from the address: ?view=present (projector mode: one slide at a time),
+  // ?teacher=1 (the answer key: every question shows its answer and explanation unanswered; the
+  // teacher notes open), ?print=1 (a page being printed: the checks stay blank).
+  function readMode() {
+    const q = new URLSearchParams(window.location.search);
+    return { present: q.get("view") === "present", teacher: q.get("teacher") === "1", print: q.get("print") === "1" };
+  }
+  const mode = readMode();
+
+  // ---------------------------------------------------------------------------------------------
+  // Progress a student keeps: which questions were answered (right at the first or second try, or
+  // missed), in this browser's localStorage only; nothing is sent anywhere. A section is finished
+  // when all its questions are answered. An answer is kept under the section's id, the question's
+  // index and a hash of the question (its text in both languages, its choices and answer), so an
+  // edited question starts blank instead of showing a stale answer.
+  // ---------------------------------------------------------------------------------------------
+
+  const progress = (() => {
+    const KEY = "attnlab.progress";
+    const RESULTS = ["first", "second", "missed"];
+    const blank = () => ({ v: 1, sections: {} });
+
+    function read() {
+      try {
+        const data = JSON.parse(window.localStorage.getItem(KEY) || "null");
+        return data && data.v === 1 && data.sections && typeof data.sections === "object" ? data : blank();
+      } catch (err) {
+        return blank(); // storage off (a private window) or a damaged value: no progress, no error
+      }
+    }
+
+    function write(data) {
+      try {
+        window.localStorage.setItem(KEY, JSON.stringify(data));
+      } catch (err) {
+        // storage full or off: the page works, it only forgets
+      }
+    }
+
+    // 32-bit FNV-1a over the string's UTF-16 code units, in hex (crypto.subtle needs a secure
+    // context, which a classroom's http://192.168.… address is not).
+    function hash(text) {
+      let h = 0x811c9dc5;
+      for (let i = 0; i < text.length; i++) {
+        h ^= text.charCodeAt(i);
+        h = Math.imul(h, 0x01000193) >>> 0;
+      }
+      return h.toString(16).padStart(8, "0");
+    }
+
+    function keyOf(q, i) {
+      return i + ":" + hash(JSON.stringify([q.question, q.choices, q.answer]));
+    }
+
+    function valid(rec, q) {
+      const ok = (c) => Number.isInteger(c) && c >= 0 && c < q.choices.length;
+      return rec && RESULTS.includes(rec.r) && ok(rec.c) && (rec.w === undefined || ok(rec.w));
+    }
+
+    // The section's kept answers that still match its questions: question index -> {r, c, w}
+    // (r: first, second or missed; c: the choice taken last; w: the wrong choice of a first try).
+    function answers(section) {
+      const kept = read().sections[section.id] || {};
+      const out = {};
+      section.check.forEach((q, i) => {
+        const rec = kept[keyOf(q, i)];
+        if (valid(rec, q)) out[i] = rec;
+      });
+      return out;
+    }
+
+    function record(section, i, rec) {
+      const data = read();
+      const current = new Set(section.check.map(keyOf));
+      const kept = {};
+      for (const [key, value] of Object.entries(data.sections[section.id] || {})) if (current.has(key)) kept[key] = value;
+      kept[keyOf(section.check[i], i)] = rec;
+      data.sections[section.id] = kept;
+      write(data);
+    }
+
+    // The ids of the sections with anything kept.
+    function started() {
+      return Object.entries(read().sections).filter(([, kept]) => kept && Object.keys(kept).length).map(([id]) => Number(id));
+    }
+
+    function clear() {
+      try {
+        window.localStorage.removeItem(KEY);
+      } catch (err) {
+        // nothing kept
+      }
+    }
+
+    return { answers, record, started, clear, keyOf };
+  })();
+
   let widgetCount = 0;
+  const paramReads = {}; // widget name -> the address parameters it read (projector mode's try links)
 
   // What a widget gets: its strings, the address's parameters, and change notifications.
   function context(section, name) {
@@ -60,6 +160,7 @@
         return fill(entry ? pick(entry) : key, vars);
       },
       param(key, fallback) {
+        (paramReads[name] = paramReads[name] || new Set()).add(key);
         const value = new URLSearchParams(window.location.search).get(key);
         return value === null ? fallback : value;
       },
@@ -84,6 +185,7 @@
 
   async function showIndex() {
     const toc = $("toc");
+    let sections;
     const glossary = $("to-glossary");
     if (glossary) {
       const apply = () => { glossary.href = "/lesson/glossary?lang=" + lang(); };
@@ -91,7 +193,7 @@
       relabel.push(apply);
     }
     try {
-      const sections = await getJSON("/api/lesson/sections");
+      sections = await getJSON("/api/lesson/sections");
       toc.replaceChildren(
         ...sections.map((s) =>
           el("li", { class: s.final ? "toc-item toc-final" : "toc-item", id: "toc-" + s.id },
@@ -103,8 +205,56 @@
       );
     } catch (err) {
       toc.replaceChildren(el("li", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
+      toc.removeAttribute("aria-busy");
+      return;
     }
     toc.removeAttribute("aria-busy");
+    await showProgress(sections);
+  }
+
+  // The student's progress on the index: a tick and a count on each section begun ("✓ 5/5",
+  // "3/5"), how many sections are finished, and a button (with a confirmation) that clears it all.
+  // Only the sections with kept answers are asked for their questions, to match the answers
+  // against the questions as they are now.
+  async function showProgress(sections) {
+    const box = $("progress");
+    if (!box) return;
+    const begun = progress.started();
+    const counts = {}; // section id -> { answered, total }
+    const fetched = await Promise.all(sections.filter((s) => begun.includes(s.id)).map((s) =>
+      getJSON("/api/lesson/sections/" + s.id).catch(() => null)));
+    for (const section of fetched.filter(Boolean)) {
+      counts[section.id] = { answered: Object.keys(progress.answers(section)).length, total: section.check.length };
+    }
+    const badges = [];
+    for (const s of sections) {
+      const c = counts[s.id];
+      if (!c || !c.answered) continue;
+      const done = c.answered === c.total;
+      const badge = el("span", { class: "progress-badge", id: "progress-" + s.id, "data-state": done ? "done" : "begun" });
+      bound(badge, () => t(done ? "ls_progress_done" : "ls_progress_some", { n: c.answered, total: c.total }));
+      $("toc-" + s.id).querySelector(".toc-head").append(badge);
+      badges.push(badge);
+    }
+    let finished = sections.filter((s) => counts[s.id] && counts[s.id].answered === counts[s.id].total).length;
+    const summary = el("p", { class: "progress-summary", id: "progress-summary", tabindex: "-1" });
+    bound(summary, () => t("ls_progress_summary", { n: finished, total: sections.length }));
+    const reset = ui("button", { type: "button", class: "plain", id: "progress-reset" }, "ls_progress_reset");
+    reset.addEventListener("click", () => {
+      if (!window.confirm(t("ls_progress_reset_confirm"))) return;
+      progress.clear();
+      badges.forEach((b) => b.remove());
+      finished = 0;
+      summary.textContent = t("ls_progress_summary", { n: finished, total: sections.length });
+      reset.classList.add("hidden");
+      summary.focus(); // the button that had the focus is gone
+    });
+    if (!badges.length) reset.classList.add("hidden");
+    box.replaceChildren(
+      ui("h3", { id: "progress-title" }, "ls_progress_title"),
+      el("div", { class: "progress-row" }, summary, reset),
+      ui("p", { class: "note" }, "ls_progress_note"));
+    box.classList.remove("hidden");
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -194,15 +344,31 @@
     return out;
   }
 
+  // On paper (?print=1) the student's handout and the teacher's answer key must list the choices
+  // in the same order, so that "the second one" means the same on both: a shuffle seeded by the
+  // question's own text (still unrelated to where the answer is stored).
+  function seededRandom(text) {
+    let h = 2166136261;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0;
+    return () => {
+      h = (Math.imul(h ^ (h >>> 15), 2246822507) + 0x9e3779b9) >>> 0;
+      return h / 4294967296;
+    };
+  }
+
   // One question. A first wrong answer gets the question's hint and a second try (the choice
   // already tried is struck out); the right answer and the explanation appear once it is answered
   // right or tried twice; then onDone() is called, and the form's data-done says how it went
   // (first, second or missed). A final check's question links to the section it draws on (titles:
-  // the sections' titles by id).
-  function question(q, i, titles, onDone) {
+  // the sections' titles by id). opts.saved: an answer kept from an earlier visit ({r, c, w}, see
+  // progress), shown as answered; opts.onAnswer(record): called once it is answered;
+  // opts.teacher: the answer key (the answer, explanation and hint shown, nothing to answer).
+  function question(q, i, titles, onDone, opts) {
+    const options = opts || {};
     const name = "q" + i;
-    const state = { tries: 0, chosen: null, done: false, empty: false };
-    const order = shuffled(q.choices.map((_, j) => j));
+    const state = { tries: 0, chosen: null, done: false, empty: false, wrong: undefined };
+    const onPaper = new URLSearchParams(window.location.search).get("print") === "1";
+    const order = shuffled(q.choices.map((_, j) => j), onPaper ? seededRandom(q.question.en) : null);
     const gap = () => (lang() === "ja" ? "　" : " "); // a full-width space between 問1 and a Japanese question
     const kind = ui("span", { class: "q-kind q-kind-" + q.kind }, "ls_kind_" + q.kind);
     const legend = el("legend", {}, bound(el("span"), () => t("ls_question_n", { n: i + 1 }) + gap()), kind, " ",
@@ -211,13 +377,15 @@
     const choices = order.map((j, shown) => {
       const input = el("input", { type: "radio", name, value: String(j), id: `q${i}-c${shown}` });
       inputs.push(input);
-      return el("div", { class: "choice", "data-choice": String(j) }, input, " ", txt("label", { for: input.id }, q.choices[j]));
+      const label = txt("label", { for: input.id }, q.choices[j]);
+      const mark = options.teacher && j === q.answer ? ui("strong", { class: "answer-mark" }, "ls_teacher_answer_mark") : null;
+      return el("div", { class: "choice", "data-choice": String(j) }, input, " ", label, mark ? [" ", mark] : null);
     });
     const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status", tabindex: "-1" });
-    const submit = ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer");
+    const submit = options.teacher ? null : ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer");
     const tryLink = Object.keys(q.params || {}).length
-      ? lessonLink(q.section ? "/lesson/" + q.section : window.location.pathname, q.params,
-        { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"))
+      ? (options.link || lessonLink)(q.section ? "/lesson/" + q.section : window.location.pathname, q.params,
+        { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"), q.section)
       : null;
     const from = q.section
       ? el("p", { class: "q-from" },
@@ -226,6 +394,16 @@
       : null;
     const hint = () => el("span", { class: "hint", text: pick(q.hint) });
     const show = () => {
+      if (options.teacher) {
+        feedback.dataset.result = "key";
+        feedback.replaceChildren(
+          el("strong", { text: t("ls_teacher_answer", { answer: pick(q.choices[q.answer]) }) }),
+          " ",
+          el("span", { class: "explanation", text: pick(q.explanation) }),
+          el("span", { class: "key-hint" }, el("strong", { text: t("ls_teacher_hint") }), " ", hint()),
+          ...(tryLink ? [" ", tryLink] : []));
+        return;
+      }
       if (state.empty) {
         feedback.dataset.result = "none";
         // After a wrong first try the hint stays in view.
@@ -250,6 +428,42 @@
     relabel.push(show);
     const form = el("form", { class: "question", id: "question-" + i, novalidate: true, "data-kind": q.kind },
       from, el("fieldset", {}, legend, choices), submit, feedback);
+    const choiceOf = (j) => form.querySelector(`[data-choice="${j}"]`);
+    // The wrong choice of a first try cannot be taken twice: the second try is a real one.
+    const strike = (j) => {
+      const input = choiceOf(j).querySelector("input");
+      input.checked = false;
+      input.disabled = true;
+      choiceOf(j).classList.add("tried-choice");
+    };
+    const finish = () => {
+      inputs.forEach((input) => { input.disabled = true; });
+      if (submit) submit.disabled = true;
+      choiceOf(q.answer).classList.add("right-choice");
+      choiceOf(state.chosen).querySelector("input").checked = true;
+      if (state.chosen !== q.answer) choiceOf(state.chosen).classList.add("wrong-choice");
+      form.dataset.done = state.chosen === q.answer ? (state.tries === 1 ? "first" : "second") : "missed";
+    };
+    if (options.teacher) {
+      inputs.forEach((input) => { input.disabled = true; });
+      choiceOf(q.answer).classList.add("right-choice");
+      choiceOf(q.answer).querySelector("input").checked = true;
+      form.dataset.teacher = "1";
+      show();
+      return form;
+    }
+    const saved = options.saved;
+    if (saved) {
+      // Answered on an earlier visit: shown as it was left.
+      state.tries = saved.r === "first" ? 1 : 2;
+      state.chosen = saved.c;
+      state.done = true;
+      if (saved.w !== undefined && saved.w !== saved.c) { state.wrong = saved.w; strike(saved.w); }
+      finish();
+      form.dataset.restored = "1";
+      form.append(ui("p", { class: "note restored-note" }, "ls_progress_restored"));
+      show();
+    }
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
       if (state.done) return;
@@ -260,22 +474,19 @@
         state.chosen = Number(checked.value);
         state.done = state.chosen === q.answer || state.tries >= 2;
         if (!state.done) {
-          // The wrong choice cannot be taken twice: the second try is a real one.
-          checked.checked = false;
-          checked.disabled = true;
-          checked.closest(".choice").classList.add("tried-choice");
+          state.wrong = state.chosen;
+          strike(state.chosen);
         }
-        if (state.done) {
-          inputs.forEach((input) => { input.disabled = true; });
-          submit.disabled = true;
-          form.querySelector(`[data-choice="${q.answer}"]`).classList.add("right-choice");
-          if (state.chosen !== q.answer) checked.closest(".choice").classList.add("wrong-choice");
-          form.dataset.done = state.chosen === q.answer ? (state.tries === 1 ? "first" : "second") : "missed";
-        }
+        if (state.done) finish();
       }
       show();
       if (state.done) {
         feedback.focus(); // the button that had the focus is disabled now
+        if (options.onAnswer) {
+          const rec = { r: form.dataset.done, c: state.chosen };
+          if (state.wrong !== undefined) rec.w = state.wrong;
+          options.onAnswer(rec);
+        }
         if (onDone) onDone();
       }
     });
@@ -305,69 +516,142 @@
   }
 
   function neighbours(section, all) {
+    const keep = mode.teacher ? { teacher: "1" } : null; // the answer key goes on to the next section's
     const at = all.findIndex((s) => s.id === section.id);
     const links = [];
     if (at > 0) {
       const prev = all[at - 1];
-      links.push(lessonLink("/lesson/" + prev.id, null, { rel: "prev", id: "prev-section" },
+      links.push(lessonLink("/lesson/" + prev.id, keep, { rel: "prev", id: "prev-section" },
         () => t("ls_prev", { title: pick(prev.title) })));
     }
     if (at >= 0 && at < all.length - 1) {
       const next = all[at + 1];
-      links.push(lessonLink("/lesson/" + next.id, null, { rel: "next", id: "next-section" },
+      links.push(lessonLink("/lesson/" + next.id, keep, { rel: "next", id: "next-section" },
         () => t("ls_next", { title: pick(next.title) })));
     }
     return el("nav", { class: "pager", "data-i18n-attr": "aria-label:ls_pager" }, links);
   }
 
+  // The teacher notes (先生向けメモ), folded at the end of the page; open in the answer key
+  // (?teacher=1). Drawn only when the section has them.
+  function teacherNotes(notes) {
+    if (!notes || !notes.html) return null;
+    const minutes = Number.isFinite(notes.minutes) && notes.minutes > 0
+      ? [" ", ui("span", { class: "teacher-minutes", id: "teacher-minutes" }, "ls_teacher_minutes", { n: notes.minutes })]
+      : null;
+    return el("details", { class: "teacher-notes", id: "teacher-notes", open: mode.teacher },
+      el("summary", {}, ui("span", { class: "teacher-notes-title" }, "ls_teacher_notes"), minutes),
+      htmlNode(el("div", { class: "teacher-notes-body lesson-text" }), notes.html));
+  }
+
+  // The address of this page (its widget settings kept) in another mode: present (true: projector
+  // mode at that slide; false: the page), and an anchor.
+  function modeHref(present, slide, anchor) {
+    const search = new URLSearchParams(window.location.search);
+    search.delete("view");
+    search.delete("slide");
+    if (present) {
+      search.set("view", "present");
+      search.set("slide", String(slide));
+    }
+    search.set("lang", lang());
+    return window.location.pathname + "?" + search.toString() + (anchor ? "#" + anchor : "");
+  }
+
+  // Another section in projector mode, at a slide (a number, or "last"); the answer key kept.
+  function presentHref(id, slide) {
+    const search = new URLSearchParams({ view: "present", slide: String(slide) });
+    if (mode.teacher) search.set("teacher", "1");
+    search.set("lang", lang());
+    return "/lesson/" + id + "?" + search.toString();
+  }
+
+  // The header, the blocks, key points, try box and check of a section as a list of parts, each
+  // { kind, nodes }; in projector mode the running text comes in slide-sized pieces.
   function renderSection(section, all) {
     const mounts = [];
+    const presentLink = mode.present ? null : el("a", { class: "present-link", id: "present-link" });
+    if (presentLink) {
+      const apply = () => {
+        presentLink.href = modeHref(true, 1);
+        presentLink.textContent = t("ls_present");
+      };
+      apply();
+      relabel.push(apply);
+      document.addEventListener("lesson:params", apply);
+      presentLink.addEventListener("click", apply); // the widgets' settings of this moment go along
+    }
     const header = el("header", { class: "section-head" },
-      el("p", { class: "kicker" },
-        ui("span", {}, "ls_section_n", { n: section.id }),
-        " · ",
-        bound(el("span"), () => t("ls_source", { src: pick(section.source) }))),
+      el("div", { class: "section-tools" },
+        el("p", { class: "kicker" },
+          ui("span", {}, "ls_section_n", { n: section.id }),
+          " · ",
+          bound(el("span"), () => t("ls_source", { src: pick(section.source) }))),
+        presentLink),
       txt("h1", { id: "section-title" }, section.title),
       txt("p", { class: "lead" }, section.summary),
       el("section", { class: "objectives", "aria-labelledby": "objectives-title" },
         ui("h2", { id: "objectives-title" }, "ls_objectives"),
         el("ul", {}, section.objectives.map((o) => txt("li", {}, o)))));
-    const body = section.blocks.map((b, i) => block(b, i, section, mounts));
-    const parts = [header, ...body];
-    parts.push(el("section", { class: "key-points", "aria-labelledby": "key-points-title" },
+    const slides = [{ kind: "title", nodes: [header] }];
+    if (mode.present) slides.push(...textSlides(section, mounts));
+    else slides.push({ kind: "blocks", nodes: section.blocks.map((b, i) => block(b, i, section, mounts)) });
+    slides.push({ kind: "key-points", nodes: [el("section", { class: "key-points", "aria-labelledby": "key-points-title" },
       ui("h2", { id: "key-points-title" }, "ls_key_points"),
-      el("ul", {}, section.key_points.map((k) => txt("li", {}, k)))));
+      el("ul", {}, section.key_points.map((k) => txt("li", {}, k))))] });
+    const link = mode.present ? slideLinker(slides) : lessonLink;
     if (section.try.length) {
-      parts.push(el("section", { class: "try-box", "aria-labelledby": "try-title" },
+      slides.push({ kind: "try", nodes: [el("section", { class: "try-box", "aria-labelledby": "try-title" },
         ui("h2", { id: "try-title" }, "ls_try"),
         el("ul", {}, section.try.map((item, i) =>
           el("li", { id: "try-" + i }, txt("span", {}, item.text),
             Object.keys(item.params).length
-              ? [" ", lessonLink(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
-              : null)))));
+              ? [" ", link(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
+              : null))))] });
     }
     const final = section.check.some((q) => q.section);
     const titles = Object.fromEntries(all.map((s) => [s.id, s.title]));
     const forms = [];
     const score = final ? tally(section.check, forms, titles) : null;
-    forms.push(...section.check.map((q, i) => question(q, i, titles, score && score.update)));
-    parts.push(el("section", { class: "check", "aria-labelledby": "check-title" },
-      ui("h2", { id: "check-title" }, final ? "ls_final_check" : "ls_check"),
-      ui("p", { class: "note" }, final ? "ls_final_check_intro" : "ls_check_intro"),
-      forms,
-      score && score.node));
-    if (section.links.length) {
-      parts.push(el("nav", { class: "related", "aria-labelledby": "links-title" },
-        ui("h2", { id: "links-title" }, "ls_links"),
-        el("ul", {}, section.links.map((link) => el("li", {}, txt("a", { href: link.href }, link.label))))));
+    // Answers are kept and shown again on the page itself: not in projector mode (the class would
+    // see the answers of whoever used this browser), the answer key or a printed page.
+    const keep = !mode.present && !mode.teacher && !mode.print;
+    const saved = keep ? progress.answers(section) : {};
+    forms.push(...section.check.map((q, i) => question(q, i, titles, score && score.update, {
+      teacher: mode.teacher,
+      saved: saved[i],
+      onAnswer: keep ? (rec) => progress.record(section, i, rec) : null,
+      link,
+    })));
+    if (score) score.update();
+    const checkTitle = ui("h2", { id: "check-title" }, final ? "ls_final_check" : "ls_check");
+    const checkIntro = ui("p", { class: "note" }, mode.teacher ? "ls_teacher_key_intro" : final ? "ls_final_check_intro" : "ls_check_intro");
+    if (mode.present) {
+      // One question per slide, under the check's title; the tally with the last one.
+      forms.forEach((form, i) => {
+        const head = i === 0 ? [checkTitle, checkIntro] : [ui("h2", { class: "check-title-again" }, final ? "ls_final_check" : "ls_check")];
+        slides.push({ kind: "question", nodes: [el("section", { class: "check", "aria-labelledby": i === 0 ? "check-title" : null }, head, form,
+          i === forms.length - 1 && score ? score.node : null)] });
+      });
+    } else {
+      slides.push({ kind: "check", nodes: [el("section", { class: "check", "aria-labelledby": "check-title" },
+        checkTitle, checkIntro, forms, score && score.node)] });
+      const notes = teacherNotes(section.teacher);
+      if (notes) slides.push({ kind: "notes", nodes: [notes] });
+      if (section.links.length) {
+        slides.push({ kind: "links", nodes: [el("nav", { class: "related", "aria-labelledby": "links-title" },
+          ui("h2", { id: "links-title" }, "ls_links"),
+          el("ul", {}, section.links.map((l) => el("li", {}, txt("a", { href: l.href }, l.label)))))] });
+      }
+      slides.push({ kind: "pager", nodes: [neighbours(section, all)] });
     }
-    parts.push(neighbours(section, all));
     const crumbs = document.querySelector(".crumbs");
-    if (crumbs && !$("to-glossary")) {
+    if (crumbs && !$("to-glossary") && !mode.present) {
       crumbs.append(" · ", lessonLink("/lesson/glossary", null, { id: "to-glossary" }, () => t("ls_glossary")));
     }
     const article = $("section");
-    article.replaceChildren(...parts);
+    if (mode.present) present(section, all, slides, article);
+    else article.replaceChildren(...slides.flatMap((part) => part.nodes).filter(Boolean));
     window.Attn.applyI18n(article);
     relabel.push(() => { document.title = pick(section.title) + " · " + t("app_title"); });
     relabel[relabel.length - 1]();
@@ -376,7 +660,219 @@
       if (!widget) throw new Error("unknown widget " + name);
       widget.mount(root, context(section, name));
     }
+    afterMount.forEach((fn) => fn());
     article.removeAttribute("aria-busy");
+    document.dispatchEvent(new CustomEvent("lesson:rendered", { detail: { section, mode } }));
+  }
+
+  const afterMount = []; // what needs the widgets mounted (the parameters they read)
+
+  // ---------------------------------------------------------------------------------------------
+  // Projector mode (?view=present&slide=N): one idea or widget per screen, in large type. The
+  // slides: the title and objectives; the running text cut at its headings (and, when long, between
+  // paragraphs); each widget; the key points; the try box; each question. The widgets are mounted
+  // once, all slides built at once and only shown or hidden, so a widget keeps its state between
+  // visits. Keys: → PageDown Space for next, ← PageUp Shift+Space for back (a presenter's clicker
+  // sends PageDown/PageUp or the arrows; PageDown and Space first scroll a slide taller than the
+  // screen), Home and End. The slide is in the address, so a teacher can prepare a list of links.
+  // ---------------------------------------------------------------------------------------------
+
+  const SLIDE_TEXT = 1250; // about how many characters of running text fit on one slide
+
+  // The top-level elements (paragraphs, lists, headings, tables) of a Markdown block, each with
+  // its size (Japanese characters count double: they are twice as wide) and whether it is a
+  // heading; when the two languages do not have the same sequence of elements, the block is one
+  // piece (k: null), so that a slide holds the same text in both languages.
+  function piecesOf(text) {
+    const tops = (html) => safeNodes(html).filter((n) => n.nodeType === Node.ELEMENT_NODE);
+    const ja = tops(text.ja);
+    const en = tops(text.en);
+    const same = ja.length === en.length && ja.every((n, k) => n.tagName === en[k].tagName);
+    const size = (a, b) => Math.max(b.textContent.length, 2 * a.textContent.length);
+    if (!same) {
+      const all = (nodes) => ({ textContent: nodes.map((n) => n.textContent).join("") });
+      return [{ k: null, size: size(all(ja), all(en)), heading: false }];
+    }
+    return en.map((n, k) => ({ k, size: size(ja[k], n), heading: /^H[23]$/.test(n.tagName) }));
+  }
+
+  // A node that shows the element k of a Markdown block (all of it for k null), in the language shown.
+  function pieceNode(node, text, k) {
+    const apply = () => {
+      const nodes = safeNodes(pick(text));
+      node.replaceChildren(...(k === null ? nodes : [nodes.filter((n) => n.nodeType === Node.ELEMENT_NODE)[k]]));
+    };
+    apply();
+    relabel.push(apply);
+    return node;
+  }
+
+  function textSlides(section, mounts) {
+    const out = [];
+    let open = null; // the text slide being filled: { kind, nodes, size, headingOnly }
+    const add = (node, size, heading) => {
+      const full = open && !open.headingOnly && open.size + size > SLIDE_TEXT;
+      if (!open || (heading && open.size) || full) {
+        open = { kind: "text", nodes: [], size: 0, headingOnly: true };
+        out.push(open);
+      }
+      open.nodes.push(node);
+      open.size += size;
+      open.headingOnly = open.headingOnly && heading;
+    };
+    section.blocks.forEach((b, i) => {
+      if (b.type === "widget") {
+        open = null;
+        out.push({ kind: "widget", widget: b.widget, nodes: [block(b, i, section, mounts)] });
+      } else if (b.type === "html") {
+        piecesOf(b.html).forEach((piece, n) =>
+          add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k), piece.size, piece.heading));
+      } else if (b.type === "code" || b.type === "memo") {
+        // Code and technical notes are folded evidence of what came just before: they go with it.
+        const node = block(b, i, section, mounts);
+        const last = out[out.length - 1];
+        if (open || (last && last.kind === "widget")) last.nodes.push(node);
+        else add(node, 0, false);
+      } else {
+        add(block(b, i, section, mounts), Math.max(b.html.en.length, 2 * b.html.ja.length), false);
+      }
+    });
+    return out;
+  }
+
+  // How a try link (or a question's "now try it") is made in projector mode: it stays in
+  // projector mode and opens the slide of the widget that reads the link's parameters (known once
+  // the widgets are mounted); one into another section opens that section's page.
+  function slideLinker(slides) {
+    return (path, params, attrs, textOf, otherSection) => {
+      if (otherSection) return lessonLink(path, params, attrs, textOf);
+      const a = el("a", attrs || {});
+      const apply = () => {
+        const keys = Object.keys(params || {});
+        let best = 0;
+        let at = 0;
+        slides.forEach((s, k) => {
+          if (s.kind !== "widget") return;
+          const reads = paramReads[s.widget] || new Set();
+          const score = keys.filter((key) => reads.has(key)).length;
+          if (score > best) { best = score; at = k + 1; }
+        });
+        const search = new URLSearchParams(params || {});
+        search.set("view", "present");
+        search.set("slide", String(at || currentSlide()));
+        if (mode.teacher) search.set("teacher", "1");
+        search.set("lang", lang());
+        a.href = path + "?" + search.toString();
+        a.textContent = textOf();
+      };
+      apply();
+      relabel.push(apply);
+      afterMount.push(apply);
+      return a;
+    };
+  }
+
+  function currentSlide() {
+    return Number(new URLSearchParams(window.location.search).get("slide")) || 1;
+  }
+
+  function present(section, all, slides, article) {
+    document.body.dataset.present = "1";
+    const total = slides.length;
+    const at = all.findIndex((s) => s.id === section.id);
+    const before = at > 0 ? all[at - 1] : null;
+    const after = at >= 0 && at < all.length - 1 ? all[at + 1] : null;
+    const nodes = slides.map((s, k) => {
+      const node = el("section", { class: "slide slide-" + s.kind, id: "slide-" + (k + 1), "data-slide": String(k + 1), tabindex: "-1", hidden: true },
+        el("div", { class: "slide-inner" }, s.nodes));
+      return node;
+    });
+    const labelSlides = () => nodes.forEach((node, k) => node.setAttribute("aria-label", t("ls_slide_label", { n: k + 1, total })));
+    labelSlides();
+    relabel.push(labelSlides);
+    article.replaceChildren(...nodes);
+
+    const prev = el("button", { type: "button", class: "slide-button", id: "slide-prev", "aria-keyshortcuts": "ArrowLeft PageUp" });
+    const next = el("button", { type: "button", class: "slide-button slide-next", id: "slide-next", "aria-keyshortcuts": "ArrowRight PageDown Space" });
+    const counter = el("p", { class: "slide-counter", id: "slide-counter", "aria-live": "polite" });
+    const exit = el("a", { class: "slide-exit", id: "slide-exit" });
+    const where = el("p", { class: "slide-where" });
+    const bar = el("nav", { class: "slide-bar", id: "slide-bar" }, exit, where, el("div", { class: "slide-steps" }, prev, counter, next));
+    article.after(bar);
+
+    let current = 0;
+    const anchorOf = (k) => {
+      const first = nodes[k - 1].querySelector("[id]:not(.slide)");
+      return first ? first.id : "";
+    };
+    const labels = () => {
+      bar.setAttribute("aria-label", t("ls_slides_nav"));
+      counter.textContent = t("ls_slide_counter", { n: current, total });
+      where.textContent = t("ls_section_title", { n: section.id, title: pick(section.title) });
+      prev.textContent = current === 1 && before ? t("ls_slide_prev_section") : t("ls_slide_prev");
+      next.textContent = current === total && after ? t("ls_slide_next_section") : t("ls_slide_next");
+      prev.disabled = current === 1 && !before;
+      next.disabled = current === total && !after;
+      exit.textContent = t("ls_present_exit");
+      exit.href = modeHref(false, 0, anchorOf(current));
+    };
+    relabel.push(labels);
+
+    function go(n) {
+      const k = Math.max(1, Math.min(total, n));
+      const active = document.activeElement;
+      const lost = active && active !== document.body && nodes.some((node) => node.hidden === false && node.contains(active));
+      if (current) nodes[current - 1].hidden = true;
+      current = k;
+      nodes[k - 1].hidden = false;
+      nodes[k - 1].scrollTop = 0;
+      setParams({ slide: k });
+      labels();
+      // The focus never stays on a slide no longer shown.
+      if (lost) nodes[k - 1].focus({ preventScroll: true });
+      document.dispatchEvent(new CustomEvent("lesson:slide", { detail: { slide: k, total } }));
+    }
+    const forward = () => {
+      if (current < total) go(current + 1);
+      else if (after) window.location.assign(presentHref(after.id, 1));
+    };
+    const back = () => {
+      if (current > 1) go(current - 1);
+      else if (before) window.location.assign(presentHref(before.id, "last"));
+    };
+    // PageDown and Space show the rest of a slide taller than the screen before moving on.
+    const page = (down) => {
+      const node = nodes[current - 1];
+      const more = down ? node.scrollTop + node.clientHeight < node.scrollHeight - 4 : node.scrollTop > 0;
+      if (more) node.scrollBy({ top: (down ? 1 : -1) * Math.round(node.clientHeight * 0.85), behavior: "instant" });
+      else if (down) forward();
+      else back();
+    };
+    prev.addEventListener("click", back);
+    next.addEventListener("click", forward);
+    document.addEventListener("keydown", (ev) => {
+      if (ev.defaultPrevented || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const target = ev.target instanceof Element ? ev.target : document.body;
+      const tag = target.tagName;
+      const type = tag === "INPUT" ? target.type : "";
+      const typing = target.isContentEditable || tag === "TEXTAREA" || tag === "SELECT" ||
+        (tag === "INPUT" && !["range", "radio", "checkbox", "button", "submit", "reset"].includes(type));
+      const control = typing || tag === "INPUT"; // a slider or a radio button uses the arrows, Home and End
+      const presses = tag === "BUTTON" || tag === "SUMMARY" || tag === "INPUT"; // Space activates these
+      let act = null;
+      if (ev.key === "ArrowRight" && !control) act = forward;
+      else if (ev.key === "ArrowLeft" && !control) act = back;
+      else if (ev.key === "PageDown" && !typing) act = () => page(true);
+      else if (ev.key === "PageUp" && !typing) act = () => page(false);
+      else if (ev.key === " " && !typing && !presses) act = () => page(!ev.shiftKey);
+      else if (ev.key === "Home" && !control) act = () => go(1);
+      else if (ev.key === "End" && !control) act = () => go(total);
+      if (!act) return;
+      ev.preventDefault();
+      act();
+    });
+    const asked = new URLSearchParams(window.location.search).get("slide");
+    go(asked === "last" ? total : Number(asked) || 1);
   }
 
   async function showSection() {
@@ -548,6 +1044,8 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     setParams({ lang: lang() }); // the address always names the language shown
+    if (mode.teacher) document.body.dataset.teacher = "1"; // the answer key: styles (and print) hook on it
+    if (mode.present && document.body.dataset.view === "section") document.body.dataset.present = "1";
     if (document.body.dataset.view === "index") showIndex();
     else if (document.body.dataset.view === "glossary") showGlossary();
     else showSection();

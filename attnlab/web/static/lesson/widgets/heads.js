@@ -143,6 +143,9 @@
     }
 
     let lineLayer = null;
+    // The head view's width and the room for each column of words: 480 and 140, or narrower on a
+    // phone (Charts.room) with the words the same size.
+    let hvW = 480, hvGutter = 140;
 
     function drawLines() {
       const r = shown;
@@ -156,7 +159,7 @@
           r.weights[h][i].forEach((w, j) => {
             if (w < 0.02) return;
             nodes.push(svgNode("line", {
-              x1: 150, y1: rowY(i) - 4, x2: 330, y2: rowY(j) - 4, stroke: colour(h), "stroke-opacity": Math.min(1, 0.15 + w),
+              x1: hvGutter + 10, y1: rowY(i) - 4, x2: hvW - hvGutter - 10, y2: rowY(j) - 4, stroke: colour(h), "stroke-opacity": Math.min(1, 0.15 + w),
               "stroke-width": 1 + 4 * w, class: "hv-line", "data-head": h, "data-from": i, "data-to": j, "data-w": w,
             }));
           });
@@ -168,12 +171,14 @@
 
     function headView(r) {
       const H = 24 + r.tokens.length * 22;
-      const svg = svgNode("svg", { width: 480, height: H, viewBox: `0 0 480 ${H}`, id: "hv-svg", role: "img", "aria-label": s("head_view_label", { layer: state.layer }) });
+      hvW = window.Charts.room(480, 300);
+      hvGutter = hvW < 480 ? 100 : 140;
+      const svg = svgNode("svg", { width: hvW, height: H, viewBox: `0 0 ${hvW} ${H}`, id: "hv-svg", role: "img", "aria-label": s("head_view_label", { layer: state.layer }) });
       lineLayer = svgNode("g", {});
       svg.append(lineLayer);
       r.tokens.forEach((tok, i) => {
-        svg.append(svgNode("text", { x: 140, y: 24 + i * 22, "text-anchor": "end", "font-size": 13, class: "hv-token-left", "data-i": i, fill: "#1f2933" }, tok));
-        svg.append(svgNode("text", { x: 340, y: 24 + i * 22, "font-size": 13, fill: "#1f2933" }, tok));
+        svg.append(svgNode("text", { x: hvGutter, y: 24 + i * 22, "text-anchor": "end", "font-size": 13, class: "hv-token-left", "data-i": i, fill: "#1f2933" }, tok));
+        svg.append(svgNode("text", { x: hvW - hvGutter, y: 24 + i * 22, "font-size": 13, fill: "#1f2933" }, tok));
       });
       return svg;
     }
