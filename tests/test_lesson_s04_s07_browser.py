@@ -9,48 +9,40 @@ in folded 技術メモ. Full-page screenshots and a screenshot of the §7 diagra
 from __future__ import annotations
 
 import importlib.util
-import re
-from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlparse
+from urllib.parse import urlencode
 
 import pytest
 import torch
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    shipped,
+    tab_to,
+    wait_request,
+    wait_widgets,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+from attnlab.web import lesson as LV
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
-
-from attnlab import checkpoint  # noqa: E402
-from attnlab.web import lesson as LV  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 60_000
 SECTIONS = LV.load_sections()
 WIDE = "The animal didn't cross the street because it was too wide"
-
-
-def _shipped(name: str):
-    try:
-        return checkpoint.shipped_model_dir(name)
-    except FileNotFoundError:
-        pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 
 
 @pytest.fixture(scope="module")
 def ja_en():
     from attnlab.recipes.translate import load_translator
 
-    return load_translator(_shipped("ja-en"))
+    return load_translator(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")
@@ -63,44 +55,7 @@ def minilm():
     return load_model(minilm_dir())
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page in a browser whose language is ``lang``; a full-page screenshot is kept afterwards."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, base_url=base_url, locale="ja-JP" if lang == "ja" else "en-US"
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
 def s(n: int, key: str, lang: str, **values) -> str:
@@ -108,47 +63,6 @@ def s(n: int, key: str, lang: str, **values) -> str:
     for k, v in values.items():
         text = text.replace("{" + k + "}", str(v))
     return text
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def wait_request(pg, container: str, expected: dict) -> None:
-    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
-    pg.wait_for_function(
-        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
-        " if (!d) return false; const got = JSON.parse(d);"
-        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
-        arg=[container, expected],
-    )
-
-
-def wait_widgets(pg) -> None:
-    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-    pg.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
-        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
-    )
-
-
-def assert_accessible(pg) -> None:
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
 
 
 def shape_shown(pg, selector: str) -> tuple[list[int], list[str]]:

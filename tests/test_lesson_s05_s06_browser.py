@@ -10,30 +10,27 @@ tests skip.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from urllib.parse import parse_qs, urlparse
-
 import pytest
-import torch
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    close,
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    tab_to,
+    values,
+    wait_request,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+from attnlab.web import lesson as L
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
-
-from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 30_000
 
 
@@ -42,93 +39,11 @@ def sections():
     return L.default_sections()
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900},
-        base_url=base_url,
-        locale="ja-JP" if lang == "ja" else "en-US",
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def wait_request(pg, container: str, expected: dict) -> None:
-    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
-    pg.wait_for_function(
-        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
-        " if (!d) return false; const got = JSON.parse(d);"
-        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
-        arg=[container, expected],
-    )
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
 def attr_grid(pg, prefix: str, rows: int, cols: int, attr: str = "data-value") -> list[list[str]]:
     return [[pg.get_attribute(f"#{prefix}-{r}-{c}", attr) for c in range(cols)] for r in range(rows)]
-
-
-def values(pg, selector: str, attr: str = "data-value") -> list[float]:
-    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
-
-
-def close(got: list[float], want: list[float], tol: float = 1e-12) -> None:
-    assert len(got) == len(want)
-    torch.testing.assert_close(
-        torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), atol=tol, rtol=0
-    )
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
-
-
-def assert_accessible(pg) -> None:
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
 
 
 def fill(text: str, **vars) -> str:

@@ -7,31 +7,31 @@ in ``test-artifacts/lesson/`` (git-ignored). Run with ``pytest -m browser tests/
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from urllib.parse import parse_qs, urlparse
-
 import pytest
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    shipped,
+    tab_to,
+    values,
+    wait_request,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "lesson"
+ARTIFACTS = ARTIFACTS_ROOT / "lesson"
 TIMEOUT_MS = 30_000
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
 
-from attnlab import assets, checkpoint  # noqa: E402
+from attnlab import assets  # noqa: E402
 from attnlab.data.sentence_types import LABELS  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
 
 NAME = "ja-sentence-type"
 SECTION = L.load_sections()[8]
@@ -39,95 +39,18 @@ EXAMPLES = assets.ASSETS[NAME].examples
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def classifier():
-    try:
-        checkpoint.shipped_model_dir(NAME)
-    except FileNotFoundError:
-        pytest.skip(f"needs the shipped model {NAME} (make models ONLY={NAME})")
+    shipped(NAME)
     from attnlab.recipes.classify import load_classifier
 
     return load_classifier(NAME)
 
 
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page in a browser whose language is ``lang``; a full-page screenshot is kept afterwards."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, base_url=base_url, locale="ja-JP" if lang == "ja" else "en-US"
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert not errors, errors
-
-
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def wait_request(pg, container: str, expected: dict) -> None:
-    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
-    pg.wait_for_function(
-        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
-        " if (!d) return false; const got = JSON.parse(d);"
-        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
-        arg=[container, expected],
-    )
-
-
-def values(pg, selector: str) -> list[float]:
-    return pg.eval_on_selector_all(selector, "ns => ns.map(n => Number(n.getAttribute('data-value')))")
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
 def in_order(pg, prefix: str, n: int) -> list[float]:
     return [float(pg.get_attribute(f"#{prefix}{i}", "data-value")) for i in range(n)]
-
-
-def assert_accessible(pg) -> None:
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def tab_to(pg, selector: str, limit: int = 400) -> None:
-    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
-    for _ in range(limit):
-        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
-            return
-        pg.keyboard.press("Tab")
-    pytest.fail(f"{selector} cannot be reached with the Tab key")
 
 
 def same_as_classifier(pg, classifier, text: str) -> None:

@@ -25,22 +25,19 @@ first screen of every page, and the whole of the index, §3, §7 and §8. Run wi
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    browser_fixture,  # noqa: F401
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "mobile"
+ARTIFACTS = ARTIFACTS_ROOT / "mobile"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from live_server import page_errors, serving  # noqa: E402
 from test_lesson_browser import missing  # noqa: E402
 
@@ -74,17 +71,6 @@ def base_url():
     room = Classroom(port=8000, addresses=("192.0.2.7", "198.51.100.3"))
     with serving(create_app(models, classroom=room)) as port:
         yield f"http://127.0.0.1:{port}", bool(models)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
 
 
 def open_page(browser, base_url, path: str, lang: str, viewport: dict):
@@ -233,17 +219,6 @@ def assert_no_page_scroll(pg, width: int) -> None:
 def assert_targets(pg) -> None:
     small = pg.evaluate(SMALL_TARGETS, [TARGET, BOX])
     assert not small, f"touch targets under {TARGET} px: {small}"
-
-
-def assert_accessible(pg) -> None:
-    """axe-core: no serious or critical violation on the page as it is now."""
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
 
 
 def slug(path: str) -> str:

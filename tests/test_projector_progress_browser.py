@@ -18,101 +18,43 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from lesson_browser import (
+    ARTIFACTS_ROOT,
+    BROWSER_MARKS,
+    assert_accessible,
+    base_url_fixture,  # noqa: F401
+    browser_fixture,  # noqa: F401
+    lang_fixture,  # noqa: F401
+    make_page,
+    params,
+    section_drawn,
+    widgets_answered,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "projector"
+from attnlab.web import i18n
+from attnlab.web import lesson as L
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
-    ),
-]
+ARTIFACTS = ARTIFACTS_ROOT / "projector"
 
-import playwright.sync_api as playwright_api  # noqa: E402
-from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from live_server import page_errors, serving  # noqa: E402
-
-from attnlab.web import i18n  # noqa: E402
-from attnlab.web import lesson as L  # noqa: E402
-from attnlab.web.app import create_app  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 30_000
 SECTIONS = L.load_sections()
 PROGRESS_KEY = "attnlab.progress"
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
-
-
-@pytest.fixture(params=["ja", "en"])
-def lang(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def page(browser, base_url, lang, request):
-    """A page at a projector's 1280 × 800 in a browser whose language is ``lang``; a screenshot of
-    the screen (not the whole page: a slide is a screen) is kept at the end."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 800}, base_url=base_url, locale="ja-JP" if lang == "ja" else "en-US"
-    )
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors = page_errors(pg)
-    yield pg
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.evaluate("() => document.fonts.ready.then(() => true)")
-    name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-    context.close()
-    assert not errors, errors
+page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, viewport={"width": 1280, "height": 800}, full_page=False)
 
 
 def t(lang: str, key: str, **values) -> str:
     return i18n.t(lang, key, **values)
 
 
-def params(pg) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
-
-
-def assert_accessible(pg) -> None:
-    """axe-core: no serious or critical violation on the page as it is now."""
-    results = Axe().run(pg)
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert not bad, bad
-
-
-def drawn(pg) -> None:
-    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-
-
 def present(pg, n: int, slide: int | str | None = None, extra: str = "") -> None:
     pg.goto(f"/lesson/{n}?view=present" + (f"&slide={slide}" if slide is not None else "") + extra)
-    drawn(pg)
+    section_drawn(pg)
 
 
 def shown(pg) -> list[int]:
@@ -147,14 +89,6 @@ def fits(pg, k: int) -> bool:
 
 def scroll_top(pg, k: int) -> int:
     return pg.eval_on_selector(f"#slide-{k}", "n => Math.round(n.scrollTop)")
-
-
-def wait_widgets(pg) -> None:
-    """Every widget on the page has shown its first answer (hidden slides included)."""
-    pg.wait_for_function(
-        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
-        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
-    )
 
 
 def kept(pg) -> dict:
@@ -207,7 +141,7 @@ def test_keys_and_buttons_move_through_the_slides(page, lang):
     at(page, 1, lang)
     page.keyboard.press("ArrowLeft")  # the first section before §3 is §2: back there, at its last slide
     page.wait_for_url(re.compile(r"/lesson/2\?"))
-    drawn(page)
+    section_drawn(page)
     assert shown(page) == [total(page)] and params(page)["slide"] == str(total(page))
     present(page, 3, 1)
     page.keyboard.press("End")
@@ -251,7 +185,7 @@ def test_keys_and_buttons_move_through_the_slides(page, lang):
     page.keyboard.press("End")
     page.keyboard.press("PageDown")  # past the last slide: the next section, in projector mode
     page.wait_for_url(re.compile(r"/lesson/4\?"))
-    drawn(page)
+    section_drawn(page)
     assert {k: params(page)[k] for k in ("view", "slide", "lang")} == {"view": "present", "slide": "1", "lang": lang}
     at(page, 1, lang)
     # The last section's last slide has nowhere to go.
@@ -265,7 +199,7 @@ def test_keys_and_buttons_move_through_the_slides(page, lang):
 
 def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     present(page, 3)
-    wait_widgets(page)
+    widgets_answered(page)
     qkv = slide_of(page, "#widget-qkv")
     other = slide_of(page, "#widget-additive-vs-dot")
     # Reached by the keys: its numbers are there.
@@ -276,7 +210,7 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     assert len(weights) == 3 and abs(sum(weights) - 1) < 1e-3 and page.is_visible("#qkv-weight-0")
     # Loaded from the address, with the widget's settings: that slide, those numbers.
     present(page, 3, qkv, "&mode=books&s=10,6,4&dk=64&scale=1")
-    wait_widgets(page)
+    widgets_answered(page)
     at(page, qkv, lang)
     assert page.is_visible("#qkv-steps")
     assert page.text_content("#qkv-weight-0") == "0.481"
@@ -298,7 +232,7 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     page.keyboard.press("End")
     page.keyboard.press("Home")
     present(page, 3, other)
-    wait_widgets(page)
+    widgets_answered(page)
     at(page, other, lang)
     assert page.locator(f"#slide-{other} .widget-out svg, #slide-{other} .widget-out table").count() > 0
     # Out of range, or "last".
@@ -308,10 +242,10 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     at(page, 1, lang)
     # The page links to projector mode with its settings; projector mode links back to that slide.
     page.goto("/lesson/3?mode=books&s=8,4,2&dk=64")
-    drawn(page)
+    section_drawn(page)
     assert page.text_content("#present-link") == t(lang, "ls_present")
     page.click("#present-link")
-    drawn(page)
+    section_drawn(page)
     at(page, 1, lang)
     assert params(page)["s"] == "8,4,2"
     present(page, 3, qkv)
@@ -322,7 +256,7 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
 def test_try_links_in_projector_mode_open_the_widgets_slide(page, lang):
     section = SECTIONS[3]
     present(page, 3)
-    wait_widgets(page)
+    widgets_answered(page)
     qkv = slide_of(page, "#widget-qkv")
     additive = slide_of(page, "#widget-additive-vs-dot")
     expected = {"dk": qkv, "s": qkv, "row": additive}
@@ -336,17 +270,17 @@ def test_try_links_in_projector_mode_open_the_widgets_slide(page, lang):
         assert got["slide"] == str(slide), (i, item.params)
     present(page, 3, slide_of(page, "#try-apply-0"))
     page.click("#try-apply-0")
-    drawn(page)
+    section_drawn(page)
     at(page, qkv, lang)
 
 
 def test_projector_mode_is_accessible(page, lang):
     present(page, 3)
-    wait_widgets(page)
+    widgets_answered(page)
     assert_accessible(page)
     for selector in ("#widget-qkv", "#question-0"):
         present(page, 3, slide_of(page, selector))
-        wait_widgets(page)
+        widgets_answered(page)
         assert_accessible(page)
     present(page, 9, "last")
     assert_accessible(page)
@@ -385,7 +319,7 @@ def test_answers_survive_a_reload_and_tick_the_index(page, lang):
     assert page.is_hidden("#progress-reset")
 
     page.goto("/lesson/2")
-    drawn(page)
+    section_drawn(page)
     q0, q1, q2 = section.check[:3]
     answer(page, 0, q0.answer)  # right at the first try
     answer(page, 1, wrong(q1))  # right at the second
@@ -393,7 +327,7 @@ def test_answers_survive_a_reload_and_tick_the_index(page, lang):
     answer(page, 2, wrong(q2))  # missed
     answer(page, 2, next(j for j in range(len(q2.choices)) if j not in (q2.answer, wrong(q2))))
     page.reload()
-    drawn(page)
+    section_drawn(page)
     done = page.eval_on_selector_all(".question", "ns => ns.map(n => n.dataset.done || '')")
     assert done == ["first", "second", "missed"] + [""] * (n - 3)
     for i, q in enumerate(section.check[:3]):
@@ -415,7 +349,7 @@ def test_answers_survive_a_reload_and_tick_the_index(page, lang):
     assert page.text_content("#progress-summary") == t(lang, "ls_progress_summary", n=0, total=len(SECTIONS))
 
     page.goto("/lesson/2")
-    drawn(page)
+    section_drawn(page)
     for i in range(3, n):
         answer(page, i, section.check[i].answer)
     assert index_badges(page) == {2: t(lang, "ls_progress_done", n=n, total=n)}
@@ -437,10 +371,10 @@ def test_answers_survive_a_reload_and_tick_the_index(page, lang):
 
 def test_reset_asks_first_then_clears_everything(page, lang):
     page.goto("/lesson/3")
-    drawn(page)
+    section_drawn(page)
     answer(page, 0, SECTIONS[3].check[0].answer)
     page.goto("/lesson/9")
-    drawn(page)
+    section_drawn(page)
     answer(page, 0, SECTIONS[9].check[0].answer)
     assert set(index_badges(page)) == {3, 9}
     assert page.is_visible("#progress-reset")
@@ -461,14 +395,14 @@ def test_reset_asks_first_then_clears_everything(page, lang):
     assert kept(page) is None
     assert index_badges(page) == {}
     page.goto("/lesson/3")
-    drawn(page)
+    section_drawn(page)
     assert page.locator(".question[data-done]").count() == 0
 
 
 def test_an_edited_question_does_not_keep_its_old_answer(page, lang):
     section = SECTIONS[4]
     page.goto("/lesson/4")
-    drawn(page)
+    section_drawn(page)
     answer(page, 0, section.check[0].answer)
     answer(page, 1, section.check[1].answer)
 
@@ -479,27 +413,27 @@ def test_an_edited_question_does_not_keep_its_old_answer(page, lang):
 
     page.route("**/api/lesson/sections/4", edited)
     page.reload()
-    drawn(page)
+    section_drawn(page)
     assert page.get_attribute("#question-0", "data-done") is None and page.is_enabled("#q0-submit")
     assert page.get_attribute("#question-1", "data-done") == "first"
     assert index_badges(page) == {4: t(lang, "ls_progress_some", n=1, total=len(section.check))}
     # Answering the edited question keeps only the answers to the questions as they are now.
     page.goto("/lesson/4")
-    drawn(page)
+    section_drawn(page)
     answer(page, 0, section.check[0].answer)
     assert len(kept(page)["sections"]["4"]) == 2
     # A damaged value is ignored, not an error.
     page.evaluate(f"() => window.localStorage.setItem('{PROGRESS_KEY}', '{{not json')")
     assert index_badges(page) == {}
     page.goto("/lesson/4")
-    drawn(page)
+    section_drawn(page)
     assert page.locator(".question[data-done]").count() == 0
 
 
 def test_projector_mode_and_the_answer_key_neither_show_nor_keep_answers(page, lang):
     q = SECTIONS[5].check[0]
     page.goto("/lesson/5")
-    drawn(page)
+    section_drawn(page)
     answer(page, 0, q.answer)
     before = kept(page)
     present(page, 5, "last")
@@ -512,9 +446,9 @@ def test_projector_mode_and_the_answer_key_neither_show_nor_keep_answers(page, l
     page.click("#q0-submit")
     assert page.get_attribute("#question-0", "data-done") == "second"
     page.goto("/lesson/5?teacher=1")
-    drawn(page)
+    section_drawn(page)
     page.goto("/lesson/5?print=1")
-    drawn(page)
+    section_drawn(page)
     assert page.locator(".question[data-done]").count() == 0
     assert kept(page) == before
 
@@ -529,7 +463,7 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     section = SECTIONS[n]
     pick = lambda text: getattr(text, lang)  # noqa: E731
     page.goto(f"/lesson/{n}?teacher=1")
-    drawn(page)
+    section_drawn(page)
     assert page.get_attribute("body", "data-teacher") == "1"
     assert page.text_content("#check-title + .note") == t(lang, "ls_teacher_key_intro")
     assert page.locator(".question button[type=submit]").count() == 0
@@ -550,7 +484,7 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     assert_accessible(page)
     # Without teacher=1 nothing of the answers shows.
     page.goto(f"/lesson/{n}")
-    drawn(page)
+    section_drawn(page)
     assert page.get_attribute("body", "data-teacher") is None
     assert page.locator(".feedback .explanation, .answer-mark, .right-choice").count() == 0
     # In projector mode too (a teacher going through the answers with the class).
@@ -583,7 +517,7 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
     if not with_notes:
         page.route(f"**/api/lesson/sections/{n}", fake)
     page.goto(f"/lesson/{n}")
-    drawn(page)
+    section_drawn(page)
     notes = page.locator("#teacher-notes")
     assert notes.count() == 1 and notes.get_attribute("open") is None
     assert notes.locator("summary").text_content().startswith(t(lang, "ls_teacher_notes"))
@@ -608,7 +542,7 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
     page.unroute(f"**/api/lesson/sections/{n}")
     page.route(f"**/api/lesson/sections/{n}", strip)
     page.goto(f"/lesson/{n}")
-    drawn(page)
+    section_drawn(page)
     assert page.locator("#teacher-notes").count() == 0 and page.locator(".question").count() == len(SECTIONS[n].check)
     page.unroute(f"**/api/lesson/sections/{n}")
 
@@ -619,5 +553,5 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
 
     page.route(f"**/api/lesson/sections/{n}", null)
     page.goto(f"/lesson/{n}")
-    drawn(page)
+    section_drawn(page)
     assert page.locator("#teacher-notes").count() == 0

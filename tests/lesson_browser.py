@@ -1,0 +1,173 @@
+"""What the browser tests of the lesson share: Debian's Chromium driven by Playwright, the explorer
+served on a loopback port, a page in Japanese or English whose console errors fail the test (a
+screenshot is kept at the end), and the helpers that read the widgets' numbers, wait for a section,
+move by the Tab key and run axe-core.
+
+A test module marks itself with ``pytestmark = BROWSER_MARKS`` (the tests skip without
+/usr/bin/chromium) and imports the fixtures ``base_url``, ``browser`` and ``lang`` it uses as
+``base_url_fixture``, ``browser_fixture`` and ``lang_fixture`` (named apart, so that a test's
+arguments do not shadow an import); its ``page`` fixture comes from :func:`make_page`, which takes
+what differs between the modules (the screenshots' folder, the default timeout, the viewport).
+Playwright and axe are imported only when a browser is started, so importing this module never
+needs Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import torch
+from live_server import page_errors, serving
+
+from attnlab import checkpoint
+from attnlab.web.app import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS_ROOT = Path(__file__).resolve().parents[1] / "test-artifacts"
+DESKTOP = {"width": 1280, "height": 900}
+
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
+    ),
+]
+
+
+def shipped(name: str) -> Path:
+    """The shipped model ``name``'s directory; the test skips when it is not built here."""
+    try:
+        return checkpoint.shipped_model_dir(name)
+    except FileNotFoundError:
+        pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
+
+
+@pytest.fixture(scope="module", name="base_url")
+def base_url_fixture():
+    with serving(create_app()) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module", name="browser")
+def browser_fixture():
+    import playwright.sync_api as playwright_api
+
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture(params=["ja", "en"], name="lang")
+def lang_fixture(request) -> str:
+    return request.param
+
+
+def make_page(
+    artifacts: Path, *, timeout_ms: int = 30_000, viewport: dict | None = None, full_page: bool = True, **context
+):
+    """A ``page`` fixture: a page in a browser whose language is ``lang`` (navigator.language and
+    Accept-Language), at ``viewport`` (the desktop's 1280 × 900 by default), with ``timeout_ms`` as
+    its default timeout and ``context`` passed on to ``browser.new_context``. At the end a
+    screenshot (of the whole page, or of the screen alone) is kept in ``artifacts`` and the test
+    fails on any console error the page had."""
+
+    @pytest.fixture
+    def page(browser, base_url, lang, request):
+        ctx = browser.new_context(
+            viewport=viewport or DESKTOP,
+            base_url=base_url,
+            locale="ja-JP" if lang == "ja" else "en-US",
+            **context,
+        )
+        pg = ctx.new_page()
+        pg.set_default_timeout(timeout_ms)
+        errors = page_errors(pg)
+        yield pg
+        artifacts.mkdir(parents=True, exist_ok=True)
+        pg.evaluate("() => document.fonts.ready.then(() => true)")
+        name = re.sub(r"[^\w.-]+", "-", request.node.name).strip("-")
+        pg.screenshot(path=str(artifacts / f"{name}.png"), full_page=full_page)
+        ctx.close()
+        assert not errors, errors
+
+    return page
+
+
+def params(pg) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(pg.url).query).items()}
+
+
+def wait_request(pg, container: str, expected: dict) -> None:
+    """Wait until the numbers in ``container`` answer ``expected`` (the widget's last request)."""
+    pg.wait_for_function(
+        "([sel, want]) => { const n = document.querySelector(sel); const d = n && n.dataset.request;"
+        " if (!d) return false; const got = JSON.parse(d);"
+        " return Object.entries(want).every(([k, v]) => JSON.stringify(got[k]) === JSON.stringify(v)); }",
+        arg=[container, expected],
+    )
+
+
+def section_drawn(pg) -> None:
+    """Wait until the section's page is drawn (``#section`` there and no longer aria-busy)."""
+    # Functions, not expressions: the page's CSP forbids evaluating a string.
+    pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
+
+
+def widgets_answered(pg) -> None:
+    """Wait until every widget on the page has shown its first answer (hidden slides included),
+    none of them an error."""
+    pg.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
+        " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"
+    )
+
+
+def wait_widgets(pg) -> None:
+    """Wait until the section is drawn and every widget has shown its first answer."""
+    section_drawn(pg)
+    widgets_answered(pg)
+
+
+def open_section(pg, n: int) -> None:
+    pg.goto(f"/lesson/{n}")
+    section_drawn(pg)
+
+
+def values(pg, selector: str, attr: str = "data-value") -> list[float]:
+    return pg.eval_on_selector_all(selector, f"ns => ns.map(n => Number(n.getAttribute('{attr}')))")
+
+
+def close(got: list[float], want: list[float], tol: float = 1e-12) -> None:
+    assert len(got) == len(want)
+    torch.testing.assert_close(
+        torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), atol=tol, rtol=0
+    )
+
+
+def assert_accessible(pg) -> None:
+    """axe-core: no serious or critical violation on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(pg)
+    bad = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"][:3]])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, bad
+
+
+def tab_to(pg, selector: str, limit: int = 400) -> None:
+    """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
+    for _ in range(limit):
+        if pg.evaluate("(sel) => document.activeElement && document.activeElement.matches(sel)", selector):
+            return
+        pg.keyboard.press("Tab")
+    pytest.fail(f"{selector} cannot be reached with the Tab key")
