@@ -142,6 +142,7 @@ class Tally:
         self.errors: dict[str, int] = defaultdict(int)
         self.server_errors: dict[str, int] = defaultdict(int)
         self.lost: dict[str, int] = defaultdict(int)
+        self.why: dict[str, int] = defaultdict(int)  # "path: status or exception" of each failure
         self.requests = 0
 
 
@@ -154,7 +155,8 @@ async def ask(client: httpx.AsyncClient, tally: Tally, method: str, path: str, b
                 r = await client.post(path, json=body)
             else:
                 r = await client.get(path, params=body)
-        except httpx.HTTPError:
+        except httpx.HTTPError as err:
+            tally.why[f"{path}: {type(err).__name__}"] += 1
             tally.errors[path] += 1
             tally.lost[path] += 1
             return
@@ -166,6 +168,7 @@ async def ask(client: httpx.AsyncClient, tally: Tally, method: str, path: str, b
         if r.status_code >= 500:
             tally.server_errors[path] += 1
         if r.status_code != 200:
+            tally.why[f"{path}: {r.status_code} {r.text[:80]}"] += 1
             tally.errors[path] += 1
             tally.lost[path] += 1
             return
@@ -236,6 +239,7 @@ def run_once(base: str, students: int, think: tuple[float, float], duration: flo
         "lost": sum(r["lost"] for r in rows.values()),
         "busy": sum(r["busy"] for r in rows.values()),
         "goal_met": worst < GOAL_P95_S and not any(r["server_errors"] or r["lost"] for r in rows.values()),
+        "failures": dict(tally.why),
         "endpoints": rows,
     }
 
@@ -255,6 +259,8 @@ def show(result: dict) -> None:
             f"  {path:34s} {r['served']:6d} {ms(r['p50_s']):>8s} {ms(r['p95_s']):>8s} {ms(r['p99_s']):>8s} "
             f"{r['busy']:5d} {r['errors']:4d} {r['server_errors']:4d}"
         )
+    for why, count in result["failures"].items():
+        print(f"  failed: {why} ×{count}")
     verdict = "met" if result["goal_met"] else "NOT met"
     print(
         f"  worst widget p95: {result['worst_widget_p95_s'] * 1000:.0f} ms; goal (p95 < 1 s, 0 5xx, 0 lost): {verdict}"

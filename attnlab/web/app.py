@@ -738,4 +738,6 @@ def serve(
 
         own = "127.0.0.1" if host in ("0.0.0.0", "::") else (f"[{host}]" if ":" in host else host)
         threading.Thread(target=warm_up, args=(f"http://{own}:{port}",), daemon=True).start()
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # Idle connections stay open 30 s (uvicorn's default is 5): a student thinks longer than 5 s
+    # between two widget moves, and a connection closed just as the next request goes out is reset.
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=30)
