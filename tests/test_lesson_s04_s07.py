@@ -330,3 +330,32 @@ def test_the_pages_use_the_glossarys_terms_and_have_no_placeholders(n):
     for key, value in section.strings.items():
         if "/api/lesson/" in value.ja or "/api/lesson/" in value.en:
             assert key.startswith("source_"), key
+
+
+def test_shapes_are_right_while_other_requests_run_the_same_model(ja_en):
+    """The explorer serves several requests at once on one shared model: the hooks of one shapes
+    view must not record another request's forward pass (a class of students found a 500 here)."""
+    import threading
+
+    texts = [LV.SHAPES_SENTENCE, "彼は昨日駅で古い友達に会った。", "私は毎朝コーヒーを飲みます。"]
+    alone = {t: LV.shapes_view(ja_en, LV.ShapesRequest(text=t)).model_dump() for t in texts}
+    results: list = []
+    errors: list = []
+
+    def work(text: str) -> None:
+        try:
+            for _ in range(4):
+                results.append((text, LV.shapes_view(ja_en, LV.ShapesRequest(text=text)).model_dump()))
+                ja_en.translate([text], beam_size=1)  # an unhooked forward pass of the same model
+        except Exception as err:  # noqa: BLE001 - any failure is the finding
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in texts * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(results) == 4 * len(threads)
+    for text, got in results:
+        assert got == alone[text]

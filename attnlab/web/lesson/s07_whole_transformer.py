@@ -14,6 +14,7 @@ Dh = D / H, F = d_ff, V the target vocabulary.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Literal
 
 import torch
@@ -87,9 +88,14 @@ class ShapesResponse(BaseModel):
 
 
 class _Recorder:
-    """Forward hooks that keep each module's inputs and output, call by call."""
+    """Forward hooks that keep each module's inputs and output, call by call.
+
+    Only the calls made by the thread that created it are kept: the model is shared, and another
+    request running it at the same time (the explorer serves several at once) must not be recorded.
+    """
 
     def __init__(self, modules: dict[str, torch.nn.Module]) -> None:
+        self.thread = threading.get_ident()
         self.calls: dict[str, list[tuple[tuple, dict, Any]]] = {name: [] for name in modules}
         self.handles = [
             m.register_forward_hook(self._hook(name), with_kwargs=True) for name, m in modules.items() if m is not None
@@ -97,7 +103,8 @@ class _Recorder:
 
     def _hook(self, name: str):
         def hook(module, args, kwargs, output):
-            self.calls[name].append((args, kwargs, output))
+            if threading.get_ident() == self.thread:
+                self.calls[name].append((args, kwargs, output))
 
         return hook
 
