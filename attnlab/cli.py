@@ -442,7 +442,7 @@ def explore_cmd(
             addresses students type and show the first as a QR code on the lesson's index.
     """
     from .web.app import Limits, check_address, serve
-    from .web.classroom import Classroom, lan_addresses
+    from .web.classroom import Classroom
     from .web.models import load_model, shipped_explorer_models
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
@@ -456,11 +456,7 @@ def explore_cmd(
                 f"attnlab: note: not installed, so not offered: {', '.join(missing)} (see `make models`)",
                 file=sys.stderr,
             )
-    room = None
-    if classroom:
-        host = "0.0.0.0" if host == "127.0.0.1" else host
-        addresses = lan_addresses() if host in ("0.0.0.0", "::") else [host]
-        room = Classroom(port=port, addresses=tuple(addresses))
+    host, room = Classroom.serving(host, port) if classroom else (host, None)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
     print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")

@@ -73,6 +73,14 @@ class Classroom:
     port: int  # the port the explorer listens on
     addresses: tuple[str, ...] = field(default_factory=tuple)  # this machine's LAN addresses
 
+    @classmethod
+    def serving(cls, host: str, port: int) -> tuple[str, Classroom]:
+        """The address to listen on for a class and the class itself: every interface unless
+        ``host`` names one other than the loopback default, and this machine's LAN addresses."""
+        host = "0.0.0.0" if host == "127.0.0.1" else host
+        addresses = lan_addresses() if host in ("0.0.0.0", "::") else [host]
+        return host, cls(port=port, addresses=tuple(addresses))
+
     @property
     def urls(self) -> list[str]:
         """The addresses students type, the first one the QR code shows."""

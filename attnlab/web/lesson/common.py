@@ -1,4 +1,12 @@
-"""TODO"""
+"""What several sections of the lesson share.
+
+- :class:`LessonModels`: the shipped models the widgets run, each loaded on first use and kept
+  (a model that is not installed is a 503 naming it and ``make models ONLY=NAME``);
+- seeded inputs (:func:`word_vector`, :func:`seeded_attention`): the same words, seed and sizes
+  always give the same numbers;
+- the request checks and limits the sections use (words, sentences, seeds), the page shells and
+  the language of a request, and :func:`run` (model work in a worker thread).
+"""
 
 from __future__ import annotations
 

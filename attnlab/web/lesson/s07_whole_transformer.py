@@ -284,16 +284,21 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
     )
     dec_ffn = Part(id="dec_ffn", kind="ffn", tensors=ffn("dec0", "T"))
     last_enc, last_dec = f"enc{c.n_encoder_layers - 1}", f"dec{c.n_decoder_layers - 1}"
-    parts = [
-        Part(
-            id="src_embed",
+
+    def embed_part(part_id: str, ids, emb, pos, length: str) -> Part:
+        """Token ids → embeddings → + positions, for the source (S) or the target (T)."""
+        return Part(
+            id=part_id,
             kind="embed",
             tensors=[
-                _t("ids", "ids", src, "B S"),
-                _t("embedding", "vectors", src_emb, "B S D"),
-                _t("with_positions", "vectors", src_pos, "B S D"),
+                _t("ids", "ids", ids, f"B {length}"),
+                _t("embedding", "vectors", emb, f"B {length} D"),
+                _t("with_positions", "vectors", pos, f"B {length} D"),
             ],
-        ),
+        )
+
+    parts = [
+        embed_part("src_embed", src, src_emb, src_pos, "S"),
         *wrapped("enc0", "enc_self", "enc0.self_norm", enc_self, "S", "enc0.ff_norm"),
         *wrapped("enc0", "enc_ffn", "enc0.ff_norm", enc_ffn, "S", None),
         Part(
@@ -304,15 +309,7 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
                 _t("memory", "vectors", result("encoder_norm"), "B S D"),
             ],
         ),
-        Part(
-            id="tgt_embed",
-            kind="embed",
-            tensors=[
-                _t("ids", "ids", tgt, "B T"),
-                _t("embedding", "vectors", tgt_emb, "B T D"),
-                _t("with_positions", "vectors", tgt_pos, "B T D"),
-            ],
-        ),
+        embed_part("tgt_embed", tgt, tgt_emb, tgt_pos, "T"),
         *wrapped("dec0", "dec_self", "dec0.self_norm", dec_self, "T", "dec0.cross_norm"),
         *wrapped("dec0", "dec_cross", "dec0.cross_norm", dec_cross, "T", "dec0.ff_norm"),
         *wrapped("dec0", "dec_ffn", "dec0.ff_norm", dec_ffn, "T", None),
