@@ -66,10 +66,19 @@ def test_without_classroom_there_is_no_qr_code():
     assert client.get("/api/classroom/qr.svg").status_code == 404
 
 
-def test_lan_addresses_are_real_non_loopback_ipv4_addresses():
-    for address in lan_addresses():
+def test_lan_addresses_are_this_machines_non_loopback_ipv4_addresses():
+    import shutil
+    import subprocess
+
+    found = lan_addresses()
+    for address in found:
         ip = ipaddress.ip_address(address)
         assert ip.version == 4 and not ip.is_loopback
+    if shutil.which("ip") is None:
+        pytest.skip("no `ip` command to compare with")
+    listed = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    expected = {line.split()[3].split("/")[0] for line in listed.splitlines()} - {"127.0.0.1"}
+    assert set(found) == {a for a in expected if not a.startswith("127.")}
 
 
 def test_explore_classroom_listens_everywhere_and_prints_the_addresses(monkeypatch, capsys):
