@@ -66,26 +66,29 @@ class AttentionResult(NamedTuple):
         return attention_result_html(self)
 
 
-def attention_result_html(result: tuple) -> str:
+def attention_result_html(result: tuple, lang: str | None = None) -> str:
     """The Jupyter display of an ``(output, weights)`` pair (:class:`AttentionResult`,
-    :class:`attnlab.layers.AttentionOutput`): the shapes, then the weights if there are any.
+    :class:`attnlab.layers.AttentionOutput`): the shapes, then the weights if there are any, in
+    ``lang`` (default: ``attnlab.viz.display_options.lang``). The panels are titled by head only:
+    one attention call's weights belong to no layer.
 
     Shape:
         output ``(..., T, Dv)``; weights ``(..., T, S)`` or ``None``
     """
     from html import escape
 
-    from .viz import attention_html
+    from .viz import _labels, attention_html
 
+    text = _labels(lang)
     output, weights = result
     line = f"<b>{escape(type(result).__name__)}</b>: output {tuple(output.shape)}"
     if weights is None:
-        return f"<div>{line} · weights None (pass return_weights=True / need_weights=True)</div>"
-    lead = " — the first batch item" if weights.dim() > 3 else ""
-    caption = f"weights {tuple(weights.shape)}{lead}"
+        return f"<div>{line} · {escape(text['no_weights'])}</div>"
+    lead = text["first_batch_item"] if weights.dim() > 3 else ""
+    caption = f"{text['weights']} {tuple(weights.shape)}{lead}"
     while weights.dim() > 3:
         weights = weights[0]  # (B, H, T, S) -> (H, T, S): one panel per head
-    return f"<div>{line}</div>" + attention_html(weights.detach(), caption=caption)
+    return f"<div>{line}</div>" + attention_html(weights.detach(), caption=caption, layer_names=[None], lang=lang)
 
 
 # --------------------------------------------------------------------------------------------

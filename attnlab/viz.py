@@ -37,6 +37,7 @@ import dataclasses
 import functools
 import html
 import io
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,11 @@ _FORMATS = {".png": "png", ".svg": "svg"}
 _CELL_INCHES = 0.32  # one heatmap cell: big enough for a 9-pt token label
 _MAX_LABELS = 60  # beyond this many tokens on an axis, label every k-th so labels stay legible
 _WEIGHT_TOLERANCE = 1e-3  # float16/bfloat16 softmax can overshoot 1 by a few ulps
+_MAX_WIDTH_INCHES = 12.0  # a grid wraps its heads into rows to stay within one screen (1,200 px at 100 dpi)
+#: The PNG text key under which a Plot records its figure's titles, axis labels and legend
+#: entries (not the tick labels: those are tokens), so a notebook's outputs can be checked for
+#: the language of their captions without reading pixels.
+PNG_LABELS_KEY = "attnlab:labels"
 
 #: Axis, colour-bar and legend labels of the attention figures, by ``lang`` ("en" or "ja"). The
 #: Japanese terms are the lesson's: クエリ (query), キー (key).
@@ -87,6 +93,13 @@ LABELS: dict[str, dict[str, str]] = {
         "query_position": "query position (T)",
         "allowed": "may attend",
         "masked": "masked",
+        "head": "head {head}",
+        "left_out": "({left} of {total} layers left out: display_options.max_panels)",
+        "maps": "{n} layer(s) × {shape}",
+        "batch_item_0": " — batch item 0",
+        "first_batch_item": " — the first batch item",
+        "weights": "weights",
+        "no_weights": "weights None (pass return_weights=True / need_weights=True)",
     },
     "ja": {
         "source": "ソース（キー）",
@@ -97,6 +110,13 @@ LABELS: dict[str, dict[str, str]] = {
         "query_position": "クエリの位置 (T)",
         "allowed": "見てよい",
         "masked": "隠されている",
+        "head": "ヘッド{head}",
+        "left_out": "（{total} 層のうち {left} 層は省略: display_options.max_panels）",
+        "maps": "{n} 層 × {shape}",
+        "batch_item_0": " — バッチの 0 番目の例",
+        "first_batch_item": " — バッチの最初の例",
+        "weights": "注意の重み",
+        "no_weights": "注意の重みなし（return_weights=True / need_weights=True で付きます）",
     },
 }
 
@@ -299,7 +319,8 @@ class Plot:
     def png(self, dpi: int | None = None) -> bytes:
         """The figure as PNG bytes (at ``display_options.dpi`` unless given)."""
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=dpi or display_options.dpi)
+        metadata = {PNG_LABELS_KEY: json.dumps(figure_labels(self.figure), ensure_ascii=False)}
+        self.figure.savefig(buffer, format="png", dpi=dpi or display_options.dpi, metadata=metadata)
         return buffer.getvalue()
 
     def svg(self) -> str:
@@ -321,6 +342,22 @@ class Plot:
     def __repr__(self) -> str:
         width, height = self.figure.get_size_inches()
         return f"<attnlab.viz.Plot {width:.1f}×{height:.1f} in, {len(self.figure.axes)} axes>"
+
+
+def figure_labels(fig) -> list[str]:
+    """The words a reader reads on ``fig`` besides its tick labels: the figure's title, each
+    axes' title and axis labels (colour bars included) and legend entries, in drawing order.
+
+    Shape:
+        no tensors; returns a list of strings (empty ones left out).
+    """
+    texts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.axes:
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += [t.get_text() for t in legend.get_texts()]
+    return [t for t in texts if t]
 
 
 def _finish(fig, path: Path | None) -> Path | Plot:
@@ -427,13 +464,17 @@ def plot_attention_grid(
     *,
     title: str | None = None,
     lang: str | None = None,
-    layer_names: Sequence[int] | None = None,
+    layer_names: Sequence[int | None] | None = None,
+    columns: int | None = None,
 ) -> Path | Plot:
     """Every layer and head at once: a grid with one row per layer and one column per head.
 
-    Panels are titled ``layer l, head h`` with the same 0-based indices as ``weights[l][h]``.
-    Target labels sit on the first column, source labels on the bottom row, and one colour bar
-    (fixed [0, 1]) serves all panels.
+    Panels are titled ``layer l, head h`` with the same 0-based indices as ``weights[l][h]``
+    (``head h`` alone where the layer's name is ``None``: maps that are not one layer's, such as
+    one attention call's heads). Target labels sit on the first column, source labels on the
+    bottom panel of each column, and one colour bar (fixed [0, 1]) serves all panels. A layer
+    whose heads would not fit in one screen's width (about 12 inches) wraps them onto several
+    rows, so that the figure never becomes a strip wider than the screen.
 
     Args:
         weights: a ``(L, H, T, S)`` tensor/array, or a list of ``L`` tensors of shape
@@ -444,7 +485,9 @@ def plot_attention_grid(
         title: optional title above the grid.
         lang: language of the labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
         layer_names: the layer numbers of the rows when ``weights`` holds only some layers
-            (panel titles then name the real layers); default ``0 … L−1``.
+            (panel titles then name the real layers); default ``0 … L−1``; ``None`` for a row
+            that is no layer (its panels are titled by head only).
+        columns: heads per row (default: as many as fit in about 12 inches).
 
     Returns:
         The path written, or the :class:`Plot` when no path is given.
@@ -467,26 +510,38 @@ def plot_attention_grid(
     L, H, T, S = w.shape
     src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
     tgt = _check_tokens(_positions(T) if tgt_tokens is None else tgt_tokens, T, "tgt_tokens", "rows (T)")
-    names = list(range(L)) if layer_names is None else [int(x) for x in layer_names]
+    names = list(range(L)) if layer_names is None else [None if x is None else int(x) for x in layer_names]
     if len(names) != L:
         raise ValueError(f"layer_names names {len(names)} layers but the weights have {L}")
     panel_w = max(S * _CELL_INCHES * 0.8, 1.8)
     panel_h = max(T * _CELL_INCHES * 0.8, 1.6)
-    width = min(H * panel_w + 2.5, 40.0)
-    height = min(L * panel_h + 1.5 + (0.4 if title else 0.0), 40.0)
+    if columns is None:
+        columns = max(1, min(H, int((_MAX_WIDTH_INCHES - 2.5) // panel_w)))
+    if columns < 1:
+        raise ValueError(f"columns must be at least 1, got {columns}")
+    columns = min(columns, H)
+    rows_per_layer = math.ceil(H / columns)
+    rows = L * rows_per_layer
+    width = min(columns * panel_w + 2.5, 40.0)
+    height = min(rows * panel_h + 1.5 + (0.4 if title else 0.0), 60.0)
     fig = new_figure(width, height)
-    axes = fig.subplots(L, H, squeeze=False)
+    axes = fig.subplots(rows, columns, squeeze=False)
     image = None
     for layer in range(L):
         for head in range(H):
-            ax = axes[layer][head]
+            row, column = layer * rows_per_layer + head // columns, head % columns
+            # the source tokens go under the last panel of each column
+            last_in_column = layer == L - 1 and (row + 1 == rows or head + columns >= H)
             image = _heatmap(
-                ax,
+                axes[row][column],
                 w[layer, head],
-                src if layer == L - 1 else None,
-                tgt if head == 0 else None,
+                src if last_in_column else None,
+                tgt if column == 0 else None,
             )
-            ax.set_title(text["panel"].format(layer=names[layer], head=head), fontsize=8)
+            label = text["head"] if names[layer] is None else text["panel"]
+            axes[row][column].set_title(label.format(layer=names[layer], head=head), fontsize=8)
+        for empty in range(H, rows_per_layer * columns):  # the unused end of a wrapped layer
+            axes[layer * rows_per_layer + empty // columns][empty % columns].set_visible(False)
     if title is not None:
         fig.suptitle(title, parse_math=False)
     fig.colorbar(image, ax=axes, label=text["weight"], shrink=0.8)
@@ -855,7 +910,8 @@ def attention_html(
     *,
     title: str | None = None,
     caption: str | None = None,
-    layer_names: Sequence[int] | None = None,
+    layer_names: Sequence[int | None] | None = None,
+    lang: str | None = None,
 ) -> str:
     """HTML showing attention weights: a caption, then the numbers as a table when there is one
     small map (at most ``display_options.max_table_cells`` cells), else a heatmap (one panel,
@@ -867,11 +923,14 @@ def attention_html(
         src_tokens, tgt_tokens: column and row labels (default: positions).
         title: a title on the heatmap.
         caption: a line of text above it (escaped).
-        layer_names: the layer numbers of the grid's rows (default ``0 … L−1``).
+        layer_names: the layer numbers of the grid's rows (default ``0 … L−1``; ``[None]`` for
+            heads that belong to no named layer).
+        lang: language of the labels and notes (default: ``display_options.lang``).
 
     Shape:
         weights → a ``(L, H, T, S)`` grid; returns HTML text.
     """
+    text = _labels(lang)
     grid = _as_grid(weights)
     L, H, T, S = grid.shape
     names = list(range(L)) if layer_names is None else list(layer_names)
@@ -880,13 +939,13 @@ def attention_html(
         parts.append(weights_table_html(grid[0, 0], src_tokens, tgt_tokens))
         return "".join(parts)
     if L * H == 1:
-        plot = plot_attention(grid[0, 0], src_tokens, tgt_tokens, title=title)
+        plot = plot_attention(grid[0, 0], src_tokens, tgt_tokens, title=title, lang=lang)
     else:
         keep = max(1, display_options.max_panels // H)  # whole layers, the last ones
         if keep < L:
-            parts.append(f"<div>({L - keep} of {L} layers left out: display_options.max_panels)</div>")
+            parts.append(f"<div>{html.escape(text['left_out'].format(left=L - keep, total=L))}</div>")
             grid, names = grid[-keep:], names[-keep:]
-        plot = plot_attention_grid(grid, src_tokens, tgt_tokens, title=title, layer_names=names)
+        plot = plot_attention_grid(grid, src_tokens, tgt_tokens, title=title, layer_names=names, lang=lang)
     parts.append(image_html(plot))
     return "".join(parts)
 
@@ -923,9 +982,16 @@ class AttentionMaps(list):
     def _repr_html_(self) -> str | None:
         if not self or not all(hasattr(w, "shape") and len(w.shape) in (3, 4) for w in self):
             return None
+        return self.html()
+
+    def html(self, lang: str | None = None) -> str | None:
+        """The Jupyter display in ``lang`` (default: ``display_options.lang``)."""
+        if not self or not all(hasattr(w, "shape") and len(w.shape) in (3, 4) for w in self):
+            return None
+        text = _labels(lang)
         shape = tuple(self[0].shape)
-        caption = f"{len(self)} layer(s) × {shape}" + (" — batch item 0" if len(shape) == 4 else "")
-        return attention_html(list(self), caption=caption)
+        caption = text["maps"].format(n=len(self), shape=shape) + (text["batch_item_0"] if len(shape) == 4 else "")
+        return attention_html(list(self), caption=caption, lang=lang)
 
 
 def _wrap_maps(value: Any) -> Any:

@@ -300,25 +300,36 @@ class Answer:
     attention: Tensor | None = None  # (L, H, Q, C) how much each question token attends to each passage token
 
     def _repr_html_(self) -> str:
-        """Jupyter: the question and the answer, then where in the passage each question token
-        looks: the last layer's question → passage attention, averaged over its heads, each row
+        """Jupyter: :meth:`html` in ``attnlab.viz.display_options.lang``."""
+        return self.html()
+
+    def html(self, lang: str | None = None) -> str:
+        """The question and the answer, then where in the passage each question token looks: the
+        last layer's question → passage attention, averaged over its heads, each row
         renormalised over the passage (most of a row's weight goes to the special tokens and the
-        question itself, which would leave the passage columns nearly blank)."""
+        question itself, which would leave the passage columns nearly blank); labelled in
+        ``lang`` ("en" or "ja"; default: ``attnlab.viz.display_options.lang``)."""
         from html import escape
 
-        from ..viz import attention_html
+        from ..viz import _labels, attention_html, display_options
 
-        head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> (score {self.score:.2f})</div>"
+        lang = display_options.lang if lang is None else lang
+        _labels(lang)  # a ValueError naming the languages for any other
+
+        score = {"en": "score", "ja": "スコア"}[lang]
+        head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> ({score} {self.score:.2f})</div>"
         if self.attention is None:
             return head
         weights = self.attention[-1].float().mean(0)  # (H, Q, C) -> (Q, C)
         share = weights.sum(-1, keepdim=True)  # (Q, 1): the part of each row that reaches the passage
         weights = weights / share.clamp_min(1e-12)
-        caption = (
-            "question → passage attention, last layer, mean over heads, each row renormalised over the passage "
-            f"(it holds {100 * share.mean():.0f}% of a row's weight on average)"
-        )
-        return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption)
+        caption = {
+            "en": "question → passage attention, last layer, mean over heads, each row renormalised over the passage "
+            f"(it holds {100 * share.mean():.0f}% of a row's weight on average)",
+            "ja": "質問 → 本文の注意の重み（最後の層、ヘッドの平均、各行を本文の中での割合に直したもの。"
+            f"本文に届くのは行の重みの平均 {100 * share.mean():.0f}%）",
+        }[lang]
+        return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption, lang=lang)
 
 
 class QuestionAnswerer:

@@ -361,17 +361,28 @@ class Summary:
     attention: Tensor | None = None  # (T, S) attention of each summary word over the document words
 
     def _repr_html_(self) -> str:
-        """Jupyter: the summary, then its attention over the document (rows: summary words with
-        their copy probability 1 − p_gen)."""
+        """Jupyter: :meth:`html` in ``attnlab.viz.display_options.lang``."""
+        return self.html()
+
+    def html(self, lang: str | None = None) -> str:
+        """The summary, then its attention over the document (rows: summary words with their
+        copy probability 1 − p_gen), labelled in ``lang`` ("en" or "ja"; default:
+        ``attnlab.viz.display_options.lang``)."""
         from html import escape
 
-        from ..viz import attention_html
+        from ..viz import _labels, attention_html, display_options
 
+        lang = display_options.lang if lang is None else lang
+        _labels(lang)  # a ValueError naming the languages for any other
         head = f"<div><b>{escape(self.text)}</b></div>"
         if self.attention is None or self.p_gen is None:
-            return head + "<div>(summarize(..., return_attention=True) adds the attention)</div>"
-        rows = [f"{w} (copy {1 - p:.2f})" for w, p in zip(self.tokens, self.p_gen)]
-        return head + attention_html(self.attention, self.src_tokens, rows, caption="attention over the document")
+            note = {"en": "(summarize(..., return_attention=True) adds the attention)",
+                    "ja": "（summarize(..., return_attention=True) で注意の重みが付きます）"}[lang]  # fmt: skip
+            return head + f"<div>{escape(note)}</div>"
+        copy, caption = {"en": ("copy", "attention over the document"),
+                         "ja": ("コピー", "文書への注意の重み（行の括弧内はコピーの確率 1 − p_gen）")}[lang]  # fmt: skip
+        rows = [f"{w} ({copy} {1 - p:.2f})" for w, p in zip(self.tokens, self.p_gen)]
+        return head + attention_html(self.attention, self.src_tokens, rows, caption=caption, lang=lang)
 
 
 class Summarizer:
