@@ -8,8 +8,10 @@ and one line per argument from the ``Args:`` section.
 Most commands come from the recipes' descriptors (:class:`attnlab.recipes.Recipe`):
 ``attnlab train <job>`` is the job's ``train_command`` plus the shared training options of
 :func:`train_options`, and the job's inference commands (``translate``, ``generate``, ...) are
-its ``commands``. The commands that belong to no single job are registered here with
-:func:`command`; their bodies import their heavy modules lazily.
+its ``commands``. The experiments' commands (``demo``, ``experiment ...``) are defined beside
+each experiment (its module's ``COMMANDS``, :mod:`attnlab.experiments`). The few commands that
+belong to neither are registered here with :func:`command`; their bodies import their heavy
+modules lazily. This module only parses the command line, runs the command and reports errors.
 
 Errors: :func:`main` is the one error boundary. A failure the user can fix (a missing or wrong
 file, a bad setting, a model folder that does not load; see :func:`_expected`) is one line,
@@ -31,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from .experiments import bottleneck, demo, variants
 from .recipes import Recipe, TrainJob
 from .recipes.caption import CAPTION_JOB
 from .recipes.classify import CLASSIFY_JOB
@@ -54,9 +57,11 @@ JOBS: tuple[Recipe, ...] = (
     QA_JOB,
 )
 
-#: Every command by name ("train translate" nests under "train"): the jobs' own, then those of @command.
+#: Every command by name ("train translate" nests under "train"): the jobs' own, the experiments'
+#: (``demo``, ``experiment bottleneck``, ``experiment variants``), then those of @command.
 COMMANDS: dict[str, Callable] = {f"train {job.name}": job.train_command for job in JOBS}
 COMMANDS.update((name, fn) for job in JOBS for name, fn in job.commands.items())
+COMMANDS.update((name, fn) for experiment in (demo, bottleneck, variants) for name, fn in experiment.COMMANDS.items())
 _RECIPE_OF: dict[str, Recipe] = {f"train {job.name}": job for job in JOBS}  # the job a train command runs
 
 
@@ -337,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# The commands that belong to no single job.
+# The commands that belong to no job and no experiment.
 # --------------------------------------------------------------------------------------------
 
 
@@ -372,41 +377,6 @@ def explain_cmd(
     from .explain import explain
 
     print(explain(scores=scores, query=query, keys=keys, values=values, d_k=d_k, scale=scale, lang=lang, plot=plot))
-    return 0
-
-
-@command("demo")
-def demo_cmd(
-    *, out: Path = Path("runs/demo"), minutes: float = 10.0, target: float = 0.995, n_train: int = 30000, seed: int = 0
-) -> int:
-    """The main job: train a small Transformer to translate numbers into Japanese, and show where it looks.
-
-    Generates English number words → Japanese numerals ("three hundred forty-two thousand" →
-    三十四万二千), trains with a progress bar until validation exact match reaches the target or
-    stops improving, reports exact match and BLEU on held-out pairs, translates a few examples
-    and writes cross-attention heatmaps.
-
-    Args:
-        out: output folder (model, log, heatmaps, report.json).
-        minutes: safety cap on training time in minutes; training normally stops before, on quality.
-        target: validation exact match at which training stops (0.995 = 99.5%).
-        n_train: number of generated training pairs.
-        seed: random seed of the data and the training.
-    """
-    from .experiments.demo import run_demo
-
-    report = run_demo(out, minutes=minutes, target=target, n_train=n_train, seed=seed)
-    print()
-    print(
-        f"held-out exact match {100 * report.exact_match:.1f}%   BLEU {report.bleu:.1f}   "
-        f"({report.steps} steps, {report.train_minutes:.1f} min, {report.tokens_per_s:,.0f} target tokens/s)"
-    )
-    print(f"training {report.stopped()}")
-    for src, hyp in report.examples:
-        print(f"  {src}  →  {hyp}")
-    print(f'model:    {report.out_dir / "best"}   (try: attnlab translate --model {report.out_dir} "seven hundred")')
-    print(f"heatmaps: {', '.join(str(p) for p in report.heatmaps)}")
-    print(f"log:      {report.out_dir / 'log.jsonl'}   report: {report.out_dir / 'report.json'}")
     return 0
 
 
@@ -505,158 +475,6 @@ def lesson_handout_cmd(
     )
     kind = "teacher's version" if teacher else "handout"
     print(f"{kind}: {report.path}  ({report.pages} pages, {len(report.sections)} sections, {lang})")
-    return 0
-
-
-@command("experiment bottleneck")
-def experiment_bottleneck_cmd(
-    *,
-    out: Path = Path("runs/bottleneck"),
-    minutes: float = 15.0,
-    task: str = "number-lists-en-ja",
-    n_train: int = 30000,
-    n_valid: int = 300,
-    n_test: int = 1000,
-    train_src: Path | None = None,
-    train_tgt: Path | None = None,
-    valid_src: Path | None = None,
-    valid_tgt: Path | None = None,
-    test_src: Path | None = None,
-    test_tgt: Path | None = None,
-    transformer_preset: str = "demo",
-    rnn_cell: Literal["gru", "lstm"] = "gru",
-    tokenizer: Literal["bpe", "unigram", "char"] = "bpe",
-    tgt_tokenizer: Literal["bpe", "unigram", "char"] | None = None,
-    vocab_size: int | None = None,
-    beam: int = 1,
-    buckets: list[str] | None = None,
-    length_unit: Literal["auto", "words", "chars"] = "auto",
-    bleu_tokenize: str | None = None,
-    seed: int = 0,
-    progress: bool = True,
-) -> int:
-    """The Seq2Seq bottleneck: BLEU by source length for an RNN without attention, one with, and a Transformer.
-
-    Trains the three models on the same data, with about the same number of parameters and the same
-    training time each, then writes OUT/report.md (tables and the finding), summary.csv,
-    bleu_by_length.csv, results.json, bleu_by_length.png (cf. Bahdanau et al. 2015, Fig. 2),
-    alignment heatmaps of both attention models on one sentence, and the checkpoints (OUT/models).
-    Without corpus files the data is generated (lists of English numbers → Japanese numerals).
-
-    Args:
-        out: report folder.
-        minutes: wall-clock budget of the whole run; each model trains for 80% of an equal third.
-        task: generated task when no corpus is given: numbers-en-ja, numbers-ja-en, dates, mixed.
-        n_train: generated training pairs.
-        n_valid: generated validation pairs.
-        n_test: generated test pairs.
-        train_src: corpus training sources, one per line (with --train-tgt, --valid-*, --test-*).
-        train_tgt: corpus training targets, line-aligned with --train-src.
-        valid_src: corpus validation sources.
-        valid_tgt: corpus validation targets.
-        test_src: corpus test sources (the BLEU-by-length table).
-        test_tgt: corpus test targets.
-        transformer_preset: the Transformer's size; the RNNs are matched to its parameter count.
-        rnn_cell: recurrent cell of both RNNs.
-        tokenizer: source tokenizer: bpe, unigram or char.
-        tgt_tokenizer: target tokenizer (default: char for generated data, as the source for a corpus).
-        vocab_size: subword vocabulary size (default: 200 for generated data, 8000 for a corpus).
-        beam: beam size of the test translations (1 = greedy).
-        buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: up to 5 equal-width buckets, thin ones merged.
-        length_unit: unit of source length: words, chars, or auto (words when sources have spaces).
-        bleu_tokenize: sacreBLEU tokenizer (default: char for unsegmented Japanese/Chinese targets, else 13a).
-        seed: random seed of the data and the training.
-        progress: show a progress bar per model.
-    """
-    from .experiments.bottleneck import BottleneckSettings, run_bottleneck
-    from .recipes.translate import read_pairs
-
-    parsed = []
-    for item in buckets or []:
-        m = re.fullmatch(r"(\d+)-(\d+)", item)
-        if m is None:
-            raise ValueError(f"bucket {item!r} is not LOW-HIGH (e.g. 1-10)")
-        parsed.append((int(m.group(1)), int(m.group(2))))
-    files = dict(train=(train_src, train_tgt), valid=(valid_src, valid_tgt), test=(test_src, test_tgt))
-    given = [p for pair in files.values() for p in pair if p is not None]
-    splits = {}
-    if given:
-        for name, (src, tgt) in files.items():
-            if src is None or tgt is None:
-                raise ValueError(
-                    f"a corpus needs all six files; --{name}-src and --{name}-tgt are missing or incomplete"
-                )
-            splits[f"{name}_pairs"] = read_pairs(src, tgt, None, name)
-    settings = BottleneckSettings(
-        minutes=minutes,
-        task=task,
-        n_train=n_train,
-        n_valid=n_valid,
-        n_test=n_test,
-        seed=seed,
-        transformer_preset=transformer_preset,
-        rnn_cell=rnn_cell,
-        tokenizer=tokenizer,
-        tgt_tokenizer=tgt_tokenizer,
-        vocab_size=vocab_size,
-        beam=beam,
-        buckets=parsed or None,
-        length_unit=length_unit,
-        bleu_tokenize=bleu_tokenize,
-        progress=progress,
-    )
-    report = run_bottleneck(out, settings, **splits)
-    print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
-    return 0
-
-
-@command("experiment variants")
-def experiment_variants_cmd(
-    *,
-    out: Path = Path("runs/variants"),
-    minutes: float = 15.0,
-    text: Path = Path("../shared/data/tinyshakespeare/input.txt"),
-    variants: list[str] | None = None,
-    preset: str = "bench-small",
-    block_size: int = 256,
-    batch_size: int = 16,
-    seed: int = 0,
-    progress: bool = True,
-) -> int:
-    """Attention variants on a GPT: validation loss, tokens/s, peak memory for the same training time.
-
-    Trains the same character-level GPT (same size, seed and data) once per attention variant,
-    each in a fresh process for an equal share of the budget, and writes OUT/report.md (the
-    table), variants.csv, results.json and variants.png (validation loss against training time;
-    throughput and peak memory).
-
-    Args:
-        out: report folder.
-        minutes: wall-clock budget of the whole run; each variant trains for 80% of an equal share.
-        text: training text (the last 10% is the validation split).
-        variants: NAME[:WINDOW[:N_GLOBAL]] each, e.g. full sliding_window:64 global_window:16:4 chunked
-            (default: full sliding_window:16 sliding_window:64 global_window:16:4).
-        preset: GPT size (attnlab.models.gpt.PRESETS).
-        block_size: tokens per training sequence.
-        batch_size: sequences per batch.
-        seed: data order and initial weights, the same for every variant.
-        progress: show a progress bar per variant.
-    """
-    from .data.corpus import read_text
-    from .experiments.variants import DEFAULT_VARIANTS, VariantsSettings, run_variants
-
-    settings = VariantsSettings(
-        variants=tuple(variants or DEFAULT_VARIANTS),
-        minutes=minutes,
-        model_preset=preset,
-        block_size=block_size,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-    )
-    report = run_variants(read_text(text), out, settings)
-    print((report.out_dir / "report.md").read_text(encoding="utf-8"))
-    print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
     return 0
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 from torch import nn
@@ -653,3 +653,110 @@ def _write_report(report: BottleneckReport, settings: BottleneckSettings, senten
         "(`attnlab translate --model models/<name> ...`).",
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# --------------------------------------------------------------------------------------------
+
+
+def bottleneck_command(
+    *,
+    out: Path = Path("runs/bottleneck"),
+    minutes: float = 15.0,
+    task: str = "number-lists-en-ja",
+    n_train: int = 30000,
+    n_valid: int = 300,
+    n_test: int = 1000,
+    train_src: Path | None = None,
+    train_tgt: Path | None = None,
+    valid_src: Path | None = None,
+    valid_tgt: Path | None = None,
+    test_src: Path | None = None,
+    test_tgt: Path | None = None,
+    transformer_preset: str = "demo",
+    rnn_cell: Literal["gru", "lstm"] = "gru",
+    tokenizer: Literal["bpe", "unigram", "char"] = "bpe",
+    tgt_tokenizer: Literal["bpe", "unigram", "char"] | None = None,
+    vocab_size: int | None = None,
+    beam: int = 1,
+    buckets: list[str] | None = None,
+    length_unit: Literal["auto", "words", "chars"] = "auto",
+    bleu_tokenize: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    """The Seq2Seq bottleneck: BLEU by source length for an RNN without attention, one with, and a Transformer.
+
+    Trains the three models on the same data, with about the same number of parameters and the same
+    training time each, then writes OUT/report.md (tables and the finding), summary.csv,
+    bleu_by_length.csv, results.json, bleu_by_length.png (cf. Bahdanau et al. 2015, Fig. 2),
+    alignment heatmaps of both attention models on one sentence, and the checkpoints (OUT/models).
+    Without corpus files the data is generated (lists of English numbers → Japanese numerals).
+
+    Args:
+        out: report folder.
+        minutes: wall-clock budget of the whole run; each model trains for 80% of an equal third.
+        task: generated task when no corpus is given: numbers-en-ja, numbers-ja-en, dates, mixed.
+        n_train: generated training pairs.
+        n_valid: generated validation pairs.
+        n_test: generated test pairs.
+        train_src: corpus training sources, one per line (with --train-tgt, --valid-*, --test-*).
+        train_tgt: corpus training targets, line-aligned with --train-src.
+        valid_src: corpus validation sources.
+        valid_tgt: corpus validation targets.
+        test_src: corpus test sources (the BLEU-by-length table).
+        test_tgt: corpus test targets.
+        transformer_preset: the Transformer's size; the RNNs are matched to its parameter count.
+        rnn_cell: recurrent cell of both RNNs.
+        tokenizer: source tokenizer: bpe, unigram or char.
+        tgt_tokenizer: target tokenizer (default: char for generated data, as the source for a corpus).
+        vocab_size: subword vocabulary size (default: 200 for generated data, 8000 for a corpus).
+        beam: beam size of the test translations (1 = greedy).
+        buckets: source-length buckets as LOW-HIGH (e.g. 1-3 4-6 7-9); default: up to 5 equal-width buckets, thin ones merged.
+        length_unit: unit of source length: words, chars, or auto (words when sources have spaces).
+        bleu_tokenize: sacreBLEU tokenizer (default: char for unsegmented Japanese/Chinese targets, else 13a).
+        seed: random seed of the data and the training.
+        progress: show a progress bar per model.
+    """
+    parsed = []
+    for item in buckets or []:
+        m = re.fullmatch(r"(\d+)-(\d+)", item)
+        if m is None:
+            raise ValueError(f"bucket {item!r} is not LOW-HIGH (e.g. 1-10)")
+        parsed.append((int(m.group(1)), int(m.group(2))))
+    files = dict(train=(train_src, train_tgt), valid=(valid_src, valid_tgt), test=(test_src, test_tgt))
+    given = [p for pair in files.values() for p in pair if p is not None]
+    splits = {}
+    if given:
+        for name, (src, tgt) in files.items():
+            if src is None or tgt is None:
+                raise ValueError(
+                    f"a corpus needs all six files; --{name}-src and --{name}-tgt are missing or incomplete"
+                )
+            splits[f"{name}_pairs"] = tr.read_pairs(src, tgt, None, name)
+    settings = BottleneckSettings(
+        minutes=minutes,
+        task=task,
+        n_train=n_train,
+        n_valid=n_valid,
+        n_test=n_test,
+        seed=seed,
+        transformer_preset=transformer_preset,
+        rnn_cell=rnn_cell,
+        tokenizer=tokenizer,
+        tgt_tokenizer=tgt_tokenizer,
+        vocab_size=vocab_size,
+        beam=beam,
+        buckets=parsed or None,
+        length_unit=length_unit,
+        bleu_tokenize=bleu_tokenize,
+        progress=progress,
+    )
+    report = run_bottleneck(out, settings, **splits)
+    print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
+    return 0
+
+
+#: This experiment's commands by name (``attnlab experiment bottleneck``).
+COMMANDS: dict[str, Callable[..., int]] = {"experiment bottleneck": bottleneck_command}

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -350,6 +350,63 @@ def _plot(rows: Sequence[VariantResult], path: Path) -> None:
     ax_s.set_ylabel("training tokens/s (label: peak memory)")
     ax_s.tick_params(axis="x", labelrotation=20, labelsize=8)
     save_figure(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# --------------------------------------------------------------------------------------------
+
+
+def variants_command(
+    *,
+    out: Path = Path("runs/variants"),
+    minutes: float = 15.0,
+    text: Path = Path("../shared/data/tinyshakespeare/input.txt"),
+    variants: list[str] | None = None,
+    preset: str = "bench-small",
+    block_size: int = 256,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    """Attention variants on a GPT: validation loss, tokens/s, peak memory for the same training time.
+
+    Trains the same character-level GPT (same size, seed and data) once per attention variant,
+    each in a fresh process for an equal share of the budget, and writes OUT/report.md (the
+    table), variants.csv, results.json and variants.png (validation loss against training time;
+    throughput and peak memory).
+
+    Args:
+        out: report folder.
+        minutes: wall-clock budget of the whole run; each variant trains for 80% of an equal share.
+        text: training text (the last 10% is the validation split).
+        variants: NAME[:WINDOW[:N_GLOBAL]] each, e.g. full sliding_window:64 global_window:16:4 chunked
+            (default: full sliding_window:16 sliding_window:64 global_window:16:4).
+        preset: GPT size (attnlab.models.gpt.PRESETS).
+        block_size: tokens per training sequence.
+        batch_size: sequences per batch.
+        seed: data order and initial weights, the same for every variant.
+        progress: show a progress bar per variant.
+    """
+    from ..data.corpus import read_text
+
+    settings = VariantsSettings(
+        variants=tuple(variants or DEFAULT_VARIANTS),
+        minutes=minutes,
+        model_preset=preset,
+        block_size=block_size,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
+    report = run_variants(read_text(text), out, settings)
+    print((report.out_dir / "report.md").read_text(encoding="utf-8"))
+    print(f"report: {report.out_dir / 'report.md'}  ({report.wall_seconds / 60:.1f} min)")
+    return 0
+
+
+#: This experiment's commands by name (``attnlab experiment variants``).
+COMMANDS: dict[str, Callable[..., int]] = {"experiment variants": variants_command}
 
 
 def _worker(job_path: str) -> None:
