@@ -443,7 +443,8 @@ def plot_attention(
     T, S = w.shape
     src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
     tgt = _check_tokens(_positions(T) if tgt_tokens is None else tgt_tokens, T, "tgt_tokens", "rows (T)")
-    width = min(max(S * _CELL_INCHES + 2.2, 4.0), 24.0)
+    # at most one screen wide: a long source gets narrower cells rather than a strip to scroll
+    width = min(max(S * _CELL_INCHES + 2.2, 4.0), _MAX_WIDTH_INCHES)
     height = min(max(T * _CELL_INCHES + 1.6, 3.0), 24.0)
     fig = new_figure(width, height)
     ax = fig.add_subplot()

@@ -9,9 +9,10 @@ again. Every loader returns the model with a line saying which of these it was, 
 print that line: a heatmap of a 30-second stand-in is not the shipped model's.
 
 Exercises. Each notebook ends with 練習問題 (exercises): a function for the reader to write and a
-cell calling :func:`check`, which runs the exercise's test from :mod:`solutions` on it. A function
-still raising ``NotImplementedError`` is reported as unfinished and the model solution is checked
-instead, so the notebooks run from top to bottom as they are (in CI too).
+cell calling :func:`check`, which runs the exercise's test from :mod:`solutions` on it and returns
+the function the later cells use — the reader's own when it passes, else the model solution — so
+the notebooks run from top to bottom as they are (in CI too) and use the reader's work when it
+is right.
 
 Sliders. :func:`three_books_playground` uses ``ipywidgets`` when it is installed (``pip install
 'attnlab[notebooks]'``) and says so when it is not; nothing else needs it.
@@ -249,23 +250,28 @@ def load_question_answerer(*, seconds: float = 40.0, log=print) -> Loaded:
 # --------------------------------------------------------------------------------------------
 
 
-def check(name: str, candidate) -> None:
-    """Run exercise ``name``'s test (``solutions.TESTS[name]``) on ``candidate`` and say how it went.
+def check(name: str, candidate):
+    """Run exercise ``name``'s test (``solutions.TESTS[name]``) on ``candidate``, say how it went,
+    and return the function the notebook's later cells should use: the learner's own when it
+    passes, else the model solution (after checking that it passes).
 
-    An unfinished function (raising ``NotImplementedError``) is reported, and the model solution
-    is checked in its place so that the notebook still runs through; a wrong one fails with the
-    test's message.
+    An unfinished function (raising ``NotImplementedError``) and a wrong one (failing the test or
+    raising anything else) are both reported, the wrong one with the test's message, so that the
+    notebook still runs through to the end with the model solution in their place.
     """
-    test = solutions.TESTS[name]
+    test, solution = solutions.TESTS[name], getattr(solutions, name)
     try:
         test(candidate)
     except NotImplementedError:
-        print(f"練習問題 {name}: まだ書かれていません。解答例で確かめます。")
-        print(f"Exercise {name}: not written yet; checking the model solution instead.")
-        test(getattr(solutions, name))
-        print("解答例は合格です / the model solution passes")
-        return
-    print(f"練習問題 {name}: 正解です / correct")
+        print(f"練習問題 {name}: まだ書かれていません。この先のセルは解答例を使います。")
+    except Exception as error:  # a wrong answer: its message says what differs
+        print(f"練習問題 {name}: まだ正しくありません — {type(error).__name__}: {error}")
+        print("この先のセルは解答例を使います。")
+    else:
+        print(f"練習問題 {name}: 正解です。この先のセルはあなたの関数を使います。")
+        return candidate
+    test(solution)  # the fallback itself must pass
+    return solution
 
 
 def show_solution(name: str) -> None:

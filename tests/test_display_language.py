@@ -21,6 +21,7 @@ from attnlab.viz import (
     PNG_LABELS_KEY,
     AttentionMaps,
     display_options,
+    plot_attention,
     plot_attention_grid,
     plot_curves,
 )
@@ -97,3 +98,9 @@ def test_attention_maps_summary_and_answer_speak_the_display_language():
     assert "スコア 3.50" in html and "50%" in html and "question" not in html
     with pytest.raises(ValueError, match="lang"):
         summary.html(lang="fr")
+
+
+def test_a_long_source_narrows_the_cells_instead_of_widening_past_a_screen():
+    plot = plot_attention(_weights(14, 60), [f"t{i}" for i in range(60)], [f"q{i}" for i in range(14)])
+    assert plot.figure.get_size_inches()[0] <= 12.0
+    assert Image.open(io.BytesIO(plot.png())).size[0] <= 1200

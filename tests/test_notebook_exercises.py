@@ -81,17 +81,22 @@ def test_every_exercise_has_a_wrong_answer_here():
     assert set(WRONG) == set(solutions.TESTS)
 
 
-def test_check_runs_the_model_solution_for_an_unwritten_exercise(capsys):
+def test_check_hands_back_the_learners_function_only_when_it_passes(capsys):
     def unwritten(x, n_heads):
         raise NotImplementedError
 
-    helpers.check("split_heads", unwritten)
+    assert helpers.check("split_heads", unwritten) is solutions.split_heads
+    assert "まだ書かれていません" in capsys.readouterr().out
+    assert helpers.check("split_heads", _split_heads_without_transpose) is solutions.split_heads
     out = capsys.readouterr().out
-    assert "not written yet" in out and "model solution passes" in out
-    helpers.check("split_heads", solutions.split_heads)
-    assert "correct" in capsys.readouterr().out
-    with pytest.raises(AssertionError):
-        helpers.check("split_heads", _split_heads_without_transpose)
+    assert "まだ正しくありません" in out and "AssertionError" in out and "解答例を使います" in out
+
+    def mine(x, n_heads):  # a correct answer of the learner's own
+        B, T, D = x.shape
+        return x.reshape(B, T, n_heads, D // n_heads).permute(0, 2, 1, 3)
+
+    assert helpers.check("split_heads", mine) is mine
+    assert "正解です" in capsys.readouterr().out
 
 
 def test_show_solution_prints_the_source(capsys):
