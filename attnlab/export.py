@@ -357,7 +357,8 @@ class ExportedTranslator(abc.ABC):
         self, texts: Sequence[str], *, beam_size: int = 1, length_penalty: float = 1.0, batch_size: int = 64
     ) -> list[str]:
         """Translate sentences, normalised as the model's training text was (see the class)."""
-        inputs = [enja.normalize_input(x, self.src_lang) for x in texts] if self.src_lang else list(texts)
+        lowercase = self.info.get("lowercase", True)  # as load_translator reads config.json
+        inputs = [enja.normalize_input(x, self.src_lang, lowercase) for x in texts] if self.src_lang else list(texts)
         encoded = self.src_tok.encode_batch(inputs)
         for text, ids in zip(texts, encoded):
             if not ids:

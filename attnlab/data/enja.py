@@ -10,8 +10,10 @@ text instead, made by two rules that :func:`to_raw` applies to each line:
   Latin letters or digits (``CD 2 枚`` keeps ``CD 2``), where removing it would join two words.
 - **English**: the tokens are put back together by sacremoses' Moses detokenizer (the
   detokenizer of the Moses toolkit, as sacreBLEU and fairseq use it): ``i can 't tell .`` →
-  ``i can't tell.``. The corpus's lower-casing cannot be undone, so the model reads and writes
-  lower-case English, and :func:`normalize_input` lower-cases what a user types.
+  ``i can't tell.``. The corpus's lower-casing is not undone here: a model trained on this text
+  alone reads and writes lower-case English, and :func:`normalize_input` lower-cases what a user
+  types for it. The shipped translators train on a cased mix instead (:mod:`.enja_mix` truecases
+  this corpus's English).
 
 The test split is normalised the same way before scoring, so BLEU compares raw text with raw text
 (sacreBLEU's ``13a`` tokenizer for English, ``ja-mecab`` for Japanese, as WAT scores Japanese).
@@ -60,8 +62,12 @@ def to_raw(line: str, lang: str) -> str:
     return join_japanese(line) if lang == "ja" else detokenize_english(line)
 
 
-def normalize_input(text: str, lang: str) -> str:
-    """What the translator reads for a user's sentence in ``lang``: English lower-cased (the
-    corpus is), Japanese without word-splitting spaces; both stripped."""
+def normalize_input(text: str, lang: str, lowercase: bool = True) -> str:
+    """What the translator reads for a user's sentence in ``lang``: Japanese without
+    word-splitting spaces; English with single spaces, lower-cased when ``lowercase`` (a model
+    trained on this corpus's lower-cased English; the shipped translators read cased text and
+    pass False); both stripped."""
     _check_lang(lang)
-    return join_japanese(text) if lang == "ja" else " ".join(text.lower().split())
+    if lang == "ja":
+        return join_japanese(text)
+    return " ".join((text.lower() if lowercase else text).split())

@@ -198,7 +198,7 @@ DEFAULT_SENTENCE = "彼は昨日駅で古い友達に会った。"  # §1, §4: 
 
 def _source_ids(translator, text: str) -> list[int]:
     """The source ids :meth:`Translator.translate` reads for ``text`` (normalised as it does)."""
-    normalized = enja.normalize_input(text, translator.src_lang) if translator.src_lang else text
+    normalized = enja.normalize_input(text, translator.src_lang, translator.lowercase) if translator.src_lang else text
     return translator.src_tok.encode(normalized)
 
 
