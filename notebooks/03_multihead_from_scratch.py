@@ -15,13 +15,20 @@
 # # 03 マルチヘッド注意を一から書く — そしてテストで誤りを見つける
 #
 # マルチヘッド注意は、幅 D のベクトルを H 個の細いベクトル（幅 D/H）に切り分け、ヘッドごとに別々に
-# 注意を計算し、最後に並べ直して一つの線形層に通します。チュートリアルのコードをその構造のまま書き、
-# attnlab の `MultiHeadAttention` と同じ重みで比べるテストを作ります。テストは誤りを見つけます。
+# アテンションを計算し、最後に並べ直して一つの線形層（重み行列 W_o）に通します。チュートリアル 001 の
+# 「マルチヘッド注意」の例のコードをその構造のまま書き、attnlab の `MultiHeadAttention` と同じ重みで
+# 比べるテストを作ります。テストは、チュートリアルのコードの誤り（`transpose(1, 2)` の抜け）を見つけます。
+
+# %% [markdown]
+# <details><summary>English summary (英語の要約)</summary>
 #
-# _English:_ multi-head attention cuts each width-D vector into H slices of width D/H, runs
-# attention separately per head, then puts the slices back side by side and applies one linear
-# map. We write the tutorial's code with its structure, and a test that compares it with attnlab's
-# `MultiHeadAttention` under the same weights. The test finds a bug.
+# The tutorial's multi-head attention, written with its structure, is compared with attnlab's
+# `MultiHeadAttention` under copied weights; the test catches the missing `transpose(1, 2)` (the
+# scores become head × head within each position), and a one-line fix passes. Test sizes matter:
+# with T = 1 or H = 1 the bug hides, and it is silent in self-attention and in any
+# source–target attention whose two lengths are equal; only unequal lengths fail on shapes.
+# Exercises at the end, each with a collapsed answer.
+# </details>
 
 # %%
 import math
@@ -40,15 +47,13 @@ viz.display_options.lang = "ja"
 # %% [markdown]
 # ## 1. チュートリアルの形のまま
 #
-# 線形変換のあと `view(B, -1, H, d_k)` で形を `(B, T, H, d_k)` にし、そのまま注意を計算します。
-#
-# _English:_ after the projections, `view(B, -1, H, d_k)` gives `(B, T, H, d_k)`, and attention is
-# computed on that directly.
+# 線形変換のあと `view(B, -1, H, d_k)` で形を `(B, T, H, d_k)` にし、そのままアテンションを計算します。
+# チュートリアルのコードと同じく、位置とヘッドの次元を入れ替える `transpose(1, 2)` は分割の側にはありません。
 
 
 # %%
 class TutorialMultiHead(nn.Module):
-    """The structure of the tutorial's code (written here again): four linear maps, split, attend, merge."""
+    """チュートリアルのコードの構造（ここで書き直したもの）: 四つの線形層、分割、アテンション、結合。"""
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
@@ -70,20 +75,18 @@ class TutorialMultiHead(nn.Module):
         output = torch.matmul(weights, V)
         output = output.transpose(1, 2).contiguous().view(batch_size, -1, self.d_model)  # (B, T, D)
         output = self.W_o(output)
-        return (output, weights) if return_weights else output  # weights returned, not stored
+        return (output, weights) if return_weights else output  # 重みは返すだけで、保存しない
 
 
 # %% [markdown]
-# 形は合っています。ここが厄介なところで、形だけ見ても誤りはわかりません。
-#
-# _English:_ the shapes are right — which is exactly why the shapes alone do not reveal anything.
+# 出力の形は合っています。ここが厄介なところで、形だけ見ても誤りはわかりません。
 
 # %%
 torch.manual_seed(0)
 d_model, heads = 32, 4
 x = torch.randn(2, 5, d_model)  # (B, T, D)
 ours = TutorialMultiHead(d_model, heads)
-print("出力の形 / output shape:", tuple(ours(x, x, x).shape))
+print("出力の形:", tuple(ours(x, x, x).shape))
 
 # %% [markdown]
 # ## 2. attnlab と同じ重みで比べるテスト
@@ -91,10 +94,6 @@ print("出力の形 / output shape:", tuple(ours(x, x, x).shape))
 # attnlab の `MultiHeadAttention` は `q_proj`, `k_proj`, `v_proj`, `out_proj` の四つの線形層を持ちます。
 # その重みを手書きのモジュールに写し、同じ入力で同じ出力が出るかを `torch.testing.assert_close` で
 # 確かめます（litgpt や minGPT が参照実装と比べるときと同じやり方です）。
-#
-# _English:_ attnlab's `MultiHeadAttention` has four linear maps `q_proj`, `k_proj`, `v_proj`,
-# `out_proj`. We copy their weights into the hand-written module and check with `assert_close`
-# that the same input gives the same output (the equivalence tests of litgpt and minGPT).
 
 
 # %%
@@ -107,7 +106,7 @@ def copy_weights(ours: nn.Module, reference: attnlab.MultiHeadAttention) -> None
 
 
 def test_matches_attnlab(module_class, *, T: int = 5, heads: int = 4) -> None:
-    """Self-attention of `module_class` equals attnlab.MultiHeadAttention with the same weights."""
+    """同じ重みなら、`module_class` の自己注意は attnlab.MultiHeadAttention と同じ出力になる。"""
     torch.manual_seed(0)
     reference = attnlab.MultiHeadAttention(d_model=32, n_heads=heads)
     ours = module_class(32, heads)
@@ -124,25 +123,21 @@ try:
 except AssertionError as error:
     caught = error
 assert caught is not None, "the comparison with attnlab must fail for the tutorial's split"
-print("テストが誤りを見つけました / the test caught a bug:\n")
+print("テストが誤りを見つけました:\n")
 print(str(caught)[:600])
 
 # %% [markdown]
 # ## 3. 何が起きていたか
 #
 # `(B, T, H, d_k)` のまま `matmul` すると、最後の二つの次元 `(H, d_k)` が行列として掛けられます。
-# つまり点数は「位置 × 位置」ではなく「ヘッド × ヘッド」になり、各位置の中でヘッド同士が注意し合って
-# います。重みの形を見るとわかります。
-#
-# _English:_ with `(B, T, H, d_k)`, `matmul` multiplies the last two dimensions `(H, d_k)`: the
-# scores are head × head instead of position × position — within each position the heads attend
-# to each other. The shape of the weights shows it.
+# つまりスコアは「位置 × 位置」ではなく「ヘッド × ヘッド」になり、各位置の中でヘッド同士が注意し合って
+# います。注意の重みの形を見るとわかります。
 
 # %%
 _, buggy_weights = ours(x, x, x, return_weights=True)
-print("手書き（誤り）の重み / weights of the buggy module:", tuple(buggy_weights.shape), "= (B, T, H, H)")
+print("手書き（誤り）の注意の重み:", tuple(buggy_weights.shape), "= (B, T, H, H)")
 print(
-    "正しい重み / correct weights:",
+    "正しい注意の重み:",
     tuple(attnlab.MultiHeadAttention(d_model, heads)(x, need_weights=True).weights.shape),
     "= (B, H, T, T)",
 )
@@ -150,10 +145,8 @@ print(
 # %% [markdown]
 # ヘッドを位置の前に出す `transpose(1, 2)` が抜けていました。`(B, T, H, d_k) → (B, H, T, d_k)` にすれば、
 # `matmul` はヘッドごとに `(T, d_k) × (d_k, T)` を計算します。直すのは分割の一行だけです。
-#
-# _English:_ the missing piece is `transpose(1, 2)`, which moves the heads before the positions:
-# `(B, T, H, d_k) → (B, H, T, d_k)`, so that `matmul` computes `(T, d_k) × (d_k, T)` per head. The
-# fix is one line, in the split.
+# （チュートリアルのコードは結合のときには `transpose(1, 2)` を使っています。分割と結合は対になるはずで、
+# 片方にだけあるのが誤りのしるしです。）
 
 
 # %%
@@ -164,41 +157,47 @@ class FixedMultiHead(TutorialMultiHead):
 
 
 test_matches_attnlab(FixedMultiHead)
-print("修正版は attnlab と一致します / the fixed module matches attnlab")
+print("修正版は attnlab と一致します")
 
 # %% [markdown]
 # ## 4. テストの入力も大事
 #
 # 位置が一つでヘッドも一つ（T = 1, H = 1）だと、誤った版も合格してしまいます。注意する相手が一つしか
 # ないので、どちらも v をそのまま（重み 1 で）返すからです。比べるテストには「一つでは済まない」大きさ
-# （T > 1、H > 1）を使います。また、クエリとキーの長さが違う交差注意では、誤った版は形が合わずに
-# 止まります。黙って間違うのは自己注意のときだけです。
+# （T > 1、H > 1）を使います。
 #
-# _English:_ with one position and one head (T = 1, H = 1) the buggy module passes too: there is a
-# single thing to attend to, so both return v with weight 1. Equivalence tests need sizes above one
-# (T > 1, H > 1). In cross-attention (query and key lengths differ) the buggy module fails loudly
-# on shapes; only self-attention is silently wrong.
+# 誤った版が形の誤りで止まるのは、クエリの長さ T とキーの長さ S が違うときだけです。自己注意でも、
+# T = S のソース・ターゲット注意（例えば同じ長さの原文と訳文）でも、形は合ったまま黙って間違います。
 
 # %%
 test_matches_attnlab(TutorialMultiHead, T=1, heads=1)
-print("T = 1, H = 1: 誤った版も合格してしまう / the buggy module passes")
+print("T = 1, H = 1: 誤った版も合格してしまう")
 for T, h in ((1, 4), (5, 1)):
     try:
         test_matches_attnlab(TutorialMultiHead, T=T, heads=h)
         raise RuntimeError(f"T = {T}, H = {h} should catch the bug")
     except AssertionError:
-        print(f"T = {T}, H = {h}: 誤りを見つける / caught")
+        print(f"T = {T}, H = {h}: 誤りを見つける")
 try:
     TutorialMultiHead(d_model, heads)(
         torch.randn(2, 5, d_model), torch.randn(2, 7, d_model), torch.randn(2, 7, d_model)
     )
+    raise RuntimeError("T = 5, S = 7 should fail on shapes")
 except RuntimeError as error:
-    print("交差注意では形の誤り / cross-attention fails on shapes:", str(error)[:120])
+    print("ソース・ターゲット注意 T = 5, S = 7: 形の誤りで止まる —", str(error)[:100])
+
+# T = S = 5 のソース・ターゲット注意: 形は合うが、値は attnlab と違う
+torch.manual_seed(0)
+reference = attnlab.MultiHeadAttention(d_model, heads)
+buggy = TutorialMultiHead(d_model, heads)
+copy_weights(buggy, reference)
+target, source = torch.randn(2, 5, d_model), torch.randn(2, 5, d_model)
+got, expected = buggy(target, source, source), reference(target, source).output
+assert got.shape == expected.shape and not torch.allclose(got, expected)
+print(f"ソース・ターゲット注意 T = S = 5: 形は {tuple(got.shape)} で同じ、値の最大の差 {(got - expected).abs().max():.2f}（黙って間違う）")
 
 # %% [markdown]
-# 修正版のヘッドごとの重みは attnlab が返すものと同じです（`need_weights=True`）。
-#
-# _English:_ the fixed module's per-head weights are the ones attnlab returns with `need_weights=True`.
+# 修正版のヘッドごとの注意の重みは、attnlab が `need_weights=True` で返すものと同じです。
 
 # %%
 torch.manual_seed(0)
@@ -211,28 +210,54 @@ torch.testing.assert_close(fixed_weights, result.weights)
 result
 
 # %% [markdown]
-# ## 練習問題 / Exercises
+# **図の見どころ:** 4 枚はバッチの最初の文のヘッド 0〜3 で、どれも 5 × 5（位置 × 位置）です。誤った版の
+# 重みは 4 × 4（ヘッド × ヘッド）で、この図にはなりません。
+
+# %% [markdown]
+# ## 練習問題
 #
 # 1. `split_heads(x, n_heads)`: `(B, T, D)` を `(B, H, T, D/H)` にし、ヘッド h が幅の h 番目の切れ端を
 #    持つようにしてください。`check` は、転置を忘れた版（形は同じ）を見分けるテストです。
-# 2. （考える問題）`view` の代わりに `reshape(B, H, T, d_k)` と一息に書くとどうなるでしょう？
-#    形は正しいのに、なぜ誤りなのでしょう？
-#
-# _English:_ (1) write `split_heads(x, n_heads)`: `(B, T, D) → (B, H, T, D/H)` with head h holding
-# the h-th slice of the width; `check` tells it apart from the untransposed version, which has the
-# same shape. (2) (to think about) why is `reshape(B, H, T, d_k)` in one go wrong although its
-# shape is right?
-
 
 # %%
 def split_heads(x, n_heads):
-    # ここに書く / your code here
+    # ここに書く
     raise NotImplementedError
 
 
 # %%
-check("split_heads", split_heads)
+# 合格すればあなたの関数が、まだなら解答例が、この先のセルで使われます
+split_fn = check("split_heads", split_heads)
 
 # %% tags=["solution"] jupyter={"source_hidden": true, "outputs_hidden": true}
-# 解答例（開くと見えます）/ model solution (expand to see)
+# 解答例（開くと見えます）
 show_solution("split_heads")
+
+# %% [markdown]
+# その関数を分割に使ったモジュールも、2 節のテストに合格します。
+
+# %%
+class MyMultiHead(TutorialMultiHead):
+    def split(self, x):
+        return split_fn(x, self.num_heads)  # (B, T, D) -> (B, H, T, d_k)
+
+
+test_matches_attnlab(MyMultiHead)
+test_matches_attnlab(MyMultiHead, T=3, heads=8)
+print("split_fn（合格したあなたの関数か、解答例）を使ったモジュールは attnlab と一致します")
+
+# %% [markdown]
+# 2. （考える問題）`view` の代わりに `reshape(B, H, T, d_k)` と一息に書くとどうなるでしょう？
+#    形は正しいのに、なぜ誤りなのでしょう？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# `reshape` は要素を並んでいる順（行優先: 最後の次元がいちばん速く変わる）に読み直すだけです。
+# `(B, T, D)` のメモリでは、位置 0 の幅 D 個、位置 1 の幅 D 個……の順に並んでいます。それを
+# `(B, H, T, d_k)` と読むと、「ヘッド 0」には位置 0〜(T/H)−1 あたりの幅全体が切れ切れに入り、ヘッドが
+# 幅の切れ端ではなく位置の塊になってしまいます（T と H と d_k の関係によって混ざり方は変わります）。
+# 形が同じなので、エラーにはなりません。正しくは、まず幅を `(H, d_k)` に分けて `(B, T, H, d_k)` とし、
+# それから位置とヘッドを `transpose(1, 2)` で入れ替えます。`check` のテストは、このような「形だけ正しい」
+# 答えを値で見分けます。
+# </details>
