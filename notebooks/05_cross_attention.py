@@ -12,30 +12,39 @@
 # ---
 
 # %% [markdown]
-# # 05 演習 2: 翻訳モデルの交差注意をヒートマップで見る
+# # 05 演習 2: 翻訳モデルのソース・ターゲット注意をヒートマップで見る
 #
-# エンコーダ・デコーダの翻訳モデルでは、デコーダが出力の各トークンを書くとき、交差注意で入力文の
-# どこを見るかを決めます。その重みを「出力トークン × 入力トークン」の表にしたのがヒートマップです。
+# エンコーダ・デコーダの翻訳モデルでは、デコーダが訳文の各トークンを書くとき、ソース・ターゲット注意で
+# 原文のどこを見るかを決めます。その注意の重みを「訳文のトークン × 原文のトークン」の表にしたのが
+# ヒートマップです。
 #
 # attnlab に同梱の日英・英日翻訳モデル（`ja-en`, `en-ja`）を名前で読み込みます。このインストールに
-# まだ同梱モデルがなければ、代わりに生成データ（英語の数詞 ⇄ 漢数字）で小さなモデルを 30 秒だけ
+# 同梱モデルがなければ、代わりに生成データ（英語の数詞 ⇄ 漢数字）で小さなモデルを 30 秒だけ
 # 学習します。下の出力に、どちらを使ったかが表示されます。
 #
-# _English:_ in an encoder–decoder translator, the decoder decides through cross-attention where
-# in the source to look while writing each output token; the heatmap is that table of weights,
-# output tokens × source tokens. We load attnlab's shipped Japanese⇄English translators by name;
-# where this install has none yet, a small stand-in is trained for 30 seconds on generated data
-# (English number words ⇄ kanji numerals). The output below says which one is used.
+# チュートリアル 001 との対応: 「演習 2: 注意重みの可視化」の `plot_attention` を 3 節で本物の重みに使い、
+# その使用例の `torch.rand(7, 6)` が注意の重みになっていない理由を確かめます。
+
+# %% [markdown]
+# <details><summary>English summary (英語の要約)</summary>
+#
+# The source–target (cross-) attention of attnlab's shipped ja⇄en translators (or a 30-second
+# stand-in where this install has none): the last layer's mean as a table or heatmap, then each
+# layer's heads in its own figure (§1–2); the tutorial's `plot_attention` (exercise 2) drawn with
+# these real weights, and why its example's `torch.rand(7, 6)` is not attention (rows do not sum
+# to 1) (§3); how to read the maps, including the `[EOS]` row (§4). Exercises at the end, each with
+# a collapsed answer.
+# </details>
 
 # %%
-from helpers import check, load_translator, shipped_model, show_solution
-from IPython.display import display
+import torch
+from helpers import check, load_translator, shipped_model, show_solution, show_translation
 
 from attnlab import viz
 
 viz.display_options.lang = "ja"
 
-SECONDS = 30  # 同梱モデルがないときの学習時間 / training time of the stand-in
+SECONDS = 30  # 同梱モデルがないときに代わりのモデルを学習する秒数
 names = ["ja-en", "en-ja"] if shipped_model("ja-en") is not None else ["en-ja"]
 translators = {}
 for name in names:
@@ -43,13 +52,11 @@ for name in names:
     print(f"{name}: {translators[name].source}")
 
 # %% [markdown]
-# ## 1. 訳して、重みを見る
+# ## 1. 訳して、注意の重みを見る
 #
-# `translate(..., return_attention=True)` の結果 (`Translation`) は、訳文と、最後の層の交差注意
-# （ヘッドの平均）を表示します。行が出力トークン、列が入力トークンです。
-#
-# _English:_ a `Translation` from `translate(..., return_attention=True)` shows the output and the
-# last layer's cross-attention (mean over heads): rows are output tokens, columns source tokens.
+# `translate(..., return_attention=True)` の結果 (`Translation`) には、訳文と、全層・全ヘッドの
+# ソース・ターゲット注意 `cross_attention` が入っています。下では最後の層のヘッドの平均を表にします
+# （行が訳文のトークン、列が原文のトークンで、各行の和は 1 です）。
 
 # %%
 REAL = {
@@ -60,84 +67,152 @@ NUMBERS = {
     "ja-en": ["三十四万二千", "二千五百万六百"],
     "en-ja": ["three hundred forty-two thousand", "twenty million five hundred six"],
 }
+shipped = {name: loaded.source.startswith("shipped") for name, loaded in translators.items()}
 results = {}
 for name, loaded in translators.items():
-    sentences = REAL[name] if loaded.source.startswith("shipped") else NUMBERS[name]
+    sentences = REAL[name] if shipped[name] else NUMBERS[name]
     results[name] = loaded.model.translate(sentences, return_attention=True)
     for translation in results[name]:
-        display(translation)
+        show_translation(translation)
+
+# %% [markdown]
+# 表の濃い色のマスが、その訳語を書くときにいちばん見た原文のトークンです。
 
 # %% [markdown]
 # ## 2. 層とヘッドごとに
 #
-# `cross_attention` の形は `(L, H, T, S)`（層、ヘッド、出力、入力）です。`plot_attention_grid` は全部を
-# 一度に描きます。ヘッドによって見方が違い、平均では消えてしまう鋭い対応が一つのヘッドに現れることが
-# あります。
-#
-# _English:_ `cross_attention` has shape `(L, H, T, S)` (layers, heads, output, source);
-# `plot_attention_grid` draws all of it. Heads differ, and a sharp alignment averaged away in the
-# mean may show in a single head.
+# `cross_attention` の形は `(L, H, T, S)`（層、ヘッド、訳文、原文）です。一つの図に一つの層を描きます。
+# ヘッドによって見方が違い、平均では薄まってしまう鋭い対応が一つのヘッドに現れることがあります。
 
 # %%
 name = names[0]
 first = results[name][0]
 print(first.source, "→", first.text, "| cross_attention", tuple(first.cross_attention.shape))
-viz.plot_attention_grid(
-    first.cross_attention, first.src_tokens, first.tgt_tokens, title=f"{first.source} → {first.text}"
-)
+figures = [
+    viz.plot_attention_grid(
+        first.cross_attention[layer : layer + 1], first.src_tokens, first.tgt_tokens, layer_names=[layer],
+        title=f"ソース・ターゲット注意 第{layer}層: {first.source}",
+    )
+    for layer in range(first.cross_attention.shape[0])
+]  # fmt: skip
+figures[0]
+
+# %% [markdown]
+# **図の見どころ:** 最初の層のヘッドは、まだ原文の広い範囲に重みを散らしているものがあります。
+
+# %%
+figures[-1]
+
+# %% [markdown]
+# **図の見どころ:** 最後の層では、多くの行が原文の一つか二つのトークンに重みを集めます。ヘッドごとに
+# 集める相手が少しずつ違います。
 
 # %%
 last = first.cross_attention[-1]  # (H, T, S)
-sharpness = last.max(-1).values.mean(-1)  # (H,): 各行の最大の重みの平均 / mean of each row's largest weight
+sharpness = last.max(-1).values.mean(-1)  # (H,): 各行の最大の重みの、行についての平均
 head = int(sharpness.argmax())
-print("最後の層のヘッドごとの鋭さ / sharpness per head:", [round(x, 2) for x in sharpness.tolist()])
-viz.plot_attention(
-    last[head], first.src_tokens, first.tgt_tokens, title=f"最後の層・ヘッド {head} / last layer, head {head}"
-)
+print("最後の層のヘッドごとの鋭さ（各行の最大の重みの平均）:", [round(x, 2) for x in sharpness.tolist()])
+viz.plot_attention(last[head], first.src_tokens, first.tgt_tokens, title=f"最後の層・いちばん鋭いヘッド {head}")
 
 # %% [markdown]
-# ## 3. 読み方の注意
+# **図の見どころ:** 一つのヘッドだけを見ると、平均の表よりも一つのマスに重みが集まった行が増えます。
+
+# %% [markdown]
+# ## 3. チュートリアルの `plot_attention` を本物の重みで
+#
+# チュートリアルの演習 2 は、seaborn のヒートマップで重みを描く `plot_attention(attention_weights,
+# source_tokens, target_tokens)` です。この環境には seaborn がないので、同じ図を matplotlib の `imshow` で
+# 描きます（色の地図 "YlGnBu" と図の大きさ 10 × 8 インチはチュートリアルのまま、ラベルは日本語）。
+# 使用例の `torch.rand(7, 6)` の代わりに、1 節の訳の本物の重みを渡します。
+
+# %%
+def plot_attention(attention_weights, source_tokens, target_tokens):
+    """チュートリアルの plot_attention と同じ図（seaborn の代わりに matplotlib）。"""
+    fig = viz.new_figure(10, 8)
+    ax = fig.add_subplot()
+    image = ax.imshow(attention_weights, cmap="YlGnBu", aspect="auto")
+    ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90)
+    ax.set_yticks(range(len(target_tokens)), target_tokens)
+    ax.set_xlabel("原文のトークン（キー）")
+    ax.set_ylabel("訳文のトークン（クエリ）")
+    ax.set_title("注意の重みの可視化")
+    fig.colorbar(image, ax=ax)
+    return viz.Plot(fig)  # plt.show() の代わりに、図をノートブックに返す
+
+
+plot_attention(first.cross_attention[-1].mean(0), first.src_tokens, first.tgt_tokens)
+
+# %% [markdown]
+# **図の見どころ:** 1 節の表と同じ数が、色の濃さで描かれています（濃い青ほど重い）。
+#
+# チュートリアルの使用例は `attention = torch.rand(7, 6)` を「模擬的な注意重み」として描きます。しかし
+# 注意の重みは各行（一つのクエリ）の和が 1 になるはずで、`torch.rand` の行の和は 1 になりません。
+# 模擬の重みを作るなら、乱数のスコアにソフトマックスをかけます。
+
+# %%
+g = torch.Generator().manual_seed(0)
+fake = torch.rand(7, 6, generator=g)
+softened = torch.softmax(torch.randn(7, 6, generator=g), dim=-1)
+print("torch.rand(7, 6) の行の和:", [round(x, 2) for x in fake.sum(-1).tolist()])
+print("softmax(乱数のスコア) の行の和:", [round(x, 2) for x in softened.sum(-1).tolist()])
+print("本物の重み（1 節）の行の和:", [round(x, 2) for x in first.cross_attention[-1].mean(0).sum(-1).tolist()])
+assert not torch.allclose(fake.sum(-1), torch.ones(7)) and torch.allclose(softened.sum(-1), torch.ones(7))
+
+# %% [markdown]
+# ## 4. 読み方の注意
 #
 # - 語順の違う言語の間では、対応は対角線になりません（日本語の動詞は文末、英語では主語の次）。
-#   数の場合、英語は千ごと、日本語は万ごとに区切るので、一つの漢字が英語の二語にまたがることがあります。
-# - 終わりの記号 `</s>` の行や、句読点に重みが集まることがあります。見るべき相手がないときの置き場です。
-# - 重みは「どこから情報を取ったか」の手がかりで、単語の対訳表そのものではありません。
-#
-# _English:_ between languages of different word order the alignment is not a diagonal (the
-# Japanese verb comes last); numbers group by thousands in English and by ten-thousands in
-# Japanese, so one kanji may span two English words. The end token's row and punctuation often
-# collect weight when there is nothing in particular to look at. The weights hint where
-# information came from; they are not a word-by-word dictionary.
+#   同梱モデルがないときの数の課題では、英語は千ごと、日本語は万ごとに区切るので、一つの漢字が
+#   英語の二語にまたがることがあります。
+# - 終わりの記号 `[EOS]` の行には、はっきりした相手がありません。その行の重みは原文の文頭や句読点に
+#   散らばりがちです。
+# - 注意の重みは「どこから情報を取ったか」の手がかりで、単語の対訳表そのものではありません。
 
 # %% [markdown]
-# ## 練習問題 / Exercises
+# ## 練習問題
 #
 # 1. ソフトな重みから「硬い」対応を作る関数 `hard_alignment(weights, src_tokens, tgt_tokens)` を書いて
-#    ください。各出力トークンに、最も重みの大きい入力トークンを組にして返します（`(T, S)` → `T` 組）。
-# 2. （試す問題）上の訳の最後の層の平均で対応を作り、どの組が正しい対訳になっているか数えてください。
-#    ヘッドを一つ選んだ場合と比べてどうでしょう？
-#
-# _English:_ (1) write `hard_alignment(weights, src_tokens, tgt_tokens)`, pairing every output
-# token with the source token it weighs most (`(T, S)` → `T` pairs). (2) (to try) build the
-# alignment of the translations above from the last layer's mean and count the pairs that are
-# right; compare with a single head.
-
+#    ください。各訳文のトークンに、最も重みの大きい原文のトークンを組にして返します（`(T, S)` → `T` 組）。
 
 # %%
 def hard_alignment(weights, src_tokens, tgt_tokens):
-    # ここに書く / your code here
+    # ここに書く
     raise NotImplementedError
 
 
 # %%
-check("hard_alignment", hard_alignment)
+# 合格すればあなたの関数が、まだなら解答例が、この先のセルで使われます
+align = check("hard_alignment", hard_alignment)
 
 # %% tags=["solution"] jupyter={"source_hidden": true, "outputs_hidden": true}
-# 解答例（開くと見えます）/ model solution (expand to see)
+# 解答例（開くと見えます）
 show_solution("hard_alignment")
 
-# %%
-import solutions  # noqa: E402
+# %% [markdown]
+# その関数を、1 節にない新しい文の訳に使ってみます（1 節の訳で数えるのは、下の試す問題です）。
 
-for target, source in solutions.hard_alignment(first.cross_attention[-1].mean(0), first.src_tokens, first.tgt_tokens):
-    print(f"{target:>8} ← {source}")
+# %%
+NEW = {"ja-en": "猫は窓のそばで眠っている。", "en-ja": "The dog runs in the park."}
+new_sentence = NEW[name] if shipped[name] else {"ja-en": "五千三百", "en-ja": "five thousand three hundred"}[name]
+new = translators[name].model.translate([new_sentence], return_attention=True)[0]
+print(new.source, "→", new.text)
+for target, source in align(new.cross_attention[-1].mean(0), new.src_tokens, new.tgt_tokens):
+    print(f"{target:>12} ← {source}")
+
+# %% [markdown]
+# 2. （試す問題）1 節の訳について、最後の層の平均で対応を作り、どの組が正しい対訳になっているか数えて
+#    ください。ヘッドを一つ選んだ場合と比べてどうでしょう？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# `for t in results[name]: align(t.cross_attention[-1].mean(0), t.src_tokens, t.tgt_tokens)` で平均の対応を、
+# `t.cross_attention[-1][h]` で一つのヘッド h の対応を作り、組を一つずつ自分の目で判定して数えます。
+# `[EOS]` の行と句読点だけのトークンは、対訳がないので数えません。数えるときの見方:
+#
+# - 内容語（名詞、動詞）は、平均でもたいてい正しい相手に付きます。一つのヘッドは、ある種類の語には
+#   平均より正確でも、別の種類の語では外れることが多く、全体の正解数は平均と同じか少ないのがふつうです。
+# - 日本語の助詞と英語の前置詞（「に」と in、「で」と by など）は一対一に対応しないので、正解の数え方
+#   自体を決めておく必要があります。
+# - 正しい組の割合が高くても、モデルがその対応を「使って」訳したとは限りません（4 節）。
+# </details>

@@ -12,16 +12,27 @@
 # ---
 
 # %% [markdown]
-# # 06 注意の変種: 局所・スライディングウィンドウ・グローバル
+# # 06 アテンションの変種: 局所・スライディングウィンドウ・グローバル
 #
-# 普通の注意は、すべてのクエリがすべてのキーに点数を付けるので、長さ T の文で T² 個の点数が要ります。
-# 変種は「どの点数を計算するか」を絞って、計算量とメモリを T に比例するまで下げます。ここでは
-# 1. マスクの形、2. 点数の数と実際の時間、3. 同じ GPT を同じ時間だけ学習させたときの損失、を比べます。
+# 普通のアテンションは、すべてのクエリがすべてのキーにスコアを付けるので、長さ T の文で T² 個のスコアが
+# 要ります。変種は「どのスコアを計算するか」を絞って、計算量とメモリを T に比例するところまで下げます。
+# ここでは 1. マスクの形、2. スコアの数と実際の時間、3. 同じ GPT を同じ時間だけ学習させたときの損失、を
+# 比べます。
 #
-# _English:_ dense attention scores every query against every key, T² scores for length T. The
-# variants restrict which scores are computed, bringing time and memory down to linear in T. We
-# compare (1) the shapes of their masks, (2) the number of scores and the measured time, and
-# (3) the loss of the same GPT trained for the same time with each.
+# チュートリアル 001 との対応: 「注意機構の変種と拡張」の局所注意・スパース注意（スライディング
+# ウィンドウ）が 1〜3 節、「自己注意の利点」の「RNN の O(n) 複雑度と比較して」の読み方が 2 節の後半です。
+
+# %% [markdown]
+# <details><summary>English summary (英語の要約)</summary>
+#
+# Masks of causal, sliding-window, dilated and global + window attention (with the causal mask a
+# global position is seen by every later query but itself sees only what is before it; stacking L
+# layers of a window w reaches L · (w − 1) positions back); the number of scores and measured
+# times (which is faster at short lengths depends on the machine); what the tutorial's "compared
+# with the RNN's O(n)" should say (attention does more work, O(n² · d), but in O(1) sequential
+# steps, where an RNN needs n); and a short run of `attnlab experiment variants`.
+# Exercises at the end, each with a collapsed answer.
+# </details>
 
 # %%
 import tempfile
@@ -29,7 +40,8 @@ import time
 from pathlib import Path
 
 import torch
-from helpers import check, sample_text, show_solution
+from helpers import check, sample_text, show_solution, variant_label, variants_table_html
+from IPython.display import HTML, display
 
 import attnlab
 from attnlab import viz
@@ -41,41 +53,46 @@ viz.display_options.lang = "ja"
 # %% [markdown]
 # ## 1. マスクの形
 #
-# 濃い色のマスの点数だけが計算されます（`True` = 注意できる）。
+# 色の付いたマスのスコアだけが計算されます（`True` = 見てよい）。どれも先を隠す工夫（因果マスク）付きです。
 #
-# - 因果（全体）: 自分と過去のすべて。
-# - スライディングウィンドウ（局所）: 直前の `window` 個だけ。層を重ねると L · window 個前まで届きます。
-# - 拡張（dilated）ウィンドウ: 間隔を空けて、同じ数で遠くまで。
-# - グローバル + ウィンドウ（Longformer）: 少数のグローバル位置は全員を見て、全員から見られます。
-#
-# _English:_ only the dark cells are scored (`True` = may attend): causal (itself and everything
-# before), a sliding window (the last `window` keys; stacking L layers reaches L · window back), a
-# dilated window (spaced out: farther for the same count), and global + window (Longformer: a few
-# global positions see and are seen by everyone).
+# - 全体（因果）: 自分と、それより前のすべて。
+# - スライディングウィンドウ（局所）: クエリ i はキー `i − window < j ≤ i`、つまり自分と直前の window − 1 個。
+#   一つの層で window − 1 個前まで届き、L 層重ねると L · (window − 1) 個前まで届きます。
+# - 拡張（dilated）ウィンドウ: 間隔を空けて、同じマスの数でより遠くまで。
+# - グローバル + ウィンドウ（Longformer）: グローバル位置の列は、それより後ろのすべてのクエリから見られます。
+#   先を隠す工夫があるので、グローバル位置自身が見るのは自分より前だけです（位置 0 なら自分だけ）。
 
 # %%
 T = 16
 masks = {
-    "因果 / causal": attnlab.causal_mask(T),
-    "ウィンドウ 4 / window 4": attnlab.sliding_window_mask(T, window=4),
-    "拡張 4×2 / dilated": dilated_window_mask(T, window=4, dilation=2),
+    "全体（因果）": attnlab.causal_mask(T),
+    "ウィンドウ 4": attnlab.sliding_window_mask(T, window=4),
+    "拡張ウィンドウ 4×2": dilated_window_mask(T, window=4, dilation=2),
     "グローバル 1 + ウィンドウ 4": global_window_mask(T, window=4, global_positions=[0]),
 }
 for title, mask in masks.items():
     print(f"{title}: {int(mask.sum())} / {T * T} マス")
-viz.plot_mask(masks["グローバル 1 + ウィンドウ 4"], title="グローバル 1 + ウィンドウ 4 / global + window")
-
-# %%
-viz.plot_mask(masks["拡張 4×2 / dilated"], title="拡張ウィンドウ / dilated window (4, dilation 2)")
+glob = masks["グローバル 1 + ウィンドウ 4"]
+extra = int(glob.sum() - masks["ウィンドウ 4"].sum())
+print(f"グローバル位置 0 が足すマス: {extra}（列 0 のうち、ウィンドウに入っていなかった行 4〜15）")
+assert glob[:, 0].all() and glob[0].sum() == 1 and extra == T - 4  # 上の文の主張
+viz.plot_mask(glob, title="グローバル 1 + ウィンドウ 4（先を隠す工夫つき）")
 
 # %% [markdown]
-# ## 2. 点数の数と時間
+# **図の見どころ:** 列 0 は上から下まで全部色が付いています（全員が位置 0 を見る）が、行 0 で色が付いているのは
+# 自分のマスだけです。残りは幅 4 の帯です。
+
+# %%
+viz.plot_mask(masks["拡張ウィンドウ 4×2"], title="拡張ウィンドウ（4 マス、間隔 2）")
+
+# %% [markdown]
+# **図の見どころ:** 帯が一つおきに空いていて、マスの数は同じ 4 個のまま、ほぼ倍の距離（6 個前）まで届きます。
+
+# %% [markdown]
+# ## 2. スコアの数と時間
 #
-# 因果の全体注意は T(T+1)/2 個、ウィンドウ w は約 T·w 個の点数です。T を倍にすると、前者は 4 倍、後者は
-# 2 倍になります。実際の時間も測ります（この環境の CPU で、一回ずつの粗い測定です）。
-#
-# _English:_ causal dense attention computes T(T+1)/2 scores, a window of w about T·w. Doubling T
-# multiplies the first by 4 and the second by 2. We also time them (on this CPU, rough single runs).
+# 全体（因果）のアテンションは T(T+1)/2 個、ウィンドウ w はおよそ T·w 個のスコアを計算します。T を倍に
+# すると、前者は約 4 倍、後者は約 2 倍になります。
 
 # %%
 window = 64
@@ -86,17 +103,21 @@ window_cells = [
     for L in lengths
 ]
 viz.plot_curves(
-    {"因果・全体 / dense causal": (lengths, dense_cells), f"ウィンドウ {window} / window": (lengths, window_cells)},
-    xlabel="系列長 T / length",
-    ylabel="計算する点数 / scores computed",
+    {"全体（因果）": (lengths, dense_cells), f"ウィンドウ {window}": (lengths, window_cells)},
+    xlabel="系列長 T",
+    ylabel="計算するスコアの数",
     logx=True,
     logy=True,
 )
 
+# %% [markdown]
+# **図の見どころ:** 両対数の図で、全体の線の傾きはウィンドウの線の倍です（T² と T）。
+#
+# 実際の時間も測ります（この機械の CPU で、3 回のうち最速の 1 回）。
 
 # %%
 def seconds(fn, repeats: int = 3) -> float:
-    fn()  # warm-up
+    fn()  # 一回目は準備（メモリの確保など）が入るので測らない
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -105,43 +126,61 @@ def seconds(fn, repeats: int = 3) -> float:
     return best
 
 
-timings = {"dense": {}, "window": {}}
+dense_name, window_name = "全体（因果）", f"ウィンドウ {window}"
+timings = {dense_name: {}, window_name: {}}
 with torch.no_grad():
     for L in lengths:
-        q = torch.randn(1, 4, L, 32)  # (B, H, T, Dh); keys and values = queries here
-        timings["dense"][str(L)] = 1000 * seconds(
-            lambda q=q: attnlab.scaled_dot_product_attention(q, q, q, is_causal=True)
-        )
-        timings["window"][str(L)] = 1000 * seconds(lambda q=q: attnlab.sliding_window_attention(q, q, q, window=window))
-viz.plot_bars(
-    timings, ylabel="ミリ秒 / ms (forward)", xlabel="系列長 T / length", title="1 回の順伝播 / one forward pass"
-)
+        q = torch.randn(1, 4, L, 32)  # (B, H, T, Dh); ここではキーとバリューもクエリと同じ
+        timings[dense_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.scaled_dot_product_attention(q, q, q, is_causal=True))
+        timings[window_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.sliding_window_attention(q, q, q, window=window))
+viz.plot_bars(timings, ylabel="ミリ秒（順伝播 1 回）", xlabel="系列長 T", title="1 回の順伝播の時間")
+
+# %%
+for L in lengths:
+    d, w = timings[dense_name][str(L)], timings[window_name][str(L)]
+    print(f"T = {L:5d}: 全体 {d:6.2f} ms, ウィンドウ {w:6.2f} ms → {'ウィンドウ' if w < d else '全体'}が速い（比 {d / w:.1f}）")
 
 # %% [markdown]
-# 短い系列では全体注意の方が速いことがあります。融合カーネルは T² の計算をとても速くこなし、
-# ウィンドウ版はブロックに分ける手間がかかるからです。差が逆転するのは系列が長くなってからです
-# （`python benchmarks/long_context.py` は 16k トークンで 10 倍の差を測っています）。
+# **図の見どころ:** 棒の高さの差は、系列が長くなるほど広がります。スコアの数の差が T とともに広がるからです。
 #
-# _English:_ for short sequences dense attention can be faster: the fused kernel does the T² work
-# quickly, while the window pays for cutting blocks. The window wins as sequences grow
-# (`python benchmarks/long_context.py` measures 10× at 16k tokens).
+# 短い系列では、スコアの数の差が小さいうえに、ウィンドウ版はブロックに分ける手間がかかり、全体の
+# アテンションは融合カーネルで速く計算されます。そのため、短い系列でどちらが速いかは機械と測定の揺れで
+# 変わります（上の行がこの機械での結果です）。長い系列では差がはっきりします
+# （`python benchmarks/long_context.py` はもっと長い系列で測ります）。
+#
+# ### チュートリアルの「RNN の O(n) 複雑度と比較して」について
+#
+# チュートリアルは自己注意の利点として「RNN の O(n) 複雑度と比較して、自己注意は並列計算が可能」と
+# 書いていますが、二つの別の量が混ざっています。一つの層について:
+#
+# - **計算の量**: 自己注意は n² 個のスコア（それぞれ幅 d の内積）で O(n² · d)、RNN は n 回の行列とベクトルの
+#   積で O(n · d²) です。n が d より大きければ、計算の量は自己注意のほうが **多い** のです。
+# - **順番に待つ段数**: RNN は位置 t の計算に位置 t − 1 の結果が要るので n 段、自己注意はすべての位置を
+#   一度に計算できるので（n によらない）定数段です。並列化できるのはこちらの違いです。
+
+# %%
+d_model = 64
+print(f"{'n':>6} | {'自己注意の積和 n²·d':>20} | {'RNN の積和 n·d²':>16} | 順番に待つ段数（自己注意 / RNN）")
+for n in (16, 64, 512, 4096):
+    print(f"{n:>6} | {n * n * d_model:>20,} | {n * d_model * d_model:>16,} | 1 / {n}")
+
+# %% [markdown]
+# 幅 d = 64 では、n = 64 で両者の積和が等しくなり、それより長い系列では自己注意のほうが多く計算します。
+# それでも Transformer が速く学習できるのは、段数が 1 なので GPU のような並列の計算機を使い切れるからです。
+# ウィンドウ w の変種は、積和を O(n · w · d) に減らし、段数 1 はそのまま保ちます。
 
 # %% [markdown]
 # ## 3. 同じ時間だけ学習させると（`attnlab experiment variants` の小さな切れ端）
 #
 # 同じ小さな GPT（同じ種、同じ初期値）を変種ごとに同じ時間だけ学習させ、検証損失（1 文字あたりの
-# ナット）と速さを比べます。CI では一つあたり 8 秒の、ごく短い予算です。結論を出すには
+# ナット）と速さを比べます。ここでは一つあたり 8 秒ほどの、ごく短い予算です。結論を出すには
 # `attnlab experiment variants`（既定 15 分）を使ってください。
-#
-# _English:_ the same small GPT (same seed, same initial weights) trained for the same time with
-# each variant; validation loss (nats per character) and speed. In CI each gets 8 seconds,
-# a very short budget; for conclusions run `attnlab experiment variants` (15 minutes by default).
 
 # %%
-# 全体の予算（CI）。各変種はその 80% の等分 / the whole budget (CI); each variant trains 80% of an equal share
+# 全体の予算（CI）。各変種はその 80% を等分した時間だけ学習する
 MINUTES = 0.5
 text, text_name = sample_text(200_000)
-print("テキスト / text:", text_name, f"({len(text):,} 文字)")
+print("テキスト:", text_name, f"（{len(text):,} 文字）")
 settings = VariantsSettings(
     variants=("full", "sliding_window:16", "global_window:16:4"),
     minutes=MINUTES,
@@ -154,50 +193,63 @@ settings = VariantsSettings(
 )
 out_dir = Path(tempfile.mkdtemp(prefix="attnlab-variants-"))
 report = run_variants(text, out_dir, settings)
-report
+display(HTML(variants_table_html(report)))
 
 # %% [markdown]
-# 表の「Δ vs full」は全体注意との損失の差、「speed vs full」は速さの比です。一つ 8 秒ほどの学習では、
-# 差の多くは雑音です（同じ機械で動く他の仕事、評価の回数）。64 トークンのような短い文脈では、
-# ウィンドウ 16 が失うものも速さの得も小さく、どちらも文脈が長くなるほど大きくなります。確かな比較には
-# 長い予算と複数の種が要ります。
-#
-# _English:_ "Δ vs full" is the loss difference to dense attention, "speed vs full" the speed
-# ratio. After some 8 seconds of training most of the differences are noise (other work on the
-# machine, the number of evaluations). With a 64-token context a 16-token window loses little and
-# gains little; both grow with the context. A sound comparison needs long budgets and several
-# seeds.
+# 表の「全体との差」は全体のアテンションとの損失の差、「全体との速さの比」は 1 秒あたりのトークン数の比です。
+# 一つ 8 秒ほどの学習では、差の多くは雑音です（同じ機械で動く他の仕事、評価の回数）。64 トークンのような
+# 短い文脈では、ウィンドウ 16 が失うものも速さの得も小さく、どちらも文脈が長くなるほど大きくなります。
+# 確かな比較には、長い予算と複数の種が要ります。
 
 # %%
 viz.plot_curves(
-    {r.variant: ([t for t, _ in r.curve], [loss for _, loss in r.curve]) for r in report.results},
-    xlabel="学習時間（秒）/ training time (s)",
-    ylabel="検証損失（ナット/文字）/ validation loss",
-    title="同じ GPT、同じ時間 / same GPT, same time",
+    {variant_label(r.variant): ([t for t, _ in r.curve], [loss for _, loss in r.curve]) for r in report.results},
+    xlabel="学習時間（秒）",
+    ylabel="検証損失（ナット/文字）",
+    title="同じ GPT、同じ時間",
 )
 
 # %% [markdown]
-# ## 練習問題 / Exercises
-#
-# 1. 因果のスライディングウィンドウのマスクを手で作ってください: クエリ i はキー `i − window < j ≤ i` を
-#    見られます（`(T, T)` の真偽値）。`check` が `attnlab.sliding_window_mask` と比べます。
-# 2. （考える問題）ウィンドウ 16 の層を 4 つ重ねると、最後の層の位置は何トークン前まで情報を受け取れますか？
-#
-# _English:_ (1) build the causal sliding-window mask by hand: query i may attend to keys
-# `i − window < j ≤ i` (`(T, T)` boolean); `check` compares with `attnlab.sliding_window_mask`.
-# (2) (to think about) with 4 stacked layers of window 16, how far back can the last layer's
-# positions receive information?
+# **図の見どころ:** どの線も時間とともに下がります。線どうしの差は、上の表のとおりこの短い予算では雑音と
+# 区別がつかない大きさです。
 
+# %% [markdown]
+# ## 練習問題
+#
+# 1. 先を隠す工夫つきのスライディングウィンドウのマスクを手で作ってください: クエリ i はキー
+#    `i − window < j ≤ i` を見られます（`(T, T)` の真偽値）。`check` が `attnlab.sliding_window_mask` と比べます。
 
 # %%
 def window_mask(T, window):
-    # ここに書く / your code here
+    # ここに書く
     raise NotImplementedError
 
 
 # %%
-check("window_mask", window_mask)
+# 合格すればあなたの関数が、まだなら解答例が、この先のセルで使われます
+mask_fn = check("window_mask", window_mask)
 
 # %% tags=["solution"] jupyter={"source_hidden": true, "outputs_hidden": true}
-# 解答例（開くと見えます）/ model solution (expand to see)
+# 解答例（開くと見えます）
 show_solution("window_mask")
+
+# %% [markdown]
+# その関数で 1 節の「ウィンドウ 4」を作り直し、マスの数を比べます。
+
+# %%
+mine = mask_fn(16, 4)
+print("マスの数:", int(mine.sum()), "（1 節:", int(masks["ウィンドウ 4"].sum()), "）")
+assert torch.equal(mine, masks["ウィンドウ 4"])
+
+# %% [markdown]
+# 2. （考える問題）ウィンドウ 16 の層を 4 つ重ねると、最後の層の位置は何トークン前まで情報を受け取れますか？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# **60 トークン前** までです。ウィンドウ 16 のクエリ i が見るのは `i − 16 < j ≤ i`、つまり自分と直前の
+# 15 個なので、一つの層で届くのは 15 個前までです。層を一つ重ねるごとに、前の層の状態がすでに 15 個前
+# までの情報を持っているので、届く距離が 15 ずつ伸びます。4 層で 4 × 15 = 60 個前です（4 × 16 = 64 では
+# ありません）。手で確かめるなら、マスク M（真偽値）を 0/1 の行列にして M を 4 回掛けた積 M⁴ の、
+# 最後の行で 0 でない最も左の列を見ます。
+# </details>

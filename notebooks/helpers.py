@@ -322,3 +322,73 @@ def three_books_playground(lang: str = "ja"):
         d_k=w.IntSlider(value=64, min=1, max=1024, description="d_k", continuous_update=False),
         scale=w.Checkbox(value=True, description="÷√d_k"),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Displays in the notebook's language
+# --------------------------------------------------------------------------------------------
+
+
+def translation_html(translation, lang: str = "ja") -> str:
+    """A :class:`attnlab.recipes.translate.Translation` as HTML in ``lang``: the sentence and its
+    translation, then the last layer's source–target attention averaged over the heads (the
+    numbers as a table when the map is small, else a heatmap).
+
+    ``Translation._repr_html_`` (in attnlab/recipes/translate.py, which these notebooks do not
+    own) writes its caption in English; the Japanese notebooks display this instead.
+    """
+    from html import escape
+
+    from attnlab.viz import attention_html
+
+    head = f"<div>{escape(translation.source)} → <b>{escape(translation.text)}</b></div>"
+    if translation.cross_attention is None:
+        return head
+    L = translation.cross_attention.shape[0]
+    caption = {
+        "ja": f"ソース・ターゲット注意: 第{L - 1}層（全 {L} 層の最後）、ヘッドの平均。行が訳文（クエリ）、列が原文（キー）",
+        "en": f"source–target attention, layer {L - 1} of 0–{L - 1}, mean over heads",
+    }[lang]
+    weights = translation.cross_attention[-1].float().mean(0)  # (H, T, S) -> (T, S)
+    return head + attention_html(weights, translation.src_tokens, translation.tgt_tokens, caption=caption, lang=lang)
+
+
+def show_translation(translation, lang: str = "ja") -> None:
+    """Display :func:`translation_html` in the notebook."""
+    from IPython.display import HTML, display
+
+    display(HTML(translation_html(translation, lang)))
+
+
+#: Names of attnlab's attention variants (``attnlab experiment variants``) in the notebooks' words.
+VARIANT_NAMES = {
+    "ja": {"full": "全体（先を隠す工夫のみ）", "sliding_window": "スライディングウィンドウ", "global_window": "グローバル＋ウィンドウ"},
+}
+
+
+def variant_label(variant: str, lang: str = "ja") -> str:
+    """``"sliding_window:16"`` → ``"スライディングウィンドウ 16"``; ``"global_window:16:4"`` → its window
+    and number of global positions."""
+    kind, *numbers = variant.split(":")
+    name = VARIANT_NAMES[lang].get(kind, kind)
+    if kind == "global_window" and len(numbers) == 2:
+        return f"{name}（窓 {numbers[0]}、グローバル {numbers[1]} 個）"
+    return f"{name} {numbers[0]}" if numbers else name
+
+
+def variants_table_html(report, lang: str = "ja") -> str:
+    """The table of ``attnlab experiment variants`` (a ``VariantsReport``) with Japanese headers
+    (``VariantsReport._repr_html_`` lives in attnlab/experiments/, which these notebooks do not own)."""
+    from html import escape
+
+    full = next((r for r in report.results if r.variant == "full"), report.results[0])
+    headers = ["変種", "検証損失（最良）", "全体との差", "トークン/秒", "全体との速さの比", "更新の回数"]
+    cell = "padding:2px 8px;text-align:right"
+    rows = ["<tr>" + "".join(f'<th style="{cell}">{h}</th>' for h in headers) + "</tr>"]
+    for r in report.results:
+        values = [
+            variant_label(r.variant, lang), f"{r.best_valid_loss:.3f}", f"{r.best_valid_loss - full.best_valid_loss:+.3f}",
+            f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s / full.tokens_per_s:.2f}×", str(r.steps),
+        ]  # fmt: skip
+        rows.append("<tr>" + "".join(f'<td style="{cell}">{escape(v)}</td>' for v in values) + "</tr>")
+    return f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
