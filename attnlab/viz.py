@@ -743,14 +743,18 @@ def plot_bars(
                 categories.append(str(cat))
     k = len(series)
     bar_width = 0.8 / k
-    fig = new_figure(min(max(len(categories) * (0.5 + 0.35 * k) + 2.0, 5.0), 24.0), 4.2)
+    # long category names (words, not lengths) stand upright so that they neither overlap nor widen
+    # the figure past a screen
+    upright = len(categories) > 6 and max(len(c) for c in categories) > 5
+    width = min(max(len(categories) * (0.5 + 0.35 * k) + 2.0, 5.0), _MAX_WIDTH_INCHES)
+    fig = new_figure(width, 4.2 + (0.08 * max(len(c) for c in categories) if upright else 0.0))
     ax = fig.add_subplot()
     for j, (name, values) in enumerate(series.items()):
         xs = [categories.index(str(c)) + (j - (k - 1) / 2) * bar_width for c in values]
         bars = ax.bar(xs, list(values.values()), width=bar_width, label=str(name))
         ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     ax.set_xticks(range(len(categories)))
-    ax.set_xticklabels(categories, parse_math=False)
+    ax.set_xticklabels(categories, parse_math=False, rotation=90 if upright else 0)
     if logy:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)

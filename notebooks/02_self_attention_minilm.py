@@ -133,8 +133,8 @@ argmax = weights.argmax(-1)  # (L, H, S): 各行でいちばん重いキー
 hits = (argmax[..., 1:] == torch.arange(S - 1)).float().mean(-1)  # (L, H): 位置 1…S−1 のうち一つ前を選んだ割合
 layer, head = divmod(int(hits.argmax()), hits.shape[1])
 print(f"第{layer}層・ヘッド{head}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
-viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer}層・ヘッド{head}: 一つ前のトークンを見るヘッド")
 assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1  # 下の文の主張
+viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer}層・ヘッド{head}: 一つ前のトークンを見るヘッド")
 
 # %% [markdown]
 # **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて、

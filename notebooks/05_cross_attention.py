@@ -189,7 +189,7 @@ align = check("hard_alignment", hard_alignment)
 show_solution("hard_alignment")
 
 # %% [markdown]
-# その関数を、1 節にない新しい文の訳に使ってみます（1 節の訳で数えるのは、下の試す問題です）。
+# その関数を、1 節にない新しい文の訳に使ってみます（1 節の訳で数えるのは、下の練習問題 2 です）。
 
 # %%
 NEW = {"ja-en": "猫は窓のそばで眠っている。", "en-ja": "The dog runs in the park."}

@@ -133,12 +133,10 @@ with torch.no_grad():
         q = torch.randn(1, 4, L, 32)  # (B, H, T, Dh); ここではキーとバリューもクエリと同じ
         timings[dense_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.scaled_dot_product_attention(q, q, q, is_causal=True))
         timings[window_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.sliding_window_attention(q, q, q, window=window))
-viz.plot_bars(timings, ylabel="ミリ秒（順伝播 1 回）", xlabel="系列長 T", title="1 回の順伝播の時間")
-
-# %%
 for L in lengths:
     d, w = timings[dense_name][str(L)], timings[window_name][str(L)]
     print(f"T = {L:5d}: 全体 {d:6.2f} ms, ウィンドウ {w:6.2f} ms → {'ウィンドウ' if w < d else '全体'}が速い（比 {d / w:.1f}）")
+viz.plot_bars(timings, ylabel="ミリ秒（順伝播 1 回）", xlabel="系列長 T", title="1 回の順伝播の時間")
 
 # %% [markdown]
 # **図の見どころ:** 棒の高さの差は、系列が長くなるほど広がります。スコアの数の差が T とともに広がるからです。

@@ -15,15 +15,23 @@
 # # 07 Transformer 全体を部品から組み立てる
 #
 # "Attention Is All You Need" のエンコーダ・デコーダを、attnlab の部品（`EncoderBlock`, `DecoderBlock`,
-# 位置符号）から 40 行ほどで組み立てます。できたものを `attnlab.models.transformer.Transformer` と同じ
-# 重みで比べ、出力とすべての注意の重みが一致することを確かめます。最後に小さな課題で学習させ、
-# 自分の（毎回全部を計算し直す）貪欲デコードと attnlab の（キー・バリューをキャッシュする）
-# デコードが同じ答えを出すことを見ます。
+# 位置エンコーディング）から 40 行ほどで組み立てます。できたものを `attnlab.models.transformer.Transformer` と
+# 同じ重みで比べ、出力とすべての注意の重みが一致することを確かめます。最後に小さな課題で学習させ、
+# 自分の（毎回全部を計算し直す）貪欲デコードと attnlab の（キーとバリューをキャッシュする）デコードが
+# 同じ答えを出すことを見ます。
 #
-# _English:_ we assemble the encoder–decoder of "Attention Is All You Need" from attnlab's blocks
-# in about 40 lines, check it against `attnlab.models.transformer.Transformer` under the same
-# weights (outputs and every attention map), then train it briefly on a toy task and see that our
-# greedy decoding (recomputing everything each step) and attnlab's (with a key/value cache) agree.
+# チュートリアル 001 との対応: 「まとめと発展的学習」の実践プロジェクト「完全な Transformer モデルを実装する」
+# にあたります。中のマルチヘッド注意は、03 で直した形（`transpose(1, 2)` あり）です。
+
+# %% [markdown]
+# <details><summary>English summary (英語の要約)</summary>
+#
+# The paper's encoder–decoder assembled from attnlab's blocks and checked against attnlab's
+# `Transformer` with copied weights, on a batch whose second sentence is padded (its padded
+# columns get weight 0, shown for that sentence); trained for a few seconds to reverse digits;
+# our greedy decoding against attnlab's cached one; the source–target attention of a reversal.
+# Exercises at the end, each with a collapsed answer.
+# </details>
 
 # %%
 import math
@@ -46,23 +54,18 @@ viz.display_options.lang = "ja"
 # %% [markdown]
 # ## 1. 組み立てる
 #
-# - 埋め込み × √D + 位置符号（論文 §3.4, §3.5）。
-# - エンコーダ: 自己注意 → フィードフォワード、それぞれ残差接続と LayerNorm（`EncoderBlock`）を N 段。
-# - デコーダ: 因果的な自己注意 → 交差注意（キーとバリューはエンコーダの出力）→ フィードフォワード
-#   （`DecoderBlock`）を N 段。
-# - 出力: 線形層で語彙の点数に。重みは出力側の埋め込みと共有します（§3.4）。
+# - 埋め込み × √D + 位置エンコーディング（論文 §3.4, §3.5）。
+# - エンコーダ: 自己注意 → フィードフォワード層、それぞれ残差接続と層正規化（`EncoderBlock`）を N 段。
+# - デコーダ: 先を隠す工夫つきの自己注意 → ソース・ターゲット注意（キーとバリューはエンコーダの出力）→
+#   フィードフォワード層（`DecoderBlock`）を N 段。
+# - 出力: 線形層で語彙のロジットに。その重み行列は出力側の埋め込みと共有します（§3.4）。
 #
 # 部品の名前を attnlab のモデルと同じにしておくと、`state_dict` がそのまま写せます。
-#
-# _English:_ embeddings × √D plus positions; N encoder blocks (self-attention, feed-forward, each
-# with a residual connection and LayerNorm); N decoder blocks (causal self-attention, cross-attention
-# over the encoder output, feed-forward); a linear map to the vocabulary that shares the target
-# embedding's weights. Naming the parts as attnlab's model does lets the `state_dict` copy over.
 
 
 # %%
 class MyTransformer(nn.Module):
-    """The paper's encoder–decoder (post-norm), from attnlab's blocks."""
+    """論文のエンコーダ・デコーダ（post-norm）を attnlab の部品で。"""
 
     def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, pad_id: int = 0) -> None:
         super().__init__()
@@ -73,14 +76,14 @@ class MyTransformer(nn.Module):
         self.encoder = nn.ModuleList(EncoderBlock(d_model, heads, d_ff, norm="post") for _ in range(layers))
         self.decoder = nn.ModuleList(DecoderBlock(d_model, heads, d_ff, norm="post") for _ in range(layers))
         self.out_proj = nn.Linear(d_model, vocab, bias=False)
-        self.out_proj.weight = self.tgt_embed.weight  # tied (§3.4)
+        self.out_proj.weight = self.tgt_embed.weight  # 共有（§3.4）: 語彙の表を一つで済ませる
 
     def embed(self, embedding: nn.Embedding, tokens):
         return self.positions(embedding(tokens) * math.sqrt(self.d_model))  # (B, L, D)
 
     def forward(self, src, tgt_in):
-        """src (B, S), tgt_in (B, T) → logits (B, T, V) and the attention maps of every layer."""
-        src_mask, tgt_mask = src != self.pad_id, tgt_in != self.pad_id  # True = real token
+        """src (B, S), tgt_in (B, T) → ロジット (B, T, V) と、全層の注意の重み。"""
+        src_mask, tgt_mask = src != self.pad_id, tgt_in != self.pad_id  # True = 本物のトークン
         x, encoder_maps = self.embed(self.src_embed, src), []
         for block in self.encoder:
             x, weights, _ = block(x, key_padding_mask=src_mask, need_weights=True)
@@ -90,7 +93,7 @@ class MyTransformer(nn.Module):
             y, self_w, cross_w = block(
                 y, x, memory_padding_mask=src_mask, target_padding_mask=tgt_mask, need_weights=True
             )
-            decoder_maps.append(self_w)  # (B, H, T, T), causal
+            decoder_maps.append(self_w)  # (B, H, T, T), 先を隠す工夫つき
             cross_maps.append(cross_w)  # (B, H, T, S)
         return self.out_proj(y), {"encoder": encoder_maps, "decoder": decoder_maps, "cross": cross_maps}
 
@@ -100,9 +103,6 @@ class MyTransformer(nn.Module):
 #
 # 同じ大きさの `Transformer`（論文どおりの post-norm、ドロップアウトなし）を作り、その重みを写して、
 # パディングを含むバッチで比べます。
-#
-# _English:_ an attnlab `Transformer` of the same size (the paper's post-norm, no dropout); its
-# weights are copied into ours and both run on a padded batch.
 
 # %%
 VOCAB, PAD, BOS, EOS = 13, 0, 1, 2  # 0 = パディング, 1 = 開始, 2 = 終わり, 3…12 = 数字 0…9
@@ -113,9 +113,9 @@ config = TransformerConfig(
 torch.manual_seed(0)
 reference = Transformer(config).eval()
 mine = MyTransformer(VOCAB, d_model=64, heads=4, layers=2, d_ff=128).eval()
-print(mine.load_state_dict(reference.state_dict()))  # 名前が同じなので、そのまま写せる / same names: copies as is
+print(mine.load_state_dict(reference.state_dict()))  # 名前が同じなので、そのまま写せる
 
-src = torch.tensor([[5, 6, 7, 8, 2], [9, 4, 2, 0, 0]])  # (B, S), 二つ目はパディング付き / second row padded
+src = torch.tensor([[5, 6, 7, 8, 2], [9, 4, 2, 0, 0]])  # (B, S), 二つ目の文は後ろ二つがパディング
 tgt_in = torch.tensor([[1, 8, 7, 6, 5], [1, 4, 9, 0, 0]])  # (B, T)
 with torch.no_grad():
     logits, maps = mine(src, tgt_in)
@@ -123,35 +123,46 @@ with torch.no_grad():
 torch.testing.assert_close(logits, expected.logits)
 for kind in ("encoder", "decoder", "cross"):
     for layer, (ours, theirs) in enumerate(zip(maps[kind], expected.attentions[kind])):
-        torch.testing.assert_close(ours, theirs, msg=lambda m, k=kind, i=layer: f"{k} layer {i}: {m}")
-print("出力と 3 種類 × 2 層の注意がすべて一致 / logits and all 3 × 2 attention maps match")
+        torch.testing.assert_close(ours, theirs, msg=lambda m, k=kind, i=layer: f"{k} 第{i}層: {m}")
+print("ロジットと、3 種類 × 2 層の注意の重みがすべて一致")
 
 # %% [markdown]
-# 出力オブジェクトは交差注意を表示します（最初のバッチ）。パディングの列（二つ目の文）には重みが 0 です。
-#
-# _English:_ the output object shows its cross-attention (first batch item); padded columns get
-# weight 0 (second sentence).
+# パディングのある 2 つ目の文（バッチの 1 番）で、注意の重みを見ます。原文の最後の二つ（列 3, 4）と
+# 訳文の最後の二つはパディングです。
 
 # %%
-expected
+name = {PAD: "[PAD]", BOS: "[BOS]", EOS: "[EOS]"}
+label = lambda ids: [name.get(i, str(i - 3)) for i in ids]  # noqa: E731  トークン番号 → 数字 0…9 か記号
+src_labels, tgt_labels = label(src[1].tolist()), label(tgt_in[1].tolist())
+padded = src[1] == PAD
+assert padded.any() and all(w[1][..., padded].abs().max() == 0 for w in maps["cross"])  # 下の文の主張
+viz.plot_attention_grid(
+    maps["cross"][-1][1:2], src_labels, tgt_labels, layer_names=[1],
+    title="ソース・ターゲット注意 第1層（2 つ目の文、パディングつき）",
+)  # fmt: skip
+
+# %% [markdown]
+# **図の見どころ:** どのヘッドでも、原文のパディングの列 [PAD] は 0（いちばん暗い色）で、重みは本物の三つの
+# トークンだけに配られています。
 
 # %%
 viz.plot_attention_grid(
-    [w[1] for w in maps["decoder"]], title="デコーダの自己注意（2 つ目の文）/ decoder self-attention, causal + padding"
-)
+    maps["decoder"][-1][1:2], tgt_labels, tgt_labels, layer_names=[1],
+    title="デコーダの自己注意 第1層（2 つ目の文）: 先を隠す工夫とパディング",
+)  # fmt: skip
+
+# %% [markdown]
+# **図の見どころ:** 対角線より右上（先のトークン）と、[PAD] の列が 0 です。[PAD] の行にもどこかへの重みが
+# ありますが、その行の出力は損失から外されるので、学習には効きません。
 
 # %% [markdown]
 # ## 3. 小さな課題で学習する: 数字の列を逆順に
 #
-# 数字 4〜8 個の列を逆順にする課題で、自分のモデルを数十秒だけ学習させます。デコーダの入力は
+# 数字 4〜8 個の列を逆順にする課題で、自分のモデルを `SECONDS` 秒だけ学習させます。デコーダの入力は
 # 「開始記号 + 正解を一つずらしたもの」（teacher forcing）、損失はパディングを除いた交差エントロピーです。
-#
-# _English:_ we train our model for some seconds to reverse sequences of 4–8 digits: the decoder
-# reads the start token plus the target shifted by one (teacher forcing); the loss is the
-# cross-entropy over the non-padding positions.
 
 # %%
-SECONDS = 15  # CI の予算 / the CI budget
+SECONDS = 15  # 学習の秒数（CI の予算）
 
 
 def batch(n: int, generator: torch.Generator):
@@ -162,7 +173,7 @@ def batch(n: int, generator: torch.Generator):
     for row, length in enumerate(lengths.tolist()):
         digits = torch.randint(3, 13, (length,), generator=generator)
         src[row, : length + 1] = torch.cat([digits, torch.tensor([EOS])])
-        answer = torch.cat([digits.flip(0), torch.tensor([EOS])])  # reversed + end
+        answer = torch.cat([digits.flip(0), torch.tensor([EOS])])  # 逆順 + 終わりの記号
         labels[row, : length + 1] = answer
         tgt_in[row, : length + 1] = torch.cat([torch.tensor([BOS]), answer[:-1]])
     return src, tgt_in, labels
@@ -182,13 +193,17 @@ while time.perf_counter() - start < SECONDS:
     losses.append(loss.item())
     step += 1
 mine.eval()
-print(f"{step} 更新 / updates in {SECONDS} s, 損失 / loss {losses[0]:.2f} → {sum(losses[-20:]) / 20:.3f}")
+print(f"{SECONDS} 秒で {step} 回の更新、損失 {losses[0]:.2f} → {sum(losses[-20:]) / 20:.3f}（最後の 20 回の平均）")
 viz.plot_curves(
-    {"学習の損失 / training loss": (list(range(1, step + 1)), losses)},
-    xlabel="更新 / step",
-    ylabel="損失 / loss",
+    {"学習の損失": (list(range(1, step + 1)), losses)},
+    xlabel="更新の回数",
+    ylabel="損失（交差エントロピー）",
+    title="逆順の課題の学習",
     logy=True,
 )
+
+# %% [markdown]
+# **図の見どころ:** 対数の縦軸で、損失は最初の数十回で急に下がり、そのあと揺れながらゆっくり下がります。
 
 # %% [markdown]
 # ## 4. 二つのデコードを比べる
@@ -197,11 +212,6 @@ viz.plot_curves(
 # `greedy_decode` は、エンコーダの出力を一度だけ射影し、デコーダの自己注意のキーとバリューを
 # キャッシュして、新しい位置だけを計算します。学習した重みを attnlab のモデルに写して、同じ答えに
 # なることを確かめます。
-#
-# _English:_ our greedy decoding runs the decoder over the whole output so far at every step;
-# attnlab's `greedy_decode` projects the encoder output once and caches the decoder's keys and
-# values, computing only the new position. With the trained weights copied into attnlab's model,
-# both must give the same answers.
 
 
 # %%
@@ -210,7 +220,7 @@ def my_greedy(model: MyTransformer, src, max_len: int = 12) -> list[list[int]]:
     out = torch.full((src.shape[0], 1), BOS)
     for _ in range(max_len):
         logits, _ = model(src, out)
-        out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)  # append the best next token
+        out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)  # いちばん確からしい次のトークンを足す
     answers = []
     for row in out[:, 1:].tolist():
         answers.append(row[: row.index(EOS)] if EOS in row else row)
@@ -222,55 +232,73 @@ test_src, _, test_labels = batch(200, torch.Generator().manual_seed(1))
 ours = my_greedy(mine, test_src)
 cached = [h.tokens for h in greedy_decode(reference, test_src, bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=12)]
 truth = [[t for t in row if t not in (PAD, EOS)] for row in test_labels.tolist()]
-print("二つのデコードが一致した文 / identical decodes:", sum(a == b for a, b in zip(ours, cached)), "/ 200")
-print("正しく逆順にできた文 / correctly reversed:", sum(a == t for a, t in zip(ours, truth)), "/ 200")
+print("二つのデコードが一致した文:", sum(a == b for a, b in zip(ours, cached)), "/ 200")
+print("正しく逆順にできた文:", sum(a == t for a, t in zip(ours, truth)), "/ 200")
 digits = lambda ids: " ".join(str(i - 3) for i in ids)  # noqa: E731
-print("例 / example:", digits(test_src[0].tolist()[: len(truth[0])]), "→", digits(ours[0]))
+print("例:", digits(test_src[0].tolist()[: len(truth[0])]), "→", digits(ours[0]))
 
 # %% [markdown]
-# 逆順の課題では、交差注意が「反対側の対角線」を描くはずです。出力の i 番目の数字は、入力の後ろから
-# i 番目を見ればよいからです。
-#
-# _English:_ for reversal the cross-attention should draw the anti-diagonal: output digit i needs
-# input digit i from the end.
+# 逆順の課題では、ソース・ターゲット注意が「反対向きの対角線」を描くはずです。出力の i 番目の数字は、
+# 入力の後ろから i 番目を見ればよいからです。テストの最初の例で確かめます。
 
 # %%
 with torch.no_grad():
     row = test_src[:1, : len(truth[0]) + 1]
     answer = torch.tensor([[BOS] + ours[0]])
     _, maps = mine(row, answer)
-labels_src = [digits([t]) if t != EOS else "</s>" for t in row[0].tolist()]
-labels_out = [digits([t]) for t in ours[0]] + ["</s>"]
-viz.plot_attention(
-    maps["cross"][-1][0].mean(0),
-    labels_src,
-    labels_out[: answer.shape[1]],
-    title="交差注意（最後の層の平均）/ cross-attention",
-)
+labels_src = label(row[0].tolist())
+labels_out = label(ours[0]) + ["[EOS]"]
+cross = maps["cross"][-1][0].mean(0)  # (T, S): 最後の層、ヘッドの平均
+n = len(ours[0])
+mirrored = sum(int(cross[i].argmax()) == n - 1 - i for i in range(n))
+print(f"数字の行 {n} 行のうち {mirrored} 行で、いちばん重いのが反対側の位置（後ろから i 番目）")
+viz.plot_attention(cross, labels_src, labels_out[: answer.shape[1]], title="ソース・ターゲット注意（最後の層、ヘッドの平均）")
 
 # %% [markdown]
-# ## 練習問題 / Exercises
-#
-# 1. 位置符号の表を手で作ってください（論文 §3.5）: 偶数番目の列は `sin(pos / 10000^(2i/D))`、奇数番目は
-#    同じ角度の `cos`。`check` が attnlab の `SinusoidalPositionalEncoding` と比べます。
-# 2. （試す問題）`MyTransformer` を pre-norm（`norm="pre"` と最後の LayerNorm）に書き換え、attnlab の
-#    `TransformerConfig(norm="pre")` と一致させてください。
-#
-# _English:_ (1) build the sinusoidal table by hand (§3.5): even columns `sin(pos / 10000^(2i/D))`,
-# odd columns the `cos` of the same angle; `check` compares with attnlab's
-# `SinusoidalPositionalEncoding`. (2) (to try) make `MyTransformer` pre-norm (`norm="pre"` plus a
-# final LayerNorm on each side) and match `TransformerConfig(norm="pre")`.
+# **図の見どころ:** 上の行の数がいくつあるかで、明るいマスが右上から左下への斜めの線（反対向きの対角線）に
+# どれだけ乗っているかがわかります。乗っていない行は、隣の位置や [EOS] に重みを分けています。
 
+# %% [markdown]
+# ## 練習問題
+#
+# 1. 正弦波の位置エンコーディングの表を手で作ってください（論文 §3.5）: 偶数番目の列は
+#    `sin(pos / 10000^(2i/D))`、奇数番目は同じ角度の `cos`。`check` が attnlab の `SinusoidalPositionalEncoding` と比べます。
 
 # %%
 def sinusoidal_table(length, d_model):
-    # ここに書く / your code here
+    # ここに書く
     raise NotImplementedError
 
 
 # %%
-check("sinusoidal_table", sinusoidal_table)
+# 合格すればあなたの関数が、まだなら解答例が、この先のセルで使われます
+table_fn = check("sinusoidal_table", sinusoidal_table)
 
 # %% tags=["solution"] jupyter={"source_hidden": true, "outputs_hidden": true}
-# 解答例（開くと見えます）/ model solution (expand to see)
+# 解答例（開くと見えます）
 show_solution("sinusoidal_table")
+
+# %% [markdown]
+# その関数で、このノートブックのモデルの幅（64）の表を 32 位置分作り、`MyTransformer` が使っている表と比べます。
+
+# %%
+table = table_fn(32, 64)
+torch.testing.assert_close(table, mine.positions.table[:32])
+print("MyTransformer の位置エンコーディングの表と一致:", tuple(table.shape))
+
+# %% [markdown]
+# 2. （試す問題）`MyTransformer` を pre-norm（`norm="pre"` と、エンコーダとデコーダそれぞれの最後の層正規化）
+#    に書き換え、attnlab の `TransformerConfig(norm="pre")` と一致させてください。
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# ブロックを `EncoderBlock(..., norm="pre")`、`DecoderBlock(..., norm="pre")` で作り、pre-norm では各ブロックの
+# 出力が正規化されないまま積み重なるので、エンコーダの最後とデコーダの最後に `nn.LayerNorm(d_model)` を
+# 一つずつ足します。`forward` では、エンコーダのループのあとで `x = self.encoder_norm(x)`、デコーダの
+# ループのあとで `y = self.decoder_norm(y)` とします。一致させるには、その二つの名前を attnlab のモデルと
+# 同じにします（`print(Transformer(TransformerConfig(..., norm="pre")).state_dict().keys())` で名前を
+# 確かめ、`load_state_dict` が「All keys matched」と言うまで合わせます）。そのうえで 2 節と同じ
+# `assert_close` を実行します。名前が違うままだと `load_state_dict` が足りない鍵と余分な鍵を挙げるので、
+# それが手がかりになります。
+# </details>

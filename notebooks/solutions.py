@@ -1,12 +1,15 @@
-"""Model solutions of the notebooks' exercises (練習問題), and the test each answer must pass.
+"""ノートブックの練習問題の解答例と、答えが合格すべきテスト。
 
-Try the exercise in its notebook first: :func:`helpers.check` runs the test in :data:`TESTS` on
-your function. The solutions are here, out of sight, and each notebook's collapsed "解答例" cell
-prints the one it needs. ``tests/test_notebook_exercises.py`` checks every solution against its
-test, and that the tests reject typical wrong answers (the multi-head reshape without
-``transpose(1, 2)`` among them).
+まずノートブックで自分で書いてみてください。:func:`helpers.check` が :data:`TESTS` のテストを
+あなたの関数で実行し、合格すればこの先のセルはあなたの関数を使います。解答例はここにあり、
+各ノートブックの折りたたんだ「解答例」のセルが必要なものを表示します。各解答の docstring が、
+なぜそう書くのかを日本語で説明します。``tests/test_notebook_exercises.py`` が、どの解答例もテストに
+合格すること、テストがよくある誤答（``transpose(1, 2)`` を忘れた分割など）を見分けることを確かめます。
 
-Shape letters: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``D`` width, ``Dh`` head width.
+(English: the model solutions of the notebooks' exercises and the test each answer must pass;
+the explanations in the docstrings are in Japanese, the language of the notebooks.)
+
+形の記号: ``B`` バッチ, ``H`` ヘッド, ``T`` クエリ, ``S`` キー, ``D`` 幅, ``Dh`` ヘッドの幅。
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ Tensor = torch.Tensor
 
 
 def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
-    """``softmax(q·kᵀ/√d_k)·v`` where only the keys with ``mask == True`` count; a query that may
-    attend to nothing gets a zero vector (attnlab's convention), not NaN.
+    """マスク付きのアテンション ``softmax(q·kᵀ/√d_k)·v``。``mask == True`` のキーだけを数えます。
+
+    見てはいけないキーのスコアを ``-inf`` にすると、ソフトマックスの exp(−∞) = 0 でその重みがちょうど 0 に
+    なり、残りのキーで合計 1 に配り直されます。どのキーも見られないクエリは、行がすべて ``-inf`` になり
+    0/0 = NaN が出るので、``nan_to_num`` で 0 にします（出力は 0 のベクトル。attnlab と同じ約束です）。
 
     Shape:
         q ``(..., T, Dh)``, k ``(..., S, Dh)``, v ``(..., S, Dv)``, mask ``(T, S)`` boolean → ``(..., T, Dv)``
@@ -45,8 +51,8 @@ def _test_masked_attention(fn) -> None:
         mask[1] = False  # a query with nothing to attend to
         expected, _ = scaled_dot_product_attention(q, k, v, mask, backend="math")
         got = fn(q, k, v, mask)
-        assert not torch.isnan(got).any(), "a query that may attend to nothing must give zeros, not NaN"
-        torch.testing.assert_close(got, expected, msg=lambda m: "does not match attnlab: " + m)
+        assert not torch.isnan(got).any(), "どのキーも見られないクエリは NaN ではなく 0 のベクトルを返します"
+        torch.testing.assert_close(got, expected, msg=lambda m: "attnlab と一致しません: " + m)
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,7 +61,10 @@ def _test_masked_attention(fn) -> None:
 
 
 def previous_token_score(weights: Tensor) -> Tensor:
-    """For each head, the mean weight a token puts on the token just before it (positions 1…S−1).
+    """ヘッドごとに、各トークンが一つ前のトークンに置く注意の重みの平均（位置 1…S−1 の平均）。
+
+    クエリ i がキー i−1 に置く重みは、行列の対角線の一つ下（``offset=-1``）に並んでいます。そこを
+    取り出して足し、その個数 S−1 で割ります。位置 0 には一つ前がないので数えません。
 
     Shape:
         weights ``(H, S, S)`` → ``(H,)``
@@ -81,7 +90,12 @@ def _test_previous_token_score(fn) -> None:
 
 
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
-    """Cut the width into ``n_heads`` slices and put the heads before the positions.
+    """幅を ``n_heads`` 個の切れ端に分け、ヘッドの次元を位置の前に出します。
+
+    ``view(B, T, H, Dh)`` で各位置の幅を H 個の切れ端に分け（ここまでは各位置の中の並べ替えだけ）、
+    ``transpose(1, 2)`` で位置とヘッドを入れ替えます。これで最後の二つの次元が ``(T, Dh)`` になり、
+    ``matmul`` がヘッドごとに「位置 × 位置」のスコアを計算します。一息に ``reshape(B, H, T, Dh)`` と
+    書くと、形は同じでも、ヘッドに幅の切れ端ではなく位置の塊が入ってしまいます。
 
     Shape:
         x ``(B, T, D)`` → ``(B, H, T, D/H)``
@@ -94,10 +108,10 @@ def _test_split_heads(fn) -> None:
     B, T, H, Dh = 2, 5, 3, 4
     x = torch.arange(B * T * H * Dh, dtype=torch.float32).reshape(B, T, H * Dh)
     got = fn(x, H)
-    assert tuple(got.shape) == (B, H, T, Dh), f"expected shape (B, H, T, Dh) = {(B, H, T, Dh)}, got {tuple(got.shape)}"
-    for h in range(H):  # head h sees every position, through its own slice of the width
+    assert tuple(got.shape) == (B, H, T, Dh), f"形は (B, H, T, Dh) = {(B, H, T, Dh)} のはずが {tuple(got.shape)}"
+    for h in range(H):  # ヘッド h は、すべての位置を、幅の h 番目の切れ端を通して見る
         torch.testing.assert_close(
-            got[:, h], x[:, :, h * Dh : (h + 1) * Dh], msg=lambda m, h=h: f"head {h} is not its slice of x: {m}"
+            got[:, h], x[:, :, h * Dh : (h + 1) * Dh], msg=lambda m, h=h: f"ヘッド {h} が x の幅の {h} 番目の切れ端になっていません: {m}"
         )
 
 
@@ -107,10 +121,12 @@ def _test_split_heads(fn) -> None:
 
 
 def attention_pool(states: Tensor, mask: Tensor, k_weight: Tensor, k_bias: Tensor, query: Tensor):
-    """Attention pooling (Yang et al. 2016): score each state against one learned query, softmax
-    over the real tokens, and return the weighted sum and the weights.
+    """アテンション・プーリング（Yang ら 2016）: 学習で決まる一本のクエリで各状態にスコアを付け、
+    本物のトークンだけでソフトマックスを取り、重み付き和と重みを返します。
 
-    ``score_i = query · tanh(W_k h_i + b)``; padding (``mask == False``) gets weight 0.
+    スコアは ``query · tanh(W_k h_i + b)``（クエリが一定の加法注意）。パディング（``mask == False``）の
+    スコアを ``-inf`` にしてからソフトマックスを取るので、パディングの重みはちょうど 0 になり、同じ文は
+    バッチの中で何と一緒に並んでも同じベクトルにまとまります。
 
     Shape:
         states ``(B, S, D)``, mask ``(B, S)`` boolean, k_weight ``(D, D)``, k_bias ``(D,)``,
@@ -132,17 +148,20 @@ def _test_attention_pool(fn) -> None:
     mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2, [True] + [False] * 5])
     expected = pool(states, mask)
     pooled, weights = fn(states, mask, pool.k_proj.weight, pool.k_proj.bias, pool.query)
-    torch.testing.assert_close(weights, expected.weights, msg=lambda m: "weights differ from AttentionPooling: " + m)
-    torch.testing.assert_close(pooled, expected.pooled, msg=lambda m: "pooled vectors differ: " + m)
+    torch.testing.assert_close(weights, expected.weights, msg=lambda m: "重みが AttentionPooling と違います: " + m)
+    torch.testing.assert_close(pooled, expected.pooled, msg=lambda m: "まとめたベクトルが違います: " + m)
 
 
 # --------------------------------------------------------------------------------------------
-# 05 — cross-attention: a hard alignment from the soft one
+# 05 — source-target attention: a hard alignment from the soft one
 # --------------------------------------------------------------------------------------------
 
 
 def hard_alignment(weights: Tensor, src_tokens: list[str], tgt_tokens: list[str]) -> list[tuple[str, str]]:
-    """Pair every target token with the source token it attends to most.
+    """訳文の各トークンを、いちばん重みを置いた原文のトークンと組にします。
+
+    行（訳文のトークン）ごとに ``argmax`` で最大の列を選ぶだけです。ソフトな重みの情報（二番目の相手、
+    重みの大きさ）は捨てるので、対応の「硬い」要約にすぎません。
 
     Shape:
         weights ``(T, S)`` → ``T`` pairs ``(target token, source token)``
@@ -152,8 +171,8 @@ def hard_alignment(weights: Tensor, src_tokens: list[str], tgt_tokens: list[str]
 
 def _test_hard_alignment(fn) -> None:
     w = torch.tensor([[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.2, 0.5, 0.3]])  # rows: targets
-    got = fn(w, ["three", "hundred", "</s>"], ["百", "三", "</s>"])
-    assert list(got) == [("百", "hundred"), ("三", "three"), ("</s>", "hundred")], got
+    got = fn(w, ["three", "hundred", "[EOS]"], ["百", "三", "[EOS]"])
+    assert list(got) == [("百", "hundred"), ("三", "three"), ("[EOS]", "hundred")], got
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,7 +181,11 @@ def _test_hard_alignment(fn) -> None:
 
 
 def window_mask(T: int, window: int) -> Tensor:
-    """Causal local attention: query ``i`` may attend to keys ``i − window < j ≤ i``.
+    """先を隠す工夫つきのスライディングウィンドウ: クエリ ``i`` はキー ``i − window < j ≤ i`` を見られます。
+
+    行の番号 i を縦に、列の番号 j を横に並べてブロードキャストで比べると、``(T, T)`` の表が一度に
+    できます。``j <= i`` が先を隠す条件、``j > i − window`` が窓の条件で、窓には自分と直前の
+    window − 1 個が入ります。
 
     Shape:
         → ``(T, T)`` boolean, ``True`` = may attend
@@ -177,7 +200,7 @@ def _test_window_mask(fn) -> None:
 
     for T, window in ((6, 1), (6, 3), (10, 4), (5, 8)):
         got = fn(T, window)
-        assert got.dtype == torch.bool, f"a mask is boolean (True = may attend), got {got.dtype}"
+        assert got.dtype == torch.bool, f"マスクは真偽値です（True = 見てよい）。{got.dtype} ではなく"
         assert torch.equal(got, sliding_window_mask(T, window=window)), f"T={T}, window={window}"
 
 
@@ -187,8 +210,12 @@ def _test_window_mask(fn) -> None:
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
-    """The positional code of "Attention Is All You Need" §3.5: even channels ``sin(pos/10000^(2i/D))``,
-    odd channels ``cos`` of the same angle.
+    """"Attention Is All You Need" §3.5 の位置エンコーディング: 偶数番目の列は ``sin(pos/10000^(2i/D))``、
+    奇数番目の列は同じ角度の ``cos``。
+
+    列の組 (2i, 2i+1) ごとに周波数 1/10000^(2i/D) が決まり、位置はその周波数で回る角度になります。
+    角度を位置 × 周波数の外積（ブロードキャスト）で一度に作り、sin と cos を交互の列に入れます。
+    桁落ちを避けるため float64 で計算してから float32 に戻します。
 
     Shape:
         → ``(length, D)``
@@ -206,7 +233,7 @@ def _test_sinusoidal_table(fn) -> None:
 
     for length, d in ((7, 4), (50, 32)):
         expected = SinusoidalPositionalEncoding(d, max_len=length)(torch.zeros(1, length, d))[0]
-        torch.testing.assert_close(fn(length, d), expected, msg=lambda m: "does not match attnlab's table: " + m)
+        torch.testing.assert_close(fn(length, d), expected, msg=lambda m: "attnlab の表と一致しません: " + m)
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,7 +242,10 @@ def _test_sinusoidal_table(fn) -> None:
 
 
 def top_attended(weights: Tensor, tokens: list[str], k: int = 3) -> list[tuple[str, float]]:
-    """The ``k`` tokens one attention row gives the most weight, with their weights, largest first.
+    """注意の一行で重みの大きい ``k`` 個のトークンを、重みと一緒に大きい順に返します。
+
+    ``topk`` は値と位置を大きい順に返すので、位置をトークンの文字列に引き直すだけです。行が k より
+    短いときは、あるだけ返します（``min(k, S)``）。
 
     Shape:
         weights ``(S,)`` → ``min(k, S)`` pairs

@@ -7,7 +7,9 @@ The executed notebooks are written to ``build/notebooks/`` with the time each to
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import io
 import json
 import re
 import time
@@ -60,6 +62,85 @@ def test_notebook_runs_top_to_bottom(source):
     outputs = [o for cell in nb["cells"] if cell["cell_type"] == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert any(_shows_an_image(o) for o in outputs), "a notebook shows at least one figure inline"
+    _assert_every_figure_is_followed_by_text(nb)
+    _assert_no_english_only_captions(outputs)
+
+
+# --------------------------------------------------------------------------------------------
+# What the executed outputs say
+# --------------------------------------------------------------------------------------------
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+#: Latin words a Japanese caption may carry on their own: model and token names.
+ALLOWED_WORDS = {"MiniLM", "BERT", "GPT", "Transformer", "PAD", "EOS", "BOS", "CLS", "SEP", "MASK"}
+
+
+def english_only(text: str) -> bool:
+    """Whether ``text`` (a title, axis label, legend entry, table header or caption) is English
+    with no Japanese: it has no kana or kanji and has a Latin word of three or more letters that
+    is neither a code identifier (with ``_ . ( ) [ ] = :`` or digits in it, or in backticks) nor an
+    allowed model or token name."""
+    if JAPANESE.search(text):
+        return False
+    text = re.sub(r"`[^`]*`", " ", text)
+    words = [w for w in re.split(r"[\s,;/]+", text) if w and not re.search(r"[_.()\[\]=:0-9]", w)]
+    return any(re.fullmatch(r"[A-Za-z][A-Za-z'-]{2,}", w) and w not in ALLOWED_WORDS for w in words)
+
+
+def test_english_only_tells_a_caption_from_identifiers_and_tokens():
+    assert english_only("cross-attention, layer 1 of 0–1, mean over heads")
+    assert english_only("the first batch item") and english_only("dense")
+    assert not english_only("第0層・ヘッド2") and not english_only("d_k") and not english_only("q·k/√d_k")
+    assert not english_only("[MASK]") and not english_only("ソース・ターゲット注意 第1層: I drink coffee")
+    assert not english_only("attentions['cross']") and not english_only("GPT")
+
+
+def _pngs(output: dict) -> list[bytes]:
+    data = output.get("data", {})
+    found = [base64.b64decode(data["image/png"])] if "image/png" in data else []
+    html = "".join(data.get("text/html", ""))
+    return found + [base64.b64decode(m) for m in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)]
+
+
+def _assert_no_english_only_captions(outputs: list[dict]) -> None:
+    """Every figure records its titles, axis labels and legend entries (attnlab.viz writes them
+    into the PNG), and none of those, nor a table header or a caption line of an HTML display, is
+    English only. Token labels (ticks, weight-table headers) and model output (bold or token spans)
+    are the data, not captions, and are left alone."""
+    from PIL import Image
+
+    from attnlab.viz import PNG_LABELS_KEY
+
+    for output in outputs:
+        for png in _pngs(output):
+            labels = Image.open(io.BytesIO(png)).text.get(PNG_LABELS_KEY)
+            assert labels is not None, (
+                "draw figures with attnlab.viz (or wrap them in viz.Plot) so their labels are checked"
+            )
+            bad = [t for t in json.loads(labels) if english_only(t)]
+            assert not bad, f"English-only figure labels in a Japanese notebook: {bad}"
+        html = "".join(output.get("data", {}).get("text/html", ""))
+        for table in re.findall(r"<table.*?</table>", html, flags=re.S):
+            headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table, flags=re.S)]
+            if headers and headers[0] == "":
+                continue  # a weights table: its headers are the tokens
+            bad = [h for h in headers if english_only(h)]
+            assert not bad, f"English-only table headers in a Japanese notebook: {bad}"
+        for caption in re.findall(r"<div>(.*?)</div>", html, flags=re.S):
+            if re.search(r"<(b|span|img|table)\b", caption):
+                continue  # the model's own text, its tokens, or the figure itself
+            text = re.sub(r"<[^>]+>", " ", caption)
+            assert not english_only(text), f"an English-only caption in a Japanese notebook: {text!r}"
+
+
+def _assert_every_figure_is_followed_by_text(nb: dict) -> None:
+    """A code cell that shows a figure is followed by a text cell (what to see in it)."""
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "code" and any(_pngs(o) for o in cell.get("outputs", [])):
+            assert i + 1 < len(cells) and cells[i + 1]["cell_type"] == "markdown", (
+                f"the figure of cell {i} ({''.join(cell['source'])[:60]!r}) needs a sentence after it"
+            )
 
 
 def _shows_an_image(output: dict) -> bool:
