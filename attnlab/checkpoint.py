@@ -100,6 +100,10 @@ _TIED_KEY = "attnlab.tied"  # safetensors metadata entry: JSON {alias name: stor
 # for the tensors stored narrower (fp16) than that; load_checkpoint widens them back.
 _DTYPES_KEY = "attnlab.dtypes"
 _WIDENABLE = {"float32": torch.float32, "float64": torch.float64}  # what a packed tensor may widen back to
+# safetensors metadata entry of an int8-packed checkpoint: JSON {matrix name: name of its per-row
+# scales}; load_checkpoint multiplies each int8 row by its scale (and drops the scale tensors).
+_SCALES_KEY = "attnlab.int8_scales"
+_SCALE_SUFFIX = ".int8_scale"
 _TOKENIZER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _LIST_LIMIT = 20  # how many key names an error message lists before "... and N more"
 
@@ -329,6 +333,7 @@ def _write_checkpoint(
     tokenizers: dict[str, Any],
     trainer_state: dict[str, Any] | None,
     stored_dtypes: dict[str, str] | None = None,
+    scales: dict[str, str] | None = None,
 ) -> Path:
     """Steps 1 (the clean-up) to 5 of the save, for checked inputs (see the module docstring)."""
     parent = final.parent
@@ -342,7 +347,7 @@ def _write_checkpoint(
     tmp = parent / f"{tmp_prefix}{uuid.uuid4().hex[:12]}"
     os.mkdir(tmp)
     try:
-        _write_contents(tmp, stored, aliases, config_text, tokenizers, trainer_state, stored_dtypes or {})
+        _write_contents(tmp, stored, aliases, config_text, tokenizers, trainer_state, stored_dtypes or {}, scales or {})
         _move_into_place(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -358,6 +363,7 @@ def _write_contents(
     tokenizers: dict[str, Any],
     trainer_state: dict[str, Any] | None,
     stored_dtypes: dict[str, str],
+    scales: dict[str, str] | None = None,
 ) -> None:
     """Step 2 of the save: fill the temporary directory and fsync it."""
     from safetensors.torch import save_file
@@ -389,6 +395,8 @@ def _write_contents(
     metadata = {"format": "pt", _TIED_KEY: json.dumps(aliases)}
     if stored_dtypes:
         metadata[_DTYPES_KEY] = json.dumps(stored_dtypes)
+    if scales:
+        metadata[_SCALES_KEY] = json.dumps(scales)
     save_file(stored, str(tmp / WEIGHTS_FILE), metadata=metadata)
     os.chmod(tmp / WEIGHTS_FILE, new_file_mode())  # save_file writes 0600; config.json follows the umask
     if trainer_state is not None:
@@ -456,6 +464,12 @@ def pack_checkpoint(
     and boolean tensors are copied as they are; the trainer state is left out. Written atomically,
     like :func:`save_checkpoint`.
 
+    With ``dtype=torch.int8`` (a quarter of the bytes), each matrix (a 2-D float tensor:
+    embeddings, projections) is stored as int8 with one fp32 scale per row, ``w ≈ q · s`` with
+    ``s = max|row| / 127`` (symmetric per-row quantization, as in LLM.int8's vector-wise scheme,
+    Dettmers et al. 2022, without its outlier split); vectors (biases, norms) are stored in fp16.
+    :func:`load_checkpoint` dequantizes at load, so the model computes in fp32 as it was trained.
+
     Returns:
         ``destination``.
 
@@ -467,29 +481,37 @@ def pack_checkpoint(
     Shape:
         every tensor keeps its shape.
     """
-    if dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"pack_checkpoint stores weights in float16 or bfloat16, got {dtype}")
+    if dtype not in (torch.float16, torch.bfloat16, torch.int8):
+        raise ValueError(f"pack_checkpoint stores weights in float16, bfloat16 or int8, got {dtype}")
     final = Path(destination)
     checkpoint = load_checkpoint(resolve_model_dir(source))
     _check_replaceable(final)
     stored, aliases = _dedupe_tied(checkpoint.state_dict)
-    largest = torch.finfo(dtype).max
+    vector_dtype = torch.float16 if dtype == torch.int8 else dtype
+    largest = torch.finfo(vector_dtype).max
     widened: dict[str, str] = {}
-    for name, t in stored.items():
+    scales: dict[str, str] = {}
+    for name, t in list(stored.items()):
         if t.dtype not in (torch.float32, torch.float64):
             continue
         if t.numel() and not bool(torch.isfinite(t).all()):
             raise ValueError(f"{checkpoint.directory}: {name!r} holds non-finite values; such weights cannot be packed")
+        widened[name] = str(t.dtype).removeprefix("torch.")
+        if dtype == torch.int8 and t.ndim == 2 and t.numel():
+            scale = t.float().abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # (rows,)
+            stored[name] = torch.round(t.float() / scale[:, None]).clamp(-127, 127).to(torch.int8)  # (rows, cols)
+            stored[name + _SCALE_SUFFIX] = scale
+            scales[name] = name + _SCALE_SUFFIX
+            continue
         if t.numel() and float(t.abs().max()) > largest:
             raise ValueError(
                 f"{checkpoint.directory}: {name!r} holds a value of magnitude {float(t.abs().max()):.4g}, "
-                f"beyond {dtype}'s largest ({largest:g})"
+                f"beyond {vector_dtype}'s largest ({largest:g})"
             )
-        stored[name] = t.to(dtype)
-        widened[name] = str(t.dtype).removeprefix("torch.")
+        stored[name] = t.to(vector_dtype)
     config_text = json.dumps(checkpoint.config, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     tokenizers = {name: _CopiedFiles(checkpoint.directory, files) for name, files in checkpoint.tokenizer_files.items()}
-    return _write_checkpoint(final, stored, aliases, config_text, tokenizers, None, widened)
+    return _write_checkpoint(final, stored, aliases, config_text, tokenizers, None, widened, scales)
 
 
 # --------------------------------------------------------------------------------------------
@@ -664,8 +686,19 @@ def load_checkpoint(
     try:
         aliases = json.loads(metadata.get(_TIED_KEY, "{}"))
         widen = json.loads(metadata.get(_DTYPES_KEY, "{}"))
+        scales = json.loads(metadata.get(_SCALES_KEY, "{}"))
     except json.JSONDecodeError:
-        raise ValueError(f"{weights_path}: corrupt {_TIED_KEY!r} or {_DTYPES_KEY!r} metadata") from None
+        raise ValueError(
+            f"{weights_path}: corrupt {_TIED_KEY!r}, {_DTYPES_KEY!r} or {_SCALES_KEY!r} metadata"
+        ) from None
+    for name, scale_name in scales.items():
+        # An int8-packed matrix (pack_checkpoint): each row times its scale gives the weights back.
+        q, scale = state_dict.get(name), state_dict.pop(scale_name, None)
+        if q is None or scale is None or q.dtype != torch.int8 or q.ndim != 2 or scale.shape != (q.shape[0],):
+            raise ValueError(
+                f"{weights_path}: {_SCALES_KEY!r} names {name!r} with scales {scale_name!r}, which do not match"
+            )
+        state_dict[name] = q.float() * scale.float()[:, None]  # (rows, cols)
     for name, dtype in widen.items():
         if name not in state_dict or dtype not in _WIDENABLE:
             raise ValueError(f"{weights_path}: {_DTYPES_KEY!r} names {name!r} as {dtype!r}, which cannot be restored")

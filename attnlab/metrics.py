@@ -40,6 +40,9 @@ __all__ = [
     "answer_f1",
     "squad_scores",
     "bleu_by_length",
+    "repeated_span",
+    "repetition_rate",
+    "sentence_form_share",
 ]
 
 #: sacreBLEU tokenizers that need no extra package and no download.
@@ -105,6 +108,7 @@ def bleu(
     references: Sequence[str] | Sequence[Sequence[str]],
     *,
     tokenize: str = "13a",
+    lowercase: bool = False,
 ) -> float:
     """Corpus BLEU (Papineni et al. 2002) as computed by sacreBLEU, on a 0–100 scale.
 
@@ -115,6 +119,8 @@ def bleu(
         tokenize: a sacreBLEU tokenizer name. ``"13a"`` (the WMT standard) for English, German
             and other space-separated languages; ``"ja-mecab"`` (WAT's choice), ``"char"`` or ``"zh"``
             for Japanese targets (see the module docstring).
+        lowercase: case-insensitive BLEU (sacreBLEU's ``-lc``), for references that are lower-cased
+            (small_parallel_enja's English) scored against cased output.
 
     Shape:
         hypotheses, references: ``N`` items each.
@@ -122,7 +128,8 @@ def bleu(
     from sacrebleu.metrics import BLEU
 
     hyps, refs = _check_pair(hypotheses, references)
-    return float(_sacrebleu_metric(BLEU, tokenize=tokenize).corpus_score(hyps, _reference_streams(refs)).score)
+    metric = _sacrebleu_metric(BLEU, tokenize=tokenize, lowercase=lowercase)
+    return float(metric.corpus_score(hyps, _reference_streams(refs)).score)
 
 
 def chrf(
@@ -152,14 +159,14 @@ def chrf(
     return float(metric.corpus_score(hyps, _reference_streams(refs)).score)
 
 
-def _sacrebleu_metric(cls, *, tokenize: str):
+def _sacrebleu_metric(cls, *, tokenize: str, **options):
     if tokenize not in cls.TOKENIZERS:
         raise ValueError(
             f"unknown BLEU tokenizer {tokenize!r}; sacreBLEU knows {sorted(cls.TOKENIZERS)} "
             f"(usable offline: {list(OFFLINE_TOKENIZERS)})"
         )
     try:
-        return cls(tokenize=tokenize)
+        return cls(tokenize=tokenize, **options)
     except (ImportError, RuntimeError) as exc:
         # sacreBLEU raises these when a tokenizer's optional package is missing.
         reason = " ".join(str(exc).split()) or type(exc).__name__
@@ -421,3 +428,72 @@ def bleu_by_length(
             score = bleu([hyps[i] for i in idx], [refs[i] for i in idx], tokenize=tokenize)
         rows.append({"bucket": (lo, hi), "n": len(idx), "bleu": score})
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Degenerate output: loops and sentence form
+# --------------------------------------------------------------------------------------------
+
+
+def repeated_span(tokens: Sequence, *, times: int = 3, max_n: int = 4) -> tuple[int, int, int] | None:
+    """The first run of an n-gram (n ≤ ``max_n``) repeated ``times`` or more times in a row, as
+    ``(start, n, count)``; None when there is none.
+
+    A decoder that has lost its place in the source repeats itself (``コーヒーとコーヒーとコーヒーと``);
+    natural text seldom says the same n-gram three times running (``very, very`` is two).
+
+    Shape:
+        tokens: ``T`` items (ids, words or characters) → ``(start, n, count)`` or None
+    """
+    tokens = list(tokens)
+    for start in range(len(tokens)):
+        for n in range(1, max_n + 1):
+            gram = tokens[start : start + n]
+            if len(gram) < n:
+                break
+            count = 1
+            while tokens[start + count * n : start + (count + 1) * n] == gram:
+                count += 1
+            if count >= times:
+                return start, n, count
+    return None
+
+
+def _units(text: str) -> list[str]:
+    # Words where the text has spaces (English), characters where it has none (Japanese).
+    words = text.split()
+    return words if len(words) > 1 else list(text.strip())
+
+
+def repetition_rate(texts: Sequence[str], *, times: int = 3, max_n: int = 4) -> float:
+    """The share of ``texts`` that contain a loop (:func:`repeated_span` over their words, or
+    their characters when they have no spaces). For Japanese characters, a loop is a span of up
+    to ``4 · max_n`` characters, so that a repeated word of a few characters counts.
+
+    Shape:
+        texts: ``N`` strings → a fraction in [0, 1]
+    """
+    texts = _check_strings("texts", texts)
+    if not texts:
+        return 0.0
+    hits = 0
+    for t in texts:
+        units = _units(t)
+        span = max_n if len(t.split()) > 1 else 4 * max_n
+        hits += repeated_span(units, times=times, max_n=span) is not None
+    return hits / len(texts)
+
+
+def sentence_form_share(texts: Sequence[str]) -> float:
+    """The share of English ``texts`` that start with a capital letter (or a digit or quote) and end
+    with sentence punctuation (. ! ? or a closing quote after one): what a reader expects of a
+    translated sentence.
+
+    Shape:
+        texts: ``N`` strings → a fraction in [0, 1]
+    """
+    texts = _check_strings("texts", texts)
+    if not texts:
+        return 0.0
+    good = re.compile(r"^[\"'“‘(]?[A-Z0-9].*[.!?…][\"'”’)]?$", re.DOTALL)
+    return sum(bool(good.match(t.strip())) for t in texts) / len(texts)

@@ -78,8 +78,10 @@ def main() -> None:
     single = [
         (ja, en)
         for ja, en in splits.test
-        if len(re.findall(r"[。！？!?]", ja)) == 1 and re.search(r"[。！？!?]$", ja)
-        and len(re.findall(r"[.!?]", en)) == 1 and re.search(r"[.!?]$", en)
+        if len(re.findall(r"[。！？!?]", ja)) == 1
+        and re.search(r"[。！？!?]$", ja)
+        and len(re.findall(r"[.!?]", en)) == 1
+        and re.search(r"[.!?]$", en)
     ]
     rng = random.Random(0)
     paragraphs = [rng.sample(single, 4) for _ in range(args.paragraphs)]

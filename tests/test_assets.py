@@ -28,6 +28,7 @@ from attnlab.experiments.assets import (
     RECIPES,
     BottleneckRNN,
     DemoTranslator,
+    EnjaTranslator,
     ModelCard,
     PresetTranslator,
     TextLM,
@@ -254,8 +255,47 @@ def test_packing_refuses_what_fp16_cannot_hold(tmp_path):
     ckpt.save_checkpoint(tmp_path / "small", model=model, config={"model_type": "linear"})
     with pytest.raises(FileExistsError, match="not a checkpoint"):
         ckpt.pack_checkpoint(tmp_path / "small", tmp_path / "mine")
-    with pytest.raises(ValueError, match="float16 or bfloat16"):
-        ckpt.pack_checkpoint(tmp_path / "small", tmp_path / "packed", dtype=torch.int8)
+    with pytest.raises(ValueError, match="float16, bfloat16 or int8"):
+        ckpt.pack_checkpoint(tmp_path / "small", tmp_path / "packed", dtype=torch.int16)
+
+
+def test_int8_packing_stores_each_matrix_row_with_its_scale_and_loads_it_back(tiny_run, tmp_path):
+    packed = ckpt.pack_checkpoint(tiny_run, tmp_path / "int8", dtype=torch.int8)
+    original = ckpt.load_checkpoint(tiny_run / "best")
+    loaded = ckpt.load_checkpoint(packed)
+    assert loaded.state_dict.keys() == original.state_dict.keys()  # the scales are not weights
+    with safe_open(str(packed / ckpt.WEIGHTS_FILE), framework="pt") as f:
+        stored = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    for name, weight in original.state_dict.items():
+        got = loaded.state_dict[name]
+        assert got.dtype == torch.float32, name
+        if weight.ndim == 2:
+            q, scale = stored[name], stored[name + ".int8_scale"]
+            assert q.dtype == torch.int8 and scale.shape == (weight.shape[0],)
+            assert int(q.abs().amax(dim=1).min()) == 127  # each row uses the whole int8 range
+            # Each value is within half a step of its row's scale, the step being max|row| / 127.
+            step = weight.abs().amax(dim=1, keepdim=True) / 127  # (rows, 1)
+            assert bool(((got - weight).abs() <= step / 2 + 1e-7).all()), name
+        else:
+            assert stored[name].dtype == torch.float16, name
+            torch.testing.assert_close(got, weight.half().float(), rtol=0, atol=0)
+    assert loaded.state_dict["out_proj.weight"] is loaded.state_dict["tgt_embed.weight"]
+    assert (packed / ckpt.WEIGHTS_FILE).stat().st_size < 0.35 * (tiny_run / "best" / ckpt.WEIGHTS_FILE).stat().st_size
+    translator = load_translator(packed)
+    assert len(translator.translate(NUMBERS, beam_size=1)) == len(NUMBERS)
+
+
+def test_an_int8_checkpoint_whose_scales_do_not_fit_is_refused(tiny_run, tmp_path):
+    from safetensors.torch import save_file
+
+    packed = ckpt.pack_checkpoint(tiny_run, tmp_path / "int8", dtype=torch.int8)
+    with safe_open(str(packed / ckpt.WEIGHTS_FILE), framework="pt") as f:
+        stored, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()  # noqa: SIM118
+    name = "tgt_embed.weight"
+    stored[name + ".int8_scale"] = stored[name + ".int8_scale"][:-1]
+    save_file(stored, str(packed / ckpt.WEIGHTS_FILE), metadata=metadata)
+    with pytest.raises(ValueError, match=r"names 'tgt_embed.weight' with scales .* which do not match"):
+        ckpt.load_checkpoint(packed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,6 +454,20 @@ def write_tiny_enja(data: Path) -> None:
         (folder / f"{split}.en").write_text("".join(en + "\n" for _, en in chosen), encoding="utf-8")
 
 
+def write_tiny_tatoeba(data: Path) -> None:
+    """A tatoeba-jpn look-alike: raw, cased pairs, some of them also in the small_parallel_enja look-alike."""
+    pairs = [(ja.format(j).replace(" ", ""), en.format(e)) for ja, en in JA_FRAMES for j, e in JA_WORDS]
+    pairs = [(ja, en[0].upper() + en[1:].replace(" .", ".").replace(" ?", "?")) for ja, en in pairs]
+    pairs += [(f"{n}冊の本がある。", f"There are {n} books.") for n in range(2, 40)]
+    folder = data / "tatoeba-jpn"
+    folder.mkdir(parents=True)
+    (folder / "train.ja").write_text("".join(ja + "\n" for ja, _ in pairs), encoding="utf-8")
+    (folder / "train.en").write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
+
+
+TINY_ENJA = dict(n_dev=6, n_test=12, paragraphs=2, check_pairs=6)
+
+
 def check_built(recipe, root: Path, card: ModelCard, data: Path) -> None:
     folder = root / recipe.name
     assert read_model_card(folder) == card
@@ -429,28 +483,42 @@ def check_built(recipe, root: Path, card: ModelCard, data: Path) -> None:
 def test_make_models_trains_ja_en_and_en_ja_side_by_side_then_packs_and_describes_them(tmp_path):
     data, runs, root = tmp_path / "data", tmp_path / "runs", tmp_path / "assets"
     write_tiny_enja(data)
+    write_tiny_tatoeba(data)
     recipes = {
-        "ja-en": PresetTranslator("ja-en", preset="ja-en", src="ja", tgt="en", overrides=TINY_TRANSLATOR),
-        "en-ja": PresetTranslator("en-ja", preset="en-ja", src="en", tgt="ja", overrides=TINY_TRANSLATOR),
+        "ja-en": EnjaTranslator("ja-en", preset="ja-en", src="ja", tgt="en", overrides=TINY_TRANSLATOR, **TINY_ENJA),
+        "en-ja": EnjaTranslator("en-ja", preset="en-ja", src="en", tgt="ja", overrides=TINY_TRANSLATOR, **TINY_ENJA),
     }
     logged = []
     cards = build_assets.build(None, data=data, runs=runs, root=root, recipes=recipes, log=logged.append)
     assert [c.name for c in cards] == ["ja-en", "en-ja"]
+    # The splits are written first, beside the runs, and read by both trainings.
+    split = runs / "enja-data"
+    assert len((split / "test.ja").read_text(encoding="utf-8").splitlines()) == 12
     # Side by side: each with its output in a log file of its own, one thread each.
     assert any("training ja-en (1 thread, beside en-ja)" in line for line in logged)
     assert (runs / "ja-en.log").is_file() and (runs / "en-ja.log").is_file()
     for card, recipe in zip(cards, recipes.values()):
         check_built(recipe, root, card, data)
-        assert card.command.startswith(f"attnlab train translate --preset {recipe.name} --train-src {data}")
+        assert card.command.startswith(f"attnlab train translate --preset {recipe.name} --train-src {split}")
         assert f"--out {runs / recipe.name} --seed 0 --overwrite --overrides model.d_model=32" in card.command
-        assert card.seed == 0 and card.packed_from is None and card.licence.startswith("the Tanaka corpus")
-        assert set(card.metrics) == {"bleu", "chrf", "exact_match", "n"} and card.metrics["n"] == 6
-        assert card.reproduce.endswith("--from-tokenized") and f"--model {recipe.name}" in card.reproduce
+        assert (
+            card.seed == 0 and card.packed_from is None and "Tatoeba" in card.licence and "CC-BY 2.0 FR" in card.licence
+        )
+        assert (
+            card.storage == "int8"
+            and "int8 with one float32 scale per row" in (root / recipe.name / "MODEL_CARD.md").read_text()
+        )
+        expected = {"bleu", "chrf", "exact_match", "n", "loops_cut", "sp_bleu", "sp_chrf"}
+        expected |= {"paragraph_bleu_sentences", "paragraph_bleu_split", "paragraph_bleu_whole", "paragraphs"}
+        expected |= {"paragraph_ratio"} | ({"sentence_form"} if recipe.tgt == "en" else set())
+        assert set(card.metrics) == expected and card.metrics["n"] == 12
+        assert f"attnlab evaluate --model {recipe.name} --src DIR/test.{recipe.src}" in card.reproduce
         # The training's own record: its steps and why it stopped, and the machine it ran on.
         assert card.training["steps"] == TINY_STEPS and card.training["stop_reason"] == "max_steps"
         assert card.training["minutes"] > 0 and card.training["tokens_per_s"] > 0 and card.training["cpu"]
         assert f"{TINY_STEPS:,} steps in" in (root / recipe.name / "MODEL_CARD.md").read_text()
-    assert json.loads((root / "en-ja" / "config.json").read_text())["bleu_tokenize"] == "ja-mecab"
+    config = json.loads((root / "en-ja" / "config.json").read_text())
+    assert config["bleu_tokenize"] == "ja-mecab" and config["lowercase"] is False
 
     # An already-trained run is packed without training; a run of other settings is refused.
     again = build_assets.build(
@@ -498,7 +566,7 @@ def test_make_models_builds_the_generated_and_text_models(tmp_path):
 def test_make_models_checks_names_and_data_before_training(tmp_path):
     with pytest.raises(ValueError, match="no shipped model is called ja_en; choose from demo, ja-en"):
         build_assets.build(["ja_en"], data=tmp_path, runs=tmp_path / "runs")
-    with pytest.raises(FileNotFoundError, match=r"small_parallel_enja/train.ja not found \(and 5 more data files\)"):
+    with pytest.raises(FileNotFoundError, match=r"tatoeba-jpn/train.ja not found \(and 7 more data files\)"):
         build_assets.build(["ja-en"], data=tmp_path, runs=tmp_path / "runs")
     with pytest.raises(ValueError, match="--from-run packs one model"):
         build_assets.build(["ja-en", "en-ja"], data=tmp_path, from_run=tmp_path)

@@ -183,6 +183,7 @@ def build(
 
     Raises:
         FileNotFoundError: a corpus file is missing (the message names it).
+        ValueError: Tatoeba has too few pairs for the held-out splits and training.
     """
     data = Path(data)
     tatoeba = _read_tatoeba(data / "tatoeba-jpn")
@@ -198,6 +199,10 @@ def build(
             seen.add(key)
             unique.append((ja, en))
     stats["tatoeba_duplicates"] = len(tatoeba) - len(unique)
+    if len(unique) < 2 * (n_dev + n_test):
+        raise ValueError(
+            f"tatoeba-jpn has {len(unique)} distinct pairs: too few to hold out {n_dev} + {n_test} and train on the rest"
+        )
     rng = random.Random(seed)
     order = list(range(len(unique)))
     rng.shuffle(order)
@@ -262,9 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", default="../shared/data", help="folder holding tatoeba-jpn/ and small_parallel_enja/")
     parser.add_argument("--out", required=True, help="folder for the split files")
     parser.add_argument("--seed", type=int, default=0, help="draw of the held-out pairs and the concatenations")
+    parser.add_argument("--n-dev", type=int, default=500, help="development pairs drawn from Tatoeba")
+    parser.add_argument("--n-test", type=int, default=1000, help="test pairs drawn from Tatoeba")
     args = parser.parse_args(argv)
     try:
-        splits = build(args.data, seed=args.seed)
+        splits = build(args.data, n_dev=args.n_dev, n_test=args.n_test, seed=args.seed)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -42,7 +42,9 @@ def _japanese_pipeline():
         from ja_sentence_segmenter.common.pipeline import make_pipeline
         from ja_sentence_segmenter.split.simple_splitter import split_punctuation
     except ImportError as e:  # a declared dependency; a clear message if an install lacks it
-        raise ImportError("splitting Japanese text needs ja-sentence-segmenter: pip install ja-sentence-segmenter") from e
+        raise ImportError(
+            "splitting Japanese text needs ja-sentence-segmenter: pip install ja-sentence-segmenter"
+        ) from e
     # Full-width and ASCII sentence ends; its splitter already keeps 「…。」 whole.
     return make_pipeline(functools.partial(split_punctuation, punctuations=r"。!?！？"))
 

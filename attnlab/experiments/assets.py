@@ -12,7 +12,8 @@ For each shipped model, its :data:`RECIPES` entry says how it is made and how it
    recorded for its card;
 2. **check** that the trained model's ``config.json`` is the one the recipe makes (a run packed
    with ``--from-run`` must come from the same settings);
-3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, loaded back as fp32)
+3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, or int8 with per-row
+   scales for the ja⇄en translators, loaded back as fp32)
    into ``attnlab/assets/NAME``;
 4. **measure** the packed model on held-out data and write its card (:func:`write_model_card`):
    ``MODEL_CARD.md`` for people, ``card.json`` for the tests, which repeat the card's fast check on
@@ -33,9 +34,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import json
 import math
 import os
+import random
 import shlex
 import subprocess
 import sys
@@ -50,9 +53,11 @@ import torch
 
 from .. import assets, machine
 from .. import checkpoint as ckpt
+from ..data import enja_mix, sentences
 from ..data.corpus import read_parallel, read_text
 from ..data.tasks import make_splits
 from ..files import new_file_mode
+from ..metrics import bleu, chrf, exact_match, sentence_form_share
 from ..models.gpt import gpt_config
 from ..recipes import TrainJob
 from ..recipes import classify as cl
@@ -65,6 +70,7 @@ __all__ = [
     "Evaluation",
     "AssetRecipe",
     "PresetTranslator",
+    "EnjaTranslator",
     "DemoTranslator",
     "BottleneckRNN",
     "TextLM",
@@ -112,6 +118,11 @@ class ModelCard:
     # How the training went, from its log: steps, minutes, target tokens/s, why it stopped, the CPU
     # (None: no log found). Minutes depend on the machine and its load; steps do not.
     training: dict[str, Any] | None = None
+    storage: str = "float16"  # how model.safetensors stores the weights ("float16", or "int8" with per-row scales)
+
+
+_STORAGE_WORDS = {"float16": "float16", "int8": "int8 with one float32 scale per row"}
+_STORAGE_DTYPES = {"float16": torch.float16, "int8": torch.int8}
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
@@ -186,7 +197,8 @@ def render_model_card(card: ModelCard) -> str:
         "",
         "## Size",
         "",
-        f"- {card.parameters:,} parameters; weights {mb:.2f} MB (float16, loaded as float32)",
+        f"- {card.parameters:,} parameters; weights {mb:.2f} MB ({_STORAGE_WORDS.get(card.storage, card.storage)}, "
+        "loaded as float32)",
         "",
         "## Quality on held-out data",
         "",
@@ -449,6 +461,199 @@ class PresetTranslator:
 
     def measure_check(self, directory: Path, data: Path) -> float:
         return _translation_scores(directory, self._test_pairs(data)[: self.check_pairs], 1)["bleu"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        return _translations(directory, inputs)
+
+
+@functools.lru_cache(maxsize=2)
+def _enja_splits(data: str, n_dev: int, n_test: int) -> enja_mix.EnjaSplits:
+    return enja_mix.build(data, n_dev=n_dev, n_test=n_test)
+
+
+@dataclass(frozen=True)
+class EnjaTranslator:
+    """A ja⇄en translator trained on Tatoeba and small_parallel_enja mixed by
+    :mod:`attnlab.data.enja_mix` (raw, cased text; held-out splits that share no sentence with
+    training). ``prepare`` writes the splits beside the run folder (``RUNS/enja-data``), the
+    training reads them, and the evaluation makes the same splits again from the corpora."""
+
+    name: str  # the shipped name
+    preset: str  # key of attnlab.recipes.translate.RECIPES
+    src: str  # source language ("ja" or "en")
+    tgt: str  # target language
+    data: str = (
+        "Tatoeba (tatoeba-jpn: 38,753 English–Japanese pairs as people write them, from the manythings.org "
+        "export of 2018-04) and small_parallel_enja (50,000 short pairs from the Tanaka corpus, commit 312408a; "
+        "its English truecased from Tatoeba's), mixed by attnlab.data.enja_mix: a 1,000-pair test and a "
+        "500-pair development split drawn from Tatoeba, every training pair sharing a side with a held-out "
+        "sentence (Tatoeba's or small_parallel_enja's dev/test) removed, and a quarter more pairs made by "
+        "joining two or three pairs (paragraphs); `python -m attnlab.data.enja_mix --data DATA --out DIR` "
+        "writes the files"
+    )
+    licence: str = (
+        "Tatoeba sentences: CC-BY 2.0 FR, by the Tatoeba contributors (tatoeba.org); the Tanaka corpus "
+        "(small_parallel_enja): public domain / CC-BY. Credit both when you use the model; the corpora are "
+        "not shipped"
+    )
+    overrides: tuple[str, ...] = ()  # further key=value settings (the tests' tiny stand-ins)
+    seed: int = 0  # the training's seed
+    threads: int | None = 1  # each is sized for one thread, so ja-en and en-ja train side by side
+    beam: int = 4  # beam of the card's metrics (`attnlab evaluate`'s default)
+    check_pairs: int = 100  # test pairs of the fast check (greedy)
+    n_dev: int = 500  # development pairs drawn from Tatoeba
+    n_test: int = 1000  # test pairs drawn from Tatoeba
+    paragraphs: int = 100  # paragraphs of four test sentences scored whole
+    storage: str = "int8"  # the packed weights: int8 with per-row scales (both fit the assets budget)
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    @staticmethod
+    def _split_dir(out: Path) -> Path:
+        return out.parent / "enja-data"
+
+    def _splits(self, data: Path) -> enja_mix.EnjaSplits:
+        return _enja_splits(str(data), self.n_dev, self.n_test)
+
+    def prepare(self, data: Path, out: Path) -> None:
+        """Write the splits (``train``, ``dev``, ``test``, ``sp_test``) into ``RUNS/enja-data``."""
+        enja_mix.write(self._splits(data), self._split_dir(out))
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        split = self._split_dir(out)
+        args = ["train", "translate", "--preset", self.preset]
+        for name, flag in (("train", "train"), ("dev", "valid")):
+            args += [
+                f"--{flag}-src",
+                str(split / f"{name}.{self.src}"),
+                f"--{flag}-tgt",
+                str(split / f"{name}.{self.tgt}"),
+            ]
+        args += ["--out", str(out), "--seed", str(self.seed), "--overwrite"]
+        return args + (["--overrides", *self.overrides] if self.overrides else [])
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        # The held-out splits are made again from the corpora for every evaluation.
+        files = [data / "tatoeba-jpn" / f"train.{lang}" for lang in ("ja", "en")]
+        return files + [
+            data / "small_parallel_enja" / f"{s}.{lang}" for s in ("train", "dev", "test") for lang in ("ja", "en")
+        ]
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self) -> tr.TranslationSetup:
+        job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
+        return tr.TRANSLATE_JOB.setup(job)
+
+    def expected_config(self, directory: Path) -> dict:
+        return _translator_config(self.setup(), directory)
+
+    def pairs(self, data: Path, split: str) -> list[tuple[str, str]]:
+        """A split's pairs as (source, target) of this direction."""
+        pairs = getattr(self._splits(data), split)
+        return [(ja, en) if self.src == "ja" else (en, ja) for ja, en in pairs]
+
+    def paragraph_groups(self, data: Path) -> list[list[tuple[str, str]]]:
+        """Groups of four test pairs whose both sides are one whole sentence: the paragraphs."""
+        one = [
+            p
+            for p in self.pairs(data, "test")
+            if all(len(sentences.split_sentences(text, lang)) == 1 for text, lang in zip(p, (self.src, self.tgt)))
+        ]
+        rng = random.Random(self.seed)
+        rng.shuffle(one)
+        return [one[i : i + 4] for i in range(0, min(len(one), 4 * self.paragraphs) - 3, 4)]
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        translator = tr.load_translator(directory)
+        tokenize = translator.bleu_tokenize
+        metrics: dict[str, float] = {}
+        with torch.inference_mode():
+            test = self.pairs(data, "test")
+            done = translator.translate([s for s, _ in test], beam_size=self.beam)
+            hyps, refs = [t.text for t in done], [r for _, r in test]
+            metrics.update(
+                bleu=bleu(hyps, refs, tokenize=tokenize),
+                chrf=chrf(hyps, refs),
+                exact_match=exact_match(hyps, refs),
+                n=len(test),
+                loops_cut=sum(t.loop_cut for t in done) / len(done),
+            )
+            if self.tgt == "en":
+                metrics["sentence_form"] = sentence_form_share(hyps)
+            sp = self.pairs(data, "sp_test")
+            sp_hyps = [t.text for t in translator.translate([s for s, _ in sp], beam_size=self.beam)]
+            sp_refs = [r for _, r in sp]
+            # small_parallel_enja's English is lower-cased: scored case-insensitively (sacreBLEU -lc).
+            metrics["sp_bleu"] = bleu(sp_hyps, sp_refs, tokenize=tokenize, lowercase=self.tgt == "en")
+            metrics["sp_chrf"] = (
+                chrf([h.lower() for h in sp_hyps], sp_refs) if self.tgt == "en" else chrf(sp_hyps, sp_refs)
+            )
+            metrics.update(self._paragraph_scores(translator, data))
+        split_note = f"{self.n_test} Tatoeba test pairs drawn by attnlab.data.enja_mix (seed 0)"
+        return Evaluation(
+            metrics=metrics,
+            evaluation=(
+                f"bleu/chrf/exact_match: the {split_note}, none of whose sentences is in the training data; beam "
+                f"{self.beam}; sacreBLEU, tokenizer {tokenize}. sp_bleu/sp_chrf: small_parallel_enja's 500 test "
+                "pairs made raw text"
+                + (" (its English is lower-cased, so these two are case-insensitive)" if self.tgt == "en" else "")
+                + ". paragraph_*: BLEU of paragraphs of four one-sentence test pairs, translated sentence by "
+                "sentence and joined (sentences), as one text split by attnlab (split), and given to the model "
+                "whole without splitting (whole); paragraph_ratio = split / sentences. loops_cut: the share of "
+                "test outputs whose decoded tokens held a loop (an n-gram three times running) that the guard cut"
+                + (
+                    "; sentence_form: the share of English outputs that start with a capital and end with . ! or ?"
+                    if self.tgt == "en"
+                    else ""
+                )
+            ),
+            check=self._check(directory, data),
+            reproduce=(
+                f"python -m attnlab.data.enja_mix --data {data} --out DIR && attnlab evaluate --model {self.name} "
+                f"--src DIR/test.{self.src} --ref DIR/test.{self.tgt}"
+            ),
+        )
+
+    def _paragraph_scores(self, translator: tr.Translator, data: Path) -> dict[str, float]:
+        groups = self.paragraph_groups(data)
+        if not groups:
+            return {}
+        src_join = "" if self.src == "ja" else " "
+        tgt_join = "" if self.tgt == "ja" else " "
+        refs = [tgt_join.join(r for _, r in g) for g in groups]
+        flat = [s for g in groups for s, _ in g]
+        one = [t.text for t in translator.translate(flat, beam_size=self.beam)]
+        sentence_hyps = [tgt_join.join(one[4 * i : 4 * i + 4]) for i in range(len(groups))]
+        texts = [src_join.join(s for s, _ in g) for g in groups]
+        split_hyps = translator.translate_text(texts, beam_size=self.beam)
+        whole_hyps = [t.text for t in translator.translate(texts, beam_size=self.beam)]
+        tok = translator.bleu_tokenize
+        scores = {
+            "paragraph_bleu_sentences": bleu(sentence_hyps, refs, tokenize=tok),
+            "paragraph_bleu_split": bleu(split_hyps, refs, tokenize=tok),
+            "paragraph_bleu_whole": bleu(whole_hyps, refs, tokenize=tok),
+            "paragraphs": len(groups),
+        }
+        scores["paragraph_ratio"] = scores["paragraph_bleu_split"] / max(scores["paragraph_bleu_sentences"], 1e-9)
+        return scores
+
+    def _check(self, directory: Path, data: Path) -> dict:
+        n = len(self.pairs(data, "test")[: self.check_pairs])
+        return _check(
+            "bleu",
+            self.measure_check(directory, data),
+            higher_is_better=True,
+            tolerance=1.0,
+            n=n,
+            how=f"on the first {n} Tatoeba test pairs, greedy",
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return _translation_scores(directory, self.pairs(data, "test")[: self.check_pairs], 1)["bleu"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
         return _translations(directory, inputs)
@@ -843,8 +1048,8 @@ class SentenceTypeClassifier:
 #: How ``make models`` makes each shipped model (:data:`attnlab.assets.ASSETS`), by name.
 RECIPES: dict[str, AssetRecipe] = {
     "demo": DemoTranslator(),
-    "ja-en": PresetTranslator("ja-en", preset="ja-en", src="ja", tgt="en"),
-    "en-ja": PresetTranslator("en-ja", preset="en-ja", src="en", tgt="ja"),
+    "ja-en": EnjaTranslator("ja-en", preset="ja-en", src="ja", tgt="en"),
+    "en-ja": EnjaTranslator("en-ja", preset="en-ja", src="en", tgt="ja"),
     "rnn-attention": BottleneckRNN("rnn-attention", contestant="rnn-additive"),
     "rnn-plain": BottleneckRNN("rnn-plain", contestant="rnn-none"),
     "shakespeare-char": TextLM("shakespeare-char", preset="shakespeare-char-small"),
@@ -1029,8 +1234,9 @@ def pack_asset(
             f"{source} is not what the {recipe.name} recipe makes ({len(wrong)} config.json entries differ: "
             f"{'; '.join(wrong[:5])}); train it with: attnlab {command}"
         )
-    log(f"packing {source} → {destination}")
-    ckpt.pack_checkpoint(source, destination)
+    storage = getattr(recipe, "storage", "float16")
+    log(f"packing {source} → {destination} ({storage})")
+    ckpt.pack_checkpoint(source, destination, dtype=_STORAGE_DTYPES[storage])
     log(f"measuring {recipe.name} on held-out data")
     evaluation = recipe.evaluate(destination, data)
     entry = assets.ASSETS[recipe.name]
@@ -1054,6 +1260,7 @@ def pack_asset(
         packed_from=None if packed_from is None else str(packed_from),
         attnlab_version=_attnlab_version(),
         training=training_facts(source),
+        storage=storage,
     )
     if card.training is not None and hasattr(recipe, "tokens_counted"):
         card.training["tokens_counted"] = recipe.tokens_counted
@@ -1142,7 +1349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m attnlab.experiments.assets``: the command line of ``make models``."""
     parser = argparse.ArgumentParser(
         prog="python -m attnlab.experiments.assets",
-        description="Train, pack (fp16) and describe the models shipped in attnlab/assets (make models).",
+        description="Train, pack (fp16 or int8) and describe the models shipped in attnlab/assets (make models).",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help=f"build these models only ({', '.join(RECIPES)})")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder holding the corpora")

@@ -231,11 +231,14 @@ class TranslatorModel:
         self.translator, self.name, self.kind = translator, name, kind
 
     def run(self, text: str) -> ModelRun:
+        from ..data.enja import normalize_input
         from ..decode import greedy_decode
+        from ..recipes.translate import output_limit
 
         tr = self.translator
         model, src_tok, tgt_tok = tr.model, tr.src_tok, tr.tgt_tok
-        src_ids = src_tok.encode(text)
+        # Normalised as Translator.translate does (a cased model keeps the user's capitals).
+        src_ids = src_tok.encode(normalize_input(text, tr.src_lang, tr.lowercase) if tr.src_lang else text)
         if not src_ids:
             raise ValueError(f"cannot translate {text!r}: it has no tokens")
         max_src = getattr(model.config, "max_len", 512)
@@ -243,7 +246,7 @@ class TranslatorModel:
             raise ValueError(f"the sentence has {len(src_ids)} tokens; this model takes at most {max_src}")
         device = tr.device
         src = torch.tensor([src_ids], device=device)  # (1, S)
-        limit = min(2 * len(src_ids) + 10, max_src - 1)
+        limit = output_limit(len(src_ids), max_src)
         hyp = greedy_decode(
             model, src, bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id, pad_id=tgt_tok.pad_id, max_len=limit
         )[0]

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ... import functional as AF
 from ...decode import greedy_decode
 from ...explain import compute_steps
+from ...recipes.translate import output_limit
 from .common import (
     LIVE,
     RNN_ATTENTION,
@@ -326,7 +327,7 @@ def decoder_queries(translator, ids: list[int]) -> tuple[list[int], torch.Tensor
     """
     model, tok = translator.model, translator.tgt_tok
     src = torch.tensor([ids], device=translator.device)  # (1, S)
-    limit = min(2 * len(ids) + 10, getattr(model.config, "max_len", 512) - 1)  # as Translator.translate
+    limit = output_limit(len(ids), getattr(model.config, "max_len", 512))  # as Translator.translate
     hyp = greedy_decode(model, src, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, max_len=limit)[0]
     inputs = ([tok.bos_id] + hyp.tokens)[:limit]  # one step per output token, the end token's included
     state = model.start(src)
