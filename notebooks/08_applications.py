@@ -115,8 +115,8 @@ viz.plot_bars({"コピーの確率 1 − p_gen": copy}, ylabel="コピーの確�
 
 # %% [markdown]
 # **図の見どころ:** 棒が低い（生成に切り替わった）語がどれかを、上の二行と見比べてください。文書にない `[EOS]` は
-# コピーでは書けないので、生成が勝つはずの語です。文書にある語は、語彙にある語でもコピーで書くのが
-# いちばん確かなので、短い学習のモデルはほとんどの語をコピーで書きます。
+# コピーでは書けないので、生成が勝つはずの語です。文書にある語は、語彙にある語でもコピーで書けるので、
+# コピーが勝ちやすくなります（どちらが何語だったかは上の二行のとおりです）。
 
 # %% [markdown]
 # ## 3. 質問応答
@@ -220,6 +220,7 @@ mask_row = pieces.index("[MASK]")
 rows = torch.stack([w[0, :, mask_row] for w in bert_out.attentions])  # (L, H, S): 各層・各ヘッドの [MASK] の行
 L, H = rows.shape[:2]
 clues = [i for i, t in enumerate(pieces) if t.lstrip("▁") in ("three", "forty")]
+assert len(clues) == 2, f"手がかりの語が一語のトークンになっていない: {pieces}"
 on_clues = rows[..., clues].sum(-1)  # (L, H): 手がかりの語に置いた重み
 for layer in range(L):
     print(f"第{layer}層: 手がかり（three, forty）への重み ヘッドごと", [round(x, 2) for x in on_clues[layer].tolist()])
