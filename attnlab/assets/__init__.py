@@ -85,16 +85,22 @@ ASSETS: dict[str, ShippedModel] = {
         ShippedModel(
             name="ja-en",
             command="translate",
-            description_en="Short Japanese sentences into English: a Transformer trained on small_parallel_enja.",
-            description_ja="短い日本語の文を英語に訳します。small_parallel_enja で学習した Transformer です。",
+            description_en=(
+                "Japanese sentences and paragraphs into English: a Transformer trained on Tatoeba and "
+                "small_parallel_enja."
+            ),
+            description_ja="日本語の文や段落を英語に訳します。Tatoeba と small_parallel_enja で学習した Transformer です。",
             examples=("猫が犬を追いかけている。", "私は毎朝コーヒーを飲みます。", "この本はとても面白い。"),
             folder="ja-en",
         ),
         ShippedModel(
             name="en-ja",
             command="translate",
-            description_en="Short English sentences into Japanese: a Transformer trained on small_parallel_enja.",
-            description_ja="短い英語の文を日本語に訳します。small_parallel_enja で学習した Transformer です。",
+            description_en=(
+                "English sentences and paragraphs into Japanese: a Transformer trained on Tatoeba and "
+                "small_parallel_enja."
+            ),
+            description_ja="英語の文や段落を日本語に訳します。Tatoeba と small_parallel_enja で学習した Transformer です。",
             examples=("The cat is chasing the dog.", "I drink coffee every morning.", "This book is very interesting."),
             folder="en-ja",
         ),

@@ -455,17 +455,28 @@ class Translation:
     loop_cut: bool = False
 
     def _repr_html_(self) -> str:
-        """Jupyter: the sentence and its translation, then the cross-attention of the last layer
-        (averaged over its heads) with the tokens on the axes."""
+        """Jupyter: the sentence and its translation, then the source–target (cross-) attention of
+        the last layer (averaged over its heads) with the tokens on the axes; the words in
+        ``attnlab.viz.display_options.lang`` (the lesson's terms in Japanese)."""
         from html import escape
 
-        from ..viz import attention_html
+        from ..viz import attention_html, display_options
 
+        ja = display_options.lang == "ja"
         head = f"<div>{escape(self.source)} → <b>{escape(self.text)}</b></div>"
         if self.cross_attention is None:
-            return head + "<div>(translate(..., return_attention=True) adds the cross-attention)</div>"
+            hint = (
+                "（translate(..., return_attention=True) でソース・ターゲット注意が付きます）"
+                if ja
+                else "(translate(..., return_attention=True) adds the cross-attention)"
+            )
+            return head + f"<div>{hint}</div>"
         L = self.cross_attention.shape[0]
-        caption = f"cross-attention, layer {L - 1} of 0–{L - 1}, mean over heads"
+        caption = (  # layers counted from 1, as the lesson counts them
+            f"ソース・ターゲット注意（デコーダの最後の層: {L} 層中の第 {L} 層）、ヘッドの平均"
+            if ja
+            else f"cross-attention (the decoder's last layer: layer {L} of {L}), mean over heads"
+        )
         weights = self.cross_attention[-1].float().mean(0)  # (H, T, S) -> (T, S)
         return head + attention_html(weights, self.src_tokens, self.tgt_tokens, caption=caption)
 
