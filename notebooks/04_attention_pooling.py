@@ -125,7 +125,7 @@ assert batched_w[1, 3:].sum() > 0.01 and torch.allclose(pooled.pooled[1], pooled
 # パディングのスコアを −∞ にしてから（`mask == False`）ソフトマックスを取るので、重みはちょうど 0 です。
 
 # %%
-viz.plot_attention(pooled.weights.detach(), tgt_tokens=["文 0", "文 1"], title="AttentionPooling の重み（文 1 の後ろ二つはパディング）")
+viz.plot_attention(pooled.weights.detach(), tgt_tokens=["文 0", "文 1"], title="プーリングの重み")
 
 # %% [markdown]
 # **図の見どころ:** 文 1 の行では、パディングの列 3 と 4 が 0（いちばん暗い色）で、重みは列 0〜2 だけに配られています。

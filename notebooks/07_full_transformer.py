@@ -252,7 +252,7 @@ cross = maps["cross"][-1][0].mean(0)  # (T, S): 最後の層、ヘッドの平�
 n = len(ours[0])
 mirrored = sum(int(cross[i].argmax()) == n - 1 - i for i in range(n))
 print(f"数字の行 {n} 行のうち {mirrored} 行で、いちばん重いのが反対側の位置（後ろから i 番目）")
-viz.plot_attention(cross, labels_src, labels_out[: answer.shape[1]], title="ソース・ターゲット注意（最後の層、ヘッドの平均）")
+viz.plot_attention(cross, labels_src, labels_out[: answer.shape[1]], title="最後の層・ヘッドの平均")
 
 # %% [markdown]
 # **図の見どころ:** 上の行の数がいくつあるかで、明るいマスが右上から左下への斜めの線（反対向きの対角線）に

@@ -199,7 +199,7 @@ viz.plot_attention(last.mean(0), characters, characters, title="最後の層・�
 mlm = load_masked_lm(seconds=20)
 print(mlm.source)
 bert, bert_tokenizer = mlm.model
-# BPE のトークンは前の空白を含む（"▁forty"）ので、[MASK] の前には空白を置かない
+# BPE のトークンは前の空白を含む（"▁thousand" など）ので、[MASK] の前には空白を置かない
 sentences = ("three[MASK] forty-two thousand", "nine million[MASK] hundred thousand")
 for masked in sentences:
     with torch.no_grad():
@@ -208,7 +208,7 @@ for masked in sentences:
 
 # %% [markdown]
 # 図にするのは 1 つ目の文だけです。最後の層の各ヘッドについて、`[MASK]` の行（`[MASK]` がどこを見たか）を
-# 一行ずつ並べます。空欄を決める手がかりは、前の three と後ろの forty です。
+# 一行ずつ並べます。空欄を決める手がかりは、前の three と後ろの forty-two です。
 
 # %%
 masked = sentences[0]
@@ -219,11 +219,11 @@ pieces = [bert_tokenizer.id_to_token(i) for i in ids]
 mask_row = pieces.index("[MASK]")
 rows = torch.stack([w[0, :, mask_row] for w in bert_out.attentions])  # (L, H, S): 各層・各ヘッドの [MASK] の行
 L, H = rows.shape[:2]
-clues = [i for i, t in enumerate(pieces) if t.lstrip("▁") in ("three", "forty")]
+clues = [i for i, t in enumerate(pieces) if t.lstrip("▁").startswith(("three", "forty"))]
 assert len(clues) == 2, f"手がかりの語が一語のトークンになっていない: {pieces}"
 on_clues = rows[..., clues].sum(-1)  # (L, H): 手がかりの語に置いた重み
 for layer in range(L):
-    print(f"第{layer}層: 手がかり（three, forty）への重み ヘッドごと", [round(x, 2) for x in on_clues[layer].tolist()])
+    print(f"第{layer}層: 手がかり（three, forty-two）への重み ヘッドごと", [round(x, 2) for x in on_clues[layer].tolist()])
 layer, head = divmod(int(on_clues.argmax()), H)
 top = rows[layer, head].topk(3)
 print(f"手がかりへの重みが最大: 第{layer}層・ヘッド{head}（{on_clues[layer, head]:.2f}）。その行の上位:",
@@ -231,7 +231,7 @@ print(f"手がかりへの重みが最大: 第{layer}層・ヘッド{head}（{on
 viz.plot_attention(rows[-1], pieces, [f"ヘッド{h}" for h in range(H)], title=f"第{L - 1}層: [MASK] の行（1 つ目の文）")
 
 # %% [markdown]
-# **図の見どころ:** ヘッドごとに `[MASK]` の行の明るい列が違います。手がかりの語（three, forty）に重みを置く
+# **図の見どころ:** ヘッドごとに `[MASK]` の行の明るい列が違います。手がかりの語（three, forty-two）に重みを置く
 # ヘッドと、[BOS] や [EOS] のような置き場に置くヘッドを、上の数と見比べてください。2 つ目の文（候補の確率が
 # どれも低い文）は描いていません。練習問題 2 で同じことを試せます。
 
