@@ -138,9 +138,9 @@ def _write_text_atomically(path: Path, text: str) -> None:
 
 
 def _metric_value(value: float, name: str) -> str:
-    if name == "exact_match" or name.startswith(("accuracy", "peak_on_marker")):
+    if name in ("exact_match", "loops_cut", "sentence_form") or name.startswith(("accuracy", "peak_on_marker")):
         return f"{100 * value:.1f}%"
-    if name == "n" or name.startswith(("n/", "n_")):
+    if name in ("n", "paragraphs") or name.startswith(("n/", "n_")):
         return f"{int(value):,}"
     return f"{value:.2f}" if abs(value) >= 10 else f"{value:.4g}"
 
