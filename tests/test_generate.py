@@ -7,6 +7,7 @@ step); the sampling rules are checked against their definitions on hand-made dis
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnlab import accel
 from attnlab.decode import generate, iter_generate, sample_next, sampling_probs
 from attnlab.models.gpt import GPT, gpt_config
 
@@ -58,18 +60,20 @@ def test_cached_generation_equals_uncached(positions, t0, n, seed):
 def test_generation_takes_the_token_stepper_with_the_same_result(native, monkeypatch):
     # The Python stepper gives forward's numbers bit for bit; the native one (one C call per step)
     # up to rounding, and the same tokens.
-    if not native:
-        monkeypatch.setattr(GPT, "_native_step", lambda self: None)
+    # (native=False: every native kernel switched off, as on a machine without a compiler)
+    switch = contextlib.nullcontext() if native else accel.disabled()
     model = tiny()
     prompt = torch.randint(0, 29, (2, 5), generator=torch.Generator().manual_seed(0))
-    with_stepper = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
-    calls = []
-    real = GPT.token_stepper
-    monkeypatch.setattr(GPT, "token_stepper", lambda self: calls.append(1) or real(self))
-    generate(model, prompt, max_new_tokens=12, temperature=0)
-    assert calls == [1]  # built once per generation
-    monkeypatch.setattr(GPT, "token_stepper", lambda self: None)  # forward at every step
-    plain = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
+    with switch:
+        assert model.token_stepper().__name__ == ("native_step" if native and accel.isas() else "step")
+        with_stepper = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
+        calls = []
+        real = GPT.token_stepper
+        monkeypatch.setattr(GPT, "token_stepper", lambda self: calls.append(1) or real(self))
+        generate(model, prompt, max_new_tokens=12, temperature=0)
+        assert calls == [1]  # built once per generation
+        monkeypatch.setattr(GPT, "token_stepper", lambda self: None)  # forward at every step
+        plain = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
     assert torch.equal(with_stepper.tokens, plain.tokens)
     if native:
         torch.testing.assert_close(with_stepper.logits, plain.logits, atol=1e-5, rtol=1e-5)

@@ -1,11 +1,12 @@
 """The encoder–decoder Transformer and its decoding: invariants that must hold for any weights."""
 
-import copy
-
 import pytest
 import torch
 
+from attnlab import accel
 from attnlab.decode import beam_search, greedy_decode
+from attnlab.models.native import NativeDecoderState
+from attnlab.models.seq2seq import DecoderState
 from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
 
 BOS, EOS, PAD = 2, 3, 0
@@ -214,146 +215,63 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     assert early_steps < steps["calls"]
 
 
-@pytest.mark.parametrize("path", ["native", "python", "python-without-kernel"])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_fast_decoding_step_equals_the_blocks(norm, activation, path, monkeypatch):
-    # Transformer._fast_step (no module calls, attnlab's kernels; "native": the whole step one call
-    # of the C decoder kernel; "python-without-kernel": the cross-attention as a machine
-    # without a C compiler runs it) against step() through the blocks, over padded sources, the
-    # beams of expand() and reorders that drop a sentence.
-    from attnlab.accel import kernels
+def fast(state):
+    """The fast step that Transformer.start chose for this state (attnlab.models.native), or None."""
+    return state.fast if isinstance(state, NativeDecoderState) else None
 
-    native = path == "native"
-    if native and not kernels.available():
-        pytest.skip("no C compiler here: the native decoder is not built")
-    if not native:
-        monkeypatch.setattr(Transformer, "_native_decoder", lambda self: None)
-    if path == "python-without-kernel":
-        monkeypatch.setattr(kernels, "available", lambda: False)
-    model = make_model(norm=norm, activation=activation, n_decoder_layers=2, d_model=32, d_ff=64)
-    src, tgt_in, _ = random_batch(B=3)
-    K = 2
-    with torch.no_grad():
-        fast, plain = model.start(src), model.start(src)
-        assert fast.fast_step is not None
-        assert fast.fast_step.__name__ == ("native_step" if native else "step")
-        plain.fast_step = None
-        tokens = tgt_in[:, :1]
-        torch.testing.assert_close(model.step(tokens, fast).logits, model.step(tokens, plain).logits)
-        fast.expand(K)
-        plain.expand(K)
-        tokens = tgt_in[:, 1:2].repeat_interleave(K, dim=0)  # (B·K, 1)
-        for index in (torch.tensor([1, 0, 2, 2, 5, 4]), torch.tensor([1, 1, 5, 4]), torch.tensor([0, 1, 2, 3])):
-            a, b = model.step(tokens, fast), model.step(tokens, plain)
-            assert a.cross_weights is None
-            torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
-            fast.reorder(index)
-            plain.reorder(index)
-            tokens = (tokens[index] + 1) % 19
-        for _ in range(16):  # past the caches' first 16 positions: their storage grows
-            torch.testing.assert_close(
-                model.step(tokens, fast).logits, model.step(tokens, plain).logits, atol=1e-5, rtol=1e-5
-            )
-            tokens = (tokens + 3) % 19
-        assert fast.length == plain.length == 20
+
+def plain_state(model, src):
+    """The decoding state of the seq2seq contract computed by the modules alone."""
+    mask = src != PAD
+    memory, _ = model.encode(src, mask)
+    caches = [block.self_attn.new_cache() for block in model.decoder]
+    return DecoderState([block.cross_attn.project_kv(memory) for block in model.decoder], mask, caches)
 
 
 def test_fast_decoding_step_only_where_it_computes_the_same():
+    # (The fast steps against the blocks, for every configuration: tests/test_native_paths.py.)
     model = make_model(n_decoder_layers=2)
     src, tgt_in, _ = random_batch(B=3)
-    assert model.start(src).fast_step is None  # autograd on: the blocks
+    assert fast(model.start(src)) is None  # autograd on: the blocks
     with torch.no_grad():
-        assert model.start(src).fast_step is not None
+        assert fast(model.start(src)) is not None
         left = torch.cat([torch.full((3, 2), PAD), src[:, :-2]], dim=1)  # padding first: not its layout
-        assert model.start(left).fast_step is None
+        assert fast(model.start(left)) is None
         state = model.start(src)
         with_weights = model.step(tgt_in[:, :1], state, need_weights=True)  # the maps need the blocks
         assert with_weights.cross_weights is not None
         model.train()
-        assert model.start(src).fast_step is None
+        assert fast(model.start(src)) is None
         model.eval()
         handle = model.decoder[0].ff.register_forward_hook(lambda *a: None)
-        assert model.start(src).fast_step is None  # a hook would not run
+        assert fast(model.start(src)) is None  # a hook would not run
         handle.remove()
         model.encoder[0].register_forward_hook(lambda *a: None)  # the encoder has run by then
-        assert model.start(src).fast_step is not None
-        assert make_model(n_decoder_layers=2).double().start(src).fast_step is None
+        assert fast(model.start(src)) is not None
+        assert fast(make_model(n_decoder_layers=2).double().start(src)) is None
         # bf16 weights: only the native step reads them (in fp32 arithmetic), where it is built
-        from attnlab.accel import kernels
-
-        bf16 = make_model(n_decoder_layers=2).to(torch.bfloat16).start(src).fast_step
-        assert (bf16 is not None and bf16.__name__ == "native_step") if kernels.available() else bf16 is None
-
-
-def test_native_decoding_of_bf16_weights_equals_fp32_arithmetic_on_the_same_numbers():
-    # A bf16 model's native encoder and step read the bf16 weights as they are and compute in fp32:
-    # the numbers of the modules in fp32 on the same weights widened to fp32 (which is exact).
-    from attnlab.accel import kernels
-
-    if not kernels.available():
-        pytest.skip("no C compiler here: the native kernels are not built")
-    model = make_model(n_decoder_layers=2, norm="pre", d_model=32, d_ff=64).to(torch.bfloat16)
-    wide = copy.deepcopy(model).float()
-    src, tgt_in, _ = random_batch(B=3)
-    with torch.no_grad():
-        fast, plain = model.start(src), wide.start(src)
-        assert fast.fast_step.__name__ == "native_step"
-        plain.fast_step = None
-        for t in range(4):
-            a, b = model.step(tgt_in[:, t : t + 1], fast).logits, wide.step(tgt_in[:, t : t + 1], plain).logits
-            assert a.dtype == torch.float32
-            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-        hyps = beam_search(model, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=9)
-        assert [h.tokens for h in hyps] == [
-            h.tokens for h in beam_search(wide, src, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=9)
-        ]
-
-
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_native_encoder_equals_the_blocks(norm, activation):
-    # start() encodes a small batch with one call of attnlab's encoder kernel (embeddings, every
-    # layer over the real tokens of each sentence, the final norm, each decoder layer's source
-    # keys/values); the blocks through encode() and project_kv() are the reference.
-    from attnlab.accel import kernels
-
-    if not kernels.available():
-        pytest.skip("no C compiler here: the native encoder is not built")
-    model = make_model(norm=norm, activation=activation, n_encoder_layers=2, n_decoder_layers=2, d_model=32, d_ff=64)
-    src, _, _ = random_batch(B=3)
-    src[1, 4:] = PAD  # padding of different lengths
-    mask = src != PAD
-    with torch.no_grad():
-        native = model._native_encoder()
-        assert native is not None
-        got = native(src, mask.sum(1))
-        memory, _ = model.encode(src, mask)
-        want = [block.cross_attn.project_kv(memory) for block in model.decoder]
-    real = mask[:, None, :, None]  # (B, 1, S, 1): the padded positions are never attended to
-    for (k, v), (rk, rv) in zip(got, want):
-        torch.testing.assert_close(k * real, rk * real, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(v * real, rv * real, atol=1e-5, rtol=1e-5)
+        bf16 = fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src))
+        assert (bf16 is not None and bf16.__name__ == "native_step") if accel.isas() else bf16 is None
+        with accel.disabled():
+            assert fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src)) is None
 
 
 def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
-    from attnlab.accel import kernels
+    from attnlab.models import native
 
-    if not kernels.available():
+    if not accel.isas():
         pytest.skip("no C compiler here: the native kernels are not built")
     model = make_model(n_decoder_layers=2)
     src, tgt_in, _ = random_batch(B=2)
 
     def logits():
-        fast, plain = model.start(src), model.start(src)
-        plain.fast_step = None
-        plain.memory_kv = [block.cross_attn.project_kv(model.encode(src)[0]) for block in model.decoder]
-        return model.step(tgt_in[:, :1], fast).logits, model.step(tgt_in[:, :1], plain).logits
+        fast_state, plain = model.start(src), plain_state(model, src)
+        return model.step(tgt_in[:, :1], fast_state).logits, model.step(tgt_in[:, :1], plain).logits
 
     with torch.no_grad():
         a, b = logits()
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
-        assert model._native_decoder() is model._native_decoder()  # built (and packed) once
+        assert native._native(model, "decoder") is native._native(model, "decoder")  # built (and packed) once
         model.out_proj.weight.mul_(2.0)  # changed in place (a training step, load_state_dict)
         model.encoder[0].ff.up_proj.weight.add_(0.5)
         a2, b2 = logits()
@@ -370,9 +288,9 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
         torch.testing.assert_close(a3, b3, atol=1e-5, rtol=1e-5)
         assert not torch.allclose(a2, a3)
         new_ff.register_forward_hook(lambda *args: calls.append(2))
-        assert model.start(src).fast_step is None  # ... and its hooks are seen
+        assert fast(model.start(src)) is None  # ... and its hooks are seen
         # ... and parameters converted in place to another dtype: no fp32 kernels for them
-        assert model.double().start(src).fast_step is None
+        assert fast(model.double().start(src)) is None
 
 
 def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_greedy():

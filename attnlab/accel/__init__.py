@@ -23,9 +23,10 @@ call it replaces:
   norm and the vocabulary projection in one call of attnlab's kernel, with the weights packed once
   (fp32, or bf16 read as they are); :class:`attnlab.accel.kernels.EncoderStack` the same for the
   encoder, and :func:`attnlab.accel.kernels.beam_step` for one step of beam search's
-  bookkeeping. ``Transformer.start`` and ``GPT.token_stepper`` take them where they apply (at
-  inference, on a CPU, no hooks), so that a decoding step is one call instead of ~100 tensor
-  operations.
+  bookkeeping. :mod:`attnlab.models.native` hands a Transformer's or GPT's tensors to them where
+  they apply (at inference, on a CPU, no hooks), so that a decoding step is one call instead of
+  ~100 tensor operations. Their parameters and arguments are laid out once, in
+  :mod:`attnlab.accel.layout`, for both the C and the Python side.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of
@@ -37,10 +38,18 @@ All of it is on by default, exactly where it was measured faster (docs/foundatio
 docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 ``benchmarks/lm.py`` measure them again). To turn parts off:
 
-- ``ATTNLAB_NATIVE=0`` in the environment: nothing is compiled or loaded, and single rows take
-  oneDNN like the few-row products (the same happens without a C compiler with OpenMP);
-  :func:`attnlab.accel.kernels.status` says which. The kernel is cached under
-  ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), keyed by its source, flags, compiler and CPU.
+- :func:`disabled` (``with attnlab.accel.disabled(): …``): inside the block, in this thread, no
+  native kernel is used, as on a machine without a C compiler: single rows take oneDNN like the
+  few-row products, and the models run their modules (or, in fp32, the same operations without
+  the module calls). The tests compare the two paths so.
+- ``ATTNLAB_NATIVE=0`` in the environment: nothing is compiled or loaded (the same happens without
+  a C compiler with OpenMP); :func:`attnlab.accel.kernels.status` says which. The kernels are
+  cached under ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), keyed by their sources, flags,
+  compiler and CPU.
+- ``ATTNLAB_ISA=generic|avx2|avx512|avx512_bf16`` in the environment, or :func:`using_isa` for a
+  block: the instruction set of the kernels' matrix products, by default the best the CPU has
+  (:func:`isas` lists those built here). Under ``avx512_bf16`` the products of bf16 weights round
+  the activations to bf16 too (the AVX-512 BF16 dot product); the others compute in fp32.
 - ``backend="sdpa"`` (or ``"math"``) instead of ``"auto"`` on ``MultiHeadAttention`` /
   ``scaled_dot_product_attention`` (``backend`` of ``GPTConfig`` and ``BertConfig``) fixes the
   attention kernel.
@@ -65,6 +74,7 @@ from .inference import (
     linear,
     stacked_linear,
 )
+from .kernels import disabled, isas, using_isa
 from .rules import MATH_MAX_KEYS_LOW_PRECISION, prefer_math
 
 __all__ = [
@@ -74,6 +84,9 @@ __all__ = [
     "Linear",
     "apply_dropout",
     "prefer_math",
+    "disabled",
+    "using_isa",
+    "isas",
     "KERNEL_MAX_ROWS",
     "KERNEL_MAX_ROWS_ONE_THREAD",
     "ONEDNN_MAX_ROWS",

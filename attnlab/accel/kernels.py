@@ -1,28 +1,39 @@
 """attnlab's native kernels, compiled on first use with the machine's C compiler.
 
-The kernels of decoding one token at a time: :func:`gemv`, the matrix–vector product that
-dominates it (each weight matrix times a single row), and :func:`matvec`, the same for a few rows
-(one per hypothesis of a beam); :func:`matvec_many`, the same product for several matrices at
-once (a layer's query, key and value projections); :func:`attend_one`, attention of a single
-query over the cached keys and values. PyTorch's CPU path for that product (MKL) runs on one
-thread; oneDNN's splits it but stops well short of the memory bandwidth; the loop in ``gemv.c``
-streams the weights on all of torch's threads.
+The C sources, each headed by what it holds:
 
-And the native path of the translators and GPT, where a step of a few rows is mostly the fixed
-cost of each tensor operation, which one call avoids: :class:`DecoderStep`, a whole decoding step
-(embeddings, every layer, the vocabulary projection); :class:`EncoderStack`, the encoder and the
-decoder's source keys/values; :func:`beam_step` and :func:`top_k_log_softmax`, the choice of the
-next tokens. They take weights packed once (:func:`pack`; fp32, or bf16 widened exactly as they
-are read) into panels whose register tiles feed several multiply-adds per load, faster than MKL
-from 1 to 128 rows on the development machine (docs/export.md), and they are built once per set
-of parameters (:func:`build_once`).
+- ``panels.c``: the register tiles of the matrix products, built once per instruction set the CPU
+  has (generic C, AVX2, AVX-512, AVX-512 BF16);
+- ``products.c``: those products shared out over the threads: :func:`matvec` and
+  :func:`matvec_many` (each weight matrix times one row or a few, the product that dominates
+  decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`);
+- ``layers.c``: :func:`attend_one` (one query over the cached keys and values), and the whole
+  decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
+  vocabulary projection) and the translators' encoder (:class:`EncoderStack`), each one call, where
+  a step of a few rows is otherwise mostly the fixed cost of ~100 tensor operations;
+- ``search.c``: :func:`top_k_log_softmax` and :func:`beam_step`, the choice of the next tokens;
+- ``common.h``: what they share; ``layout.h``: their structures, codes and prototypes, written at
+  build time from :mod:`attnlab.accel.layout`, whose tables the ctypes side is built from too.
 
-The source is compiled once per machine (``cc -O3 -march=native -ffp-contract=off -fopenmp``) into
-``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), under a name that hashes the source, the
-flags, the compiler and the CPU's feature flags, and loaded with :mod:`ctypes`; no Python headers
-or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_NATIVE=0``)
-nothing is compiled: :func:`gemv` returns ``None`` and callers use PyTorch
-(:func:`attnlab.accel.linear` falls back to oneDNN, then ``F.linear``). :func:`status` says which.
+Build. Every file is compiled with ``-O3 -ffp-contract=off -fopenmp`` (``panels.c`` once per
+instruction set, with that set's flags; the others with ``-march=native``) and linked into one
+library in ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), under a name that hashes the sources,
+the flags, the compiler and the CPU's feature flags, and loaded with :mod:`ctypes`; no Python headers
+or build step are involved. Without a C compiler with OpenMP (or with ``ATTNLAB_NATIVE=0``) nothing
+is compiled: every function here returns ``None`` and callers use PyTorch. :func:`status` says which.
+
+Instruction sets. The products run on the best variant the CPU has (:func:`isas` lists those built,
+:func:`isa` says which is in force): ``avx512_bf16`` > ``avx512`` > ``avx2`` > ``generic``.
+``ATTNLAB_ISA=<name>`` in the environment picks another for the process, :func:`using_isa` for a
+block of code (the tests run every variant the machine has so). The fp32 variants give the same
+bits for a packed product (each number is one multiply-add per input, in order); the unpacked
+products differ by the order of their additions. Under ``avx512_bf16`` the packed products of bf16
+weights use the AVX-512 BF16 dot product, which rounds the rows to bf16 too: faster, and no longer
+fp32 arithmetic on the bf16 weights.
+
+Switching off. :func:`disabled` (``attnlab.accel.disabled``) turns every kernel here off for a block
+of code: each function returns ``None`` (the classes' ``build`` too) as on a machine without a
+compiler, and the callers compute with PyTorch. It is how the tests compare the two paths.
 
 It runs on ``torch.get_num_threads()`` threads. With PyTorch's Linux wheels its OpenMP runtime is
 the one PyTorch already loaded (both ask for ``libgomp.so.1``), so no second thread pool appears.
@@ -30,18 +41,24 @@ the one PyTorch already loaded (both ask for ``libgomp.so.1``), so no second thr
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import threading
 import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .. import machine
+from . import layout
 
 Tensor = torch.Tensor
 
@@ -52,6 +69,7 @@ __all__ = [
     "attend_one",
     "DecoderStep",
     "EncoderStack",
+    "Packed",
     "pack",
     "packed_linear",
     "build_once",
@@ -60,105 +78,171 @@ __all__ = [
     "beam_step",
     "available",
     "status",
+    "disabled",
+    "isas",
+    "isa",
+    "using_isa",
+    "PANEL",
+    "c_layout",
 ]
 
-_SOURCE = Path(__file__).with_name("gemv.c")
-_FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
-_LIBS = ["-lm"]  # after the source: a linker with --as-needed drops a library named before its users
+_HERE = Path(__file__).parent
+_SOURCES = ("common.h", "panels.c", "products.c", "layers.c", "search.c")
+_FLAGS = ["-O3", "-ffp-contract=off", "-fPIC"]
+_COMMON_FLAGS = ["-march=native", "-fopenmp"]
+#: Each instruction set's flags and floats per vector for panels.c (x86 only, but "generic").
+_ISA_FLAGS = {
+    "generic": (["-mtune=native"], 8),
+    "avx2": (["-mtune=native", "-mavx2", "-mfma"], 8),
+    "avx512": (["-mtune=native", "-mavx2", "-mfma", "-mavx512f"], 16),
+    "avx512_bf16": (["-mtune=native", "-mavx2", "-mfma", "-mavx512f", "-mavx512bf16", "-DDPBF16"], 16),
+}
+#: The CPU flags (/proc/cpuinfo) each instruction set needs.
+_ISA_NEEDS = {"generic": (), "avx2": ("avx2", "fma"), "avx512": ("avx512f",), "avx512_bf16": ("avx512f", "avx512_bf16")}
+_LIBS = ["-lm"]  # after the objects: a linker with --as-needed drops a library named before its users
+
+#: Outputs per panel of a packed weight (layout.PANEL).
+PANEL = layout.PANEL
+
 _lock = threading.Lock()
-_gemv_f32 = None  # the loaded C functions, once built
-_gemv_many_f32 = None
-_attend_one_f32 = None
-_decoder_step_f32 = None
-_encoder_f32 = None
-_top_k_f32 = None
-_beam_step_f32 = None
-_pack = None
-_packed_rows_f32 = None
-_tried = False  # whether loading was attempted (then _gemv_f32 and _status are final)
+_lib = None  # the loaded library, once built
+_built_isas: tuple[str, ...] = ()
+_default_isa = "generic"
+_tried = False  # whether loading was attempted (then _lib and _status are final)
 _status = "not loaded yet"
+_on: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlab_native", default=True)
+_isa_now: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnlab_isa", default=None)
 
 
-def _build() -> Path:
+def _cpu_isas() -> list[str]:
+    """The instruction sets this CPU runs, from its flags ("generic" only off x86)."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return ["generic"]
+    flags = set(machine.cpu_flags().split())
+    return [name for name, needs in _ISA_NEEDS.items() if all(f in flags for f in needs)]
+
+
+def _compile(compiler: str, args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([compiler, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(job: subprocess.Popen) -> str | None:
+    """Wait for a compiler run: ``None`` if it succeeded, else the start of its message."""
+    try:
+        _, err = job.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.communicate()
+        return "timed out"
+    return None if job.returncode == 0 else err.strip()[:500]
+
+
+def _build() -> tuple[Path, tuple[str, ...]]:
+    """The library's path and the instruction sets built into it (compiling it if not cached)."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc/gcc) on PATH")
-    source = _SOURCE.read_bytes()
+    wanted = _cpu_isas()
+    header = layout.header().encode()
     key = hashlib.sha256(
-        b"\0".join([source, " ".join(_FLAGS + _LIBS).encode(), compiler.encode(), machine.cpu_flags().encode()])
+        b"\0".join(
+            [(_HERE / name).read_bytes() for name in _SOURCES]
+            + [header, repr((_FLAGS, _COMMON_FLAGS, _ISA_FLAGS, _LIBS, wanted)).encode(), compiler.encode()]
+            + [machine.cpu_flags().encode()]
+        )
     )
-    target = machine.cache_root() / "kernels" / key.hexdigest()[:16] / "libattnlab_kernels.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Compile next to the target and rename: another process may be building the same file.
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    folder = machine.cache_root() / "kernels" / key.hexdigest()[:16]
+    target, listed = folder / "libattnlab_kernels.so", folder / "isas.txt"
+    if target.exists() and listed.exists():
+        return target, tuple(listed.read_text().split())
+    folder.mkdir(parents=True, exist_ok=True)
+    # Built in a folder of its own, then renamed into place: another process may build the same.
+    work = folder / f"build.{os.getpid()}.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
     try:
+        (work / "layout.h").write_bytes(header)
+        include = ["-I", str(work), "-I", str(_HERE)]
+        jobs = {
+            isa: _compile(
+                compiler,
+                [*_FLAGS, *_ISA_FLAGS[isa][0], f"-DISA={isa}", f"-DVW={_ISA_FLAGS[isa][1]}", *include]
+                + ["-c", str(_HERE / "panels.c"), "-o", str(work / f"panels_{isa}.o")],
+            )
+            for isa in wanted
+        }
+        errors = {isa: _finish(job) for isa, job in jobs.items()}
+        built = [isa for isa, error in errors.items() if error is None]  # (an old compiler: fewer ISAs)
+        if "generic" not in built:
+            raise OSError(f"{compiler} failed: {errors['generic']}")
+        have = [f"-DHAVE_ISA_{isa.upper()}" for isa in built]
+        common = {
+            name: _compile(
+                compiler,
+                [*_FLAGS, *_COMMON_FLAGS, *have, *include]
+                + ["-c", str(_HERE / f"{name}.c"), "-o", str(work / f"{name}.o")],
+            )
+            for name in ("products", "layers", "search")
+        }
+        for job in common.values():
+            error = _finish(job)
+            if error is not None:
+                raise OSError(f"{compiler} failed: {error}")
+        objects = [str(work / f"panels_{isa}.o") for isa in built] + [str(work / f"{n}.o") for n in common]
         subprocess.run(
-            [compiler, *_FLAGS, str(_SOURCE), "-o", str(partial), *_LIBS],
+            [compiler, "-shared", "-fopenmp", *objects, "-o", str(work / target.name), *_LIBS],
             check=True,
             capture_output=True,
             text=True,
             timeout=120,
         )
-        os.replace(partial, target)
+        (work / listed.name).write_text(" ".join(built))
+        os.replace(work / listed.name, listed)  # the list first: a library found is always listed
+        os.replace(work / target.name, target)
     except subprocess.CalledProcessError as err:
         raise OSError(f"{compiler} failed: {err.stderr.strip()[:500]}") from None
     finally:
-        partial.unlink(missing_ok=True)
-    return target
+        shutil.rmtree(work, ignore_errors=True)
+    return target, tuple(built)
 
 
 def _load():
-    """The one-matrix C function (the others load with it), building and loading them on the first
-    call; ``None`` if unavailable."""
-    global _gemv_f32, _gemv_many_f32, _attend_one_f32, _tried, _status
-    global _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32, _pack, _packed_rows_f32
+    """The library, building and loading it on the first call; ``None`` if unavailable."""
+    global _lib, _built_isas, _default_isa, _tried, _status
     if _tried:
-        return _gemv_f32
+        return _lib
     with _lock:
         if not _tried:
             if os.environ.get("ATTNLAB_NATIVE", "1") == "0":
                 _status = "disabled by ATTNLAB_NATIVE=0"
             else:
                 try:
-                    path = _build()
+                    path, built = _build()
                     lib = ctypes.CDLL(str(path))
-                    p, long = ctypes.c_void_p, ctypes.c_long
-                    fn, many, attend = (
-                        lib.attnlab_linear_rows_f32,
-                        lib.attnlab_gemv_many_f32,
-                        lib.attnlab_attend_one_f32,
-                    )
-                    fn.argtypes = [p, p, p, p, long, long, long, ctypes.c_int]
-                    many.argtypes = [p, p, p, p, long, long, long, long, ctypes.c_int]
-                    attend.argtypes = [p] * 4 + [long] * 9 + [p, ctypes.c_float, ctypes.c_int]
-                    step, encoder = lib.attnlab_decoder_step_f32, lib.attnlab_encoder_f32
-                    step.argtypes = [p, long, p, p, p, ctypes.c_float] + [p] * 9 + [long, p] + [p] * 2 + [long] * 8
-                    step.argtypes += [ctypes.c_int] * 2 + [ctypes.c_float] + [ctypes.c_int] * 2
-                    encoder.argtypes = [p, long, p, p, p, ctypes.c_float, p, p, p, p, long, p, p, p, p]
-                    encoder.argtypes += [long] * 5 + [ctypes.c_int] * 2 + [ctypes.c_float] + [ctypes.c_int] * 2
-                    top_k, beam = lib.attnlab_top_k_log_softmax_f32, lib.attnlab_beam_step_f32
-                    top_k.argtypes = [p, long, long, long, p, p, ctypes.c_int]
-                    beam.argtypes = [p] + [long] * 4 + [p, p] + [long] * 4 + [p] * 6 + [ctypes.c_int]
-                    pack, packed = lib.attnlab_pack, lib.attnlab_packed_rows_f32
-                    pack.argtypes = [p, p, long, long, long]
-                    packed.argtypes = [p, p, p, p, long, long, long, ctypes.c_int, ctypes.c_int]
-                    for f in (fn, many, attend, step, encoder, top_k, beam, pack, packed):
-                        f.restype = None
-                    _gemv_f32, _gemv_many_f32, _attend_one_f32 = fn, many, attend
-                    _decoder_step_f32, _encoder_f32, _top_k_f32, _beam_step_f32 = step, encoder, top_k, beam
-                    _pack, _packed_rows_f32 = pack, packed
-                    _status = f"loaded {path}"
+                    for name in layout.FUNCTIONS:
+                        fn = getattr(lib, name)
+                        fn.argtypes, fn.restype = layout.argtypes(name), None
+                    asked = os.environ.get("ATTNLAB_ISA")
+                    if asked and asked not in built:
+                        raise OSError(f"ATTNLAB_ISA={asked} is not one this CPU runs ({', '.join(built)})")
+                    _lib, _built_isas, _default_isa = lib, built, asked or built[-1]
+                    _status = f"loaded {path} ({_default_isa})"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
             _tried = True  # last: a thread that sees it also sees the outcome
-    return _gemv_f32
+    return _lib
+
+
+def _on_now():
+    """The library if it is built and not switched off here (:func:`disabled`), else ``None``."""
+    lib = _lib if _tried else _load()
+    return lib if lib is not None and _on.get() else None
 
 
 def available() -> bool:
-    """Whether the native kernels are compiled and loaded (compiling them on the first call)."""
-    return _load() is not None
+    """Whether the native kernels are compiled, loaded and not switched off by :func:`disabled`
+    (compiling them on the first call)."""
+    return _on_now() is not None
 
 
 def status() -> str:
@@ -166,11 +250,91 @@ def status() -> str:
     return _status
 
 
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Inside the block (in this thread), none of attnlab's native kernels is used: everything
+    computes as on a machine without a C compiler, with PyTorch. The plain path, for comparing the
+    two or for measuring what the kernels bring.
+
+    Shape:
+        no tensors.
+    """
+    token = _on.set(False)
+    try:
+        yield
+    finally:
+        _on.reset(token)
+
+
+def isas() -> tuple[str, ...]:
+    """The instruction sets whose product kernels are built here, worst first (empty without the
+    kernels).
+
+    Shape:
+        no tensors.
+    """
+    _load()
+    return _built_isas
+
+
+def isa() -> str:
+    """The instruction set the products use now: :func:`using_isa`'s, else ``ATTNLAB_ISA``'s, else
+    the best the CPU has.
+
+    Shape:
+        no tensors.
+    """
+    if not _tried:
+        _load()
+    return _isa_now.get() or _default_isa
+
+
+@contextlib.contextmanager
+def using_isa(name: str) -> Iterator[None]:
+    """Inside the block (in this thread), the products use the variant for ``name`` (one of
+    :func:`isas`): a test runs each path the machine has so. Kernels built before the block keep
+    the variant they were built for (their weights are packed for it).
+
+    Shape:
+        no tensors.
+    """
+    if name not in isas():
+        raise ValueError(f"no {name!r} kernels here; built: {', '.join(isas()) or 'none'}")
+    token = _isa_now.set(name)
+    try:
+        yield
+    finally:
+        _isa_now.reset(token)
+
+
+def _isa_code() -> int:
+    return layout.ISAS[_isa_now.get() or _default_isa]
+
+
+def c_layout() -> list[int] | None:
+    """Where the C compiler put every field of :mod:`attnlab.accel.layout`'s structures, then each
+    one's size (as :func:`attnlab.accel.layout.ctypes_layout`), or ``None`` without the kernels.
+
+    Shape:
+        no tensors.
+    """
+    lib = _load()
+    if lib is None:
+        return None
+    out = (ctypes.c_long * len(layout.ctypes_layout()))()
+    lib.attnlab_layout(out)
+    return list(out)
+
+
+def _products(weights: str, isa_name: str, threads: int):
+    return layout.structure("products_t")(layout.WEIGHTS[weights], layout.ISAS[isa_name], threads)
+
+
 def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
     """``x Wᵀ + b`` for a single fp32 row on a CPU, or ``None`` if the kernel cannot take it
-    (not built here; another dtype or device; non-contiguous tensors; autograd wanted), in which
-    case the caller computes it another way. Same numbers as ``F.linear`` up to the order of the
-    additions (tested to 1e-5).
+    (not built here or switched off; another dtype or device; non-contiguous tensors; autograd
+    wanted), in which case the caller computes it another way. Same numbers as ``F.linear`` up to
+    the order of the additions (tested to 1e-5).
 
     Shape:
         x ``(..., n)`` with one row in all (e.g. ``(1, 1, n)``), weight ``(out, n)``, bias ``(out,)``
@@ -203,10 +367,10 @@ def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None
 
 
 def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
-    """``x Wᵀ + b`` for one row or a few, or ``None`` if the kernel is not built here: :func:`gemv`
-    without its checks, for a caller that has made them (fp32 CPU rows, a contiguous 2-D fp32
-    weight and bias, no autograd): decoding calls it ~40 times per token, so a dozen attribute
-    checks per call would cost more than the product of a small layer.
+    """``x Wᵀ + b`` for one row or a few, or ``None`` if the kernel is not built here or switched
+    off: :func:`gemv` without its checks, for a caller that has made them (fp32 CPU rows, a
+    contiguous 2-D fp32 weight and bias, no autograd): decoding calls it ~40 times per token, so a
+    dozen attribute checks per call would cost more than the product of a small layer.
 
     Each weight row is read from memory once for all the rows of ``x``, so a few rows (the
     hypotheses of a beam) cost little more than one; each output number is computed as for a
@@ -215,56 +379,42 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
     Shape:
         x ``(..., n)``, weight ``(out, n)``, bias ``(out,)`` → ``(..., out)``
     """
-    fn = _gemv_f32 if _tried else _load()
-    if fn is None:
+    lib = _on_now()
+    if lib is None:
         return None
     out, n = weight.shape
     y = x.new_empty(x.shape[:-1] + (out,))
     x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
-    fn(
-        weight.data_ptr(),
-        x.data_ptr(),
-        None if bias is None else bias.data_ptr(),
-        y.data_ptr(),
-        x.numel() // n,
-        out,
-        n,
-        torch.get_num_threads(),
-    )
+    lib.attnlab_linear_rows(
+        weight.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
+        x.numel() // n, out, n, _isa_code(), torch.get_num_threads(),
+    )  # fmt: skip
     return y
 
 
 def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...] | None = None) -> Tensor | None:
     """``torch.cat([x W_mᵀ + b_m for each m], -1)`` in one call of the kernel, or ``None`` if it
-    is not built here; same numbers as :func:`matvec` of each matrix. Decoding projects its rows
-    (one per sequence or hypothesis) to their queries, keys and values this way: one parallel
-    region over the three matrices instead of three. No checks, as :func:`matvec`: the caller
-    guarantees fp32 CPU rows, contiguous 2-D fp32 weights of one shape, biases all given
+    is not built here or switched off; same numbers as :func:`matvec` of each matrix. Decoding
+    projects its rows (one per sequence or hypothesis) to their queries, keys and values this way:
+    one parallel region over the three matrices instead of three. No checks, as :func:`matvec`: the
+    caller guarantees fp32 CPU rows, contiguous 2-D fp32 weights of one shape, biases all given
     (contiguous, fp32) or ``None``, and no autograd.
 
     Shape:
         x ``(..., n)``, weights ``count × (out, n)``, biases ``count × (out,)`` → ``(..., count·out)``
     """
-    if not _tried:
-        _load()
-    fn = _gemv_many_f32
-    if fn is None:
+    lib = _on_now()
+    if lib is None:
         return None
     count, (out, n) = len(weights), weights[0].shape
     y = x.new_empty(x.shape[:-1] + (count * out,))
     x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
     pointers = ctypes.c_void_p * count
-    fn(
-        pointers(*[w.data_ptr() for w in weights]),
-        x.data_ptr(),
-        None if biases is None else pointers(*[b.data_ptr() for b in biases]),
-        y.data_ptr(),
-        x.numel() // n,
-        count,
-        out,
-        n,
-        torch.get_num_threads(),
-    )
+    lib.attnlab_linear_many(
+        pointers(*[w.data_ptr() for w in weights]), x.data_ptr(),
+        None if biases is None else pointers(*[b.data_ptr() for b in biases]), y.data_ptr(),
+        x.numel() // n, count, out, n, _isa_code(), torch.get_num_threads(),
+    )  # fmt: skip
     return y
 
 
@@ -272,10 +422,10 @@ def attend_one(
     q: Tensor, k: Tensor, v: Tensor, scale: float, groups: int = 1, lengths: Tensor | None = None
 ) -> Tensor | None:
     """``softmax(q kᵀ · scale) v`` for a single query per (batch, head), or ``None`` if the kernel
-    is not built here: the attention of one decoding step over the cached keys and values, the
-    numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding (the
-    order of the additions and the exponential differ). No checks, as :func:`matvec`: the caller
-    guarantees fp32 CPU tensors without autograd, ``q`` with one row and its last dimension
+    is not built here or switched off: the attention of one decoding step over the cached keys and
+    values, the numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding
+    (the order of the additions and the exponential differ). No checks, as :func:`matvec`: the
+    caller guarantees fp32 CPU tensors without autograd, ``q`` with one row and its last dimension
     contiguous, ``k`` and ``v`` of one shape and the same strides, each of their rows contiguous,
     ``q``'s batch ``groups`` times ``k``'s, and ``lengths`` (if given) a contiguous int64 tensor
     of values in ``0 … S``.
@@ -292,34 +442,18 @@ def attend_one(
         q ``(B, H, 1, Dh)``, k and v ``(B / groups, H, S, Dh)``, lengths ``(B / groups,)`` →
         ``(B, H, 1, Dh)``
     """
-    if not _tried:
-        _load()
-    fn = _attend_one_f32
-    if fn is None:
+    lib = _on_now()
+    if lib is None:
         return None
     B, H, _, Dh = q.shape
     S = k.shape[2]
     q_sb, q_sh, _, _ = q.stride()
     kv_sb, kv_sh, _, _ = k.stride()
     out = q.new_empty((B, 1, H, Dh))  # (B, 1, H, Dh): heads already side by side
-    fn(
-        q.data_ptr(),
-        k.data_ptr(),
-        v.data_ptr(),
-        out.data_ptr(),
-        B,
-        H,
-        S,
-        Dh,
-        q_sb,
-        q_sh,
-        kv_sb,
-        kv_sh,
-        groups,
-        None if lengths is None else lengths.data_ptr(),
-        scale,
-        torch.get_num_threads(),
-    )
+    lib.attnlab_attend_one(
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), B, H, S, Dh, q_sb, q_sh, kv_sb, kv_sh, groups,
+        None if lengths is None else lengths.data_ptr(), scale, torch.get_num_threads(),
+    )  # fmt: skip
     return out.transpose(1, 2)  # (B, H, 1, Dh)
 
 
@@ -327,49 +461,62 @@ def _pointers(tensors: list[Tensor | None]) -> ctypes.Array:
     return (ctypes.c_void_p * len(tensors))(*[None if t is None else t.data_ptr() for t in tensors])
 
 
-#: The parameters of one layer as the C functions list them (gemv.c, DECODER_PARAMS and
-#: ENCODER_PARAMS): the LayerNorms' weights and biases, then the projections' weights and biases
-#: (the positions of the weight matrices, which the kernels take packed, in the second tuple).
-DECODER_PARAMS, DECODER_MATRICES = 22, (6, 8, 10, 12, 14, 16, 18, 20)
-ENCODER_PARAMS, ENCODER_MATRICES = 16, (4, 6, 8, 10, 12, 14)
-
-#: Outputs per panel of a packed weight (gemv.c, PANEL).
-PANEL = 16
-
-
-def pack(weight: Tensor) -> Tensor:
-    """``weight`` (fp32 or bf16, on the CPU) in the packed layout of attnlab's decoder and encoder
-    kernels: panels of :data:`PANEL` outputs, each holding its outputs' weights input by input
-    (``attnlab_pack`` in ``gemv.c``), in the weight's own precision: bf16 weights stay bf16
-    (returned as an int16 tensor of their bits), half the bytes for a step to read, widened to
-    fp32 exactly as they are used. Requires the kernels (:func:`available`).
+@dataclass(frozen=True)
+class Packed:
+    """A weight matrix in the packed layout of attnlab's layer kernels (:func:`pack`).
 
     Shape:
-        weight ``(out, n)`` → ``(ceil(out / PANEL) · PANEL · n,)``
+        data ``(ceil(out / PANEL) · PANEL · n,)`` (bf16 pairs: ``n`` rounded up to even)
     """
-    if not _tried:
-        _load()
+
+    data: Tensor  # the panels' numbers: fp32, or the bits of bf16 numbers as int16
+    out: int  # outputs of the matrix
+    n: int  # inputs of the matrix
+    weights: str  # how the numbers are stored: a key of layout.WEIGHTS
+
+
+def pack(weight: Tensor, isa_name: str | None = None) -> Packed | None:
+    """``weight`` (fp32 or bf16, on the CPU) in the packed layout of attnlab's layer kernels, for the
+    products of ``isa_name`` (default :func:`isa`), or ``None`` if the kernels are not built here or
+    switched off: panels of :data:`PANEL` outputs, each holding its outputs' weights input by input
+    (``attnlab_pack`` in ``products.c``), in the weight's own precision: bf16 weights stay bf16,
+    half the bytes for a step to read, widened to fp32 exactly as they are used, or (``avx512_bf16``)
+    in pairs of inputs for the AVX-512 BF16 dot product.
+
+    Shape:
+        weight ``(out, n)`` → data ``(ceil(out / PANEL) · PANEL · n,)``
+    """
+    lib = _on_now()
+    if lib is None:
+        return None
+    isa_name = isa_name or isa()
     out, n = weight.shape
     weight = weight.detach().contiguous()
-    size = -(-out // PANEL) * PANEL * n
-    packed = torch.empty(size, dtype=torch.int16) if weight.dtype == torch.bfloat16 else weight.new_empty(size)
-    _pack(weight.data_ptr(), packed.data_ptr(), out, n, weight.element_size())
-    return packed
+    bf16 = weight.dtype == torch.bfloat16
+    weights = ("bf16_pairs" if isa_name == "avx512_bf16" else "bf16") if bf16 else "f32"
+    size = -(-out // PANEL) * PANEL * (n + n % 2 if weights == "bf16_pairs" else n)
+    data = torch.empty(size, dtype=torch.int16) if bf16 else weight.new_empty(size)
+    lib.attnlab_pack(weight.data_ptr(), data.data_ptr(), out, n, layout.WEIGHTS[weights])
+    return Packed(data, out, n, weights)
 
 
-def packed_linear(x: Tensor, packed: Tensor, out: int, bias: Tensor | None = None) -> Tensor:
-    """``x Wᵀ + b`` for a weight packed by :func:`pack` (fp32 or bf16 numbers, fp32 arithmetic):
-    the product of the decoder and encoder kernels on its own (for tests and benchmarks). Each
-    number is the same alone or beside other rows. No checks, as :func:`matvec`.
+def packed_linear(x: Tensor, packed: Packed, bias: Tensor | None = None, isa_name: str | None = None) -> Tensor:
+    """``x Wᵀ + b`` for a weight packed by :func:`pack`, by the products of ``isa_name`` (default
+    :func:`isa`; bf16 pairs only by ``avx512_bf16``): the product of the layer kernels on its own
+    (for tests and measurements). Each number is the same alone or beside other rows. No checks, as
+    :func:`matvec`; requires the kernels (:func:`available`).
 
     Shape:
         x ``(rows, n)`` contiguous fp32, packed from ``(out, n)``, bias ``(out,)`` fp32 → ``(rows, out)``
     """
+    lib = _load()
     rows, n = x.shape
-    y = x.new_empty((rows, out))
-    _packed_rows_f32(
-        packed.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows, out, n,
-        int(packed.dtype == torch.int16), torch.get_num_threads(),
+    y = x.new_empty((rows, packed.out))
+    isa_name = "avx512_bf16" if packed.weights == "bf16_pairs" else isa_name or isa()
+    products = _products(packed.weights, isa_name, torch.get_num_threads())
+    lib.attnlab_packed_rows(
+        packed.data.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows,
+        packed.out, n, ctypes.byref(products),
     )  # fmt: skip
     return y
 
@@ -379,23 +526,45 @@ def _vector(t: Tensor | None) -> Tensor | None:
     return None if t is None else t.detach().float().contiguous()
 
 
-def _packed_layers(layers: list[list[Tensor | None]], matrices: tuple[int, ...]) -> list[Tensor | None]:
-    """The layers' parameters in one list, their weight matrices packed."""
-    return [pack(t) if i in matrices and t is not None else _vector(t) for layer in layers for i, t in enumerate(layer)]
+def _weights_format(matrices: list[Tensor]) -> str | None:
+    """The one dtype of the weight matrices as :func:`pack` stores it (``None``: mixed, which the
+    kernels cannot take)."""
+    dtypes = {t.dtype for t in matrices}
+    return None if len(dtypes) != 1 else "bf16" if dtypes == {torch.bfloat16} else "f32"
 
 
-def _weights_bf16(*groups: tuple[list[list[Tensor | None]], tuple[int, ...]]) -> bool | None:
-    """Whether the weight matrices (positions ``matrices`` of each layer, for each ``(layers,
-    matrices)`` group) are bf16 (``False``: fp32; ``None``: mixed, which the kernels cannot take)."""
-    dtypes = {t.dtype for layers, matrices in groups for layer in layers for i, t in enumerate(layer)
-              if i in matrices and t is not None}  # fmt: skip
-    return None if len(dtypes) != 1 else dtypes == {torch.bfloat16}
+def _layers(struct: str, layers: list[dict[str, Tensor | None]], isa_name: str, keep: list) -> ctypes.Array:
+    """``layers`` (each a dict of a layer structure's fields, layout.STRUCTS[struct]) as an array
+    of that structure, the weight matrices packed for ``isa_name``; what it points to goes into
+    ``keep``."""
+    Struct = layout.structure(struct)
+    array = (Struct * len(layers))()
+    matrices = layout.MATRICES[struct]
+    for layer, fields in zip(array, layers):
+        if set(fields) != {f for f, _ in layout.STRUCTS[struct]}:
+            raise ValueError(f"{struct} takes {[f for f, _ in layout.STRUCTS[struct]]}, got {sorted(fields)}")
+        for name, t in fields.items():
+            if t is None:
+                continue
+            data = pack(t, isa_name).data if name in matrices else _vector(t)
+            keep.append(data)
+            setattr(layer, name, data.data_ptr())
+    return array
 
 
-def _inputs(embedding: Tensor, positions: Tensor, final: list | None) -> tuple[Tensor, Tensor, list | None]:
-    """The embedding table, the positional table and the final LayerNorm as the kernels read them:
-    fp32, contiguous (copies of bf16 ones)."""
-    return _vector(embedding), _vector(positions), None if final is None else [_vector(t) for t in final]
+def _kernel_dtypes(*values) -> bool:
+    """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 or bf16 on a
+    CPU (the kernels' weights; their arithmetic is fp32)."""
+    for v in values:
+        if isinstance(v, Tensor):
+            if v.dtype not in (torch.float32, torch.bfloat16) or not v.is_cpu:
+                return False
+        elif isinstance(v, (list, tuple)):
+            if not _kernel_dtypes(*v):
+                return False
+        elif isinstance(v, dict) and not _kernel_dtypes(*v.values()):
+            return False
+    return True
 
 
 #: What build_once built, per owner (held weakly: a model's copies, pickles and deep copies do not
@@ -417,21 +586,6 @@ def build_once(owner: object, name: str, tensors: list[Tensor | None], build, *,
     built = build()
     cache[name] = (key, tensors, built)  # the tensors held: their ids stay theirs
     return built
-
-
-def _kernel_dtypes(*values) -> bool:
-    """Whether every tensor in ``values`` (nested in lists, tuples and dicts) is fp32 or bf16 on a
-    CPU (the kernels' weights; their arithmetic is fp32)."""
-    for v in values:
-        if isinstance(v, Tensor):
-            if v.dtype not in (torch.float32, torch.bfloat16) or not v.is_cpu:
-                return False
-        elif isinstance(v, (list, tuple)):
-            if not _kernel_dtypes(*v):
-                return False
-        elif isinstance(v, dict) and not _kernel_dtypes(*v.values()):
-            return False
-    return True
 
 
 _structure = 0  # registrations seen since structure_version() was first called
@@ -461,19 +615,22 @@ def structure_version() -> int:
 
 class DecoderStep:
     """A whole decoding step of a Transformer decoder in one call of attnlab's kernel
-    (``attnlab_decoder_step_f32`` in ``gemv.c``): the new tokens' embeddings (times ``scale``,
-    plus the positional code), every layer's causal self-attention over a :class:`KVCache`-style
+    (``attnlab_decoder_step`` in ``layers.c``): the new tokens' embeddings (times ``scale``, plus
+    the positional code), every layer's causal self-attention over a :class:`KVCache`-style
     buffer, source–target attention over the projected source and feed-forward, with the
     residuals and LayerNorms of pre- or post-norm blocks, and the stack's final LayerNorm (if
     any), and the projection to the vocabulary. At a few rows a step is mostly the fixed cost of
     each tensor operation, which one call avoids. The numbers of attnlab's modules up to rounding
-    (tested against the Transformer's blocks).
+    (tested against the Transformer's blocks and GPT's).
 
-    Built from fp32 or bf16 CPU tensors, whose weight matrices it packs in their precision
+    ``layers``: each layer's tensors by the field names of ``decoder_layer_t``
+    (:data:`attnlab.accel.layout.STRUCTS`; ``None`` for a bias or a norm's bias that is absent,
+    and for the cross-attention of a decoder-only model). Built from fp32 or bf16 CPU tensors,
+    whose weight matrices it packs in their precision for the instruction set in force
     (:func:`pack`: a copy, so build it once and keep it while the parameters do not change; the
-    other tensors are read as fp32); the arithmetic is fp32 either way, so bf16 weights halve the
-    bytes a step reads and lose nothing else. :meth:`build` returns ``None`` when the kernel is
-    not built here or the tensors are neither. No checks per call, as :func:`matvec`.
+    other tensors are read as fp32); the arithmetic is fp32 either way (but the BF16 dot product of
+    ``avx512_bf16``, see :func:`pack`). :meth:`build` returns ``None`` when the kernels are not
+    built here or switched off, or the tensors are neither. No checks per call, as :func:`matvec`.
 
     Shape:
         tokens ``(B,)`` int64 → logits ``(B, V)``; cache buffers ``L × (B, H, cap, Dh)``; source
@@ -482,7 +639,7 @@ class DecoderStep:
 
     def __init__(
         self,
-        layers: list[list[Tensor | None]],
+        layers: list[dict[str, Tensor | None]],
         embedding: Tensor,
         positions: Tensor,
         scale: float,
@@ -492,29 +649,44 @@ class DecoderStep:
         n_heads: int,
         d_ff: int,
         pre: bool,
-        act: int,
+        activation: str,
         eps: float,
     ):
-        self.bf16 = _weights_bf16((layers, DECODER_MATRICES), ([[out_weight]], (0,)))
-        flat = _packed_layers(layers, DECODER_MATRICES)
-        self.out_packed, self.out_bias, self.vocab_size = pack(out_weight), _vector(out_bias), out_weight.shape[0]
-        embedding, positions, final = _inputs(embedding, positions, final)
-        self._keep = [*flat, embedding, positions, *(final or ())]  # the tensors whose addresses the kernel reads
-        self._params = _pointers(flat)
+        matrices = [layer[f] for layer in layers for f in layout.MATRICES["decoder_layer_t"] if layer[f] is not None]
+        fmt = _weights_format(matrices + [out_weight])
+        self.isa, self.weights = isa(), fmt
+        if fmt is None:
+            return
+        self._keep: list[Tensor] = []  # the tensors whose addresses the kernel reads
+        self._layers = _layers("decoder_layer_t", layers, self.isa, self._keep)
+        out = pack(out_weight, self.isa)
+        self.weights = out.weights
+        self.out_packed, self.out_bias, self.vocab_size = out.data, _vector(out_bias), out_weight.shape[0]
+        embedding, positions = _vector(embedding), _vector(positions)
+        final = None if final is None else [_vector(t) for t in final]
+        self._keep += [embedding, positions, *(final or ())]
         self.n_layers, self.d_model = len(layers), embedding.shape[1]
         self.embedding, self.positions, self.scale, self.final = embedding, positions, scale, final
-        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, act, eps
+        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, layout.ACTIVATIONS[activation], eps
+        # The arguments that do not change from call to call, set once: a call copies them and sets
+        # the others (a step of a few rows is short enough for ctypes' time per field to count).
+        final_w, final_b = final if final is not None else (None, None)
+        self._fixed = layout.structure("decoder_step_t")(
+            layers=ctypes.cast(self._layers, ctypes.c_void_p), n_layers=self.n_layers, table=embedding.data_ptr(),
+            pe=positions.data_ptr(), embed_scale=scale, final_w=None if final_w is None else final_w.data_ptr(),
+            final_b=None if final_b is None else final_b.data_ptr(), out_w=self.out_packed.data_ptr(),
+            out_b=None if self.out_bias is None else self.out_bias.data_ptr(), V=self.vocab_size, D=self.d_model,
+            H=n_heads, F=d_ff, pre=int(pre), act=self.act, eps=eps, products=_products(self.weights, self.isa, 1),
+        )  # fmt: skip
 
     @classmethod
     def build(cls, *args, **kwargs) -> DecoderStep | None:
-        """The step, or ``None`` if the kernel is not built here or the tensors are not all fp32 or
-        bf16 on a CPU (the weight matrices all of one of them)."""
-        if not _tried:
-            _load()
-        if _decoder_step_f32 is None or not _kernel_dtypes(args, kwargs):
+        """The step, or ``None`` if the kernels are not built here or switched off, or the tensors
+        are not all fp32 or bf16 on a CPU (the weight matrices all of one of them)."""
+        if _on_now() is None or not _kernel_dtypes(args, kwargs):
             return None
         step = cls(*args, **kwargs)
-        return None if step.bf16 is None else step
+        return None if step.weights is None else step
 
     def __call__(
         self,
@@ -532,62 +704,38 @@ class DecoderStep:
             raise ValueError(f"sequence of {filled + 1} positions exceeds max_len={self.positions.shape[0]}")
         tokens = tokens.reshape(-1).to(torch.long).contiguous()  # (B,), as the C code reads them
         rows, D = tokens.shape[0], self.d_model
-        need = rows * (6 * D + self.d_ff)
         # Working memory per call, not kept on the object: the explorer decodes in two threads at
         # once with one model, and one buffer would be written by both.
-        scratch = self.embedding.new_empty(need)
+        scratch = self.embedding.new_empty(rows * (6 * D + self.d_ff))  # layers.c, DECODER_SCRATCH
         x = self.embedding.new_empty((rows, D))
         logits = self.embedding.new_empty((rows, self.vocab_size))
         k_src = sources[0][0] if sources else None  # (B / G, H, S, Dh); none in a decoder-only model
-        final_w, final_b = self.final if self.final is not None else (None, None)
-        _decoder_step_f32(
-            self._params,
-            self.n_layers,
-            self.embedding.data_ptr(),
-            tokens.data_ptr(),
-            self.positions.data_ptr(),
-            self.scale,
-            _pointers([k for k, _ in caches]),
-            _pointers([v for _, v in caches]),
-            _pointers([k for k, _ in sources]) if sources else None,
-            _pointers([v for _, v in sources]) if sources else None,
-            None if lengths is None else lengths.data_ptr(),
-            None if final_w is None else final_w.data_ptr(),
-            None if final_b is None else final_b.data_ptr(),
-            self.out_packed.data_ptr(),
-            None if self.out_bias is None else self.out_bias.data_ptr(),
-            self.vocab_size,
-            logits.data_ptr(),
-            x.data_ptr(),
-            scratch.data_ptr(),
-            rows,
-            D,
-            self.n_heads,
-            self.d_ff,
-            caches[0][0].shape[2],
-            filled,
-            0 if k_src is None else k_src.shape[2],
-            1 if k_src is None else rows // k_src.shape[0],
-            int(self.pre),
-            self.act,
-            self.eps,
-            int(self.bf16),
-            torch.get_num_threads(),
-        )
+        kc, vc = _pointers([k for k, _ in caches]), _pointers([v for _, v in caches])
+        km = _pointers([k for k, _ in sources]) if sources else None
+        vm = _pointers([v for _, v in sources]) if sources else None
+        args = type(self._fixed).from_buffer_copy(self._fixed)
+        args.tokens, args.Kc, args.Vc = tokens.data_ptr(), ctypes.addressof(kc), ctypes.addressof(vc)
+        args.Km, args.Vm = (None, None) if km is None else (ctypes.addressof(km), ctypes.addressof(vm))
+        args.lengths = None if lengths is None else lengths.data_ptr()
+        args.logits, args.x, args.scratch = logits.data_ptr(), x.data_ptr(), scratch.data_ptr()
+        args.rows, args.cap, args.L = rows, caches[0][0].shape[2], filled
+        args.S, args.groups = (0, 1) if k_src is None else (k_src.shape[2], rows // k_src.shape[0])
+        args.products.threads = torch.get_num_threads()
+        _lib.attnlab_decoder_step(ctypes.byref(args))
         return logits
 
 
 class EncoderStack:
     """A Transformer encoder and its hand-over to the decoder in one call of attnlab's kernel
-    (``attnlab_encoder_f32`` in ``gemv.c``): the source embeddings, every layer's self-attention
+    (``attnlab_encoder`` in ``layers.c``): the source embeddings, every layer's self-attention
     over the real tokens of its sentence and feed-forward (pre- or post-norm), the final
     LayerNorm (if any), and each decoder layer's source keys and values (the cross-attention's
     key and value projections of the encoder's output). For a batch of a few short sentences
     the fixed cost of each tensor operation is most of the encoder's time, which one call
     avoids. The numbers of attnlab's modules up to rounding (tested against the Transformer's).
 
-    Built as :class:`DecoderStep` (the weights packed); ``cross`` lists each decoder layer's
-    ``Wk bk Wv bv``.
+    Built as :class:`DecoderStep` (the weights packed); ``layers`` by the field names of
+    ``encoder_layer_t``, ``cross`` (each decoder layer's ``wk bk wv bv``) of ``cross_kv_t``.
 
     Shape:
         src ``(B, S)`` int64, right-padded, lengths ``(B,)`` → ``L_dec × 2 × (B, H, S, Dh)``
@@ -595,8 +743,8 @@ class EncoderStack:
 
     def __init__(
         self,
-        layers: list[list[Tensor | None]],
-        cross: list[list[Tensor | None]],
+        layers: list[dict[str, Tensor | None]],
+        cross: list[dict[str, Tensor | None]],
         embedding: Tensor,
         positions: Tensor,
         scale: float,
@@ -604,27 +752,33 @@ class EncoderStack:
         n_heads: int,
         d_ff: int,
         pre: bool,
-        act: int,
+        activation: str,
         eps: float,
     ):
-        self.bf16 = _weights_bf16((layers, ENCODER_MATRICES), (cross, (0, 2)))
-        flat, flat_cross = _packed_layers(layers, ENCODER_MATRICES), _packed_layers(cross, (0, 2))
-        embedding, positions, final = _inputs(embedding, positions, final)
-        self._keep = [*flat, *flat_cross, embedding, positions, *(final or ())]
-        self._params, self._cross = _pointers(flat), _pointers(flat_cross)
+        matrices = [layer[f] for layer in layers for f in layout.MATRICES["encoder_layer_t"]]
+        matrices += [layer[f] for layer in cross for f in layout.MATRICES["cross_kv_t"]]
+        fmt = _weights_format([t for t in matrices if t is not None])
+        self.isa, self.weights = isa(), fmt
+        if fmt is None:
+            return
+        self.weights = "bf16_pairs" if fmt == "bf16" and self.isa == "avx512_bf16" else fmt
+        self._keep: list[Tensor] = []
+        self._layers = _layers("encoder_layer_t", layers, self.isa, self._keep)
+        self._cross = _layers("cross_kv_t", cross, self.isa, self._keep)
+        embedding, positions = _vector(embedding), _vector(positions)
+        final = None if final is None else [_vector(t) for t in final]
+        self._keep += [embedding, positions, *(final or ())]
         self.n_layers, self.n_cross, self.d_model = len(layers), len(cross), embedding.shape[1]
         self.embedding, self.positions, self.scale, self.final = embedding, positions, scale, final
-        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, act, eps
+        self.n_heads, self.d_ff, self.pre, self.act, self.eps = n_heads, d_ff, pre, layout.ACTIVATIONS[activation], eps
 
     @classmethod
     def build(cls, *args, **kwargs) -> EncoderStack | None:
         """The encoder, or ``None`` where :meth:`DecoderStep.build` would give ``None``."""
-        if not _tried:
-            _load()
-        if _encoder_f32 is None or not _kernel_dtypes(args, kwargs):
+        if _on_now() is None or not _kernel_dtypes(args, kwargs):
             return None
         encoder = cls(*args, **kwargs)
-        return None if encoder.bf16 is None else encoder
+        return None if encoder.weights is None else encoder
 
     def __call__(self, src: Tensor, lengths: Tensor) -> list[tuple[Tensor, Tensor]]:
         B, S = src.shape
@@ -634,53 +788,39 @@ class EncoderStack:
         # int64 and contiguous, as the C code reads them, held in names while it does
         src, lengths = src.to(torch.long).contiguous(), lengths.to(torch.long).contiguous()
         x = self.embedding.new_empty(B * S * D)
-        scratch = self.embedding.new_empty(B * S * (8 * D + self.d_ff))
+        scratch = self.embedding.new_empty(B * S * (8 * D + self.d_ff))  # layers.c, ENCODER_SCRATCH
         out = [(x.new_empty((B, H, S, D // H)), x.new_empty((B, H, S, D // H))) for _ in range(self.n_cross)]
         final_w, final_b = self.final if self.final is not None else (None, None)
-        _encoder_f32(
-            self._params,
-            self.n_layers,
-            self.embedding.data_ptr(),
-            src.data_ptr(),
-            self.positions.data_ptr(),
-            self.scale,
-            lengths.data_ptr(),
-            None if final_w is None else final_w.data_ptr(),
-            None if final_b is None else final_b.data_ptr(),
-            self._cross,
-            self.n_cross,
-            _pointers([k for k, _ in out]),
-            _pointers([v for _, v in out]),
-            x.data_ptr(),
-            scratch.data_ptr(),
-            B,
-            S,
-            D,
-            H,
-            self.d_ff,
-            int(self.pre),
-            self.act,
-            self.eps,
-            int(self.bf16),
-            torch.get_num_threads(),
-        )
+        km, vm = _pointers([k for k, _ in out]), _pointers([v for _, v in out])
+        args = layout.structure("encoder_t")(
+            layers=ctypes.cast(self._layers, ctypes.c_void_p), n_layers=self.n_layers,
+            table=self.embedding.data_ptr(), src=src.data_ptr(), pe=self.positions.data_ptr(),
+            embed_scale=self.scale, lengths=lengths.data_ptr(),
+            final_w=None if final_w is None else final_w.data_ptr(),
+            final_b=None if final_b is None else final_b.data_ptr(),
+            cross=ctypes.cast(self._cross, ctypes.c_void_p), n_cross=self.n_cross,
+            Km=ctypes.cast(km, ctypes.c_void_p), Vm=ctypes.cast(vm, ctypes.c_void_p),
+            x=x.data_ptr(), scratch=scratch.data_ptr(), B=B, S=S, D=D, H=H, F=self.d_ff,
+            pre=int(self.pre), act=self.act, eps=self.eps,
+            products=_products(self.weights, self.isa, torch.get_num_threads()),
+        )  # fmt: skip
+        _lib.attnlab_encoder(ctypes.byref(args))
         return out
 
 
 def top_k_log_softmax(logits: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
     """``torch.log_softmax(logits, -1).topk(k)`` in one pass per row (the top ``k`` found first,
     then one sum of exponentials; no ``(B, V)`` array of log-probabilities is written), or
-    ``None`` if the kernel is not built here or cannot take ``logits`` (not a contiguous 2-D fp32
+    ``None`` if the kernel is not built here (or switched off) or cannot take ``logits`` (not a contiguous 2-D fp32
     CPU tensor, ``k`` outside ``1 … V``). Of equal values the smaller token id comes first; the
     log-probabilities equal torch's up to rounding (tested).
 
     Shape:
         logits ``(B, V)`` → values ``(B, k)`` float32, indices ``(B, k)`` int64
     """
-    if not _tried:
-        _load()
+    lib = _on_now()
     if (
-        _top_k_f32 is None
+        lib is None
         or logits.dim() != 2
         or logits.dtype != torch.float32
         or not logits.is_cpu
@@ -691,7 +831,7 @@ def top_k_log_softmax(logits: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
         return None
     B, V = logits.shape
     val, idx = logits.new_empty((B, k)), torch.empty((B, k), dtype=torch.long)
-    _top_k_f32(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), torch.get_num_threads())
+    lib.attnlab_top_k_log_softmax(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), torch.get_num_threads())
     return val, idx
 
 
@@ -712,10 +852,9 @@ def beam_step(
         row ``(n·K,)``: the row it extends, its token, the step at which it ended (``t`` for a
         new EOS, ``max_len`` while live)
     """
-    if not _tried:
-        _load()
+    lib = _on_now()
     if (
-        _beam_step_f32 is None
+        lib is None
         or logits.dim() != 2
         or logits.dtype != torch.float32
         or not logits.is_cpu
@@ -733,7 +872,7 @@ def beam_step(
     cand_val, cand_tok = logits.new_empty(rows * K), torch.empty(rows * K, dtype=torch.long)
     new_scores = logits.new_empty((n, K))
     index, tok, new_ended = (torch.empty(n * K, dtype=torch.long) for _ in range(3))
-    _beam_step_f32(
+    lib.attnlab_beam_step(
         logits.data_ptr(), V, n, k, K, scores.data_ptr(), ended.data_ptr(), t, max_len, eos_id, pad_id,
         cand_val.data_ptr(), cand_tok.data_ptr(), new_scores.data_ptr(), index.data_ptr(), tok.data_ptr(),
         new_ended.data_ptr(), torch.get_num_threads(),

@@ -32,9 +32,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..accel import apply_dropout, linear
-from ..layers import ACTIVATIONS, EncoderBlock, KVCache
+from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 from ..viz import ShowsAttention
+from . import native
 from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -213,136 +214,23 @@ class GPT(nn.Module):
         loss = None if labels is None else causal_lm_loss(logits, labels)
         return LMOutput(logits, loss, attentions)
 
-    def _native_step(self):
-        """The whole decoding step as one call of attnlab's kernel
-        (:class:`attnlab.accel.kernels.DecoderStep`, built once per set of parameters), or
-        ``None`` where it does not compute what :meth:`forward` does or is not built here: not
-        for rotary positions, parameters other than all fp32 or all bf16 on a CPU (bf16 weights
-        are read as they are, the arithmetic is fp32), or LayerNorms without weights or of
-        different ``eps``."""
-        from ..accel.kernels import DecoderStep, build_once
-
-        acts = {F.relu: 1, F.gelu: 2, ACTIVATIONS["gelu_tanh"]: 3}
-        blocks = list(self.blocks)
-        norms = [n for b in blocks for n in (b.attn_norm, b.ff_norm)] + [self.final_norm]
-        if self.pos_emb is None or not blocks or any(b.self_attn.rotary is not None for b in blocks):
-            return None
-        if any(b.ff.act not in acts or b.ff.act is not blocks[0].ff.act for b in blocks):
-            return None
-        if any(n.weight is None or n.eps != norms[0].eps for n in norms):
-            return None
-        if {(p.dtype, p.is_cpu) for p in self.parameters()} not in ({(torch.float32, True)}, {(torch.bfloat16, True)}):
-            return None
-        layers = [_no_source_layer(b) for b in blocks]
-        embedding, positions = self.tok_emb.weight, self.pos_emb.embedding.weight
-        tensors = [t for layer in layers for t in layer] + [
-            embedding,
-            positions,
-            self.final_norm.weight,
-            self.final_norm.bias,
-        ]
-
-        def build():
-            return DecoderStep.build(
-                [[None if t is None else t.detach().contiguous() for t in layer] for layer in layers],
-                embedding.detach(),
-                positions.detach(),
-                1.0,  # GPT adds the position vectors to the embeddings unscaled
-                (
-                    self.final_norm.weight.detach(),
-                    None if self.final_norm.bias is None else self.final_norm.bias.detach(),
-                ),
-                embedding.detach(),  # tied output projection
-                None,
-                self.config.n_head,
-                self.config.d_ff,
-                True,  # GPT-2's blocks are pre-norm
-                acts[blocks[0].ff.act],
-                norms[0].eps,
-            )
-
-        return build_once(self, "step", tensors, build)
-
     def token_stepper(self) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
         """A function ``step(input_ids, caches)`` equal to ``self(input_ids,
         caches=caches).logits[:, -1]`` for one new token per row, or ``None`` where this model
         needs :meth:`forward` (training mode, forward hooks, autocast or mixed dtypes, an
-        attention variant with a window or the online softmax). :func:`attnlab.decode.iter_generate` takes it when there is one.
+        attention variant with a window or the online softmax). :func:`attnlab.decode.iter_generate`
+        takes it when there is one.
 
         One generated token passes ~60 module calls, checks and attribute look-ups, which for a
-        small model cost as much time as reading its weights (docs/gpt-bert.md). Where attnlab's
-        kernels are built and the model is fp32 with learned positions, the step is one call of
-        the C decoder kernel (:meth:`_native_step`: the numbers of :meth:`forward` up to rounding,
-        tested); otherwise it runs :meth:`forward`'s operations on :meth:`forward`'s parameters
-        without the machinery around them (the same numbers, bit for bit, tested). The
-        parameters are looked up here, once, so use the function only while the model is not
-        modified; a step past the context window goes to :meth:`forward`, which raises.
+        small model cost as much time as reading its weights (docs/gpt-bert.md): the step is one
+        call of attnlab's C decoder step where it applies, else :meth:`forward`'s operations
+        without the machinery around them (:func:`attnlab.models.native.gpt_stepper`). Use it only
+        while the model is not modified.
 
         Shape:
             input_ids ``(B, 1)``; caches holding ``P`` positions → logits ``(B, V)`` at position ``P``
         """
-        if self.training or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
-            return None
-        if torch.is_autocast_enabled(self.tok_emb.weight.device.type) or len({p.dtype for p in self.parameters()}) > 1:
-            return None  # forward's attention checks the dtypes; with one dtype and no autocast they agree
-        if not all(block.norm == "pre" and block.self_attn.has_short_decoding_path for block in self.blocks):
-            return None
-
-        native = self._native_step()
-        if native is not None:
-            H, Dh, n_positions = self.config.n_head, self.config.n_embd // self.config.n_head, self.config.n_positions
-
-            def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
-                offset = len(caches[0])
-                if input_ids.shape[1] != 1 or offset >= n_positions:
-                    for c in caches:
-                        c.cast(self.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
-                    return self(input_ids, caches=caches).logits[:, -1]  # forward names the problem
-                buffers = [c.storage_for_one(input_ids.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
-                logits = native(input_ids, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
-                for c in caches:
-                    c.length = offset + 1
-                return logits
-
-            return native_step
-
-        def norm(module: nn.LayerNorm) -> tuple:
-            return module.normalized_shape, module.weight, module.bias, module.eps
-
-        layers = [
-            (norm(b.attn_norm), b.self_attn, norm(b.ff_norm), b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act)
-            + (b.ff.down_proj.weight, b.ff.down_proj.bias)
-            for b in self.blocks
-        ]
-        final_norm, embedding = norm(self.final_norm), self.tok_emb.weight
-        positions = None if self.pos_emb is None else self.pos_emb.embedding.weight  # (n_positions, D)
-        n_positions = self.config.n_positions
-
-        def step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
-            offset = len(caches[0])
-            if input_ids.shape[1] != 1 or offset >= n_positions:
-                return self(input_ids, caches=caches).logits[:, -1]  # forward names the problem
-            x = F.embedding(input_ids, embedding)  # (B, 1, D)
-            if positions is not None:
-                x = x + positions[offset]  # (B, 1, D)
-            for (attn_norm, attn, ff_norm, w_up, b_up, act, w_down, b_down), cache in zip(layers, caches):
-                x = x + attn._attend_cached_row(F.layer_norm(x, *attn_norm), cache).output  # (B, 1, D)
-                h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
-                x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
-            x = F.layer_norm(x, *final_norm)
-            return linear(x, embedding)[:, -1]  # (B, 1, D) x (V, D)ᵀ -> (B, V)
-
-        return step
-
-
-def _no_source_layer(block: EncoderBlock) -> list[Tensor | None]:
-    """A GPT block's parameters in the order of attnlab's decoder-step kernel
-    (:data:`attnlab.accel.kernels.DECODER_PARAMS`), the cross-attention's left empty."""
-    sa, ff = block.self_attn, block.ff
-    tensors = [block.attn_norm.weight, block.attn_norm.bias, None, None, block.ff_norm.weight, block.ff_norm.bias]
-    tensors += [t for lin in (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj) for t in (lin.weight, lin.bias)]
-    tensors += [None] * 4 + [ff.up_proj.weight, ff.up_proj.bias, ff.down_proj.weight, ff.down_proj.bias]
-    return tensors
+        return native.gpt_stepper(self)
 
 
 def causal_lm_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:

@@ -31,7 +31,6 @@ Shape letters: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` voca
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -144,9 +143,6 @@ class DecoderState:
     caches: list[KVCache] = field(default_factory=list)  # per layer: decoder self-attention cache
     length: int = 0  # target positions decoded so far
     beams: int = 1  # decoder rows per sentence: rows b·beams … b·beams + beams − 1 decode sentence b
-    # The model's one-token step without module calls (Transformer.start), or None: step() then
-    # runs the blocks as they are.
-    fast_step: Callable[[Tensor, DecoderState], Tensor] | None = None
 
     def expand(self, beam_size: int) -> None:
         """Give every sentence ``beam_size`` decoder rows, copies of its one row (the start of beam

@@ -11,35 +11,30 @@ Decoding (greedy and beam search live in :mod:`attnlab.decode`) goes through the
 :mod:`attnlab.models.seq2seq`, :meth:`Transformer.start` and :meth:`Transformer.step`: the encoder
 output is projected to each layer's cross-attention keys/values once, and the decoder's
 self-attention keys/values are kept in a :class:`~attnlab.layers.KVCache`, so each new token
-costs one position of work instead of re-running the whole prefix.
+costs one position of work instead of re-running the whole prefix. At inference, where attnlab's
+native kernels compute what the modules do, ``start`` and ``step`` hand the work to them
+(:mod:`attnlab.models.native`; :func:`attnlab.accel.disabled` keeps it in the modules).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import accel
 from ..layers import ACTIVATIONS, DecoderBlock, EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
 from ..variants import AttentionSpec
+from . import native
 from .config import check_fields
 from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 
 Tensor = torch.Tensor
 
-__all__ = ["TransformerConfig", "PRESETS", "Transformer", "NATIVE_ENCODER_MAX_TOKENS"]
-
-#: Most source tokens (batch × length, padding included) that :meth:`Transformer.start` encodes
-#: with attnlab's one-call encoder kernel at inference time, which needs (8·D + d_ff) floats of
-#: working memory per token (40 MB for the Multi30k preset at this limit); a larger batch takes
-#: the modules, which are no faster (docs/export.md has the measurements).
-NATIVE_ENCODER_MAX_TOKENS = 4096
+__all__ = ["TransformerConfig", "PRESETS", "Transformer"]
 
 
 @dataclass
@@ -264,290 +259,12 @@ class Transformer(nn.Module):
             src ``(B, S)`` → state with memory_kv ``L × 2 × (B, H, S, Dh)``
         """
         src_mask = src != self.config.pad_id if src_mask is None else src_mask  # (B, S)
-        lengths = src_mask.sum(1, keepdim=True)  # (B, 1)
-        right_padded = bool((src_mask == (torch.arange(src_mask.shape[1], device=src.device) < lengths)).all())
-        fast_step = self._fast_step() if right_padded else None
-        encoder = None
-        if fast_step is not None and src.numel() <= NATIVE_ENCODER_MAX_TOKENS:
-            encoder = self._native_encoder()
-        if encoder is not None:
-            memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (B, H, S, Dh)
-        else:
+        state = native.start(self, src, src_mask)  # attnlab's fast path, where it computes the same
+        if state is None:
             memory, _ = self.encode(src, src_mask)  # (B, S, D)
-            # Contiguous: each source position's keys then lie in one run, as attnlab's one-query
-            # attention kernel reads them (one copy per batch of sentences); fp32 for the native
-            # step, whose arithmetic is fp32 whatever the weights' precision.
-            memory_kv = [tuple(t.contiguous() for t in block.cross_attn.project_kv(memory)) for block in self.decoder]
-            if fast_step is not None and memory_kv and memory_kv[0][0].dtype != torch.float32:
-                memory_kv = [(k.float(), v.float()) for k, v in memory_kv]  # (bf16: only the native step applies)
-        caches = [block.self_attn.new_cache() for block in self.decoder]
-        return DecoderState(memory_kv, src_mask, caches, fast_step=fast_step)
-
-    def _native_ok(self, blocks, norms_of) -> tuple[bool, int, float] | None:
-        """``(pre, act, eps)`` shared by ``blocks`` if attnlab's layer kernels compute what they
-        do, else ``None``: not with rotary positions, an attention variant other than full, an
-        activation other than ReLU and GELU (exact or tanh), or LayerNorms without weights or of
-        different ``eps``."""
-        acts = {F.relu: 1, F.gelu: 2, ACTIVATIONS["gelu_tanh"]: 3}
-        eps = None
-        for b in blocks:
-            attns = [m for m in (getattr(b, "self_attn", None), getattr(b, "cross_attn", None)) if m is not None]
-            if any(a.rotary is not None or not a.has_short_decoding_path for a in attns) or b.ff.act not in acts:
-                return None
-            for n in norms_of(b):
-                if n.weight is None or (eps is not None and n.eps != eps):
-                    return None
-                eps = n.eps
-        if not blocks or len({b.norm for b in blocks}) != 1 or len({b.ff.act for b in blocks}) != 1:
-            return None
-        return blocks[0].norm == "pre", acts[blocks[0].ff.act], eps
-
-    def _final_norm(self, module: nn.Module, eps: float) -> list | None | bool:
-        """The stack's final LayerNorm as [weight, bias] for the kernels; ``None`` for none
-        (post-norm); ``False`` if the kernels cannot apply it."""
-        if isinstance(module, nn.Identity):
-            return None
-        if module.weight is None or module.eps != eps:
-            return False
-        return [module.weight, module.bias]
-
-    @staticmethod
-    def _tensors(*tensors) -> list[Tensor | None]:
-        return [None if t is None else t.detach().contiguous() for t in tensors]
-
-    def _plan(self) -> dict:
-        """What :meth:`start` and the fast step read of the model's structure (its modules,
-        parameters, and whether attnlab's kernels compute what they do), read again only when a
-        module, parameter or buffer has been registered since
-        (:func:`attnlab.accel.kernels.structure_version`): reading it costs more than a decoding
-        step of a short sentence."""
-        from ..accel.kernels import build_once, structure_version
-
-        def read() -> dict:
-            dec = [m for part in (self.tgt_embed, self.positions, self.embed_dropout, self.decoder, self.decoder_norm, self.out_proj)
-                   for m in part.modules()]  # fmt: skip
-            enc = [m for part in (self.src_embed, self.encoder, self.encoder_norm) for m in part.modules()]
-            short = all(
-                b.self_attn.has_short_decoding_path and b.cross_attn.has_short_decoding_path for b in self.decoder
-            )
-            return {
-                "decoder_modules": dec,
-                "encoder_modules": enc,
-                "decoder_params": [p for m in dec for p in m.parameters(recurse=False)],
-                "encoder_params": [p for m in enc for p in m.parameters(recurse=False)],
-                "short": short,
-                "decoder": self._native_decoder_parts(),
-                "encoder": self._native_encoder_parts(),
-            }
-
-        return build_once(self, "plan", [], read, also=structure_version())
-
-    def _native_layers(self, blocks: list, norms_of: Callable, linears_of: Callable, final_norm: nn.Module):
-        """``(pre, act, eps, final, layers)`` for the kernels, or ``None`` where they cannot compute
-        what ``blocks`` and ``final_norm`` do (:meth:`_native_ok`, :meth:`_final_norm`): each layer
-        its LayerNorms' weights and biases, then its projections' weights and biases, in the order
-        of :data:`attnlab.accel.kernels.DECODER_PARAMS` / ``ENCODER_PARAMS``."""
-        ok = self._native_ok(blocks, norms_of)
-        if ok is None:
-            return None
-        pre, act, eps = ok
-        final = self._final_norm(final_norm, eps)
-        if final is False:
-            return None
-        layers = [
-            [t for n in norms_of(b) for t in (n.weight, n.bias)] + [t for lin in linears_of(b) for t in (lin.weight, lin.bias)]
-            for b in blocks
-        ]  # fmt: skip
-        return pre, act, eps, final, layers
-
-    def _native_decoder_parts(self) -> tuple[list, Callable] | None:
-        """The parameters of the native decoding step and a function that builds it
-        (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` where it cannot compute what
-        the blocks do (see :meth:`_native_ok`)."""
-        from ..accel.kernels import DecoderStep
-
-        blocks = list(self.decoder)
-        parts = self._native_layers(
-            blocks,
-            lambda b: (b.self_norm, b.cross_norm, b.ff_norm),
-            lambda b: (
-                (b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj, b.self_attn.out_proj)
-                + (b.cross_attn.q_proj, b.cross_attn.out_proj, b.ff.up_proj, b.ff.down_proj)
-            ),
-            self.decoder_norm,
-        )
-        if parts is None:
-            return None
-        pre, act, eps, final, layers = parts
-        c, out = self.config, self.out_proj
-        tensors = [t for layer in layers for t in layer] + [self.tgt_embed.weight, self.positions.table]
-        tensors += [*(final or []), out.weight, out.bias]
-
-        def build():
-            return DecoderStep.build(
-                [self._tensors(*layer) for layer in layers],
-                self.tgt_embed.weight.detach(),
-                self.positions.table,
-                math.sqrt(c.d_model),
-                None if final is None else self._tensors(*final),
-                out.weight.detach(),
-                None if out.bias is None else out.bias.detach(),
-                c.n_heads,
-                blocks[0].ff.up_proj.out_features,
-                pre,
-                act,
-                eps,
-            )
-
-        return tensors, build
-
-    def _native_encoder_parts(self) -> tuple[list, Callable] | None:
-        """As :meth:`_native_decoder_parts`, for the encoder and the decoder layers' source
-        keys/values (:class:`attnlab.accel.kernels.EncoderStack`)."""
-        from ..accel.kernels import EncoderStack
-
-        blocks = list(self.encoder)
-        parts = self._native_layers(
-            blocks,
-            lambda b: (b.attn_norm, b.ff_norm),
-            lambda b: (
-                (b.self_attn.q_proj, b.self_attn.k_proj, b.self_attn.v_proj, b.self_attn.out_proj)
-                + (b.ff.up_proj, b.ff.down_proj)
-            ),
-            self.encoder_norm,
-        )
-        if parts is None:
-            return None
-        pre, act, eps, final, layers = parts
-        cross = [
-            [t for lin in (b.cross_attn.k_proj, b.cross_attn.v_proj) for t in (lin.weight, lin.bias)]
-            for b in self.decoder
-        ]
-        c = self.config
-        tensors = [t for layer in layers + cross for t in layer] + [self.src_embed.weight, self.positions.table]
-        tensors += final or []
-
-        def build():
-            return EncoderStack.build(
-                [self._tensors(*layer) for layer in layers],
-                [self._tensors(*layer) for layer in cross],
-                self.src_embed.weight.detach(),
-                self.positions.table,
-                math.sqrt(c.d_model),
-                None if final is None else self._tensors(*final),
-                c.n_heads,
-                blocks[0].ff.up_proj.out_features,
-                pre,
-                act,
-                eps,
-            )
-
-        return tensors, build
-
-    def _native(self, kind: str):
-        """The native ``"decoder"`` step or ``"encoder"`` of :meth:`_plan`, built once per set of
-        parameters (:func:`attnlab.accel.kernels.build_once`); ``None`` where it does not apply or
-        the kernels are not built here."""
-        from ..accel.kernels import build_once
-
-        parts = self._plan()[kind]
-        return None if parts is None else build_once(self, kind, parts[0], parts[1])
-
-    def _native_decoder(self):
-        """The whole decoding step as one call of attnlab's kernel
-        (:class:`attnlab.accel.kernels.DecoderStep`), or ``None`` (see :meth:`_native`)."""
-        return self._native("decoder")
-
-    def _native_encoder(self):
-        """The encoder and the decoder layers' source keys/values as one call of attnlab's kernel
-        (:class:`attnlab.accel.kernels.EncoderStack`), or ``None`` where it does not apply: as
-        :meth:`_native_decoder`, and with hooks on the encoder's modules or parameters other than
-        fp32 or bf16 on a CPU. Only at inference: :meth:`start` asks when its fast step applies."""
-        plan = self._plan()
-        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["encoder_modules"]):
-            return None
-        if {(p.dtype, p.is_cpu) for p in plan["encoder_params"]} not in (
-            {(torch.float32, True)},
-            {(torch.bfloat16, True)},
-        ):
-            return None
-        return self._native("encoder")
-
-    def _fast_step(self):
-        """:meth:`step` for one new token per row without weights, as the same operations on the
-        same parameters without module calls and checks; or ``None`` where it does not apply
-        (training, autograd, hooks, autocast, parameters not all fp32 on a CPU, an attention
-        variant other than full). Each decoding step runs every decoder layer, and for a short
-        sentence the fixed cost of the calls is most of it (docs/export.md has the profile).
-
-        Where attnlab's kernels are built and compute what the blocks do, the step is one call
-        (:meth:`_native_decoder`, the vocabulary projection included). Otherwise the self-attention is
-        :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step), the cross-attention
-        :meth:`MultiHeadAttention._attend_source_row`: attnlab's one-query kernel over each
-        sentence's real source tokens, shared by its hypotheses, which needs the padding at the
-        end of each source (:meth:`start` checks it). Logits equal :meth:`step`'s up to rounding
-        (tested).
-        """
-        if self.training or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu"):
-            return None
-        # The modules that decoding runs (not the encoder's: start() has run it), listed once per
-        # change of the model's structure (_plan): a walk over them costs as much as a step.
-        plan = self._plan()
-        if any(m._forward_hooks or m._forward_pre_hooks for m in plan["decoder_modules"]) or not plan["short"]:
-            return None
-        dtypes = {(p.dtype, p.is_cpu) for p in plan["decoder_params"]}
-        if dtypes not in ({(torch.float32, True)}, {(torch.bfloat16, True)}):
-            return None
-
-        native = self._native_decoder()
-        if native is not None:
-            H, Dh = self.config.n_heads, self.config.d_model // self.config.n_heads
-            seen: list = [None, None]  # the source mask last seen and its row lengths
-
-            def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-                if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
-                    seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
-                buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
-                filled = buffers[0][2]  # positions already in the caches (every layer alike)
-                logits = native(tokens, [(k, v) for k, v, _ in buffers], filled, state.memory_kv, seen[1])  # (B, V)
-                for cache in state.caches:
-                    cache.length = filled + 1
-                state.length += 1
-                return logits
-
-            return native_step
-        if dtypes != {(torch.float32, True)}:
-            return None  # (bf16 weights: only the native step reads them in fp32 arithmetic)
-
-        def norm(module: nn.LayerNorm) -> tuple:
-            return module.normalized_shape, module.weight, module.bias, module.eps
-
-        layers = [
-            (b.norm == "pre", b.self_attn, b.cross_attn, norm(b.self_norm), norm(b.cross_norm), norm(b.ff_norm))
-            + (b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act, b.ff.down_proj.weight, b.ff.down_proj.bias)
-            for b in self.decoder
-        ]
-        linear = accel.linear
-
-        def step(tokens: Tensor, state: DecoderState) -> Tensor:
-            x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
-            mask = state.src_mask  # (N, S)
-            lengths = mask.sum(1)  # (N,) real source tokens, the first ones of each row
-            for layer, cache, kv in zip(layers, state.caches, state.memory_kv):
-                pre, self_attn, cross_attn, self_norm, cross_norm, ff_norm, w_up, b_up, act, w_down, b_down = layer
-                if pre:
-                    x = x + self_attn._attend_cached_row(F.layer_norm(x, *self_norm), cache).output  # (B, 1, D)
-                    x = x + cross_attn._attend_source_row(F.layer_norm(x, *cross_norm), kv, mask, lengths).output
-                    h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
-                    x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
-                else:
-                    x = F.layer_norm(x + self_attn._attend_cached_row(x, cache).output, *self_norm)
-                    x = F.layer_norm(x + cross_attn._attend_source_row(x, kv, mask, lengths).output, *cross_norm)
-                    x = F.layer_norm(x + linear(act(linear(x, w_up, b_up)), w_down, b_down), *ff_norm)
-            state.length += 1
-            return self.out_proj(self.decoder_norm(x[:, -1]))  # (B, V)
-
-        return step
+            memory_kv = [block.cross_attn.project_kv(memory) for block in self.decoder]  # L × 2 × (B, H, S, Dh)
+            state = DecoderState(memory_kv, src_mask, [block.self_attn.new_cache() for block in self.decoder])
+        return state
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next target token(s); return the logits of the last one.
@@ -555,14 +272,9 @@ class Transformer(nn.Module):
         Shape:
             tokens ``(B, t)`` (usually ``t = 1``) → logits ``(B, V)``, cross weights ``(B, L, H, S)``
         """
-        if state.fast_step is not None and tokens.shape[1] == 1 and not need_weights:
-            return StepOutput(state.fast_step(tokens, state), None)  # (B, V)
-        dtype = self.out_proj.weight.dtype
-        if state.memory_kv and state.memory_kv[0][0].dtype != dtype:
-            # A bf16 model's native encoder and step compute in fp32; the modules compute in bf16.
-            state.memory_kv = [(k.to(dtype), v.to(dtype)) for k, v in state.memory_kv]
-            for cache in state.caches:
-                cache.cast(dtype)
+        logits = native.step(self, tokens, state, need_weights)  # attnlab's fast path, or None: the blocks
+        if logits is not None:
+            return StepOutput(logits, None)  # (B, V)
         x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
