@@ -105,7 +105,7 @@ def test_translation_view_is_the_translators_own_attention(client, ja_en, text):
     c = ja_en.model.config
     assert (
         (got["n_encoder_layers"], got["n_decoder_layers"], got["n_heads"])
-        == (3, 2, 4)
+        == (4, 3, 4)
         == (
             c.n_encoder_layers,
             c.n_decoder_layers,
@@ -115,7 +115,7 @@ def test_translation_view_is_the_translators_own_attention(client, ja_en, text):
     cross = want.cross_attention  # (L, H, T, S)
     close(got["cross"], cross, 1e-5)
     close(got["cross_mean"], cross.mean(1), 1e-5)
-    close(torch.tensor(got["cross_mean"]).sum(-1), torch.ones(2, len(want.tgt_tokens)), 1e-4)  # rows sum to 1
+    close(torch.tensor(got["cross_mean"]).sum(-1), torch.ones(3, len(want.tgt_tokens)), 1e-4)  # rows sum to 1
     with torch.no_grad():
         _, enc = ja_en.model.encode(torch.tensor([source_ids(ja_en, text)]), need_weights=True)
     encoder_self = torch.stack([w[0] for w in enc])  # (L, H, S, S)

@@ -196,9 +196,9 @@ def test_parallel_steps_counts_and_layers_come_from_the_models(client, ja_en, rn
         "width": tc.d_model,
         "parameters": parameters(ja_en.model),
     }
-    assert shipped["rnn_steps"] == T * rc.n_layers and shipped["transformer_steps"] == tc.n_encoder_layers == 3
-    # The text quotes these sizes: one GRU layer 188 wide against three layers 256 wide.
-    assert (rc.n_layers, rc.hidden_size, tc.n_encoder_layers, tc.d_model) == (1, 188, 3, 256)
+    assert shipped["rnn_steps"] == T * rc.n_layers and shipped["transformer_steps"] == tc.n_encoder_layers == 4
+    # The text quotes these sizes: one GRU layer 188 wide against four encoder layers 256 wide.
+    assert (rc.n_layers, rc.hidden_size, tc.n_encoder_layers, tc.d_model) == (1, 188, 4, 256)
     again = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE, "batch": 1}).json()
     assert again["rnn_train_ms"] == got["rnn_train_ms"] and again["shipped"] == shipped  # measured once
 

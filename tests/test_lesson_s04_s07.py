@@ -230,14 +230,15 @@ def test_what_section_4_says_about_the_translators_two_maps(client):
     enc = torch.tensor(got["encoder_self"])  # (L, H, S, S)
     S = enc.shape[-1]
     diag = torch.diagonal(enc, dim1=-2, dim2=-1).mean(-1)  # (L, H): mean weight on itself
-    # "Layer 1: every head has a dark diagonal; layer 3: the weight moves to other tokens."
+    # "Layer 1: every head has a dark diagonal; layer 4 (the last): the weight moves to other tokens."
     assert bool((diag[0] > 0.5).all()) and bool((diag[-1] < 0.2).all()), diag
-    assert enc.shape[0] == 3 and S == len(got["src_tokens"])
-    # "The row of 'met' puts nearly all its weight on 'に会った。'" (decoder layer 2, mean of the heads),
-    # and the check's predict question names that token as its answer.
+    assert enc.shape[0] == 4 and S == len(got["src_tokens"])
+    # "The row of 'met' puts its largest weight on 'に会った。' in every decoder layer, nearly all of
+    # it in layer 2" (mean of the heads), and the check's predict question (layer 2) names that token.
     met = got["tgt_tokens"].index("▁met")
-    row = torch.tensor(got["cross_mean"])[-1, met]  # (S,)
-    assert got["src_tokens"][int(row.argmax())] == "に会った。" and float(row.max()) > 0.9
+    rows = torch.tensor(got["cross_mean"])[:, met]  # (L, S)
+    assert rows.shape[0] == 3 and all(got["src_tokens"][int(r.argmax())] == "に会った。" for r in rows), rows
+    assert float(rows[1].max()) > 0.9 and float(rows[1].max()) == float(rows.amax(1).max()), rows
     q = SECTIONS[4].check[1]
     assert q.choices[q.answer].ja == "に会った。" and q.params == {"text": sentence, "dl": "2", "head": "0"}
     # The maps' shapes: S × S and T × S.

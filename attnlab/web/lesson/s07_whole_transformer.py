@@ -34,7 +34,7 @@ from .common import (
     run,
 )
 
-# §7's default sentence: with ja-en it gives S = 5 source tokens and T = 7 decoder positions, so
+# §7's default sentence: with ja-en it gives S = 5 source tokens and T = 8 decoder positions, so
 # that S, T, H = 4 and Dh = 64 all differ and every shape on the page can be read back to its
 # letters (a sentence with S = H made (1, 4, 4, 4) ambiguous); short enough for the mask's table.
 SHAPES_SENTENCE = "子供たちは公園で遊んでいる。"
