@@ -184,7 +184,7 @@ def plot_steps(steps: Steps, path: Path | None = None, lang: str = "en") -> Path
     path = None if path is None else figure_path(path)
     tx = TEXT[lang]
     names = [tx["book"].format(i=i + 1) for i in range(len(steps.raw))]
-    fig = new_figure(14, 3.2)
+    fig = new_figure(12, 3.2)  # one screen wide (1,200 px at the inline 100 dpi)
     axes = fig.subplots(1, 4)
     titles = tx["panels"] if steps.scale else tx["panels_noscale"]
     data = (steps.raw, steps.scaled, steps.weights, steps.output)
