@@ -383,9 +383,11 @@ class Engine:
         """True on rank 0: the process that logs, evaluates and writes checkpoints."""
         return self.rank == 0
 
-    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+    def wrap(self, model: nn.Module, *, compile: bool = False, find_unused_parameters: bool = False) -> nn.Module:
         """Take charge of ``model`` (trained in place); return what the training forward calls,
-        compiled with ``torch.compile`` when asked."""
+        compiled with ``torch.compile`` when asked. ``find_unused_parameters``: some parameters
+        take no part in the loss (:func:`attnlab.train.task_leaves_parameters_unused`); only DDP
+        needs to know."""
         self.module = self.trained = model
         return torch.compile(model) if compile else model
 
@@ -467,18 +469,19 @@ class DDPEngine(_ProcessGroup):
         no tensors beyond the model's.
     """
 
-    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+    def wrap(self, model: nn.Module, *, compile: bool = False, find_unused_parameters: bool = False) -> nn.Module:
         # No buffer sync before each forward: the models' buffers are constant tables (positions), not
         # running statistics (PyTorch 2.13 renamed broadcast_buffers to forward_sync_buffers).
         ddp_args = inspect.signature(nn.parallel.DistributedDataParallel).parameters
         no_buffer_sync = {"forward_sync_buffers" if "forward_sync_buffers" in ddp_args else "broadcast_buffers": False}
-        # find_unused_parameters=True: some trainers leave parameters out of the loss (BERT's pooler
-        # during MLM-only training), which DDP otherwise rejects at the next step. It costs one walk
-        # over the autograd graph per step; static_graph would avoid it but fails with no_sync().
+        # find_unused_parameters only for a task whose loss leaves parameters out (BERT's pooler in
+        # MLM-only training), which DDP would otherwise reject at the next step: it costs a walk over
+        # the autograd graph per step (and a warning when nothing was unused). static_graph would
+        # avoid the walk but fails with no_sync().
         self._ddp = nn.parallel.DistributedDataParallel(
             model,
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            find_unused_parameters=True,
+            find_unused_parameters=find_unused_parameters,
             **no_buffer_sync,
         )
         self.module = self.trained = model
@@ -498,7 +501,8 @@ class FSDPEngine(_ProcessGroup):
         no tensors beyond the model's.
     """
 
-    def wrap(self, model: nn.Module, *, compile: bool = False) -> nn.Module:
+    def wrap(self, model: nn.Module, *, compile: bool = False, find_unused_parameters: bool = False) -> nn.Module:
+        # find_unused_parameters is DDP's alone: FSDP2's fully_shard has no such option.
         for tensor in model.state_dict().values():  # every rank shards rank 0's initialisation
             dist.broadcast(tensor, src=0)
         sharded = _shard(copy.deepcopy(model))

@@ -174,6 +174,11 @@ class TrainTask(Protocol):
 
     metric: str
     maximize: bool
+    # Optional (False when absent): True when some of the model's parameters take no part in the
+    # loss (BERT's pooler in MLM-only training). DistributedDataParallel must then look for them
+    # after every backward (find_unused_parameters), an extra walk over the autograd graph that
+    # every other task is spared. tests/test_recipe_gradients.py checks each recipe's answer.
+    # unused_parameters: bool
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[Any]: ...
 
@@ -274,6 +279,18 @@ def _autocast(precision: str, device: torch.device):
 BF16_MIN_SPEEDUP = 1.05
 
 
+def choose_precision(times: dict[str, float]) -> str:
+    """The precision ``"auto"`` trains in, given a probe's seconds per step (:func:`probe_precision`):
+    bf16 only when it is measurably faster, at least :data:`BF16_MIN_SPEEDUP` × as fast as fp32,
+    else fp32. bf16 changes the arithmetic, so a tie or a gain within noise keeps fp32; and the
+    step chosen is never slower than the faster one by more than that margin (5%).
+
+    Shape:
+        no tensors; ``{"fp32": s, "bf16": s}`` → ``"fp32"`` or ``"bf16"``.
+    """
+    return "bf16" if times["bf16"] * BF16_MIN_SPEEDUP <= times["fp32"] else "fp32"
+
+
 def _precision_cache() -> Path:
     return machine.cache_root() / "precision.json"
 
@@ -326,6 +343,12 @@ def probe_precision(step: Callable[[str], None], *, repeats: int = 2, clear: flo
         for precision in ("fp32", "bf16"):
             best[precision] = min(best[precision], timed(precision))
     return best
+
+
+def task_leaves_parameters_unused(task: TrainTask) -> bool:
+    """Whether ``task``'s loss leaves some of the model's parameters out (its optional
+    ``unused_parameters``; False when it does not say), which DDP must be told."""
+    return bool(getattr(task, "unused_parameters", False))
 
 
 def _rank_seed(seed: int, rank: int) -> int:
@@ -578,7 +601,10 @@ class Trainer:
             elif cfg.overwrite:
                 ckpt.clear_run_folder(self.out)  # checked by train(); deleted only now that training starts
         engine.barrier("the start of training")
-        self.forward = engine.wrap(model, compile=cfg.compile)  # what task.loss calls
+        # what task.loss calls
+        self.forward = engine.wrap(
+            model, compile=cfg.compile, find_unused_parameters=task_leaves_parameters_unused(task)
+        )
         self.params = engine.parameters()
         self.optimizer = torch.optim.AdamW(
             _param_groups(engine.trained, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
@@ -642,7 +668,7 @@ class Trainer:
                     tmp.replace(cache)
                 except OSError:
                     pass  # an unwritable cache only means probing again next time
-            use_bf16 = times["bf16"] * BF16_MIN_SPEEDUP <= times["fp32"]
+            use_bf16 = choose_precision(times) == "bf16"
             print(
                 f"attnlab: precision auto → {'bf16' if use_bf16 else 'fp32'}: one training step took "
                 f"{1000 * times['fp32']:.0f} ms in fp32 and {1000 * times['bf16']:.0f} ms in bf16 "

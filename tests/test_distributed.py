@@ -324,6 +324,44 @@ def test_cli_train_translate_runs_unchanged_under_torchrun(tmp_path):
     assert sorted(logged_losses(out)) == [1, 2, 3]
 
 
+#: What PyTorch prints when DDP was told to look for unused parameters and found none: the extra
+#: walk over the autograd graph every step was needless.
+NEEDLESS_SEARCH = "find_unused_parameters=True was specified"
+
+
+def _torchrun_train(tmp_path: Path, job: str, out: Path):
+    text = tmp_path / "input.txt"
+    text.write_text("the cat sat on the mat. the dog ran in the park. a bird sang on the tree.\n" * 60)
+    return torchrun(
+        ["-m", "attnlab.cli", "train", job, "--text", str(text), "--out", str(out), "--preset", "tiny"]
+        + ["--device", "cpu", "--max-steps", "3", "--overrides", "train.progress=false", "train.log_every=1"]
+    )
+
+
+@needs_gloo
+def test_cli_train_lm_under_ddp_does_not_look_for_unused_parameters(tmp_path):
+    # The GPT's loss reaches every parameter: DDP is not told to search for unused ones each step.
+    out = tmp_path / "lm"
+    proc, _ = _torchrun_train(tmp_path, "lm", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert NEEDLESS_SEARCH not in proc.stderr
+    state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
+    assert state["world_size"] == 2 and state["step"] == 3
+    assert sorted(logged_losses(out)) == [1, 2, 3]
+
+
+@needs_gloo
+def test_cli_train_mlm_whose_loss_leaves_the_pooler_out_still_trains_under_ddp(tmp_path):
+    # MLM without next-sentence prediction never uses BERT's pooler: without find_unused_parameters
+    # DDP would stop at the second step, waiting for the pooler's gradient.
+    out = tmp_path / "mlm"
+    proc, _ = _torchrun_train(tmp_path, "mlm", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    state = torch.load(out / "last" / "trainer_state.pt", weights_only=True)
+    assert state["world_size"] == 2 and state["step"] == 3
+    assert sorted(logged_losses(out)) == [1, 2, 3]
+
+
 def test_every_train_command_takes_the_shared_options(capsys):
     train_commands = [name for name in cli.COMMANDS if name.split()[0] == "train"]
     assert "train translate" in train_commands

@@ -4,9 +4,13 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnlab import train as T
+from attnlab.cli import JOBS
 from attnlab.data.tasks import make_splits
+from attnlab.experiments import demo
 from attnlab.recipes import translate as tr
 from attnlab.train import TrainConfig
 
@@ -49,6 +53,35 @@ def test_probe_stops_after_the_warm_ups_when_they_are_clearly_apart(monkeypatch)
     _fake_clock(monkeypatch, [1.0, 20.0])  # emulated bf16: 20× slower
     assert T.probe_precision(calls.append, repeats=2) == {"fp32": 1.0, "bf16": 20.0}
     assert calls == ["fp32", "bf16"]
+
+
+@pytest.mark.parametrize(
+    ("fp32", "bf16", "chosen"),
+    [
+        (1.05, 1.0, "bf16"),  # 5% faster: measurably faster, bf16
+        (1.04, 1.0, "fp32"),  # 4% faster: within the noise margin, fp32 kept
+        (1.0, 1.0, "fp32"),  # a tie keeps fp32's arithmetic
+        (1.0, 3.0, "fp32"),
+    ],
+)
+def test_the_probe_and_the_rule_pick_bf16_only_when_measurably_faster(monkeypatch, fp32, bf16, chosen):
+    # The real probe on a fake clock: warm-ups, then two interleaved rounds, all at these times.
+    _fake_clock(monkeypatch, [fp32, bf16] * 3)
+    times = T.probe_precision(lambda precision: None, repeats=2)
+    assert times == {"fp32": fp32, "bf16": bf16}
+    assert T.choose_precision(times) == chosen
+
+
+@given(
+    fp32=st.floats(min_value=1e-4, max_value=1e3, allow_nan=False),
+    bf16=st.floats(min_value=1e-4, max_value=1e3, allow_nan=False),
+)
+def test_auto_is_never_more_than_5_percent_slower_than_the_faster_precision(fp32, bf16):
+    times = {"fp32": fp32, "bf16": bf16}
+    chosen = T.choose_precision(times)
+    assert times[chosen] <= 1.05 * min(fp32, bf16) * (1 + 1e-12)
+    if chosen == "bf16":
+        assert bf16 < fp32  # bf16's different arithmetic only for a real gain
 
 
 @pytest.mark.parametrize(("fp32", "bf16", "chosen"), [(1.0, 0.5, "bf16"), (1.0, 2.0, "fp32"), (1.0, 0.97, "fp32")])
@@ -96,5 +129,16 @@ def test_a_resumed_run_keeps_its_choice(tmp_path, monkeypatch, splits):
 
 def test_presets_measure_instead_of_assuming():
     assert tr.RECIPES["multi30k"].train.precision == "auto"
+    assert demo.demo_setup(None, seed=0).train.precision == "auto"
+    # Every job but translation (whose presets are set in its recipe) and the GAT (its own
+    # full-batch loop, no TrainConfig): its real presets measure, its tiny test preset stays fp32.
+    checked = 0
+    for job in JOBS:
+        if job.name in ("translate", "gat"):
+            continue
+        for name, setup in job.presets.items():
+            assert setup.train.precision == ("fp32" if name == "tiny" else "auto"), (job.name, name)
+            checked += name != "tiny"
+    assert checked >= 10
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp16")

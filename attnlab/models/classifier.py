@@ -125,7 +125,10 @@ class AttentionPooling(nn.Module):
             raise ValueError(f"states must have shape (B, S, D), got {tuple(states.shape)}")
         B, _, D = states.shape
         keys = torch.tanh(self.k_proj(states))  # (B, S, D)
-        query = self.query.expand(B, 1, D)  # (B, 1, D)
+        # Under bf16 autocast the projection gives bf16 keys while the learned query and the
+        # (normed) states stay fp32; attention takes one dtype, the keys' (a no-op in fp32).
+        query = self.query.to(keys.dtype).expand(B, 1, D)  # (B, 1, D)
+        states = states.to(keys.dtype)
         attn_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, S)
         out, weights = AF.scaled_dot_product_attention(
             query, keys, states, attn_mask, scale=1.0, return_weights=True, backend="math"

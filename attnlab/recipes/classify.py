@@ -70,8 +70,13 @@ class ClassifySetup:
 
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
+#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
+#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
 RECIPES: dict[str, ClassifySetup] = {
-    "small": ClassifySetup(max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50)),
+    "small": ClassifySetup(
+        max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50, precision="auto")
+    ),
     "tiny": ClassifySetup(
         model_preset="tiny",
         vocab_size=200,
@@ -90,7 +95,7 @@ RECIPES: dict[str, ClassifySetup] = {
         vocab_size=500,
         max_len=64,
         max_tokens=2048,
-        train=TrainConfig(epochs=30, lr=3e-3, warmup_steps=200, patience=3, log_every=100),
+        train=TrainConfig(epochs=30, lr=3e-3, warmup_steps=200, patience=3, log_every=100, precision="auto"),
     ),
 }
 

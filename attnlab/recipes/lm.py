@@ -149,6 +149,9 @@ def _check_mlm_model(setup: MLMSetup) -> None:
 #: AdamW with β2 = 0.99 (few tokens per step, so a shorter second-moment memory, as nanoGPT's
 #: shakespeare_char), a short warm-up, then a cosine decay timed to the 10-minute budget (the rate
 #: reaches its floor when the clock runs out), no dropout (a few epochs only).
+#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
+#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
+#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
 _SHAKESPEARE_TRAIN = TrainConfig(
     epochs=1000,
     time_budget_s=10 * 60,
@@ -161,6 +164,7 @@ _SHAKESPEARE_TRAIN = TrainConfig(
     clip_norm=1.0,
     eval_every_steps=250,
     log_every=50,
+    precision="auto",
 )
 
 LM_RECIPES: dict[str, LMSetup] = {
@@ -197,6 +201,7 @@ MLM_RECIPES: dict[str, MLMSetup] = {
             eps=1e-8,
             weight_decay=0.01,
             eval_every_steps=250,
+            precision="auto",
         ),
     ),
     "tiny": MLMSetup(
@@ -351,6 +356,9 @@ class MLMTask:
     maximize = False
 
     def __init__(self, setup: MLMSetup, config: BertConfig, tokenizer, train_ids: Tensor, valid_ids: Tensor) -> None:
+        # Without next-sentence prediction the loss never reaches BERT's pooler (it feeds only the
+        # NSP head): DDP must be told (attnlab.train.TrainTask).
+        self.unused_parameters = not setup.next_sentence
         if tokenizer.mask_id is None:
             raise ValueError("masked-LM training needs a tokenizer with a [MASK] token")
         if setup.max_len > config.n_positions:

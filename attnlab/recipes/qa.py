@@ -93,6 +93,8 @@ class QASetup:
 
 
 #: Named recipes (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
+#: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
+#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
 RECIPES: dict[str, QASetup] = {
     "squad": QASetup(
         train=TrainConfig(
@@ -104,6 +106,7 @@ RECIPES: dict[str, QASetup] = {
             eps=1e-6,
             eval_every_steps=2000,
             log_every=100,
+            precision="auto",
         )
     ),
     "facts": QASetup(
@@ -111,7 +114,14 @@ RECIPES: dict[str, QASetup] = {
         max_tokens=1024,
         eval_examples=200,
         train=TrainConfig(
-            epochs=6, lr=2e-4, warmup_steps=20, schedule="constant", betas=(0.9, 0.999), eps=1e-6, log_every=10
+            epochs=6,
+            lr=2e-4,
+            warmup_steps=20,
+            schedule="constant",
+            betas=(0.9, 0.999),
+            eps=1e-6,
+            log_every=10,
+            precision="auto",
         ),
     ),
 }
@@ -127,6 +137,9 @@ class QATask:
 
     metric = "f1"
     maximize = True
+    # The span head reads every token's state, never BERT's pooled [CLS] vector: the loss leaves
+    # the pooler out, and DDP must be told (attnlab.train.TrainTask).
+    unused_parameters = True
 
     def __init__(
         self,

@@ -110,6 +110,8 @@ class SummarizeSetup:
 
 #: Named recipes (``--preset``): a model size plus the training settings that suit it.
 #: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
+#: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
+#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
 RECIPES: dict[str, SummarizeSetup] = {
     "facts": SummarizeSetup(
         model_preset="tiny",
@@ -130,19 +132,34 @@ RECIPES: dict[str, SummarizeSetup] = {
             betas=(0.9, 0.999),
             eps=1e-8,
             log_every=20,
+            precision="auto",
         ),
     ),
     "small": SummarizeSetup(
         max_tokens=8192,
         train=TrainConfig(
-            epochs=10, lr=1e-3, warmup_steps=200, schedule="constant", betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0
+            epochs=10,
+            lr=1e-3,
+            warmup_steps=200,
+            schedule="constant",
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            clip_norm=2.0,
+            precision="auto",
         ),
     ),
     "see2017": SummarizeSetup(
         model_preset="see2017",
         max_tokens=16 * 400,
         train=TrainConfig(
-            epochs=30, lr=1e-3, warmup_steps=200, schedule="constant", betas=(0.9, 0.999), eps=1e-8, clip_norm=2.0
+            epochs=30,
+            lr=1e-3,
+            warmup_steps=200,
+            schedule="constant",
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            clip_norm=2.0,
+            precision="auto",
         ),
     ),
 }

@@ -60,11 +60,21 @@ class ViTSetup:
 
 #: Named recipes (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
 #: its step budget (the comparison is in docs/applications.md).
+#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
+#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
+#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
 RECIPES: dict[str, ViTSetup] = {
     "digits": ViTSetup(
         shift=0,
         train=TrainConfig(
-            epochs=100, max_steps=1500, lr=3e-3, warmup_steps=50, schedule="cosine", weight_decay=0.05, log_every=50
+            epochs=100,
+            max_steps=1500,
+            lr=3e-3,
+            warmup_steps=50,
+            schedule="cosine",
+            weight_decay=0.05,
+            log_every=50,
+            precision="auto",
         ),
     ),
     "tiny": ViTSetup(
