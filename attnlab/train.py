@@ -322,7 +322,7 @@ def _precision_key(model: nn.Module, device: torch.device, batch: Any) -> str:
 
 def probe_precision(step: Callable[[str], None], *, repeats: int = 2, clear: float = 2.0) -> dict[str, float]:
     """Seconds of one training step (forward and backward) in fp32 and in bf16: the fastest of
-    ``repeats`` interleaved runs each, after one warm-up run each. ``step(precision)`` runs one.
+    ``repeats`` interleaved runs each, after one untimed run and one warm-up run each. ``step(precision)`` runs one.
     When the warm-ups already differ by ``clear`` × or more (bf16 emulated on a CPU without bf16
     instructions is many times slower), their times are the answer and the timed runs are skipped.
 
@@ -335,6 +335,10 @@ def probe_precision(step: Callable[[str], None], *, repeats: int = 2, clear: flo
         step(precision)
         return time.perf_counter() - start
 
+    # One untimed run of each first: the very first step pays one-time costs (allocations, kernel
+    # selection) that would otherwise count against fp32, which runs first, and tip the choice.
+    for precision in ("fp32", "bf16"):
+        step(precision)
     best = {precision: timed(precision) for precision in ("fp32", "bf16")}  # warm-ups
     if max(best.values()) >= clear * min(best.values()):
         return best

@@ -44,7 +44,7 @@ def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up(monkeypatch):
     # warm-ups fp32 1.5, bf16 2.0 (not clearly apart), then fp32 5, bf16 3, fp32 2, bf16 4
     _fake_clock(monkeypatch, [1.5, 2.0, 5.0, 3.0, 2.0, 4.0])
     best = T.probe_precision(calls.append, repeats=2)
-    assert calls == ["fp32", "bf16"] * 3  # one warm-up each, then two interleaved rounds
+    assert calls == ["fp32", "bf16"] * 4  # one untimed run and one warm-up each, then two interleaved rounds
     assert best == {"fp32": 2.0, "bf16": 3.0}
 
 
@@ -52,7 +52,7 @@ def test_probe_stops_after_the_warm_ups_when_they_are_clearly_apart(monkeypatch)
     calls = []
     _fake_clock(monkeypatch, [1.0, 20.0])  # emulated bf16: 20× slower
     assert T.probe_precision(calls.append, repeats=2) == {"fp32": 1.0, "bf16": 20.0}
-    assert calls == ["fp32", "bf16"]
+    assert calls == ["fp32", "bf16"] * 2  # the untimed runs, then the warm-ups
 
 
 @pytest.mark.parametrize(
