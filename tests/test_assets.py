@@ -269,10 +269,13 @@ def test_int8_packing_stores_each_matrix_row_with_its_scale_and_loads_it_back(ti
     for name, weight in original.state_dict.items():
         got = loaded.state_dict[name]
         assert got.dtype == torch.float32, name
+        if name not in stored:  # a tied name (out_proj.weight): stored once, under the name it is tied to
+            continue
         if weight.ndim == 2:
             q, scale = stored[name], stored[name + ".int8_scale"]
             assert q.dtype == torch.int8 and scale.shape == (weight.shape[0],)
-            assert int(q.abs().amax(dim=1).min()) == 127  # each row uses the whole int8 range
+            live = weight.abs().amax(dim=1) > 0  # (rows,): a zero row (the padding embedding) stays zero
+            assert bool((q.abs().amax(dim=1)[live] == 127).all()) and not bool(q[~live].any())
             # Each value is within half a step of its row's scale, the step being max|row| / 127.
             step = weight.abs().amax(dim=1, keepdim=True) / 127  # (rows, 1)
             assert bool(((got - weight).abs() <= step / 2 + 1e-7).all()), name
@@ -280,7 +283,9 @@ def test_int8_packing_stores_each_matrix_row_with_its_scale_and_loads_it_back(ti
             assert stored[name].dtype == torch.float16, name
             torch.testing.assert_close(got, weight.half().float(), rtol=0, atol=0)
     assert loaded.state_dict["out_proj.weight"] is loaded.state_dict["tgt_embed.weight"]
-    assert (packed / ckpt.WEIGHTS_FILE).stat().st_size < 0.35 * (tiny_run / "best" / ckpt.WEIGHTS_FILE).stat().st_size
+    # One byte per matrix weight (fp16 vectors and fp32 row scales beside them) against fp32's four;
+    # a model this tiny keeps more of its bytes in vectors and scales than the shipped ones do (0.25).
+    assert (packed / ckpt.WEIGHTS_FILE).stat().st_size < 0.4 * (tiny_run / "best" / ckpt.WEIGHTS_FILE).stat().st_size
     translator = load_translator(packed)
     assert len(translator.translate(NUMBERS, beam_size=1)) == len(NUMBERS)
 

@@ -268,7 +268,8 @@ def checkpoint_config(setup: TranslationSetup, model_config: Any) -> dict:
     config = dataclasses.asdict(model_config)
     config["bleu_tokenize"] = setup.bleu_tokenize
     config["src_lang"], config["tgt_lang"] = setup.src_lang, setup.tgt_lang
-    config["lowercase"] = setup.lowercase or setup.from_tokenized
+    if setup.src_lang is not None:  # only a model with a source language normalises its input
+        config["lowercase"] = setup.lowercase or setup.from_tokenized
     return config
 
 

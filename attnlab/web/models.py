@@ -233,7 +233,7 @@ class TranslatorModel:
     def run(self, text: str) -> ModelRun:
         from ..data.enja import normalize_input
         from ..decode import greedy_decode
-        from ..recipes.translate import output_limit
+        from ..recipes.translate import cut_loops, output_limit
 
         tr = self.translator
         model, src_tok, tgt_tok = tr.model, tr.src_tok, tr.tgt_tok
@@ -267,7 +267,8 @@ class TranslatorModel:
             for key, per_layer in (out.attentions or {}).items()
             if key in names and per_layer
         }
-        return ModelRun(output=tgt_tok.decode(hyp.tokens), tokens=tokens, attentions=attentions)
+        # The text as Translator.translate gives it (a loop cut); the maps show what was decoded.
+        return ModelRun(output=tgt_tok.decode(cut_loops(hyp.tokens)), tokens=tokens, attentions=attentions)
 
 
 def _translator(path: Path) -> TranslatorModel:
