@@ -55,7 +55,9 @@ def test_the_output_bound_follows_the_input_within_the_models_positions():
 def test_repeated_span_and_repetition_rate_find_loops_in_words_and_characters():
     assert repeated_span("a b c b c b c d".split()) == (1, 2, 3)
     assert repeated_span("very very good".split()) is None
-    assert repetition_rate(["毎朝コーヒーとコーヒーとコーヒーと飲みます。", "I like it.", "no no no no"]) == pytest.approx(2 / 3)
+    assert repetition_rate(
+        ["毎朝コーヒーとコーヒーとコーヒーと飲みます。", "I like it.", "no no no no"]
+    ) == pytest.approx(2 / 3)
     assert repetition_rate([]) == 0.0
 
 
