@@ -84,7 +84,8 @@ def test_presets_score_each_target_language_as_wat_does():
     assert tr.RECIPES["ja-en"].bleu_tokenize == "13a"
     for name, (src, tgt) in {"ja-en": ("ja", "en"), "en-ja": ("en", "ja")}.items():
         setup = tr.RECIPES[name]
-        assert (setup.src_lang, setup.tgt_lang, setup.from_tokenized) == (src, tgt, True)
+        # They train on data/enja_mix.py's raw, cased text: nothing to detokenize, nothing lower-cased.
+        assert (setup.src_lang, setup.tgt_lang, setup.from_tokenized, setup.lowercase) == (src, tgt, False, False)
 
 
 def test_from_tokenized_needs_both_languages():
