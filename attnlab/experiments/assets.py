@@ -349,6 +349,18 @@ def _translation_scores(directory: Path, pairs: Sequence[tuple[str, str]], beam:
         return translator.evaluate([s for s, _ in pairs], [t for _, t in pairs], beam_size=beam)
 
 
+def _greedy_bleu_check(directory: Path, pairs: Sequence[tuple[str, str]], what: str) -> dict:
+    """The translators' fast check: greedy BLEU on ``pairs`` (the first test pairs), ±1 BLEU."""
+    return _check(
+        "bleu",
+        _translation_scores(directory, pairs, 1)["bleu"],
+        higher_is_better=True,
+        tolerance=1.0,
+        n=len(pairs),
+        how=f"on the first {len(pairs)} {what}, greedy",
+    )
+
+
 def _check(metric: str, value: float, *, higher_is_better: bool, tolerance: float, n: int, how: str) -> dict:
     return {
         "metric": metric,
@@ -449,15 +461,7 @@ class PresetTranslator:
         )
 
     def _check(self, directory: Path, data: Path) -> dict:
-        n = len(self._test_pairs(data)[: self.check_pairs])
-        return _check(
-            "bleu",
-            self.measure_check(directory, data),
-            higher_is_better=True,
-            tolerance=1.0,
-            n=n,
-            how=f"on the first {n} test pairs, greedy",
-        )
+        return _greedy_bleu_check(directory, self._test_pairs(data)[: self.check_pairs], "test pairs")
 
     def measure_check(self, directory: Path, data: Path) -> float:
         return _translation_scores(directory, self._test_pairs(data)[: self.check_pairs], 1)["bleu"]
@@ -642,15 +646,7 @@ class EnjaTranslator:
         return scores
 
     def _check(self, directory: Path, data: Path) -> dict:
-        n = len(self.pairs(data, "test")[: self.check_pairs])
-        return _check(
-            "bleu",
-            self.measure_check(directory, data),
-            higher_is_better=True,
-            tolerance=1.0,
-            n=n,
-            how=f"on the first {n} Tatoeba test pairs, greedy",
-        )
+        return _greedy_bleu_check(directory, self.pairs(data, "test")[: self.check_pairs], "Tatoeba test pairs")
 
     def measure_check(self, directory: Path, data: Path) -> float:
         return _translation_scores(directory, self.pairs(data, "test")[: self.check_pairs], 1)["bleu"]
