@@ -470,9 +470,9 @@ def plot_attention_grid(
 ) -> Path | Plot:
     """Every layer and head at once: a grid with one row per layer and one column per head.
 
-    Panels are titled ``layer l, head h`` with the same 0-based indices as ``weights[l][h]``
-    (``head h`` alone where the layer's name is ``None``: maps that are not one layer's, such as
-    one attention call's heads). Target labels sit on the first column, source labels on the
+    Panels count layers and heads from 1, as the lesson and the explorer do: ``weights[l][h]`` is
+    titled ``layer l+1, head h+1`` (``head h+1`` alone where the layer's name is ``None``: maps
+    that are not one layer's, such as one attention call's heads). Target labels sit on the first column, source labels on the
     bottom panel of each column, and one colour bar (fixed [0, 1]) serves all panels. A layer
     whose heads would not fit in one screen's width (about 12 inches) wraps them onto several
     rows, so that the figure never becomes a strip wider than the screen.
@@ -485,9 +485,10 @@ def plot_attention_grid(
         path: output file, ``.png`` or ``.svg``; without one, a :class:`Plot` comes back.
         title: optional title above the grid.
         lang: language of the labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
-        layer_names: the layer numbers of the rows when ``weights`` holds only some layers
-            (panel titles then name the real layers); default ``0 … L−1``; ``None`` for a row
-            that is no layer (its panels are titled by head only).
+        layer_names: the 0-based indices of the rows' layers in the model when ``weights``
+            holds only some of them (panel titles then name the real layers, counted from 1);
+            default ``0 … L−1``; ``None`` for a row that is no layer (its panels are titled by
+            head only).
         columns: heads per row (default: as many as fit in about 12 inches).
 
     Returns:
@@ -545,7 +546,8 @@ def plot_attention_grid(
                 tgt if column == 0 else None,
             )
             label = text["head"] if names[layer] is None else text["panel"]
-            axes[row][column].set_title(label.format(layer=names[layer], head=head), fontsize=8)
+            number = None if names[layer] is None else names[layer] + 1  # counted from 1 on screen
+            axes[row][column].set_title(label.format(layer=number, head=head + 1), fontsize=8)
         for empty in range(H, rows_per_layer * columns):  # the unused end of a wrapped layer
             axes[layer * rows_per_layer + empty // columns][empty % columns].set_visible(False)
     if title is not None:
@@ -933,8 +935,8 @@ def attention_html(
         src_tokens, tgt_tokens: column and row labels (default: positions).
         title: a title on the heatmap.
         caption: a line of text above it (escaped).
-        layer_names: the layer numbers of the grid's rows (default ``0 … L−1``; ``[None]`` for
-            heads that belong to no named layer).
+        layer_names: the 0-based indices of the grid's rows' layers (default ``0 … L−1``;
+            ``[None]`` for heads that belong to no named layer); titles count from 1.
         lang: language of the labels and notes (default: ``display_options.lang``).
 
     Shape:

@@ -68,10 +68,11 @@ print("注意の重み (層, ヘッド, クエリ, キー):", tuple(weights.shap
 # ## 1. 一つの層の 12 個のヘッド
 #
 # 行がクエリ（見ている側）、列がキー（見られている側）で、各行の和は 1 です。一つの図には一つの層だけを
-# 描きます（`out.attentions` をそのまま表示すると、後ろの層から格子で描かれます）。まず第 0 層です。
+# 描きます（`out.attentions` をそのまま表示すると、後ろの層から格子で描かれます）。まず第 1 層です。
+# 授業と同じく、層とヘッドは 1 から数えます。Python の添字は 0 からなので、`weights[0]` が第 1 層です。
 
 # %%
-viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="MiniLM 第0層の自己注意")
+viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="MiniLM 第1層の自己注意")
 
 # %% [markdown]
 # **図の見どころ:** 同じ層でもヘッドごとに模様が違います。対角線のすぐ左下に明るい斜めの線が出るヘッドは、
@@ -83,7 +84,7 @@ viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="Min
 # 最後の層のヘッド平均で、"it" の行がどこに重みを置くかを見ます。
 
 # %%
-viz.plot_attention(weights[-1].mean(0), tokens, tokens, title="最後の層（第5層）・ヘッドの平均")
+viz.plot_attention(weights[-1].mean(0), tokens, tokens, title="最後の層（第6層）・ヘッドの平均")
 
 # %% [markdown]
 # **図の見どころ:** 多くの行で [CLS] の列がいちばん明るく、文の中の語への重みはそれよりずっと小さく散らばっています。
@@ -98,15 +99,15 @@ for layer in range(weights.shape[0]):
     rival = max((j for j in content if j != cat), key=lambda j: row[j])  # cat 以外でいちばん重い語
     margins.append(float(row[cat] - row[rival]))
     print(
-        f"第{layer}層: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
+        f"第{layer + 1}層: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
         + f"   | cat {row[cat]:.2f} − 次点の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
     )  # fmt: skip
 # 下の文の主張: 前の三層では cat より重い語があり、後ろの三層では cat が一番でも差は 0.05 未満
 assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:])
 
 # %% [markdown]
-# "it" の行は第1層から先で [CLS] にいちばん多くを置きます。文の中の語では、前の三層（第0〜2層）は
-# because や tired、was のほうが cat より重く、後ろの三層（第3〜5層）では cat が一番になりますが、右の列の
+# "it" の行は第2層から先で [CLS] にいちばん多くを置きます。文の中の語では、前の三層（第1〜3層）は
+# because や tired、was のほうが cat より重く、後ろの三層（第4〜6層）では cat が一番になりますが、右の列の
 # とおり次点（the や mat）との差は 0.05 未満です。この重みから「モデルは it = cat と理解した」とは言えません。さらに、重みが大きくはっきりしていても証明には
 # なりません。各位置の状態は前の層ですでに他のトークンを混ぜていますし、重みの小さい経路が結果を
 # 決めることもあります（Jain & Wallace 2019）。注意の重みは「どこから情報を集めたか」の手がかりとして読みます。
@@ -121,7 +122,7 @@ assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:
 special = [0, len(tokens) - 1]  # [CLS], [SEP]
 share = weights[..., special].sum(-1).mean(-1)  # (L, H): 特別なトークンへの重みの平均
 for layer, row in enumerate(share):
-    print(f"第{layer}層: [CLS]+[SEP] への重み ヘッドの平均 {row.mean():.2f}, いちばん多いヘッド {row.max():.2f}")
+    print(f"第{layer + 1}層: [CLS]+[SEP] への重み ヘッドの平均 {row.mean():.2f}, いちばん多いヘッド {row.max():.2f}")
 
 # %% [markdown]
 # 別の形は「一つ前のトークンを見る」ヘッドです。各行でいちばん重いキーが一つ前のトークンである行の割合を
@@ -132,9 +133,9 @@ S = len(tokens)
 argmax = weights.argmax(-1)  # (L, H, S): 各行でいちばん重いキー
 hits = (argmax[..., 1:] == torch.arange(S - 1)).float().mean(-1)  # (L, H): 位置 1…S−1 のうち一つ前を選んだ割合
 layer, head = divmod(int(hits.argmax()), hits.shape[1])
-print(f"第{layer}層・ヘッド{head}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
+print(f"第{layer + 1}層・ヘッド{head + 1}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
 assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1  # 下の文の主張
-viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer}層・ヘッド{head}: 一つ前のトークンを見るヘッド")
+viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 一つ前のトークンを見るヘッド")
 
 # %% [markdown]
 # **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて、
@@ -211,7 +212,7 @@ show_solution("previous_token_score")
 previous = torch.stack([score_fn(weights[i]) for i in range(weights.shape[0])])  # (L, H)
 for value, index in zip(*previous.flatten().topk(3)):
     l, h = divmod(int(index), previous.shape[1])
-    print(f"第{l}層・ヘッド{h}: 一つ前への重みの平均 {value:.3f}")
+    print(f"第{l + 1}層・ヘッド{h + 1}: 一つ前への重みの平均 {value:.3f}")
 
 # %% [markdown]
 # 2. （考える問題）別の文、例えば "The trophy didn't fit in the suitcase because it was too big." で

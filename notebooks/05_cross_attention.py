@@ -91,7 +91,7 @@ print(first.source, "→", first.text, "| cross_attention", tuple(first.cross_at
 figures = [
     viz.plot_attention_grid(
         first.cross_attention[layer : layer + 1], first.src_tokens, first.tgt_tokens, layer_names=[layer],
-        title=f"ソース・ターゲット注意 第{layer}層: {first.source}",
+        title=f"ソース・ターゲット注意 第{layer + 1}層: {first.source}",
     )
     for layer in range(first.cross_attention.shape[0])
 ]  # fmt: skip
@@ -114,7 +114,7 @@ last = first.cross_attention[-1]  # (H, T, S)
 sharpness = last.max(-1).values.mean(-1)  # (H,): 各行の最大の重みの、行についての平均
 head = int(sharpness.argmax())
 print("最後の層のヘッドごとの鋭さ（各行の最大の重みの平均）:", [round(x, 2) for x in sharpness.tolist()])
-viz.plot_attention(last[head], first.src_tokens, first.tgt_tokens, title=f"最後の層・いちばん鋭いヘッド {head}")
+viz.plot_attention(last[head], first.src_tokens, first.tgt_tokens, title=f"最後の層・いちばん鋭いヘッド（ヘッド{head + 1}）")
 
 # %% [markdown]
 # **図の見どころ:** 一つのヘッドだけを見ると、平均の表よりも一つのマスに重みが集まった行が増えます。

@@ -123,7 +123,7 @@ with torch.no_grad():
 torch.testing.assert_close(logits, expected.logits)
 for kind in ("encoder", "decoder", "cross"):
     for layer, (ours, theirs) in enumerate(zip(maps[kind], expected.attentions[kind])):
-        torch.testing.assert_close(ours, theirs, msg=lambda m, k=kind, i=layer: f"{k} 第{i}層: {m}")
+        torch.testing.assert_close(ours, theirs, msg=lambda m, k=kind, i=layer: f"{k} 第{i + 1}層: {m}")
 print("ロジットと、3 種類 × 2 層の注意の重みがすべて一致")
 
 # %% [markdown]
@@ -138,7 +138,7 @@ padded = src[1] == PAD
 assert padded.any() and all(w[1][..., padded].abs().max() == 0 for w in maps["cross"])  # 下の文の主張
 viz.plot_attention_grid(
     maps["cross"][-1][1:2], src_labels, tgt_labels, layer_names=[1],
-    title="ソース・ターゲット注意 第1層（2 つ目の文、パディングつき）",
+    title="ソース・ターゲット注意 第2層（2 つ目の文、パディングつき）",
 )  # fmt: skip
 
 # %% [markdown]
@@ -148,7 +148,7 @@ viz.plot_attention_grid(
 # %%
 viz.plot_attention_grid(
     maps["decoder"][-1][1:2], tgt_labels, tgt_labels, layer_names=[1],
-    title="デコーダの自己注意 第1層（2 つ目の文）: 先を隠す工夫とパディング",
+    title="デコーダの自己注意 第2層（2 つ目の文）: 先を隠す工夫とパディング",
 )  # fmt: skip
 
 # %% [markdown]

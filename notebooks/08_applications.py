@@ -151,11 +151,11 @@ assert starts, f"正解 {gold!r} のトークン {gold_pieces} が本文のト�
 span = list(range(starts[0], starts[0] + len(gold_pieces)))
 on_gold = answer.attention[..., span].sum(-1).mean(-1)  # (L, H): 質問の各行が正解の区間に置く重みの、行の平均
 layer, head = divmod(int(on_gold.argmax()), on_gold.shape[1])
-print(f"正解の区間への重み: 第{layer}層・ヘッド{head} が最大で {on_gold[layer, head]:.2f}"
+print(f"正解の区間への重み: 第{layer + 1}層・ヘッド{head + 1} が最大で {on_gold[layer, head]:.2f}"
       f"（全ヘッドの平均 {on_gold.mean():.2f}、正解の区間は本文 {len(context)} トークン中 {len(span)} トークン）")  # fmt: skip
 labels = [f"【{t}】" if i in span else t for i, t in enumerate(context)]
 viz.plot_attention(
-    answer.attention[layer, head], labels, answer.question_tokens, title=f"第{layer}層・ヘッド{head}: 質問 → 本文"
+    answer.attention[layer, head], labels, answer.question_tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 質問 → 本文"
 )
 
 # %% [markdown]
@@ -223,12 +223,12 @@ clues = [i for i, t in enumerate(pieces) if t.lstrip("▁").startswith(("three",
 assert len(clues) == 2, f"手がかりの語が一語のトークンになっていない: {pieces}"
 on_clues = rows[..., clues].sum(-1)  # (L, H): 手がかりの語に置いた重み
 for layer in range(L):
-    print(f"第{layer}層: 手がかり（three, forty-two）への重み ヘッドごと", [round(x, 2) for x in on_clues[layer].tolist()])
+    print(f"第{layer + 1}層: 手がかり（three, forty-two）への重み ヘッドごと", [round(x, 2) for x in on_clues[layer].tolist()])
 layer, head = divmod(int(on_clues.argmax()), H)
 top = rows[layer, head].topk(3)
-print(f"手がかりへの重みが最大: 第{layer}層・ヘッド{head}（{on_clues[layer, head]:.2f}）。その行の上位:",
+print(f"手がかりへの重みが最大: 第{layer + 1}層・ヘッド{head + 1}（{on_clues[layer, head]:.2f}）。その行の上位:",
       ", ".join(f"{pieces[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))  # fmt: skip
-viz.plot_attention(rows[-1], pieces, [f"ヘッド{h}" for h in range(H)], title=f"第{L - 1}層: [MASK] の行（1 つ目の文）")
+viz.plot_attention(rows[-1], pieces, [f"ヘッド{h + 1}" for h in range(H)], title=f"第{L}層（最後の層）: [MASK] の行（1 つ目の文）")
 
 # %% [markdown]
 # **図の見どころ:** ヘッドごとに `[MASK]` の行の明るい列が違います。手がかりの語（three, forty-two）に重みを置く

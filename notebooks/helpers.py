@@ -346,8 +346,8 @@ def translation_html(translation, lang: str = "ja") -> str:
         return head
     L = translation.cross_attention.shape[0]
     caption = {
-        "ja": f"ソース・ターゲット注意: 第{L - 1}層（全 {L} 層の最後）、ヘッドの平均。行が訳文（クエリ）、列が原文（キー）",
-        "en": f"source–target attention, layer {L - 1} of 0–{L - 1}, mean over heads",
+        "ja": f"ソース・ターゲット注意: 第{L}層（全 {L} 層の最後）、ヘッドの平均。行が訳文（クエリ）、列が原文（キー）",
+        "en": f"source–target attention, layer {L} of {L} (the last), mean over heads",
     }[lang]
     weights = translation.cross_attention[-1].float().mean(0)  # (H, T, S) -> (T, S)
     return head + attention_html(weights, translation.src_tokens, translation.tgt_tokens, caption=caption, lang=lang)

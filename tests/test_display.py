@@ -95,7 +95,7 @@ def test_labels_follow_the_display_language_and_the_lang_argument():
     assert ax.get_xlabel() == "ソース（キー）" and ax.get_ylabel() == "ターゲット（クエリ）"
     assert plot_attention(_weights(2, 2), lang="en").figure.axes[0].get_xlabel() == "source (key)"
     grid = plot_attention_grid(_weights(2, 1, 2, 2), layer_names=[4, 5]).figure
-    assert grid.axes[1].get_title() == "第5層・ヘッド0"
+    assert grid.axes[1].get_title() == "第6層・ヘッド1"  # index 5 is the sixth layer
     with pytest.raises(ValueError, match="lang"):
         plot_attention(_weights(2, 2), lang="fr")
 

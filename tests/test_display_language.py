@@ -54,7 +54,7 @@ def test_a_png_records_its_titles_axis_labels_and_legend_but_not_its_ticks():
     assert _png_labels(plot.png()) == ["飽和", "d_k", "最大の重み", "÷√d_k なし", "÷√d_k あり"]
     grid = plot_attention_grid(_weights(1, 2, 3, 3), ["tok", "b", "c"], ["x", "y", "z"], title="題", lang="ja")
     labels = _png_labels(grid.png())
-    assert labels[0] == "題" and "第0層・ヘッド1" in labels and "注意の重み" in labels and "tok" not in labels
+    assert labels[0] == "題" and "第1層・ヘッド2" in labels and "第1層・ヘッド1" in labels and "注意の重み" in labels and "tok" not in labels
 
 
 def test_one_calls_heads_are_titled_by_head_not_by_a_layer():
@@ -63,7 +63,7 @@ def test_one_calls_heads_are_titled_by_head_not_by_a_layer():
     result = scaled_dot_product_attention(*(torch.randn(2, 3, 4, 8) for _ in range(3)), return_weights=True)
     (png,) = _embedded_pngs(result._repr_html_())
     titles = [t for t in _png_labels(png) if t.startswith(("ヘッド", "第"))]
-    assert titles == ["ヘッド0", "ヘッド1", "ヘッド2"]
+    assert titles == ["ヘッド1", "ヘッド2", "ヘッド3"]  # counted from 1, as the lesson counts
     html = MultiHeadAttention(8, 2)(torch.randn(2, 10, 8), need_weights=True)._repr_html_()
     assert "バッチの最初の例" in html and "first batch item" not in html
     assert "ヘッド1" in _png_labels(_embedded_pngs(html)[0])
@@ -76,7 +76,7 @@ def test_many_heads_wrap_into_rows_no_wider_than_a_screen():
     png = plot.png()
     assert Image.open(io.BytesIO(png)).size[0] <= 1200
     visible = [ax for ax in plot.figure.axes if ax.get_visible() and ax.get_title()]
-    assert [ax.get_title() for ax in visible] == [f"layer 0, head {h}" for h in range(12)]
+    assert [ax.get_title() for ax in visible] == [f"layer 1, head {h}" for h in range(1, 13)]
     with pytest.raises(ValueError, match="columns"):
         plot_attention_grid(_weights(1, 2, 3, 3), columns=0)
 

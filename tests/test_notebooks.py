@@ -64,6 +64,7 @@ def test_notebook_runs_top_to_bottom(source):
     assert any(_shows_an_image(o) for o in outputs), "a notebook shows at least one figure inline"
     _assert_every_figure_is_followed_by_text(nb)
     _assert_no_english_only_captions(outputs)
+    _assert_layers_and_heads_counted_from_one(outputs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +101,32 @@ def _pngs(output: dict) -> list[bytes]:
     found = [base64.b64decode(data["image/png"])] if "image/png" in data else []
     html = "".join(data.get("text/html", ""))
     return found + [base64.b64decode(m) for m in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)]
+
+
+#: A layer or head numbered 0 in what a reader sees: the lesson and the explorer count from 1.
+COUNTED_FROM_ZERO = re.compile(r"第\s*0\s*層|ヘッド\s*0(?![.0-9])|\blayer 0\b|\bhead 0\b")
+
+
+def _assert_layers_and_heads_counted_from_one(outputs: list[dict]) -> None:
+    """Printed lines, HTML displays and figure labels number layers and heads from 1, as the lesson
+    does (``weights[0]`` is 第1層), so a student moving between the two reads the same numbers."""
+    from PIL import Image
+
+    from attnlab.viz import PNG_LABELS_KEY
+
+    for output in outputs:
+        texts = ["".join(output.get("text", "")), "".join(output.get("data", {}).get("text/plain", ""))]
+        texts.append("".join(output.get("data", {}).get("text/html", "")))
+        texts += [Image.open(io.BytesIO(png)).text.get(PNG_LABELS_KEY, "") for png in _pngs(output)]
+        for text in texts:
+            found = COUNTED_FROM_ZERO.search(text)
+            assert not found, f"a layer or head counted from 0 ({found.group()!r}): the lesson counts from 1"
+
+
+def test_counted_from_zero_finds_layer_and_head_zero_only():
+    assert COUNTED_FROM_ZERO.search("第0層・ヘッド2") and COUNTED_FROM_ZERO.search("ヘッド0")
+    assert COUNTED_FROM_ZERO.search('["layer 0, head 3"]')
+    assert not COUNTED_FROM_ZERO.search("第10層・ヘッド10") and not COUNTED_FROM_ZERO.search("ヘッド 0.25")
 
 
 def _assert_no_english_only_captions(outputs: list[dict]) -> None:

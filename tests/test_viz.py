@@ -199,7 +199,7 @@ def test_figure_labels_follow_the_language(tmp_path, lang):
             assert f"<!-- {LABELS[lang][key]} -->" in svg, (name, key)
             assert f"<!-- {LABELS[other][key]} -->" not in svg, (name, key)
     grid = figures["grid"].read_text(encoding="utf-8")
-    assert f"<!-- {LABELS[lang]['panel'].format(layer=0, head=1)} -->" in grid
+    assert f"<!-- {LABELS[lang]['panel'].format(layer=1, head=2)} -->" in grid
 
 
 def test_an_unknown_figure_language_is_refused_before_drawing(tmp_path):

@@ -462,7 +462,7 @@ def plot_question_attention(answer: Answer, path: str | os.PathLike, *, layer: i
         answer.context_tokens,
         answer.question_tokens,
         path,
-        title=f"question → passage attention (layer {layer % L}, mean over heads); answer: {answer.text!r}",
+        title=f"question → passage attention (layer {layer % L + 1} of {L}, mean over heads); answer: {answer.text!r}",
     )
     grid = path.with_name(path.stem + "_grid" + path.suffix)
     plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
