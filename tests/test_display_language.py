@@ -54,7 +54,13 @@ def test_a_png_records_its_titles_axis_labels_and_legend_but_not_its_ticks():
     assert _png_labels(plot.png()) == ["飽和", "d_k", "最大の重み", "÷√d_k なし", "÷√d_k あり"]
     grid = plot_attention_grid(_weights(1, 2, 3, 3), ["tok", "b", "c"], ["x", "y", "z"], title="題", lang="ja")
     labels = _png_labels(grid.png())
-    assert labels[0] == "題" and "第1層・ヘッド2" in labels and "第1層・ヘッド1" in labels and "注意の重み" in labels and "tok" not in labels
+    assert (
+        labels[0] == "題"
+        and "第1層・ヘッド2" in labels
+        and "第1層・ヘッド1" in labels
+        and "注意の重み" in labels
+        and "tok" not in labels
+    )
 
 
 def test_one_calls_heads_are_titled_by_head_not_by_a_layer():
