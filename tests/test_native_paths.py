@@ -143,6 +143,58 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
         run_steps(model, fast, wide, plain, tol)
 
 
+@needs_kernels
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_many_rows_take_the_tensor_operations_step_and_few_rows_the_one_call(dtype, monkeypatch):
+    # Past accel.ONE_CALL_STEP_MAX_ROWS rows an fp32 step is the tensor operations' (the BLAS's
+    # products), with fewer it is the one C call again; both extend the same caches, so a decoding
+    # that crosses the line either way keeps the modules' numbers. bf16 weights stay on the C step
+    # (its fp32 arithmetic). The tensor operations' step calls accel.linear (counted here); the C
+    # step and the modules do not look it up.
+    rows_seen: list[int] = []
+    plain_linear = accel.linear
+
+    def counted(x, weight, bias=None):
+        rows_seen.append(x.shape[0])
+        return plain_linear(x, weight, bias)
+
+    monkeypatch.setattr(accel, "linear", counted)
+    monkeypatch.setattr(accel, "ONE_CALL_STEP_MAX_ROWS", 4)  # run_steps: 3, then 6, then 4 rows
+    model = translator(dtype=dtype)
+    wide = copy.deepcopy(model).float()
+    src = sources()
+    with torch.no_grad():
+        fast = model.start(src)
+        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
+        with accel.disabled():
+            plain = plain_state(wide, src)
+        run_steps(model, fast, wide, plain, tolerance(dtype, ISAS[-1]))
+    assert set(rows_seen) == ({6} if dtype == torch.float32 else set())
+
+
+@needs_kernels
+def test_gpt_many_rows_take_the_tensor_operations_step(monkeypatch):
+    # GPT's stepper as the translator's: three rows past the line run forward's operations (their
+    # numbers bit for bit), two rows the one C call, on the same caches.
+    torch.manual_seed(0)
+    model = GPT(gpt_config("tiny", vocab_size=37)).eval()
+    ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
+    monkeypatch.setattr(accel, "ONE_CALL_STEP_MAX_ROWS", 2)
+    with torch.inference_mode():
+        step = model.token_stepper()
+        assert step.__name__ == "native_step"
+        a, b = model.new_caches(), model.new_caches()
+        model(ids[:, :3], caches=a)
+        model(ids[:, :3], caches=b)
+        for t in range(3, 10):  # three rows: the tensor operations, forward's bits
+            assert torch.equal(step(ids[:, t : t + 1], b), model(ids[:, t : t + 1], caches=a).logits[:, -1])
+        for c in a + b:
+            c.reorder(torch.tensor([0, 2]))
+        for t in range(10, 20):  # two rows: the C step on the caches the other step filled
+            want = model(ids[[0, 2], t : t + 1], caches=a).logits[:, -1]
+            torch.testing.assert_close(step(ids[[0, 2], t : t + 1], b), want, **tolerance(torch.float32, ISAS[-1]))
+
+
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
 @pytest.mark.parametrize("kernels_on", [True, False])

@@ -75,7 +75,7 @@ from .inference import (
     stacked_linear,
 )
 from .kernels import disabled, isas, using_isa
-from .rules import MATH_MAX_KEYS_LOW_PRECISION, prefer_math
+from .rules import MATH_MAX_KEYS_LOW_PRECISION, ONE_CALL_STEP_MAX_ROWS, prefer_math
 
 __all__ = [
     "linear",
@@ -92,4 +92,5 @@ __all__ = [
     "ONEDNN_MAX_ROWS",
     "ONEDNN_MIN_WEIGHT",
     "MATH_MAX_KEYS_LOW_PRECISION",
+    "ONE_CALL_STEP_MAX_ROWS",
 ]

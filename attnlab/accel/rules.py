@@ -1,4 +1,5 @@
-"""Which attention kernel ``backend="auto"`` takes where the choice is only about speed."""
+"""Which kernel takes a piece of work where the choice is only about speed: the attention kernel of
+``backend="auto"``, and the one-call decoding step or the step of tensor operations."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["prefer_math", "MATH_MAX_KEYS_LOW_PRECISION"]
+__all__ = ["prefer_math", "MATH_MAX_KEYS_LOW_PRECISION", "ONE_CALL_STEP_MAX_ROWS"]
 
 #: Longest key length at which "auto" prefers the explicit matmuls for bf16/fp16 on a CPU.
 MATH_MAX_KEYS_LOW_PRECISION = 512
@@ -33,3 +34,13 @@ def prefer_math(q: Tensor, k: Tensor) -> bool:
         and q.dtype in (torch.bfloat16, torch.float16)
         and k.shape[-2] <= MATH_MAX_KEYS_LOW_PRECISION
     )
+
+
+#: Most rows (sentences × beams) that a model's decoding step hands to attnlab's one-call C step
+#: (:class:`attnlab.accel.kernels.DecoderStep`) in fp32. At a few rows a step is mostly the fixed
+#: cost of ~100 tensor operations, which the one call does not pay; with more rows each weight
+#: matrix meets a real matrix product, where the BLAS that PyTorch calls (MKL or oneDNN, blocked
+#: for the caches and the registers) outruns the kernels' row-panel products, so the step of the
+#: same operations as tensor calls (:mod:`attnlab.models.native`) takes over. docs/measured.md
+#: has the per-row measurements; ``benchmarks/translate_throughput.py --step-rows`` takes them again.
+ONE_CALL_STEP_MAX_ROWS = 48

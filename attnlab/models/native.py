@@ -282,8 +282,13 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
     if native is not None:
         H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         seen: list = [None, None]  # the source mask last seen and its row lengths
+        # Many rows: the step of tensor operations, whose products are the BLAS's
+        # (accel.ONE_CALL_STEP_MAX_ROWS). It reads and extends the same fp32 caches.
+        many_rows = _transformer_python_step(model) if dtypes == _FP32 else None
 
         def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
+            if many_rows is not None and tokens.shape[0] > accel.ONE_CALL_STEP_MAX_ROWS:
+                return many_rows(tokens, state)  # (B, V)
             if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
                 seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
             buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
@@ -448,11 +453,15 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
         return None
     n_positions = model.config.n_positions
     native = _gpt_native(model)
+    step = _gpt_python_step(model)
     if native is not None:
         H, Dh = model.config.n_head, model.config.n_embd // model.config.n_head
+        fp32 = model.tok_emb.weight.dtype == torch.float32
 
         def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
             offset = len(caches[0])
+            if fp32 and input_ids.shape[0] > accel.ONE_CALL_STEP_MAX_ROWS:
+                return step(input_ids, caches)  # many rows: the BLAS's products (as the translator's)
             if input_ids.shape[1] != 1 or offset >= n_positions:
                 for c in caches:
                     c.cast(model.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
@@ -464,6 +473,13 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
             return logits
 
         return native_step
+    return step
+
+
+def _gpt_python_step(model) -> Callable[[Tensor, list[KVCache]], Tensor]:
+    """GPT's ``forward`` operations for one new token per row on its parameters, without the module
+    calls and checks around them (the same numbers, bit for bit)."""
+    n_positions = model.config.n_positions
 
     def norm(module: nn.LayerNorm) -> tuple:
         return module.normalized_shape, module.weight, module.bias, module.eps
