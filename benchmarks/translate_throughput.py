@@ -5,6 +5,7 @@
     python benchmarks/translate_throughput.py --threads 2 --beams 4          # one corner of it
     python benchmarks/translate_throughput.py --engines attnlab-fp32 attnlab-bf16 ct2-float32 ct2-int8 hf-fp32
     python benchmarks/translate_throughput.py --model RUN/best --src test_2016_flickr.de --ref test_2016_flickr.en
+    python benchmarks/translate_throughput.py --step-rows 8 16 32 48 64 96 128   # one decoding step by rows
 
 The model (a shipped name or a folder) is exported with ``attnlab export --to ctranslate2`` (and
 ``--to hf`` for the ``hf-fp32`` engine) into a temporary folder, so every engine runs the same fp32
@@ -35,6 +36,12 @@ the ratios hold where the absolute figures move.
 
 Prints Markdown with ``lscpu``'s model name, the load average before and after and the CPU steal
 during the run; ``--out`` also writes it with ``results.json``.
+
+``--step-rows R …`` measures instead the time of one fp32 decoding step of the model by rows
+(sentences × beams): attnlab's one-call C step against the step of tensor operations (whose
+products are the BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of
+``--threads``. :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS` (and ``…_ONE_THREAD``) are the row
+counts past which the second takes over.
 """
 
 from __future__ import annotations
@@ -379,6 +386,69 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def step_rows(args) -> str:
+    """The ``--step-rows`` table: milliseconds of one fp32 decoding step by rows, the one C call
+    against the tensor operations (chosen through ``attnlab.accel.rules``' row limits), side by side."""
+    from attnlab.accel import rules
+
+    translator = load_translator(args.model)
+    model = translator.model.eval().float()
+    sources, _ = load_data(args, translator.src_lang, translator.tgt_lang)
+    encoded = translator.src_tok.encode_batch(sources)
+    S = 12  # every row's source: its first 12 tokens (sentences of at least 12)
+    long_enough = [ids[:S] for ids in encoded if len(ids) >= S]
+    load_before = os.getloadavg()[0]
+    lines = [
+        f"One fp32 decoding step of `{args.model}` by rows (source {S} tokens, 8 positions already decoded), "
+        f"milliseconds, median of {args.step_repeats}; {cpu_name()}; load average {load_before:.2f} before.",
+        "",
+        "| threads | rows | one C call | tensor operations | C / tensor ops |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    names = ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD")
+    kept = {name: getattr(rules, name) for name in names}
+
+    def take(path: str) -> None:  # every row count to the one C call, or none
+        for name in names:
+            setattr(rules, name, 1 << 30 if path == "C" else 0)
+
+    try:
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            for rows in args.step_rows:
+                picked = [long_enough[i % len(long_enough)] for i in range(rows)]
+                src = torch.tensor(picked)  # (rows, S)
+                times: dict[str, list[float]] = {"C": [], "ops": []}
+                with torch.inference_mode():
+                    states = {}
+                    for path in ("C", "ops"):
+                        take(path)
+                        state = model.start(src)
+                        tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
+                        for _ in range(8):  # a cache of 8 positions, as early in a sentence
+                            model.step(tokens, state)
+                        states[path] = (state, tokens)
+                    for _ in range(args.step_repeats):
+                        for path in ("C", "ops"):  # alternating: a busy moment falls on both
+                            take(path)
+                            state, tokens = states[path]
+                            for cache in state.caches:  # the same cache length every time
+                                cache.length = 8
+                            state.length = 8
+                            start = time.perf_counter()
+                            model.step(tokens, state)
+                            times[path].append(time.perf_counter() - start)
+                c, ops = (1e3 * statistics.median(times[p]) for p in ("C", "ops"))
+                lines.append(f"| {threads} | {rows} | {c:.2f} | {ops:.2f} | {c / ops:.2f} |")
+                print(lines[-1], flush=True)
+    finally:
+        for name, value in kept.items():
+            setattr(rules, name, value)
+    lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}. attnlab takes the one C call up to "
+              f"{kept[names[0]]} rows on several threads, {kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="ja-en", help="a shipped translator's name or a model folder")
@@ -404,6 +474,8 @@ def main() -> None:
     parser.add_argument("--latency-text", help="the short sentence of the latency table")
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--out", type=Path, help="also write report.md and results.json here")
+    parser.add_argument("--step-rows", type=int, nargs="+", help="instead: one decoding step's time by rows (above)")
+    parser.add_argument("--step-repeats", type=int, default=15, help="steps timed per row count and path")
     args = parser.parse_args()
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
@@ -412,6 +484,11 @@ def main() -> None:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if min(args.beams + args.batch_sizes + args.threads) < 1:
         parser.error("--beams, --batch-sizes and --threads take numbers of at least 1")
+    if args.step_rows is not None:
+        if min(args.step_rows) < 1 or args.step_repeats < 1:
+            parser.error("--step-rows and --step-repeats take numbers of at least 1")
+        print(step_rows(args))
+        return
     result = run(args)
     text = markdown(result)
     print(text)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab import accel
-from attnlab.accel import kernels
+from attnlab.accel import kernels, rules
 from attnlab.decode import beam_search
 from attnlab.models.gpt import GPT, gpt_config
 from attnlab.models.native import NativeDecoderState
@@ -146,7 +146,7 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
 @needs_kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_many_rows_take_the_tensor_operations_step_and_few_rows_the_one_call(dtype, monkeypatch):
-    # Past accel.ONE_CALL_STEP_MAX_ROWS rows an fp32 step is the tensor operations' (the BLAS's
+    # Past accel.ONE_CALL_STEP_MAX_ROWS rows (accel.prefer_one_call_step) an fp32 step is the tensor operations' (the BLAS's
     # products), with fewer it is the one C call again; both extend the same caches, so a decoding
     # that crosses the line either way keeps the modules' numbers. bf16 weights stay on the C step
     # (its fp32 arithmetic). The tensor operations' step calls accel.linear (counted here); the C
@@ -159,7 +159,8 @@ def test_many_rows_take_the_tensor_operations_step_and_few_rows_the_one_call(dty
         return plain_linear(x, weight, bias)
 
     monkeypatch.setattr(accel, "linear", counted)
-    monkeypatch.setattr(accel, "ONE_CALL_STEP_MAX_ROWS", 4)  # run_steps: 3, then 6, then 4 rows
+    for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):  # run_steps: 3, then 6, then 4 rows
+        monkeypatch.setattr(rules, name, 4)
     model = translator(dtype=dtype)
     wide = copy.deepcopy(model).float()
     src = sources()
@@ -179,7 +180,8 @@ def test_gpt_many_rows_take_the_tensor_operations_step(monkeypatch):
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
-    monkeypatch.setattr(accel, "ONE_CALL_STEP_MAX_ROWS", 2)
+    for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):
+        monkeypatch.setattr(rules, name, 2)
     with torch.inference_mode():
         step = model.token_stepper()
         assert step.__name__ == "native_step"

@@ -75,7 +75,13 @@ from .inference import (
     stacked_linear,
 )
 from .kernels import disabled, isas, using_isa
-from .rules import MATH_MAX_KEYS_LOW_PRECISION, ONE_CALL_STEP_MAX_ROWS, prefer_math
+from .rules import (
+    MATH_MAX_KEYS_LOW_PRECISION,
+    ONE_CALL_STEP_MAX_ROWS,
+    ONE_CALL_STEP_MAX_ROWS_ONE_THREAD,
+    prefer_math,
+    prefer_one_call_step,
+)
 
 __all__ = [
     "linear",
@@ -84,6 +90,7 @@ __all__ = [
     "Linear",
     "apply_dropout",
     "prefer_math",
+    "prefer_one_call_step",
     "disabled",
     "using_isa",
     "isas",
@@ -93,4 +100,5 @@ __all__ = [
     "ONEDNN_MIN_WEIGHT",
     "MATH_MAX_KEYS_LOW_PRECISION",
     "ONE_CALL_STEP_MAX_ROWS",
+    "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD",
 ]

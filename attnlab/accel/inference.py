@@ -35,9 +35,10 @@ def _onednn_linear_available() -> bool:
 
 _ONEDNN_LINEAR = _onednn_linear_available()
 
-#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time
-#: (beam search over a batch of 32 sentences has 128).
-ONEDNN_MAX_ROWS = 128
+#: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
+#: Past them (beam 4 over a batch of 32 sentences has 128 rows) MKL's blocked product through
+#: ``F.linear`` is the faster again (docs/measured.md, the AVX-512 BF16 Xeon).
+ONEDNN_MAX_ROWS = 32
 
 #: Most rows for which :func:`linear` takes attnlab's kernel (:func:`attnlab.accel.kernels.matvec`),
 #: on more than one thread and on one: beam 4 over one sentence has 4 rows. Beyond them MKL's

@@ -7,7 +7,13 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["prefer_math", "MATH_MAX_KEYS_LOW_PRECISION", "ONE_CALL_STEP_MAX_ROWS"]
+__all__ = [
+    "prefer_math",
+    "prefer_one_call_step",
+    "MATH_MAX_KEYS_LOW_PRECISION",
+    "ONE_CALL_STEP_MAX_ROWS",
+    "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD",
+]
 
 #: Longest key length at which "auto" prefers the explicit matmuls for bf16/fp16 on a CPU.
 MATH_MAX_KEYS_LOW_PRECISION = 512
@@ -36,11 +42,21 @@ def prefer_math(q: Tensor, k: Tensor) -> bool:
     )
 
 
-#: Most rows (sentences × beams) that a model's decoding step hands to attnlab's one-call C step
-#: (:class:`attnlab.accel.kernels.DecoderStep`) in fp32. At a few rows a step is mostly the fixed
-#: cost of ~100 tensor operations, which the one call does not pay; with more rows each weight
-#: matrix meets a real matrix product, where the BLAS that PyTorch calls (MKL or oneDNN, blocked
-#: for the caches and the registers) outruns the kernels' row-panel products, so the step of the
-#: same operations as tensor calls (:mod:`attnlab.models.native`) takes over. docs/measured.md
-#: has the per-row measurements; ``benchmarks/translate_throughput.py --step-rows`` takes them again.
-ONE_CALL_STEP_MAX_ROWS = 48
+#: Most rows (sentences × beams) that a model's fp32 decoding step hands to attnlab's one-call C
+#: step (:class:`attnlab.accel.kernels.DecoderStep`) on more than one thread, and on one. At a few
+#: rows a step is mostly the fixed cost of ~100 tensor operations, which the one call does not pay;
+#: with more rows each weight matrix meets a real matrix product, where the BLAS that PyTorch calls
+#: (MKL or oneDNN, blocked for the caches and the registers) outruns the kernels' row-panel
+#: products, so the step of the same operations as tensor calls (:mod:`attnlab.models.native`)
+#: takes over. docs/measured.md has the per-row measurements;
+#: ``benchmarks/translate_throughput.py --step-rows`` takes them again.
+ONE_CALL_STEP_MAX_ROWS = 32
+ONE_CALL_STEP_MAX_ROWS_ONE_THREAD = 16
+
+
+def prefer_one_call_step(rows: int) -> bool:
+    """Whether an fp32 decoding step of ``rows`` rows should be attnlab's one C call rather than
+    tensor operations (:data:`ONE_CALL_STEP_MAX_ROWS`). Both compute the same step; this only
+    picks the faster one."""
+    limit = ONE_CALL_STEP_MAX_ROWS if torch.get_num_threads() > 1 else ONE_CALL_STEP_MAX_ROWS_ONE_THREAD
+    return rows <= limit

@@ -46,10 +46,11 @@ Tensor = torch.Tensor
 __all__ = ["start", "step", "gpt_stepper", "NATIVE_ENCODER_MAX_TOKENS", "NativeDecoderState"]
 
 #: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
-#: encoder, which needs (8·D + d_ff) floats of working memory per token (40 MB for the Multi30k
-#: preset at this limit); a larger batch takes the modules, which are no faster (docs/export.md has
-#: the measurements).
-NATIVE_ENCODER_MAX_TOKENS = 4096
+#: encoder. A sentence or a few are mostly the fixed cost of each module call, which the one call
+#: does not pay; past a few dozen tokens every product is a real matrix product, where the BLAS
+#: behind the modules is the faster (the same line as accel.ONE_CALL_STEP_MAX_ROWS for the decoder;
+#: docs/measured.md has the measurements).
+NATIVE_ENCODER_MAX_TOKENS = 64
 
 #: The activation functions of attnlab.layers by the names the kernels know them by
 #: (attnlab.accel.layout.ACTIVATIONS).
@@ -283,11 +284,11 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
         H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         seen: list = [None, None]  # the source mask last seen and its row lengths
         # Many rows: the step of tensor operations, whose products are the BLAS's
-        # (accel.ONE_CALL_STEP_MAX_ROWS). It reads and extends the same fp32 caches.
+        # (accel.prefer_one_call_step). It reads and extends the same fp32 caches.
         many_rows = _transformer_python_step(model) if dtypes == _FP32 else None
 
         def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-            if many_rows is not None and tokens.shape[0] > accel.ONE_CALL_STEP_MAX_ROWS:
+            if many_rows is not None and not accel.prefer_one_call_step(tokens.shape[0]):
                 return many_rows(tokens, state)  # (B, V)
             if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
                 seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
@@ -460,7 +461,7 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
 
         def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
             offset = len(caches[0])
-            if fp32 and input_ids.shape[0] > accel.ONE_CALL_STEP_MAX_ROWS:
+            if fp32 and not accel.prefer_one_call_step(input_ids.shape[0]):
                 return step(input_ids, caches)  # many rows: the BLAS's products (as the translator's)
             if input_ids.shape[1] != 1 or offset >= n_positions:
                 for c in caches:
