@@ -1,14 +1,19 @@
 """A bounded load test of the explorer's model endpoint, on loopback only.
 
-Starts the explorer in-process on a free 127.0.0.1 port (or targets a running one with --url, which
-must be a loopback address), runs N concurrent clients (httpx, async) that each send requests
-back to back for a fixed time, then stops by itself and prints requests/s, latency percentiles and
-the errors (any non-200 answer or failed connection).
+Starts ``attnlab explore`` as its own process on a free 127.0.0.1 port (the real command, with its
+thread and OpenMP settings), or targets a running one with --url (a loopback address), runs N
+concurrent clients (httpx, async) that each send requests back to back for a fixed time, then
+stops by itself and prints requests/s, latency percentiles and the errors (any non-200 answer or
+failed connection). The explorer queues up to 64 requests beyond its ``--max-concurrent`` runs;
+more clients than that get 429 (busy), counted as errors here.
 
-    # the full run (a trained translator; e.g. from `attnlab demo`):
-    python benchmarks/web_load.py --model runs/demo --clients 50 --duration 30
-    # a quick check:
-    python benchmarks/web_load.py --model runs/demo --clients 50 --duration 5
+The server runs in a process of its own, as a user starts it, so that the clients' work does not
+share its interpreter and threads. ``--max-concurrent`` compares the explorer's model slots: two
+runs at once on the same cores slow each other several-fold (docs/measured.md).
+
+    # a shipped translator, one client, then a class:
+    python benchmarks/web_load.py --model ja-en --clients 1 --duration 20
+    python benchmarks/web_load.py --model ja-en --clients 40 --duration 20 --max-concurrent 1
     # no model at hand: load the playground endpoint instead
     python benchmarks/web_load.py --endpoint playground --duration 5
 
@@ -24,8 +29,8 @@ import ipaddress
 import json
 import socket
 import statistics
+import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -53,27 +58,26 @@ def check_loopback(url: str) -> None:
     raise SystemExit(f"web_load: refusing {url!r}: only loopback addresses (127.0.0.1, ::1, localhost) are allowed")
 
 
-def start_server(model_dirs: list[Path], clients: int) -> tuple[str, object, threading.Thread]:
-    import uvicorn
-
-    from attnlab.web.app import Limits, create_app
-    from attnlab.web.models import load_model
-
-    models = [load_model(d) for d in model_dirs]
-    # Queue room for every client: the test measures throughput, not the 503 back-pressure.
-    app = create_app(models, limits=Limits(max_waiting=max(64, clients)))
+def start_server(models: list[str], max_concurrent: int) -> tuple[str, subprocess.Popen]:
+    """``attnlab explore`` serving ``models`` (names or folders) on a free loopback port, as its
+    own process; returns its address once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise SystemExit("web_load: the explorer did not start")
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", server, thread
+    cmd = [sys.executable, "-m", "attnlab", "explore", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--max-concurrent", str(max_concurrent)] + [a for m in models for a in ("--model", m)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"web_load: the explorer did not start: {proc.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/models", timeout=2).status_code == 200:
+                return f"http://127.0.0.1:{port}", proc
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit("web_load: the explorer did not answer within 120 s")
 
 
 async def run_load(url: str, endpoint: str, body: dict, clients: int, duration: float, timeout: float) -> dict:
@@ -122,7 +126,13 @@ async def run_load(url: str, endpoint: str, body: dict, clients: int, duration: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=Path, action="append", default=[], help="checkpoint folder to serve (repeatable)")
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="a shipped model's name or a checkpoint folder to serve (repeatable)",
+    )
+    ap.add_argument("--max-concurrent", type=int, default=2, help="the explorer's model runs at once (its default: 2)")
     ap.add_argument("--url", help="target a running explorer instead (loopback only)")
     ap.add_argument("--endpoint", choices=sorted(BODIES), default="run")
     ap.add_argument("--text", default="three hundred forty-two thousand", help="sentence sent to the model")
@@ -134,20 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.clients <= 1000 or not 0 < args.duration <= 600:
         raise SystemExit("web_load: keep it bounded: 1..1000 clients, 0..600 seconds")
 
-    server = thread = None
+    server = None
     if args.url:
         check_loopback(args.url)
         url = args.url.rstrip("/")
     else:
         if args.endpoint == "run" and not args.model:
-            raise SystemExit("web_load: --endpoint run needs --model DIR (or --url of a running explorer)")
-        url, server, thread = start_server(args.model, args.clients)
+            raise SystemExit("web_load: --endpoint run needs --model NAME_OR_DIR (or --url of a running explorer)")
+        url, server = start_server(args.model, args.max_concurrent)
     model = None
     if args.endpoint == "run":
-        names = httpx.get(f"{url}/api/models", timeout=10).json()
-        if not names:
-            raise SystemExit("web_load: the explorer has no model to run")
-        model = names[0]["name"]
+        names = [m["name"] for m in httpx.get(f"{url}/api/models", timeout=10).json()]
+        wanted = [Path(m).name for m in args.model]
+        model = next((n for n in names if n in wanted), names[0] if names and not wanted else None)
+        if model is None:
+            raise SystemExit(f"web_load: the explorer offers {names}, not {wanted}")
     try:
         result = asyncio.run(
             run_load(
@@ -156,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         if server is not None:
-            server.should_exit = True
-            thread.join(10)
+            server.terminate()
+            server.wait(10)
     result["model"] = model
     if args.json:
         print(json.dumps(result))

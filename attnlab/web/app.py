@@ -72,7 +72,10 @@ class Limits:
 
     max_text_chars: int = 400  # longest sentence /api/run accepts (characters)
     max_body_bytes: int = 64 * 1024  # largest request body of any POST
-    max_concurrent: int = 2  # model runs in progress at once (each uses the CPU fully)
+    # Model runs in progress at once. Two: the lesson's widgets are short and partly single-threaded,
+    # so a class is served faster with two; one translator's long runs are faster one at a time
+    # (--max-concurrent 1; docs/measured.md has both).
+    max_concurrent: int = 2
     max_waiting: int = 64  # model requests queued behind those; more are refused with 429
     wait_timeout_s: float = 30.0  # a queued request gives up with 429 after waiting this long
     body_timeout_s: float = 10.0  # a request body not fully received by then gets 408 (slow-body clients)
