@@ -418,6 +418,8 @@ def plot_attention(
     *,
     title: str | None = None,
     lang: str | None = None,
+    row_label: str | None = None,
+    column_label: str | None = None,
 ) -> Path | Plot:
     """One attention heatmap: which source token each target token looked at.
 
@@ -430,6 +432,11 @@ def plot_attention(
             :class:`Plot` (shown inline in Jupyter).
         title: optional title above the panel.
         lang: language of the axis labels, ``"en"`` or ``"ja"`` (default: ``display_options.lang``).
+        row_label: the label of the rows' axis (default: target (query) in ``lang``). Say what
+            the rows are when they are not a target's tokens: the queries of self-attention,
+            sentences, heads.
+        column_label: the label of the columns' axis (default: source (key) in ``lang``), e.g.
+            the keys of self-attention.
 
     Returns:
         The path written, or the :class:`Plot` when no path is given.
@@ -449,8 +456,8 @@ def plot_attention(
     fig = new_figure(width, height)
     ax = fig.add_subplot()
     image = _heatmap(ax, w, src, tgt)
-    ax.set_xlabel(text["source"])
-    ax.set_ylabel(text["target"])
+    ax.set_xlabel(text["source"] if column_label is None else column_label)
+    ax.set_ylabel(text["target"] if row_label is None else row_label)
     if title is not None:
         ax.set_title(title, parse_math=False)
     fig.colorbar(image, ax=ax, label=text["weight"])

@@ -194,28 +194,33 @@ viz.plot_curves(
 # ## 4. d_k を変えると一つの例はどうなるか
 #
 # 3 節は 2000 個の平均でした。ここでは一つのクエリと三つのキーを乱数で作り、d_k だけを変えます。
-# 乱数のベクトルでは **スコアそのものが d_k とともに大きくなる** ので、割らなければ重みは一つに集中し、
-# √d_k で割れば d_k によらず似た広がりに戻ります。
+# 乱数のベクトルでは **スコアそのものが d_k とともに大きくなる** ので、割らなければ重みは一つに集中します。
+# √d_k で割ると、スコアの幅（最大 − 最小）は d_k を大きくしても 3 未満にとどまり、重みはどの d_k でも一つの
+# キーに張り付きません。ただし、一つの例の重みの形は乱数しだいで、d_k ごとに同じにはなりません
+# （d_k によらず一定になるのは、3 節のような多くの例の平均です）。
 
 # %%
 g = torch.Generator().manual_seed(3)
 q_big, k_big = torch.randn(1024, generator=g), torch.randn(3, 1024, generator=g)
-top = {}
+top, widths = {}, {}
 for d in (4, 64, 1024):
     raw = k_big[:, :d] @ q_big[:d]  # (3,): 先頭の d 成分だけを使う内積
     for scale in (False, True):
         w = compute_steps(raw.tolist(), d_k=d, scale=scale).weights
         top[d, scale] = float(w.max())
-    print(f"d_k={d:5d}  スコア {[round(x, 1) for x in raw.tolist()]}  "
+    width, scaled_width = float(raw.max() - raw.min()), float(raw.max() - raw.min()) / math.sqrt(d)
+    widths[d] = width, scaled_width
+    print(f"d_k={d:5d}  スコア {[round(x, 1) for x in raw.tolist()]}（幅 {width:.1f}、÷√d_k で {scaled_width:.1f}）  "
           f"重み（割らない）{[round(x, 3) for x in compute_steps(raw.tolist(), d_k=d, scale=False).weights.tolist()]}  "
           f"重み（割る）{[round(x, 3) for x in compute_steps(raw.tolist(), d_k=d, scale=True).weights.tolist()]}")  # fmt: skip
 # 本文の主張を確かめる: 割らないと大きな d_k で飽和し、割るとどの d_k でも一つに張り付かない
 assert top[64, False] > 0.99 and top[1024, False] > 0.99 and all(top[d, True] < 0.9 for d in (4, 64, 1024))
+assert widths[64][0] > 10 and widths[1024][0] > 10 and all(w < 3 for _, w in widths.values())  # 幅についての主張
 
 # %% [markdown]
-# d_k = 64 と 1024 では、割らないとスコアの差が十以上に広がり、重みはほぼ一つのキーに集まります
-# （[0.0, 0.0, 1.0]）。√d_k で割るとスコアの差は 2 程度に収まり、どの d_k でも最大の重みは 0.9 未満です
-# （上のセルの `assert` がこの二つを確かめています）。`ipywidgets` が入っていれば（`pip install 'attnlab[notebooks]'`）、スコアと d_k を
+# d_k = 64 と 1024 では、割らないとスコアの幅が 10 より大きく広がり（上の「幅」）、重みはほぼ一つのキーに
+# 集まります（[0.0, 0.0, 1.0]）。√d_k で割ると幅は 3 未満に収まり（「÷√d_k で」の数）、どの d_k でも最大の重みは
+# 0.9 未満です（上のセルの `assert` がこれらを確かめています）。`ipywidgets` が入っていれば（`pip install 'attnlab[notebooks]'`）、スコアと d_k を
 # スライダーで動かせます（入っていなければ、そう表示されるだけです）。
 
 # %%

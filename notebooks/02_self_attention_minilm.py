@@ -67,8 +67,10 @@ print("注意の重み (層, ヘッド, クエリ, キー):", tuple(weights.shap
 # %% [markdown]
 # ## 1. 一つの層の 12 個のヘッド
 #
-# 行がクエリ（見ている側）、列がキー（見られている側）で、各行の和は 1 です。一つの図には一つの層だけを
-# 描きます（`out.attentions` をそのまま表示すると、後ろの層から格子で描かれます）。まず第 1 層です。
+# 行がクエリ（見ている側）、列がキー（見られる側）で、各行の和は 1 です。一つの図には一つの層だけを
+# 描きます。`out.attentions` をそのまま表示すると、一つの格子に入るのは `viz.display_options.max_panels`
+# 枚（既定 24 枚）までなので、ヘッドが 12 個のこのモデルでは最後の 2 層（第5層と第6層）だけが描かれ、
+# 残りの層は省略されます（何層を省略したかも、表示の中に書かれます）。ここでは層を選んで描きます。まず第 1 層です。
 # 授業と同じく、層とヘッドは 1 から数えます。Python の添字は 0 からなので、`weights[0]` が第 1 層です。
 
 # %%
@@ -84,10 +86,17 @@ viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="Min
 # 最後の層のヘッド平均で、"it" の行がどこに重みを置くかを見ます。
 
 # %%
-viz.plot_attention(weights[-1].mean(0), tokens, tokens, title="最後の層（第6層）・ヘッドの平均")
+last_mean = weights[-1].mean(0)  # (S, S): 最後の層のヘッドの平均
+cls_rows = int((last_mean.argmax(-1) == 0).sum())
+print(f"いちばん重いのが [CLS] の列である行: {len(tokens)} 行のうち {cls_rows} 行")
+viz.plot_attention(
+    last_mean, tokens, tokens, title="最後の層（第6層）・ヘッドの平均",
+    row_label="クエリ（見ている側）", column_label="キー（見られる側）",
+)  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** 多くの行で [CLS] の列がいちばん明るく、文の中の語への重みはそれよりずっと小さく散らばっています。
+# **図の見どころ:** 左端の [CLS] の列が明るい行が並んでいます（その列がいちばん重い行の数は、上に印刷したとおりです）。
+# そうした行では、文の中の語への重みはそれより小さく、いくつかの語に散らばっています。
 
 # %%
 it, cat = tokens.index("it"), tokens.index("cat")
@@ -100,17 +109,18 @@ for layer in range(weights.shape[0]):
     margins.append(float(row[cat] - row[rival]))
     print(
         f"第{layer + 1}層: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
-        + f"   | cat {row[cat]:.2f} − 次点の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
+        + f"   | cat {row[cat]:.2f} − cat 以外で最大の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
     )  # fmt: skip
-# 下の文の主張: 前の三層では cat より重い語があり、後ろの三層では cat が一番でも差は 0.05 未満
+# 下の文の主張: 第1〜3層では cat より重い語があり、第4〜6層では cat が一番でも差は 0.05 未満
 assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:])
 
 # %% [markdown]
-# "it" の行は第2層から先で [CLS] にいちばん多くを置きます。文の中の語では、前の三層（第1〜3層）は
-# because や tired、was のほうが cat より重く、後ろの三層（第4〜6層）では cat が一番になりますが、右の列の
-# とおり次点（the や mat）との差は 0.05 未満です。この重みから「モデルは it = cat と理解した」とは言えません。さらに、重みが大きくはっきりしていても証明には
-# なりません。各位置の状態は前の層ですでに他のトークンを混ぜていますし、重みの小さい経路が結果を
-# 決めることもあります（Jain & Wallace 2019）。注意の重みは「どこから情報を集めたか」の手がかりとして読みます。
+# "it" の行は第2層から先で [CLS] にいちばん多くを置きます。文の中の語では、第1〜3層は because や tired、
+# was のほうが cat より重く、第4〜6層では cat が一番になりますが、右の列のとおり、cat 以外で最大の語
+# （the や mat）との差は 0.05 未満です。この重みから「モデルは it = cat と理解した」とは言えません。
+# さらに、重みが大きくはっきりしていても証明にはなりません。各位置の状態は前の層ですでに他のトークンを
+# 混ぜていますし、重みの小さい経路が結果を決めることもあります（Jain & Wallace 2019）。注意の重みは
+# 「どこから情報を集めたか」の手がかりとして読みます。
 
 # %% [markdown]
 # ## 3. よくある形: 特別なトークンへの集中と「一つ前」のヘッド
@@ -135,7 +145,10 @@ hits = (argmax[..., 1:] == torch.arange(S - 1)).float().mean(-1)  # (L, H): 位�
 layer, head = divmod(int(hits.argmax()), hits.shape[1])
 print(f"第{layer + 1}層・ヘッド{head + 1}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
 assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1  # 下の文の主張
-viz.plot_attention(weights[layer, head], tokens, tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 一つ前のトークンを見るヘッド")
+viz.plot_attention(
+    weights[layer, head], tokens, tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 一つ前のトークンを見るヘッド",
+    row_label="クエリ（見ている側）", column_label="キー（見られる側）",
+)  # fmt: skip
 
 # %% [markdown]
 # **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて、

@@ -25,7 +25,8 @@
 # The tutorial's multi-head attention, written with its structure, is compared with attnlab's
 # `MultiHeadAttention` under copied weights; the test catches the missing `transpose(1, 2)` (the
 # scores become head × head within each position), and a one-line fix passes. Test sizes matter:
-# with T = 1 or H = 1 the bug hides, and it is silent in self-attention and in any
+# only with T = 1 and H = 1 together does the bug hide (T = 1, H = 4 and T = 5, H = 1 both catch
+# it), and it is silent in self-attention and in any
 # source–target attention whose two lengths are equal; only unequal lengths fail on shapes.
 # Exercises at the end, each with a collapsed answer.
 # </details>
@@ -105,15 +106,21 @@ def copy_weights(ours: nn.Module, reference: attnlab.MultiHeadAttention) -> None
             getattr(ours, mine).bias.copy_(getattr(reference, theirs).bias)
 
 
-def test_matches_attnlab(module_class, *, T: int = 5, heads: int = 4) -> None:
-    """同じ重みなら、`module_class` の自己注意は attnlab.MultiHeadAttention と同じ出力になる。"""
+def outputs_of(module_class, *, T: int = 5, heads: int = 4):
+    """同じ重みで、`module_class` と attnlab.MultiHeadAttention の自己注意の出力を返す（この順）。"""
     torch.manual_seed(0)
     reference = attnlab.MultiHeadAttention(d_model=32, n_heads=heads)
     ours = module_class(32, heads)
     copy_weights(ours, reference)
     x = torch.randn(2, T, 32)  # (B, T, D)
-    expected = reference(x).output
-    torch.testing.assert_close(ours(x, x, x), expected)
+    with torch.no_grad():
+        return ours(x, x, x), reference(x).output
+
+
+def test_matches_attnlab(module_class, *, T: int = 5, heads: int = 4) -> None:
+    """同じ重みなら、`module_class` の自己注意は attnlab.MultiHeadAttention と同じ出力になる。"""
+    actual, expected = outputs_of(module_class, T=T, heads=heads)
+    torch.testing.assert_close(actual, expected)
 
 
 # %%
@@ -123,8 +130,11 @@ try:
 except AssertionError as error:
     caught = error
 assert caught is not None, "the comparison with attnlab must fail for the tutorial's split"
-print("テストが誤りを見つけました:\n")
-print(str(caught)[:600])
+actual, expected = outputs_of(TutorialMultiHead)
+wrong = ~torch.isclose(actual, expected, rtol=1.3e-6, atol=1e-5)  # assert_close と同じ許容差（float32）
+print("テストが誤りを見つけました（torch.testing.assert_close が AssertionError を出しました）")
+print(f"出力の {int(wrong.sum())} / {wrong.numel()} 個の値が違い、差の最大は {(actual - expected).abs().max():.2f}")
+print("assert_close のメッセージの最初の行:", repr(str(caught).splitlines()[0]))
 
 # %% [markdown]
 # ## 3. 何が起きていたか
@@ -163,8 +173,9 @@ print("修正版は attnlab と一致します")
 # ## 4. テストの入力も大事
 #
 # 位置が一つでヘッドも一つ（T = 1, H = 1）だと、誤った版も合格してしまいます。注意する相手が一つしか
-# ないので、どちらも v をそのまま（重み 1 で）返すからです。比べるテストには「一つでは済まない」大きさ
-# （T > 1、H > 1）を使います。
+# ないので、どちらも v をそのまま（重み 1 で）返すからです。見逃すのは T と H の両方が 1 のときだけで、
+# 下のとおり、どちらか一方でも 1 より大きければテストは誤りを見つけます。それでも比べるテストには、どちらも
+# 「一つでは済まない」大きさ（T > 1、H > 1）を使うのが安全です。
 #
 # 誤った版が形の誤りで止まるのは、クエリの長さ T とキーの長さ S が違うときだけです。自己注意でも、
 # T = S のソース・ターゲット注意（例えば同じ長さの原文と訳文）でも、形は合ったまま黙って間違います。

@@ -19,7 +19,7 @@
 # ヒートマップです。
 #
 # attnlab に同梱の日英・英日翻訳モデル（`ja-en`, `en-ja`）を名前で読み込みます。このインストールに
-# 同梱モデルがなければ、代わりに生成データ（英語の数詞 ⇄ 漢数字）で小さなモデルを 30 秒だけ
+# 同梱モデルがなければ、代わりに生成データ（英語の数詞 ⇄ 漢数字）で小さなモデルを `STEPS` 回の更新だけ
 # 学習します。下の出力に、どちらを使ったかが表示されます。
 #
 # チュートリアル 001 との対応: 「演習 2: 注意重みの可視化」の `plot_attention` を 3 節で本物の重みに使い、
@@ -28,12 +28,12 @@
 # %% [markdown]
 # <details><summary>English summary (英語の要約)</summary>
 #
-# The source–target (cross-) attention of attnlab's shipped ja⇄en translators (or a 30-second
-# stand-in where this install has none): the last layer's mean as a table or heatmap, then each
-# layer's heads in its own figure (§1–2); the tutorial's `plot_attention` (exercise 2) drawn with
-# these real weights, and why its example's `torch.rand(7, 6)` is not attention (rows do not sum
-# to 1) (§3); how to read the maps, including the `[EOS]` row (§4). Exercises at the end, each with
-# a collapsed answer.
+# The source–target (cross-) attention of attnlab's shipped ja⇄en translators (or a stand-in
+# trained for a few hundred steps where this install has none): the last layer's mean as a table
+# or heatmap, then each layer's heads in its own figure (§1–2); the tutorial's `plot_attention`
+# (exercise 2) drawn with these real weights, and why its example's `torch.rand(7, 6)` is not
+# attention (rows do not sum to 1) (§3); how to read the maps, including the `[EOS]` row, whose
+# heaviest source tokens are printed (§4). Exercises at the end, each with a collapsed answer.
 # </details>
 
 # %%
@@ -44,11 +44,11 @@ from attnlab import viz
 
 viz.display_options.lang = "ja"
 
-SECONDS = 30  # 同梱モデルがないときに代わりのモデルを学習する秒数
+STEPS = 900  # 同梱モデルがないときに代わりのモデルを学習する更新の回数（開発機で約 30 秒）
 names = ["ja-en", "en-ja"] if shipped_model("ja-en") is not None else ["en-ja"]
 translators = {}
 for name in names:
-    translators[name] = load_translator(name, seconds=SECONDS)
+    translators[name] = load_translator(name, steps=STEPS)
     print(f"{name}: {translators[name].source}")
 
 # %% [markdown]
@@ -67,7 +67,7 @@ NUMBERS = {
     "ja-en": ["三十四万二千", "二千五百万六百"],
     "en-ja": ["three hundred forty-two thousand", "twenty million five hundred six"],
 }
-shipped = {name: loaded.source.startswith("shipped") for name, loaded in translators.items()}
+shipped = {name: loaded.shipped for name, loaded in translators.items()}
 results = {}
 for name, loaded in translators.items():
     sentences = REAL[name] if shipped[name] else NUMBERS[name]
@@ -166,9 +166,20 @@ assert not torch.allclose(fake.sum(-1), torch.ones(7)) and torch.allclose(soften
 # - 語順の違う言語の間では、対応は対角線になりません（日本語の動詞は文末、英語では主語の次）。
 #   同梱モデルがないときの数の課題では、英語は千ごと、日本語は万ごとに区切るので、一つの漢字が
 #   英語の二語にまたがることがあります。
-# - 終わりの記号 `[EOS]` の行には、はっきりした相手がありません。その行の重みは原文の文頭や句読点に
-#   散らばりがちです。
+# - 終わりの記号 `[EOS]` の行には、対訳になる原文のトークンがありません。下に、1 節の各訳の `[EOS]` の行で
+#   重みの大きい三つを印刷します。どこかに重みが集まっていても、それは訳語の対応ではなく、書き終えるときに
+#   どこから情報を取ったかの手がかりにすぎません。
 # - 注意の重みは「どこから情報を取ったか」の手がかりで、単語の対訳表そのものではありません。
+
+# %%
+for translations in results.values():
+    for translation in translations:
+        if translation.tgt_tokens[-1] != "[EOS]":  # 長さの上限で切れた訳には [EOS] の行がない
+            continue
+        row = translation.cross_attention[-1].float().mean(0)[-1]  # (S,): 最後の層・ヘッドの平均の、最後の行
+        top = row.topk(min(3, row.shape[0]))
+        print(f"{translation.source} → {translation.tgt_tokens[-1]} の行:",
+              ", ".join(f"{translation.src_tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))  # fmt: skip
 
 # %% [markdown]
 # ## 練習問題
@@ -199,7 +210,7 @@ new_sentence = NEW[name] if shipped[name] else {"ja-en": "五千三百", "en-ja"
 new = translators[name].model.translate([new_sentence], return_attention=True)[0]
 print(new.source, "→", new.text)
 for target, source in align(new.cross_attention[-1].mean(0), new.src_tokens, new.tgt_tokens):
-    print(f"{target:>12} ← {source}")
+    print(f"訳文 {target!r:>14} ← 原文 {source!r}")
 
 # %% [markdown]
 # 2. （試す問題）1 節の訳について、最後の層の平均で対応を作り、どの組が正しい対訳になっているか数えて

@@ -16,7 +16,7 @@
 #
 # 普通のアテンションは、すべてのクエリがすべてのキーにスコアを付けるので、長さ T の文で T² 個のスコアが
 # 要ります。変種は「どのスコアを計算するか」を絞って、計算量とメモリを T に比例するところまで下げます。
-# ここでは 1. マスクの形、2. スコアの数と実際の時間、3. 同じ GPT を同じ時間だけ学習させたときの損失、を
+# ここでは 1. マスクの形、2. スコアの数と実際の時間、3. 同じ GPT を同じ回数だけ更新したときの損失、を
 # 比べます。
 #
 # チュートリアル 001 との対応: 「注意機構の変種と拡張」の局所注意・スパース注意（スライディング
@@ -28,9 +28,11 @@
 # Masks of causal, sliding-window, dilated and global + window attention (with the causal mask a
 # global position is seen by every later query but itself sees only what is before it; stacking L
 # layers of a window w reaches L · (w − 1) positions back); the number of scores and measured
-# times (which is faster at short lengths depends on the machine); what the tutorial's "compared
-# with the RNN's O(n)" should say (attention does more work, O(n² · d), but in O(1) sequential
-# steps, where an RNN needs n); and a short run of `attnlab experiment variants`.
+# times (the median of several runs; which one is faster at these lengths, and how the times
+# grow, depend on the machine, so the notebook prints what this run measured instead of
+# claiming a direction); what the tutorial's "compared with the RNN's O(n)" should say
+# (attention does more work, O(n² · d), but in O(1) sequential steps, where an RNN needs n); and
+# a short run of `attnlab experiment variants` with the same number of steps per variant.
 # Exercises at the end, each with a collapsed answer.
 # </details>
 
@@ -56,7 +58,7 @@ viz.display_options.lang = "ja"
 # 色の付いたマスのスコアだけが計算されます（`True` = 見てよい）。どれも先を隠す工夫（因果マスク）付きです。
 #
 # - 全体（因果）: 自分と、それより前のすべて。
-# - スライディングウィンドウ（局所）: クエリ i はキー `i − window < j ≤ i`、つまり自分と直前の window − 1 個。
+# - スライディングウィンドウ注意: クエリ i はキー `i − window < j ≤ i`、つまり自分と直前の window − 1 個。
 #   一つの層で window − 1 個前まで届き、L 層重ねると L · (window − 1) 個前まで届きます。
 # - 拡張（dilated）ウィンドウ: 間隔を空けて、同じマスの数でより遠くまで。
 # - グローバル + ウィンドウ（Longformer）: グローバル位置の列は、それより後ろのすべてのクエリから見られます。
@@ -113,17 +115,18 @@ viz.plot_curves(
 # %% [markdown]
 # **図の見どころ:** 両対数の図で、全体の線の傾きはウィンドウの線の倍です（T² と T）。
 #
-# 実際の時間も測ります（この機械の CPU で、3 回のうち最速の 1 回）。
+# 実際の時間も測ります（この機械の CPU で、5 回測った中央値。一回だけの測定は、同じ機械で動く他の仕事に
+# 大きく揺らされます）。
 
 # %%
-def seconds(fn, repeats: int = 3) -> float:
+def seconds(fn, repeats: int = 5) -> float:
     fn()  # 一回目は準備（メモリの確保など）が入るので測らない
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]  # 中央値
 
 
 dense_name, window_name = "全体（因果）", f"ウィンドウ {window}"
@@ -133,18 +136,27 @@ with torch.no_grad():
         q = torch.randn(1, 4, L, 32)  # (B, H, T, Dh); ここではキーとバリューもクエリと同じ
         timings[dense_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.scaled_dot_product_attention(q, q, q, is_causal=True))
         timings[window_name][str(L)] = 1000 * seconds(lambda q=q: attnlab.sliding_window_attention(q, q, q, window=window))
+faster = {}
 for L in lengths:
     d, w = timings[dense_name][str(L)], timings[window_name][str(L)]
-    print(f"T = {L:5d}: 全体 {d:6.2f} ms, ウィンドウ {w:6.2f} ms → {'ウィンドウ' if w < d else '全体'}が速い（比 {d / w:.1f}）")
-viz.plot_bars(timings, ylabel="ミリ秒（順伝播 1 回）", xlabel="系列長 T", title="1 回の順伝播の時間")
+    faster[L] = "ウィンドウ" if w < d else "全体"
+    print(f"T = {L:5d}: 全体 {d:7.2f} ms, ウィンドウ {w:7.2f} ms → {faster[L]}が速い（全体 ÷ ウィンドウ = {d / w:.2f}）")
+for name in (dense_name, window_name):
+    growth = [timings[name][str(b)] / timings[name][str(a)] for a, b in zip(lengths, lengths[1:])]
+    expected = "×4" if name == dense_name else "×2"
+    print(f"T を倍にしたときの時間の伸び（{name}）:", ", ".join(f"×{g:.1f}" for g in growth), f"（スコアの数では {expected}）")
+window_wins = [L for L in lengths if faster[L] == "ウィンドウ"]
+print("この機械のこの実行では、ウィンドウが速かった長さ:", window_wins or "なし",
+      "／ 全体が速かった長さ:", [L for L in lengths if L not in window_wins] or "なし")  # fmt: skip
+viz.plot_bars(timings, ylabel="ミリ秒（順伝播 1 回）", xlabel="系列長 T", title="1 回の順伝播の時間（5 回の中央値）")
 
 # %% [markdown]
-# **図の見どころ:** 系列長を倍にするごとに、全体の棒はおよそ 4 倍に、ウィンドウの棒はおよそ 2 倍に伸びるはずです
-# （スコアの数のとおり）。上の行の比で、この機械でどこから差がはっきりするかを確かめてください。
-#
-# 短い系列では、スコアの数の差が小さいうえに、ウィンドウ版はブロックに分ける手間がかかり、全体の
-# アテンションは融合カーネルで速く計算されます。そのため、短い系列でどちらが速いかは機械と測定の揺れで
-# 変わります（上の行がこの機械での結果です）。長い系列では差がはっきりします
+# **図の見どころ:** 棒の高さは上の行の数と同じです。スコアの数だけで決まるなら、系列長を倍にするごとに全体の棒は
+# 4 倍、ウィンドウの棒は 2 倍に伸びるはずです。実際の伸び方と、どちらが速いかは、上に印刷した行のとおりで、
+# 機械によって違います。時間にはスコアの数のほかに、ウィンドウ版がブロックに分ける手間、全体のアテンションが
+# 使う融合カーネル（まとめて一度に計算する速い実装）の速さ、メモリの読み書き、同じ機械で動く他の仕事が入るから
+# です。スコアの数の差は系列が長いほど大きくなるので、十分に長い系列では、いずれウィンドウが速くなります。
+# どの長さから速くなるかは機械によって違い、この 4 つの長さより長いこともあります
 # （`python benchmarks/long_context.py` はもっと長い系列で測ります）。
 #
 # ### チュートリアルの「RNN の O(n) 複雑度と比較して」について
@@ -169,20 +181,20 @@ for n in (16, 64, 512, 4096):
 # ウィンドウ w の変種は、積和を O(n · w · d) に減らし、段数 1 はそのまま保ちます。
 
 # %% [markdown]
-# ## 3. 同じ時間だけ学習させると（`attnlab experiment variants` の小さな切れ端）
+# ## 3. 同じ回数だけ学習させると（`attnlab experiment variants` の小さな切れ端）
 #
-# 同じ小さな GPT（同じ種、同じ初期値）を変種ごとに同じ時間だけ学習させ、検証損失（1 文字あたりの
-# ナット）と速さを比べます。ここでは一つあたり 8 秒ほどの、ごく短い予算です。結論を出すには
-# `attnlab experiment variants`（既定 15 分）を使ってください。
+# 同じ小さな GPT（同じ種、同じ初期値）を変種ごとに同じ回数だけ更新し、検証損失（1 文字あたりの
+# ナット）と速さを比べます。学習は時計ではなく更新の回数で止めるので、どの機械でも同じ学習になります
+# （速さだけが機械によって違います）。ここでは一つあたり `STEPS` 回の、ごく短い学習です。結論を出すには
+# `attnlab experiment variants`（`--steps` で更新の回数を決められます）を使ってください。
 
 # %%
-# 全体の予算（CI）。各変種はその 80% を等分した時間だけ学習する
-MINUTES = 0.5
+STEPS = 60  # 変種ごとの更新の回数（CI の予算）
 text, text_name = sample_text(200_000)
 print("テキスト:", text_name, f"（{len(text):,} 文字）")
 settings = VariantsSettings(
     variants=("full", "sliding_window:16", "global_window:16:4"),
-    minutes=MINUTES,
+    steps=STEPS,
     model_preset="bench-small",
     block_size=64,
     batch_size=16,
@@ -193,25 +205,30 @@ settings = VariantsSettings(
 out_dir = Path(tempfile.mkdtemp(prefix="attnlab-variants-"))
 report = run_variants(text, out_dir, settings)
 display(HTML(variants_table_html(report)))
+points = {variant_label(r.variant): r.curve_steps for r in report.results}
+print("評価した更新の回数:", points)
+assert all(r.steps == STEPS for r in report.results) and len({tuple(x) for x in points.values()}) == 1
 
 # %% [markdown]
 # 表の「全体との差」は全体のアテンションとの損失の差、「全体との速さの比」は 1 秒あたりのトークン数の比です。
-# 一つ 8 秒ほどの学習では、損失の差の多くは雑音で（更新の回数が変種ごとに違い、同じ機械で動く他の仕事にも
-# 左右されます）、速さの比も測るたびに揺れます。64 トークンのような短い文脈では、ウィンドウ 16 が見落とす
-# 文脈は少なく、省けるスコアも少ないので、失うものも得るものも小さく、どちらも文脈が長くなるほど大きく
-# なります。確かな比較には、長い予算と複数の種が要ります。
+# どの変種も同じ回数だけ更新したので、損失の差は同じ学習の量での差です。ただし、これは一つの種（初期値と
+# データの順番）で `STEPS` 回だけの比較なので、差が変種の違いによるものか種の偶然によるものかは、この表だけでは
+# 決められません。速さの比は、同じ機械で動く他の仕事に左右されて、測るたびに揺れます。64 トークンのような
+# 短い文脈では、ウィンドウ 16 が見落とす文脈は少なく、省けるスコアも少ないので、失うものも得るものも小さく、
+# どちらも文脈が長くなるほど大きくなります。確かな比較には、長い学習と複数の種が要ります。
 
 # %%
 viz.plot_curves(
-    {variant_label(r.variant): ([t for t, _ in r.curve], [loss for _, loss in r.curve]) for r in report.results},
-    xlabel="学習時間（秒）",
+    {variant_label(r.variant): (r.curve_steps, [loss for _, loss in r.curve]) for r in report.results},
+    xlabel="更新の回数",
     ylabel="検証損失（ナット/文字）",
-    title="同じ GPT、同じ時間",
+    title="同じ GPT、同じ更新の回数",
 )
 
 # %% [markdown]
-# **図の見どころ:** どの線も時間とともに下がり、点の数（評価の回数）と横の位置は変種ごとの速さで違います。
-# 線どうしの差のどこまでが変種の違いでどこからが雑音かは、一回のこの短い実行では決められません。
+# **図の見どころ:** どの変種も同じ更新の回数（上に印刷した回数）で評価しているので、線の点は横に揃っています。
+# 同じ横の位置で縦に並んだ点どうしが、同じ学習の量での損失の比べ合いです。線どうしの差のどこまでが変種の違いで
+# どこからが種の偶然かは、一回のこの短い実行では決められません。
 
 # %% [markdown]
 # ## 練習問題

@@ -25,7 +25,7 @@
 # | 穴埋め | BERT（マスク言語モデル） | 前後の両方を見る自己注意 |
 #
 # 同梱モデルがあるタスク（翻訳、文字単位の GPT）は名前で読み込みます。ないものは生成データで短く
-# 学習します（秒数は各セルにあります。`notebooks/runs/` に残るので、二回目からは読み込むだけです）。
+# 学習します（更新の回数は各セルの `steps=` です。`notebooks/runs/` に残るので、二回目からは読み込むだけです）。
 # 短い学習のモデルなので、図が教科書どおりの形になるとは限りません。各図の下の文は、この実行の出力から
 # 言えることだけを書き、数はコードで数えて印刷します。
 #
@@ -36,17 +36,20 @@
 # <details><summary>English summary (英語の要約)</summary>
 #
 # Five tasks, each with its attention: translation (source–target attention), summarization with
-# the copy mechanism (the copy probability 1 − p_gen per summary word, and the example among
-# several where it moves most), question answering (the head that puts the most weight on the
-# gold answer span, with that span marked), character-level generation (causal self-attention)
-# and fill-mask (each head's row of [MASK], for the first of the two sentences). The models that
-# attnlab does not ship are trained for seconds, so each caption states only what the printed
-# numbers of this run show. Exercises at the end, each with a collapsed answer.
+# the copy mechanism (the copy probability 1 − p_gen per summary word; the example shown is the
+# one whose words other than [EOS] lean furthest towards generating, and the printout says how
+# many words were generated at all — in this small model often only [EOS]), question answering
+# (the head that puts the most weight on the gold answer span, with that span marked),
+# character-level generation (causal self-attention) and fill-mask (each head's row of [MASK],
+# for the first of the two sentences). The models that attnlab does not ship are trained for a
+# few hundred steps, so each caption states only what the printed numbers of this run show.
+# Exercises at the end, each with a collapsed answer.
 # </details>
 
 # %%
 import torch
 from helpers import (
+    SHAKESPEARE,
     check,
     load_gpt,
     load_masked_lm,
@@ -73,10 +76,10 @@ viz.display_options.lang = "ja"
 
 # %%
 name = "ja-en" if shipped_model("ja-en") is not None else "en-ja"
-translator = load_translator(name, seconds=30)  # 05 と同じモデル
+translator = load_translator(name)  # 05 と同じモデル
 print(translator.source)
 sentence = {"ja-en": "この本はとても面白かった。", "en-ja": "nine thousand nine hundred ninety-nine"}[name]
-if name == "en-ja" and translator.source.startswith("shipped"):
+if name == "en-ja" and translator.shipped:
     sentence = "This book was very interesting."
 translation = translator.model.translate([sentence], return_attention=True)[0]
 show_translation(translation)
@@ -86,18 +89,27 @@ show_translation(translation)
 #
 # ポインタ生成ネットワークは、毎ステップ、語彙から語を「生成」する確率 p_gen と、アテンションに従って
 # 文書から語を「コピー」する確率 1 − p_gen を混ぜます。生成データの文書には作り話の名前と数が入っていて、
-# 語彙にないのでコピーするしかありません。一方 `[EOS]`（要約の終わり）は文書にないので、生成するしか
-# ありません。テストの 8 例を要約し、コピーの確率がいちばん大きく動いた例を選んで描きます。
+# 語彙にないのでコピーするしかありません。一方 `[EOS]`（要約の終わり）は文書にないので、その確率は
+# すべて生成の側から来ます。
+#
+# テストの 8 例を要約し、`[EOS]` 以外の語で生成が勝った（コピーの確率が 0.5 未満の）語を数えます。描く例は、
+# `[EOS]` 以外の語のコピーの確率の最小値がいちばん低い例、つまり生成にいちばん傾いた語を含む例です。
 
 # %%
-summarizer = load_summarizer(seconds=25)
+summarizer = load_summarizer()
 print(summarizer.source)
 examples = summary_splits(1, seed=0, n_valid=1, n_test=8).test
 summaries = summarizer.model.summarize([e.document for e in examples], return_attention=True)
-spread = [max(s.p_gen) - min(s.p_gen) for s in summaries]  # その例の中で、コピーの確率が動いた幅
-best = max(range(len(summaries)), key=lambda i: spread[i])
+words = [(w, 1 - p) for s in summaries for w, p in zip(s.tokens, s.p_gen) if w != "[EOS]"]  # (語, コピーの確率)
+generated_words = [w for w, c in words if c < 0.5]
+lowest = [min((1 - p for w, p in zip(s.tokens, s.p_gen) if w != "[EOS]"), default=1.0) for s in summaries]
+best = min(range(len(summaries)), key=lambda i: lowest[i])
 example, summary = examples[best], summaries[best]
-print("コピーの確率が動いた幅（8 例）:", [round(x, 2) for x in spread])
+print(f"8 例の要約の語（[EOS] を除く）: {len(words)} 語、そのうち生成が勝った語: {len(generated_words)} 語",
+      " ".join(generated_words[:10]))  # fmt: skip
+if not generated_words:
+    print("→ この小さなモデルは、8 例とも [EOS] 以外のすべての語をコピーで書いています（生成が勝ったのは [EOS] だけ）")
+print("各例の、[EOS] 以外の語のコピーの確率の最小値:", [round(x, 2) for x in lowest], f"→ 例 {best + 1} を描きます")
 print("文書:", example.document)
 print("正解の要約:", example.summary)
 summary
@@ -114,22 +126,26 @@ copy = {f"{i}: {w}": 1 - p for i, (w, p) in enumerate(zip(summary.tokens, summar
 viz.plot_bars({"コピーの確率 1 − p_gen": copy}, ylabel="コピーの確率", title="要約の各語: コピーか生成か")
 
 # %% [markdown]
-# **図の見どころ:** 棒が低い（生成に切り替わった）語がどれかを、上の二行と見比べてください。文書にない `[EOS]` は
-# コピーでは書けないので、生成が勝つはずの語です。文書にある語は、語彙にある語でもコピーで書けるので、
-# コピーが勝ちやすくなります（どちらが何語だったかは上の二行のとおりです）。
+# **図の見どころ:** 棒が低い語ほど、生成の側から書かれています。最後の `[EOS]` は文書にないので、その確率は
+# 棒の高さにかかわらず、すべて生成の側から来ています。`[EOS]` 以外でいちばん低い棒の高さが、2 節の最初のセルで
+# 印刷した、この例の最小値です。この例でコピーが勝った語と生成が勝った語の数は、上の二行のとおりです。`[EOS]` 以外に
+# 生成が勝った語がなければ、この小さなモデルは文書の語をすべてコピーで書き、生成は `[EOS]` にしか使っていない
+# ということです。
 
 # %% [markdown]
 # ## 3. 質問応答
 #
 # 質問と本文を `[CLS] 質問 [SEP] 本文 [SEP]` として一緒に読み、答えの始まりと終わりのトークンを当てます。
-# まず、最後の層のヘッドの平均で、質問の各トークンが本文のどこを見たかを表示します（行の重みの多くは
-# [CLS] や [SEP]、質問そのものに行くので、本文の中での割合に直して描きます）。
+# まず、最後の層のヘッドの平均で、質問の各トークンが本文のどこを見たかを表示します。行の重みの一部は
+# [CLS] や [SEP]、質問そのものに行くので（本文に届く割合は表示の説明の行にあります）、本文の中での割合に
+# 直して描きます。
 #
-# 40 秒の微調整では答えを外すことがあります。`attnlab train qa`（既定の 6 エポック、数分）なら
-# 生成データの未知の質問で完全一致 75% 以上になります（`tests/test_qa.py` の slow テスト）。
+# ここでの微調整は短い（更新の回数はセルの `steps=`）ので、答えを外すことがあります。
+# `attnlab train qa`（既定の 6 エポック、数分）なら、生成データの未知の質問で完全一致 75% 以上になります
+# （`tests/test_qa.py` の slow テスト）。
 
 # %%
-qa = load_question_answerer(seconds=40)
+qa = load_question_answerer()
 print(qa.source)
 question = qa_splits(1, seed=0, n_valid=1, n_test=2).test[0]
 gold = question.answers[0][0]
@@ -150,17 +166,28 @@ starts = [i for i in range(len(context) - len(gold_pieces) + 1) if context[i : i
 assert starts, f"正解 {gold!r} のトークン {gold_pieces} が本文のトークンに見つからない"
 span = list(range(starts[0], starts[0] + len(gold_pieces)))
 on_gold = answer.attention[..., span].sum(-1).mean(-1)  # (L, H): 質問の各行が正解の区間に置く重みの、行の平均
-layer, head = divmod(int(on_gold.argmax()), on_gold.shape[1])
-print(f"正解の区間への重み: 第{layer + 1}層・ヘッド{head + 1} が最大で {on_gold[layer, head]:.2f}"
-      f"（全ヘッドの平均 {on_gold.mean():.2f}、正解の区間は本文 {len(context)} トークン中 {len(span)} トークン）")  # fmt: skip
+qa_layer, qa_head = divmod(int(on_gold.argmax()), on_gold.shape[1])
+chosen = answer.attention[qa_layer, qa_head]  # (Q, C): 選んだヘッドの、質問 → 本文の重み
+rows_on_gold = int(sum(int(row.argmax()) in span for row in chosen))  # 本文の中でいちばん重いのが正解の区間の行
+print(f"正解の区間への重み: 第{qa_layer + 1}層・ヘッド{qa_head + 1} が最大で {on_gold[qa_layer, qa_head]:.2f}"
+      f"（全ヘッドの平均 {on_gold.mean():.2f} の {on_gold[qa_layer, qa_head] / on_gold.mean():.1f} 倍。"
+      f"正解の区間は本文 {len(context)} トークン中 {len(span)} トークン）")  # fmt: skip
+print(f"このヘッドで、本文の中でいちばん重いのが正解の区間である行: 質問 {len(chosen)} 行のうち {rows_on_gold} 行")
 labels = [f"【{t}】" if i in span else t for i, t in enumerate(context)]
+favourite = chosen.mean(0).topk(3)  # 質問の行の平均で、このヘッドが本文でいちばん重みを置くトークン
+print("このヘッドが本文でいちばん重みを置くトークン（質問の行の平均）:",
+      ", ".join(f"{labels[j]} {w:.2f}" for w, j in zip(favourite.values, favourite.indices)))  # fmt: skip
 viz.plot_attention(
-    answer.attention[layer, head], labels, answer.question_tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 質問 → 本文"
-)
+    chosen, labels, answer.question_tokens, title=f"第{qa_layer + 1}層・ヘッド{qa_head + 1}: 質問 → 本文",
+    row_label="クエリ（質問のトークン）", column_label="キー（本文のトークン）",
+)  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** 【 】の列が明るい行が多いほど、このヘッドは質問から正解の位置へ情報を運んでいます。上の行の
-# 「全ヘッドの平均」と比べると、このヘッドがどれだけ特別かがわかります。モデルの答えが正解と違っていても、
+# **図の見どころ:** 【 】の列を上から下までたどってください。その列が本文の中でいちばん明るい行の数と、このヘッドが
+# 正解の区間に置く重みが全ヘッドの平均の何倍かは、上に印刷したとおりです。その行が多いほど、このヘッドは
+# 質問から正解の位置へ情報を運んでいます。【 】のほかに明るい列があれば、それは上の最後の行に印刷した、このヘッドが
+# 本文でいちばん重みを置くトークンです。色の目盛りは 0〜1 に固定で、一つの行の重みは本文のほかに質問、[CLS]、
+# [SEP] にも配られるので、正解の列でも暗めの色になることがあります。モデルの答えが正解と違っていても、
 # 正解を見ているヘッドはありえます（見ることと、答えの区間として選ぶことは別の段階です）。
 
 # %% [markdown]
@@ -170,10 +197,11 @@ viz.plot_attention(
 # 文字）で続きを書かせ、書いた文全体の注意の重みを描きます。
 
 # %%
-gpt = load_gpt("shakespeare-char", seconds=15)
+gpt = load_gpt("shakespeare-char", steps=150)
 print(gpt.source)
 model, tokenizer = gpt.model
-prompt = "three hundred " if "number words" in gpt.source else "ROMEO:\n"  # 代わりのモデルは数詞しか知らない
+# tinyshakespeare のない環境の代わりのモデルは、数詞しか知らない
+prompt = "ROMEO:\n" if gpt.shipped or SHAKESPEARE.is_file() else "three hundred "
 ids = torch.tensor([tokenizer.encode(prompt)])
 with torch.no_grad():
     full = generate(model, ids, max_new_tokens=20, temperature=0.0).tokens  # (1, T): プロンプトと、続きの 20 文字
@@ -183,7 +211,10 @@ print(repr(text))
 characters = [tokenizer.id_to_token(i) for i in full[0].tolist()]
 characters = [{"\n": "↵", " ": "␣"}.get(c, c) for c in characters]
 last = out.attentions[-1][0]  # (H, T, T)
-viz.plot_attention(last.mean(0), characters, characters, title="最後の層・ヘッドの平均（↵ は改行、␣ は空白）")
+viz.plot_attention(
+    last.mean(0), characters, characters, title="最後の層・ヘッドの平均（↵ は改行、␣ は空白）",
+    row_label="クエリ（見ている側）", column_label="キー（見られる側）",
+)  # fmt: skip
 
 # %% [markdown]
 # **図の見どころ:** 対角線より右上がすべて 0 です。これが先を隠す工夫で、どの文字も自分より後ろを見ていません。
@@ -196,7 +227,7 @@ viz.plot_attention(last.mean(0), characters, characters, title="最後の層・�
 # 一桁の数のはずです。
 
 # %%
-mlm = load_masked_lm(seconds=20)
+mlm = load_masked_lm()
 print(mlm.source)
 bert, bert_tokenizer = mlm.model
 # BPE のトークンは前の空白を含む（"▁thousand" など）ので、[MASK] の前には空白を置かない
@@ -204,7 +235,7 @@ sentences = ("three[MASK] forty-two thousand", "nine million[MASK] hundred thous
 for masked in sentences:
     with torch.no_grad():
         candidates = fill_mask(bert, bert_tokenizer, masked, top_k=3)[0]
-    print(masked, "→", ", ".join(f"{token!r} {p:.2f}" for token, p in candidates))
+    print(f"{masked!r} の [MASK] の候補:", ", ".join(f"{token!r} {p:.2f}" for token, p in candidates))
 
 # %% [markdown]
 # 図にするのは 1 つ目の文だけです。最後の層の各ヘッドについて、`[MASK]` の行（`[MASK]` がどこを見たか）を
@@ -228,12 +259,18 @@ layer, head = divmod(int(on_clues.argmax()), H)
 top = rows[layer, head].topk(3)
 print(f"手がかりへの重みが最大: 第{layer + 1}層・ヘッド{head + 1}（{on_clues[layer, head]:.2f}）。その行の上位:",
       ", ".join(f"{pieces[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))  # fmt: skip
-viz.plot_attention(rows[-1], pieces, [f"ヘッド{h + 1}" for h in range(H)], title=f"第{L}層（最後の層）: [MASK] の行（1 つ目の文）")
+print(f"第{L}層の各ヘッドで、[MASK] の行がいちばん重みを置くキー:",
+      ", ".join(f"ヘッド{h + 1} {pieces[int(rows[-1, h].argmax())]} {rows[-1, h].max():.2f}" for h in range(H)))  # fmt: skip
+viz.plot_attention(
+    rows[-1], pieces, [f"ヘッド{h + 1}" for h in range(H)], title=f"第{L}層（最後の層）: [MASK] の行（1 つ目の文）",
+    row_label="ヘッド", column_label="キー（見られる側）",
+)  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** ヘッドごとに `[MASK]` の行の明るい列が違います。手がかりの語（three, forty-two）に重みを置く
-# ヘッドと、[BOS] や [EOS] のような置き場に置くヘッドを、上の数と見比べてください。2 つ目の文（候補の確率が
-# どれも低い文）は描いていません。練習問題 2 で同じことを試せます。
+# **図の見どころ:** 各行（ヘッド）でいちばん明るい列は、上の最後の行に印刷したキーです。手がかりの語（three,
+# forty-two）に重みを置くヘッドと、[BOS] や [EOS] のような置き場に置くヘッドを、上の数と見比べてください。
+# 色の目盛りは 0〜1 なので、どの列も暗い行は、重みを多くのキーに薄く配っているヘッドです。2 つ目の文（候補の
+# 確率がどれも低い文）は描いていません。練習問題 2 で同じことを試せます。
 
 # %% [markdown]
 # ## 練習問題
@@ -272,12 +309,14 @@ print(f"最後の文字 {characters[-1]!r} が見た文字:", [(c, round(w, 2)) 
 #
 # - 翻訳: `top_fn(translation.cross_attention[-1].mean(0)[t], translation.src_tokens)`（t は訳文の行）
 # - 要約: `top_fn(summary.attention[t], summary.src_tokens)`（t はコピーされた名前の行）
-# - 質問応答: `top_fn(answer.attention[layer, head].mean(0), answer.context_tokens)`（3 節で選んだヘッドの、質問の行の平均）
+# - 質問応答: `top_fn(answer.attention[qa_layer, qa_head].mean(0), answer.context_tokens)`（3 節で選んだヘッドの、質問の行の平均）
 # - 穴埋め: 5 節のセルで `masked = sentences[1]` にして `rows` を作り直し、`top_fn(rows[l, h], pieces)`
 #
-# 見えるはずのこと: 要約でコピーが勝った名前の行では、上位 1 位がたいてい文書の中のその名前そのもので、重みは
-# 1 に近くなります（コピーの分布がアテンションそのものだからです）。質問応答では、3 節で選んだヘッドなら
-# 正解のトークンが上位に入りやすく、ほかのヘッドでは [CLS] や [SEP] が上に来がちです。穴埋めの 2 つ目の文は、
-# 候補の確率が低かったとおり、手がかりの million や hundred が上位に入らないヘッドが多いでしょう。
-# 上位に入っていても「その語を理由に答えた」とまでは言えないことは、02 の 2 節と同じです。
+# 見えるはずのこと: 要約でコピーが勝った語の行では、コピーの分布がアテンションそのものなので、上位 1 位は
+# たいてい文書の中のその語そのもので、重みは 1 に近くなります（2 節のヒートマップの明るいマスと同じです）。
+# 質問応答では、3 節で選んだヘッドでも、正解のトークンが上位に入るとは限りません（3 節で印刷した、そのヘッドが
+# 本文でいちばん重みを置くトークンと比べてください）。`answer.attention` の列は本文のトークンだけなので、
+# [CLS] や [SEP] は上位に出てきません。穴埋めの 2 つ目の文では、候補の確率が低くても、手がかりの million や
+# hundred が上位に入るヘッドはありえます。重みが手がかりに届いていることと、空欄を正しく当てられることは
+# 別です。上位に入っていても「その語を理由に答えた」とまでは言えないことは、02 の 2 節と同じです。
 # </details>

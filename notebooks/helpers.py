@@ -3,10 +3,12 @@
 Models by name. ``load_translator("ja-en")`` (and the other loaders) take the model attnlab ships
 under that name — the name ``attnlab translate --model NAME`` and ``attnlab explore`` accept —
 when this install has it. Until then (or for the applications attnlab ships no model for) they
-train a small stand-in on data the package generates, for a stated number of seconds, and keep it
-under ``notebooks/runs/`` so the next notebook (or the next run) loads it instead of training
-again. Every loader returns the model with a line saying which of these it was, and the notebooks
-print that line: a heatmap of a 30-second stand-in is not the shipped model's.
+train a small stand-in on data the package generates, for a stated number of optimizer steps (a
+step count, never the clock, ends the training, so the stand-in is the same on every machine),
+and keep it under ``notebooks/runs/`` so the next notebook (or the next run) loads it instead of
+training again. Every loader returns the model with a line (in Japanese, as the notebooks are)
+saying which of these it was, and the notebooks print that line: a heatmap of a stand-in trained
+for a few hundred steps is not the shipped model's.
 
 Exercises. Each notebook ends with 練習問題 (exercises): a function for the reader to write and a
 cell calling :func:`check`, which runs the exercise's test from :mod:`solutions` on it and returns
@@ -40,7 +42,12 @@ class Loaded(NamedTuple):
     """A model and where it came from (printed by the notebooks next to its results)."""
 
     model: Any  # a Translator, Summarizer, QuestionAnswerer, or (model, tokenizer) pair
-    source: str  # "shipped model 'ja-en'", or what the stand-in was trained on and for how long
+    source: str  # 「同梱モデル 'ja-en'」, or what the stand-in was trained on and for how many steps
+    shipped: bool = False  # the model attnlab ships under that name (not a stand-in)
+
+
+#: What the source line adds when a stand-in was trained by an earlier run and is only loaded.
+FROM_RUNS = "（notebooks/runs から読み込み）"
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,12 +84,14 @@ def _trained(folder: Path) -> bool:
 _TRANSLATION_TASKS = {"ja-en": "numbers-ja-en", "en-ja": "numbers-en-ja", "demo": "numbers-en-ja"}
 
 
-def load_translator(name: str, *, seconds: float = 30.0, log=print) -> Loaded:
+def load_translator(name: str, *, steps: int = 900, log=print) -> Loaded:
     """The translator ``name`` (``"ja-en"``, ``"en-ja"`` or ``"demo"``): shipped, or a stand-in
-    trained for ``seconds`` on the generated number task (English number words ⇄ kanji).
+    trained for ``steps`` optimizer steps on the generated number task (English number words ⇄
+    kanji).
 
     The stand-in is the demo's Transformer made small (width 64, one encoder and one decoder
-    layer): in 30 s on one busy CPU core it gets about 90% of held-out numbers exactly right.
+    layer): 900 steps (about 30 s on one busy CPU core) get about 80% of the held-out numbers
+    exactly right. It stops earlier if it reaches the demo's exact-match target.
     """
     from attnlab.data.tasks import make_splits
     from attnlab.experiments.demo import demo_setup
@@ -91,15 +100,15 @@ def load_translator(name: str, *, seconds: float = 30.0, log=print) -> Loaded:
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load(path), f"shipped model {name!r}")
+        return Loaded(load(path), f"同梱モデル {name!r}", shipped=True)
     task = _TRANSLATION_TASKS[name]
-    folder = _stand_in_folder(f"{task}-{seconds:g}s")
-    source = f"stand-in for {name!r}: a small Transformer trained {seconds:g} s on the generated task {task!r}"
+    folder = _stand_in_folder(f"{task}-{steps}steps")
+    source = f"{name!r} の代わりのモデル: 生成データ {task!r} で {steps} 回更新した小さな Transformer"
     if _trained(folder):
-        return Loaded(load(folder), source + " (loaded from notebooks/runs)")
-    log(f"{name!r} is not shipped with this attnlab: training a stand-in on {task!r} for {seconds:g} s …")
+        return Loaded(load(folder), source + FROM_RUNS)
+    log(f"{name!r} はこの attnlab に同梱されていません。代わりのモデルを {task!r} で {steps} 回の更新だけ学習します …")
     splits = make_splits(task, 20000, 200, 200, seed=0)
-    setup = demo_setup(folder, minutes=seconds / 60, seed=0)
+    setup = demo_setup(folder, seed=0)
     setup = dataclasses.replace(
         setup,
         model_overrides=dict(d_model=64, d_ff=128, n_encoder_layers=1, n_decoder_layers=1, dropout=0.0),
@@ -109,8 +118,9 @@ def load_translator(name: str, *, seconds: float = 30.0, log=print) -> Loaded:
     if name == "ja-en":  # kanji in, English words out: characters in, a word-sized BPE out
         setup = dataclasses.replace(setup, tokenizer="char", tgt_tokenizer="bpe")
     setup.train = dataclasses.replace(
-        setup.train, warmup_steps=30, eval_every_steps=100, patience=None, progress=False, overwrite=True
-    )
+        setup.train, max_steps=steps, time_budget_s=None, warmup_steps=30, eval_every_steps=100, patience=None,
+        progress=False, overwrite=True,
+    )  # fmt: skip
     _, _, translator = train_translation(setup, splits.train, splits.valid)
     return Loaded(translator, source)
 
@@ -128,24 +138,25 @@ def sample_text(max_chars: int = 400_000) -> tuple[str, str]:
         size += len(en) + 1
         if size >= max_chars:
             break
-    return "\n".join(lines) + "\n", "generated number words"
+    return "\n".join(lines) + "\n", "生成した英語の数詞"
 
 
-def load_gpt(name: str = "shakespeare-char", *, seconds: float = 20.0, log=print) -> Loaded:
-    """A character-level GPT: shipped as ``name``, or a small one trained for ``seconds`` on
-    :func:`sample_text`. ``Loaded.model`` is ``(model, tokenizer)``."""
+def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> Loaded:
+    """A character-level GPT: shipped as ``name``, or a small one trained for ``steps`` optimizer
+    steps on :func:`sample_text` (150 steps: about 15 s on one busy CPU core).
+    ``Loaded.model`` is ``(model, tokenizer)``."""
     from attnlab.recipes.lm import LMSetup, load_language_model, train_lm
     from attnlab.train import TrainConfig
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load_language_model(path), f"shipped model {name!r}")
+        return Loaded(load_language_model(path), f"同梱モデル {name!r}", shipped=True)
     text, text_name = sample_text()
-    folder = _stand_in_folder(f"gpt-{seconds:g}s")
-    source = f"stand-in for {name!r}: a 2-layer character GPT trained {seconds:g} s on {text_name}"
+    folder = _stand_in_folder(f"gpt-{steps}steps")
+    source = f"{name!r} の代わりのモデル: {text_name} で {steps} 回更新した 2 層の文字単位 GPT"
     if _trained(folder):
-        return Loaded(load_language_model(folder), source + " (loaded from notebooks/runs)")
-    log(f"{name!r} is not shipped with this attnlab: training a small GPT on {text_name} for {seconds:g} s …")
+        return Loaded(load_language_model(folder), source + FROM_RUNS)
+    log(f"{name!r} はこの attnlab に同梱されていません。{text_name} で小さな GPT を {steps} 回の更新だけ学習します …")
     setup = LMSetup(
         model_preset="bench-small",
         model_overrides=dict(n_layer=2, n_positions=128),
@@ -153,7 +164,7 @@ def load_gpt(name: str = "shakespeare-char", *, seconds: float = 20.0, log=print
         batch_size=16,
         eval_tokens=8192,
         train=TrainConfig(
-            out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-3, warmup_steps=20,
+            out_dir=str(folder), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=20,
             eval_every_steps=100, progress=False, overwrite=True,
         ),
     )  # fmt: skip
@@ -161,19 +172,19 @@ def load_gpt(name: str = "shakespeare-char", *, seconds: float = 20.0, log=print
     return Loaded(load_language_model(folder), source)
 
 
-def load_masked_lm(*, seconds: float = 20.0, log=print) -> Loaded:
-    """A small BERT with a masked-LM head trained for ``seconds`` on generated number words
-    (attnlab ships no masked LM: MiniLM is a sentence encoder without its MLM head).
-    ``Loaded.model`` is ``(model, tokenizer)``."""
+def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
+    """A small BERT with a masked-LM head trained for ``steps`` optimizer steps on generated
+    number words (1500 steps: about 20 s on one busy CPU core; attnlab ships no masked LM: MiniLM
+    is a sentence encoder without its MLM head). ``Loaded.model`` is ``(model, tokenizer)``."""
     from attnlab.data.tasks import make_task
     from attnlab.recipes.lm import MLMSetup, load_language_model, train_mlm
     from attnlab.train import TrainConfig
 
-    folder = _stand_in_folder(f"mlm-numbers-{seconds:g}s")
-    source = f"a 2-layer BERT trained {seconds:g} s (masked LM) on generated number words"
+    folder = _stand_in_folder(f"mlm-numbers-{steps}steps")
+    source = f"生成した英語の数詞で {steps} 回更新した 2 層の BERT（マスク言語モデル）"
     if _trained(folder):
-        return Loaded(load_language_model(folder), source + " (loaded from notebooks/runs)")
-    log(f"training a small masked LM on generated number words for {seconds:g} s …")
+        return Loaded(load_language_model(folder), source + FROM_RUNS)
+    log(f"生成した英語の数詞で小さなマスク言語モデルを {steps} 回の更新だけ学習します …")
     text = "\n".join(en for en, _ in make_task("numbers-en-ja", 20000, seed=2)) + "\n"
     setup = MLMSetup(
         model_preset="tiny",
@@ -181,10 +192,10 @@ def load_masked_lm(*, seconds: float = 20.0, log=print) -> Loaded:
         tokenizer="bpe",
         vocab_size=200,
         max_len=32,
-        batch_size=8,  # many small steps: with large batches 20 s only learns word frequencies, not context
+        batch_size=8,  # many small steps: with large batches a short run only learns word frequencies, not context
         eval_sequences=128,
         train=TrainConfig(
-            out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=3e-3, warmup_steps=20,
+            out_dir=str(folder), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=20,
             eval_every_steps=100, progress=False, overwrite=True,
         ),
     )  # fmt: skip
@@ -192,53 +203,55 @@ def load_masked_lm(*, seconds: float = 20.0, log=print) -> Loaded:
     return Loaded(load_language_model(folder), source)
 
 
-def load_summarizer(*, seconds: float = 20.0, log=print) -> Loaded:
-    """A pointer-generator trained for ``seconds`` on the generated "facts" task (invented names
-    and numbers the model must copy); attnlab ships no summarizer."""
+def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
+    """A pointer-generator trained for ``steps`` optimizer steps (550: about 25 s on one busy CPU
+    core) on the generated "facts" task (invented names and numbers the model must copy);
+    attnlab ships no summarizer."""
     from attnlab.data.summaries import facts_splits
     from attnlab.recipes.summarize import RECIPES, train_summarizer
     from attnlab.recipes.summarize import load_summarizer as load
 
-    folder = _stand_in_folder(f"summarize-facts-{seconds:g}s")
-    source = f"a pointer-generator trained {seconds:g} s on the generated facts task"
+    folder = _stand_in_folder(f"summarize-facts-{steps}steps")
+    source = f"生成データ（facts）で {steps} 回更新したポインタ生成ネットワーク"
     if _trained(folder):
-        return Loaded(load(folder), source + " (loaded from notebooks/runs)")
-    log(f"training a pointer-generator on the generated facts task for {seconds:g} s …")
+        return Loaded(load(folder), source + FROM_RUNS)
+    log(f"生成データ（facts）でポインタ生成ネットワークを {steps} 回の更新だけ学習します …")
     splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
     setup = RECIPES["facts"]
     setup = dataclasses.replace(
         setup,
-        max_tokens=512,  # small batches: more updates in a short budget (the preset's 2048 repeats words after 30 s)
+        max_tokens=512,  # small batches: more updates in a short run (the preset's 2048 still repeats words then)
         eval_examples=50,
         train=dataclasses.replace(
-            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, eval_every_steps=60,
-            progress=False, overwrite=True,
+            setup.train, out_dir=str(folder), max_steps=steps, time_budget_s=None, epochs=100,
+            eval_every_steps=60, progress=False, overwrite=True,
         ),
     )  # fmt: skip
     train_summarizer(setup, splits.train, splits.valid)
     return Loaded(load(folder), source)
 
 
-def load_question_answerer(*, seconds: float = 40.0, log=print) -> Loaded:
-    """MiniLM with a span head fine-tuned for ``seconds`` on the generated facts questions
-    (attnlab ships no question answerer; the full recipe, ``attnlab train qa``, takes minutes)."""
+def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
+    """MiniLM with a span head fine-tuned for ``steps`` optimizer steps (50: about 35 s on one
+    busy CPU core) on the generated facts questions (attnlab ships no question answerer; the full
+    recipe, ``attnlab train qa``, takes minutes)."""
     from attnlab.data.squad import facts_splits
     from attnlab.recipes.qa import RECIPES, load_qa, train_qa
 
-    folder = _stand_in_folder(f"qa-facts-{seconds:g}s")
-    source = f"MiniLM with a span head fine-tuned {seconds:g} s on generated facts questions"
+    folder = _stand_in_folder(f"qa-facts-{steps}steps")
+    source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
     if _trained(folder):
-        return Loaded(load_qa(folder), source + " (loaded from notebooks/runs)")
-    log(f"fine-tuning MiniLM on generated questions for {seconds:g} s …")
+        return Loaded(load_qa(folder), source + FROM_RUNS)
+    log(f"生成データ（facts）の質問で MiniLM を {steps} 回の更新だけ微調整します …")
     splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
     setup = RECIPES["facts"]
     setup = dataclasses.replace(
         setup,
-        max_tokens=256,  # small batches: more updates in a short budget
+        max_tokens=256,  # small batches: more updates in a short run
         eval_examples=20,
         train=dataclasses.replace(
-            setup.train, out_dir=str(folder), time_budget_s=seconds, epochs=100, lr=5e-4, warmup_steps=5,
-            eval_every_steps=1000, progress=False, overwrite=True,
+            setup.train, out_dir=str(folder), max_steps=steps, time_budget_s=None, epochs=100, lr=5e-4,
+            warmup_steps=5, eval_every_steps=1000, progress=False, overwrite=True,
         ),
     )  # fmt: skip
     train_qa(setup, splits.train, splits.valid)
@@ -334,8 +347,9 @@ def translation_html(translation, lang: str = "ja") -> str:
     translation, then the last layer's source–target attention averaged over the heads (the
     numbers as a table when the map is small, else a heatmap).
 
-    ``Translation._repr_html_`` (in attnlab/recipes/translate.py, which these notebooks do not
-    own) writes its caption in English; the Japanese notebooks display this instead.
+    ``Translation._repr_html_`` (attnlab/recipes/translate.py) follows
+    ``viz.display_options.lang`` too; this one's caption also says which axis is which (rows the
+    translation's tokens as queries, columns the source's as keys), for the exercises' readers.
     """
     from html import escape
 
@@ -382,13 +396,14 @@ def variants_table_html(report, lang: str = "ja") -> str:
     from html import escape
 
     full = next((r for r in report.results if r.variant == "full"), report.results[0])
-    headers = ["変種", "検証損失（最良）", "全体との差", "トークン/秒", "全体との速さの比", "更新の回数"]
+    headers = ["変種", "検証損失（最良）", "全体との差", "トークン/秒", "全体との速さの比", "更新の回数", "学習の秒数"]
     cell = "padding:2px 8px;text-align:right"
     rows = ["<tr>" + "".join(f'<th style="{cell}">{h}</th>' for h in headers) + "</tr>"]
     for r in report.results:
         values = [
             variant_label(r.variant, lang), f"{r.best_valid_loss:.3f}", f"{r.best_valid_loss - full.best_valid_loss:+.3f}",
             f"{r.tokens_per_s:,.0f}", f"{r.tokens_per_s / full.tokens_per_s:.2f}×", str(r.steps),
+            f"{r.train_seconds:.1f}",
         ]  # fmt: skip
         rows.append("<tr>" + "".join(f'<td style="{cell}">{escape(v)}</td>' for v in values) + "</tr>")
     return f'<table style="border-collapse:collapse">{"".join(rows)}</table>'

@@ -64,6 +64,7 @@ def test_notebook_runs_top_to_bottom(source):
     assert any(_shows_an_image(o) for o in outputs), "a notebook shows at least one figure inline"
     _assert_every_figure_is_followed_by_text(nb)
     _assert_no_english_only_captions(outputs)
+    _assert_no_english_only_printed_lines(nb)
     _assert_layers_and_heads_counted_from_one(outputs)
 
 
@@ -86,6 +87,40 @@ def english_only(text: str) -> bool:
     text = re.sub(r"`[^`]*`", " ", text)
     words = [w for w in re.split(r"[\s,;/]+", text) if w and not re.search(r"[_.()\[\]=:0-9]", w)]
     return any(re.fullmatch(r"[A-Za-z][A-Za-z'-]{2,}", w) and w not in ALLOWED_WORDS for w in words)
+
+
+def printed_line_is_english_only(line: str) -> bool:
+    """Whether a line the notebook printed is English prose with no Japanese: :func:`english_only`
+    once the quoted parts are taken out. What a notebook prints in quotes (``repr`` of a token, a
+    sentence, a list or dict of them) is data, not its words; the rest is what it says."""
+    return english_only(re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", " ", line))
+
+
+def test_printed_line_is_english_only_leaves_data_in_quotes_alone():
+    assert printed_line_is_english_only("shipped model 'ja-en'")
+    assert printed_line_is_english_only("a pointer-generator trained 25 s on the generated facts task")
+    assert printed_line_is_english_only("Tensor-likes are not close!")
+    assert not printed_line_is_english_only("同梱モデル 'ja-en'")
+    assert not printed_line_is_english_only("['[CLS]', 'the', 'cat', 'sat', '[SEP]']")
+    assert not printed_line_is_english_only("[('pt', '23 de dezembro de 1909'), ('en', 'Mar 17, 1913')]")
+    assert not printed_line_is_english_only("Counter({'en': 1742, 'de': 707})")
+    assert not printed_line_is_english_only("'ROMEO:\\nI have so the shall '")
+    assert not printed_line_is_english_only("'three[MASK] forty-two thousand' の [MASK] の候補: '▁hundred' 0.46")
+    assert not printed_line_is_english_only("T =   512: 全体   7.99 ms") and not printed_line_is_english_only("")
+
+
+def _assert_no_english_only_printed_lines(nb: dict) -> None:
+    """Every line a code cell printed to stdout says something in Japanese or is data (numbers,
+    identifiers, quoted tokens and sentences). The collapsed model-solution cells (tagged
+    ``solution``) print source code and are left alone, as is stderr (libraries' warnings)."""
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or "solution" in cell.get("metadata", {}).get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "stream" or output.get("name") != "stdout":
+                continue
+            bad = [line for line in "".join(output.get("text", "")).splitlines() if printed_line_is_english_only(line)]
+            assert not bad, f"English-only printed lines in a Japanese notebook: {bad}"
 
 
 def test_english_only_tells_a_caption_from_identifiers_and_tokens():

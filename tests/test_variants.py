@@ -818,6 +818,28 @@ def test_one_variant_run_and_report(tmp_path):
     assert (tmp_path / "variants.png").stat().st_size > 0
 
 
+def test_a_step_budget_gives_every_variant_the_same_evaluation_points():
+    """With ``steps`` the run stops on steps, not on the clock, and the evaluations are spread over
+    them: every variant's curve has its points at the same steps, the last at the end."""
+    from attnlab.experiments.variants import VariantsSettings, _run_one, _steps_per_eval_of_steps
+
+    assert _steps_per_eval_of_steps(6, 3) == 2 and _steps_per_eval_of_steps(7, 3) == 3
+    assert _steps_per_eval_of_steps(2, 6) == 1
+    settings = VariantsSettings(variants=("full", "sliding_window:4"), steps=6, model_preset="tiny",
+                                block_size=16, batch_size=4, eval_tokens=256, evals=3, progress=False)  # fmt: skip
+    rows = [
+        _run_one(v, f, SONNET, settings)
+        for v, f in [
+            ("full", {"attention": "full"}),
+            ("sliding_window:4", {"attention": "sliding_window", "window": 4}),
+        ]
+    ]
+    for r in rows:
+        assert r.steps == 6 and r.curve_steps == [2, 4, 6] and len(r.curve) == 3
+    with pytest.raises(ValueError, match="steps"):
+        VariantsSettings(steps=0)
+
+
 @pytest.mark.slow
 def test_experiment_variants_command(tmp_path):
     from attnlab.cli import main

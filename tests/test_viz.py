@@ -202,6 +202,38 @@ def test_figure_labels_follow_the_language(tmp_path, lang):
     assert f"<!-- {LABELS[lang]['panel'].format(layer=1, head=2)} -->" in grid
 
 
+def test_plot_attention_axis_labels_can_say_what_rows_and_columns_are():
+    """Self-attention has no source and target, and a map's rows may be sentences or heads: the
+    labels given replace the default ones, and the PNG's labels record (what the notebooks'
+    tests read) holds them."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from attnlab.viz import PNG_LABELS_KEY
+
+    def labels(plot) -> list[str]:
+        return json.loads(Image.open(io.BytesIO(plot.png())).text[PNG_LABELS_KEY])
+
+    default = labels(plot_attention(_weights(2, 7), SRC_JA, ["a", "b"], lang="ja"))
+    assert LABELS["ja"]["source"] in default and LABELS["ja"]["target"] in default
+    given = labels(
+        plot_attention(
+            _weights(2, 7),
+            SRC_JA,
+            ["ヘッド1", "ヘッド2"],
+            lang="ja",
+            row_label="ヘッド",
+            column_label="キー（見られる側）",
+        )
+    )
+    assert "ヘッド" in given and "キー（見られる側）" in given and LABELS["ja"]["weight"] in given
+    assert LABELS["ja"]["source"] not in given and LABELS["ja"]["target"] not in given
+    rows_only = labels(plot_attention(_weights(2, 7), lang="en", row_label="sentence"))
+    assert "sentence" in rows_only and LABELS["en"]["source"] in rows_only  # the other default stays
+
+
 def test_an_unknown_figure_language_is_refused_before_drawing(tmp_path):
     with pytest.raises(ValueError, match=r"lang must be one of \['en', 'ja'\], got 'fr'"):
         plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / "a.png", lang="fr")

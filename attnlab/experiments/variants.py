@@ -8,7 +8,8 @@ attention's cost and asks how they affect performance. This experiment measures 
 2. the same small GPT (same preset, same seed, hence the same initial weights and parameter
    count) trained once per attention variant — full attention, causal sliding windows of a few
    sizes, Longformer's global + window (the first positions global), and on request the exact
-   chunked attention — each for the same training-time budget;
+   chunked attention — each for the same number of optimizer steps (``steps``) or, without one,
+   for the same training-time budget (``minutes``);
 3. per variant: the best validation loss, training tokens per second, the peak resident memory of
    the run, the parameter count, and the validation-loss curve against training time;
 4. a report folder: ``report.md`` (the table), ``variants.csv``, ``results.json`` and
@@ -57,17 +58,19 @@ class VariantsSettings:
 
     variants: tuple[str, ...] = DEFAULT_VARIANTS  # NAME[:WINDOW[:N_GLOBAL]] each
     minutes: float = 15.0  # wall-clock budget of the whole run; each variant trains 80% of an equal share
+    # optimizer steps per variant: when set, every variant trains exactly this many and `minutes` is not used
+    steps: int | None = None
     model_preset: str = "bench-small"  # attnlab.models.gpt.PRESETS key (the same model for every variant)
     block_size: int = 256  # tokens per training sequence (windows are only local if smaller than this)
     batch_size: int = 16  # sequences per batch
     eval_tokens: int = 32768  # validation tokens per evaluation (the same ones every time)
-    evals: int = 6  # evaluations per variant, spread over its budget (the loss curve's points)
+    evals: int = 6  # evaluations per variant, spread evenly over its steps (the loss curve's points)
     lr: float = 2e-3  # peak learning rate (AdamW, warm-up then inverse square root decay)
     seed: int = 0  # data order and initial weights (the same for every variant)
     progress: bool = True  # show a progress bar per variant
 
     def __post_init__(self) -> None:
-        check_fields(self, positive=("minutes", "block_size", "batch_size", "eval_tokens", "evals", "lr"))
+        check_fields(self, positive=("minutes", "steps", "block_size", "batch_size", "eval_tokens", "evals", "lr"))
 
 
 @dataclass
@@ -82,6 +85,7 @@ class VariantResult:
     steps: int  # optimizer steps taken
     peak_mib: float  # peak resident memory of the run above the memory before it (MiB)
     curve: list[tuple[float, float]] = field(default_factory=list)  # (train seconds, valid loss)
+    curve_steps: list[int] = field(default_factory=list)  # the optimizer step of each point of `curve`
 
 
 @dataclass
@@ -169,7 +173,8 @@ def _peak_rss_bytes() -> int:
 
 
 def run_variants(text: str, out_dir: str | Path, settings: VariantsSettings | None = None) -> VariantsReport:
-    """Train the same GPT once per attention variant for equal time; write the report folder."""
+    """Train the same GPT once per attention variant for equal steps (``settings.steps``) or, without
+    them, equal time; write the report folder."""
     settings = settings or VariantsSettings()
     if not settings.variants:
         raise ValueError("no variants to compare")
@@ -212,13 +217,19 @@ def _budget_s(settings: VariantsSettings) -> float:
     return 0.8 * settings.minutes * 60 / len(settings.variants)
 
 
+def _budget_text(settings: VariantsSettings) -> str:
+    """Each variant's budget in words: its steps, or its seconds without a step budget."""
+    return f"{settings.steps} optimizer steps" if settings.steps is not None else f"{_budget_s(settings):.0f} s"
+
+
 def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
     """Train one variant (in its own process) and measure it."""
     from ..recipes.lm import LMSetup, train_lm
 
-    budget = _budget_s(settings)
+    by_steps = settings.steps is not None
     train = TrainConfig(
-        epochs=1000, time_budget_s=budget, lr=settings.lr, warmup_steps=50, schedule="inverse_sqrt",
+        epochs=1000, max_steps=settings.steps, time_budget_s=None if by_steps else _budget_s(settings),
+        lr=settings.lr, warmup_steps=50, schedule="inverse_sqrt",
         betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, seed=settings.seed,
         eval_every_steps=None, log_every=50, progress=settings.progress,
     )  # fmt: skip
@@ -227,14 +238,20 @@ def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSett
         block_size=settings.block_size, batch_size=settings.batch_size, eval_tokens=settings.eval_tokens,
         train=train,
     )  # fmt: skip
-    # Evaluations at fixed step counts would give the faster variants more points on their
-    # curve; instead every variant evaluates about `evals` times over its own budget.
-    setup.train = dataclasses.replace(train, eval_every_steps=_steps_per_eval(setup, budget, settings.evals))
+    # With a step budget every variant evaluates at the same steps (its curve has the same points);
+    # with a time budget only, every variant evaluates about `evals` times over its own budget.
+    if by_steps:
+        every = _steps_per_eval_of_steps(settings.steps, settings.evals)
+    else:
+        every = _steps_per_eval(setup, _budget_s(settings), settings.evals)
+    setup.train = dataclasses.replace(train, eval_every_steps=every)
     _reset_peak_rss()
     base = _peak_rss_bytes()
     model, result, _ = train_lm(setup, text)
     peak = max(_peak_rss_bytes() - base, 0)
-    curve = [(r["train_seconds"], r["eval"]["loss"]) for r in result.history if "eval" in r]
+    # one point per evaluated step (the run's final evaluation may repeat the last scheduled one)
+    evaluations = list({r["step"]: r for r in result.history if "eval" in r}.values())
+    curve = [(r["train_seconds"], r["eval"]["loss"]) for r in evaluations]
     return VariantResult(
         variant=variant,
         attention=repr(model.blocks[0].self_attn.attention),
@@ -246,12 +263,20 @@ def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSett
         steps=result.steps,
         peak_mib=peak / 2**20,
         curve=curve,
+        curve_steps=[r["step"] for r in evaluations],
     )
 
 
+def _steps_per_eval_of_steps(steps: int, evals: int) -> int:
+    """Optimizer steps between evaluations for a run of ``steps`` steps: ``evals`` evaluations
+    spread evenly over them (the last at the end of the run), the same for every variant."""
+    return max(1, math.ceil(steps / max(evals, 1)))
+
+
 def _steps_per_eval(setup, budget: float, evals: int) -> int:
-    """Optimizer steps between evaluations so that about ``evals`` happen within ``budget``,
-    from the time of a few training steps of this variant on random tokens."""
+    """Optimizer steps between evaluations so that about ``evals`` happen within ``budget`` (a
+    time budget only: with ``steps`` the interval is :func:`_steps_per_eval_of_steps`), from the
+    time of a few training steps of this variant on random tokens."""
     import torch
 
     from ..models.gpt import GPT
@@ -305,7 +330,7 @@ def _write(report: VariantsReport, settings: VariantsSettings) -> None:
         "",
         f"Same model (`{settings.model_preset}`, {rows[0].parameters:,} parameters for every variant), same "
         f"seed and data, block size {settings.block_size}, batch {settings.batch_size}; each variant trained "
-        f"for {_budget_s(settings):.0f} s in a fresh process. Validation loss in nats per character on the "
+        f"for {_budget_text(settings)} in a fresh process. Validation loss in nats per character on the "
         "last 10% of the text.",
         "",
         "| variant | best valid loss | Δ vs full | tokens/s | speed vs full | peak MiB | steps |",
@@ -361,6 +386,7 @@ def variants_command(
     *,
     out: Path = Path("runs/variants"),
     minutes: float = 15.0,
+    steps: int | None = None,
     text: Path = Path("../shared/data/tinyshakespeare/input.txt"),
     variants: list[str] | None = None,
     preset: str = "bench-small",
@@ -369,16 +395,19 @@ def variants_command(
     seed: int = 0,
     progress: bool = True,
 ) -> int:
-    """Attention variants on a GPT: validation loss, tokens/s, peak memory for the same training time.
+    """Attention variants on a GPT: validation loss, tokens/s, peak memory for the same training time or steps.
 
     Trains the same character-level GPT (same size, seed and data) once per attention variant,
-    each in a fresh process for an equal share of the budget, and writes OUT/report.md (the
+    each in a fresh process for an equal share of the time budget, or for the same number of
+    optimizer steps with --steps, and writes OUT/report.md (the
     table), variants.csv, results.json and variants.png (validation loss against training time;
     throughput and peak memory).
 
     Args:
         out: report folder.
         minutes: wall-clock budget of the whole run; each variant trains for 80% of an equal share.
+        steps: optimizer steps per variant instead of a time budget (every variant then evaluates
+            at the same steps; --minutes is not used).
         text: training text (the last 10% is the validation split).
         variants: NAME[:WINDOW[:N_GLOBAL]] each, e.g. full sliding_window:64 global_window:16:4 chunked
             (default: full sliding_window:16 sliding_window:64 global_window:16:4).
@@ -393,6 +422,7 @@ def variants_command(
     settings = VariantsSettings(
         variants=tuple(variants or DEFAULT_VARIANTS),
         minutes=minutes,
+        steps=steps,
         model_preset=preset,
         block_size=block_size,
         batch_size=batch_size,

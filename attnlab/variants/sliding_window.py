@@ -36,10 +36,12 @@ def sliding_window_attention(
 
     Causal (the default, as :func:`~attnlab.functional.sliding_window_mask`): query ``p`` sees keys
     ``p - (window-1)·d … p`` with ``d = dilation``; symmetric (``is_causal=False``): keys
-    ``p + m·d`` for ``|m| ≤ window // 2``. Stacking ``L`` such layers reaches ``L · window``
-    positions back, which is why local attention works for language (Beltagy et al. 2020, §3.1;
-    Child et al. 2019). Computed in blocks of ``block_size`` queries, each against one band of
-    keys cut out by a strided view, so time and memory grow linearly with the sequence length.
+    ``p + m·d`` for ``|m| ≤ window // 2``. One causal layer reaches ``(window − 1)·d`` positions
+    back, so stacking ``L`` such layers reaches ``L · (window − 1)·d`` (symmetric:
+    ``L · (window // 2)·d`` to each side), which is why local attention works for language
+    (Beltagy et al. 2020, §3.1; Child et al. 2019). Computed in blocks of ``block_size`` queries,
+    each against one band of keys cut out by a strided view, so time and memory grow linearly
+    with the sequence length.
     Equal to :func:`~attnlab.functional.scaled_dot_product_attention` with
     ``mask & dilated_window_mask(...)`` (:func:`attnlab.functional.dilated_window_mask`).
 
