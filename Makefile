@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.attnlab-installed
 
 NB_STAMP := $(VENV)/.attnlab-notebooks-installed
 
-.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench clean
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench screenshots clean
 
 venv: $(STAMP)
 
@@ -68,16 +68,21 @@ lab: $(NB_STAMP)
 # Style (ruff check), formatting (ruff format --check) and the import layers (import-linter,
 # contracts in pyproject.toml).
 lint: $(STAMP)
-	$(BIN)/ruff check attnlab tests benchmarks examples
-	$(BIN)/ruff format --check attnlab tests benchmarks examples
+	$(BIN)/ruff check attnlab tests benchmarks examples docs/screenshots.py
+	$(BIN)/ruff format --check attnlab tests benchmarks examples docs/screenshots.py
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix attnlab tests benchmarks examples
-	$(BIN)/ruff format attnlab tests benchmarks examples
+	$(BIN)/ruff check --fix attnlab tests benchmarks examples docs/screenshots.py
+	$(BIN)/ruff format attnlab tests benchmarks examples docs/screenshots.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py
+
+# The README's screenshots of the lesson (docs/img/lesson-{3-qkv,7-transformer,8-pooling}{,-ja}.png),
+# taken in Chromium from the explorer with the shipped models; see docs/screenshots.py.
+screenshots: $(STAMP)
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

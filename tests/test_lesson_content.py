@@ -406,14 +406,42 @@ def _widget_literals() -> dict[str, tuple[set[str], set[str]]]:
     return found
 
 
+def _module_literals(n: int) -> tuple[set[str], set[str]]:
+    """Section ``n``'s Python module (``attnlab/web/lesson/sNN_*.py``, for what the server draws in
+    the page's language, e.g. a figure's title): its string literals and its f-string prefixes
+    (``f"fig_title_{variant}"`` gives ``fig_title_``)."""
+    modules = list(Path(L.__file__).parent.glob(f"s{n:02d}_*.py"))
+    source = "".join(m.read_text(encoding="utf-8") for m in modules)
+    return set(re.findall(r"[\"']([\w-]+)[\"']", source)), set(re.findall(r"\bf[\"']([\w-]+?)\{", source))
+
+
 def test_every_section_string_is_read_by_one_of_its_widgets():
     found = _widget_literals()
     for n, section in SECTIONS.items():
         widgets = [b.widget for b in section.blocks if b.type == "widget"]
-        literals = set().union(*(found[w][0] for w in widgets))
-        prefixes = set().union(*(found[w][1] for w in widgets))
+        module = _module_literals(n)
+        literals = set().union(module[0], *(found[w][0] for w in widgets))
+        prefixes = set().union(module[1], *(found[w][1] for w in widgets))
         unused = {k for k in section.strings if k not in literals and not any(k.startswith(p) for p in prefixes)}
-        assert not unused, f"section {n}: strings no widget of the section reads: {sorted(unused)}"
+        assert not unused, f"section {n}: strings neither its widgets nor its module read: {sorted(unused)}"
+
+
+def test_the_heatmap_titles_come_from_the_sections_strings():
+    """§8's downloaded heatmap is titled from the section's ``strings:`` (``fig_title_*``), in each
+    language, with the window's side (``fig_side_*``) filled in; no title is held in Python."""
+    strings = SECTIONS[8].strings
+    assert {f"fig_title_{v}" for v in L.VARIANTS} | {"fig_side_both", "fig_side_back"} <= set(strings)
+    for lang in LANGS:
+        for causal, side in ((False, "fig_side_both"), (True, "fig_side_back")):
+            p = L.VariantParams(reach=3, block=5, dilation=2, n_global=1, causal=causal)
+            for v in L.VARIANTS:
+                want = getattr(strings[f"fig_title_{v}"], lang).format(
+                    side=getattr(strings[side], lang), **p.model_dump()
+                )
+                assert L.variant_title(lang, v, p) == want and "{" not in want, (lang, v, want)
+            assert getattr(strings[side], lang) in L.variant_title(lang, "sliding_window", p)
+    source = Path(L.s08_variants_and_exercises.__file__).read_text(encoding="utf-8")
+    assert "スライディングウィンドウ" not in source and "blocks of {" not in source
 
 
 def test_the_documented_section_file_loads(tmp_path):

@@ -317,3 +317,81 @@ def test_section_1_puts_the_caveat_before_the_comparison(sections):
     ja, en = (re.sub(r"<[^>]+>", "", getattr(sections[1].blocks[caveat].html, lang)) for lang in ("ja", "en"))
     assert "バッチ 1 の推論" in ja and "ふつうは RNN（rnn-attention）のほうが" in ja and "速く読み終えます" in ja
     assert "batch 1, inference" in en and "the RNN (rnn-attention) usually finishes before" in en
+
+
+# --------------------------------------------------------------------------------------------
+# What §1's text says the shipped ja-en does, computed through the endpoint the widget calls.
+# --------------------------------------------------------------------------------------------
+
+needs_ja_en = pytest.mark.skipif(not present("ja-en"), reason="needs the shipped model ja-en (make models ONLY=ja-en)")
+
+
+def translated(client, text: str) -> dict:
+    """What §1's translation widget shows for ``text``: POST /api/lesson/translation."""
+    r = client.post("/api/lesson/translation", json={"text": text})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def weights_of(view: dict, layer: int, token: str) -> dict[str, float]:
+    """The row of the output ``token`` in decoder layer ``layer`` (counted from 1, as the page's
+    layer menu counts), averaged over the heads (the page's default, head 0): input token → weight."""
+    assert len(set(view["src_tokens"])) == len(view["src_tokens"])
+    assert 1 <= layer <= view["n_decoder_layers"]
+    t = view["tgt_tokens"].index(token)
+    return dict(zip(view["src_tokens"], view["cross_mean"][layer - 1][t], strict=True))
+
+
+def body(section, lang: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", getattr(b.html, lang)) for b in section.blocks if b.html)
+
+
+@needs_ja_en
+def test_section_1s_default_sentence_reads_as_the_text_says(client, sections):
+    """§1's paragraph under the map: 'met' gives more than half its weight to 「に会った。」; in decoder
+    layer 2, averaged over heads, the row of 'at' weighs 昨日 above 駅で; the translation leaves 昨日 out
+    (a try item); and the first question's answer and explanation (he → 彼は, station. → 駅で)."""
+    s1 = sections[1]
+    assert s1.strings["default_sentence"].ja == s1.strings["default_sentence"].en == SENTENCE
+    ja, en = body(s1, "ja"), body(s1, "en")
+    assert (
+        "デコーダの層を第 2 層にして、ヘッドの平均で「at」の行を見ると、重みは「駅で」よりも「昨日」に集まっています"
+        in ja
+    )
+    assert "Set the decoder layer to layer 2: averaged over its heads, the row of 'at' puts more weight on '昨日'" in en
+    assert "注意の重みの半分以上が文末の「に会った。」に集まります" in ja
+    assert "more than half of its attention weight goes to 'に会った。'" in en
+
+    view = translated(client, SENTENCE)
+    at = weights_of(view, 2, "▁at")
+    assert at["昨日"] > at["駅で"], at
+    for layer in range(1, view["n_decoder_layers"] + 1):  # whichever layer the student picks
+        met = weights_of(view, layer, "▁met")
+        assert met["に会った。"] > 0.5 and max(met, key=met.get) == "に会った。", (layer, met)
+    assert "yesterday" not in view["translation"].lower()  # the try item: 昨日 is left out
+
+    # The first question, on the map as it opens (the last decoder layer, the mean of the heads).
+    q = s1.check[0]
+    assert "に会った。" in q.choices[q.answer].ja and "に会った。" in q.choices[q.answer].en
+    last = view["n_decoder_layers"]
+    assert view["tgt_tokens"][int(q.params["tok"]) - 1] == "▁met"
+    for token, source in (("▁met", "に会った。"), ("▁He", "▁彼は"), ("▁station.", "駅で")):
+        row = weights_of(view, last, token)
+        assert max(row, key=row.get) == source, (token, row)
+
+
+@needs_ja_en
+def test_section_1s_try_item_on_the_book_sentence_holds(client, sections):
+    """The try item: 「この本はとても面白い。」 is translated "This book is very interesting.", and its
+    output token ``tok`` (from 1) is 'interesting.', whose weights (as the map opens: last decoder
+    layer, mean of the heads) are heaviest on 「面白い。」."""
+    item = next(t for t in sections[1].try_ if t.params.get("text") == "この本はとても面白い。")
+    assert "「This book is very interesting.」の「interesting.」" in item.text.ja and "「面白い。」" in item.text.ja
+    assert "'interesting.' in 'This book is very interesting.'" in item.text.en and "'面白い。'" in item.text.en
+
+    view = translated(client, item.params["text"])
+    assert view["translation"] == "This book is very interesting."
+    token = view["tgt_tokens"][int(item.params["tok"]) - 1]
+    assert token == "▁interesting."
+    row = weights_of(view, view["n_decoder_layers"], token)
+    assert max(row, key=row.get) == "面白い。", row

@@ -9,7 +9,8 @@ body may hold directives, as ``:::`` containers (markdown-it's container syntax)
 - ``::: note`` … ``:::``                 a remark set apart from the text
 - ``::: memo`` … ``:::``                 a technical note, folded (技術メモ: endpoints, functions)
 - ``::: code attnlab.module:qualname`` … ``:::``  that object's source, read from attnlab itself,
-  with the Markdown inside as its caption; ``::: code`` with a fenced block inside shows that code
+  with the Markdown inside as its caption (the page folds it and says it is attnlab's source as
+  written, its comments English); ``::: code`` with a fenced block inside shows that code
 
 Both languages must have the same sections, the same directives in the same order, the same
 "try" parameters and the same questions (kind, number of choices, answer): :func:`load_sections`
@@ -130,6 +131,8 @@ class Block(BaseModel):
     language: str = ""  # the code's language, for the reader ("python", "bash")
     source: str | None = None  # "attnlab.module:qualname"
     where: str | None = None  # filled in: "attnlab/positional.py, lines 98–124"
+    file: str | None = None  # filled in with source: "attnlab/positional.py"
+    lines: tuple[int, int] | None = None  # filled in with source: its first and last line, (98, 124)
 
 
 class TryItem(BaseModel):
@@ -463,8 +466,15 @@ def _source_code(path: Path, line: int, source: str) -> dict[str, Any]:
     lines, first = inspect.getsourcelines(obj)
     file = Path(inspect.getsourcefile(obj)).resolve()
     package_root = Path(importlib.import_module("attnlab").__file__).resolve().parent.parent
-    where = f"{file.relative_to(package_root).as_posix()}, lines {first}–{first + len(lines) - 1}"
-    return {"code": textwrap.dedent("".join(lines)).rstrip(), "source": source, "where": where, "language": "python"}
+    relative, last = file.relative_to(package_root).as_posix(), first + len(lines) - 1
+    return {
+        "code": textwrap.dedent("".join(lines)).rstrip(),
+        "source": source,
+        "where": f"{relative}, lines {first}–{last}",
+        "file": relative,
+        "lines": (first, last),
+        "language": "python",
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -499,6 +509,8 @@ def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
                     language=a.get("language", ""),
                     source=a.get("source"),
                     where=a.get("where"),
+                    file=a.get("file"),
+                    lines=a.get("lines"),
                 )
             )
     return merged

@@ -44,6 +44,9 @@ from .common import (
     _words,
     run,
 )
+from .content import default_sections
+
+_SECTION = 8  # this section's number: its content is content/{ja,en}/08-variants-and-exercises.md
 
 LONG_CONTEXT_FILE = LESSON_DIR / "data" / "long-context.json"
 
@@ -55,26 +58,6 @@ VariantName = Literal["full", "local", "sliding_window", "dilated", "global_wind
 
 
 VARIANTS: tuple[str, ...] = ("full", "local", "sliding_window", "dilated", "global_window")
-
-
-# The titles of the downloadable heatmap; {side} is where the window reaches (both sides, or back).
-VARIANT_TITLES = {
-    "en": {
-        "full": "full attention",
-        "local": "local attention (blocks of {block})",
-        "sliding_window": "sliding window ({reach} {side})",
-        "dilated": "dilated window ({reach} steps of {dilation} {side})",
-        "global_window": "global ({n_global}) + window ({reach} {side})",
-    },
-    "ja": {
-        "full": "全体への注意",
-        "local": "局所注意（{block} 語ずつのブロック）",
-        "sliding_window": "スライディングウィンドウ（{side} {reach} 語）",
-        "dilated": "間隔をあけたウィンドウ（{side} {dilation} つおきに {reach} 語）",
-        "global_window": "グローバル（{n_global} 語）＋ウィンドウ（{side} {reach} 語）",
-    },
-}
-WINDOW_SIDE = {"en": {False: "each side", True: "back"}, "ja": {False: "前後", True: "前へ"}}
 
 
 class VariantParams(BaseModel):
@@ -262,8 +245,12 @@ class FigureQuery(AttentionMapRequest):
 
 
 def variant_title(lang: str, variant: str, p: VariantParams) -> str:
-    """The heatmap's title in ``lang`` for ``variant`` with the settings ``p``."""
-    return VARIANT_TITLES[lang][variant].format(side=WINDOW_SIDE[lang][p.causal], **p.model_dump())
+    """The heatmap's title in ``lang`` for ``variant`` with the settings ``p``, from the section's
+    ``strings:`` (``fig_title_VARIANT``, with ``{side}`` the window's side: ``fig_side_both``, or
+    ``fig_side_back`` with the causal mask)."""
+    strings = default_sections()[_SECTION].strings
+    side = getattr(strings["fig_side_back" if p.causal else "fig_side_both"], lang)
+    return getattr(strings[f"fig_title_{variant}"], lang).format(side=side, **p.model_dump())
 
 
 _FIGURE_LOCK = threading.Lock()  # one matplotlib figure at a time: the font cache is shared
