@@ -384,7 +384,7 @@ def explain_cmd(
 def explore_cmd(
     *,
     model: list[Path] | None = None,
-    host: str = "127.0.0.1",
+    host: str | None = None,
     port: int = 8000,
     max_text_chars: int = 400,
     max_concurrent: int = 2,
@@ -402,21 +402,27 @@ def explore_cmd(
 
     Args:
         model: checkpoint folders or shipped model names to offer on the model page (default: every shipped model installed).
-        host: address to listen on; keep 127.0.0.1 unless others must reach it.
+        host: address to listen on (default 127.0.0.1, or with --classroom every interface);
+            keep the loopback unless others must reach it. A --host given always wins.
         port: TCP port to listen on.
         max_text_chars: longest sentence the model page accepts.
-        max_concurrent: model runs at once; further requests queue, then get 503.
+        max_concurrent: model runs at once (1 serves long translations faster, 2 a class's short widgets); up to 64 further requests wait in a queue, at most 30 s
+            each; beyond that, or after the wait, they get 429 with Retry-After and the page tries
+            again by itself, saying it is busy.
         allow_host: further host names the explorer answers to (besides the bound address and
             localhost), e.g. a name that points at this machine; "*" turns the Host check off.
-        classroom: serve a class: listen on every interface (unless --host names one), print the
-            addresses students type and show the first as a QR code on the lesson's index.
+        classroom: serve a class: listen on every interface (unless --host names an address),
+            print the addresses students type (and the one for this machine's own browser) and
+            show the first as a QR code on the lesson's index.
     """
     from .web.app import Limits, check_address, serve
     from .web.classroom import Classroom
     from .web.models import load_model, shipped_explorer_models
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
-    check_address(host, port, allow_host or ())
+    if host is None and not classroom:
+        host = "127.0.0.1"
+    check_address(host if host is not None else "0.0.0.0", port, allow_host or ())
     if model:
         models = [load_model(path) for path in model]
     else:
@@ -427,14 +433,28 @@ def explore_cmd(
                 file=sys.stderr,
             )
     host, room = Classroom.serving(host, port) if classroom else (host, None)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    everywhere = host in ("0.0.0.0", "::")
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    if everywhere:
+        print(f"attnlab: note: listening on every interface ({host}), reachable from other machines", file=sys.stderr)
+    elif not loopback:
         print(f"attnlab: note: listening on {host}, reachable from other machines", file=sys.stderr)
-    print(f"attnlab explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/  (Ctrl+C to stop)")
-    if room is not None:
-        if room.urls:
+    # A wildcard address (0.0.0.0) is not one anybody can type: this machine's browser uses the loopback.
+    own = ("[::1]" if host == "::" else "127.0.0.1") if everywhere else ("[" + host + "]" if ":" in host else host)
+    if room is None:
+        print(f"attnlab explorer on http://{own}:{port}/  (Ctrl+C to stop)")
+    else:
+        print("attnlab explorer serving a class  (Ctrl+C to stop)")
+        if loopback:
+            print(
+                f"attnlab: note: --host {host} listens on this machine only: students on other machines cannot reach it",
+                file=sys.stderr,
+            )
+        elif room.urls:
             print("students open:  " + "   ".join(room.urls) + "   (a QR code is on the index page)")
         else:
             print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
+        print(f"this machine:   http://{own}:{port}/")
     serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,8 +22,6 @@ def _decode_qr_svg(svg: str) -> list[str]:
     """Decode an SVG QR code with zxing-cpp after drawing it with segno's own matrix reader."""
     zxingcpp = pytest.importorskip("zxingcpp")
     # Rasterise the SVG's modules ourselves: each "M x y h w" run of the path is a dark run.
-    import re
-
     from PIL import Image
 
     scale = int(re.search(r'transform="scale\((\d+)\)"', svg).group(1))
@@ -88,7 +87,60 @@ def test_explore_classroom_listens_everywhere_and_prints_the_addresses(monkeypat
     assert cli_main(["explore", "--model", "minilm", "--classroom", "--port", "8124"]) == 0
     assert seen["host"] == "0.0.0.0"
     assert seen["classroom"].urls == ["http://192.0.2.7:8124/"]
-    assert "http://192.0.2.7:8124/" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "students open:  http://192.0.2.7:8124/" in out
+    # Only addresses one can type: the students' LAN address and the loopback for this machine's
+    # own browser, never the wildcard the server listens on.
+    assert "0.0.0.0" not in out
+    assert "this machine:   http://127.0.0.1:8124/" in out
+    assert {u for u in re.findall(r"http://[^\s/]+:\d+/", out)} == {"http://192.0.2.7:8124/", "http://127.0.0.1:8124/"}
+
+
+@pytest.mark.parametrize(
+    ("host", "listens", "students"),
+    [
+        (None, "0.0.0.0", ["http://192.0.2.7:8125/"]),
+        ("0.0.0.0", "0.0.0.0", ["http://192.0.2.7:8125/"]),
+        ("127.0.0.1", "127.0.0.1", ["http://127.0.0.1:8125/"]),
+        ("192.0.2.9", "192.0.2.9", ["http://192.0.2.9:8125/"]),
+    ],
+)
+def test_an_explicit_host_wins_over_classroom(monkeypatch, capsys, host, listens, students):
+    # `benchmarks/classroom_load.py --explore-args=--classroom` passes --host 127.0.0.1: the class
+    # is then served on the loopback alone, not on every interface.
+    seen = {}
+    monkeypatch.setattr(web_app, "serve", lambda models, **kw: seen.update(kw))
+    monkeypatch.setattr("attnlab.web.classroom.lan_addresses", lambda: ["192.0.2.7"])
+    given = ["--host", host] if host else []
+    assert cli_main(["explore", "--model", "minilm", "--classroom", "--port", "8125", *given]) == 0
+    assert seen["host"] == listens
+    assert seen["classroom"].urls == students
+    captured = capsys.readouterr()
+    assert "0.0.0.0" not in captured.out
+    if host == "127.0.0.1":
+        assert "students open" not in captured.out and "this machine only" in captured.err
+    else:
+        assert "students open:  " + students[0] in captured.out
+
+
+def test_without_classroom_the_default_host_is_the_loopback(monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(web_app, "serve", lambda models, **kw: seen.update(kw))
+    assert cli_main(["explore", "--model", "minilm", "--port", "8126"]) == 0
+    assert seen["host"] == "127.0.0.1" and seen["classroom"] is None
+    assert "http://127.0.0.1:8126/" in capsys.readouterr().out
+    # Listening everywhere without --classroom still prints an address one can type.
+    assert cli_main(["explore", "--model", "minilm", "--port", "8126", "--host", "0.0.0.0"]) == 0
+    assert seen["host"] == "0.0.0.0"
+    out = capsys.readouterr().out
+    assert "http://127.0.0.1:8126/" in out and "0.0.0.0" not in out
+
+
+def test_classroom_serving_keeps_an_explicit_host(monkeypatch):
+    monkeypatch.setattr("attnlab.web.classroom.lan_addresses", lambda: ["192.0.2.7"])
+    assert Classroom.serving(None, 9000) == ("0.0.0.0", Classroom(port=9000, addresses=("192.0.2.7",)))
+    assert Classroom.serving("127.0.0.1", 9000) == ("127.0.0.1", Classroom(port=9000, addresses=("127.0.0.1",)))
+    assert Classroom.serving("::", 9000)[1].addresses == ("192.0.2.7",)
 
 
 def test_answers_that_depend_only_on_the_request_are_computed_once():

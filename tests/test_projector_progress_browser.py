@@ -110,7 +110,14 @@ def test_a_section_becomes_slides_in_page_order(page, lang, n):
     assert k[0] == "title" and page.locator("#slide-1 #section-title").count() == 1
     assert page.locator("#slide-1 .objectives li").count() == len(section.objectives)
     widgets = [b.widget for b in section.blocks if b.type == "widget"]
-    assert k.count("widget") == len(widgets)
+    # One slide per widget, or one per part for a widget shown in parts (§3's second widget: its
+    # maps, then the numbers of the row picked), each part numbered on its slide.
+    parts = page.eval_on_selector_all(
+        ".slide-widget", "ns => ns.map(n => [Number(n.dataset.part || 0), Number(n.dataset.parts || 1)])"
+    )
+    assert len(parts) == k.count("widget")
+    shown_as = [list(range(1, n + 1)) if p == 1 else [0] for p, n in parts if p <= 1]  # one entry per widget
+    assert len(shown_as) == len(widgets) and [p for p, _ in parts] == [p for seq in shown_as for p in seq]
     on_slides = page.eval_on_selector_all(".slide-widget .widget", "ns => ns.map(n => n.dataset.widget)")
     assert on_slides == widgets
     tail = ["key-points"] + (["try"] if section.try_ else []) + ["question"] * len(section.check)

@@ -74,10 +74,12 @@ class Classroom:
     addresses: tuple[str, ...] = field(default_factory=tuple)  # this machine's LAN addresses
 
     @classmethod
-    def serving(cls, host: str, port: int) -> tuple[str, Classroom]:
-        """The address to listen on for a class and the class itself: every interface unless
-        ``host`` names one other than the loopback default, and this machine's LAN addresses."""
-        host = "0.0.0.0" if host == "127.0.0.1" else host
+    def serving(cls, host: str | None, port: int) -> tuple[str, Classroom]:
+        """The address to listen on for a class and the class itself: every interface when no
+        ``host`` is given (``None``), else ``host`` as given (a ``--host`` always wins, the
+        loopback too: a benchmark serves a class on 127.0.0.1 alone); and the addresses students
+        type: this machine's LAN addresses when listening on every interface, else ``host``."""
+        host = "0.0.0.0" if host is None else host
         addresses = lan_addresses() if host in ("0.0.0.0", "::") else [host]
         return host, cls(port=port, addresses=tuple(addresses))
 

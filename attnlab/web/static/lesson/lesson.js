@@ -300,6 +300,15 @@
     return node;
   }
 
+  // Projector mode shows a widget with natural parts (its registration's `parts`) over several
+  // slides: slidePart(part, ...nodes) names the slide of the widget that shows each node, a number
+  // or a list ("1 2"); a node without one is on every slide of the widget (its controls). Returns
+  // the node, or the nodes as an array (spread it into replaceChildren, which takes no arrays).
+  function slidePart(part, ...nodes) {
+    nodes.forEach((node) => { node.dataset.slidePart = String(part); });
+    return nodes.length === 1 ? nodes[0] : nodes;
+  }
+
   // A technical note (endpoints, function names) folded away: students can open it, need not.
   function memo(...nodes) {
     return el("details", { class: "memo" }, ui("summary", {}, "ls_memo"), ...nodes);
@@ -311,15 +320,19 @@
     if (b.type === "note") return htmlNode(el("div", { class: "lesson-note", role: "note", id }), b.html);
     if (b.type === "memo") return el("div", { class: "lesson-memo", id }, memo(htmlNode(el("div"), b.html)));
     if (b.type === "code") {
-      const caption = el("figcaption", {},
-        b.html ? htmlNode(el("div"), b.html) : null,
-        b.where ? bound(el("p", { class: "where" }), () => t("ls_code_from", { where: b.where })) : null);
+      // attnlab's own source says where it lives, and that it is shown as written (its docstrings
+      // and comments are English, also on the Japanese page).
+      const where = b.source && b.file && b.lines
+        ? bound(el("p", { class: "where" }), () => t("ls_code_from", { file: b.file, first: b.lines[0], last: b.lines[1] }))
+        : null;
+      const caption = el("figcaption", {}, b.html ? htmlNode(el("div"), b.html) : null, where);
       const code = el("code");
       bound(code, () => pick(b.code));
       const pre = el("pre", { tabindex: "0", "data-language": b.language || "" }, code);
       const lines = pick(b.code).split("\n").length;
-      // Long code stays folded: the text around it is the lesson, the code its evidence.
-      const body = lines > LONG_CODE_LINES
+      // attnlab's source and long code stay folded: the text around them is the lesson, the code
+      // its evidence. Short code written for the page (comments in its language) stays open.
+      const body = b.source || lines > LONG_CODE_LINES
         ? el("details", {}, bound(el("summary"), () => t("ls_code_open", { n: lines })), pre)
         : pre;
       return el("figure", { class: "lesson-code", id }, body, caption);
@@ -675,6 +688,8 @@
   // visits. Keys: → PageDown Space for next, ← PageUp Shift+Space for back (a presenter's clicker
   // sends PageDown/PageUp or the arrows; PageDown and Space first scroll a slide taller than the
   // screen), Home and End. The slide is in the address, so a teacher can prepare a list of links.
+  // Every slide is fitted to the screen (fitSlide); a widget with natural parts too tall for one
+  // screen (its registration's `parts`, e.g. §5's steps) is shown over one slide per part.
   // ---------------------------------------------------------------------------------------------
 
   const SLIDE_TEXT = 1250; // about how many characters of running text fit on one slide
@@ -712,7 +727,8 @@
     let open = null; // the text slide being filled: { kind, nodes, size, headingOnly }
     const add = (node, size, heading) => {
       const full = open && !open.headingOnly && open.size + size > SLIDE_TEXT;
-      if (!open || (heading && open.size) || full) {
+      // A heading starts a slide unless the slide is empty; so does text that would overfill it.
+      if (!open || (heading && (open.size > 0 || !open.headingOnly)) || full) {
         open = { kind: "text", nodes: [], size: 0, headingOnly: true };
         out.push(open);
       }
@@ -723,15 +739,24 @@
     section.blocks.forEach((b, i) => {
       if (b.type === "widget") {
         open = null;
-        out.push({ kind: "widget", widget: b.widget, nodes: [block(b, i, section, mounts)] });
+        // A widget too tall for one screen that has natural parts (its registration's `parts`)
+        // gets one slide per part; the widget itself is mounted once and moves to the part shown.
+        const node = block(b, i, section, mounts);
+        const parts = (widgets[b.widget] && widgets[b.widget].parts) || 1;
+        for (let part = 1; part <= parts; part++) {
+          out.push({ kind: "widget", widget: b.widget, widgetNode: node, part: parts > 1 ? part : 0, parts, nodes: part === 1 ? [node] : [] });
+        }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
           add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k), piece.size, piece.heading));
       } else if (b.type === "code" || b.type === "memo") {
-        // Code and technical notes are folded evidence of what came just before: they go with it.
+        // Code and technical notes are evidence of what came just before: they go with its text.
+        // After a widget, a technical note (folded) stays with it, while code starts a slide of
+        // its own: the widget keeps the screen, and the code is read in large type.
         const node = block(b, i, section, mounts);
         const last = out[out.length - 1];
-        if (open || (last && last.kind === "widget")) last.nodes.push(node);
+        if (open) open.nodes.push(node);
+        else if (b.type === "memo" && last && last.kind === "widget") last.nodes.push(node);
         else add(node, 0, false);
       } else {
         add(block(b, i, section, mounts), Math.max(b.html.en.length, 2 * b.html.ja.length), false);
@@ -772,6 +797,36 @@
     };
   }
 
+  // Fitting a slide to the screen ("one idea per screen"): a slide taller than the screen has its
+  // type made smaller step by step (a widget's slide: its zoom, which scales its figures too), down
+  // to a floor that a class still reads from the back of the room; what is still too tall there
+  // scrolls inside the slide (PageDown and Space show its rest) and is marked slide-tall. A slide
+  // that fits at full size is left as it is: the fit never makes anything larger.
+  const FIT_STEP = 0.05;
+  const FIT_FLOOR = { text: 0.62, widget: 0.6 };
+
+  function fitSlide(node) {
+    if (node.hidden) return 1;
+    const inner = node.firstElementChild;
+    const widget = node.classList.contains("slide-widget");
+    const base = widget ? Number(getComputedStyle(node).getPropertyValue("--widget-zoom")) || 1 : 1;
+    const floor = widget ? FIT_FLOOR.widget : FIT_FLOOR.text;
+    const apply = (f) => {
+      node.style.setProperty("--fit", String(f));
+      if (widget) inner.style.zoom = String(Math.round(base * f * 1000) / 1000);
+    };
+    const over = () => node.scrollHeight > node.clientHeight + 1;
+    let f = 1;
+    apply(f);
+    while (over() && f > floor) {
+      f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
+      apply(f);
+    }
+    node.dataset.fit = String(f);
+    node.classList.toggle("slide-tall", over());
+    return f;
+  }
+
   function currentSlide() {
     return Number(new URLSearchParams(window.location.search).get("slide")) || 1;
   }
@@ -785,6 +840,10 @@
     const nodes = slides.map((s, k) => {
       const node = el("section", { class: "slide slide-" + s.kind, id: "slide-" + (k + 1), "data-slide": String(k + 1), tabindex: "-1", hidden: true },
         el("div", { class: "slide-inner" }, s.nodes));
+      if (s.part) {
+        node.dataset.part = String(s.part);
+        node.dataset.parts = String(s.parts);
+      }
       return node;
     });
     const labelSlides = () => nodes.forEach((node, k) => node.setAttribute("aria-label", t("ls_slide_label", { n: k + 1, total })));
@@ -801,6 +860,21 @@
     article.after(bar);
 
     let current = 0;
+    // Fit the slide shown now, and again whenever its content changes size (a widget's answer
+    // arrives, a figure is redrawn, a question is answered), the window is resized or the fonts
+    // arrive; once per frame at most.
+    let pending = 0;
+    const refit = () => {
+      if (pending) return;
+      pending = window.requestAnimationFrame(() => {
+        pending = 0;
+        if (current) fitSlide(nodes[current - 1]);
+      });
+    };
+    const watcher = typeof ResizeObserver === "function" ? new ResizeObserver(refit) : null;
+    window.addEventListener("resize", refit);
+    document.fonts.ready.then(refit);
+    relabel.push(refit);
     const anchorOf = (k) => {
       const first = nodes[k - 1].querySelector("[id]:not(.slide)");
       return first ? first.id : "";
@@ -824,8 +898,18 @@
       const lost = active && active !== document.body && nodes.some((node) => node.hidden === false && node.contains(active));
       if (current) nodes[current - 1].hidden = true;
       current = k;
+      // A part of a widget: the widget moves onto this slide, which shows that part of it.
+      const part = slides[k - 1];
+      if (part.part && part.widgetNode.parentNode !== nodes[k - 1].firstElementChild) {
+        nodes[k - 1].firstElementChild.prepend(part.widgetNode);
+      }
       nodes[k - 1].hidden = false;
+      fitSlide(nodes[k - 1]);
       nodes[k - 1].scrollTop = 0;
+      if (watcher) {
+        watcher.disconnect();
+        watcher.observe(nodes[k - 1].firstElementChild);
+      }
       setParams({ slide: k });
       labels();
       // The focus never stays on a slide no longer shown.
@@ -1030,6 +1114,7 @@
       widgets[name] = widget;
     },
     memo,
+    slidePart,
     shuffled,
     pick,
     keepFocus,

@@ -6,7 +6,7 @@
 (function () {
   "use strict";
   const { el, postJSON, debounce } = window.Attn;
-  const { clampInt, panes, loader, tokenButtons, memo, keepFocus } = window.Lesson;
+  const { clampInt, panes, loader, tokenButtons, memo, keepFocus, slidePart } = window.Lesson;
   const num = (x, digits) => window.Charts.num(x, digits);
   const EXAMPLES = ["av_example_a", "av_example_b", "av_example_c"];
 
@@ -100,21 +100,23 @@
         el("figcaption", { class: "map-title", id: id + "-title", text: title }),
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-labelledby": id + "-title" },
           window.Charts.map({ rows: r[which].weights, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id, label: title, highlight: state.row, cell: 22 })));
+      // Projector mode: the two maps, then the chosen row's numbers and the cost, one slide each
+      // (the row picker on both).
       p.out.replaceChildren(
         el("p", { class: "translation-line" }, el("span", { text: s("av_translation") + " " }),
           el("strong", { class: "mono", id: "av-translation", lang: "ja", text: r.translation })),
         el("div", { class: "av-rows" }, el("span", { class: "note", text: s("av_rows_label") }),
           tokenButtons(s("av_rows_label"), r.tgt_tokens, "av-row-", state.row, pick)),
-        el("div", { class: "pair av-pair" },
+        ...slidePart(1, el("div", { class: "pair av-pair" },
           map("additive", "av-map-add", s("av_map_additive")),
           map("dot", "av-map-dot", s("av_map_dot", { a: r.attn_dim }))),
         el("p", { class: "note", text: s("av_map_axes") }),
         el("p", { class: "lesson-note av-not-used", id: "av-not-used", text: s("av_not_used") }),
-        el("p", { id: "av-same", "data-value": r.same_top, text: s("av_same_top", { n: r.same_top, t: r.tgt_tokens.length }) }),
-        rowTable(r),
-        el("p", { id: "av-cost", "data-value": c.additive_hidden,
-          text: s("av_cost", { t: c.queries, s: c.keys, a: c.attn_dim, pairs: c.dot_scores.toLocaleString("en-US"), hidden: c.additive_hidden.toLocaleString("en-US") }) }),
-        memo(el("p", { text: s("source_additive") })));
+        el("p", { id: "av-same", "data-value": r.same_top, text: s("av_same_top", { n: r.same_top, t: r.tgt_tokens.length }) })),
+        ...slidePart(2, rowTable(r),
+          el("p", { id: "av-cost", "data-value": c.additive_hidden,
+            text: s("av_cost", { t: c.queries, s: c.keys, a: c.attn_dim, pairs: c.dot_scores.toLocaleString("en-US"), hidden: c.additive_hidden.toLocaleString("en-US") }) }),
+          memo(el("p", { text: s("source_additive") }))));
     }
 
     function draw() {
@@ -127,5 +129,5 @@
     changed();
   }
 
-  window.Lesson.register("additive-vs-dot", { mount });
+  window.Lesson.register("additive-vs-dot", { mount, parts: 2 });
 })();

@@ -90,11 +90,16 @@
         selects(r),
         el("p", { class: "subhead", text: s("pick_output") }),
         buttons,
-        el("p", { class: "subhead", id: "tr-bars-title", text: s("bars_title", { word, which }) }),
-        window.Charts.bars({ values: rows[state.tok], labels: r.src_tokens, idPrefix: "tr-w-", label: s("bars_title", { word, which }), left: 120 }),
-        el("p", { class: "subhead", text: s("map_title", { which }) }),
-        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title", { which }) },
-          window.Charts.map({ rows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "tr-map", label: s("map_title", { which }), highlight: state.tok })),
+        // The word's weights and the whole map: one under the other on a screen, side by side
+        // where the width allows it (a projector, paper: .side-figures in projector.css, print.css).
+        el("div", { class: "side-figures" },
+          el("div", {},
+            el("p", { class: "subhead", id: "tr-bars-title", text: s("bars_title", { word, which }) }),
+            window.Charts.bars({ values: rows[state.tok], labels: r.src_tokens, idPrefix: "tr-w-", label: s("bars_title", { word, which }), left: 120 })),
+          el("div", {},
+            el("p", { class: "subhead", text: s("map_title", { which }) }),
+            el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title", { which }) },
+              window.Charts.map({ rows, rowLabels: r.tgt_tokens, colLabels: r.src_tokens, id: "tr-map", label: s("map_title", { which }), highlight: state.tok })))),
         el("p", { class: "note", text: s("map_note") }),
         window.Lesson.memo(el("p", { text: s("memo_translation") })));
     }

@@ -7,7 +7,7 @@
   "use strict";
   const { el, fmt, postJSON, getJSON, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
-  const { clampInt, fail, panes, loader } = window.Lesson;
+  const { clampInt, fail, panes, loader, slidePart } = window.Lesson;
 
   // The fixed vector as a grid of coloured cells (blue negative, red positive), `perRow` a row.
   function vectorGrid(values, label) {
@@ -87,7 +87,9 @@
       const r = shown;
       const a = r.attention, p = r.plain;
       const which = r.example === null ? s("typed_input") : s("example_n", { n: r.example + 1, total: r.n_examples });
-      const plainCard = el("section", { class: "model-card", id: "bn-plain", "aria-labelledby": "bn-plain-title" },
+      // Projector mode: what each model outputs, then how the one with attention aligns the
+      // output with the input, one slide each.
+      const plainCard = el("section", { class: "model-card", id: "bn-plain", "aria-labelledby": "bn-plain-title", "data-slide-part": "1" },
         el("h3", { id: "bn-plain-title", text: s("plain_title") }),
         el("p", {}, el("span", { text: s("output_label") + " " }), el("strong", { class: "mono", id: "bn-plain-out", lang: "ja", text: p.translation })),
         verdict(s, p, "bn-plain-verdict"),
@@ -96,18 +98,18 @@
         el("p", { class: "note", text: s("vector_note", { words: r.words, tokens: r.src_tokens.length, d: r.hidden_size }) }));
       const attentionCard = el("section", { class: "model-card", id: "bn-attention", "aria-labelledby": "bn-att-title" },
         el("h3", { id: "bn-att-title", text: s("attention_title") }),
-        el("p", {}, el("span", { text: s("output_label") + " " }), el("strong", { class: "mono", id: "bn-att-out", lang: "ja", text: a.translation })),
-        verdict(s, a, "bn-att-verdict"),
-        el("p", { class: "subhead", text: s("map_title") }),
-        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title") },
-          window.Charts.map({ rows: a.alignment, rowLabels: a.tgt_tokens, colLabels: r.src_tokens, id: "bn-map", label: s("map_title"), cell: 14 })),
-        el("p", { class: "note", text: s("memory_note", { s: a.memory_shape[0], d: a.memory_shape[1] }) }));
+        slidePart(1, el("p", {}, el("span", { text: s("output_label") + " " }), el("strong", { class: "mono", id: "bn-att-out", lang: "ja", text: a.translation })),
+          verdict(s, a, "bn-att-verdict")),
+        slidePart(2, el("p", { class: "subhead", text: s("map_title") }),
+          el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_title") },
+            window.Charts.map({ rows: a.alignment, rowLabels: a.tgt_tokens, colLabels: r.src_tokens, id: "bn-map", label: s("map_title"), cell: 14 })),
+          el("p", { class: "note", text: s("memory_note", { s: a.memory_shape[0], d: a.memory_shape[1] }) })));
       out.replaceChildren(
         el("p", { class: "note", id: "bn-which", text: which + " · " + s("words_line", { words: r.words, tokens: r.src_tokens.length }) }),
         el("p", {}, el("span", { text: s("reference_label") + " " }),
           el("strong", { class: "mono", id: "bn-reference", lang: "ja", text: r.reference === null ? s("no_reference") : r.reference })),
         el("div", { class: "pair bottleneck-pair" }, plainCard, attentionCard),
-        window.Lesson.memo(el("p", { text: s("memo_bottleneck") })));
+        slidePart(2, window.Lesson.memo(el("p", { text: s("memo_bottleneck") }))));
     }
 
     function draw() {
@@ -180,6 +182,6 @@
     load();
   }
 
-  window.Lesson.register("bottleneck", { mount: mountBottleneck });
+  window.Lesson.register("bottleneck", { mount: mountBottleneck, parts: 2 });
   window.Lesson.register("bleu-by-length", { mount: mountLengths });
 })();

@@ -214,14 +214,15 @@
 
     function render() {
       const r = shown;
+      // Projector mode: the head view, then the neuron view, one slide each (the querying word on both).
+      const part = window.Lesson.slidePart;
       out.replaceChildren(
-        el("p", { class: "note", text: s("model_line", { model: r.model, layers: r.n_layers, heads: r.n_heads }) }),
-        headPicker(r),
+        ...part(1, el("p", { class: "note", text: s("model_line", { model: r.model, layers: r.n_layers, heads: r.n_heads }) }),
+          headPicker(r)),
         el("p", { class: "subhead", text: s("query_label") }),
         tokenButtons(r),
-        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("head_view_title") }, headView(r)),
-        el("p", { class: "subhead", text: s("nv_title") }),
-        neuronView(r));
+        part(1, el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("head_view_title") }, headView(r))),
+        ...part(2, el("p", { class: "subhead", text: s("nv_title") }), neuronView(r)));
       drawLines();
     }
 
@@ -232,5 +233,5 @@
     send();
   }
 
-  window.Lesson.register("head-view", { mount });
+  window.Lesson.register("head-view", { mount, parts: 2 });
 })();

@@ -5,7 +5,7 @@
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
-  const { panes, loader, memo } = window.Lesson;
+  const { panes, loader, memo, slidePart } = window.Lesson;
   const D_CHOICES = [4, 8, 12, 16];
   const H_CHOICES = [1, 2, 3, 4, 6, 8];
   const cache = new Map(); // one request serves both widgets
@@ -88,8 +88,11 @@
       send();
     }
 
-    function step(title, note, ...content) {
-      return el("section", { class: "mh-step" }, el("p", { class: "subhead", text: title }), note ? el("p", { class: "note", text: note }) : null, content);
+    // Projector mode shows the steps over three slides (too many for one screen): part is the
+    // slide (1–3) that shows a step; the controls are on every one.
+    function step(part, title, note, ...content) {
+      return el("section", { class: "mh-step", "data-slide-part": String(part) },
+        el("p", { class: "subhead", text: title }), note ? el("p", { class: "note", text: note }) : null, content);
     }
 
     function draw() {
@@ -112,21 +115,21 @@
         }),
         mat(h.output, { rowLabels: r.tokens, digits: 2, caption: s("head_out", { h: i + 1 }) + " " + shape([r.tokens.length, r.head_dim]) })));
       out.replaceChildren(
-        step(s("step_x", { shape: dims("X") }), s("step_x_note"), mat(r.x, { rowLabels: r.tokens, colLabels: cols(r.d_model), idPrefix: "mh-x", digits: 1 })),
-        el("details", { class: "mh-step" }, el("summary", { text: s("step_w", { shape: dims("W_q") }) }), el("div", { class: "mats" }, weightsOf)),
-        step(s("step_qkv", { shape: dims("Q") }), s("step_qkv_note", { h: r.n_heads, dh: r.head_dim }),
+        step(1, s("step_x", { shape: dims("X") }), s("step_x_note"), mat(r.x, { rowLabels: r.tokens, colLabels: cols(r.d_model), idPrefix: "mh-x", digits: 1 })),
+        el("details", { class: "mh-step", "data-slide-part": "1" }, el("summary", { text: s("step_w", { shape: dims("W_q") }) }), el("div", { class: "mats" }, weightsOf)),
+        step(1, s("step_qkv", { shape: dims("Q") }), s("step_qkv_note", { h: r.n_heads, dh: r.head_dim }),
           el("div", { class: "mats" },
             mat(r.q, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, caption: "Q = X W_q", idPrefix: "mh-q" }),
             mat(r.k, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, caption: "K = X W_k" }),
             mat(r.v, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, caption: "V = X W_v" }))),
-        step(s("step_heads", { shape: dims("Q_heads"), maps: dims("weights") }), s("step_heads_note", { dh: r.head_dim }),
+        step(2, s("step_heads", { shape: dims("Q_heads"), maps: dims("weights") }), s("step_heads_note", { dh: r.head_dim }),
           el("div", { class: "mh-heads" }, headCards)),
-        step(s("step_concat", { shape: dims("concat") }), s("step_concat_note"),
+        step(3, s("step_concat", { shape: dims("concat") }), s("step_concat_note"),
           mat(r.concat, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, idPrefix: "mh-concat" })),
-        step(s("step_out", { shape: dims("output") }), null,
+        step(3, s("step_out", { shape: dims("output") }), null,
           mat(r.output, { rowLabels: r.tokens, colLabels: cols(r.d_model), digits: 3, idPrefix: "mh-outm" })),
-        memo(el("p", { id: "mh-module" }, s("memo_steps") + " " + s("module_check") + " ",
-          el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) }))));
+        slidePart(3, memo(el("p", { id: "mh-module" }, s("memo_steps") + " " + s("module_check") + " ",
+          el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) })))));
     }
 
     root.replaceChildren(controls, p.error, out);
@@ -198,32 +201,33 @@
         colour: (v) => (v ? [36, 86, 166] : [240, 243, 247]),
       });
       const foreign = bad.pieces.flat().filter(([t], k) => t !== Math.floor(k / H)).length;
+      // Projector mode: the shapes and the split, the join, the changed word: one slide each.
       out.replaceChildren(
-        shapes,
-        el("p", { class: "note", text: s("shapes_note", { t: T, h: H, dh: Dh }) }),
-        el("p", { class: "subhead", text: s("split_title") }),
-        el("p", { class: "note", text: s("split_note") }),
-        el("div", { class: "row" }, el("label", { for: "nt-word", text: s("pick_word") }), picker),
-        window.Charts.matrix({
-          rows: bad.weights[word], rowLabels: heads, colLabels: heads, digits: 2, idPrefix: "nt-map",
-          colour: (v) => window.Charts.sequential(v), caption: s("bad_map", { w: r.tokens[word], h: H }),
-        }),
-        el("p", { class: "subhead", text: s("merge_title") }),
-        el("p", { class: "note", text: s("merge_note") }),
-        el("div", { class: "pair" },
-          piecesTable(r, bad.pieces_correct, "nt-pieces-ok", s("pieces_ok")),
-          piecesTable(r, bad.pieces, "nt-pieces-bad", s("pieces_bad"))),
-        el("p", { class: "note", id: "nt-foreign", "data-value": foreign,
-          text: foreign ? s("foreign_count", { n: foreign, all: T * H }) : s("foreign_none") }),
-        el("p", { class: "subhead", text: s("influence_title") }),
-        el("p", { class: "note", text: s("influence_note") }),
-        el("div", { class: "pair" },
-          influence(bad.influence_correct, "nt-inf-ok", s("influence_ok")),
-          influence(bad.influence_split, "nt-inf-split", s("influence_split")),
-          influence(bad.influence_merged, "nt-inf-merged", s("influence_merged"))),
-        el("p", { id: "nt-diff" }, s("final_diff") + " ",
-          el("span", { class: "mono", id: "nt-diff-value", "data-value": bad.max_abs_diff, text: fmt(bad.max_abs_diff, 4) })),
-        memo(el("p", { text: s("memo_no_transpose") })));
+        ...slidePart(1, shapes,
+          el("p", { class: "note", text: s("shapes_note", { t: T, h: H, dh: Dh }) }),
+          el("p", { class: "subhead", text: s("split_title") }),
+          el("p", { class: "note", text: s("split_note") }),
+          el("div", { class: "row" }, el("label", { for: "nt-word", text: s("pick_word") }), picker),
+          window.Charts.matrix({
+            rows: bad.weights[word], rowLabels: heads, colLabels: heads, digits: 2, idPrefix: "nt-map",
+            colour: (v) => window.Charts.sequential(v), caption: s("bad_map", { w: r.tokens[word], h: H }),
+          })),
+        ...slidePart(2, el("p", { class: "subhead", text: s("merge_title") }),
+          el("p", { class: "note", text: s("merge_note") }),
+          el("div", { class: "pair" },
+            piecesTable(r, bad.pieces_correct, "nt-pieces-ok", s("pieces_ok")),
+            piecesTable(r, bad.pieces, "nt-pieces-bad", s("pieces_bad"))),
+          el("p", { class: "note", id: "nt-foreign", "data-value": foreign,
+            text: foreign ? s("foreign_count", { n: foreign, all: T * H }) : s("foreign_none") })),
+        ...slidePart(3, el("p", { class: "subhead", text: s("influence_title") }),
+          el("p", { class: "note", text: s("influence_note") }),
+          el("div", { class: "pair" },
+            influence(bad.influence_correct, "nt-inf-ok", s("influence_ok")),
+            influence(bad.influence_split, "nt-inf-split", s("influence_split")),
+            influence(bad.influence_merged, "nt-inf-merged", s("influence_merged"))),
+          el("p", { id: "nt-diff" }, s("final_diff") + " ",
+            el("span", { class: "mono", id: "nt-diff-value", "data-value": bad.max_abs_diff, text: fmt(bad.max_abs_diff, 4) })),
+          memo(el("p", { text: s("memo_no_transpose") }))));
     }
 
     root.replaceChildren(p.error, out);
@@ -232,6 +236,7 @@
     load();
   }
 
-  window.Lesson.register("multihead-steps", { mount: mountSteps });
-  window.Lesson.register("no-transpose", { mount: mountNoTranspose });
+  // On a projector, three slides: X to Q, K, V; the heads; concat and W_o.
+  window.Lesson.register("multihead-steps", { mount: mountSteps, parts: 3 });
+  window.Lesson.register("no-transpose", { mount: mountNoTranspose, parts: 3 });
 })();

@@ -175,12 +175,16 @@
         el("p", { class: "subhead", text: s("compare_label") }),
         buttons,
         el("p", { id: "pr-strongest", "data-value": best.weight, text: s("strongest_line", { it, word, layer: best.layer + 1, head: best.head + 1, w: fmt(best.weight, 2) }) }),
-        el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("grid_title", { it, word }) }, table),
-        el("div", { class: "widget-controls inline" },
-          el("label", { class: "row" }, el("span", { text: s("layer_label") }), layerSel),
-          el("label", { class: "row" }, el("span", { text: s("head_label") }), headSel)),
-        el("p", { class: "subhead", text: s("row_title", { it, which }) }),
-        window.Charts.bars({ values: row, labels: r.tokens, idPrefix: "pr-w-", label: s("row_title", { it, which }), left: 100 }),
+        // The layers × heads table and one head's weights: side by side where the width allows
+        // it (a projector: .side-figures in projector.css).
+        el("div", { class: "side-figures" },
+          el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("grid_title", { it, word }) }, table),
+          el("div", {},
+            el("div", { class: "widget-controls inline" },
+              el("label", { class: "row" }, el("span", { text: s("layer_label") }), layerSel),
+              el("label", { class: "row" }, el("span", { text: s("head_label") }), headSel)),
+            el("p", { class: "subhead", text: s("row_title", { it, which }) }),
+            window.Charts.bars({ values: row, labels: r.tokens, idPrefix: "pr-w-", label: s("row_title", { it, which }), left: 100 }))),
         el("p", { class: "note", text: s("special_tokens") }));
       provenance.textContent = s("source_pronoun", { model: r.model });
     }

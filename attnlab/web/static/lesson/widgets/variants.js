@@ -10,7 +10,7 @@
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
   const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
   const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
-  const { clampInt, panes, loader, slider, memo } = window.Lesson;
+  const { clampInt, panes, loader, slider, memo, slidePart } = window.Lesson;
   const CASES = ["sdpa", "chunked", "sliding_window", "global_window"];
   const CASE_HEADS = { sdpa: "th_sdpa", chunked: "th_chunked", sliding_window: "th_sliding", global_window: "th_global" };
 
@@ -95,22 +95,24 @@
         (c, i) => el("td", { id: `var-s-${c}-${i}`, "data-value": m.seconds[c][i], text: secondsText(c, m.seconds[c][i]) }));
       const ratios = measuredTable("var-ratios", s("ratio_title"),
         (c, i) => el("td", { id: `var-x-${c}-${i}`, "data-value": m.speedup[c][i], text: "×" + String(m.speedup[c][i]) }));
+      // Projector mode: the masks, the counted cost, the measured times: one slide each.
       out.replaceChildren(
-        el("div", { class: "masks-row" }, figures),
-        el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
-        memo(el("p", { text: s("mask_source") })),
-        el("p", { class: "subhead", text: s("cost_title") }),
-        window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
-        costTable,
-        el("p", { class: "subhead", text: s("measured_title") }),
-        el("p", { class: "note", text: s("measured_setup") }),
-        seconds,
-        ratios,
-        el("p", { class: "note", text: s("measured_note") }),
-        memo(el("p", { text: s("measured_source") })));
+        ...slidePart(1, el("div", { class: "masks-row" }, figures),
+          el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
+          memo(el("p", { text: s("mask_source") }))),
+        ...slidePart(2, el("p", { class: "subhead", text: s("cost_title") }),
+          window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
+          costTable),
+        ...slidePart(3, el("p", { class: "subhead", text: s("measured_title") }),
+          el("p", { class: "note", text: s("measured_setup") }),
+          seconds,
+          ratios,
+          el("p", { class: "note", text: s("measured_note") }),
+          memo(el("p", { text: s("measured_source") }))));
     }
 
-    root.replaceChildren(controls, p.error, out);
+    // The sliders set the masks and the counted cost; the measured times do not depend on them.
+    root.replaceChildren(slidePart("1 2", controls), p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     changed();
@@ -194,6 +196,6 @@
     changed();
   }
 
-  window.Lesson.register("variants", { mount: mountVariants });
+  window.Lesson.register("variants", { mount: mountVariants, parts: 3 });
   window.Lesson.register("attention-map", { mount: mountMap });
 })();
