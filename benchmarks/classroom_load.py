@@ -120,19 +120,22 @@ def free_port() -> int:
 
 
 def start_explorer(port: int, extra: list[str]) -> subprocess.Popen:
+    """``attnlab explore`` on loopback ``port`` as its own process (the real command, with its thread
+    and OpenMP settings) with the ``extra`` arguments; returns it once the lesson's API answers.
+    benchmarks/web_load.py starts its explorer here too."""
     cmd = [sys.executable, "-m", "attnlab", "explore", "--host", "127.0.0.1", "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"classroom_load: the explorer did not start: {proc.stderr.read()[-2000:]}")
+            raise SystemExit(f"the explorer did not start: {proc.stderr.read()[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/lesson/sections", timeout=2).status_code == 200:
                 return proc
         except httpx.HTTPError:
             time.sleep(0.3)
     proc.kill()
-    raise SystemExit("classroom_load: the explorer did not answer within 120 s")
+    raise SystemExit("the explorer did not answer within 120 s")
 
 
 class Tally:

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import ipaddress
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -60,24 +59,12 @@ def check_loopback(url: str) -> None:
 
 def start_server(models: list[str], max_concurrent: int) -> tuple[str, subprocess.Popen]:
     """``attnlab explore`` serving ``models`` (names or folders) on a free loopback port, as its
-    own process; returns its address once it answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "attnlab", "explore", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--max-concurrent", str(max_concurrent)] + [a for m in models for a in ("--model", m)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"web_load: the explorer did not start: {proc.stderr.read()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/models", timeout=2).status_code == 200:
-                return f"http://127.0.0.1:{port}", proc
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("web_load: the explorer did not answer within 120 s")
+    own process (classroom_load's :func:`start_explorer`); returns its address once it answers."""
+    from classroom_load import free_port, start_explorer
+
+    port = free_port()
+    extra = ["--max-concurrent", str(max_concurrent)] + [a for m in models for a in ("--model", m)]
+    return f"http://127.0.0.1:{port}", start_explorer(port, extra)
 
 
 async def run_load(url: str, endpoint: str, body: dict, clients: int, duration: float, timeout: float) -> dict:

@@ -793,19 +793,21 @@ def test_experiment_rejects_windows_as_long_as_the_block(tmp_path):
     assert not any(tmp_path.iterdir())  # checked before anything was trained or written
 
 
+def _full_and_window_runs(settings) -> list:
+    """The full and the 4-wide sliding-window contestants of ``settings``, trained in-process."""
+    from attnlab.experiments.variants import _run_one
+
+    runs = [("full", {"attention": "full"}), ("sliding_window:4", {"attention": "sliding_window", "window": 4})]
+    return [_run_one(v, f, SONNET, settings) for v, f in runs]
+
+
 def test_one_variant_run_and_report(tmp_path):
     """One contestant trained in-process for a second, then the report files."""
-    from attnlab.experiments.variants import VariantsReport, VariantsSettings, _run_one, _write
+    from attnlab.experiments.variants import VariantsReport, VariantsSettings, _write
 
     settings = VariantsSettings(variants=("full", "sliding_window:4"), minutes=0.04, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=2, progress=False)  # fmt: skip
-    rows = [
-        _run_one(v, f, SONNET, settings)
-        for v, f in [
-            ("full", {"attention": "full"}),
-            ("sliding_window:4", {"attention": "sliding_window", "window": 4}),
-        ]
-    ]
+    rows = _full_and_window_runs(settings)
     for r in rows:
         assert r.steps > 0 and r.curve and all(torch.isfinite(torch.tensor(loss)) for _, loss in r.curve)
         assert r.best_valid_loss <= r.curve[0][1] and r.tokens_per_s > 0
@@ -821,19 +823,13 @@ def test_one_variant_run_and_report(tmp_path):
 def test_a_step_budget_gives_every_variant_the_same_evaluation_points():
     """With ``steps`` the run stops on steps, not on the clock, and the evaluations are spread over
     them: every variant's curve has its points at the same steps, the last at the end."""
-    from attnlab.experiments.variants import VariantsSettings, _run_one, _steps_per_eval_of_steps
+    from attnlab.experiments.variants import VariantsSettings, _steps_per_eval_of_steps
 
     assert _steps_per_eval_of_steps(6, 3) == 2 and _steps_per_eval_of_steps(7, 3) == 3
     assert _steps_per_eval_of_steps(2, 6) == 1
     settings = VariantsSettings(variants=("full", "sliding_window:4"), steps=6, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=3, progress=False)  # fmt: skip
-    rows = [
-        _run_one(v, f, SONNET, settings)
-        for v, f in [
-            ("full", {"attention": "full"}),
-            ("sliding_window:4", {"attention": "sliding_window", "window": 4}),
-        ]
-    ]
+    rows = _full_and_window_runs(settings)
     for r in rows:
         assert r.steps == 6 and r.curve_steps == [2, 4, 6] and len(r.curve) == 3
     with pytest.raises(ValueError, match="steps"):
