@@ -41,7 +41,9 @@ during the run; ``--out`` also writes it with ``results.json``.
 (sentences × beams): attnlab's one-call C step against the step of tensor operations (whose
 products are the BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of
 ``--threads``. :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS` (and ``…_ONE_THREAD``) are the row
-counts past which the second takes over.
+counts past which the second takes over. Then the two other lines drawn the same way: the C
+encoder against the modules by source tokens (``NATIVE_ENCODER_MAX_TOKENS``), and oneDNN's product
+against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
 """
 
 from __future__ import annotations
@@ -444,9 +446,78 @@ def step_rows(args) -> str:
     finally:
         for name, value in kept.items():
             setattr(rules, name, value)
-    lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}. attnlab takes the one C call up to "
-              f"{kept[names[0]]} rows on several threads, {kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
+    lines += ["", f"attnlab takes the one C call up to {kept[names[0]]} rows on several threads, "
+              f"{kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
+    lines += ["", *encoder_tokens(model, long_enough, args), "", *onednn_rows(model, args)]
+    lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}."]
     return "\n".join(lines)
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()  # warm-up: lazy builds, first allocations
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
+    """``model.start`` (the source encoded, every decoder layer's source keys/values) with the C
+    encoder against the modules, by source tokens (sentences × 12 tokens), on the last of
+    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS``."""
+    from attnlab.models import native
+
+    kept = native.NATIVE_ENCODER_MAX_TOKENS
+    torch.set_num_threads(args.threads[-1])
+    lines = [
+        f"`model.start` by source tokens, {args.threads[-1]} threads, milliseconds, median of {args.step_repeats}:",
+        "",
+        "| sentences | tokens | C encoder | modules | C / modules |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    try:
+        for n in (1, 4, 8, 16, 32, 64):
+            src = torch.tensor([sources[i % len(sources)] for i in range(n)])  # (n, 12)
+            ms = {}
+            with torch.inference_mode():
+                for path, limit in (("C", 1 << 30), ("modules", 0)):
+                    native.NATIVE_ENCODER_MAX_TOKENS = limit
+                    ms[path] = _median_ms(lambda src=src: model.start(src), args.step_repeats)
+            lines.append(
+                f"| {n} | {src.numel()} | {ms['C']:.2f} | {ms['modules']:.2f} | {ms['C'] / ms['modules']:.2f} |"
+            )
+    finally:
+        native.NATIVE_ENCODER_MAX_TOKENS = kept
+    return lines + ["", f"attnlab takes the C encoder up to {kept} tokens (attnlab.models.native)."]
+
+
+def onednn_rows(model, args) -> list[str]:
+    """The vocabulary projection's product by rows: oneDNN's inner product against ``F.linear``
+    (MKL), on the last of ``--threads``; attnlab's ``accel.linear`` takes oneDNN up to
+    ``ONEDNN_MAX_ROWS`` rows (for a weight of ``ONEDNN_MIN_WEIGHT`` numbers or more)."""
+    from attnlab.accel import ONEDNN_MAX_ROWS
+
+    W, b = model.out_proj.weight.detach(), model.out_proj.bias
+    b = None if b is None else b.detach()
+    torch.set_num_threads(args.threads[-1])
+    lines = [
+        f"The vocabulary projection {tuple(W.shape)} by rows, {args.threads[-1]} threads, microseconds, "
+        f"median of {args.step_repeats}:",
+        "",
+        "| rows | oneDNN | F.linear (MKL) | oneDNN / F.linear |",
+        "|---:|---:|---:|---:|",
+    ]
+    with torch.inference_mode():
+        for rows in (2, 4, 8, 16, 32, 64, 128):
+            x = torch.randn(rows, W.shape[1])
+            dnnl = 1e3 * _median_ms(
+                lambda x=x: torch.ops.mkldnn._linear_pointwise(x, W, b, "none", [], ""), args.step_repeats
+            )
+            mkl = 1e3 * _median_ms(lambda x=x: torch.nn.functional.linear(x, W, b), args.step_repeats)
+            lines.append(f"| {rows} | {dnnl:.0f} | {mkl:.0f} | {dnnl / mkl:.2f} |")
+    return lines + ["", f"attnlab takes oneDNN up to {ONEDNN_MAX_ROWS} rows (attnlab.accel.ONEDNN_MAX_ROWS)."]
 
 
 def main() -> None:

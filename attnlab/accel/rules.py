@@ -50,7 +50,7 @@ def prefer_math(q: Tensor, k: Tensor) -> bool:
 #: products, so the step of the same operations as tensor calls (:mod:`attnlab.models.native`)
 #: takes over. docs/measured.md has the per-row measurements;
 #: ``benchmarks/translate_throughput.py --step-rows`` takes them again.
-ONE_CALL_STEP_MAX_ROWS = 32
+ONE_CALL_STEP_MAX_ROWS = 48
 ONE_CALL_STEP_MAX_ROWS_ONE_THREAD = 16
 
 

@@ -43,14 +43,26 @@ from .seq2seq import DecoderState
 
 Tensor = torch.Tensor
 
-__all__ = ["start", "step", "gpt_stepper", "NATIVE_ENCODER_MAX_TOKENS", "NativeDecoderState"]
+__all__ = [
+    "start",
+    "step",
+    "gpt_stepper",
+    "NATIVE_ENCODER_MAX_TOKENS",
+    "NATIVE_ENCODER_MAX_TOKENS_BF16",
+    "NativeDecoderState",
+]
 
 #: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
 #: encoder. A sentence or a few are mostly the fixed cost of each module call, which the one call
 #: does not pay; past a few dozen tokens every product is a real matrix product, where the BLAS
 #: behind the modules is the faster (the same line as accel.ONE_CALL_STEP_MAX_ROWS for the decoder;
 #: docs/measured.md has the measurements).
-NATIVE_ENCODER_MAX_TOKENS = 64
+NATIVE_ENCODER_MAX_TOKENS = 32
+
+#: The same for a bf16 model, whose modules compute in bf16 while the C encoder computes in fp32
+#: (its weights read as they are): the C encoder keeps the model's fp32 numbers up to a batch whose
+#: working memory ((8·D + d_ff) floats a token) stays small, 40 MB for the Multi30k preset here.
+NATIVE_ENCODER_MAX_TOKENS_BF16 = 4096
 
 #: The activation functions of attnlab.layers by the names the kernels know them by
 #: (attnlab.accel.layout.ACTIVATIONS).
@@ -284,12 +296,15 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
         H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         seen: list = [None, None]  # the source mask last seen and its row lengths
         # Many rows: the step of tensor operations, whose products are the BLAS's
-        # (accel.prefer_one_call_step). It reads and extends the same fp32 caches.
-        many_rows = _transformer_python_step(model) if dtypes == _FP32 else None
+        # (accel.prefer_one_call_step). It reads and extends the same fp32 caches; built on first
+        # need (a sentence or a few never need it).
+        many_rows: list = []
 
         def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-            if many_rows is not None and not accel.prefer_one_call_step(tokens.shape[0]):
-                return many_rows(tokens, state)  # (B, V)
+            if dtypes == _FP32 and not accel.prefer_one_call_step(tokens.shape[0]):
+                if not many_rows:
+                    many_rows.append(_transformer_python_step(model))
+                return many_rows[0](tokens, state)  # (B, V)
             if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
                 seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
             buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
@@ -346,7 +361,8 @@ def _transformer_python_step(model) -> Callable[[Tensor, DecoderState], Tensor]:
 def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     """:meth:`Transformer.start` where a fast step applies to this batch (see the module
     docstring), else ``None`` (the model encodes through its modules): the source encoded once (by
-    the C encoder for up to :data:`NATIVE_ENCODER_MAX_TOKENS` tokens) and projected to every
+    the C encoder for up to :data:`NATIVE_ENCODER_MAX_TOKENS` tokens, :data:`NATIVE_ENCODER_MAX_TOKENS_BF16`
+    for a bf16 model) and projected to every
     decoder layer's cross-attention keys/values, contiguous and fp32, as the kernels read them.
     The fast step needs each source's padding at its end (its real tokens are counted, not masked).
 
@@ -359,7 +375,9 @@ def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     fast = _transformer_step(model)
     if fast is None:
         return None
-    encoder = _native_encoder(model) if src.numel() <= NATIVE_ENCODER_MAX_TOKENS else None
+    bf16 = model.src_embed.weight.dtype == torch.bfloat16
+    limit = NATIVE_ENCODER_MAX_TOKENS_BF16 if bf16 else NATIVE_ENCODER_MAX_TOKENS
+    encoder = _native_encoder(model) if src.numel() <= limit else None
     if encoder is not None:
         memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (N, H, S, Dh)
     else:
@@ -454,7 +472,7 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
         return None
     n_positions = model.config.n_positions
     native = _gpt_native(model)
-    step = _gpt_python_step(model)
+    step = _gpt_python_step(model)  # (a list of each block's parameters: cheap to build)
     if native is not None:
         H, Dh = model.config.n_head, model.config.n_embd // model.config.n_head
         fp32 = model.tok_emb.weight.dtype == torch.float32
