@@ -103,10 +103,11 @@ class KVCache:
         return self._k, self._v, self.length
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps)."""
+        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps); only the
+        positions filled so far are copied (:func:`attnlab.accel.reorder_rows`)."""
         if self._k is not None:
-            self._k = self._k.index_select(0, index)
-            self._v = self._v.index_select(0, index)
+            self._k = accel.reorder_rows(self._k, index, self.length)  # (B', H, capacity, Dh)
+            self._v = accel.reorder_rows(self._v, index, self.length)
 
     def cast(self, dtype: torch.dtype) -> None:
         """Store the keys and values in ``dtype`` from now on (the attention reading them computes

@@ -38,17 +38,21 @@ Prints Markdown with ``lscpu``'s model name, the load average before and after a
 during the run; ``--out`` also writes it with ``results.json``.
 
 ``--step-rows R …`` measures instead the time of one fp32 decoding step of the model by rows
-(sentences × beams): attnlab's one-call C step against the step of tensor operations (whose
-products are the BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of
-``--threads``. :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS` (and ``…_ONE_THREAD``) are the row
-counts past which the second takes over. Then the two other lines drawn the same way: the C
-encoder against the modules by source tokens (``NATIVE_ENCODER_MAX_TOKENS``), and oneDNN's product
-against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
+(sentences × beams): attnlab's one-call C step (its products of many rows by the BLAS PyTorch uses,
+and by its packed panels alone) against the step of tensor operations (whose products are the
+BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of ``--threads``. Where
+the BLAS is found the one call takes every row count; else :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS`
+(and ``…_ONE_THREAD``) are the row counts past which the tensor operations take over. Then the
+other lines drawn the same way: the C encoder against the modules by source tokens
+(``NATIVE_ENCODER_MAX_TOKENS_BLAS``, ``NATIVE_ENCODER_MAX_TOKENS``), the C step's products by rows,
+packed panels against the BLAS (``accel.rules.BLAS_MIN_ROWS``, ``BLAS_MIN_ROWS_LARGE``), and oneDNN's
+product against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -390,8 +394,9 @@ def markdown(result: dict) -> str:
 
 def step_rows(args) -> str:
     """The ``--step-rows`` table: milliseconds of one fp32 decoding step by rows, the one C call
-    against the tensor operations (chosen through ``attnlab.accel.rules``' row limits), side by side."""
-    from attnlab.accel import rules
+    (its products of many rows by the BLAS, and by its packed panels alone) against the tensor
+    operations, side by side; then the encoder's, the products' and oneDNN's lines."""
+    from attnlab.accel import kernels, rules
 
     translator = load_translator(args.model)
     model = translator.model.eval().float()
@@ -402,17 +407,20 @@ def step_rows(args) -> str:
     load_before = os.getloadavg()[0]
     lines = [
         f"One fp32 decoding step of `{args.model}` by rows (source {S} tokens, 8 positions already decoded), "
-        f"milliseconds, median of {args.step_repeats}; {cpu_name()}; load average {load_before:.2f} before.",
+        f"milliseconds, median of {args.step_repeats}; {cpu_name()}; load average {load_before:.2f} before; "
+        f"BLAS for the C step's products: {'yes' if kernels.blas() else 'none found'}.",
         "",
-        "| threads | rows | one C call | tensor operations | C / tensor ops |",
-        "|---:|---:|---:|---:|---:|",
+        "| threads | rows | one C call | C, packed products only | tensor operations | C / tensor ops |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     names = ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD")
     kept = {name: getattr(rules, name) for name in names}
+    paths = {"C": True, "packed": False, "ops": False}  # path: the BLAS on for it
 
-    def take(path: str) -> None:  # every row count to the one C call, or none
+    def take(path: str) -> contextlib.AbstractContextManager:  # every row count to the one C call, or none
         for name in names:
-            setattr(rules, name, 1 << 30 if path == "C" else 0)
+            setattr(rules, name, 0 if path == "ops" else 1 << 30)
+        return kernels.using_blas(paths[path])
 
     try:
         for threads in args.threads:
@@ -420,36 +428,36 @@ def step_rows(args) -> str:
             for rows in args.step_rows:
                 picked = [long_enough[i % len(long_enough)] for i in range(rows)]
                 src = torch.tensor(picked)  # (rows, S)
-                times: dict[str, list[float]] = {"C": [], "ops": []}
+                times: dict[str, list[float]] = {path: [] for path in paths}
                 with torch.inference_mode():
                     states = {}
-                    for path in ("C", "ops"):
-                        take(path)
-                        state = model.start(src)
-                        tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
-                        for _ in range(8):  # a cache of 8 positions, as early in a sentence
-                            model.step(tokens, state)
+                    for path in paths:
+                        with take(path):
+                            state = model.start(src)
+                            tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
+                            for _ in range(8):  # a cache of 8 positions, as early in a sentence
+                                model.step(tokens, state)
                         states[path] = (state, tokens)
                     for _ in range(args.step_repeats):
-                        for path in ("C", "ops"):  # alternating: a busy moment falls on both
-                            take(path)
+                        for path in paths:  # alternating: a busy moment falls on all
                             state, tokens = states[path]
                             for cache in state.caches:  # the same cache length every time
                                 cache.length = 8
                             state.length = 8
-                            start = time.perf_counter()
-                            model.step(tokens, state)
-                            times[path].append(time.perf_counter() - start)
-                c, ops = (1e3 * statistics.median(times[p]) for p in ("C", "ops"))
-                lines.append(f"| {threads} | {rows} | {c:.2f} | {ops:.2f} | {c / ops:.2f} |")
+                            with take(path):
+                                start = time.perf_counter()
+                                model.step(tokens, state)
+                                times[path].append(time.perf_counter() - start)
+                c, packed, ops = (1e3 * statistics.median(times[p]) for p in paths)
+                lines.append(f"| {threads} | {rows} | {c:.2f} | {packed:.2f} | {ops:.2f} | {c / ops:.2f} |")
                 print(lines[-1], flush=True)
     finally:
         for name, value in kept.items():
             setattr(rules, name, value)
-    lines += ["", f"attnlab takes the one C call up to {kept[names[0]]} rows on several threads, "
-              f"{kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
-    lines += ["", *encoder_tokens(model, long_enough, args), "", *onednn_rows(model, args)]
-    lines += ["", f"Load average after: {os.getloadavg()[0]:.2f}."]
+    lines += ["", f"attnlab takes the one C call at every row count where its products have the BLAS, else up to "
+              f"{kept[names[0]]} rows on several threads, {kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
+    lines += ["", *encoder_tokens(model, long_enough, args), "", *product_rows(model, args), ""]
+    lines += [*onednn_rows(model, args), "", f"Load average after: {os.getloadavg()[0]:.2f}."]
     return "\n".join(lines)
 
 
@@ -466,10 +474,13 @@ def _median_ms(fn, repeats: int) -> float:
 def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
     """``model.start`` (the source encoded, every decoder layer's source keys/values) with the C
     encoder against the modules, by source tokens (sentences × 12 tokens), on the last of
-    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS``."""
+    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS_BLAS`` tokens
+    where its products have the BLAS, else ``NATIVE_ENCODER_MAX_TOKENS``."""
+    from attnlab.accel import kernels
     from attnlab.models import native
 
-    kept = native.NATIVE_ENCODER_MAX_TOKENS
+    names = ("NATIVE_ENCODER_MAX_TOKENS", "NATIVE_ENCODER_MAX_TOKENS_BLAS")
+    kept = {name: getattr(native, name) for name in names}
     torch.set_num_threads(args.threads[-1])
     lines = [
         f"`model.start` by source tokens, {args.threads[-1]} threads, milliseconds, median of {args.step_repeats}:",
@@ -478,19 +489,71 @@ def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
         "|---:|---:|---:|---:|---:|",
     ]
     try:
-        for n in (1, 4, 8, 16, 32, 64):
+        for n in (1, 4, 8, 16, 32, 64, 128):
             src = torch.tensor([sources[i % len(sources)] for i in range(n)])  # (n, 12)
             ms = {}
             with torch.inference_mode():
                 for path, limit in (("C", 1 << 30), ("modules", 0)):
-                    native.NATIVE_ENCODER_MAX_TOKENS = limit
+                    for name in names:
+                        setattr(native, name, limit)
                     ms[path] = _median_ms(lambda src=src: model.start(src), args.step_repeats)
             lines.append(
                 f"| {n} | {src.numel()} | {ms['C']:.2f} | {ms['modules']:.2f} | {ms['C'] / ms['modules']:.2f} |"
             )
     finally:
-        native.NATIVE_ENCODER_MAX_TOKENS = kept
-    return lines + ["", f"attnlab takes the C encoder up to {kept} tokens (attnlab.models.native)."]
+        for name, value in kept.items():
+            setattr(native, name, value)
+    limit = kept[names[1]] if kernels.blas() else kept[names[0]]
+    return lines + ["", f"attnlab takes the C encoder up to {limit} tokens here (attnlab.models.native)."]
+
+
+def product_rows(model, args) -> list[str]:
+    """The products inside the C step by rows, for each shape of the model's decoder: the packed
+    panels against the BLAS (each thread its share of the outputs), on the last of ``--threads``;
+    attnlab takes the BLAS from ``rules.BLAS_MIN_ROWS`` rows (``BLAS_MIN_ROWS_LARGE`` for a matrix
+    of more than ``BLAS_LARGE_WEIGHTS`` weights)."""
+    from attnlab.accel import kernels, rules
+
+    if not kernels.blas():
+        return ["No BLAS for the kernels' products here: the packed panels take every row count."]
+    block = model.decoder[0]
+    shapes = {
+        "W_q (D, D)": block.self_attn.q_proj.weight,
+        "FF up (F, D)": block.ff.up_proj.weight,
+        "FF down (D, F)": block.ff.down_proj.weight,
+        "vocabulary (V, D)": model.out_proj.weight,
+    }
+    torch.set_num_threads(args.threads[-1])
+    lines = [
+        f"The C step's products by rows, {args.threads[-1]} threads, microseconds (packed panels / BLAS), "
+        f"median of {args.step_repeats}:",
+        "",
+        "| rows | " + " | ".join(shapes) + " |",
+        "|---:|" + "---:|" * len(shapes),
+    ]
+    kept = {name: getattr(rules, name) for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE")}
+    packed = {name: kernels.pack(w.detach().float().contiguous()) for name, w in shapes.items()}
+    try:
+        for name in kept:
+            setattr(rules, name, 1)  # the BLAS at every row count unless turned off
+        with torch.inference_mode():
+            for rows in (1, 2, 4, 8, 16, 32, 64, 128):
+                cells = []
+                for p in packed.values():
+                    x = torch.randn(rows, p.n)
+                    with kernels.using_blas(False):
+                        panels = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
+                    blas = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
+                    cells.append(f"{panels:.0f} / {blas:.0f}")
+                lines.append(f"| {rows} | " + " | ".join(cells) + " |")
+    finally:
+        for name, value in kept.items():
+            setattr(rules, name, value)
+    return lines + [
+        "",
+        f"attnlab takes the BLAS from {kept['BLAS_MIN_ROWS']} rows, from {kept['BLAS_MIN_ROWS_LARGE']} for a matrix "
+        f"of more than {rules.BLAS_LARGE_WEIGHTS:,} weights (attnlab.accel.rules).",
+    ]
 
 
 def onednn_rows(model, args) -> list[str]:

@@ -289,7 +289,8 @@ def test_the_build_is_cached_per_machine(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_packed_product_equals_torch_and_each_row_alone(n, out, rows, threads):
     # The product inside the decoder and encoder kernels, with its weight packed into panels of 16
-    # outputs (out = 5, 77, 300: panels that end past the last output).
+    # outputs (out = 5, 77, 300: panels that end past the last output). The panels at every row
+    # count here (from some rows on the kernels take the BLAS: tests/test_native_paths.py).
     gen = torch.Generator().manual_seed(n * rows + out)
     w, b = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen)
     x = torch.randn(rows, n, generator=gen)
@@ -298,9 +299,10 @@ def test_packed_product_equals_torch_and_each_row_alone(n, out, rows, threads):
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        together = kernels.packed_linear(x, packed, b)
-        alone = torch.cat([kernels.packed_linear(x[i : i + 1].contiguous(), packed, b) for i in range(rows)])
-        no_bias = kernels.packed_linear(x, packed)
+        with kernels.using_blas(False):
+            together = kernels.packed_linear(x, packed, b)
+            alone = torch.cat([kernels.packed_linear(x[i : i + 1].contiguous(), packed, b) for i in range(rows)])
+            no_bias = kernels.packed_linear(x, packed)
     finally:
         torch.set_num_threads(before)
     assert torch.equal(together, alone)  # a row's additions do not depend on its neighbours
@@ -369,3 +371,30 @@ def test_beam_step_equals_the_pytorch_reference(n, k, K, threads):
     assert ((got[3] == t) == ((got[2] == eos) & (ended[got[1]] == max_len))).all()
     assert kernels.beam_step(logits, scores.double(), ended, t, max_len, eos, pad, K) is None
     assert kernels.beam_step(logits, scores, ended, t, max_len, eos, pad, V + 1) is None
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("filled", [0, 1, 7, 16])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gather_filled_equals_index_select_on_the_filled_positions(dtype, filled, threads):
+    # Beam search's reorder of a cache: the rows of index (repeated, dropped, moved), the first
+    # `filled` positions of each head copied; the later ones are not read and not asked for.
+    gen = torch.Generator().manual_seed(filled)
+    x = torch.randn(6, 3, 16, 5, generator=gen).to(dtype)  # (B, H, capacity, Dh)
+    index = torch.tensor([4, 4, 0, 5, 1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = kernels.gather_filled(x, index, filled)
+        via_accel = accel.reorder_rows(x, index, filled)
+    finally:
+        torch.set_num_threads(before)
+    want = x.index_select(0, index)
+    assert got.shape == want.shape and got.dtype == dtype
+    assert torch.equal(got[:, :, :filled], want[:, :, :filled])
+    assert torch.equal(via_accel[:, :, :filled], want[:, :, :filled])
+    assert kernels.gather_filled(x.transpose(1, 2), index, filled) is None  # not contiguous: the caller's index_select
+    with accel.disabled():
+        assert kernels.gather_filled(x, index, filled) is None
+        assert torch.equal(accel.reorder_rows(x, index, filled), want)  # the reference, whole

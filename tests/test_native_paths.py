@@ -144,13 +144,17 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
 
 
 @needs_kernels
+@pytest.mark.parametrize("blas", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_many_rows_take_the_tensor_operations_step_and_few_rows_the_one_call(dtype, monkeypatch):
-    # Past accel.ONE_CALL_STEP_MAX_ROWS rows (accel.prefer_one_call_step) an fp32 step is the tensor operations' (the BLAS's
-    # products), with fewer it is the one C call again; both extend the same caches, so a decoding
-    # that crosses the line either way keeps the modules' numbers. bf16 weights stay on the C step
-    # (its fp32 arithmetic). The tensor operations' step calls accel.linear (counted here); the C
-    # step and the modules do not look it up.
+def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, blas, monkeypatch):
+    # Where the C step's products cannot go to a BLAS, an fp32 step past accel.ONE_CALL_STEP_MAX_ROWS
+    # rows (accel.prefer_one_call_step) is the tensor operations' (the BLAS's products), with fewer it
+    # is the one C call again; both extend the same caches, so a decoding that crosses the line
+    # either way keeps the modules' numbers. With the BLAS the one call takes every row count, and
+    # bf16 weights always stay on the C step (its fp32 arithmetic). The tensor operations' step
+    # calls accel.linear (counted here); the C step and the modules do not look it up.
+    if blas and not kernels.blas():
+        pytest.skip("no BLAS found for the kernels' products here")
     rows_seen: list[int] = []
     plain_linear = accel.linear
 
@@ -164,37 +168,106 @@ def test_many_rows_take_the_tensor_operations_step_and_few_rows_the_one_call(dty
     model = translator(dtype=dtype)
     wide = copy.deepcopy(model).float()
     src = sources()
-    with torch.no_grad():
+    with torch.no_grad(), kernels.using_blas(blas):
         fast = model.start(src)
         assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
         with accel.disabled():
             plain = plain_state(wide, src)
         run_steps(model, fast, wide, plain, tolerance(dtype, ISAS[-1]))
-    assert set(rows_seen) == ({6} if dtype == torch.float32 else set())
+    assert set(rows_seen) == ({6} if dtype == torch.float32 and not blas else set())
 
 
 @needs_kernels
-def test_gpt_many_rows_take_the_tensor_operations_step(monkeypatch):
-    # GPT's stepper as the translator's: three rows past the line run forward's operations (their
-    # numbers bit for bit), two rows the one C call, on the same caches.
+@pytest.mark.parametrize("blas", [False, True])
+def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas, monkeypatch):
+    # GPT's stepper as the translator's: without a BLAS, three rows past the line run forward's
+    # operations (their numbers bit for bit), two rows the one C call, on the same caches; with the
+    # BLAS the one call takes both.
+    if blas and not kernels.blas():
+        pytest.skip("no BLAS found for the kernels' products here")
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
     for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):
         monkeypatch.setattr(rules, name, 2)
-    with torch.inference_mode():
+    tol = tolerance(torch.float32, ISAS[-1])
+    with torch.inference_mode(), kernels.using_blas(blas):
         step = model.token_stepper()
         assert step.__name__ == "native_step"
         a, b = model.new_caches(), model.new_caches()
         model(ids[:, :3], caches=a)
         model(ids[:, :3], caches=b)
-        for t in range(3, 10):  # three rows: the tensor operations, forward's bits
-            assert torch.equal(step(ids[:, t : t + 1], b), model(ids[:, t : t + 1], caches=a).logits[:, -1])
+        for t in range(3, 10):  # three rows: without the BLAS the tensor operations, forward's bits
+            got, want = step(ids[:, t : t + 1], b), model(ids[:, t : t + 1], caches=a).logits[:, -1]
+            if blas:
+                torch.testing.assert_close(got, want, **tol)
+                assert not torch.equal(got, want)  # (the C step's numbers: its own order of additions)
+            else:
+                assert torch.equal(got, want)
         for c in a + b:
             c.reorder(torch.tensor([0, 2]))
         for t in range(10, 20):  # two rows: the C step on the caches the other step filled
             want = model(ids[[0, 2], t : t + 1], caches=a).logits[:, -1]
-            torch.testing.assert_close(step(ids[[0, 2], t : t + 1], b), want, **tolerance(torch.float32, ISAS[-1]))
+            torch.testing.assert_close(step(ids[[0, 2], t : t + 1], b), want, **tol)
+
+
+@needs_kernels
+@pytest.mark.parametrize("blas", ["every row count", "never"])
+@pytest.mark.parametrize("norm, width", [("pre", WIDTHS[0]), ("post", WIDTHS[1])])
+def test_translator_native_path_equals_the_modules_with_and_without_the_blas(norm, width, blas, monkeypatch):
+    # The C encoder's and step's products go to the BLAS from accel.rules' row lines; here at every
+    # row count (one row and the vocabulary projection included), and at none (the packed panels
+    # at every row count): the modules' numbers either way.
+    if blas == "every row count":
+        if not kernels.blas():
+            pytest.skip("no BLAS found for the kernels' products here")
+        for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE"):
+            monkeypatch.setattr(rules, name, 1)
+    D, H, d_ff = width
+    model = translator(D, H, d_ff, norm=norm, activation="gelu")
+    wide = copy.deepcopy(model)
+    src = sources()
+    with torch.no_grad(), kernels.using_blas(blas != "never"):
+        fast = model.start(src)
+        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
+        with accel.disabled():
+            plain = plain_state(wide, src)
+        for (k, v), (rk, rv) in zip(fast.memory_kv, plain.memory_kv, strict=True):
+            real = (src != PAD)[:, None, :, None]  # (B, 1, S, 1)
+            torch.testing.assert_close(k * real, rk * real, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(v * real, rv * real, atol=1e-5, rtol=1e-5)
+        run_steps(model, fast, wide, plain, tolerance(torch.float32, ISAS[-1]))
+
+
+@needs_kernels
+@pytest.mark.parametrize("n, out", [(40, 77), (257, 300), (64, 5000)])
+@pytest.mark.parametrize("rows", [1, 3, 4, 17, 40])
+def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, monkeypatch):
+    # A product of at least rules.BLAS_MIN_ROWS rows (BLAS_MIN_ROWS_LARGE for a matrix of more than
+    # BLAS_LARGE_WEIGHTS weights) goes to the BLAS, each thread computing its share of the outputs;
+    # fewer rows stay with the packed panels. Both give torch's numbers; which one ran shows in the
+    # bits, each being the same call after call.
+    if not kernels.blas():
+        pytest.skip("no BLAS found for the kernels' products here")
+    monkeypatch.setattr(rules, "BLAS_LARGE_WEIGHTS", 100_000)  # (64, 5000) is "large" here
+    gen = torch.Generator().manual_seed(n * rows + out)
+    w, b, x = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen), torch.randn(rows, n, generator=gen)
+    packed = kernels.pack(w)
+    assert packed.plain is not None and packed.plain.data_ptr() == w.data_ptr()  # the weights as they are, no copy
+    default = kernels.packed_linear(x, packed, b)
+    with kernels.using_blas(False):
+        panels = kernels.packed_linear(x, packed, b)
+    line = rules.BLAS_MIN_ROWS_LARGE if out * n > 100_000 else rules.BLAS_MIN_ROWS
+    monkeypatch.setattr(rules, "BLAS_MIN_ROWS", 1)  # (the lines are read at each call)
+    monkeypatch.setattr(rules, "BLAS_MIN_ROWS_LARGE", 1)
+    blas = kernels.packed_linear(x, packed, b)
+    for y in (default, panels, blas):
+        torch.testing.assert_close(y, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+    assert torch.equal(default, blas if rows >= line else panels)
+    assert torch.equal(blas, kernels.packed_linear(x, packed, b))  # the same bits call after call
+    with kernels.using_blas(False):
+        assert not kernels.blas()
+    assert kernels.blas()
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
@@ -324,21 +397,22 @@ def test_packed_products_are_the_same_bits_on_every_instruction_set(n, out, rows
     gen = torch.Generator().manual_seed(n * rows + out)
     w, b, x = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen), torch.randn(rows, n, generator=gen)
     w16 = w.bfloat16()
-    fp32 = {isa: kernels.packed_linear(x, kernels.pack(w, isa), b, isa) for isa in ISAS}
-    bf16 = {isa: kernels.packed_linear(x, kernels.pack(w16, isa), b, isa) for isa in ISAS if isa != "avx512_bf16"}
-    for y in fp32.values():
-        assert torch.equal(y, fp32["generic"])
-    torch.testing.assert_close(fp32["generic"], F.linear(x, w, b), atol=1e-4, rtol=1e-5)
-    for y in bf16.values():
-        assert torch.equal(y, bf16["generic"])
-    torch.testing.assert_close(bf16["generic"], F.linear(x, w16.float(), b), atol=1e-4, rtol=1e-5)
-    if "avx512_bf16" in ISAS:
-        packed = kernels.pack(w16, "avx512_bf16")
-        assert packed.weights == "bf16_pairs" and packed.data.dtype == torch.int16
-        pairs = kernels.packed_linear(x, packed, b, "avx512_bf16")
-        torch.testing.assert_close(pairs, F.linear(x.bfloat16().float(), w16.float(), b), atol=1e-4, rtol=1e-5)
-        alone = torch.cat([kernels.packed_linear(x[i : i + 1].contiguous(), packed, b) for i in range(rows)])
-        assert torch.equal(pairs, alone)  # a row's numbers do not depend on its neighbours
+    with kernels.using_blas(False):  # the packed panels at every row count (the BLAS: below)
+        fp32 = {isa: kernels.packed_linear(x, kernels.pack(w, isa), b, isa) for isa in ISAS}
+        bf16 = {isa: kernels.packed_linear(x, kernels.pack(w16, isa), b, isa) for isa in ISAS if isa != "avx512_bf16"}
+        for y in fp32.values():
+            assert torch.equal(y, fp32["generic"])
+        torch.testing.assert_close(fp32["generic"], F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+        for y in bf16.values():
+            assert torch.equal(y, bf16["generic"])
+        torch.testing.assert_close(bf16["generic"], F.linear(x, w16.float(), b), atol=1e-4, rtol=1e-5)
+        if "avx512_bf16" in ISAS:
+            packed = kernels.pack(w16, "avx512_bf16")
+            assert packed.weights == "bf16_pairs" and packed.data.dtype == torch.int16
+            pairs = kernels.packed_linear(x, packed, b, "avx512_bf16")
+            torch.testing.assert_close(pairs, F.linear(x.bfloat16().float(), w16.float(), b), atol=1e-4, rtol=1e-5)
+            alone = torch.cat([kernels.packed_linear(x[i : i + 1].contiguous(), packed, b) for i in range(rows)])
+            assert torch.equal(pairs, alone)  # a row's numbers do not depend on its neighbours
 
 
 @needs_kernels

@@ -27,6 +27,8 @@ call it replaces:
   they apply (at inference, on a CPU, no hooks), so that a decoding step is one call instead of
   ~100 tensor operations. Their parameters and arguments are laid out once, in
   :mod:`attnlab.accel.layout`, for both the C and the Python side.
+- :func:`reorder_rows` ``==`` ``x.index_select(0, index)`` on the positions of a key/value cache
+  decoded so far (beam search's reorder between steps), copying only those, on all threads.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of
@@ -72,6 +74,7 @@ from .inference import (
     apply_dropout,
     attend_one_query,
     linear,
+    reorder_rows,
     stacked_linear,
 )
 from .kernels import disabled, isas, using_isa
@@ -87,6 +90,7 @@ __all__ = [
     "linear",
     "stacked_linear",
     "attend_one_query",
+    "reorder_rows",
     "Linear",
     "apply_dropout",
     "prefer_math",

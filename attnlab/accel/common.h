@@ -97,13 +97,14 @@ INTERNAL void team_sync(void);
 
 /* ---- the products (products.c), inside a parallel region ---------------------------------------- */
 
-/* Y (rows, ldy) = act(X Wᵀ + b) for a packed W of `out` outputs and n inputs (the panels shared out
- * over the threads, then team_sync). */
-INTERNAL void packed_rows(const void *restrict Wp, const float *restrict X, long ldx, const float *restrict b,
-                          float *restrict Y, long ldy, long rows, long out, long n, int act);
+/* Y (rows, ldy) = act(X Wᵀ + b) for a W of `out` outputs and n inputs (the packed panels shared out
+ * over the threads, or from some rows on each thread's share of the outputs by the BLAS; then
+ * team_sync). */
+INTERNAL void packed_rows(weight_t W, const float *restrict X, long ldx, const float *restrict b, float *restrict Y,
+                          long ldy, long rows, long out, long n, int act);
 
-/* `count` packed matrices of one shape times the same rows, outputs side by side (rows, count·out). */
-INTERNAL void packed_many(const void *const *Wp, const float *const *b, const float *restrict X, long ldx,
+/* `count` matrices of one shape times the same rows, outputs side by side (rows, count·out). */
+INTERNAL void packed_many(const weight_t *W, const float *const *b, const float *restrict X, long ldx,
                           float *restrict Y, long rows, long count, long out, long n);
 
 /* ---- one instruction set's register tiles (panels.c, built once per ISA) ------------------------- */

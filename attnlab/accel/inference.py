@@ -20,6 +20,7 @@ __all__ = [
     "linear",
     "stacked_linear",
     "attend_one_query",
+    "reorder_rows",
     "Linear",
     "apply_dropout",
     "KERNEL_MAX_ROWS",
@@ -202,6 +203,23 @@ def attend_one_query(
     ):
         return kernels.attend_one(q, k, v, scale, groups, lengths)
     return None
+
+
+def reorder_rows(x: Tensor, index: Tensor, filled: int) -> Tensor:
+    """``x.index_select(0, index)`` (the reference) for a key/value cache's storage, of which only
+    the first ``filled`` positions are read: beam search moves its hypotheses between rows after
+    every step, and the whole capacity is up to twice what has been decoded. Without autograd on a
+    CPU attnlab's kernel copies just those positions, on all of torch's threads
+    (:func:`attnlab.accel.kernels.gather_filled`); the result's later positions are then unset.
+
+    Shape:
+        x ``(B, H, capacity, Dh)``, index ``(B',)`` → ``(B', H, capacity, Dh)``
+    """
+    if not torch.is_grad_enabled() or not x.requires_grad:
+        y = kernels.gather_filled(x, index, filled)
+        if y is not None:
+            return y
+    return x.index_select(0, index)
 
 
 class Linear(nn.Linear):

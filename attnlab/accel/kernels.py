@@ -11,7 +11,8 @@ The C sources, each headed by what it holds:
   decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
   vocabulary projection) and the translators' encoder (:class:`EncoderStack`), each one call, where
   a step of a few rows is otherwise mostly the fixed cost of ~100 tensor operations;
-- ``search.c``: :func:`top_k_log_softmax` and :func:`beam_step`, the choice of the next tokens;
+- ``search.c``: :func:`top_k_log_softmax` and :func:`beam_step`, the choice of the next tokens,
+  and :func:`gather_filled`, the caches following the hypotheses;
 - ``common.h``: what they share; ``layout.h``: their structures, codes and prototypes, written at
   build time from :mod:`attnlab.accel.layout`, whose tables the ctypes side is built from too.
 
@@ -58,7 +59,7 @@ from pathlib import Path
 import torch
 
 from .. import machine
-from . import layout
+from . import layout, rules
 
 Tensor = torch.Tensor
 
@@ -76,6 +77,7 @@ __all__ = [
     "structure_version",
     "top_k_log_softmax",
     "beam_step",
+    "gather_filled",
     "available",
     "status",
     "disabled",
@@ -112,6 +114,9 @@ _tried = False  # whether loading was attempted (then _lib and _status are final
 _status = "not loaded yet"
 _on: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlab_native", default=True)
 _isa_now: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnlab_isa", default=None)
+_blas_on: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlab_blas", default=True)
+_sgemm: int | None = None  # the address of the BLAS's SGEMM that the products may call (_find_blas)
+_gemm_bf16: int | None = None  # and of its product of bf16 matrices (MKL's GEMM_BF16BF16F32)
 
 
 def _cpu_isas() -> list[str]:
@@ -226,11 +231,57 @@ def _load():
                     if asked and asked not in built:
                         raise OSError(f"ATTNLAB_ISA={asked} is not one this CPU runs ({', '.join(built)})")
                     _lib, _built_isas, _default_isa = lib, built, asked or built[-1]
-                    _status = f"loaded {path} ({_default_isa})"
+                    blas = _find_blas(lib)
+                    _status = f"loaded {path} ({_default_isa}); {blas}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
                     _status = f"unavailable: {err}"
             _tried = True  # last: a thread that sees it also sees the outcome
     return _lib
+
+
+def _torch_libraries() -> list[Path]:
+    """The shared libraries of PyTorch's CPU operators, where its BLAS lives (one of them exists)."""
+    folder = Path(torch.__file__).parent / "lib"
+    return [folder / name for name in ("libtorch_cpu.so", "libtorch_cpu.dylib", "torch_cpu.dll")]
+
+
+def _find_blas(lib) -> str:
+    """Find the SGEMM and the bf16 product (``sgemm_``, ``gemm_bf16bf16f32_``: MKL's, in PyTorch's
+    x86 wheels) of the BLAS that PyTorch uses, check each on one product against ``torch``'s, and
+    keep their addresses for the products (``_sgemm``, ``_gemm_bf16``); say what was found."""
+    global _sgemm, _gemm_bf16
+    if not torch.backends.mkl.is_available():
+        return "no BLAS: PyTorch is not built with MKL"
+    path = next((p for p in _torch_libraries() if p.exists()), None)
+    try:
+        torch_cpu = ctypes.CDLL(str(path)) if path is not None else None
+    except OSError:
+        torch_cpu = None
+    found = []
+    for name, weights, dtype in (("sgemm_", "f32", torch.float32), ("gemm_bf16bf16f32_", "bf16_pairs", torch.bfloat16)):
+        if weights == "bf16_pairs" and "avx512_bf16" not in _built_isas:
+            continue  # (bf16 pairs, the rows rounded to bf16, are the avx512_bf16 products' only)
+        fn = getattr(torch_cpu, name, None)
+        address = None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
+        x, w, b = torch.randn(5, 7), torch.randn(9, 7).to(dtype), torch.randn(9)
+        y = torch.full((5, 9), float("nan"))
+        products = _products(weights, "generic" if weights == "f32" else "avx512_bf16", 1)
+        products.sgemm, products.gemm_bf16 = (address, None) if weights == "f32" else (None, address)
+        products.blas_rows = products.blas_rows_large = 1
+        if address is not None:
+            weight = layout.structure("weight_t")(packed=None, plain=w.data_ptr())
+            lib.attnlab_packed_rows(ctypes.byref(weight), x.data_ptr(), b.data_ptr(), y.data_ptr(), 5, 9, 7, ctypes.byref(products))  # fmt: skip
+        # (the bf16 product rounds the rows to bf16, as the BF16 dot product of the pairs' panels)
+        want = torch.nn.functional.linear(x.to(dtype).float(), w.float(), b)
+        if address is not None and torch.allclose(y, want, atol=1e-4, rtol=1e-4):
+            found.append(name)
+            if weights == "f32":
+                _sgemm = address
+            else:
+                _gemm_bf16 = address
+    return (
+        f"BLAS: {', '.join(found)}" if found else "no BLAS: neither sgemm_ nor gemm_bf16bf16f32_ gave torch's numbers"
+    )
 
 
 def _on_now():
@@ -327,7 +378,41 @@ def c_layout() -> list[int] | None:
 
 
 def _products(weights: str, isa_name: str, threads: int):
-    return layout.structure("products_t")(layout.WEIGHTS[weights], layout.ISAS[isa_name], threads)
+    """The products' settings of a call (layout's ``products_t``): the BLAS from the lines of
+    :mod:`attnlab.accel.rules`, unless :func:`using_blas` turned it off here."""
+    on = _blas_on.get()
+    return layout.structure("products_t")(
+        weights=layout.WEIGHTS[weights], isa=layout.ISAS[isa_name], threads=threads,
+        sgemm=_sgemm if on else None, gemm_bf16=_gemm_bf16 if on else None, blas_rows=rules.BLAS_MIN_ROWS, blas_rows_large=rules.BLAS_MIN_ROWS_LARGE, blas_large=rules.BLAS_LARGE_WEIGHTS,
+    )  # fmt: skip
+
+
+def blas() -> bool:
+    """Whether the products of many rows of fp32 weights may go to PyTorch's BLAS here (found,
+    checked, and not turned off by :func:`using_blas`).
+
+    Shape:
+        no tensors.
+    """
+    _load()
+    return _sgemm is not None and _blas_on.get()
+
+
+@contextlib.contextmanager
+def using_blas(on: bool) -> Iterator[None]:
+    """Inside the block (in this thread), the layer kernels' products of many rows go to PyTorch's
+    BLAS (``on``, the default where it is found) or stay with attnlab's packed products at every
+    row count: a test runs both so. Read when a kernel is built (:class:`DecoderStep`,
+    :class:`EncoderStack`) or called (:func:`packed_linear`).
+
+    Shape:
+        no tensors.
+    """
+    token = _blas_on.set(on)
+    try:
+        yield
+    finally:
+        _blas_on.reset(token)
 
 
 def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
@@ -473,6 +558,12 @@ class Packed:
     out: int  # outputs of the matrix
     n: int  # inputs of the matrix
     weights: str  # how the numbers are stored: a key of layout.WEIGHTS
+    plain: Tensor | None = None  # the matrix as it is (out, n) for the BLAS products (fp32; bf16 pairs)
+
+    def weight(self):
+        """The matrix as the kernels take it (layout's ``weight_t``): packed, and as it is."""
+        plain = None if self.plain is None else self.plain.data_ptr()
+        return layout.structure("weight_t")(packed=self.data.data_ptr(), plain=plain)
 
 
 def pack(weight: Tensor, isa_name: str | None = None) -> Packed | None:
@@ -497,7 +588,7 @@ def pack(weight: Tensor, isa_name: str | None = None) -> Packed | None:
     size = -(-out // PANEL) * PANEL * (n + n % 2 if weights == "bf16_pairs" else n)
     data = torch.empty(size, dtype=torch.int16) if bf16 else weight.new_empty(size)
     lib.attnlab_pack(weight.data_ptr(), data.data_ptr(), out, n, layout.WEIGHTS[weights])
-    return Packed(data, out, n, weights)
+    return Packed(data, out, n, weights, None if weights == "bf16" else weight)
 
 
 def packed_linear(x: Tensor, packed: Packed, bias: Tensor | None = None, isa_name: str | None = None) -> Tensor:
@@ -514,8 +605,9 @@ def packed_linear(x: Tensor, packed: Packed, bias: Tensor | None = None, isa_nam
     y = x.new_empty((rows, packed.out))
     isa_name = "avx512_bf16" if packed.weights == "bf16_pairs" else isa_name or isa()
     products = _products(packed.weights, isa_name, torch.get_num_threads())
+    weight = packed.weight()
     lib.attnlab_packed_rows(
-        packed.data.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows,
+        ctypes.byref(weight), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows,
         packed.out, n, ctypes.byref(products),
     )  # fmt: skip
     return y
@@ -546,9 +638,14 @@ def _layers(struct: str, layers: list[dict[str, Tensor | None]], isa_name: str, 
         for name, t in fields.items():
             if t is None:
                 continue
-            data = pack(t, isa_name).data if name in matrices else _vector(t)
-            keep.append(data)
-            setattr(layer, name, data.data_ptr())
+            if name in matrices:
+                packed = pack(t, isa_name)
+                keep += [packed.data, packed.plain]
+                setattr(layer, name, packed.weight())
+            else:
+                data = _vector(t)
+                keep.append(data)
+                setattr(layer, name, data.data_ptr())
     return array
 
 
@@ -661,7 +758,7 @@ class DecoderStep:
         self._layers = _layers("decoder_layer_t", layers, self.isa, self._keep)
         out = pack(out_weight, self.isa)
         self.weights = out.weights
-        self.out_packed, self.out_bias, self.vocab_size = out.data, _vector(out_bias), out_weight.shape[0]
+        self.out_packed, self.out_bias, self.vocab_size = out, _vector(out_bias), out_weight.shape[0]
         embedding, positions = _vector(embedding), _vector(positions)
         final = None if final is None else [_vector(t) for t in final]
         self._keep += [embedding, positions, *(final or ())]
@@ -674,9 +771,9 @@ class DecoderStep:
         self._fixed = layout.structure("decoder_step_t")(
             layers=ctypes.cast(self._layers, ctypes.c_void_p), n_layers=self.n_layers, table=embedding.data_ptr(),
             pe=positions.data_ptr(), embed_scale=scale, final_w=None if final_w is None else final_w.data_ptr(),
-            final_b=None if final_b is None else final_b.data_ptr(), out_w=self.out_packed.data_ptr(),
+            final_b=None if final_b is None else final_b.data_ptr(), out_w=self.out_packed.weight(),
             out_b=None if self.out_bias is None else self.out_bias.data_ptr(), V=self.vocab_size, D=self.d_model,
-            H=n_heads, F=d_ff, pre=int(pre), act=self.act, eps=eps, products=_products(self.weights, self.isa, 1),
+            H=n_heads, F=d_ff, pre=int(pre), act=self.act, eps=eps,
         )  # fmt: skip
 
     @classmethod
@@ -720,7 +817,7 @@ class DecoderStep:
         args.logits, args.x, args.scratch = logits.data_ptr(), x.data_ptr(), scratch.data_ptr()
         args.rows, args.cap, args.L = rows, caches[0][0].shape[2], filled
         args.S, args.groups = (0, 1) if k_src is None else (k_src.shape[2], rows // k_src.shape[0])
-        args.products.threads = torch.get_num_threads()
+        args.products = _products(self.weights, self.isa, torch.get_num_threads())
         _lib.attnlab_decoder_step(ctypes.byref(args))
         return logits
 
@@ -833,6 +930,30 @@ def top_k_log_softmax(logits: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
     val, idx = logits.new_empty((B, k)), torch.empty((B, k), dtype=torch.long)
     lib.attnlab_top_k_log_softmax(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), torch.get_num_threads())
     return val, idx
+
+
+def gather_filled(x: Tensor, index: Tensor, filled: int) -> Tensor | None:
+    """``x.index_select(0, index)`` where only the first ``filled`` positions (dim 2) count: a
+    cache's storage following beam search's hypotheses, copying the positions decoded so far rather
+    than its whole capacity, on torch's threads; the positions past ``filled`` of the result are
+    left unset. ``None`` if the kernel is not built here (or switched off) or cannot take ``x``
+    (not a contiguous 4-D CPU tensor, autograd wanted); ``index`` must hold valid rows.
+
+    Shape:
+        x ``(B, H, capacity, Dh)``, index ``(B',)`` int64 → ``(B', H, capacity, Dh)``
+    """
+    lib = _on_now()
+    if lib is None or x.dim() != 4 or not x.is_cpu or not x.is_contiguous() or x.requires_grad:
+        return None
+    index = index.to(torch.long).contiguous()
+    B, H, capacity, Dh = x.shape
+    out = x.new_empty((index.shape[0], H, capacity, Dh))
+    used = min(filled, capacity) * Dh
+    lib.attnlab_gather_filled(
+        x.data_ptr(), out.data_ptr(), index.data_ptr(), index.shape[0], H, capacity * Dh, used, x.element_size(),
+        torch.get_num_threads(),
+    )  # fmt: skip
+    return out
 
 
 def beam_step(

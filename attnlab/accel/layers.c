@@ -138,7 +138,7 @@ static void embed_rows(const float *restrict table, const long *restrict tokens,
 
 /* The feed-forward sub-layer (§3.3) with its residual: LayerNorm (norm_w, norm_b), W1 b1, the
  * activation, W2 b2. f: rows · F floats of working memory. */
-static void feed_forward(const float *norm_w, const float *norm_b, const void *w1, const float *b1, const void *w2,
+static void feed_forward(const float *norm_w, const float *norm_b, weight_t w1, const float *b1, weight_t w2,
                          const float *b2, float *restrict x, float *restrict h, float *restrict t, float *restrict f,
                          long rows, long D, long F, int pre, int act, float eps) {
     const float *in = sublayer_input(x, h, rows, D, pre, norm_w, norm_b, eps);
@@ -170,7 +170,7 @@ static void decoder_layer(const decoder_layer_t *P, const decoder_step_t *a, flo
     const float eps = a->eps, scale = 1.0f / sqrtf((float)Dh);
     float *x = a->x, *h = a->scratch, *qkv = h + rows * D, *ctx = qkv + rows * 3 * D, *t = ctx + rows * D;
     float *f = t + rows * D;
-    const void *W[3] = {P->self_wq, P->self_wk, P->self_wv};
+    const weight_t W[3] = {P->self_wq, P->self_wk, P->self_wv};
     const float *b[3] = {P->self_bq, P->self_bk, P->self_bv};
     /* self-attention: the new position's query, key and value; the key and value into the cache */
     const float *in = sublayer_input(x, h, rows, D, pre, P->self_norm_w, P->self_norm_b, eps);
@@ -240,7 +240,7 @@ static void encoder_layer(const encoder_layer_t *P, const encoder_t *a) {
     const float eps = a->eps, scale = 1.0f / sqrtf((float)Dh);
     float *x = a->x, *h = a->scratch, *qkv = h + rows * D, *k = qkv + rows * 3 * D, *v = k + rows * D;
     float *ctx = v + rows * D, *t = ctx + rows * D, *f = t + rows * D;
-    const void *W[3] = {P->wq, P->wk, P->wv};
+    const weight_t W[3] = {P->wq, P->wk, P->wv};
     const float *b[3] = {P->bq, P->bk, P->bv};
     const float *in = sublayer_input(x, h, rows, D, pre, P->attn_norm_w, P->attn_norm_b, eps);
     packed_many(W, b[0] || b[1] || b[2] ? b : 0, in, D, qkv, rows, 3, D, D);
@@ -294,7 +294,7 @@ void attnlab_encoder(const encoder_t *a) {
         if (a->final_w) layer_norm_rows(x, x, rows, D, a->final_w, a->final_b, a->eps);
         for (long l = 0; l < a->n_cross; ++l) {
             const cross_kv_t *c = a->cross + l;
-            const void *W[2] = {c->wk, c->wv};
+            const weight_t W[2] = {c->wk, c->wv};
             const float *b[2] = {c->bk, c->bv};
             packed_many(W, b[0] || b[1] ? b : 0, x, D, scratch, rows, 2, D, D);
             SHARE

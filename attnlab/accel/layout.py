@@ -51,12 +51,16 @@ WEIGHTS = {"f32": 0, "bf16": 1, "bf16_pairs": 2}
 PANEL = 16
 
 _F = "const float *"  # an fp32 vector or matrix the kernel reads (NULL: absent, e.g. no bias)
-_W = "const void *"  # a packed weight matrix (attnlab_pack), fp32 or bf16 numbers
+_W = "weight_t"  # a weight matrix: packed (attnlab_pack), and as it is for a BLAS (weight_t)
 
 # fmt: off
 #: The structures the kernels take, field by field: a layer's parameters (the kernels read them
 #: through these names), and the arguments of the whole-step kernels.
 STRUCTS: dict[str, list[tuple[str, str]]] = {
+    # A weight matrix (out, n) twice: packed by attnlab_pack for the kernels' own products
+    # (fp32 or bf16 numbers), and as it is, row-major, in the same precision, for the BLAS
+    # products (products_t); plain NULL where only the packed one is given.
+    "weight_t": [("packed", "const void *"), ("plain", "const void *")],
     # One decoder layer (Vaswani et al. 2017, §3.1): its three LayerNorms, the self-attention's
     # projections, the cross-attention's query and output projections (its keys and values come
     # from the encoder, projected once per sentence), the feed-forward. (D, D) matrices but for W1
@@ -78,8 +82,14 @@ STRUCTS: dict[str, list[tuple[str, str]]] = {
     # A decoder layer's cross-attention key and value projections, which the encoder kernel applies.
     "cross_kv_t": [("wk", _W), ("bk", _F), ("wv", _W), ("bv", _F)],
     # The products' settings of one call: how the packed weights store their numbers (WEIGHTS),
-    # which variant computes (ISAS), on how many threads.
-    "products_t": [("weights", "int"), ("isa", "int"), ("threads", "int")],
+    # which variant computes (ISAS), on how many threads; and the BLAS that takes a product of at
+    # least blas_rows rows (blas_rows_large for a matrix of more than blas_large weights) from the
+    # packed kernels: sgemm for fp32 weights and gemm_bf16 for bf16 pairs (the rows rounded to bf16),
+    # the Fortran-interface routines of the BLAS PyTorch uses (NULL: none).
+    "products_t": [
+        ("weights", "int"), ("isa", "int"), ("threads", "int"), ("sgemm", "const void *"),
+        ("gemm_bf16", "const void *"), ("blas_rows", "long"), ("blas_rows_large", "long"), ("blas_large", "long"),
+    ],
     # attnlab_decoder_step: one decoding step of `rows` rows at position L.
     "decoder_step_t": [
         ("layers", "const decoder_layer_t *"), ("n_layers", "long"),
@@ -127,7 +137,7 @@ FUNCTIONS: dict[str, list[tuple[str, str]]] = {
     ],
     "attnlab_pack": [("W", "const void *"), ("Wp", "void *"), ("out", "long"), ("n", "long"), ("weights", "int")],
     "attnlab_packed_rows": [
-        ("Wp", _W), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),
+        ("W", "const weight_t *"), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),
         ("products", "const products_t *"),
     ],
     "attnlab_decoder_step": [("a", "const decoder_step_t *")],
@@ -138,6 +148,10 @@ FUNCTIONS: dict[str, list[tuple[str, str]]] = {
     "attnlab_top_k_log_softmax": [
         ("logits", _F), ("rows", "long"), ("V", "long"), ("K", "long"), ("val", "float *"), ("idx", "long *"),
         ("threads", "int"),
+    ],
+    "attnlab_gather_filled": [
+        ("src", "const void *"), ("dst", "void *"), ("index", "const long *"), ("rows", "long"), ("blocks", "long"),
+        ("block", "long"), ("used", "long"), ("size", "long"), ("threads", "int"),
     ],
     "attnlab_beam_step": [
         ("logits", _F), ("V", "long"), ("n", "long"), ("k", "long"), ("K", "long"), ("scores", _F),

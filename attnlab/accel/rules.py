@@ -13,6 +13,9 @@ __all__ = [
     "MATH_MAX_KEYS_LOW_PRECISION",
     "ONE_CALL_STEP_MAX_ROWS",
     "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD",
+    "BLAS_MIN_ROWS",
+    "BLAS_MIN_ROWS_LARGE",
+    "BLAS_LARGE_WEIGHTS",
 ]
 
 #: Longest key length at which "auto" prefers the explicit matmuls for bf16/fp16 on a CPU.
@@ -43,20 +46,37 @@ def prefer_math(q: Tensor, k: Tensor) -> bool:
 
 
 #: Most rows (sentences × beams) that a model's fp32 decoding step hands to attnlab's one-call C
-#: step (:class:`attnlab.accel.kernels.DecoderStep`) on more than one thread, and on one. At a few
-#: rows a step is mostly the fixed cost of ~100 tensor operations, which the one call does not pay;
-#: with more rows each weight matrix meets a real matrix product, where the BLAS that PyTorch calls
-#: (MKL or oneDNN, blocked for the caches and the registers) outruns the kernels' row-panel
-#: products, so the step of the same operations as tensor calls (:mod:`attnlab.models.native`)
-#: takes over. docs/measured.md has the per-row measurements;
+#: step (:class:`attnlab.accel.kernels.DecoderStep`) on more than one thread, and on one, where the
+#: step's products cannot go to a BLAS (:func:`attnlab.accel.kernels.blas`: PyTorch without MKL).
+#: At a few rows a step is mostly the fixed cost of ~100 tensor operations, which the one call does
+#: not pay; with more rows each weight matrix meets a real matrix product, where the BLAS that
+#: PyTorch calls outruns the kernels' row-panel products, so the step of the same operations as
+#: tensor calls (:mod:`attnlab.models.native`) takes over. With the BLAS the one call's own
+#: products of many rows are the BLAS's (:data:`BLAS_MIN_ROWS`), and it is the faster at every row
+#: count measured. docs/measured.md has the per-row measurements;
 #: ``benchmarks/translate_throughput.py --step-rows`` takes them again.
 ONE_CALL_STEP_MAX_ROWS = 48
 ONE_CALL_STEP_MAX_ROWS_ONE_THREAD = 16
 
 
-def prefer_one_call_step(rows: int) -> bool:
+def prefer_one_call_step(rows: int, blas: bool) -> bool:
     """Whether an fp32 decoding step of ``rows`` rows should be attnlab's one C call rather than
-    tensor operations (:data:`ONE_CALL_STEP_MAX_ROWS`). Both compute the same step; this only
-    picks the faster one."""
+    tensor operations: always where the call's products may go to the BLAS (``blas``), else up to
+    :data:`ONE_CALL_STEP_MAX_ROWS`. Both compute the same step; this only picks the faster one."""
+    if blas:
+        return True
     limit = ONE_CALL_STEP_MAX_ROWS if torch.get_num_threads() > 1 else ONE_CALL_STEP_MAX_ROWS_ONE_THREAD
     return rows <= limit
+
+
+#: Fewest rows at which a product inside attnlab's layer kernels (the one-call decoding step and
+#: encoder, :mod:`attnlab.accel.kernels`) goes to the BLAS PyTorch uses (MKL's SGEMM, each thread
+#: computing its share of the outputs) rather than the kernels' packed panels; for a matrix of
+#: more than :data:`BLAS_LARGE_WEIGHTS` weights (a vocabulary projection) from
+#: :data:`BLAS_MIN_ROWS_LARGE` rows. The panels stream each weight once for every few rows, which
+#: is what a product of one row or a few costs anyway, and wins there, longest for a large matrix;
+#: with more rows the BLAS's blocking for the caches and registers wins. docs/measured.md has the
+#: measurements; ``benchmarks/translate_throughput.py --step-rows`` takes them again.
+BLAS_MIN_ROWS = 2
+BLAS_MIN_ROWS_LARGE = 16
+BLAS_LARGE_WEIGHTS = 1 << 20

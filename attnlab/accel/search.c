@@ -4,7 +4,9 @@
  * - attnlab_top_k_log_softmax: the K most likely tokens of each row and their log-probabilities,
  *   without writing the (rows, V) log-probabilities (greedy decoding: K = 1);
  * - attnlab_beam_step: one step of beam search's bookkeeping, the choice of each sentence's K best
- *   extensions among its rows', with the rows they extend and when each hypothesis ended.
+ *   extensions among its rows', with the rows they extend and when each hypothesis ended;
+ * - attnlab_gather_filled: the key/value caches following the hypotheses they extend, copying only
+ *   the positions decoded so far.
  *
  * The numbers of the PyTorch operations they replace up to rounding (tests/test_kernels.py).
  */
@@ -157,5 +159,20 @@ void attnlab_beam_step(const float *restrict logits, long V, long n, long k, lon
             }
         }
         team_sync();
+    }
+}
+
+/* dst[i, j, :used] = src[index[i], j, :used] for i < rows, j < blocks: the rows of a cache
+ * (rows, blocks, block) elements of `size` bytes (blocks: its heads; block: capacity × Dh numbers)
+ * gathered as index_select(0, index) would, but only the first `used` numbers of each block (the
+ * positions decoded so far), shared out over the threads. The rest of dst is left as it was. */
+void attnlab_gather_filled(const void *restrict src, void *restrict dst, const long *restrict index, long rows,
+                           long blocks, long block, long used, long size, int threads) {
+    const char *s = src;
+    char *d = dst;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long ij = 0; ij < rows * blocks; ++ij) {
+        const long i = ij / blocks, j = ij - i * blocks;
+        memcpy(d + (i * blocks + j) * block * size, s + (index[i] * blocks + j) * block * size, used * size);
     }
 }

@@ -48,16 +48,22 @@ __all__ = [
     "step",
     "gpt_stepper",
     "NATIVE_ENCODER_MAX_TOKENS",
+    "NATIVE_ENCODER_MAX_TOKENS_BLAS",
     "NATIVE_ENCODER_MAX_TOKENS_BF16",
     "NativeDecoderState",
 ]
 
 #: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
-#: encoder. A sentence or a few are mostly the fixed cost of each module call, which the one call
-#: does not pay; past a few dozen tokens every product is a real matrix product, where the BLAS
-#: behind the modules is the faster (the same line as accel.ONE_CALL_STEP_MAX_ROWS for the decoder;
-#: docs/measured.md has the measurements).
+#: encoder of an fp32 model. A sentence or a few are mostly the fixed cost of each module call,
+#: which the one call does not pay; past a few dozen tokens every product is a real matrix product,
+#: where the BLAS behind the modules is faster than the kernels' packed products (the same line
+#: as accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements).
 NATIVE_ENCODER_MAX_TOKENS = 32
+
+#: The same where the C encoder's products of many rows go to the BLAS too
+#: (:func:`attnlab.accel.kernels.blas`): the one call is then as fast as the modules or faster at
+#: every batch measured, so the bound is the bf16 one below, which keeps its working memory small.
+NATIVE_ENCODER_MAX_TOKENS_BLAS = 4096
 
 #: The same for a bf16 model, whose modules compute in bf16 while the C encoder computes in fp32
 #: (its weights read as they are): the C encoder keeps the model's fp32 numbers up to a batch whose
@@ -295,13 +301,13 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
     if native is not None:
         H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         seen: list = [None, None]  # the source mask last seen and its row lengths
-        # Many rows: the step of tensor operations, whose products are the BLAS's
-        # (accel.prefer_one_call_step). It reads and extends the same fp32 caches; built on first
+        # Many rows without a BLAS for the C step's products: the step of tensor operations, whose
+        # products are the BLAS's (accel.prefer_one_call_step). It reads and extends the same fp32 caches; built on first
         # need (a sentence or a few never need it).
         many_rows: list = []
 
         def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-            if dtypes == _FP32 and not accel.prefer_one_call_step(tokens.shape[0]):
+            if dtypes == _FP32 and not accel.prefer_one_call_step(tokens.shape[0], kernels.blas()):
                 if not many_rows:
                     many_rows.append(_transformer_python_step(model))
                 return many_rows[0](tokens, state)  # (B, V)
@@ -377,6 +383,7 @@ def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
         return None
     bf16 = model.src_embed.weight.dtype == torch.bfloat16
     limit = NATIVE_ENCODER_MAX_TOKENS_BF16 if bf16 else NATIVE_ENCODER_MAX_TOKENS
+    limit = NATIVE_ENCODER_MAX_TOKENS_BLAS if not bf16 and kernels.blas() else limit
     encoder = _native_encoder(model) if src.numel() <= limit else None
     if encoder is not None:
         memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (N, H, S, Dh)
@@ -479,7 +486,7 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
 
         def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
             offset = len(caches[0])
-            if fp32 and not accel.prefer_one_call_step(input_ids.shape[0]):
+            if fp32 and not accel.prefer_one_call_step(input_ids.shape[0], kernels.blas()):
                 return step(input_ids, caches)  # many rows: the BLAS's products (as the translator's)
             if input_ids.shape[1] != 1 or offset >= n_positions:
                 for c in caches:
