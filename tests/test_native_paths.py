@@ -124,14 +124,15 @@ def run_steps(model, fast: DecoderState, wide, plain: DecoderState, tol: dict, V
 def test_translator_native_path_equals_the_modules(norm, activation, dtype, width, isa):
     # start() encodes a small batch with one call of the C encoder (embeddings, every layer over
     # the real tokens of each sentence, the final norm, each decoder layer's source keys/values),
-    # and each step is one call of the C decoder step.
+    # and each step is one call of the C decoder step. The instruction sets but the best run their
+    # packed products at every row count (the BLAS's, from a few rows on, does not depend on them).
     D, H, d_ff = width
     model = translator(D, H, d_ff, dtype, norm=norm, activation=activation)
     wide = copy.deepcopy(model).float()
     src = sources()
     real = (src != PAD)[:, None, :, None]  # (B, 1, S, 1): padded positions are never attended to
     tol = tolerance(dtype, isa)
-    with torch.no_grad(), accel.using_isa(isa):
+    with torch.no_grad(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
         fast = model.start(src)
         assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
         with accel.disabled():
@@ -212,20 +213,23 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
 
 
 @needs_kernels
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("blas", ["every row count", "never"])
 @pytest.mark.parametrize("norm, width", [("pre", WIDTHS[0]), ("post", WIDTHS[1])])
-def test_translator_native_path_equals_the_modules_with_and_without_the_blas(norm, width, blas, monkeypatch):
+def test_translator_native_path_equals_the_modules_with_and_without_the_blas(norm, width, blas, dtype, monkeypatch):
     # The C encoder's and step's products go to the BLAS from accel.rules' row lines; here at every
     # row count (one row and the vocabulary projection included), and at none (the packed panels
-    # at every row count): the modules' numbers either way.
+    # at every row count): the modules' numbers either way (a bf16 model's: the same weights in
+    # fp32, to bf16's tolerance where the rows are rounded to bf16).
     if blas == "every row count":
-        if not kernels.blas():
-            pytest.skip("no BLAS found for the kernels' products here")
-        for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE"):
+        if not kernels.blas(dtype):
+            pytest.skip(f"no BLAS for {dtype} products here")
+        for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16"):
             monkeypatch.setattr(rules, name, 1)
     D, H, d_ff = width
-    model = translator(D, H, d_ff, norm=norm, activation="gelu")
-    wide = copy.deepcopy(model)
+    model = translator(D, H, d_ff, dtype, norm=norm, activation="gelu")
+    wide = copy.deepcopy(model).float()
+    tol = tolerance(dtype, ISAS[-1])
     src = sources()
     with torch.no_grad(), kernels.using_blas(blas != "never"):
         fast = model.start(src)
@@ -234,40 +238,49 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
             plain = plain_state(wide, src)
         for (k, v), (rk, rv) in zip(fast.memory_kv, plain.memory_kv, strict=True):
             real = (src != PAD)[:, None, :, None]  # (B, 1, S, 1)
-            torch.testing.assert_close(k * real, rk * real, atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(v * real, rv * real, atol=1e-5, rtol=1e-5)
-        run_steps(model, fast, wide, plain, tolerance(torch.float32, ISAS[-1]))
+            torch.testing.assert_close(k * real, rk * real, **tol)
+            torch.testing.assert_close(v * real, rv * real, **tol)
+        run_steps(model, fast, wide, plain, tol)
 
 
 @needs_kernels
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n, out", [(40, 77), (257, 300), (64, 5000)])
-@pytest.mark.parametrize("rows", [1, 3, 4, 17, 40])
-def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, monkeypatch):
-    # A product of at least rules.BLAS_MIN_ROWS rows (BLAS_MIN_ROWS_LARGE for a matrix of more than
-    # BLAS_LARGE_WEIGHTS weights) goes to the BLAS, each thread computing its share of the outputs;
-    # fewer rows stay with the packed panels. Both give torch's numbers; which one ran shows in the
-    # bits, each being the same call after call.
-    if not kernels.blas():
-        pytest.skip("no BLAS found for the kernels' products here")
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 17, 40])
+def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, dtype, monkeypatch):
+    # An fp32 product of at least rules.BLAS_MIN_ROWS rows (BLAS_MIN_ROWS_LARGE for a matrix of more
+    # than BLAS_LARGE_WEIGHTS weights) goes to the BLAS, each thread computing its share of the
+    # outputs; bf16 weights in pairs (avx512_bf16) from BLAS_MIN_ROWS_BF16 rows, by the BLAS's bf16
+    # product, which rounds the rows to bf16 as the pairs' panels do. Fewer rows stay with the
+    # packed panels. All give torch's numbers; which one ran shows in the bits, each being the same
+    # call after call.
+    if not kernels.blas(dtype):
+        pytest.skip(f"no BLAS for {dtype} products here")
     monkeypatch.setattr(rules, "BLAS_LARGE_WEIGHTS", 100_000)  # (64, 5000) is "large" here
     gen = torch.Generator().manual_seed(n * rows + out)
     w, b, x = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen), torch.randn(rows, n, generator=gen)
+    w = w.to(dtype)
     packed = kernels.pack(w)
     assert packed.plain is not None and packed.plain.data_ptr() == w.data_ptr()  # the weights as they are, no copy
     default = kernels.packed_linear(x, packed, b)
     with kernels.using_blas(False):
         panels = kernels.packed_linear(x, packed, b)
-    line = rules.BLAS_MIN_ROWS_LARGE if out * n > 100_000 else rules.BLAS_MIN_ROWS
-    monkeypatch.setattr(rules, "BLAS_MIN_ROWS", 1)  # (the lines are read at each call)
-    monkeypatch.setattr(rules, "BLAS_MIN_ROWS_LARGE", 1)
+    if dtype == torch.float32:
+        line = rules.BLAS_MIN_ROWS_LARGE if out * n > 100_000 else rules.BLAS_MIN_ROWS
+        want = F.linear(x, w, b)
+    else:
+        line = rules.BLAS_MIN_ROWS_BF16
+        want = F.linear(x.bfloat16().float(), w.float(), b)
+    for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16"):  # (read at each call)
+        monkeypatch.setattr(rules, name, 1)
     blas = kernels.packed_linear(x, packed, b)
     for y in (default, panels, blas):
-        torch.testing.assert_close(y, F.linear(x, w, b), atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-5)
     assert torch.equal(default, blas if rows >= line else panels)
     assert torch.equal(blas, kernels.packed_linear(x, packed, b))  # the same bits call after call
     with kernels.using_blas(False):
-        assert not kernels.blas()
-    assert kernels.blas()
+        assert not kernels.blas(dtype)
+    assert kernels.blas(dtype)
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
@@ -331,13 +344,14 @@ def test_beam_search_on_the_native_path_scores_as_the_uncached_modules(dtype, is
 @needs_kernels
 @pytest.mark.parametrize("kw, dtype, width, isa", GPT_CASES)
 def test_gpt_native_step_equals_forward(kw, dtype, width, isa):
-    # GPT's C step (the decoder step without cross-attention) against forward with its caches.
+    # GPT's C step (the decoder step without cross-attention) against forward with its caches; the
+    # instruction sets but the best with their packed products at every row count.
     torch.manual_seed(0)
     D, H = width
     model = GPT(gpt_config("tiny", vocab_size=37, n_embd=D, n_head=H, **kw)).eval().to(dtype)
     wide = copy.deepcopy(model).float()
     ids = torch.randint(0, 37, (3, 24), generator=torch.Generator().manual_seed(1))
-    with torch.inference_mode(), accel.using_isa(isa):
+    with torch.inference_mode(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
         step = model.token_stepper()
         assert step.__name__ == "native_step"
         a, b = wide.new_caches(), model.new_caches()

@@ -380,22 +380,27 @@ def c_layout() -> list[int] | None:
 def _products(weights: str, isa_name: str, threads: int):
     """The products' settings of a call (layout's ``products_t``): the BLAS from the lines of
     :mod:`attnlab.accel.rules`, unless :func:`using_blas` turned it off here."""
-    on = _blas_on.get()
+    on, bf16 = _blas_on.get(), weights != "f32"
     return layout.structure("products_t")(
         weights=layout.WEIGHTS[weights], isa=layout.ISAS[isa_name], threads=threads,
-        sgemm=_sgemm if on else None, gemm_bf16=_gemm_bf16 if on else None, blas_rows=rules.BLAS_MIN_ROWS, blas_rows_large=rules.BLAS_MIN_ROWS_LARGE, blas_large=rules.BLAS_LARGE_WEIGHTS,
+        sgemm=_sgemm if on else None, gemm_bf16=_gemm_bf16 if on else None,
+        blas_rows=rules.BLAS_MIN_ROWS_BF16 if bf16 else rules.BLAS_MIN_ROWS,
+        blas_rows_large=rules.BLAS_MIN_ROWS_BF16 if bf16 else rules.BLAS_MIN_ROWS_LARGE,
+        blas_large=rules.BLAS_LARGE_WEIGHTS,
     )  # fmt: skip
 
 
-def blas() -> bool:
-    """Whether the products of many rows of fp32 weights may go to PyTorch's BLAS here (found,
-    checked, and not turned off by :func:`using_blas`).
+def blas(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the products of many rows of ``dtype`` weights (fp32; bf16: packed in pairs for
+    ``avx512_bf16``) may go to PyTorch's BLAS here: found, checked, and not turned off by
+    :func:`using_blas`.
 
     Shape:
         no tensors.
     """
     _load()
-    return _sgemm is not None and _blas_on.get()
+    found = _sgemm if dtype == torch.float32 else _gemm_bf16 if dtype == torch.bfloat16 else None
+    return found is not None and _blas_on.get()
 
 
 @contextlib.contextmanager

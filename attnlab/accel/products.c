@@ -189,10 +189,17 @@ static void blas_outputs(const products_t *pr, const void *routine, const void *
     else
         ((gemm_bf16_t)routine)("T", "N", &m, &cols, &k, &one, (const unsigned short *)W + o0 * n, &lda, X, &ldx,
                                &zero, Y + o0, &ldy);
-    if (!b && act == ACT_NONE) return;
+    /* the bias, then the activation: loops the compiler turns into vector code (but GELU's erff
+     * and tanhf), a pass over the outputs that costs more than the product at a wide matrix if
+     * left to the scalar activate() */
     for (long i = 0; i < rows; ++i) {
-        float *y = Y + i * ldy;
-        for (long o = o0; o < o1; ++o) y[o] = activate(y[o] + (b ? b[o] : 0.0f), act);
+        float *restrict y = Y + i * ldy;
+        if (b)
+            for (long o = o0; o < o1; ++o) y[o] += b[o];
+        if (act == ACT_RELU)
+            for (long o = o0; o < o1; ++o) y[o] = y[o] > 0.0f ? y[o] : 0.0f;
+        else if (act != ACT_NONE)
+            for (long o = o0; o < o1; ++o) y[o] = activate(y[o], act);
     }
 }
 

@@ -16,6 +16,7 @@ __all__ = [
     "BLAS_MIN_ROWS",
     "BLAS_MIN_ROWS_LARGE",
     "BLAS_LARGE_WEIGHTS",
+    "BLAS_MIN_ROWS_BF16",
 ]
 
 #: Longest key length at which "auto" prefers the explicit matmuls for bf16/fp16 on a CPU.
@@ -80,3 +81,7 @@ def prefer_one_call_step(rows: int, blas: bool) -> bool:
 BLAS_MIN_ROWS = 2
 BLAS_MIN_ROWS_LARGE = 16
 BLAS_LARGE_WEIGHTS = 1 << 20
+
+#: The same line for bf16 weights under ``avx512_bf16`` (the BLAS's bf16 product, which rounds the
+#: rows to bf16 as the kernels' BF16 dot product does), for matrices of every size.
+BLAS_MIN_ROWS_BF16 = 8
