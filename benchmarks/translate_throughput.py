@@ -509,9 +509,10 @@ def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
 
 def product_rows(model, args) -> list[str]:
     """The products inside the C step by rows, for each shape of the model's decoder: the packed
-    panels against the BLAS (each thread its share of the outputs), on the last of ``--threads``;
-    attnlab takes the BLAS from ``rules.BLAS_MIN_ROWS`` rows (``BLAS_MIN_ROWS_LARGE`` for a matrix
-    of more than ``BLAS_LARGE_WEIGHTS`` weights)."""
+    panels against the BLAS (each thread its share of the outputs), on the last of ``--threads``,
+    for fp32 weights and (where the BLAS has a bf16 product for them) bf16 weights; attnlab takes
+    the BLAS from ``rules.BLAS_MIN_ROWS`` rows (``BLAS_MIN_ROWS_LARGE`` for a matrix of more than
+    ``BLAS_LARGE_WEIGHTS`` weights), bf16 from ``BLAS_MIN_ROWS_BF16``."""
     from attnlab.accel import kernels, rules
 
     if not kernels.blas():
@@ -524,35 +525,40 @@ def product_rows(model, args) -> list[str]:
         "vocabulary (V, D)": model.out_proj.weight,
     }
     torch.set_num_threads(args.threads[-1])
-    lines = [
-        f"The C step's products by rows, {args.threads[-1]} threads, microseconds (packed panels / BLAS), "
-        f"median of {args.step_repeats}:",
-        "",
-        "| rows | " + " | ".join(shapes) + " |",
-        "|---:|" + "---:|" * len(shapes),
-    ]
-    kept = {name: getattr(rules, name) for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE")}
-    packed = {name: kernels.pack(w.detach().float().contiguous()) for name, w in shapes.items()}
+    names = ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16")
+    kept = {name: getattr(rules, name) for name in names}
+    lines = []
+    dtypes = [torch.float32] + ([torch.bfloat16] if kernels.blas(torch.bfloat16) else [])
     try:
-        for name in kept:
+        for name in names:
             setattr(rules, name, 1)  # the BLAS at every row count unless turned off
-        with torch.inference_mode():
-            for rows in (1, 2, 4, 8, 16, 32, 64, 128):
-                cells = []
-                for p in packed.values():
-                    x = torch.randn(rows, p.n)
-                    with kernels.using_blas(False):
-                        panels = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
-                    blas = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
-                    cells.append(f"{panels:.0f} / {blas:.0f}")
-                lines.append(f"| {rows} | " + " | ".join(cells) + " |")
+        for dtype in dtypes:
+            lines += [
+                f"The C step's products of {str(dtype).removeprefix('torch.')} weights by rows, {args.threads[-1]} "
+                f"threads, microseconds (packed panels / BLAS), median of {args.step_repeats}:",
+                "",
+                "| rows | " + " | ".join(shapes) + " |",
+                "|---:|" + "---:|" * len(shapes),
+            ]
+            packed = {name: kernels.pack(w.detach().to(dtype).contiguous()) for name, w in shapes.items()}
+            with torch.inference_mode():
+                for rows in (1, 2, 4, 8, 16, 32, 64, 128):
+                    cells = []
+                    for p in packed.values():
+                        x = torch.randn(rows, p.n)
+                        with kernels.using_blas(False):
+                            panels = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
+                        blas = 1e3 * _median_ms(lambda x=x, p=p: kernels.packed_linear(x, p), args.step_repeats)
+                        cells.append(f"{panels:.0f} / {blas:.0f}")
+                    lines.append(f"| {rows} | " + " | ".join(cells) + " |")
+            lines.append("")
     finally:
         for name, value in kept.items():
             setattr(rules, name, value)
     return lines + [
-        "",
         f"attnlab takes the BLAS from {kept['BLAS_MIN_ROWS']} rows, from {kept['BLAS_MIN_ROWS_LARGE']} for a matrix "
-        f"of more than {rules.BLAS_LARGE_WEIGHTS:,} weights (attnlab.accel.rules).",
+        f"of more than {rules.BLAS_LARGE_WEIGHTS:,} weights; bf16 weights from {kept['BLAS_MIN_ROWS_BF16']} rows "
+        "(attnlab.accel.rules).",
     ]
 
 
