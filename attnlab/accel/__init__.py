@@ -21,7 +21,9 @@ call it replaces:
 - :class:`attnlab.accel.kernels.DecoderStep` ``==`` a Transformer decoder's step through its
   modules (up to rounding): embeddings, every :class:`~attnlab.layers.DecoderBlock`, the final
   norm and the vocabulary projection in one call of attnlab's kernel, with the weights packed once
-  (fp32, or bf16 read as they are); :class:`attnlab.accel.kernels.EncoderStack` the same for the
+  (fp32, or bf16 read as they are) and, from a few rows on, the products by the BLAS PyTorch uses
+  (:data:`attnlab.accel.rules.BLAS_MIN_ROWS`; :func:`attnlab.accel.kernels.using_blas` turns it
+  off for a block); :class:`attnlab.accel.kernels.EncoderStack` the same for the
   encoder, and :func:`attnlab.accel.kernels.beam_step` for one step of beam search's
   bookkeeping. :mod:`attnlab.models.native` hands a Transformer's or GPT's tensors to them where
   they apply (at inference, on a CPU, no hooks), so that a decoding step is one call instead of
