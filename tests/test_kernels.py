@@ -398,3 +398,25 @@ def test_gather_filled_equals_index_select_on_the_filled_positions(dtype, filled
     with accel.disabled():
         assert kernels.gather_filled(x, index, filled) is None
         assert torch.equal(accel.reorder_rows(x, index, filled), want)  # the reference, whole
+
+
+@needs_kernel
+def test_loading_the_kernels_finds_and_checks_the_blas_without_moving_the_seed():
+    # At load the kernels look up PyTorch's BLAS and check one product of each routine against
+    # torch's (on numbers of their own generator: a user's seeded sequence must not depend on
+    # whether the kernels were loaded in between).
+    code = (
+        "import torch\n"
+        "torch.manual_seed(0); a = torch.randn(4)\n"
+        "torch.manual_seed(0)\n"
+        "from attnlab.accel import kernels\n"
+        "kernels.available(); b = torch.randn(4)\n"
+        "print(kernels.status()); print(bool(torch.equal(a, b))); print(kernels.blas())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    status, same, blas = run.stdout.strip().splitlines()[-3:]
+    assert same == "True"
+    if torch.backends.mkl.is_available():
+        assert "BLAS: sgemm_" in status and blas == "True"
+    else:
+        assert "no BLAS" in status and blas == "False"

@@ -258,13 +258,14 @@ def _find_blas(lib) -> str:
     except OSError:
         torch_cpu = None
     found = []
+    gen = torch.Generator().manual_seed(0)  # (not the global generator: loading must not move a user's seed)
     for name, weights, dtype in (("sgemm_", "f32", torch.float32), ("gemm_bf16bf16f32_", "bf16_pairs", torch.bfloat16)):
         if weights == "bf16_pairs" and "avx512_bf16" not in _built_isas:
             continue  # (bf16 pairs, the rows rounded to bf16, are the avx512_bf16 products' only)
         fn = getattr(torch_cpu, name, None)
         address = None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
-        x, w, b = torch.randn(5, 7), torch.randn(9, 7).to(dtype), torch.randn(9)
-        y = torch.full((5, 9), float("nan"))
+        x, w, b = (torch.randn(shape, generator=gen) for shape in ((5, 7), (9, 7), (9,)))
+        w, y = w.to(dtype), torch.full((5, 9), float("nan"))
         products = _products(weights, "generic" if weights == "f32" else "avx512_bf16", 1)
         products.sgemm, products.gemm_bf16 = (address, None) if weights == "f32" else (None, address)
         products.blas_rows = products.blas_rows_large = 1
