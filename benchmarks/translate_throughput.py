@@ -32,7 +32,10 @@ Each engine runs in a process of its own (engines sharing a process slow each ot
 sorted by length first), then the next engine the same chunk, the first engine changing from chunk
 to chunk; the latency runs alternate the same way. A busy or slow minute of the machine (other
 processes, or on a virtual machine other guests: "steal") then falls on every engine alike, and
-the ratios hold where the absolute figures move.
+the ratios hold where the absolute figures move. Before each timed call the machine is left idle
+for ``--gap`` seconds (0.3): after a parallel region an OpenMP runtime keeps its threads spinning
+for a while before they sleep (PyTorch and CTranslate2 each bring a copy of GNU's), and without
+the gap those threads took cores from the next engine's call.
 
 Prints Markdown with ``lscpu``'s model name, the load average before and after and the CPU steal
 during the run; ``--out`` also writes it with ``results.json``.
@@ -284,6 +287,7 @@ def run(args) -> dict:
                     part = texts[start : start + size]
                     turn = i % len(engines)
                     for engine in engines[turn:] + engines[:turn]:
+                        time.sleep(args.gap)  # the previous engine's threads stop spinning first
                         out, took = runner.translate(engine, part, beam, batch, threads)
                         outputs[engine] += out
                         seconds[engine] += took
@@ -315,6 +319,7 @@ def run(args) -> dict:
                 runner.translate(engine, [short], beam, 1, threads)
             for _ in range(args.latency_runs):  # in turns, as above
                 for engine in engines:
+                    time.sleep(args.gap)
                     times[engine].append(runner.translate(engine, [short], beam, 1, threads)[1])
             latency += [
                 {"engine": e, "beam": beam, "threads": threads, "ms": 1000 * statistics.median(times[e])}
@@ -341,6 +346,7 @@ def run(args) -> dict:
         "load_after": os.getloadavg(),
         "steal_percent": steal,
         "chunk": args.chunk,
+        "gap": args.gap,
         "short_sentence": short,
         "rows": rows,
         "latency": latency,
@@ -360,7 +366,7 @@ def markdown(result: dict) -> str:
         f"OMP_WAIT_POLICY {result['omp_wait_policy']}; CPU steal during the run "
         + ("unknown" if result["steal_percent"] is None else f"{result['steal_percent']:.1f}%")
         + ". The engines took turns every "
-        f"{result['chunk']} sentences.",
+        f"{result['chunk']} sentences, each call after {result.get('gap', 0):g} s of idleness.",
     ]
     if result["skipped"]:
         lines.append(
@@ -611,6 +617,12 @@ def main() -> None:
     parser.add_argument(
         "--chunk", type=int, default=128, help="sentences each engine translates before the next takes its turn"
     )
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.3,
+        help="seconds of idleness before each timed call, so that the previous engine's threads have stopped spinning",
+    )
     parser.add_argument("--latency-text", help="the short sentence of the latency table")
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--out", type=Path, help="also write report.md and results.json here")
@@ -619,6 +631,8 @@ def main() -> None:
     args = parser.parse_args()
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
+    if args.gap < 0:
+        parser.error(f"--gap must be at least 0, got {args.gap}")
     for name in ("sentences", "batch1_sentences", "chunk", "latency_runs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
