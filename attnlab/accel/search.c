@@ -22,12 +22,6 @@ static inline f32x8 max8(f32x8 a, f32x8 b) {
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef int i32x16 __attribute__((vector_size(64)));
 
-static inline f32x16 load16(const float *p) {
-    f32x16 v;
-    memcpy(&v, p, sizeof v); /* an unaligned load */
-    return v;
-}
-
 /* e^x for x ≤ 0, sixteen at a time: x = n ln 2 + g with |g| ≤ ln 2 / 2, e^g by the degree-7
  * polynomial of Cephes' expf (relative error ~1e-7), 2^n from the exponent bits. Below −87.3 it
  * returns ~1e-38 instead of a denormal or 0, which no sum of these terms (one of them is 1) can
@@ -95,11 +89,17 @@ static float log_sum_exp_below(const float *restrict x, long V, float top) {
     f32x16 s0 = {0}, s1 = {0};
     const f32x16 m = (f32x16){0} + top;
     long j = 0;
+    f32x16 a, b; /* (loaded by memcpy: unaligned) */
     for (; j + 32 <= V; j += 32) {
-        s0 += exp16(load16(x + j) - m);
-        s1 += exp16(load16(x + j + 16) - m);
+        memcpy(&a, x + j, sizeof a);
+        memcpy(&b, x + j + 16, sizeof b);
+        s0 += exp16(a - m);
+        s1 += exp16(b - m);
     }
-    for (; j + 16 <= V; j += 16) s0 += exp16(load16(x + j) - m);
+    for (; j + 16 <= V; j += 16) {
+        memcpy(&a, x + j, sizeof a);
+        s0 += exp16(a - m);
+    }
     s0 += s1;
     float s = 0.0f;
     for (int l = 0; l < 16; ++l) s += s0[l]; /* in a fixed order */
