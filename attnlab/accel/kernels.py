@@ -6,7 +6,10 @@ The C sources, each headed by what it holds:
   has (generic C, AVX2, AVX-512, AVX-512 BF16);
 - ``products.c``: those products shared out over the threads: :func:`matvec` and
   :func:`matvec_many` (each weight matrix times one row or a few, the product that dominates
-  decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`);
+  decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`), which
+  from a few rows on hands the product to the BLAS PyTorch uses (MKL's ``sgemm_``, and
+  ``gemm_bf16bf16f32_`` for bf16 pairs; :func:`blas`, :func:`using_blas`, the lines in
+  :mod:`attnlab.accel.rules`);
 - ``layers.c``: :func:`attend_one` (one query over the cached keys and values), and the whole
   decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
   vocabulary projection) and the translators' encoder (:class:`EncoderStack`), each one call, where
