@@ -47,7 +47,7 @@ BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of ``
 the BLAS is found the one call takes every row count; else :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS`
 (and ``…_ONE_THREAD``) are the row counts past which the tensor operations take over. Then the
 other lines drawn the same way: the C encoder against the modules by source tokens
-(``NATIVE_ENCODER_MAX_TOKENS_BLAS``, ``NATIVE_ENCODER_MAX_TOKENS``), the C step's products by rows,
+(``NATIVE_ENCODER_MAX_TOKENS_ONE_CALL``, ``NATIVE_ENCODER_MAX_TOKENS``), the C step's products by rows,
 packed panels against the BLAS (``accel.rules.BLAS_MIN_ROWS``, ``BLAS_MIN_ROWS_LARGE``), and oneDNN's
 product against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
 """
@@ -366,7 +366,7 @@ def markdown(result: dict) -> str:
         f"OMP_WAIT_POLICY {result['omp_wait_policy']}; CPU steal during the run "
         + ("unknown" if result["steal_percent"] is None else f"{result['steal_percent']:.1f}%")
         + ". The engines took turns every "
-        f"{result['chunk']} sentences, each call after {result.get('gap', 0):g} s of idleness.",
+        f"{result['chunk']} sentences, each call after {result['gap']:g} s of idleness.",
     ]
     if result["skipped"]:
         lines.append(
@@ -480,12 +480,12 @@ def _median_ms(fn, repeats: int) -> float:
 def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
     """``model.start`` (the source encoded, every decoder layer's source keys/values) with the C
     encoder against the modules, by source tokens (sentences × 12 tokens), on the last of
-    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS_BLAS`` tokens
+    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS_ONE_CALL`` tokens
     where its products have the BLAS, else ``NATIVE_ENCODER_MAX_TOKENS``."""
     from attnlab.accel import kernels
     from attnlab.models import native
 
-    names = ("NATIVE_ENCODER_MAX_TOKENS", "NATIVE_ENCODER_MAX_TOKENS_BLAS")
+    names = ("NATIVE_ENCODER_MAX_TOKENS", "NATIVE_ENCODER_MAX_TOKENS_ONE_CALL")
     kept = {name: getattr(native, name) for name in names}
     torch.set_num_threads(args.threads[-1])
     lines = [

@@ -1,6 +1,13 @@
-"""Settings for every test."""
+"""Settings for every test, and the browser tests' shared fixtures.
+
+The browser tests' ``base_url`` (the explorer on a loopback port), ``browser`` (Debian's Chromium
+through Playwright) and ``lang`` (each test in Japanese and English) live in ``lesson_browser``
+and are offered here once, for every browser test module; nothing is started unless a test asks for
+them, and a module may define its own (``test_web_browser.py``'s explorer serves a run folder).
+"""
 
 import pytest
+from lesson_browser import base_url_fixture, browser_fixture, lang_fixture  # noqa: F401
 
 from attnlab import openmp
 

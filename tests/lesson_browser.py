@@ -4,10 +4,11 @@ screenshot is kept at the end), and the helpers that read the widgets' numbers, 
 move by the Tab key and run axe-core.
 
 A test module marks itself with ``pytestmark = BROWSER_MARKS`` (the tests skip without
-/usr/bin/chromium) and imports the fixtures ``base_url``, ``browser`` and ``lang`` it uses as
-``base_url_fixture``, ``browser_fixture`` and ``lang_fixture`` (named apart, so that a test's
-arguments do not shadow an import); its ``page`` fixture comes from :func:`make_page`, which takes
-what differs between the modules (the screenshots' folder, the default timeout, the viewport).
+/usr/bin/chromium); the fixtures ``base_url``, ``browser`` and ``lang`` defined here (as
+``base_url_fixture``, ``browser_fixture`` and ``lang_fixture``, named apart so that a test's
+arguments do not shadow them) reach every module through ``tests/conftest.py``; its ``page``
+fixture comes from :func:`make_page`, which takes what differs between the modules (the
+screenshots' folder, the default timeout, the viewport).
 Playwright and axe are imported only when a browser is started, so importing this module never
 needs Chromium.
 """

@@ -24,9 +24,6 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
-    base_url_fixture,  # noqa: F401
-    browser_fixture,  # noqa: F401
-    lang_fixture,  # noqa: F401
     make_page,
     open_section,
     params,

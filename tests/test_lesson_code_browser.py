@@ -12,9 +12,6 @@ import pytest
 from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
-    base_url_fixture,  # noqa: F401
-    browser_fixture,  # noqa: F401
-    lang_fixture,  # noqa: F401
     make_page,
     section_drawn,
 )

@@ -15,10 +15,7 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
-    base_url_fixture,  # noqa: F401
-    browser_fixture,  # noqa: F401
     close,
-    lang_fixture,  # noqa: F401
     make_page,
     params,
     tab_to,

@@ -31,7 +31,6 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
-    browser_fixture,  # noqa: F401
 )
 
 ARTIFACTS = ARTIFACTS_ROOT / "mobile"

@@ -183,9 +183,18 @@ def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, bl
 def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas, monkeypatch):
     # GPT's stepper as the translator's: without a BLAS, three rows past the line run forward's
     # operations (their numbers bit for bit), two rows the one C call, on the same caches; with the
-    # BLAS the one call takes both.
+    # BLAS the one call takes both. The tensor operations' step calls accel.linear (counted here,
+    # looked up when the stepper is built); the C step does not.
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
+    rows_seen: list[int] = []
+    plain_linear = accel.linear
+
+    def counted(x, weight, bias=None):
+        rows_seen.append(x.shape[0])
+        return plain_linear(x, weight, bias)
+
+    monkeypatch.setattr(accel, "linear", counted)
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
@@ -202,14 +211,15 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
             got, want = step(ids[:, t : t + 1], b), model(ids[:, t : t + 1], caches=a).logits[:, -1]
             if blas:
                 torch.testing.assert_close(got, want, **tol)
-                assert not torch.equal(got, want)  # (the C step's numbers: its own order of additions)
             else:
                 assert torch.equal(got, want)
+        assert set(rows_seen) == (set() if blas else {3})
         for c in a + b:
             c.reorder(torch.tensor([0, 2]))
         for t in range(10, 20):  # two rows: the C step on the caches the other step filled
             want = model(ids[[0, 2], t : t + 1], caches=a).logits[:, -1]
             torch.testing.assert_close(step(ids[[0, 2], t : t + 1], b), want, **tol)
+    assert set(rows_seen) == (set() if blas else {3})
 
 
 @needs_kernels

@@ -18,30 +18,24 @@ static inline f32x8 max8(f32x8 a, f32x8 b) {
     return (f32x8)((c & (i32x8)a) | (~c & (i32x8)b));
 }
 
-/* Sixteen floats: one AVX-512 register, two AVX2 ones (GCC and Clang split wider vectors). */
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef int i32x16 __attribute__((vector_size(64)));
-
-/* e^x for x ≤ 0, sixteen at a time: x = n ln 2 + g with |g| ≤ ln 2 / 2, e^g by the degree-7
- * polynomial of Cephes' expf (relative error ~1e-7), 2^n from the exponent bits. Below −87.3 it
- * returns ~1e-38 instead of a denormal or 0, which no sum of these terms (one of them is 1) can
- * notice. */
-static inline f32x16 exp16(f32x16 x) {
-    const f32x16 lo = (f32x16){0} - 87.3f;
-    const i32x16 above = x > lo; /* (false for NaN, as for −inf: both become lo) */
-    x = (f32x16)((above & (i32x16)x) | (~above & (i32x16)lo));
+/* e^x for x ≤ 0, eight at a time: x = n ln 2 + g with |g| ≤ ln 2 / 2, e^g by the degree-7 polynomial
+ * of Cephes' expf (relative error ~1e-7), 2^n from the exponent bits. Below −87.3 it returns
+ * ~1e-38 instead of a denormal or 0, which no sum of these terms (one of them is 1) can notice. */
+static inline f32x8 exp8(f32x8 x) {
+    const f32x8 lo = {-87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f};
+    x = max8(x, lo);
     const float magic = 12582912.0f; /* 1.5 · 2^23: adding it rounds to an integer in the low bits */
-    const f32x16 t = x * 1.44269504088896341f + magic;
-    const f32x16 n = t - magic;
-    const f32x16 g = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    f32x16 p = 1.9875691500e-4f * g + 1.3981999507e-3f;
+    const f32x8 t = x * 1.44269504088896341f + magic;
+    const f32x8 n = t - magic;
+    const f32x8 g = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    f32x8 p = 1.9875691500e-4f * g + 1.3981999507e-3f;
     p = p * g + 8.3334519073e-3f;
     p = p * g + 4.1665795894e-2f;
     p = p * g + 1.6666665459e-1f;
     p = p * g + 5.0000001201e-1f;
     p = p * (g * g) + g + 1.0f;
-    const i32x16 bits = ((i32x16)t - 0x4B400000 + 127) << 23;
-    return p * (f32x16)bits;
+    const i32x8 bits = ((i32x8)t - 0x4B400000 + 127) << 23;
+    return p * (f32x8)bits;
 }
 
 /* Put (v, id) into the descending list val/idx of `have` entries (at most K), after any entry
@@ -83,26 +77,17 @@ static void top_k(const float *restrict x, long V, long K, float *restrict val, 
         }
 }
 
-/* log Σ_j e^(x_j − top) over a row whose largest value is top (a vocabulary's worth of
- * exponentials per row: sixteen at a time, two sums to hide the additions' latency). */
+/* log Σ_j e^(x_j − top) over a row whose largest value is top. */
 static float log_sum_exp_below(const float *restrict x, long V, float top) {
-    f32x16 s0 = {0}, s1 = {0};
-    const f32x16 m = (f32x16){0} + top;
+    f32x8 s0 = {0}, s1 = {0};
+    const f32x8 m = {top, top, top, top, top, top, top, top};
     long j = 0;
-    f32x16 a, b; /* (loaded by memcpy: unaligned) */
-    for (; j + 32 <= V; j += 32) {
-        memcpy(&a, x + j, sizeof a);
-        memcpy(&b, x + j + 16, sizeof b);
-        s0 += exp16(a - m);
-        s1 += exp16(b - m);
-    }
     for (; j + 16 <= V; j += 16) {
-        memcpy(&a, x + j, sizeof a);
-        s0 += exp16(a - m);
+        s0 += exp8(load8(x + j) - m);
+        s1 += exp8(load8(x + j + 8) - m);
     }
-    s0 += s1;
-    float s = 0.0f;
-    for (int l = 0; l < 16; ++l) s += s0[l]; /* in a fixed order */
+    for (; j + 8 <= V; j += 8) s0 += exp8(load8(x + j) - m);
+    float s = hsum8(s0 + s1);
     for (; j < V; ++j) s += expf(x[j] - top);
     return logf(s);
 }

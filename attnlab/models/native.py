@@ -48,27 +48,24 @@ __all__ = [
     "step",
     "gpt_stepper",
     "NATIVE_ENCODER_MAX_TOKENS",
-    "NATIVE_ENCODER_MAX_TOKENS_BLAS",
-    "NATIVE_ENCODER_MAX_TOKENS_BF16",
+    "NATIVE_ENCODER_MAX_TOKENS_ONE_CALL",
     "NativeDecoderState",
 ]
 
 #: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
-#: encoder of an fp32 model. A sentence or a few are mostly the fixed cost of each module call,
-#: which the one call does not pay; past a few dozen tokens every product is a real matrix product,
-#: where the BLAS behind the modules is faster than the kernels' packed products (the same line
-#: as accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements).
+#: encoder of an fp32 model whose C products cannot go to a BLAS (:func:`attnlab.accel.kernels.blas`).
+#: A sentence or a few are mostly the fixed cost of each module call, which the one call does not
+#: pay; past a few dozen tokens every product is a real matrix product, where the BLAS behind the
+#: modules is faster than the kernels' packed products (the same line as
+#: accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements).
 NATIVE_ENCODER_MAX_TOKENS = 32
 
-#: The same where the C encoder's products of many rows go to the BLAS too
-#: (:func:`attnlab.accel.kernels.blas`): the one call is then as fast as the modules or faster at
-#: every batch measured, so the bound is the bf16 one below, which keeps its working memory small.
-NATIVE_ENCODER_MAX_TOKENS_BLAS = 4096
-
-#: The same for a bf16 model, whose modules compute in bf16 while the C encoder computes in fp32
-#: (its weights read as they are): the C encoder keeps the model's fp32 numbers up to a batch whose
-#: working memory ((8·D + d_ff) floats a token) stays small, 40 MB for the Multi30k preset here.
-NATIVE_ENCODER_MAX_TOKENS_BF16 = 4096
+#: Most source tokens the C encoder takes otherwise: a bf16 model (its modules compute in bf16,
+#: the C encoder keeps fp32 arithmetic on the weights as they are) and an fp32 one whose C products
+#: of many rows go to the BLAS (then as fast as the modules or faster at every batch measured). The
+#: bound keeps the encoder's working memory ((8·D + d_ff) floats a token) small: 40 MB for the
+#: Multi30k preset.
+NATIVE_ENCODER_MAX_TOKENS_ONE_CALL = 4096
 
 #: The activation functions of attnlab.layers by the names the kernels know them by
 #: (attnlab.accel.layout.ACTIVATIONS).
@@ -302,8 +299,8 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
         H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         seen: list = [None, None]  # the source mask last seen and its row lengths
         # Many rows without a BLAS for the C step's products: the step of tensor operations, whose
-        # products are the BLAS's (accel.prefer_one_call_step). It reads and extends the same fp32 caches; built on first
-        # need (a sentence or a few never need it).
+        # products are the BLAS's (accel.prefer_one_call_step). It reads and extends the same fp32
+        # caches; built on first need (a sentence or a few never need it).
         many_rows: list = []
 
         def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
@@ -367,8 +364,8 @@ def _transformer_python_step(model) -> Callable[[Tensor, DecoderState], Tensor]:
 def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     """:meth:`Transformer.start` where a fast step applies to this batch (see the module
     docstring), else ``None`` (the model encodes through its modules): the source encoded once (by
-    the C encoder for up to :data:`NATIVE_ENCODER_MAX_TOKENS` tokens, :data:`NATIVE_ENCODER_MAX_TOKENS_BF16`
-    for a bf16 model) and projected to every
+    the C encoder for up to :data:`NATIVE_ENCODER_MAX_TOKENS_ONE_CALL` tokens, or
+    :data:`NATIVE_ENCODER_MAX_TOKENS` for an fp32 model without the BLAS) and projected to every
     decoder layer's cross-attention keys/values, contiguous and fp32, as the kernels read them.
     The fast step needs each source's padding at its end (its real tokens are counted, not masked).
 
@@ -381,9 +378,8 @@ def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     fast = _transformer_step(model)
     if fast is None:
         return None
-    bf16 = model.src_embed.weight.dtype == torch.bfloat16
-    limit = NATIVE_ENCODER_MAX_TOKENS_BF16 if bf16 else NATIVE_ENCODER_MAX_TOKENS
-    limit = NATIVE_ENCODER_MAX_TOKENS_BLAS if not bf16 and kernels.blas() else limit
+    one_call = model.src_embed.weight.dtype == torch.bfloat16 or kernels.blas()
+    limit = NATIVE_ENCODER_MAX_TOKENS_ONE_CALL if one_call else NATIVE_ENCODER_MAX_TOKENS
     encoder = _native_encoder(model) if src.numel() <= limit else None
     if encoder is not None:
         memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (N, H, S, Dh)
