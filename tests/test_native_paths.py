@@ -144,6 +144,20 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
         run_steps(model, fast, wide, plain, tol)
 
 
+def count_linear_rows(monkeypatch) -> list[int]:
+    """The rows of every ``accel.linear`` call from now on (the tensor operations' step looks it up;
+    the C step and the modules do not), in a list that the calls fill."""
+    rows_seen: list[int] = []
+    plain_linear = accel.linear
+
+    def counted(x, weight, bias=None):
+        rows_seen.append(x.shape[0])
+        return plain_linear(x, weight, bias)
+
+    monkeypatch.setattr(accel, "linear", counted)
+    return rows_seen
+
+
 @needs_kernels
 @pytest.mark.parametrize("blas", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -156,14 +170,7 @@ def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, bl
     # calls accel.linear (counted here); the C step and the modules do not look it up.
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
-    rows_seen: list[int] = []
-    plain_linear = accel.linear
-
-    def counted(x, weight, bias=None):
-        rows_seen.append(x.shape[0])
-        return plain_linear(x, weight, bias)
-
-    monkeypatch.setattr(accel, "linear", counted)
+    rows_seen = count_linear_rows(monkeypatch)
     for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):  # run_steps: 3, then 6, then 4 rows
         monkeypatch.setattr(rules, name, 4)
     model = translator(dtype=dtype)
@@ -187,14 +194,7 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
     # looked up when the stepper is built); the C step does not.
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
-    rows_seen: list[int] = []
-    plain_linear = accel.linear
-
-    def counted(x, weight, bias=None):
-        rows_seen.append(x.shape[0])
-        return plain_linear(x, weight, bias)
-
-    monkeypatch.setattr(accel, "linear", counted)
+    rows_seen = count_linear_rows(monkeypatch)
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
