@@ -57,8 +57,14 @@ def test_one_thread_takes_the_steps_where_all_threads_are_not_measurably_faster(
 @pytest.mark.skipif(not kernels.available(), reason="no C compiler here: the native kernels are not built")
 def test_the_measurement_runs_every_product_and_step_on_a_fake_clock():
     ticks = itertools.count()
-    timings = calibrate.measure(2, repeats=2, step_repeats=2, timer=lambda: float(next(ticks)))
-    assert set(timings["products"]["float32"]) == set(calibrate.SHAPES)
+    small = {"small": (64, 32), "large": (256, 32)}
+    step_shape = {"D": 32, "H": 2, "F": 64, "L": 2, "V": 100, "S": 5}
+    before = torch.get_num_threads()
+    timings = calibrate.measure(
+        2, repeats=2, step_repeats=2, timer=lambda: float(next(ticks)), shapes=small, step_shape=step_shape
+    )
+    assert torch.get_num_threads() == before  # (measure restored the thread count)
+    assert set(timings["products"]["float32"]) == set(small)
     assert set(timings["products"]["float32"]["small"]) == set(calibrate.PRODUCT_ROWS)
     assert all(c == {"panels": 1.0, "blas": 1.0} for c in timings["products"]["float32"]["large"].values())
     assert set(timings["step"]["float32"]) == set(calibrate.STEP_ROWS)
@@ -66,7 +72,6 @@ def test_the_measurement_runs_every_product_and_step_on_a_fake_clock():
     table = calibrate.choose(timings, 2)
     assert table.blas_min_rows == table.blas_min_rows_large == 1
     assert table.one_thread_max_rows == max(calibrate.STEP_ROWS)
-    assert torch.get_num_threads() == torch.get_num_threads()  # (measure restored the thread count)
 
 
 @pytest.fixture
@@ -266,3 +271,15 @@ def test_the_cli_takes_precision_and_calibrate(capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "--precision {auto,fp32,bf16}" in capsys.readouterr().out, command
+
+
+@pytest.mark.parametrize("name", ["ja-en", "en-ja", "demo", "rnn-attention", "rnn-plain"])
+def test_every_shipped_translators_card_gives_its_bleu_in_both_precisions(name):
+    from attnlab import assets
+
+    folder = assets.asset_folder(name)
+    card = json.loads((folder / "card.json").read_text())
+    metrics = card["metrics"]
+    assert {"bleu", "bleu_bf16"} <= set(metrics) and "bleu_bf16: the same BLEU decoded in bf16" in card["evaluation"]
+    assert f"| bleu_bf16 | {metrics['bleu_bf16']:.2f} |" in (folder / "MODEL_CARD.md").read_text()
+    assert tr.bf16_within_card(folder) == (metrics["bleu_bf16"] >= metrics["bleu"] - tr.BF16_MAX_BLEU_LOSS)
