@@ -53,7 +53,7 @@ models: $(STAMP)
 # core (pytest-xdist; a test file's tests stay together in one worker, so its module fixtures are
 # built once). The engine's lines are the defaults and precision "auto" is fp32 (tests/conftest.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -q --durations=10 -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"

@@ -458,6 +458,9 @@ def explore_cmd(
         else:
             print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
         print(f"this machine:   http://{own}:{port}/")
+    from .accel import calibrate
+
+    calibrate.ensure()  # the engine's lines measured (or read from the cache) now, not in a first request
     serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
     return 0
 
