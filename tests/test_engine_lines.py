@@ -89,6 +89,7 @@ def measuring(tmp_path, monkeypatch):
 
     monkeypatch.setattr(calibrate, "measure", fake)
     monkeypatch.setattr(calibrate.kernels, "available", lambda: True)
+    monkeypatch.setattr(rules, "busy", lambda: False)  # a quiet machine, whatever the load here
     rules.forget()
     yield calls
     rules.forget()
@@ -107,6 +108,20 @@ def test_lines_are_measured_once_then_read_from_the_cache(measuring, tmp_path, c
     assert entry["lines"]["blas_min_rows"] == 4 and set(entry["lines"]) == set(rules.CALIBRATED)
     assert not list((tmp_path / "cache").glob("*.tmp"))  # written atomically, nothing left behind
     calibrate.calibrated(torch.get_num_threads(), again=True, quiet=True)  # `attnlab calibrate`
+    assert len(measuring) == 2
+
+
+def test_a_table_measured_on_a_busy_machine_is_measured_again_once_it_is_quiet(measuring, monkeypatch):
+    monkeypatch.setattr(rules, "busy", lambda: True)
+    rules.lines()
+    rules.forget()
+    rules.lines()  # still busy: the provisional table holds
+    assert len(measuring) == 1
+    monkeypatch.setattr(rules, "busy", lambda: False)
+    rules.forget()
+    rules.lines()  # quiet now: measured again, and kept
+    rules.forget()
+    rules.lines()
     assert len(measuring) == 2
 
 
@@ -176,6 +191,7 @@ def native(monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNLAB_CALIBRATE", "1")
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(P, "native_bf16", lambda: True)
+    monkeypatch.setattr(rules, "busy", lambda: False)  # a quiet machine, whatever the load here
 
 
 @pytest.mark.parametrize(("fp32", "bf16", "chosen"), [(1.0, 0.5, "bf16"), (1.0, 0.96, "fp32"), (1.0, 2.0, "fp32")])
@@ -188,6 +204,24 @@ def test_auto_takes_bf16_only_when_measured_faster_and_caches_it(native, monkeyp
     assert "measured now" in why and f"precision auto → {chosen}" in capsys.readouterr().err
     again, why = P.resolve("auto", device="cpu", model=model, run=lambda p: pytest.fail("measured again"))
     assert again == chosen and "(cached)" in why
+    P.forget_measurements()  # (`attnlab calibrate`): measured again on the next use
+    runs.clear()
+    assert (
+        P.resolve("auto", device="cpu", model=model, run=runs.append, timer=fake_clock(monkeypatch, [1.0, 0.5] * 3))[0]
+        == "bf16"
+    )
+    assert len(runs) == 8
+    # Times taken on a busy machine hold while it stays busy, and are taken again once it is quiet.
+    P.forget_measurements()
+    monkeypatch.setattr(rules, "busy", lambda: True)
+    got, why = P.resolve(
+        "auto", device="cpu", model=model, run=runs.append, timer=fake_clock(monkeypatch, [1.0, 2.0] * 3)
+    )
+    assert got == "fp32" and "the machine busy" in why
+    assert P.resolve("auto", device="cpu", model=model, run=lambda p: pytest.fail("measured again"))[0] == "fp32"
+    monkeypatch.setattr(rules, "busy", lambda: False)
+    clock = fake_clock(monkeypatch, [1.0, 0.5] * 3)
+    assert P.resolve("auto", device="cpu", model=model, run=runs.append, timer=clock)[0] == "bf16"
     # Another model shape is another measurement.
     with pytest.raises(StopIteration):  # (the fake clock has run out: it did try to measure)
         P.resolve("auto", device="cpu", model=torch.nn.Linear(3, 5), run=runs.append, timer=clock)

@@ -15,7 +15,8 @@ few seconds, for the current number of torch threads:
   weights) at 1 … 16 rows on one thread and on all: steps of up to ``one_thread_max_rows`` rows run
   on one thread, where all of them are not measurably faster (:data:`MORE_THREADS_MIN_SPEEDUP`).
 
-Each measurement is the fastest of a few interleaved runs after a warm-up. The table is cached in
+Each measurement is the fastest of a few interleaved runs after a warm-up; one taken while the
+machine is busy (load average above its cores) is used until it is quiet, then taken again. The table is cached in
 ``$ATTNLAB_CACHE/lines.json`` per CPU model and flags, PyTorch and its libraries, the kernels'
 build, the instruction set and the threads (:func:`key`); ``attnlab calibrate`` measures again.
 Timed code (benchmarks) calls :func:`ensure` first, so no measurement falls inside a timed region.
@@ -284,11 +285,14 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
     k = key(threads)
     known = _read_cache()
     entry = known.get(k)
-    if not again and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
+    # A table measured while the machine was busy holds until the machine is quiet, then is measured again.
+    provisional = isinstance(entry, dict) and entry.get("busy") and not rules.busy()
+    if not again and not provisional and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
         try:
             return dataclasses.replace(rules.DEFAULTS, **entry["lines"])
         except TypeError:
             pass  # (a table of another version of attnlab: measured again)
+    busy = rules.busy()
     start = time.perf_counter()
     timings = measure(threads)
     table = choose(timings, threads)
@@ -300,6 +304,7 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
         "threads": threads,
         "cpu": machine.cpu_name(),
         "seconds": round(took, 2),
+        "busy": busy,
         "timings": timings,
     }
     _write_cache(known)
@@ -307,6 +312,7 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
         print(
             f"attnlab: calibrated the kernel lines for {threads} thread(s) in {took:.1f} s: "
             + ", ".join(f"{n}={v}" for n, v in lines.items())
+            + (" (the machine was busy: measured again once it is quiet)" if busy else "")
             + f" ({cache_path()}; `attnlab calibrate` measures again)",
             file=sys.stderr,
         )
