@@ -380,12 +380,13 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
 def _column_label(label: str) -> tuple[str, int]:
-    """A column's tick label and its rotation: Latin labels are turned 90° (long tokens fit in
-    a narrow column); labels with Japanese stay upright, one character under the other
-    (縦書き) when they have several, so no Japanese is read on its side."""
+    """A column's tick label and its rotation: Latin labels longer than two characters are turned
+    90° (long tokens fit in a narrow column); short ones (positions, digits) and labels with
+    Japanese stay upright, Japanese one character under the other (縦書き) when it has several,
+    so no Japanese is read on its side."""
     if _CJK.search(label):
         return ("\n".join(label) if len(label) > 1 else label), 0
-    return label, 90
+    return label, (0 if len(label) <= 2 else 90)
 
 
 def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
@@ -406,6 +407,14 @@ def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
 
 def _label_fontsize(n: int) -> float:
     return 9.0 if n <= 30 else 7.0 if n <= 60 else 5.0
+
+
+def _colour_bar(fig, image, ax, label: str, **options):
+    """A colour bar with its label clear of the tick numbers (the CJK font's rotated label is
+    otherwise drawn over them)."""
+    bar = fig.colorbar(image, ax=ax, **options)
+    bar.set_label(label, labelpad=8)
+    return bar
 
 
 def _vmax(w: np.ndarray, vmax: float | None) -> float:
@@ -489,7 +498,7 @@ def plot_attention(
     ax.set_ylabel(text["target"] if row_label is None else row_label)
     if title is not None:
         ax.set_title(title, parse_math=False)
-    fig.colorbar(image, ax=ax, label=text["weight"])
+    _colour_bar(fig, image, ax, text["weight"])
     return _finish(fig, path)
 
 
@@ -603,7 +612,7 @@ def plot_attention_grid(
         fig.suptitle(title, parse_math=False)
     fig.supxlabel(text["source"] if column_label is None else column_label, fontsize=9)
     fig.supylabel(text["target"] if row_label is None else row_label, fontsize=9)
-    fig.colorbar(image, ax=axes, label=text["weight"], shrink=0.8)
+    _colour_bar(fig, image, axes, text["weight"], shrink=0.8)
     return _finish(fig, path)
 
 
@@ -898,7 +907,7 @@ def plot_image_attention(
             ax.set_title(str(titles[k]), fontsize=11)
     if title:
         fig.suptitle(title)
-    fig.colorbar(heat, ax=axes, shrink=0.8, label=text["weight"])
+    _colour_bar(fig, heat, axes, text["weight"], shrink=0.8)
     return _finish(fig, path)
 
 

@@ -263,8 +263,9 @@ def test_a_heatmap_scale_can_follow_its_largest_weight_and_grids_name_their_axes
 
 def test_japanese_column_labels_stand_upright_and_latin_ones_turn():
     """Japanese is not read on its side: a column label with kana or kanji is upright, its
-    characters one under the other; Latin tokens keep the 90° turn that fits long ones."""
-    plot = plot_attention(_weights(1, 4), ["猫", "ソース", "cat", "[PAD]"], ["x"])
+    characters one under the other; Latin tokens keep the 90° turn that fits long ones, and
+    labels of one or two characters (positions) stand upright."""
+    plot = plot_attention(_weights(1, 5), ["猫", "ソース", "cat", "[PAD]", "12"], ["x"])
     ticks = plot.figure.axes[0].get_xticklabels()
-    assert [t.get_rotation() for t in ticks] == [0, 0, 90, 90]
-    assert [t.get_text() for t in ticks] == ["猫", "ソ\nー\nス", "cat", "[PAD]"]
+    assert [t.get_rotation() for t in ticks] == [0, 0, 90, 90, 0]
+    assert [t.get_text() for t in ticks] == ["猫", "ソ\nー\nス", "cat", "[PAD]", "12"]
