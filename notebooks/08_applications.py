@@ -76,6 +76,7 @@ viz.display_options.lang = "ja"
 # ## 1. 翻訳
 #
 # 訳文の各トークンが原文のどこを見たか（最後の層、ヘッドの平均）。05 で詳しく見たものと同じモデルです。
+# トークンの頭の「▁」は、そのトークンの前に空白がある（新しい語の始まりである）ことを表す印です（05 の 1 節）。
 
 # %%
 name = "ja-en" if shipped_model("ja-en") is not None else "en-ja"
@@ -248,8 +249,7 @@ print(f"確かめました: {len(future)} 層のすべてのヘッドで、自�
 # 文を二つ与えます。「three _ forty-two thousand」の空欄は hundred、「nine million _ hundred thousand」の空欄は
 # 一桁の数のはずです。
 #
-# 候補と図のトークンの頭の「▁」は、そのトークンが空白で始まる（新しい語の始まりである）ことを表す印です
-# （BPE のトークン）。"▁thousand" は「空白 + thousand」で、印のないトークンは前のトークンの続き（語の途中）です。
+# 候補と図のトークンの頭の「▁」は、1 節と同じ語の始まりの印です（"▁thousand" は「空白 + thousand」）。
 
 # %%
 mlm = load_masked_lm()
