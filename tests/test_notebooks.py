@@ -303,3 +303,25 @@ def _shows_an_image(output: dict) -> bool:
     """An output holding a PNG or SVG, or HTML with an embedded PNG (the attention reprs)."""
     data = output.get("data", {})
     return bool({"image/png", "image/svg+xml"} & set(data)) or "data:image/png" in "".join(data.get("text/html", ""))
+
+
+def test_the_notebooks_precision_comes_from_one_variable_and_bad_values_are_refused(monkeypatch):
+    """``helpers.notebook_precision`` reads ``ATTNLAB_NOTEBOOK_PRECISION``: unset or empty is fp32,
+    fp32/bf16 in any case are taken, anything else (``auto`` included: a notebook names its
+    precision) is a one-line error naming the variable."""
+    import sys
+
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    sys.modules.pop("helpers", None)
+    import helpers
+
+    for value, expected in (("", "fp32"), ("BF16", "bf16"), (" fp32 ", "fp32")):
+        monkeypatch.setenv(helpers.PRECISION_VARIABLE, value)
+        assert helpers.notebook_precision() == expected
+    monkeypatch.delenv(helpers.PRECISION_VARIABLE)
+    assert helpers.notebook_precision() == "fp32"
+    for bad in ("auto", "fp16"):
+        monkeypatch.setenv(helpers.PRECISION_VARIABLE, bad)
+        with pytest.raises(ValueError, match="ATTNLAB_NOTEBOOK_PRECISION must be fp32 or bf16"):
+            helpers.notebook_precision()
+    sys.modules.pop("helpers", None)
