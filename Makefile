@@ -6,12 +6,13 @@ VENV    ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.attnlab-installed
-# The installer: uv (PyPI package `uv`, a resolver and installer written in Rust, several times
-# faster than pip on a fresh venv) where it is on PATH, else put into the new venv by pip; pip
-# itself if neither works (no network for uv's wheel, an index only pip is configured for).
-# `make USE_UV=0 …` keeps pip.
+# The installer: pip by default. `make USE_UV=1 …` uses uv (PyPI package `uv`, a resolver and
+# installer written in Rust) where it is on PATH, else puts it into the new venv with pip, and falls
+# back to pip if it fails. Not the default: uv reads neither pip.conf nor PIP_FIND_LINKS, so on a
+# machine whose CPU wheel of PyTorch comes from a local find-links folder or extra index (this
+# project's machines) it would resolve another build from PyPI; its gain here is unmeasured.
 UV      ?= $(shell command -v uv 2>/dev/null)
-USE_UV  ?= 1
+USE_UV  ?= 0
 # The default test run's workers (pytest-xdist): one per core; WORKERS=0 runs in this process.
 WORKERS ?= auto
 
