@@ -270,7 +270,7 @@ def test_the_final_check_draws_on_every_section():
 
 
 def test_every_glossary_term_is_used_and_introduced_where_the_glossary_says():
-    uses = L.term_uses(SECTIONS)
+    uses = L.term_uses(SECTIONS, GLOSSARY)
     for term, entry in GLOSSARY.items():
         assert uses.get(term), f"glossary term {term!r} is never used in the lesson's text"
         assert entry.section in uses[term], (

@@ -45,7 +45,16 @@ from . import (
 from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, _page_lang, _shell
 from .content import *  # noqa: F403
-from .content import GlossaryEntry, Section, SectionSummary, default_glossary, default_sections, term_uses
+from .content import (
+    GlossaryEntry,
+    LessonPlan,
+    Section,
+    SectionSummary,
+    default_glossary,
+    default_sections,
+    lesson_plan,
+    term_uses,
+)
 from .s01_what_attention_does import *  # noqa: F403
 from .s02_seq2seq_bottleneck import *  # noqa: F403
 from .s03_query_key_value import *  # noqa: F403
@@ -72,7 +81,7 @@ def lesson_router(
 ) -> APIRouter:
     """The lesson's pages and API. ``gate`` bounds model and figure work (the app's ``WorkGate``)."""
     sections = dict(default_sections() if sections is None else sections)
-    uses = term_uses(sections)
+    uses = term_uses(sections, default_glossary())
     glossary = {i: e.model_copy(update={"used_in": uses.get(i, [])}) for i, e in default_glossary().items()}
     lesson_models = LessonModels(models)
     router = APIRouter()
@@ -88,6 +97,10 @@ def lesson_router(
     @router.get("/lesson/glossary", include_in_schema=False)
     def glossary_page(request: Request) -> HTMLResponse:
         return _shell(LESSON_DIR / "glossary.html", _page_lang(request))
+
+    @router.get("/lesson/plan", include_in_schema=False)
+    def plan_page(request: Request) -> HTMLResponse:
+        return _shell(LESSON_DIR / "plan.html", _page_lang(request))
 
     @router.get("/lesson/{n}", include_in_schema=False)
     def section_page(n: str, request: Request) -> HTMLResponse:
@@ -113,6 +126,12 @@ def lesson_router(
         """The glossary (用語集): every term in both languages, its definition, the section that
         introduces it and the sections whose text links it."""
         return list(glossary.values())
+
+    @router.get("/api/lesson/plan", response_model=LessonPlan)
+    def api_plan() -> LessonPlan:
+        """The teacher's plans: the 90-minute first session (the 基礎 path) and the second session
+        (発展), each section with its minutes (from its teacher notes) and its place on the clock."""
+        return lesson_plan(sections)
 
     for module in SECTION_MODULES:
         module.add_routes(router, lesson_models, gate)
