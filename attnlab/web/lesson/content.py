@@ -450,8 +450,10 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
     try:
         raw = yaml.safe_load(tokens[0].content) or {}
         front = _FrontMatter.model_validate(_params_as_strings(raw))
-    except (yaml.YAMLError, ValidationError) as err:
+    except yaml.YAMLError as err:
         raise ValueError(f"{path}: front matter: {err}") from None
+    except ValidationError as err:
+        raise ValueError(_front_error(path, tokens[0].content, err)) from None
     _link_terms(md, tokens, forms, lang)
 
     blocks: list[dict[str, Any]] = []
@@ -477,6 +479,12 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
                     f"{path}:{line}: a further region opens with four colons, ':::: further', and closes with "
                     f"'::::' (three-colon directives go inside it)"
                 )
+            # markdown-it closes a container left open at the end of the file; the line after the
+            # region (token.map's end) must be its own closing '::::'.
+            lines = text.splitlines()
+            end = (token.map or [0, 0])[1]
+            if end >= len(lines) or not lines[end].strip().startswith("::::"):
+                raise ValueError(f"{path}:{line}: ':::: further' is never closed (with '::::')")
             flush()
             further, region_start = line, len(blocks)
             i += 1
@@ -510,10 +518,28 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
         blocks.append({**_directive(path, line, kind, arg, inner, md), "further": further is not None, "line": line})
         i = j
     flush()
-    if further is not None:  # markdown-it closes an unclosed container at the end of the file
-        raise ValueError(f"{path}:{further}: ':::: further' is never closed (with '::::')")
     _check_predictions(path, tokens[0].content, front, blocks)
     return front, blocks
+
+
+def _front_error(path: Path, front_text: str, err: ValidationError) -> str:
+    """A front matter's first validation error on one line, at the line of the value it is about:
+    ``path:12: front matter: predict.0.kind: Extra inputs are not permitted``."""
+    first = err.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    line = 1
+    try:
+        node = yaml.compose(front_text)
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                node = next(v for k, v in node.value if k.value == part)
+            elif isinstance(node, yaml.SequenceNode):
+                node = node.value[int(part)]
+            line = node.start_mark.line + 2  # the front matter starts on the file's second line
+    except (yaml.YAMLError, StopIteration, IndexError, ValueError):
+        pass
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{path}:{line}: front matter: {'.'.join(loc) or 'top level'}: {first['msg']}{more}"
 
 
 def _front_lines(front_text: str, key: str) -> list[int]:
