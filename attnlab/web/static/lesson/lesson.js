@@ -974,10 +974,8 @@
     let open = null; // the text slide being filled: { kind, nodes, size, headingOnly, pieces }
     const add = (node, size, heading) => {
       const full = open && !open.headingOnly && open.size + size > SLIDE_TEXT;
-      // A heading starts a slide unless the slide is empty or less than half full (two short
-      // parts share a screen rather than leave it half empty); so does text that would overfill it.
-      const roomy = open && open.size + size <= SLIDE_TEXT && open.size < SLIDE_TEXT / 2;
-      if (!open || (heading && !roomy && (open.size > 0 || !open.headingOnly)) || full) {
+      // A heading starts a slide unless the slide is empty; so does text that would overfill it.
+      if (!open || (heading && (open.size > 0 || !open.headingOnly)) || full) {
         open = { kind: "text", nodes: [], size: 0, headingOnly: true, pieces: [] };
         out.push(open);
       }
@@ -1354,7 +1352,8 @@
           const names = (g.aliases && g.aliases[lang()]) || [];
           aliases.hidden = !names.length;
           aliases.replaceChildren(...(names.length
-            ? [el("span", { text: t("ls_glossary_aliases") }), " ", names.map((a, k) => [k ? t("ls_list_sep") : "", el("span", { class: "term-alias", text: a })])]
+            ? [el("span", { text: t("ls_glossary_aliases") }), " ",
+              ...names.flatMap((a, k) => [k ? t("ls_list_sep") : "", el("span", { class: "term-alias", text: a })])]
             : []));
         };
         showAliases();
