@@ -119,7 +119,7 @@
           el("span", { text: s("pool_prob", { p: percent(r.probs[best]) }) })),
         window.Charts.bars({
           values: r.probs, labels: r.labels.map((label) => s("pool_class_" + label)), idPrefix: "pool-p-",
-          label: s("pool_probs_label"), max: 1, left: 200, format: percent,
+          label: s("pool_probs_label"), left: 200, format: percent, scaleTitle: window.Attn.t("fig_scale_prob"),
         }),
         ...weightsTable(r),
         el("p", { id: "pool-peak", "data-value": String(r.peak),
