@@ -11,10 +11,10 @@
   // that is still loading leaves Chromium drawing that font's glyphs as empty boxes on the page.
   // Japanese characters are a full em wide in any font, so the estimate holds.
   function textWidth(text, size) {
-    measure.font = size + "px sans-serif";
+    measure.font = size + 'px "DejaVu Sans", Arial, sans-serif';
     let width = 0;
     for (const ch of text) width += /[\u3000-\u9fff\uff00-\uffef]/.test(ch) ? size : measure.measureText(ch).width;
-    return width;
+    return width * 1.08 + 2; // a margin for fonts wider than the one measured
   }
 
   // A white-to-blue ramp: weight 0 is nearly white, weight 1 deep blue.

@@ -224,9 +224,42 @@
           return td;
         }))));
     const table = el("table", { class: "matrix", "aria-label": opts.caption || null }, head, body);
+    // A table coloured by value is a heatmap: its colour key goes under it (figure.js).
+    const key = opts.colour && opts.key !== false ? matrixKey(opts) : null;
     // The caption sits above the table as a figure caption: a <caption> would wrap at the
     // table's width, which for a small matrix is a few characters.
-    return opts.caption ? el("figure", { class: "matrix-fig" }, el("figcaption", { text: opts.caption }), table) : table;
+    if (!opts.caption && !key) return table;
+    return el("figure", { class: "matrix-fig" }, opts.caption ? el("figcaption", { text: opts.caption }) : null, table, key);
+  }
+
+  // The key of a coloured table: for true/false cells two swatches (opts.keyLabels, by default
+  // "changed"/"unchanged"); for numbers in [0, 1] the weight ramp; otherwise a ramp from −m to +m
+  // (m the largest magnitude), titled opts.keyTitle or "value".
+  function matrixKey(opts) {
+    const F = window.Figure, t = window.Attn.t;
+    const flat = opts.rows.flat();
+    if (flat.length && flat.every((v) => typeof v === "boolean")) {
+      const labels = opts.keyLabels || [t("fig_key_changed"), t("fig_key_unchanged")];
+      const node = document.createElementNS(NS, "svg");
+      const items = [];
+      let x = 2;
+      [true, false].forEach((v, k) => {
+        const rgb = opts.colour(v);
+        items.push({ t: "keyrect", x, y: 3, w: 14, h: 14, fill: rgb ? css(rgb) : "#ffffff", stroke: "#5f6b7a" });
+        items.push({ t: "text", x: x + 18, y: 15, s: labels[k], size: F.MIN_FONT, anchor: "start" });
+        x += 18 + F.textWidth(labels[k], F.MIN_FONT) + 16;
+      });
+      for (const [k, v] of Object.entries({ width: Math.ceil(x), height: 20, viewBox: `0 0 ${Math.ceil(x)} 20`, class: "colour-key", role: "img", "aria-label": labels.join(" / ") })) node.setAttribute(k, v);
+      F.drawItems(node, items);
+      return node;
+    }
+    const nums = flat.filter((v) => typeof v === "number" && Number.isFinite(v));
+    const unit = nums.every((v) => v >= 0 && v <= 1);
+    const m = Math.max(1e-9, ...nums.map(Math.abs));
+    const fill = (v) => { const rgb = opts.colour(v); return rgb ? css(rgb) : "#ffffff"; };
+    return unit
+      ? F.keySVG({ title: opts.keyTitle || t("fig_key_weight"), lo: 0, hi: 1, fill, width: 140 })
+      : F.keySVG({ title: opts.keyTitle || t("fig_key_value"), lo: -m, hi: m, fill, width: 140 });
   }
 
   // Grouped vertical bars (e.g. BLEU per length bucket and model): opts.categories (labels),

@@ -180,7 +180,7 @@
     "additive-vs-dot": (root) => all(root, ".av-map rect.cell[stroke]:not([stroke='#ffffff'])"),
     "self-vs-cross": (root) => root.querySelector("#sc-cross"),
     pronoun: (root) => largest(all(root, '[id^="pr-w-"]')),
-    "multihead-steps": (root) => all(root, '.mh-head table[aria-label]').filter((t) => /mh-w-/.test((t.querySelector("td") || {}).id || "")),
+    "multihead-steps": (root) => all(root, ".mh-head table").filter((t) => t.querySelector('td[id^="mh-w-"]')),
     "no-transpose": (root) => all(root, "#nt-pieces-bad .nt-foreign"),
     "head-view": (root) => {
       const lines = all(root, "line.hv-line");
