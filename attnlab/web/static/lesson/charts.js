@@ -89,7 +89,7 @@
       const y = gap + i * (bar + gap);
       add(node, "text", {
         x: left - 6, y: y + bar * 0.72, "text-anchor": "end", "font-size": opts.mono ? 15 : 13, fill: "#1f2933",
-        "font-family": opts.mono ? "DejaVu Sans Mono, monospace" : null, class: "bar-label",
+        "font-family": opts.mono ? '"DejaVu Sans Mono", Menlo, Consolas, "IPAexGothic", monospace' : null, class: "bar-label",
       }, opts.labels[i]);
       add(node, "rect", { x: left, y, width: span, height: bar, fill: "#e8edf4" });
       add(node, "rect", {
@@ -186,9 +186,11 @@
       const cy = top + (H - top - bottom) / 2;
       add(node, "text", { x: 16, y: cy, "text-anchor": "middle", "font-size": 13, fill: "#1f2933", transform: `rotate(-90 16 ${cy})`, class: "axis-title" }, opts.yLabel);
     }
+    const anyDash = opts.series.some((s) => s.dash);
     opts.series.forEach((s, k) => {
       const shape = MARKERS[k % MARKERS.length];
-      const dash = s.dash || [null, "7 4", "2 3", "10 3 2 3", "4 4"][k % 5];
+      // The widget's own dashes where it gives any (a series without one is solid), else one each.
+      const dash = anyDash ? s.dash || null : [null, "7 4", "2 3", "10 3 2 3", "4 4"][k % 5];
       const points = s.values.map((v, i) => `${X(opts.xs[i]).toFixed(1)},${Y(Math.max(v, 10 ** y0)).toFixed(1)}`).join(" ");
       add(node, "polyline", { points, fill: "none", stroke: s.colour, "stroke-width": 2, "stroke-dasharray": dash, "data-series": s.key });
       s.values.forEach((v, i) => marker(node, shape, X(opts.xs[i]), Y(Math.max(v, 10 ** y0)), s.colour, v));

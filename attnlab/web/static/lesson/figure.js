@@ -198,6 +198,74 @@
     pooling: (root) => root.querySelector("table.pool-weights .pool-peak"),
   };
 
+  // ---------------------------------------------------------------------------------------------
+  // Formulas typeset as MathML (Chromium draws it natively; nothing fetched). The lesson's text
+  // writes subscripts the plain way, R_{n−m}, d_k, W_q; each becomes <msub>. A code span that is a
+  // formula (single letters, numbers and operators only, e.g. (R_m q)·(R_n k) = q·(R_{n−m} k)) is
+  // typeset whole; a code span with words (a function name) is left as code.
+  // ---------------------------------------------------------------------------------------------
+  const MATH_NS = "http://www.w3.org/1998/Math/MathML";
+  const SUB = /(^|[^A-Za-z0-9_])([A-Za-z])_(\{[^{}]+\}|[A-Za-z0-9](?![A-Za-z0-9_]))/;
+  const mathEl = (tag, text) => {
+    const n = document.createElementNS(MATH_NS, tag);
+    if (text !== undefined) n.textContent = text;
+    return n;
+  };
+  // Tokens of a plain formula: letters (mi), numbers (mn), operators (mo), subscripts (msub).
+  function mathRow(text) {
+    const row = mathEl("mrow");
+    const re = /([A-Za-z])_(\{[^{}]+\}|[A-Za-z0-9])|([A-Za-z])|([0-9]+(?:\.[0-9]+)?)|(\s+)|(.)/gu;
+    for (let m = re.exec(text); m; m = re.exec(text)) {
+      if (m[1]) {
+        const sub = mathEl("msub");
+        sub.append(mathEl("mi", m[1]), m[2][0] === "{" ? mathRow(m[2].slice(1, -1)) : mathRow(m[2]));
+        row.append(sub);
+      } else if (m[3]) row.append(mathEl("mi", m[3]));
+      else if (m[4]) row.append(mathEl("mn", m[4]));
+      else if (m[6]) row.append(mathEl("mo", m[6]));
+    }
+    return row;
+  }
+  function mathOf(text, display) {
+    const math = mathEl("math");
+    if (display) math.setAttribute("class", "formula");
+    math.append(mathRow(text));
+    return math;
+  }
+  const FORMULA = /^(?:[A-Za-z]_(?:\{[^{}]+\}|[A-Za-z0-9])|[A-Za-z](?![A-Za-z])|[0-9.]+|[\s()·=+\-−×/√^,'′])+$/u;
+  const SKIP = "script, style, pre, textarea, input, select, option, svg, math, .lesson-code, [contenteditable]";
+  function typeset(root) {
+    for (const code of root.querySelectorAll("code")) {
+      if (code.closest(SKIP) || !code.textContent.includes("_") || !FORMULA.test(code.textContent)) continue;
+      code.replaceWith(mathOf(code.textContent, true));
+    }
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const hits = [];
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      if (t.nodeValue.includes("_") && SUB.test(t.nodeValue) && !(t.parentElement && t.parentElement.closest(SKIP + ", code"))) hits.push(t);
+    }
+    for (const t of hits) {
+      const frag = document.createDocumentFragment();
+      let rest = t.nodeValue;
+      for (let m = SUB.exec(rest); m; m = SUB.exec(rest)) {
+        frag.append(rest.slice(0, m.index) + m[1]);
+        const sub = mathEl("msub");
+        sub.append(mathEl("mi", m[2]), m[3][0] === "{" ? mathRow(m[3].slice(1, -1)) : mathRow(m[3]));
+        const math = mathEl("math");
+        math.append(sub);
+        frag.append(math);
+        rest = rest.slice(m.index + m[0].length);
+      }
+      frag.append(rest);
+      t.replaceWith(frag);
+    }
+  }
+  function typesetSoon() {
+    const section = document.getElementById("section");
+    if (!section || typesetSoon.pending) return;
+    typesetSoon.pending = requestAnimationFrame(() => { typesetSoon.pending = 0; typeset(section); });
+  }
+
   // Every widget the page mounts gets its look line (the widgets themselves need no change).
   function bindAll() {
     for (const root of document.querySelectorAll(".widget[data-widget]")) {
@@ -209,8 +277,9 @@
   }
   document.addEventListener("DOMContentLoaded", () => {
     bindAll();
-    new MutationObserver(() => bindAll()).observe(document.body, { childList: true, subtree: true });
+    typesetSoon();
+    new MutationObserver(() => { bindAll(); typesetSoon(); }).observe(document.body, { childList: true, subtree: true, characterData: true });
   });
 
-  window.Figure = { TARGETS, MIN_FONT, HATCH, keyItems, keySVG, hatchDefs, drawItems, look, textWidth, CATEGORY };
+  window.Figure = { typeset, TARGETS, MIN_FONT, HATCH, keyItems, keySVG, hatchDefs, drawItems, look, textWidth, CATEGORY };
 })();
