@@ -226,17 +226,33 @@
     }
     return row;
   }
-  function mathOf(text, display) {
+  // A <math> drawing `row`, keeping the text as written in an annotation (not drawn; a copy, a
+  // search in the page and the text of the paragraph still find it).
+  function wrap(row, source, display) {
     const math = mathEl("math");
     if (display) math.setAttribute("class", "formula");
-    math.append(mathRow(text));
+    const semantics = mathEl("semantics");
+    const note = mathEl("annotation", source);
+    note.setAttribute("encoding", "text/plain");
+    semantics.append(row, note);
+    math.append(semantics);
     return math;
   }
+  function mathOf(text, display) {
+    return wrap(mathRow(text), text, display);
+  }
+  // A link whose text becomes a formula keeps its words as its accessible name.
+  function named(node) {
+    const a = node.parentElement && node.parentElement.closest("a, button");
+    if (a && !a.hasAttribute("aria-label")) a.setAttribute("aria-label", a.textContent.trim());
+  }
   const FORMULA = /^(?:[A-Za-z]_(?:\{[^{}]+\}|[A-Za-z0-9])|[A-Za-z](?![A-Za-z])|[0-9.]+|[\s()·=+\-−×/√^,'′])+$/u;
-  const SKIP = "script, style, pre, textarea, input, select, option, svg, math, .lesson-code, [contenteditable]";
+  // Widgets keep their labels as written (their numbers and names are read back by the tests).
+  const SKIP = "script, style, pre, textarea, input, select, option, svg, math, .lesson-code, .widget, [contenteditable]";
   function typeset(root) {
     for (const code of root.querySelectorAll("code")) {
       if (code.closest(SKIP) || !code.textContent.includes("_") || !FORMULA.test(code.textContent)) continue;
+      named(code);
       code.replaceWith(mathOf(code.textContent, true));
     }
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
@@ -245,15 +261,14 @@
       if (t.nodeValue.includes("_") && SUB.test(t.nodeValue) && !(t.parentElement && t.parentElement.closest(SKIP + ", code"))) hits.push(t);
     }
     for (const t of hits) {
+      named(t);
       const frag = document.createDocumentFragment();
       let rest = t.nodeValue;
       for (let m = SUB.exec(rest); m; m = SUB.exec(rest)) {
         frag.append(rest.slice(0, m.index) + m[1]);
         const sub = mathEl("msub");
         sub.append(mathEl("mi", m[2]), m[3][0] === "{" ? mathRow(m[3].slice(1, -1)) : mathRow(m[3]));
-        const math = mathEl("math");
-        math.append(sub);
-        frag.append(math);
+        frag.append(wrap(sub, m[0].slice(m[1].length)));
         rest = rest.slice(m.index + m[0].length);
       }
       frag.append(rest);
