@@ -27,7 +27,8 @@
 
   function maskFigure(name, mask, label) {
     const cell = Math.max(6, Math.min(14, Math.floor(200 / mask.length)));
-    const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5") });
+    const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5"),
+      key: { swatches: [{ fill: COLOURS[name], label: window.Attn.t("fig_key_computed") }, { fill: "#eef1f5", label: window.Attn.t("fig_key_skipped") }] } });
     return window.Charts.picture(sc, "var-mask-" + name, label);
   }
 
@@ -101,7 +102,7 @@
           el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
           memo(el("p", { text: s("mask_source") }))),
         ...slidePart(2, el("p", { class: "subhead", text: s("cost_title") }),
-          window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
+          window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length"), yLabel: window.Attn.t("fig_axis_scores") }),
           costTable),
         ...slidePart(3, el("p", { class: "subhead", text: s("measured_title") }),
           el("p", { class: "note", text: s("measured_setup") }),
@@ -177,8 +178,9 @@
     function draw() {
       const r = shown;
       if (!r) return;
-      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
-        format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
+      // A masked pair is hatched and has no number: its weight is not a small one, it is never computed.
+      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 38, values: true,
+        masked: (i, j) => !r.mask[i][j], format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
       const svg = window.Charts.picture(sc, "map-svg", s("map_label", { name: s("name_" + r.variant) }));
       out.replaceChildren(
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_label", { name: s("name_" + r.variant) }) }, svg),
