@@ -6,6 +6,14 @@ VENV    ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.attnlab-installed
+# The installer: uv (PyPI package `uv`, a resolver and installer written in Rust, several times
+# faster than pip on a fresh venv) where it is on PATH, else put into the new venv by pip; pip
+# itself if neither works (no network for uv's wheel, an index only pip is configured for).
+# `make UV= USE_UV=0 …` keeps pip.
+UV      ?= $(shell command -v uv 2>/dev/null)
+USE_UV  ?= 1
+# The default test run's workers (pytest-xdist): one per core; WORKERS=0 runs in this process.
+WORKERS ?= auto
 
 NB_STAMP := $(VENV)/.attnlab-notebooks-installed
 
@@ -15,9 +23,16 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,lint]"
+	@uv="$(UV)"; \
+	if [ "$(USE_UV)" = 1 ] && [ -z "$$uv" ] && $(BIN)/python -m pip install --quiet uv >/dev/null 2>&1; then uv="$(BIN)/uv"; fi; \
+	if [ "$(USE_UV)" = 1 ] && [ -n "$$uv" ] && "$$uv" pip install --quiet --python "$(BIN)/python" "$(TORCH_SPEC)" -e ".[test,lint]"; then \
+	  echo "installed with $$uv"; \
+	else \
+	  echo "installing with pip"; \
+	  $(BIN)/python -m pip install --quiet --upgrade pip && \
+	  $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" && \
+	  $(BIN)/python -m pip install --quiet -e ".[test,lint]"; \
+	fi
 	touch $(STAMP)
 
 # The main job: trains a small translator on data the package generates itself.
@@ -34,9 +49,11 @@ FROM_RUN ?=
 models: $(STAMP)
 	$(BIN)/python -m attnlab.experiments.assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
 
-# The default test run (slow, browser and notebook runs excluded; see the targets below).
+# The default test run (slow, browser and notebook runs excluded; see the targets below), on every
+# core (pytest-xdist; a test file's tests stay together in one worker, so its module fixtures are
+# built once). The engine's lines are the defaults and precision "auto" is fp32 (tests/conftest.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser and not notebooks"
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"

@@ -390,6 +390,7 @@ def explore_cmd(
     max_concurrent: int = 2,
     allow_host: list[str] | None = None,
     classroom: bool = False,
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
 ) -> int:
     """Open the explorer: a local web app with the lesson, the attention playground, masks and attention maps.
 
@@ -414,6 +415,8 @@ def explore_cmd(
         classroom: serve a class: listen on every interface (unless --host names an address),
             print the addresses students type (and the one for this machine's own browser) and
             show the first as a QR code on the lesson's index.
+        precision: the numbers the translators and GPTs run in: auto (bf16 where this CPU computes it natively,
+            a short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
     """
     from .web.app import Limits, check_address, serve
     from .web.classroom import Classroom
@@ -424,9 +427,9 @@ def explore_cmd(
         host = "127.0.0.1"
     check_address(host if host is not None else "0.0.0.0", port, allow_host or ())
     if model:
-        models = [load_model(path) for path in model]
+        models = [load_model(path, precision) for path in model]
     else:
-        models, missing = shipped_explorer_models()
+        models, missing = shipped_explorer_models(precision)
         if missing:
             print(
                 f"attnlab: note: not installed, so not offered: {', '.join(missing)} (see `make models`)",
@@ -456,6 +459,39 @@ def explore_cmd(
             print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
         print(f"this machine:   http://{own}:{port}/")
     serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
+    return 0
+
+
+@command("calibrate")
+def calibrate_cmd(*, threads: list[int] | None = None, show: bool = False) -> int:
+    """Measure the engine's lines on this machine again (a few seconds) and print the table in force.
+
+    attnlab measures them on first use and caches them per CPU, library versions and kernel build
+    (under $ATTNLAB_CACHE); run this after a change the cache key does not see, or on a quiet
+    machine after a first measurement under load. ATTNLAB_LINES=name=value,... forces lines;
+    ATTNLAB_CALIBRATE=0 keeps the defaults.
+
+    Args:
+        threads: the thread counts to measure for (default: 1 and torch's default count).
+        show: print the cached tables without measuring.
+    """
+    import dataclasses
+
+    import torch
+
+    from .accel import calibrate, rules
+
+    counts = threads or sorted({1, torch.get_num_threads()})
+    if min(counts) < 1:
+        raise ValueError("--threads takes numbers of at least 1")
+    defaults = rules.DEFAULTS
+    for n in counts:
+        table = calibrate.calibrated(n, again=not show, quiet=True) if rules.calibrating() else defaults
+        table = rules.forced_from_env(table)
+        print(f"{n} thread(s): " + ", ".join(f"{name}={getattr(table, name)}" for name in rules.CALIBRATED))
+        changed = [f.name for f in dataclasses.fields(table) if getattr(table, f.name) != getattr(defaults, f.name)]
+        print("  differs from the defaults in: " + (", ".join(changed) or "nothing"))
+    print(f"cached in {calibrate.cache_path()}")
     return 0
 
 

@@ -73,6 +73,7 @@ from torch import nn
 
 from . import checkpoint as ckpt
 from . import distributed, machine, openmp
+from .accel import rules as accel_rules
 from .models.config import check_fields
 
 __all__ = [
@@ -111,8 +112,9 @@ class TrainConfig:
     clip_norm: float | None = 1.0  # clip the global gradient norm (None: no clipping)
     grad_accum: int = 1  # batches whose gradients are summed into one optimizer step
     # "fp32", "bf16" (autocast on CPU, CUDA, MPS; weights and AdamW state stay fp32) or "auto": bf16
-    # only where a short probe of this model's steps on this machine shows it faster (cached per machine).
-    precision: str = "fp32"
+    # only where a short probe of this model's steps on this machine shows it faster (cached per machine;
+    # fp32 without probing under ATTNLAB_CALIBRATE=0). Like-for-like experiments pin "fp32".
+    precision: str = "auto"
     compile: bool = False  # torch.compile the model for training steps (evaluation runs the plain model)
     strategy: str = "ddp"  # with several processes: "ddp" (replicate the model) or "fsdp" (shard it, FSDP2)
     eval_every_steps: int | None = None  # evaluate every N steps (None: at the end of each epoch)
@@ -653,6 +655,8 @@ class Trainer:
             return cfg.precision
         if state.precision:
             return state.precision
+        if not accel_rules.calibrating():
+            return "fp32"  # measuring is off (ATTNLAB_CALIBRATE=0, the tests): fp32's arithmetic, no probe
         use_bf16 = False
         if engine.is_main:
             key = _precision_key(self.model, engine.device, batch)

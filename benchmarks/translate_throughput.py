@@ -80,8 +80,10 @@ from attnlab.export_hf import HFTranslator, export_hf, require_transformers  # n
 from attnlab.metrics import bleu  # noqa: E402
 from attnlab.recipes.translate import load_translator  # noqa: E402
 
-ENGINES = ("attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
-DEFAULT_ENGINES = ("attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
+# attnlab-auto: load_translator's default (precision "auto": bf16 where this CPU computes it natively
+# and a short measurement shows it faster, unless the model card says otherwise; the report names it).
+ENGINES = ("attnlab-auto", "attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
+DEFAULT_ENGINES = ("attnlab-auto", "attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
 REFERENCE = "ct2-float32"  # the ratios are against this engine
 SHORT = {"ja": "猫が好きです。", "en": "i like cats ."}  # the latency sentence, by source language
 
@@ -172,9 +174,8 @@ class Engines:
         if kind == "attnlab":
             torch.set_num_threads(threads)
             if precision not in self._attnlab:
-                translator = load_translator(self.model)
-                if precision == "bf16":
-                    translator.model.to(torch.bfloat16)
+                translator = load_translator(self.model, precision=precision)
+                translator.resolve_precision()  # (the warm-up call's work, never a timed one's)
                 self._attnlab[precision] = translator
             translator = self._attnlab[precision]
             return [t.text for t in translator.translate(texts, beam_size=beam, alpha=self.alpha, batch_size=batch)]
@@ -258,6 +259,7 @@ def run(args) -> dict:
         exported = export_ctranslate2(translator.model, translator.src_tok, tgt_tok, work / "model", info=info)
     if tf:
         exported_hf = export_hf(translator.model, translator.src_tok, tgt_tok, work / "hf", info=info)
+    choices = engine_choices(args)  # measured (or read from the cache) here, before any timing
     runner = Workers(engines, args.model, exported, exported_hf, args.alpha)
 
     def tokens(outputs: list[str]) -> int:
@@ -350,7 +352,36 @@ def run(args) -> dict:
         "short_sentence": short,
         "rows": rows,
         "latency": latency,
+        "choices": choices,
     }
+
+
+def engine_choices(args) -> dict:
+    """What attnlab chose on this machine for each of ``--threads``: the engine's lines (measured on
+    first use and cached: attnlab.accel.calibrate; the workers read the same cache) and the
+    precision of ``load_translator``'s "auto", each resolved here so that no measurement falls in a
+    timed call."""
+    from attnlab.accel import calibrate, rules
+
+    out = {}
+    kept = torch.get_num_threads()
+    try:
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            (table,) = calibrate.ensure(threads)
+            auto = load_translator(args.model, precision="auto")
+            chosen = auto.resolve_precision()
+            out[threads] = {
+                "lines": {name: getattr(table, name) for name in rules.CALIBRATED},
+                "auto_precision": chosen,
+                "why": auto.precision_reason,
+            }
+            print(
+                f"threads {threads}: lines {out[threads]['lines']}; precision auto → {chosen} ({auto.precision_reason})"
+            )
+    finally:
+        torch.set_num_threads(kept)
+    return out
 
 
 def markdown(result: dict) -> str:
@@ -368,6 +399,12 @@ def markdown(result: dict) -> str:
         + ". The engines took turns every "
         f"{result['chunk']} sentences, each call after {result['gap']:g} s of idleness.",
     ]
+    for threads, c in result.get("choices", {}).items():
+        lines.append(
+            f"attnlab on {threads} thread(s): precision auto → {c['auto_precision']} ({c['why']}); lines "
+            + ", ".join(f"{k}={v}" for k, v in c["lines"].items())
+            + f" (ATTNLAB_CALIBRATE={os.environ.get('ATTNLAB_CALIBRATE', '1')}, ATTNLAB_LINES={os.environ.get('ATTNLAB_LINES', '')!r})."
+        )
     if result["skipped"]:
         lines.append(
             f"Not run: {', '.join(result['skipped'])} (CTranslate2 on this CPU supports "
@@ -419,49 +456,47 @@ def step_rows(args) -> str:
         "| threads | rows | one C call | C, packed products only | tensor operations | C / tensor ops |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    names = ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD")
-    kept = {name: getattr(rules, name) for name in names}
+    table = rules.lines()  # the lines in force here (measured on first use), resolved before any timing
     paths = {"C": True, "packed": False, "ops": False}  # path: the BLAS on for it
 
-    def take(path: str) -> contextlib.AbstractContextManager:  # every row count to the one C call, or none
-        for name in names:
-            setattr(rules, name, 0 if path == "ops" else 1 << 30)
-        return kernels.using_blas(paths[path])
+    @contextlib.contextmanager
+    def take(path: str):  # every row count to the one C call, or none
+        limit = 0 if path == "ops" else 1 << 30
+        with rules.using(table, one_call_step_max_rows=limit, one_call_step_max_rows_one_thread=limit):
+            with kernels.using_blas(paths[path]):
+                yield
 
-    try:
-        for threads in args.threads:
-            torch.set_num_threads(threads)
-            for rows in args.step_rows:
-                picked = [long_enough[i % len(long_enough)] for i in range(rows)]
-                src = torch.tensor(picked)  # (rows, S)
-                times: dict[str, list[float]] = {path: [] for path in paths}
-                with torch.inference_mode():
-                    states = {}
-                    for path in paths:
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for rows in args.step_rows:
+            picked = [long_enough[i % len(long_enough)] for i in range(rows)]
+            src = torch.tensor(picked)  # (rows, S)
+            times: dict[str, list[float]] = {path: [] for path in paths}
+            with torch.inference_mode():
+                states = {}
+                for path in paths:
+                    with take(path):
+                        state = model.start(src)
+                        tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
+                        for _ in range(8):  # a cache of 8 positions, as early in a sentence
+                            model.step(tokens, state)
+                    states[path] = (state, tokens)
+                for _ in range(args.step_repeats):
+                    for path in paths:  # alternating: a busy moment falls on all
+                        state, tokens = states[path]
+                        for cache in state.caches:  # the same cache length every time
+                            cache.length = 8
+                        state.length = 8
                         with take(path):
-                            state = model.start(src)
-                            tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
-                            for _ in range(8):  # a cache of 8 positions, as early in a sentence
-                                model.step(tokens, state)
-                        states[path] = (state, tokens)
-                    for _ in range(args.step_repeats):
-                        for path in paths:  # alternating: a busy moment falls on all
-                            state, tokens = states[path]
-                            for cache in state.caches:  # the same cache length every time
-                                cache.length = 8
-                            state.length = 8
-                            with take(path):
-                                start = time.perf_counter()
-                                model.step(tokens, state)
-                                times[path].append(time.perf_counter() - start)
-                c, packed, ops = (1e3 * statistics.median(times[p]) for p in paths)
-                lines.append(f"| {threads} | {rows} | {c:.2f} | {packed:.2f} | {ops:.2f} | {c / ops:.2f} |")
-                print(lines[-1], flush=True)
-    finally:
-        for name, value in kept.items():
-            setattr(rules, name, value)
+                            start = time.perf_counter()
+                            model.step(tokens, state)
+                            times[path].append(time.perf_counter() - start)
+            c, packed, ops = (1e3 * statistics.median(times[p]) for p in paths)
+            lines.append(f"| {threads} | {rows} | {c:.2f} | {packed:.2f} | {ops:.2f} | {c / ops:.2f} |")
+            print(lines[-1], flush=True)
     lines += ["", f"attnlab takes the one C call at every row count where its products have the BLAS, else up to "
-              f"{kept[names[0]]} rows on several threads, {kept[names[1]]} on one (attnlab.accel.rules)."]  # fmt: skip
+              f"{table.one_call_step_max_rows} rows on several threads, {table.one_call_step_max_rows_one_thread} on one "
+              f"(attnlab.accel.rules.lines(): {table})."]  # fmt: skip
     lines += ["", *encoder_tokens(model, long_enough, args), "", *product_rows(model, args), ""]
     lines += [*onednn_rows(model, args), "", f"Load average after: {os.getloadavg()[0]:.2f}."]
     return "\n".join(lines)
@@ -482,34 +517,25 @@ def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
     encoder against the modules, by source tokens (sentences × 12 tokens), on the last of
     ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS_ONE_CALL`` tokens
     where its products have the BLAS, else ``NATIVE_ENCODER_MAX_TOKENS``."""
-    from attnlab.accel import kernels
-    from attnlab.models import native
+    from attnlab.accel import kernels, rules
 
-    names = ("NATIVE_ENCODER_MAX_TOKENS", "NATIVE_ENCODER_MAX_TOKENS_ONE_CALL")
-    kept = {name: getattr(native, name) for name in names}
     torch.set_num_threads(args.threads[-1])
+    table = rules.lines()
     lines = [
         f"`model.start` by source tokens, {args.threads[-1]} threads, milliseconds, median of {args.step_repeats}:",
         "",
         "| sentences | tokens | C encoder | modules | C / modules |",
         "|---:|---:|---:|---:|---:|",
     ]
-    try:
-        for n in (1, 4, 8, 16, 32, 64, 128):
-            src = torch.tensor([sources[i % len(sources)] for i in range(n)])  # (n, 12)
-            ms = {}
-            with torch.inference_mode():
-                for path, limit in (("C", 1 << 30), ("modules", 0)):
-                    for name in names:
-                        setattr(native, name, limit)
+    for n in (1, 4, 8, 16, 32, 64, 128):
+        src = torch.tensor([sources[i % len(sources)] for i in range(n)])  # (n, 12)
+        ms = {}
+        with torch.inference_mode():
+            for path, limit in (("C", 1 << 30), ("modules", 0)):
+                with rules.using(table, encoder_max_tokens=limit, encoder_max_tokens_one_call=limit):
                     ms[path] = _median_ms(lambda src=src: model.start(src), args.step_repeats)
-            lines.append(
-                f"| {n} | {src.numel()} | {ms['C']:.2f} | {ms['modules']:.2f} | {ms['C'] / ms['modules']:.2f} |"
-            )
-    finally:
-        for name, value in kept.items():
-            setattr(native, name, value)
-    limit = kept[names[1]] if kernels.blas() else kept[names[0]]
+        lines.append(f"| {n} | {src.numel()} | {ms['C']:.2f} | {ms['modules']:.2f} | {ms['C'] / ms['modules']:.2f} |")
+    limit = table.encoder_max_tokens_one_call if kernels.blas() else table.encoder_max_tokens
     return lines + ["", f"attnlab takes the C encoder up to {limit} tokens here (attnlab.models.native)."]
 
 
@@ -531,13 +557,10 @@ def product_rows(model, args) -> list[str]:
         "vocabulary (V, D)": model.out_proj.weight,
     }
     torch.set_num_threads(args.threads[-1])
-    names = ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16")
-    kept = {name: getattr(rules, name) for name in names}
+    kept = rules.lines()  # the lines in force here (measured on first use)
     lines = []
     dtypes = [torch.float32] + ([torch.bfloat16] if kernels.blas(torch.bfloat16) else [])
-    try:
-        for name in names:
-            setattr(rules, name, 1)  # the BLAS at every row count unless turned off
+    with rules.using(kept, blas_min_rows=1, blas_min_rows_large=1, blas_min_rows_bf16=1):  # the BLAS unless turned off
         for dtype in dtypes:
             lines += [
                 f"The C step's products of {str(dtype).removeprefix('torch.')} weights by rows, {args.threads[-1]} "
@@ -558,13 +581,10 @@ def product_rows(model, args) -> list[str]:
                         cells.append(f"{panels:.0f} / {blas:.0f}")
                     lines.append(f"| {rows} | " + " | ".join(cells) + " |")
             lines.append("")
-    finally:
-        for name, value in kept.items():
-            setattr(rules, name, value)
     return lines + [
-        f"attnlab takes the BLAS from {kept['BLAS_MIN_ROWS']} rows, from {kept['BLAS_MIN_ROWS_LARGE']} for a matrix "
-        f"of more than {rules.BLAS_LARGE_WEIGHTS:,} weights; bf16 weights from {kept['BLAS_MIN_ROWS_BF16']} rows "
-        "(attnlab.accel.rules).",
+        f"attnlab takes the BLAS from {kept.blas_min_rows} rows, from {kept.blas_min_rows_large} for a matrix "
+        f"of more than {kept.blas_large_weights:,} weights; bf16 weights from {kept.blas_min_rows_bf16} rows "
+        "(attnlab.accel.rules.lines(), measured here).",
     ]
 
 

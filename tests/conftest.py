@@ -6,10 +6,25 @@ and are offered here once, for every browser test module; nothing is started unl
 them, and a module may define its own (``test_web_browser.py``'s explorer serves a run folder).
 """
 
+import os
+
 import pytest
 from lesson_browser import base_url_fixture, browser_fixture, lang_fixture  # noqa: F401
 
 from attnlab import openmp
+
+# No measurement decides anything in a test (processes the tests start inherit this): the engine's
+# lines are the defaults (attnlab.accel.rules.DEFAULTS) and precision "auto" is fp32, in inference
+# and in training, so results do not depend on the machine's load. The tests of the calibration
+# and of the probes turn it back on with a fake clock or injected timings.
+os.environ["ATTNLAB_CALIBRATE"] = "0"
+
+# Under pytest-xdist (`make test`: one worker per core) each worker takes its share of the cores,
+# so that two workers' thread pools do not fight over them; tests of the thread count set it.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(autouse=True)

@@ -515,8 +515,9 @@ def test_make_models_trains_ja_en_and_en_ja_side_by_side_then_packs_and_describe
         )
         expected = {"bleu", "chrf", "exact_match", "n", "loops_cut", "sp_bleu", "sp_chrf"}
         expected |= {"paragraph_bleu_sentences", "paragraph_bleu_split", "paragraph_bleu_whole", "paragraphs"}
-        expected |= {"paragraph_ratio"} | ({"sentence_form"} if recipe.tgt == "en" else set())
+        expected |= {"paragraph_ratio", "bleu_bf16"} | ({"sentence_form"} if recipe.tgt == "en" else set())
         assert set(card.metrics) == expected and card.metrics["n"] == 12
+        assert 0 <= card.metrics["bleu_bf16"] <= 100 and "bleu_bf16: the same BLEU decoded in bf16" in card.evaluation
         assert f"attnlab evaluate --model {recipe.name} --src DIR/test.{recipe.src}" in card.reproduce
         # The training's own record: its steps and why it stopped, and the machine it ran on.
         assert card.training["steps"] == TINY_STEPS and card.training["stop_reason"] == "max_steps"

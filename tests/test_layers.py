@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from pinned_lines import pin_lines
 from torch import nn
 
 from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear
-from attnlab.accel import inference as accel_inference
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -359,7 +359,7 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
 @pytest.mark.parametrize("rows", [2, ONEDNN_MAX_ROWS])
 def test_few_rows_times_a_large_weight_equal_torch_linear(rows, threads, monkeypatch):
     # With the weight-size limit lowered, a few rows take oneDNN on two threads, F.linear on one.
-    monkeypatch.setattr(accel_inference, "ONEDNN_MIN_WEIGHT", 0)
+    pin_lines(monkeypatch, onednn_min_weight=0)
     before = torch.get_num_threads()
     torch.manual_seed(0)
     layer, x = Linear(48, 80), torch.randn(rows, 1, 48)

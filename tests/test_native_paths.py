@@ -19,9 +19,10 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from pinned_lines import pin_lines
 
 from attnlab import accel
-from attnlab.accel import kernels, rules
+from attnlab.accel import kernels
 from attnlab.decode import beam_search
 from attnlab.models.gpt import GPT, gpt_config
 from attnlab.models.native import NativeDecoderState
@@ -171,8 +172,7 @@ def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, bl
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
     rows_seen = count_linear_rows(monkeypatch)
-    for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):  # run_steps: 3, then 6, then 4 rows
-        monkeypatch.setattr(rules, name, 4)
+    pin_lines(monkeypatch, one_call_step_max_rows=4, one_call_step_max_rows_one_thread=4)  # run_steps: 3, 6, 4 rows
     model = translator(dtype=dtype)
     wide = copy.deepcopy(model).float()
     src = sources()
@@ -198,8 +198,7 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
-    for name in ("ONE_CALL_STEP_MAX_ROWS", "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD"):
-        monkeypatch.setattr(rules, name, 2)
+    pin_lines(monkeypatch, one_call_step_max_rows=2, one_call_step_max_rows_one_thread=2)
     tol = tolerance(torch.float32, ISAS[-1])
     with torch.inference_mode(), kernels.using_blas(blas):
         step = model.token_stepper()
@@ -234,8 +233,7 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
     if blas == "every row count":
         if not kernels.blas(dtype):
             pytest.skip(f"no BLAS for {dtype} products here")
-        for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16"):
-            monkeypatch.setattr(rules, name, 1)
+        pin_lines(monkeypatch, blas_min_rows=1, blas_min_rows_large=1, blas_min_rows_bf16=1)
     D, H, d_ff = width
     model = translator(D, H, d_ff, dtype, norm=norm, activation="gelu")
     wide = copy.deepcopy(model).float()
@@ -258,15 +256,15 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
 @pytest.mark.parametrize("n, out", [(40, 77), (257, 300), (64, 5000)])
 @pytest.mark.parametrize("rows", [1, 2, 3, 8, 17, 40])
 def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, dtype, monkeypatch):
-    # An fp32 product of at least rules.BLAS_MIN_ROWS rows (BLAS_MIN_ROWS_LARGE for a matrix of more
-    # than BLAS_LARGE_WEIGHTS weights) goes to the BLAS, each thread computing its share of the
-    # outputs; bf16 weights in pairs (avx512_bf16) from BLAS_MIN_ROWS_BF16 rows, by the BLAS's bf16
+    # An fp32 product of at least blas_min_rows rows (blas_min_rows_large for a matrix of more
+    # than blas_large_weights weights; attnlab.accel.rules.Lines) goes to the BLAS, each thread computing its share of the
+    # outputs; bf16 weights in pairs (avx512_bf16) from blas_min_rows_bf16 rows, by the BLAS's bf16
     # product, which rounds the rows to bf16 as the pairs' panels do. Fewer rows stay with the
     # packed panels. All give torch's numbers; which one ran shows in the bits, each being the same
     # call after call.
     if not kernels.blas(dtype):
         pytest.skip(f"no BLAS for {dtype} products here")
-    monkeypatch.setattr(rules, "BLAS_LARGE_WEIGHTS", 100_000)  # (64, 5000) is "large" here
+    table = pin_lines(monkeypatch, blas_large_weights=100_000)  # (64, 5000) is "large" here
     gen = torch.Generator().manual_seed(n * rows + out)
     w, b, x = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen), torch.randn(rows, n, generator=gen)
     w = w.to(dtype)
@@ -276,13 +274,12 @@ def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, dtype,
     with kernels.using_blas(False):
         panels = kernels.packed_linear(x, packed, b)
     if dtype == torch.float32:
-        line = rules.BLAS_MIN_ROWS_LARGE if out * n > 100_000 else rules.BLAS_MIN_ROWS
+        line = table.blas_min_rows_large if out * n > 100_000 else table.blas_min_rows
         want = F.linear(x, w, b)
     else:
-        line = rules.BLAS_MIN_ROWS_BF16
+        line = table.blas_min_rows_bf16
         want = F.linear(x.bfloat16().float(), w.float(), b)
-    for name in ("BLAS_MIN_ROWS", "BLAS_MIN_ROWS_LARGE", "BLAS_MIN_ROWS_BF16"):  # (read at each call)
-        monkeypatch.setattr(rules, name, 1)
+    pin_lines(monkeypatch, blas_large_weights=100_000, blas_min_rows=1, blas_min_rows_large=1, blas_min_rows_bf16=1)
     blas = kernels.packed_linear(x, packed, b)
     for y in (default, panels, blas):
         torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-5)

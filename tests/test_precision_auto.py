@@ -15,6 +15,13 @@ from attnlab.recipes import translate as tr
 from attnlab.train import TrainConfig
 
 
+@pytest.fixture(autouse=True)
+def _measuring_on(monkeypatch):
+    # tests/conftest.py turns measuring off for the suite (ATTNLAB_CALIBRATE=0: "auto" is fp32);
+    # these tests are of the probe itself, on fake clocks and injected times.
+    monkeypatch.setenv("ATTNLAB_CALIBRATE", "1")
+
+
 @pytest.fixture(scope="module")
 def splits():
     return make_splits("numbers-en-ja", 120, 10, 0, seed=5)
@@ -128,6 +135,7 @@ def test_a_resumed_run_keeps_its_choice(tmp_path, monkeypatch, splits):
 
 
 def test_presets_measure_instead_of_assuming():
+    assert TrainConfig().precision == "auto"  # a user's own config measures too (issue 39)
     assert tr.RECIPES["multi30k"].train.precision == "auto"
     assert demo.demo_setup(None, seed=0).train.precision == "auto"
     # Every job but translation (whose presets are set in its recipe) and the GAT (its own
@@ -140,5 +148,6 @@ def test_presets_measure_instead_of_assuming():
             assert setup.train.precision == ("fp32" if name == "tiny" else "auto"), (job.name, name)
             checked += name != "tiny"
     assert checked >= 10
+    assert tr.RECIPES["tiny"].train.precision == "fp32"
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp16")

@@ -120,7 +120,11 @@ def test_cli_train_translate_then_translate_and_evaluate(tmp_path, splits, capsy
 
     rc = cli.main(["evaluate", "--model", str(out), "--src", str(vsrc), "--ref", str(vtgt), "--beam", "1"])
     printed = capsys.readouterr().out
-    assert rc == 0 and "BLEU" in printed and f"({len(splits.valid)} sentences, BLEU tokenizer 13a)" in printed
+    assert (
+        rc == 0
+        and "BLEU" in printed
+        and f"({len(splits.valid)} sentences, BLEU tokenizer 13a, decoded in fp32)" in printed
+    )
 
 
 def test_cli_reports_mismatched_corpus_line_counts(tmp_path, capsys):

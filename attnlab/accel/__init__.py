@@ -67,6 +67,7 @@ bottom of the model stack (:mod:`attnlab.functional`) can use it.
 
 from __future__ import annotations
 
+from . import calibrate  # noqa: F401  (registers the calibration that rules.lines() runs on first use)
 from .inference import (
     KERNEL_MAX_ROWS,
     KERNEL_MAX_ROWS_ONE_THREAD,
@@ -84,6 +85,8 @@ from .rules import (
     MATH_MAX_KEYS_LOW_PRECISION,
     ONE_CALL_STEP_MAX_ROWS,
     ONE_CALL_STEP_MAX_ROWS_ONE_THREAD,
+    Lines,
+    lines,
     prefer_math,
     prefer_one_call_step,
 )
@@ -97,6 +100,8 @@ __all__ = [
     "apply_dropout",
     "prefer_math",
     "prefer_one_call_step",
+    "Lines",
+    "lines",
     "disabled",
     "using_isa",
     "isas",

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import kernels
+from . import kernels, rules
 
 Tensor = torch.Tensor
 
@@ -39,19 +39,19 @@ _ONEDNN_LINEAR = _onednn_linear_available()
 #: Most rows (product of the leading dims) for which :func:`linear` takes oneDNN at inference time.
 #: Past them (beam 4 over a batch of 32 sentences has 128 rows) MKL's blocked product through
 #: ``F.linear`` is the faster again (docs/measured.md, the AVX-512 BF16 Xeon).
-ONEDNN_MAX_ROWS = 32
+ONEDNN_MAX_ROWS = rules.DEFAULTS.onednn_max_rows  # (the default; rules.lines() has the line in force)
 
 #: Most rows for which :func:`linear` takes attnlab's kernel (:func:`attnlab.accel.kernels.matvec`),
 #: on more than one thread and on one: beam 4 over one sentence has 4 rows. Beyond them MKL's
 #: blocked product is the faster (docs/foundation.md has the measurements).
-KERNEL_MAX_ROWS = 8
-KERNEL_MAX_ROWS_ONE_THREAD = 4
+KERNEL_MAX_ROWS = rules.DEFAULTS.kernel_max_rows  # (the defaults; rules.lines() has the lines in force)
+KERNEL_MAX_ROWS_ONE_THREAD = rules.DEFAULTS.kernel_max_rows_one_thread
 
 #: Fewest weight numbers for which :func:`linear` takes oneDNN for 2 … :data:`ONEDNN_MAX_ROWS`
 #: rows. Below it the weights stay in the caches and the time is the call's own, where MKL's is
 #: the cheaper; from it on (the vocabulary projection of a translator, a 1024 × 1024 layer) the
 #: product is a stream through memory that oneDNN splits over the threads better than MKL.
-ONEDNN_MIN_WEIGHT = 1 << 20
+ONEDNN_MIN_WEIGHT = rules.DEFAULTS.onednn_min_weight  # (the default, as above)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -77,15 +77,18 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Shape:
         x ``(..., in)``, weight ``(out, in)``, bias ``(out,)`` → ``(..., out)``
     """
+    table = rules.lines(measured=False)
     if (
         x.is_cpu
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_grad_enabled()
-        and 0 < x.numel() <= ONEDNN_MAX_ROWS * x.shape[-1]
+        and 0 < x.numel() <= table.onednn_max_rows * x.shape[-1]
         and weight.shape[-1] == x.shape[-1]  # else F.linear names the mismatch (the kernel would read past W)
     ):
         if (
-            x.numel() <= (KERNEL_MAX_ROWS if torch.get_num_threads() > 1 else KERNEL_MAX_ROWS_ONE_THREAD) * x.shape[-1]
+            x.numel()
+            <= (table.kernel_max_rows if torch.get_num_threads() > 1 else table.kernel_max_rows_one_thread)
+            * x.shape[-1]
             and weight.is_cpu
             and weight.dim() == 2
             and weight.is_contiguous()
@@ -103,7 +106,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             if y is not None:
                 return y
         if _ONEDNN_LINEAR and (
-            x.numel() == x.shape[-1] or (weight.numel() >= ONEDNN_MIN_WEIGHT and torch.get_num_threads() > 1)
+            x.numel() == x.shape[-1] or (weight.numel() >= table.onednn_min_weight and torch.get_num_threads() > 1)
         ):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
@@ -125,11 +128,12 @@ def stacked_linear(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor,
         x ``(..., in)``, weights ``count × (out, in)``, biases ``count × (out,)`` → ``(..., count·out)``
     """
     shape = weights[0].shape  # (out, in), the same for every matrix
+    table = rules.lines(measured=False)
     if (
         x.shape[-1] == shape[-1] > 0
         and 0
         < x.numel()
-        <= (KERNEL_MAX_ROWS if torch.get_num_threads() > 1 else KERNEL_MAX_ROWS_ONE_THREAD) * shape[-1]
+        <= (table.kernel_max_rows if torch.get_num_threads() > 1 else table.kernel_max_rows_one_thread) * shape[-1]
         and x.is_cpu
         and x.dtype == torch.float32
         and not torch.is_grad_enabled()

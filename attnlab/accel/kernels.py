@@ -115,6 +115,7 @@ _built_isas: tuple[str, ...] = ()
 _default_isa = "generic"
 _tried = False  # whether loading was attempted (then _lib and _status are final)
 _status = "not loaded yet"
+_library_key = "none"  # the built library's folder name: a hash of its sources, flags, compiler and CPU
 _on: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlab_native", default=True)
 _isa_now: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnlab_isa", default=None)
 _blas_on: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlab_blas", default=True)
@@ -216,7 +217,7 @@ def _build() -> tuple[Path, tuple[str, ...]]:
 
 def _load():
     """The library, building and loading it on the first call; ``None`` if unavailable."""
-    global _lib, _built_isas, _default_isa, _tried, _status
+    global _lib, _built_isas, _default_isa, _tried, _status, _library_key
     if _tried:
         return _lib
     with _lock:
@@ -234,6 +235,7 @@ def _load():
                     if asked and asked not in built:
                         raise OSError(f"ATTNLAB_ISA={asked} is not one this CPU runs ({', '.join(built)})")
                     _lib, _built_isas, _default_isa = lib, built, asked or built[-1]
+                    _library_key = path.parent.name
                     blas = _find_blas(lib)
                     _status = f"loaded {path} ({_default_isa}); {blas}"
                 except (OSError, AttributeError, subprocess.SubprocessError) as err:
@@ -269,7 +271,7 @@ def _find_blas(lib) -> str:
         address = None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
         x, w, b = (torch.randn(shape, generator=gen) for shape in ((5, 7), (9, 7), (9,)))
         w, y = w.to(dtype), torch.full((5, 9), float("nan"))
-        products = _products(weights, "generic" if weights == "f32" else "avx512_bf16", 1)
+        products = _products(weights, "generic" if weights == "f32" else "avx512_bf16", 1, rules.DEFAULTS)
         products.sgemm, products.gemm_bf16 = (address, None) if weights == "f32" else (None, address)
         products.blas_rows = products.blas_rows_large = 1
         if address is not None:
@@ -298,6 +300,13 @@ def available() -> bool:
     """Whether the native kernels are compiled, loaded and not switched off by :func:`disabled`
     (compiling them on the first call)."""
     return _on_now() is not None
+
+
+def library_key() -> str:
+    """The kernels' build, as a short hash of their sources, flags, compiler and CPU (``"none"``
+    without them): what a measurement of them is keyed by (:mod:`attnlab.accel.calibrate`)."""
+    _load()
+    return _library_key
 
 
 def status() -> str:
@@ -381,16 +390,17 @@ def c_layout() -> list[int] | None:
     return list(out)
 
 
-def _products(weights: str, isa_name: str, threads: int):
+def _products(weights: str, isa_name: str, threads: int, table: rules.Lines | None = None):
     """The products' settings of a call (layout's ``products_t``): the BLAS from the lines of
-    :mod:`attnlab.accel.rules`, unless :func:`using_blas` turned it off here."""
-    on, bf16 = _blas_on.get(), weights != "f32"
+    :mod:`attnlab.accel.rules` (``table``, default the table in force), unless :func:`using_blas`
+    turned it off here."""
+    on, bf16, table = _blas_on.get(), weights != "f32", table or rules.lines()
     return layout.structure("products_t")(
         weights=layout.WEIGHTS[weights], isa=layout.ISAS[isa_name], threads=threads,
         sgemm=_sgemm if on else None, gemm_bf16=_gemm_bf16 if on else None,
-        blas_rows=rules.BLAS_MIN_ROWS_BF16 if bf16 else rules.BLAS_MIN_ROWS,
-        blas_rows_large=rules.BLAS_MIN_ROWS_BF16 if bf16 else rules.BLAS_MIN_ROWS_LARGE,
-        blas_large=rules.BLAS_LARGE_WEIGHTS,
+        blas_rows=table.blas_min_rows_bf16 if bf16 else table.blas_min_rows,
+        blas_rows_large=table.blas_min_rows_bf16 if bf16 else table.blas_min_rows_large,
+        blas_large=table.blas_large_weights,
     )  # fmt: skip
 
 
@@ -600,7 +610,9 @@ def pack(weight: Tensor, isa_name: str | None = None) -> Packed | None:
     return Packed(data, out, n, weights, None if weights == "bf16" else weight)
 
 
-def packed_linear(x: Tensor, packed: Packed, bias: Tensor | None = None, isa_name: str | None = None) -> Tensor:
+def packed_linear(
+    x: Tensor, packed: Packed, bias: Tensor | None = None, isa_name: str | None = None, threads: int | None = None
+) -> Tensor:
     """``x Wᵀ + b`` for a weight packed by :func:`pack`, by the products of ``isa_name`` (default
     :func:`isa`; bf16 pairs only by ``avx512_bf16``): the product of the layer kernels on its own
     (for tests and measurements). Each number is the same alone or beside other rows. No checks, as
@@ -613,7 +625,7 @@ def packed_linear(x: Tensor, packed: Packed, bias: Tensor | None = None, isa_nam
     rows, n = x.shape
     y = x.new_empty((rows, packed.out))
     isa_name = "avx512_bf16" if packed.weights == "bf16_pairs" else isa_name or isa()
-    products = _products(packed.weights, isa_name, torch.get_num_threads())
+    products = _products(packed.weights, isa_name, threads or torch.get_num_threads())
     weight = packed.weight()
     lib.attnlab_packed_rows(
         ctypes.byref(weight), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(), rows,
@@ -826,7 +838,7 @@ class DecoderStep:
         args.logits, args.x, args.scratch = logits.data_ptr(), x.data_ptr(), scratch.data_ptr()
         args.rows, args.cap, args.L = rows, caches[0][0].shape[2], filled
         args.S, args.groups = (0, 1) if k_src is None else (k_src.shape[2], rows // k_src.shape[0])
-        args.products = _products(self.weights, self.isa, torch.get_num_threads())
+        args.products = _products(self.weights, self.isa, rules.step_threads(rows))
         _lib.attnlab_decoder_step(ctypes.byref(args))
         return logits
 
@@ -908,7 +920,7 @@ class EncoderStack:
             Km=ctypes.cast(km, ctypes.c_void_p), Vm=ctypes.cast(vm, ctypes.c_void_p),
             x=x.data_ptr(), scratch=scratch.data_ptr(), B=B, S=S, D=D, H=H, F=self.d_ff,
             pre=int(self.pre), act=self.act, eps=self.eps,
-            products=_products(self.weights, self.isa, torch.get_num_threads()),
+            products=_products(self.weights, self.isa, rules.step_threads(B * S)),
         )  # fmt: skip
         _lib.attnlab_encoder(ctypes.byref(args))
         return out
@@ -937,7 +949,7 @@ def top_k_log_softmax(logits: Tensor, k: int) -> tuple[Tensor, Tensor] | None:
         return None
     B, V = logits.shape
     val, idx = logits.new_empty((B, k)), torch.empty((B, k), dtype=torch.long)
-    lib.attnlab_top_k_log_softmax(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), torch.get_num_threads())
+    lib.attnlab_top_k_log_softmax(logits.data_ptr(), B, V, k, val.data_ptr(), idx.data_ptr(), rules.step_threads(B))
     return val, idx
 
 
@@ -960,7 +972,7 @@ def gather_filled(x: Tensor, index: Tensor, filled: int) -> Tensor | None:
     used = min(filled, capacity) * Dh
     lib.attnlab_gather_filled(
         x.data_ptr(), out.data_ptr(), index.data_ptr(), index.shape[0], H, capacity * Dh, used, x.element_size(),
-        torch.get_num_threads(),
+        rules.step_threads(index.shape[0]),
     )  # fmt: skip
     return out
 
@@ -1005,6 +1017,6 @@ def beam_step(
     lib.attnlab_beam_step(
         logits.data_ptr(), V, n, k, K, scores.data_ptr(), ended.data_ptr(), t, max_len, eos_id, pad_id,
         cand_val.data_ptr(), cand_tok.data_ptr(), new_scores.data_ptr(), index.data_ptr(), tok.data_ptr(),
-        new_ended.data_ptr(), torch.get_num_threads(),
+        new_ended.data_ptr(), rules.step_threads(rows),
     )  # fmt: skip
     return new_scores, index, tok, new_ended

@@ -348,6 +348,7 @@ def _setup(
             log_every=25,
             seed=settings.seed,
             progress=settings.progress,
+            precision="fp32",  # like for like: the RNNs and the Transformer in the same arithmetic
             # OUT/models/NAME belongs to this experiment: a rerun replaces its own models.
             overwrite=True,
         ),

@@ -232,6 +232,7 @@ def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSett
         lr=settings.lr, warmup_steps=50, schedule="inverse_sqrt",
         betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, seed=settings.seed,
         eval_every_steps=None, log_every=50, progress=settings.progress,
+        precision="fp32",  # like for like: every variant in the same arithmetic, whatever a probe says
     )  # fmt: skip
     setup = LMSetup(
         model_preset=settings.model_preset, model_overrides=model_fields, tokenizer="char",

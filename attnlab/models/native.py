@@ -57,15 +57,16 @@ __all__ = [
 #: A sentence or a few are mostly the fixed cost of each module call, which the one call does not
 #: pay; past a few dozen tokens every product is a real matrix product, where the BLAS behind the
 #: modules is faster than the kernels' packed products (the same line as
-#: accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements).
-NATIVE_ENCODER_MAX_TOKENS = 32
+#: accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements). The default:
+#: ``encoder_max_tokens`` of attnlab.accel.rules.lines() is the line in force.
+NATIVE_ENCODER_MAX_TOKENS = accel.rules.DEFAULTS.encoder_max_tokens
 
 #: Most source tokens the C encoder takes otherwise: a bf16 model (its modules compute in bf16,
 #: the C encoder keeps fp32 arithmetic on the weights as they are) and an fp32 one whose C products
 #: of many rows go to the BLAS (then as fast as the modules or faster at every batch measured). The
 #: bound keeps the encoder's working memory ((8·D + d_ff) floats a token) small: 40 MB for the
-#: Multi30k preset.
-NATIVE_ENCODER_MAX_TOKENS_ONE_CALL = 4096
+#: Multi30k preset. The default, as above (``encoder_max_tokens_one_call``).
+NATIVE_ENCODER_MAX_TOKENS_ONE_CALL = accel.rules.DEFAULTS.encoder_max_tokens_one_call
 
 #: The activation functions of attnlab.layers by the names the kernels know them by
 #: (attnlab.accel.layout.ACTIVATIONS).
@@ -379,7 +380,8 @@ def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     if fast is None:
         return None
     one_call = model.src_embed.weight.dtype == torch.bfloat16 or kernels.blas()
-    limit = NATIVE_ENCODER_MAX_TOKENS_ONE_CALL if one_call else NATIVE_ENCODER_MAX_TOKENS
+    table = accel.rules.lines(measured=False)
+    limit = table.encoder_max_tokens_one_call if one_call else table.encoder_max_tokens
     encoder = _native_encoder(model) if src.numel() <= limit else None
     if encoder is not None:
         memory_kv = encoder(src, lengths.squeeze(1))  # L × 2 × (N, H, S, Dh)

@@ -96,7 +96,7 @@ RECIPES: dict[str, CaptionSetup] = {
     "tiny": CaptionSetup(
         model_preset="tiny",
         shift=0,
-        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10),
+        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
     ),
 }
 

@@ -81,7 +81,7 @@ RECIPES: dict[str, ClassifySetup] = {
         model_preset="tiny",
         vocab_size=200,
         max_tokens=512,
-        train=TrainConfig(epochs=3, lr=3e-3, warmup_steps=10, log_every=10),
+        train=TrainConfig(epochs=3, lr=3e-3, warmup_steps=10, log_every=10, precision="fp32"),
     ),
     # The shipped ja-sentence-type model (the lesson's attention-pooling exercise): characters, so
     # that the pooling weights fall on single kana (か, な, た); the 500 most frequent characters

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..accel import precision as inference_precision
 from ..data import tokenizers
 from ..data.corpus import read_text
 from ..data.streaming import TextStream
@@ -185,7 +186,9 @@ LM_RECIPES: dict[str, LMSetup] = {
         tokenizer="char",
         block_size=32,
         batch_size=8,
-        train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, betas=(0.9, 0.99), eps=1e-8),
+        train=TrainConfig(
+            epochs=1, lr=3e-3, warmup_steps=10, log_every=10, betas=(0.9, 0.99), eps=1e-8, precision="fp32"
+        ),
     ),
 }
 
@@ -209,7 +212,7 @@ MLM_RECIPES: dict[str, MLMSetup] = {
         tokenizer="char",
         max_len=32,
         batch_size=8,
-        train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, eps=1e-8),
+        train=TrainConfig(epochs=1, lr=3e-3, warmup_steps=10, log_every=10, eps=1e-8, precision="fp32"),
     ),
 }
 
@@ -502,10 +505,50 @@ def load_pretrained(path: str | Path) -> tuple[nn.Module, PretrainedTokenizer]:
     return model, load_hf_tokenizer(path, load_hf_config(path).get("model_type"))
 
 
-def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Module, Any]:
+def gpt_precision(model: GPT, precision: str = "auto") -> tuple[GPT, str, str]:
+    """A GPT in the inference precision ``precision`` (``"auto"``, ``"fp32"``, ``"bf16"``), the
+    precision used and why: ``"auto"`` takes bf16 only on a CPU with native bf16 where 16 greedy
+    tokens after a 16-token prompt are measurably faster in bf16 (:func:`attnlab.accel.precision.resolve`,
+    cached per machine and model shape). bf16 is a copy; ``model`` stays as it was.
+
+    Shape:
+        no tensors.
+    """
+    from ..decode import generate
+
+    device = next(model.parameters()).device
+    copies: dict[torch.dtype, nn.Module] = {}
+
+    def model_in(dtype: torch.dtype) -> GPT:
+        if next(model.parameters()).dtype == dtype:
+            return model
+        if dtype not in copies:
+            copies[dtype] = _copy_in(model, dtype)
+        return copies[dtype]  # type: ignore[return-value]
+
+    prompt = (torch.arange(16) % max(model.config.vocab_size - 1, 1)).unsqueeze(0).to(device)  # (1, 16)
+
+    def run(precision: str) -> None:
+        with torch.no_grad():
+            generate(model_in(inference_precision.dtype_of(precision)), prompt, max_new_tokens=16, temperature=0.0)
+
+    chosen, why = inference_precision.resolve(precision, device=device, model=model, run=run)
+    return model_in(inference_precision.dtype_of(chosen)), chosen, why
+
+
+def _copy_in(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    import copy
+
+    with torch.inference_mode(False):  # ordinary tensors (the kernels' caches read their versions)
+        return copy.deepcopy(model).to(dtype).eval()
+
+
+def load_language_model(path: str | Path, device: str = "cpu", precision: str = "fp32") -> tuple[nn.Module, Any]:
     """Model and tokenizer from an attnlab checkpoint (``train lm``/``train mlm``) or a
     HuggingFace GPT-2/BERT directory. Returns :class:`GPT`, :class:`BertForMaskedLM` or
-    :class:`BertModel` (eval mode)."""
+    :class:`BertModel` (eval mode). A GPT is given in ``precision`` (:func:`gpt_precision`;
+    ``"auto"``: bf16 where measured faster here); the others stay fp32."""
+    inference_precision.check(precision)
     directory = ckpt.resolve_model_dir(path)
     if (directory / ckpt.TOKENIZERS_FILE).is_file():
         checkpoint = ckpt.load_checkpoint(directory)
@@ -527,7 +570,10 @@ def load_language_model(path: str | Path, device: str = "cpu") -> tuple[nn.Modul
             f"{directory}: neither an attnlab checkpoint (no {ckpt.TOKENIZERS_FILE}) "
             "nor a HuggingFace checkpoint (no model_type in config.json)"
         )
-    return model.to(device).eval(), tokenizer
+    model = model.to(device).eval()
+    if isinstance(model, GPT) and precision != "fp32":
+        model = gpt_precision(model, precision)[0]
+    return model, tokenizer
 
 
 @dataclass
@@ -703,7 +749,7 @@ def generate_command(
     seed: int | None = None,
     cache: bool = True,
     device: str = "cpu",
-    precision: Literal["fp32", "bf16"] = "fp32",
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
 ) -> int:
     """Continue a prompt with a GPT, printing the tokens as they are generated.
 
@@ -719,17 +765,17 @@ def generate_command(
         cache: keep each layer's keys/values (one position of work per token); --no-cache re-runs
             the whole text at every step (slow; for comparison).
         device: cpu, cuda or mps.
-        precision: the weights while generating. bf16 halves their memory and the bytes read per
-            token; whether that is faster depends on the device's bf16 kernels (docs/gpt-bert.md).
-            Its logits differ slightly from fp32's, so samples and even greedy text can differ.
+        precision: the weights while generating: auto (bf16 where this CPU computes it natively and a short
+            measurement shows it faster, else fp32), fp32 or bf16. bf16 halves their memory and the bytes
+            read per token (docs/gpt-bert.md); its logits differ slightly from fp32's, so samples and even
+            greedy text can differ.
     """
     from ..decode import generate
 
     lm_model, tok = load_language_model(model, device)
     if not isinstance(lm_model, GPT):
         raise ValueError(f"{model}: generate needs a GPT language model, got {type(lm_model).__name__}")
-    if precision == "bf16":
-        lm_model.to(torch.bfloat16)
+    lm_model = gpt_precision(lm_model, precision)[0]
     prompt_ids = tok.encode(prompt)
     if not prompt_ids:
         raise ValueError("the prompt is empty (or has no token the tokenizer knows)")

@@ -11,7 +11,9 @@ plugs into the same training, decoding, checkpoints and heatmaps by registering 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..accel import precision as inference_precision
 from ..data import batching, enja, sentences, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
@@ -170,7 +173,7 @@ RECIPES: dict[str, TranslationSetup] = {
         tokenizer="char",
         max_tokens=512,
         eval_sentences=50,
-        train=TrainConfig(epochs=2, lr=3e-3, warmup_steps=10, log_every=10),
+        train=TrainConfig(epochs=2, lr=3e-3, warmup_steps=10, log_every=10, precision="fp32"),
     ),
 }
 
@@ -414,7 +417,33 @@ def _load_tokenizers(directory: Path):
     return src_tok, (src_tok if tgt == src else tokenizers.load_tokenizer(tgt))
 
 
-def load_translator(path: str | Path, device: str = "cpu") -> Translator:
+#: Most BLEU a shipped model's card may show bf16 losing against fp32 for ``precision="auto"`` to
+#: take bf16 (within the run-to-run spread of a 1,000-sentence test set).
+BF16_MAX_BLEU_LOSS = 0.5
+
+
+def bf16_within_card(directory: Path) -> bool:
+    """Whether a model folder's card (``card.json``, written by ``make models``) allows bf16 for
+    ``precision="auto"``: no scored card (a user's own run: speed decides), or a card that gives
+    the test BLEU in both precisions (``bleu``, ``bleu_bf16``) within :data:`BF16_MAX_BLEU_LOSS`.
+    A card with a BLEU but none for bf16 keeps fp32: its stated quality is fp32's."""
+    try:
+        card = json.loads((directory / "card.json").read_text())
+    except (OSError, ValueError):
+        return True
+    metrics = card.get("metrics") if isinstance(card, dict) else None
+    if not isinstance(metrics, dict) or "bleu" not in metrics:
+        return True
+    bf16 = metrics.get("bleu_bf16")
+    return isinstance(bf16, (int, float)) and bf16 >= metrics["bleu"] - BF16_MAX_BLEU_LOSS
+
+
+def load_translator(path: str | Path, device: str = "cpu", precision: str = "auto") -> Translator:
+    """A trained translator from a model folder or a shipped model's name, decoding in
+    ``precision``: ``"auto"`` (bf16 where this CPU computes it natively, a short measurement shows
+    it faster and the model's card allows it: :meth:`Translator.resolve_precision`), ``"fp32"``
+    or ``"bf16"``."""
+    inference_precision.check(precision)
     directory = ckpt.resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
@@ -436,6 +465,8 @@ def load_translator(path: str | Path, device: str = "cpu") -> Translator:
         src_lang=config_dict.get("src_lang"),
         tgt_lang=config_dict.get("tgt_lang"),
         lowercase=config_dict.get("lowercase", True),  # written since cased training; before, always
+        precision=precision,
+        bf16_allowed=bf16_within_card(directory),
     )
 
 
@@ -495,9 +526,17 @@ class Translator:
         src_lang: str | None = None,
         tgt_lang: str | None = None,
         lowercase: bool = True,
+        precision: str | None = None,
+        bf16_allowed: bool = True,
     ) -> None:
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
         self.bleu_tokenize = bleu_tokenize
+        # The precision asked for ("auto", "fp32", "bf16"; None: the model's as it is), resolved on
+        # the first translation (resolve_precision): the one used, and why.
+        self.precision = None if precision is None else inference_precision.check(precision)
+        self.precision_used: str | None = None
+        self.precision_reason = ""
+        self._bf16_allowed = bf16_allowed
         # With a source language, a user's sentence is normalised as the training text was
         # (data/enja.py: Japanese without word-splitting spaces; English lower-cased when the
         # training English was).
@@ -507,6 +546,46 @@ class Translator:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def resolve_precision(self) -> str:
+        """The precision this translator decodes in (``"fp32"`` or ``"bf16"``), decided once: the
+        one asked for, or for ``"auto"`` bf16 only on a CPU with native bf16 where the model's card
+        allows it and a few beam-search steps (beam 4, one 12-token sentence) are measurably faster
+        in bf16 (:func:`attnlab.accel.precision.resolve`, cached per machine and model shape). The
+        model is then a bf16 copy of the one given (which stays as it was). Translating calls it
+        first; timed code calls it before timing."""
+        if self.precision_used is not None:
+            return self.precision_used
+        if self.precision is None:  # the model's own precision
+            bf16 = next(self.model.parameters()).dtype == torch.bfloat16
+            self.precision_used, self.precision_reason = ("bf16" if bf16 else "fp32"), "the model's own"
+            return self.precision_used
+        copies: dict[torch.dtype, nn.Module] = {}
+
+        def model_in(dtype: torch.dtype) -> nn.Module:
+            if next(self.model.parameters()).dtype == dtype:
+                return self.model
+            if dtype not in copies:
+                # Ordinary tensors even when called under inference_mode: the kernels' caches key
+                # the parameters by their version counters, which inference tensors lack.
+                with torch.inference_mode(False):
+                    copies[dtype] = copy.deepcopy(self.model).to(dtype).eval()
+            return copies[dtype]
+
+        V = self.tgt_tok.vocab_size
+        src = (torch.arange(12) % max(self.src_tok.vocab_size - 4, 1) + 4).unsqueeze(0).to(self.device)  # (1, 12)
+
+        def run(precision: str) -> None:
+            with torch.no_grad():  # an end token that never comes: always 12 steps
+                beam_search(model_in(inference_precision.dtype_of(precision)), src, beam_size=4, alpha=0.6,
+                            bos_id=self.tgt_tok.bos_id, eos_id=V, pad_id=self.tgt_tok.pad_id, max_len=12)  # fmt: skip
+
+        chosen, why = inference_precision.resolve(
+            self.precision, device=self.device, model=self.model, run=run, allowed=self._bf16_allowed
+        )
+        self.model = model_in(inference_precision.dtype_of(chosen))
+        self.precision_used, self.precision_reason = chosen, why
+        return chosen
 
     @torch.no_grad()
     def translate(
@@ -526,6 +605,7 @@ class Translator:
                 :func:`attnlab.decode.check_beam` refuses (checked before any decoding).
         """
         check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
+        self.resolve_precision()
         was_training = self.model.training
         if was_training:  # (a walk over every module: a tenth of a short sentence's latency)
             self.model.eval()
@@ -718,6 +798,7 @@ def translate_command(
     alpha: float = 0.6,
     attention_plot: Path | None = None,
     device: str = "cpu",
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
 ) -> int:
     """Translate sentences with a trained model.
 
@@ -731,6 +812,8 @@ def translate_command(
         attention_plot: write the cross-attention heatmap of the first sentence here (PNG or SVG);
             a layer × head grid is written beside it with the suffix _grid.
         device: cpu, cuda or mps.
+        precision: the numbers the model decodes in: auto (bf16 where this CPU computes it natively, a
+            short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
     """
     check_beam(beam, alpha)  # before the model is loaded
     sentences = list(text or [])
@@ -738,7 +821,7 @@ def translate_command(
         sentences += [line for line in read_lines(input) if line.strip()]
     if not sentences:
         raise ValueError("nothing to translate: give sentences or --input FILE")
-    translator = load_translator(model, device=device)
+    translator = load_translator(model, device=device, precision=precision)
     # Each argument or input line is a text: several sentences are split, translated as one
     # batch and joined again (Translator.translate_text); the heatmap is of the first text whole.
     for line in translator.translate_text(sentences, beam_size=beam, alpha=alpha):
@@ -768,7 +851,14 @@ def translate_command(
 
 
 def evaluate_command(
-    *, model: Path, src: Path, ref: Path, beam: int = 4, from_tokenized: bool = False, device: str = "cpu"
+    *,
+    model: Path,
+    src: Path,
+    ref: Path,
+    beam: int = 4,
+    from_tokenized: bool = False,
+    device: str = "cpu",
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
 ) -> int:
     """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
 
@@ -781,10 +871,12 @@ def evaluate_command(
         from_tokenized: the files are pre-tokenized like small_parallel_enja: make both sides raw text
             first, as the model's training text was (needs a model that knows its languages).
         device: cpu, cuda or mps.
+        precision: the numbers the model decodes in: auto (bf16 where this CPU computes it natively, a
+            short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
     """
     check_beam(beam)
     corpus = read_parallel(src, ref, on_empty="error")
-    translator = load_translator(model, device=device)
+    translator = load_translator(model, device=device, precision=precision)
     sources, targets = corpus.sources, corpus.targets
     if from_tokenized:
         if not (translator.src_lang and translator.tgt_lang):
@@ -794,7 +886,7 @@ def evaluate_command(
     scores = translator.evaluate(sources, targets, beam_size=beam)
     print(
         f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
-        f"({scores['n']} sentences, BLEU tokenizer {translator.bleu_tokenize})"
+        f"({scores['n']} sentences, BLEU tokenizer {translator.bleu_tokenize}, decoded in {translator.precision_used})"
     )
     return 0
 

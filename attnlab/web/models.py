@@ -31,6 +31,7 @@ Shape:
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,14 +144,23 @@ def read_model_type(path: Path) -> str:
     return model_type
 
 
-def load_model(path: Path) -> ExplorerModel:
+#: The inference precision the translators and GPTs are loaded in ("auto", "fp32", "bf16";
+#: attnlab.accel.precision), for the adapters of the load in progress.
+_precision: contextvars.ContextVar[str] = contextvars.ContextVar("explorer_precision", default="auto")
+
+
+def load_model(path: Path, precision: str = "auto") -> ExplorerModel:
     """Load the checkpoint at ``path`` (a folder, or a shipped model's name) through the adapter
-    registered for its ``model_type``.
+    registered for its ``model_type``; translators and GPTs decode in ``precision``.
 
     Encoder–decoders registered in :data:`attnlab.recipes.translate.ARCHS` (the Transformer, the
     RNN translators) share the translator adapter.
     """
-    model = _load_directory(checkpoint_dir(path))
+    token = _precision.set(precision)
+    try:
+        model = _load_directory(checkpoint_dir(path))
+    finally:
+        _precision.reset(token)
     entry = assets.shipped(path)
     if entry is not None:
         _describe(model, entry)
@@ -180,7 +190,7 @@ def _describe(model: ExplorerModel, entry: assets.ShippedModel) -> None:
     model.name, model.description, model.examples = entry.name, entry.description, entry.examples
 
 
-def shipped_explorer_models() -> tuple[list[ExplorerModel], list[str]]:
+def shipped_explorer_models(precision: str = "auto") -> tuple[list[ExplorerModel], list[str]]:
     """Every shipped model that is present, loaded, in :data:`attnlab.assets.SHIPPED` order; and the
     names of those that are not (weights not built yet, or their package not installed).
 
@@ -191,7 +201,11 @@ def shipped_explorer_models() -> tuple[list[ExplorerModel], list[str]]:
     present = shipped_models_present()
     models = []
     for name in present:
-        model = _load_directory(shipped_model_dir(name))
+        token = _precision.set(precision)
+        try:
+            model = _load_directory(shipped_model_dir(name))
+        finally:
+            _precision.reset(token)
         _describe(model, assets.SHIPPED[name])
         models.append(model)
     return models, [name for name in assets.SHIPPED if name not in present]
@@ -276,7 +290,9 @@ def _translator(path: Path) -> TranslatorModel:
 
     model_type = read_model_type(path)
     kind = "rnn-translator" if model_type.startswith("rnn") else "translator"
-    return TranslatorModel(load_translator(path), name=path.name, kind=kind)
+    translator = load_translator(path, precision=_precision.get())
+    translator.resolve_precision()  # now, not in the first request (the page reads translator.model)
+    return TranslatorModel(translator, name=path.name, kind=kind)
 
 
 adapter("transformer")(_translator)
@@ -364,7 +380,7 @@ def _language_model(path: Path) -> ExplorerModel:
     from ..models.gpt import GPT
     from ..recipes.lm import load_language_model
 
-    model, tokenizer = load_language_model(path)
+    model, tokenizer = load_language_model(path, precision=_precision.get())
     if isinstance(model, GPT):
         return GeneratorModel(model, tokenizer, name=path.name)
     return EncoderModel(model, tokenizer, name=path.name)
