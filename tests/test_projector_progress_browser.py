@@ -508,8 +508,12 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     # In projector mode too (a teacher going through the answers with the class).
     present(page, n, "last", "&teacher=1")
     assert page.get_attribute("body", "data-teacher") == "1"
+    # The last slide is the key points (after the check); the one before it, the last question.
+    assert page.is_visible("#key-points li")
+    page.keyboard.press("ArrowLeft")
     last = len(section.check) - 1
     assert page.is_visible(f"#q{last}-feedback .explanation")
+    page.keyboard.press("End")
     page.keyboard.press("ArrowRight")  # the next section keeps the answer key
     if n < max(SECTIONS):
         page.wait_for_url(re.compile(rf"/lesson/{n + 1}\?"))

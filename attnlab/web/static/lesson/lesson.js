@@ -1175,7 +1175,8 @@
     document.fonts.ready.then(refit);
     relabel.push(refit);
     const anchorOf = (k) => {
-      const first = nodes[k - 1].querySelector("[id]:not(.slide)");
+      // A widget's slide leaves to the widget (its introducing sentence is above it on the page).
+      const first = nodes[k - 1].querySelector(".widget[id]") || nodes[k - 1].querySelector("[id]:not(.slide)");
       return first ? first.id : "";
     };
     const labels = () => {
