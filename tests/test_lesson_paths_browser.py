@@ -304,7 +304,7 @@ def slides_of(pg) -> list[dict]:
           kind: [...s.classList].find((c) => c.startsWith('slide-') && c !== 'slide-tall').slice(6),
           widgets: [...s.querySelectorAll('.widget')].map((w) => w.dataset.widget),
           text: s.textContent,
-          code: s.querySelectorAll('.lesson-code, .lesson-memo, .lesson-note, details.further').length,
+          code: s.querySelectorAll('.slide-inner > :is(.lesson-code, .lesson-memo, .lesson-note, details.further)').length,
           intro: [...s.querySelectorAll('.widget-intro')].map((n) => n.id),
           predict: s.querySelectorAll('.prediction').length,
         }))""",
@@ -329,14 +329,14 @@ def test_projector_slides_carry_the_basic_path_and_each_widget_with_its_sentence
     # The introducing sentence: the last paragraph of the text block right before the widget.
     before = pick(section.blocks[first_widget - 1].html, lang)
     last_paragraph = html.unescape(re.sub(r"<[^>]+>", "", before.rsplit("<p>", 1)[1])).strip()
-    (intro,) = word["intro"]
+    intro = word["intro"][-1]
     assert re.fullmatch(rf"block-{first_widget - 1}(-\d+)?", intro) and word["predict"] == 1
     k = slides.index(word) + 1
     page.goto(f"/lesson/{SECTION}?view=present&slide={k}")
     section_drawn(page)
     assert page.text_content(f"#{intro}").strip() == last_paragraph
     order = page.eval_on_selector(f"#slide-{k} .slide-inner", "n => [...n.children].map((c) => c.id || c.className)")
-    assert order == [intro, "predict-0", "predict-0-gate"]
+    assert order == [*word["intro"], "predict-0", "predict-0-gate"]
     assert not page.is_visible("#widget-word-order")
     (p,) = section.predict
     page.check(f'#predict-0 input[value="{p.answer}"]')
@@ -344,18 +344,44 @@ def test_projector_slides_carry_the_basic_path_and_each_widget_with_its_sentence
     assert page.is_visible("#widget-word-order")
 
 
-# Words that point at a figure by its place on the page.
+# Words that point at a figure by its place on the page (「下の層」, the layer below, is no figure).
 FIGURE_WORDS = {
-    "ja": ("下の", "上の図", "左側", "右側", "下図", "上図", "次の図"),
-    "en": ("below", "above", "on the left", "on the right", "left-hand", "right-hand", "the figure"),
+    "ja": re.compile(
+        r"[上下]の(図|表|グラフ|ヒートマップ|ウィジェット|地図|例|ボタン|欄|スライダー)|[上下]では|左側|右側|[上下]図|次の図"
+    ),
+    "en": re.compile(r"\b(below|above|on the left|on the right|left-hand|right-hand)\b", re.IGNORECASE),
 }
 
 
-@pytest.mark.parametrize("n", [1, 3, 4, 6, 7])
+#: (lang, section, the words) of the slides of the second edition's text that point at a figure on
+#: another slide, each with the reason; the third edition's text (content-a, content-b) removes
+#: them, and a new one fails here until it is either fixed or named.
+MAY_POINT: dict[tuple[str, int, tuple[str, ...]], str] = {
+    (
+        "ja",
+        7,
+        ("左側", "右側"),
+    ): "§7's opening paragraph describes the diagram two headings before it (content-b rewrites §7)",
+    ("en", 7, ("on the left", "on the right")): "the same paragraph in English",
+    (
+        "en",
+        3,
+        ("above",),
+    ): "'Switch the widget above' in the d_k paragraph, a slide after the widget (content-a rewrites §3)",
+    (
+        "en",
+        3,
+        ("below",),
+    ): "'(below the maps is the number of rows …)' after the widget's slide (content-a rewrites §3)",
+}
+
+
+@pytest.mark.parametrize("n", list(range(1, 10)))
 def test_no_slide_is_half_empty_or_points_at_a_figure_it_does_not_show(page, lang, sections, n):
     """Issue 34's projector rules, on a 1280 × 720 projector: every slide's content fills at least
     half its height (a lone paragraph whose widget is on the next slide is what this catches), and
-    a slide without a widget does not point at a figure by its place (「下の」「左側」, "below")."""
+    a slide without a widget does not point at a figure by its place (「下の図」「左側」, "below";
+    the named exceptions of :data:`MAY_POINT` aside)."""
     page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(f"/lesson/{n}?view=present&slide=1")
     section_drawn(page)
@@ -382,7 +408,7 @@ def test_no_slide_is_half_empty_or_points_at_a_figure_it_does_not_show(page, lan
         if m["used"] < 0.5:
             problems.append((k, m["kind"], f"{m['used']:.0%} used"))
         if not m["widget"]:
-            said = [w for w in FIGURE_WORDS[lang] if w in (m["text"] if lang == "ja" else m["text"].lower())]
-            if said:
+            said = tuple(dict.fromkeys(x.group(0).lower() for x in FIGURE_WORDS[lang].finditer(m["text"])))
+            if said and (lang, n, said) not in MAY_POINT:
                 problems.append((k, m["kind"], said))
     assert not problems, problems

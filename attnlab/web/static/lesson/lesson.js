@@ -938,17 +938,22 @@
   // its size (Japanese characters count double: they are twice as wide) and whether it is a
   // heading; when the two languages do not have the same sequence of elements, the block is one
   // piece (k: null), so that a slide holds the same text in both languages.
+  const FIGURE_JA = /[上下]の(図|表|グラフ|ヒートマップ|ウィジェット|地図|例|ボタン|欄|スライダー)|[上下]では|左側|右側|[上下]図|次の図/;
+  const FIGURE_EN = /\b(below|above|on the left|on the right|left-hand|right-hand)\b/i;
+
   function piecesOf(text) {
     const tops = (html) => safeNodes(html).filter((n) => n.nodeType === Node.ELEMENT_NODE);
     const ja = tops(text.ja);
     const en = tops(text.en);
     const same = ja.length === en.length && ja.every((n, k) => n.tagName === en[k].tagName);
     const size = (a, b) => Math.max(b.textContent.length, 2 * a.textContent.length);
+    // figure: the piece points at a figure by its place (「下の」, "below"): it belongs with the figure.
+    const figure = (a, b) => FIGURE_JA.test(a.textContent) || FIGURE_EN.test(b.textContent);
     if (!same) {
       const all = (nodes) => ({ textContent: nodes.map((n) => n.textContent).join("") });
-      return [{ k: null, size: size(all(ja), all(en)), heading: false }];
+      return [{ k: null, size: size(all(ja), all(en)), heading: false, figure: figure(all(ja), all(en)) }];
     }
-    return en.map((n, k) => ({ k, size: size(ja[k], n), heading: /^H[23]$/.test(n.tagName) }));
+    return en.map((n, k) => ({ k, size: size(ja[k], n), heading: /^H[23]$/.test(n.tagName), figure: figure(ja[k], n) }));
   }
 
   // A node that shows the element k of a Markdown block (all of it for k null), in the language shown.
@@ -968,31 +973,50 @@
   // when the paragraph was the heading's only text) goes on the widget's slide, above a
   // prediction asked at the widget, so that no slide talks about a figure it does not show.
   const WIDGET_INTRO = 600; // the most text (in the units of piecesOf) that moves onto a widget's slide
+  const WIDGET_TEXT = 900; // a text slide this short before a widget goes onto the widget's slide whole
 
   function textSlides(section, mounts, asks) {
     const out = [];
     let open = null; // the text slide being filled: { kind, nodes, size, headingOnly, pieces }
-    const add = (node, size, heading) => {
+    const add = (node, size, heading, figure) => {
+      // Right after a widget, text that points back at it (「上の図」, "above") stays on its slide.
+      const last = out[out.length - 1];
+      if (!open && figure && !heading && last && last.kind === "widget" && last.part <= 1) {
+        node.classList.add("widget-intro");
+        last.nodes.push(node);
+        return;
+      }
       const full = open && !open.headingOnly && open.size + size > SLIDE_TEXT;
-      // A heading starts a slide unless the slide is empty; so does text that would overfill it.
-      if (!open || (heading && (open.size > 0 || !open.headingOnly)) || full) {
+      // A heading starts a slide unless the slide is empty, or less than half full (a short part
+      // shares the screen with the next rather than leave it half empty); so does text that would
+      // overfill it.
+      const short = open && open.size < SLIDE_TEXT / 2;
+      if (!open || (heading && !short && (open.size > 0 || !open.headingOnly)) || full) {
         open = { kind: "text", nodes: [], size: 0, headingOnly: true, pieces: [] };
         out.push(open);
       }
       open.nodes.push(node);
-      open.pieces.push({ node, size, heading });
+      open.pieces.push({ node, size, heading, figure });
       open.size += size;
       open.headingOnly = open.headingOnly && heading;
     };
-    // The text that introduces a widget, taken off the end of the open text slide.
+    // The text that introduces a widget, taken off the end of the open text slide: all of a short
+    // slide; else from the first piece that points at the figure by its place (「下の」, "below")
+    // or, without one, the last paragraph; and the heading too when nothing else would be left.
     const intro = () => {
       if (!open || !open.pieces.length) return [];
-      const taken = [];
-      const last = open.pieces[open.pieces.length - 1];
-      if (last.heading || last.size > WIDGET_INTRO) return [];
-      taken.unshift(open.pieces.pop());
-      const before = open.pieces[open.pieces.length - 1];
-      if (before && before.heading && open.pieces.length === 1) taken.unshift(open.pieces.pop());
+      const pieces = open.pieces;
+      let from = pieces.length;
+      if (open.size <= WIDGET_TEXT) from = 0;
+      else {
+        const pointing = pieces.findIndex((piece) => piece.figure);
+        const last = pieces[pieces.length - 1];
+        // Text that points at the figure goes with it, whatever its length (the slide is fitted).
+        if (pointing >= 0) from = pointing;
+        else if (!last.heading && last.size <= WIDGET_INTRO) from = pieces.length - 1;
+        if (from === 1 && pieces[0].heading) from = 0;
+      }
+      const taken = pieces.splice(from);
       open.nodes = open.pieces.map((piece) => piece.node);
       open.size = open.pieces.reduce((sum, piece) => sum + piece.size, 0);
       if (!open.pieces.length) out.splice(out.indexOf(open), 1);
@@ -1018,7 +1042,8 @@
         }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
-          add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k), piece.size, piece.heading));
+          add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k),
+            piece.size, piece.heading, piece.figure));
       }
       // Code, technical notes and note boxes: on the page only.
     });
@@ -1061,9 +1086,13 @@
   // type made smaller step by step (a widget's slide: its zoom, which scales its figures too), down
   // to a floor that a class still reads from the back of the room; what is still too tall there
   // scrolls inside the slide (PageDown and Space show its rest) and is marked slide-tall. A slide
-  // that fits at full size is left as it is: the fit never makes anything larger.
+  // of text (or a question) that fills less than half the screen at full size has its type made
+  // larger, step by step up to FIT_GROW, while it still fits (issue 34: no slide half empty); a
+  // widget's slide is never made larger.
   const FIT_STEP = 0.05;
   const FIT_FLOOR = { text: 0.62, widget: 0.6 };
+  const FIT_GROW = 1.8;
+  const FIT_HALF = 0.55; // grow a text slide until its content fills this much of the screen
 
   function fitSlide(node) {
     if (node.hidden) return 1;
@@ -1081,6 +1110,16 @@
     while (over() && f > floor) {
       f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
       apply(f);
+    }
+    const used = () => inner.getBoundingClientRect().height / node.clientHeight;
+    while (!widget && f >= 1 && f < FIT_GROW && !over() && used() < FIT_HALF) {
+      f = Math.round((f + FIT_STEP) * 100) / 100;
+      apply(f);
+      if (over()) {
+        f = Math.round((f - FIT_STEP) * 100) / 100;
+        apply(f);
+        break;
+      }
     }
     node.dataset.fit = String(f);
     node.classList.toggle("slide-tall", over());
@@ -1136,7 +1175,8 @@
     document.fonts.ready.then(refit);
     relabel.push(refit);
     const anchorOf = (k) => {
-      const first = nodes[k - 1].querySelector("[id]:not(.slide)");
+      // A widget's slide leaves to the widget (its introducing sentence is above it on the page).
+      const first = nodes[k - 1].querySelector(".widget[id]") || nodes[k - 1].querySelector("[id]:not(.slide)");
       return first ? first.id : "";
     };
     const labels = () => {
