@@ -9,34 +9,46 @@ STAMP   := $(VENV)/.attnlab-installed
 # The installer: uv (PyPI package `uv`, a resolver and installer written in Rust, several times
 # faster than pip on a fresh venv) where it is on PATH, else put into the new venv by pip; pip
 # itself if neither works (no network for uv's wheel, an index only pip is configured for).
-# `make UV= USE_UV=0 …` keeps pip.
+# `make USE_UV=0 …` keeps pip.
 UV      ?= $(shell command -v uv 2>/dev/null)
 USE_UV  ?= 1
 # The default test run's workers (pytest-xdist): one per core; WORKERS=0 runs in this process.
 WORKERS ?= auto
 
 NB_STAMP := $(VENV)/.attnlab-notebooks-installed
+# The package and PyTorch alone: all `make demo` needs (the test extras, transformers and
+# Playwright among them, come with $(STAMP)).
+BASE_STAMP := $(VENV)/.attnlab-base-installed
+TEST_SPEC  := .[test,lint]
+
+# $(call install,ARGS): `pip install ARGS` into the venv, by uv where it works, else by pip.
+define install
+	@uv="$(UV)"; \
+	if [ "$(USE_UV)" = 1 ] && [ -z "$$uv" ] && [ -x "$(BIN)/uv" ]; then uv="$(BIN)/uv"; fi; \
+	if [ "$(USE_UV)" = 1 ] && [ -z "$$uv" ] && $(BIN)/python -m pip install --quiet uv >/dev/null 2>&1; then uv="$(BIN)/uv"; fi; \
+	if [ "$(USE_UV)" = 1 ] && [ -n "$$uv" ] && "$$uv" pip install --quiet --python "$(BIN)/python" $(1); then \
+	  echo "installed with $$uv"; \
+	else \
+	  echo "installing with pip"; \
+	  $(BIN)/python -m pip install --quiet $(1); \
+	fi
+endef
 
 .PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench screenshots clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@uv="$(UV)"; \
-	if [ "$(USE_UV)" = 1 ] && [ -z "$$uv" ] && $(BIN)/python -m pip install --quiet uv >/dev/null 2>&1; then uv="$(BIN)/uv"; fi; \
-	if [ "$(USE_UV)" = 1 ] && [ -n "$$uv" ] && "$$uv" pip install --quiet --python "$(BIN)/python" "$(TORCH_SPEC)" -e ".[test,lint]"; then \
-	  echo "installed with $$uv"; \
-	else \
-	  echo "installing with pip"; \
-	  $(BIN)/python -m pip install --quiet --upgrade pip && \
-	  $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" && \
-	  $(BIN)/python -m pip install --quiet -e ".[test,lint]"; \
-	fi
+	$(call install,"$(TORCH_SPEC)" -e .)
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
+	$(call install,"$(TORCH_SPEC)" -e "$(TEST_SPEC)")
 	touch $(STAMP)
 
 # The main job: trains a small translator on data the package generates itself.
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/attnlab demo
 
 # The models shipped in attnlab/assets (ja-en, en-ja, demo, rnn-attention, rnn-plain,
@@ -53,7 +65,7 @@ models: $(STAMP)
 # core (pytest-xdist; a test file's tests stay together in one worker, so its module fixtures are
 # built once). The engine's lines are the defaults and precision "auto" is fp32 (tests/conftest.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -q --durations=10 -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"

@@ -458,6 +458,9 @@ def explore_cmd(
         else:
             print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
         print(f"this machine:   http://{own}:{port}/")
+    from .accel import calibrate
+
+    calibrate.ensure()  # the engine's lines measured (or read from the cache) now, not in a first request
     serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
     return 0
 
@@ -468,8 +471,9 @@ def calibrate_cmd(*, threads: list[int] | None = None, show: bool = False) -> in
 
     attnlab measures them on first use and caches them per CPU, library versions and kernel build
     (under $ATTNLAB_CACHE); run this after a change the cache key does not see, or on a quiet
-    machine after a first measurement under load. ATTNLAB_LINES=name=value,... forces lines;
-    ATTNLAB_CALIBRATE=0 keeps the defaults.
+    machine after a first measurement under load. It also drops the cached measurements of
+    precision auto, so that each model measures again on its next use. ATTNLAB_LINES=name=value,...
+    forces lines; ATTNLAB_CALIBRATE=0 keeps the defaults.
 
     Args:
         threads: the thread counts to measure for (default: 1 and torch's default count).
@@ -480,6 +484,7 @@ def calibrate_cmd(*, threads: list[int] | None = None, show: bool = False) -> in
     import torch
 
     from .accel import calibrate, rules
+    from .accel import precision as inference_precision
 
     counts = threads or sorted({1, torch.get_num_threads()})
     if min(counts) < 1:
@@ -492,6 +497,9 @@ def calibrate_cmd(*, threads: list[int] | None = None, show: bool = False) -> in
         changed = [f.name for f in dataclasses.fields(table) if getattr(table, f.name) != getattr(defaults, f.name)]
         print("  differs from the defaults in: " + (", ".join(changed) or "nothing"))
     print(f"cached in {calibrate.cache_path()}")
+    if not show:
+        dropped = inference_precision.forget_measurements()
+        print(f"precision auto measures again on each model's next use (dropped {dropped})")
     return 0
 
 

@@ -116,6 +116,7 @@ def main() -> int:
     for direction, model in (("ja-en", args.ja_en), ("en-ja", args.en_ja)):
         src, tgt = direction.split("-")
         translator = load_translator(model)
+        translator.resolve_precision()  # ("auto" measured, or read, before the timed translations)
         subsets = {
             "all": (test[src], test[tgt]),
             "long (3 joined, 20+ words)": long_pairs(test, src, tgt),

@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    from attnlab.accel import calibrate
+
+    calibrate.ensure()  # the engine's lines measured (or read) before any timed request
 
     from fastapi.testclient import TestClient
 

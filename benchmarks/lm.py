@@ -347,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    from attnlab.accel import calibrate
+
+    print(f"attnlab lines: {calibrate.ensure()[0]}")  # measured (or read) here, never in a timed call
     sizes = QUICK_SIZES if args.quick else SIZES
     rounds = args.rounds or (2 if args.quick else 5)
     steps = args.steps or (2 if args.quick else 5)

@@ -37,6 +37,9 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    from attnlab.accel import calibrate
+
+    calibrate.ensure()  # the engine's lines measured (or read) before any timed call
     print(f"CPU: {machine.cpu_name()}; beam {args.beam}\n")
     for src, model in (("ja", args.ja_en), ("en", args.en_ja)):
         translator = load_translator(model)

@@ -38,6 +38,12 @@ call it replaces:
   For bf16/fp16 on a CPU with at most :data:`MATH_MAX_KEYS_LOW_PRECISION` keys the explicit
   matmuls beat PyTorch's fused kernel, so "auto" takes them there; elsewhere the fused kernel.
 
+- :class:`Lines` / :func:`lines`: every line above (rows, tokens, keys, threads) in one table
+  (:mod:`attnlab.accel.rules`), the machine-dependent ones measured on the machine on first use
+  and cached (:mod:`attnlab.accel.calibrate`; ``attnlab calibrate``, ``ATTNLAB_LINES``,
+  ``ATTNLAB_CALIBRATE=0``); :mod:`attnlab.accel.precision`: inference precision ``"auto"`` (bf16
+  where the CPU computes it natively and a cached measurement shows it faster).
+
 All of it is on by default, exactly where it was measured faster (docs/foundation.md and
 docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 ``benchmarks/lm.py`` measure them again). To turn parts off:

@@ -15,7 +15,8 @@ few seconds, for the current number of torch threads:
   weights) at 1 … 16 rows on one thread and on all: steps of up to ``one_thread_max_rows`` rows run
   on one thread, where all of them are not measurably faster (:data:`MORE_THREADS_MIN_SPEEDUP`).
 
-Each measurement is the fastest of a few interleaved runs after a warm-up. The table is cached in
+Each measurement is the fastest of a few interleaved runs after a warm-up; one taken while the
+machine is busy (load average above its cores) is used until it is quiet, then taken again. The table is cached in
 ``$ATTNLAB_CACHE/lines.json`` per CPU model and flags, PyTorch and its libraries, the kernels'
 build, the instruction set and the threads (:func:`key`); ``attnlab calibrate`` measures again.
 Timed code (benchmarks) calls :func:`ensure` first, so no measurement falls inside a timed region.
@@ -98,9 +99,9 @@ def _fastest(runs: dict[str, Callable[[], object]], repeats: int, timer: Timer) 
     return best
 
 
-def _synthetic_step(dtype: torch.dtype, gen: torch.Generator) -> kernels.DecoderStep | None:
-    """A decoder step of :data:`STEP_SHAPE` with random weights (the speed does not depend on them)."""
-    D, F, L, V = (STEP_SHAPE[k] for k in "DFLV")
+def _synthetic_step(dtype: torch.dtype, gen: torch.Generator, shape: dict) -> kernels.DecoderStep | None:
+    """A decoder step of ``shape`` (:data:`STEP_SHAPE`) with random weights (the speed does not depend on them)."""
+    D, F, L, V = (shape[k] for k in "DFLV")
     shapes = {"ff_w1": (F, D), "ff_b1": (F,), "ff_w2": (D, F)}
 
     def tensor(name: str) -> torch.Tensor:
@@ -114,31 +115,41 @@ def _synthetic_step(dtype: torch.dtype, gen: torch.Generator) -> kernels.Decoder
     embedding = torch.randn(V, D, generator=gen) * 0.05
     return kernels.DecoderStep.build(
         layers, embedding, torch.randn(64, D, generator=gen) * 0.05, math.sqrt(D), None,
-        embedding.to(dtype), None, STEP_SHAPE["H"], F, True, "relu", 1e-5,
+        embedding.to(dtype), None, shape["H"], F, True, "relu", 1e-5,
     )  # fmt: skip
 
 
-def _step_runs(step: kernels.DecoderStep, rows: int, gen: torch.Generator) -> Callable[[], object]:
-    D, H, L, S = (STEP_SHAPE[k] for k in "DHLS")
+def _step_runs(step: kernels.DecoderStep, rows: int, gen: torch.Generator, shape: dict) -> Callable[[], object]:
+    D, H, L, S, V = (shape[k] for k in "DHLSV")
     Dh = D // H
     caches = [(torch.zeros(rows, H, 16, Dh), torch.zeros(rows, H, 16, Dh)) for _ in range(L)]  # (B, H, cap, Dh)
     sources = [
         (torch.randn(rows, H, S, Dh, generator=gen), torch.randn(rows, H, S, Dh, generator=gen)) for _ in range(L)
     ]
     lengths = torch.full((rows,), S, dtype=torch.long)  # (B,)
-    tokens = torch.randint(0, STEP_SHAPE["V"], (rows,), generator=gen)
+    tokens = torch.randint(0, V, (rows,), generator=gen)
     return lambda: step(tokens, caches, 8, sources, lengths)  # 8 positions already decoded
 
 
-def measure(threads: int, *, repeats: int = 15, step_repeats: int = 7, timer: Timer = time.perf_counter) -> dict:
+def measure(
+    threads: int,
+    *,
+    repeats: int = 15,
+    step_repeats: int = 7,
+    timer: Timer = time.perf_counter,
+    shapes: dict[str, tuple[int, int]] | None = None,
+    step_shape: dict[str, int] | None = None,
+) -> dict:
     """The timings :func:`choose` reads, in seconds, on ``threads`` threads (kernels needed):
     ``{"products": {dtype: {shape: {rows: {"panels": s, "blas": s}}}}, "step": {dtype: {rows:
     {"one": s, "all": s}}}}``: the fastest of ``repeats`` (products) or ``step_repeats`` (steps)
-    interleaved runs. ``timer`` is the clock (the tests give a fake one).
+    interleaved runs. ``timer`` is the clock, ``shapes`` and ``step_shape`` what is measured
+    (:data:`SHAPES`, :data:`STEP_SHAPE`; the tests give a fake clock and small shapes).
 
     Shape:
         no tensors.
     """
+    shapes, step_shape = shapes or SHAPES, step_shape or STEP_SHAPE
     kept = torch.get_num_threads()
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
@@ -152,7 +163,7 @@ def measure(threads: int, *, repeats: int = 15, step_repeats: int = 7, timer: Ti
             if kernels.blas():
                 for dtype in dtypes:
                     name = str(dtype).removeprefix("torch.")
-                    for shape_name, shape in SHAPES.items():
+                    for shape_name, shape in shapes.items():
                         packed = kernels.pack((torch.randn(shape, generator=gen) * 0.05).to(dtype))
                         cells = {}
                         for rows in PRODUCT_ROWS:
@@ -171,13 +182,13 @@ def measure(threads: int, *, repeats: int = 15, step_repeats: int = 7, timer: Ti
         if threads > 1:
             table = choose(out, 1)
             for dtype in dtypes:
-                step = _synthetic_step(dtype, gen)
+                step = _synthetic_step(dtype, gen, step_shape)
                 if step is None:
                     continue
                 cells = {}
                 with torch.inference_mode():
                     for rows in STEP_ROWS:
-                        run = _step_runs(step, rows, gen)
+                        run = _step_runs(step, rows, gen, step_shape)
 
                         def on(n: int, run=run):
                             def go():
@@ -274,11 +285,14 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
     k = key(threads)
     known = _read_cache()
     entry = known.get(k)
-    if not again and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
+    # A table measured while the machine was busy holds until the machine is quiet, then is measured again.
+    provisional = isinstance(entry, dict) and entry.get("busy") and not rules.busy()
+    if not again and not provisional and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
         try:
             return dataclasses.replace(rules.DEFAULTS, **entry["lines"])
         except TypeError:
             pass  # (a table of another version of attnlab: measured again)
+    busy = rules.busy()
     start = time.perf_counter()
     timings = measure(threads)
     table = choose(timings, threads)
@@ -290,6 +304,7 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
         "threads": threads,
         "cpu": machine.cpu_name(),
         "seconds": round(took, 2),
+        "busy": busy,
         "timings": timings,
     }
     _write_cache(known)
@@ -297,6 +312,7 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
         print(
             f"attnlab: calibrated the kernel lines for {threads} thread(s) in {took:.1f} s: "
             + ", ".join(f"{n}={v}" for n, v in lines.items())
+            + (" (the machine was busy: measured again once it is quiet)" if busy else "")
             + f" ({cache_path()}; `attnlab calibrate` measures again)",
             file=sys.stderr,
         )

@@ -23,13 +23,24 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from .. import machine
 from . import kernels, rules
 
-__all__ = ["PRECISIONS", "BF16_MIN_SPEEDUP", "native_bf16", "probe", "choose", "resolve", "check", "dtype_of"]
+__all__ = [
+    "PRECISIONS",
+    "BF16_MIN_SPEEDUP",
+    "native_bf16",
+    "probe",
+    "choose",
+    "resolve",
+    "check",
+    "dtype_of",
+    "forget_measurements",
+]
 
 #: The inference precisions a decoding entry point takes (CLI ``--precision``, ``load_translator``).
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -100,6 +111,14 @@ def _cache():
     return machine.cache_root() / "inference-precision.json"
 
 
+def forget_measurements() -> Path:
+    """Drop the cached measurements (``attnlab calibrate``): the next ``"auto"`` measures again,
+    e.g. on a quiet machine after a first measurement under load. Returns the cache's path."""
+    path = _cache()
+    path.unlink(missing_ok=True)
+    return path
+
+
 def _key(model_key: str) -> str:
     raw = "|".join(
         [
@@ -156,8 +175,12 @@ def resolve(
         known = {}
     times = known.get(key) if isinstance(known, dict) else None
     where = "cached"
-    if not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
-        times, where = probe(run, timer=timer), "measured now"
+    # Times taken while the machine was busy hold until it is quiet, then are taken again.
+    provisional = isinstance(times, dict) and times.get("busy") and not rules.busy()
+    if provisional or not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
+        busy = rules.busy()
+        times, where = probe(run, timer=timer), "measured now" + (", the machine busy" if busy else "")
+        times["busy"] = busy
         known = known if isinstance(known, dict) else {}
         known[key] = times
         try:
@@ -172,6 +195,6 @@ def resolve(
         f"auto: decoding took {1000 * times['fp32']:.1f} ms in fp32 and {1000 * times['bf16']:.1f} ms in bf16 "
         f"on this machine ({where})"
     )
-    if where == "measured now":
+    if where.startswith("measured now"):
         print(f"attnlab: precision auto → {chosen} ({why.removeprefix('auto: ')}; {path})", file=sys.stderr)
     return chosen, why

@@ -134,6 +134,16 @@ def forced_from_env(base: Lines) -> Lines:
     return dataclasses.replace(base, **changes)
 
 
+def busy() -> bool:
+    """Whether other work keeps this machine's cores busy now (the 1-minute load average above the
+    core count): a measurement taken then is provisional, and taken again once the machine is
+    quieter (:mod:`attnlab.accel.calibrate`, :mod:`attnlab.accel.precision`)."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:  # (no load average on this platform)
+        return False
+
+
 def calibrating() -> bool:
     """Whether lines are measured here (``ATTNLAB_CALIBRATE`` is not ``0``)."""
     return os.environ.get("ATTNLAB_CALIBRATE", "1").strip() not in ("0", "false", "no", "off")

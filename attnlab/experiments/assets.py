@@ -344,10 +344,10 @@ def _translations(directory: Path, inputs: Sequence[str]) -> dict[str, str]:
 
 
 #: What a translator's card says of ``bleu_bf16`` (precision "auto" may take bf16 only where the card
-#: gives it: attnlab.recipes.translate.bf16_within_card).
+#: gives it: attnlab.recipes.translate.bf16_within_card); the card's text adds the final full stop.
 BF16_NOTE = (
     " bleu_bf16: the same BLEU decoded in bf16 (`--precision bf16`; what precision auto takes on a CPU with "
-    "native bf16 where it is measured faster, when within 0.5 BLEU of fp32's)."
+    "native bf16 where it is measured faster, when within 0.5 BLEU of fp32's)"
 )
 
 
