@@ -133,6 +133,7 @@ class Block(BaseModel):
     where: str | None = None  # filled in: "attnlab/positional.py, lines 98–124"
     file: str | None = None  # filled in with source: "attnlab/positional.py"
     lines: tuple[int, int] | None = None  # filled in with source: its first and last line, (98, 124)
+    further: bool = False  # inside a ':::: further' region: folded as 発展 / Going further
 
 
 class TryItem(BaseModel):
@@ -170,6 +171,20 @@ class Question(BaseModel):
         return self
 
 
+class Prediction(BaseModel):
+    """A question asked above the first block of ``widget``, before the widget shows its answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    widget: str
+    question: Text
+    choices: list[Text] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)  # index into choices as stored
+    hint: Text
+    explanation: Text
+    params: dict[str, str] = Field(default_factory=dict)
+
+
 class Link(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -184,6 +199,7 @@ class TeacherNotes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     minutes: int = Field(ge=1, le=120)
+    further_minutes: int = Field(0, ge=0, le=120)  # the 発展 part's minutes
     html: Text
 
 
@@ -202,6 +218,7 @@ class Section(BaseModel):
     blocks: list[Block] = Field(default_factory=list)
     try_: list[TryItem] = Field(default_factory=list, alias="try")
     check: list[Question] = Field(min_length=1)
+    predict: list[Prediction] = Field(default_factory=list)  # asked at their widgets
     links: list[Link] = Field(default_factory=list)
     strings: dict[str, Text] = Field(default_factory=dict)  # the widgets' labels
     teacher: TeacherNotes | None = None  # content/LANG/teacher/NN-slug.md, when written
@@ -255,6 +272,18 @@ class _FileQuestion(BaseModel):
     section: int | None = None
 
 
+class _FilePrediction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    widget: str
+    question: str
+    choices: list[str] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)
+    hint: str
+    explanation: str
+    params: dict[str, str] = Field(default_factory=dict)
+
+
 class _FileTry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -279,13 +308,14 @@ class _FrontMatter(BaseModel):
     key_points: list[str] = Field(min_length=1)
     try_: list[_FileTry] = Field(default_factory=list, alias="try")
     check: list[_FileQuestion] = Field(min_length=1)
+    predict: list[_FilePrediction] = Field(default_factory=list)
     links: list[_FileLink] = Field(default_factory=list)
     strings: dict[str, str] = Field(default_factory=dict)
 
 
 def _params_as_strings(raw: dict) -> dict:
     """YAML reads ``dk: 512`` as a number; widget parameters are address strings."""
-    for item in list(raw.get("try") or []) + list(raw.get("check") or []):
+    for item in list(raw.get("try") or []) + list(raw.get("check") or []) + list(raw.get("predict") or []):
         if isinstance(item, dict) and isinstance(item.get("params"), dict):
             item["params"] = {
                 str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in item["params"].items()
@@ -298,6 +328,7 @@ def _markdown() -> MarkdownIt:
     md.use(front_matter_plugin)
     for name in DIRECTIVES:
         md.use(container_plugin, name=name)
+    md.use(container_plugin, name="further")
     return md
 
 
@@ -396,12 +427,21 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
     def flush() -> None:
         html = md.renderer.render(pending, md.options, {}).strip()
         if html:
-            blocks.append({"type": "html", "html": html})
+            blocks.append({"type": "html", "html": html, "further": further})
         pending.clear()
 
-    i, body = 1, tokens
+    i, body, further = 1, tokens, False
     while i < len(body):
         token = body[i]
+        if token.type in ("container_further_open", "container_further_close"):
+            opening = token.type.endswith("open")
+            if opening and (further or token.markup != "::::"):
+                raise ValueError(
+                    f"{path}:{(token.map or [0])[0] + 1}: ':::: further' regions take four colons and do not nest"
+                )
+            flush()
+            further, i = opening, i + 1
+            continue
         kind = next((d for d in DIRECTIVES if token.type == f"container_{d}_open"), None)
         if kind is None:
             if token.type.startswith("container_"):
@@ -422,7 +462,7 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
                 depth -= 1
             j += 1
         inner = body[i + 1 : j - 1]
-        blocks.append(_directive(path, line, kind, arg, inner, md))
+        blocks.append(_directive(path, line, kind, arg, inner, md) | {"further": further})
         i = j
     flush()
     return front, blocks
@@ -487,16 +527,16 @@ def _pair(ja: Any, en: Any) -> Text:
 
 
 def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
-    shape = [(b["type"], b.get("widget"), b.get("source")) for b in ja]
-    other = [(b["type"], b.get("widget"), b.get("source")) for b in en]
+    shape = [(b["type"], b.get("widget"), b.get("source"), b["further"]) for b in ja]
+    other = [(b["type"], b.get("widget"), b.get("source"), b["further"]) for b in en]
     if shape != other:
         raise ValueError(f"{name}: the ja and en files differ in their blocks: {shape} vs {other}")
     merged = []
     for a, b in zip(ja, en, strict=True):
         if a["type"] in ("html", "note", "memo"):
-            merged.append(Block(type=a["type"], html=_pair(a["html"], b["html"])))
+            merged.append(Block(type=a["type"], html=_pair(a["html"], b["html"]), further=a["further"]))
         elif a["type"] == "widget":
-            merged.append(Block(type="widget", widget=a["widget"]))
+            merged.append(Block(type="widget", widget=a["widget"], further=a["further"]))
         else:
             caption = _pair(a["caption"], b["caption"]) if a["caption"] or b["caption"] else None
             if bool(a["caption"]) != bool(b["caption"]):
@@ -511,6 +551,7 @@ def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
                     where=a.get("where"),
                     file=a.get("file"),
                     lines=a.get("lines"),
+                    further=a["further"],
                 )
             )
     return merged
@@ -524,7 +565,7 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
         if a != b:
             raise ValueError(f"{name}: the ja and en files differ in {what}: {a!r} vs {b!r}")
 
-    for what in ("objectives", "key_points", "try_", "check", "links"):
+    for what in ("objectives", "key_points", "try_", "check", "predict", "links"):
         same(f"the number of {what.rstrip('_')}", len(getattr(fja, what)), len(getattr(fen, what)))
     same("their widget strings", sorted(fja.strings), sorted(fen.strings))
     for n, (a, b) in enumerate(zip(fja.try_, fen.try_, strict=True), 1):
@@ -535,8 +576,18 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
         same(f"question {n}'s number of choices", len(a.choices), len(b.choices))
         if a.answer >= len(a.choices):
             raise ValueError(f"{name}: question {n}: answer {a.answer} is not one of its {len(a.choices)} choices")
+    for n, (a, b) in enumerate(zip(fja.predict, fen.predict, strict=True), 1):
+        for field in ("widget", "answer", "params"):
+            same(f"prediction {n}'s {field}", getattr(a, field), getattr(b, field))
+        same(f"prediction {n}'s number of choices", len(a.choices), len(b.choices))
     for n, (a, b) in enumerate(zip(fja.links, fen.links, strict=True), 1):
         same(f"link {n}'s address", a.href, b.href)
+    blocks = _merge_blocks(name, bja, ben)
+    basic = {b.widget for b in blocks if b.type == "widget" and not b.further}
+    asked = [p.widget for p in fja.predict]
+    for widget in asked:
+        if widget not in basic or asked.count(widget) > 1:
+            raise ValueError(f"{name}: a prediction at {widget!r} needs that widget once, in the basic path")
     return Section(
         id=ident,
         slug=slug,
@@ -545,7 +596,7 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
         summary=_pair(fja.summary, fen.summary),
         objectives=[_pair(a, b) for a, b in zip(fja.objectives, fen.objectives, strict=True)],
         key_points=[_pair(a, b) for a, b in zip(fja.key_points, fen.key_points, strict=True)],
-        blocks=_merge_blocks(name, bja, ben),
+        blocks=blocks,
         try_=[TryItem(text=_pair(a.text, b.text), params=a.params) for a, b in zip(fja.try_, fen.try_, strict=True)],
         check=[
             Question(
@@ -559,6 +610,18 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
                 section=a.section,
             )
             for a, b in zip(fja.check, fen.check, strict=True)
+        ],
+        predict=[
+            Prediction(
+                widget=a.widget,
+                question=_pair(a.question, b.question),
+                choices=[_pair(x, y) for x, y in zip(a.choices, b.choices, strict=True)],
+                answer=a.answer,
+                hint=_pair(a.hint, b.hint),
+                explanation=_pair(a.explanation, b.explanation),
+                params=a.params,
+            )
+            for a, b in zip(fja.predict, fen.predict, strict=True)
         ],
         links=[Link(href=a.href, label=_pair(a.label, b.label)) for a, b in zip(fja.links, fen.links, strict=True)],
         strings={key: _pair(fja.strings[key], fen.strings[key]) for key in fja.strings},
@@ -669,6 +732,7 @@ class _TeacherFront(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     minutes: int = Field(strict=True, ge=1, le=120)
+    further_minutes: int = Field(0, strict=True, ge=0, le=120)  # the 発展 part's minutes
 
 
 def _widgets_of(section: Section) -> set[str]:
@@ -677,8 +741,8 @@ def _widgets_of(section: Section) -> set[str]:
 
 def _parse_teacher(
     path: Path, forms: list[tuple[str, str]], lang: str, section: Section, sections: dict[int, Section]
-) -> tuple[int, str]:
-    """One language's teacher notes: (minutes, HTML). Checks the four parts' headings and that every
+) -> tuple[tuple[int, int], str]:
+    """One language's teacher notes: ((minutes, further minutes), HTML). Checks the four parts' headings and that every
     misconception links to a widget that is on the page it names."""
     md = _markdown()
     tokens = md.parse(path.read_text(encoding="utf-8"))
@@ -747,7 +811,7 @@ def _parse_teacher(
             if page not in sections or m[2] not in _widgets_of(sections[page]):
                 raise ValueError(f"{path}:{line_of(body[first])}: section {page}'s page has no widget {m[2]!r}")
     html = md.renderer.render(body, md.options, {}).strip()
-    return front.minutes, html
+    return (front.minutes, front.further_minutes), html
 
 
 def _with_teacher_notes(
@@ -772,7 +836,8 @@ def _with_teacher_notes(
         (mja, hja), (men, hen) = parsed["ja"], parsed["en"]
         if mja != men:
             raise ValueError(f"{pair['en']}:1: minutes {men} here, {mja} in {pair['ja']}; a section takes one time")
-        out[section.id] = section.model_copy(update={"teacher": TeacherNotes(minutes=mja, html=_pair(hja, hen))})
+        notes = TeacherNotes(minutes=mja[0], further_minutes=mja[1], html=_pair(hja, hen))
+        out[section.id] = section.model_copy(update={"teacher": notes})
     return out
 
 
