@@ -835,7 +835,9 @@ def _with_teacher_notes(
         parsed = {lang: _parse_teacher(pair[lang], _forms(glossary, lang), lang, section, sections) for lang in LANGS}
         (mja, hja), (men, hen) = parsed["ja"], parsed["en"]
         if mja != men:
-            raise ValueError(f"{pair['en']}:1: minutes {men} here, {mja} in {pair['ja']}; a section takes one time")
+            which = "minutes" if mja[0] != men[0] else "further_minutes"
+            got, other = (men[0], mja[0]) if which == "minutes" else (men[1], mja[1])
+            raise ValueError(f"{pair['en']}:1: {which} {got} here, {other} in {pair['ja']}; a section takes one time")
         notes = TeacherNotes(minutes=mja[0], further_minutes=mja[1], html=_pair(hja, hen))
         out[section.id] = section.model_copy(update={"teacher": notes})
     return out
