@@ -332,6 +332,9 @@ def test_the_prediction_at_the_three_books_is_the_softmax_of_8_4_2(section):
         assert all(shown(w) in explanation for w in got.weights)
         exps = [math.exp(x / 8) for x in (8, 4, 2)]
         assert all(shown(e) in explanation for e in exps) and shown(sum(exps)) in explanation
+        # Under the widget: "Book 1's score is twice book 2's, yet its weight is 0.481 against 0.292".
+        under = " ".join(getattr(b.html, lang) for b in section.blocks if b.type == "html" and not b.further)
+        assert f"{shown(got.weights[0])} " in under and shown(got.weights[1]) in under
 
 
 def test_the_dot_product_question_matches_its_arithmetic(section):
