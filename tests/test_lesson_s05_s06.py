@@ -249,6 +249,8 @@ def test_section_6_says_where_the_symmetry_holds_and_what_rope_depends_on(sectio
     s6 = sections[6]
     text = _texts(s6, lang)
     assert "FIXME" not in text and "上の MiniLM" not in text and "MiniLM above" not in text
+    # §6 says 因果マスク, the lesson's one term; 先を隠す工夫 only explains it in §7.
+    assert "先を隠す工夫" not in text
     if lang == "ja":
         assert "マスクをかけない自己注意" in text and "並べ替えに対して同変" in text
         assert "差 n − m を通してだけ" in text and "q と k の中身" in text
@@ -265,7 +267,9 @@ def test_section_6_says_where_the_symmetry_holds_and_what_rope_depends_on(sectio
     # The RoPE figure comes after the text that explains RoPE, the sinusoid figure before it.
     order = [(b.type, b.widget, getattr(b.html, lang) if b.html else "") for b in s6.blocks]
     rope_widget = next(i for i, (t, w, _) in enumerate(order) if w == "rope-scores")
-    explained = next(i for i, (t, _, h) in enumerate(order) if t == "html" and "R_{n−m}" in h)
+    explained = next(i for i, (t, _, h) in enumerate(order) if t == "html" and "q · (R(n − m) k)" in h)
+    # The formula is written readably, not as raw TeX subscripts.
+    assert not any("R_{" in h or "R_m" in h for _, _, h in order) and "R_{" not in text
     pe_widget = next(i for i, (t, w, _) in enumerate(order) if w == "pe-table")
     assert pe_widget < explained < rope_widget
     # MiniLM is referred to by its section, with a link to it.
