@@ -299,6 +299,7 @@ def test_the_corrected_statements_are_there():
     assert "節約できるのはメモリ" in ja and "saves memory" in en  # chunking: memory, not time
     assert "時間は短くなりません" in ja and "not faster" in en
     assert "窓の幅 4" not in ja  # the old label whose mask had 5 keys per row
+    assert "因果マスク" in ja and "先を隠す工夫" not in ja  # the term; §6 and §7 explain it
     # Full attention does not simply "run out of memory" at 32,768: SDPA finishes it; storing every score does not fit.
     checks = " ".join(q.question.en + q.explanation.en for q in SECTION.check)
     assert "runs out of memory" not in checks and "stores the whole T×T score table" in checks
