@@ -122,7 +122,7 @@ def test_the_lessons_own_terms_are_used(client):
     for term in ("クエリ", "キー", "バリュー"):
         assert term in text[3], term
     assert "ソース・ターゲット注意" in text[4] and "ソース・ターゲット注意" in text[1]
-    assert "先を隠す工夫" in text[7] and "先を隠す工夫" in text[8]
+    assert "因果マスク" in text[7] and "因果マスク" in text[8] and "先を隠す工夫" in text[7]  # its explanation, once
 
 
 def test_unknown_sections_are_404_and_bad_ids_422(client):

@@ -339,10 +339,14 @@ def test_the_pages_use_the_glossarys_terms_and_have_no_placeholders(n):
     for wrong in ("注目の重み", "スキップ結合", "レイヤー正規化", "レイヤーノーム"):
         assert wrong not in ja, wrong
     assert "skip connection" not in en.lower()
-    # 因果マスク only once, as a parenthetical, where §7 introduces 先を隠す工夫.
-    assert ja.count("因果マスク") == (1 if n == 7 else 0)
+    if n == 4:
+        assert ja.count("因果マスク") == 0
     if n == 7:
-        assert "先を隠す工夫（因果マスク）" in ja
+        # 因果マスク is the term; §7 introduces it with 先を隠す工夫 as its explanation, once.
+        assert ja.count("因果マスク（先を隠す工夫）") == 1 and ja.count("先を隠す工夫") == 1
+        assert ja.count("因果マスク") >= 5
+        # 層 for layers: no 段 (the word §1 uses for waiting steps) for the model's layers.
+        assert "段" not in ja and "{n} 層" in section.strings["times"].ja
     # Provenance (endpoints, function names) only in the folded technical notes.
     for key, value in section.strings.items():
         if "/api/lesson/" in value.ja or "/api/lesson/" in value.en:

@@ -156,7 +156,7 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     order = page.evaluate(
         "() => { const kids = Array.from(document.querySelector('#section').children);"
         " const at = (n) => kids.findIndex((k) => k.contains(n));"
-        " const text = kids.findIndex((k) => k.classList.contains('lesson-text') && k.textContent.includes('R_{n−m}'));"
+        " const text = kids.findIndex((k) => k.classList.contains('lesson-text') && k.textContent.includes('q · (R(n − m) k)'));"
         " return [at(document.querySelector('#widget-pe-table')), text, at(document.querySelector('#widget-rope-scores'))]; }"
     )
     assert order[0] < order[1] < order[2], order
@@ -190,15 +190,16 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
 
 
 def test_a_predict_question_opens_the_widget_it_asks_about(page, lang, sections):
-    """§6's RoPE question: after answering, 'try it' opens the page with another q and k."""
-    q = next(i for i, q in enumerate(sections[6].check) if q.params.get("rseed"))
+    """§6's word-order question: after answering, 'try it' opens the page with the two sentences it names."""
+    q = next(i for i, q in enumerate(sections[6].check) if q.params.get("a"))
+    want = sections[6].check[q].params
     page.goto("/lesson/6")
-    wait_request(page, "#rope-out", {"seed": 0})
+    wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
     right = sections[6].check[q].answer
     page.check(f"#question-{q} input[value='{right}']")
     page.click(f"#q{q}-submit")
     assert page.get_attribute(f"#q{q}-feedback", "data-result") == "correct"
     with page.expect_navigation():
         page.click(f"#q{q}-try")
-    wait_request(page, "#rope-out", {"seed": 1})
-    assert params(page)["rseed"] == "1" and params(page)["lang"] == lang
+    wait_request(page, "#wo-out", {"a": want["a"], "b": want["b"]})
+    assert params(page)["a"] == want["a"] and params(page)["lang"] == lang
