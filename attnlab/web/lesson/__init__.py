@@ -1,8 +1,8 @@
 """The lesson (授業): a guided, bilingual walk through attention and the Transformer.
 
-The explorer opens on the lesson's index. Each of its eight sections is one page with learning
+The explorer opens on the lesson's index. Each of its nine sections is one page with learning
 objectives, a short explanation, live widgets whose numbers come from the API below, 「やってみよう
-/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a ninth page is the final
+/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a tenth page is the final
 check across all sections, and ``/lesson/glossary`` the bilingual glossary (用語集).
 
 Where things live (one home each):
