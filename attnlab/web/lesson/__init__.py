@@ -41,6 +41,7 @@ from . import (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, _page_lang, _shell
@@ -54,6 +55,7 @@ from .s05_multi_head import *  # noqa: F403
 from .s06_positional_encoding import *  # noqa: F403
 from .s07_whole_transformer import *  # noqa: F403
 from .s08_variants_and_exercises import *  # noqa: F403
+from .s09_transformers_at_work import *  # noqa: F403
 
 SECTION_MODULES = (
     s01_what_attention_does,
@@ -64,6 +66,7 @@ SECTION_MODULES = (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 
 
