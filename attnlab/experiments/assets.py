@@ -1062,8 +1062,9 @@ def _config_from(directory: Path, *keys: str) -> dict:
 class ShakespeareMLM:
     """An encoder-only BERT trained by ``attnlab train mlm`` (masked LM) on tinyshakespeare, one
     character a token like shakespeare-char (the same text, read from both sides instead of from the
-    left); the last 10% of the text validates. (A 1,000-piece BPE vocabulary at this size and step
-    count learned only how often each piece occurs, whatever its neighbours: characters it is.)"""
+    left); the last 10% of the text validates. At this size and step count a 1,000-piece BPE
+    vocabulary, and characters under the preset's decaying rate, learned only how often each token
+    occurs, whatever its neighbours; characters at a constant rate of 3e-3 learn to read them."""
 
     name: str = "shakespeare-mlm"
     text: str = "tinyshakespeare/input.txt"
@@ -1080,7 +1081,8 @@ class ShakespeareMLM:
         "model.n_positions=64",
         "max_len=64",
         "batch_size=32",
-        "train.lr=2e-3",
+        "train.lr=3e-3",
+        "train.schedule=constant",
         "train.time_budget_s=null",
         "train.eval_every_steps=500",
         "train.warmup_steps=100",

@@ -10,6 +10,7 @@
   const { num, sequential, css, textOn } = window.Charts;
   const NS = "http://www.w3.org/2000/svg";
   const percent = (p) => (100 * p).toFixed(p > 0.995 || p < 0.005 ? 0 : 1) + "%";
+  const FIRST_IMAGE = 2; // the API's default: a held-out digit the model gets right (image 0 it gets wrong)
   const show = (tok) => (tok === " " ? "␣" : tok === "\n" ? "↵" : tok);
 
   function svgNode(tag, attrs, text) {
@@ -78,8 +79,12 @@
   // The three families: which position may attend to which.
   // ---------------------------------------------------------------------------------------------
 
+  // A title's width in px at 13 px bold (CJK characters about twice a Latin one's): the picture
+  // is made wide enough for it, so that no title is cut.
+  const titleWidth = (text) => Array.from(text).reduce((w, ch) => w + (ch.charCodeAt(0) > 0x2e7f ? 13.5 : 8), 0);
+
   function maskGrid(node, x0, y0, rows, cols, allowed, cell, rowLabels, colLabels, title) {
-    node.append(svgNode("text", { x: x0, y: y0 - 30, "font-size": 13, "font-weight": "bold", fill: "#1f2933" }, title));
+    node.append(svgNode("text", { x: x0 - 26, y: y0 - 30, "font-size": 13, "font-weight": "bold", fill: "#1f2933" }, title));
     colLabels.forEach((c, j) => node.append(svgNode("text", { x: x0 + j * cell + cell / 2, y: y0 - 6, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, c)));
     rowLabels.forEach((r, i) => node.append(svgNode("text", { x: x0 - 6, y: y0 + i * cell + cell / 2 + 4, "text-anchor": "end", "font-size": 12, fill: "#1f2933" }, r)));
     let ticks = 0;
@@ -102,17 +107,20 @@
       const panels = [
         { id: "enc", title: s("fam_enc"), task: s("fam_enc_task"), draw(node) {
           maskGrid(node, 40, 50, 4, 4, () => true, cell, src, src, s("fam_self"));
-          return 40 + 4 * cell + 10;
+          return Math.max(40 + 4 * cell + 10, 14 + titleWidth(s("fam_self")) + 8);
         } },
         { id: "dec", title: s("fam_dec"), task: s("fam_dec_task"), draw(node) {
           maskGrid(node, 40, 50, 4, 4, (i, j) => j <= i, cell, src, src, s("fam_causal"));
-          return 40 + 4 * cell + 10;
+          return Math.max(40 + 4 * cell + 10, 14 + titleWidth(s("fam_causal")) + 8);
         } },
         { id: "encdec", title: s("fam_encdec"), task: s("fam_encdec_task"), draw(node) {
+          const low = 50 + 4 * cell + 50;
           maskGrid(node, 40, 50, 4, 4, () => true, cell, src, src, s("fam_enc_self"));
-          maskGrid(node, 40, 50 + 4 * cell + 50, 3, 3, (i, j) => j <= i, cell, out, out, s("fam_dec_self"));
-          maskGrid(node, 40 + 3 * cell + 50, 50 + 4 * cell + 50, 3, 4, () => true, cell, out, src, s("fam_cross"));
-          return 40 + 3 * cell + 50 + 4 * cell + 10;
+          maskGrid(node, 40, low, 3, 3, (i, j) => j <= i, cell, out, out, s("fam_dec_self"));
+          // The source–target grid sits right of the decoder's title, or under it when that is wide.
+          const right = Math.max(40 + 3 * cell + 40, 14 + titleWidth(s("fam_dec_self")) + 40);
+          maskGrid(node, right, low, 3, 4, () => true, cell, out, src, s("fam_cross"));
+          return Math.max(right + 4 * cell + 10, right - 26 + titleWidth(s("fam_cross")) + 8, 14 + titleWidth(s("fam_enc_self")) + 8);
         } },
       ];
       const figs = panels.map((p) => {
@@ -304,8 +312,9 @@
         el("p", { class: "note", text: s("sum_unknown") }),
         el("p", { class: "subhead", id: "sum-words-title", text: s("sum_words") }),
         el("p", { class: "apps-words", lang: "en", role: "group", "aria-labelledby": "sum-words-title" }, words),
+        el("div", { class: "apps-key-row" }, el("span", { class: "note", text: s("sum_key") }), colourKey(s("sum_key"), "sum-copy-key")),
+        ...headTable({ rows: r.src_tokens.map((_, j) => r.attention.map((row) => row[j])), rowLabels: r.src_tokens, cols: r.tokens, idPrefix: "sum-a", title: s("sum_table") }),
         keyRow(s, "sum-key"),
-        ...headTable({ rows: r.attention, rowLabels: r.tokens, cols: r.src_tokens, idPrefix: "sum-a", title: s("sum_table") }),
         el("p", { class: "note apps-honest", text: s("sum_honest") }),
         memo(el("p", { text: s("sum_source") })),
       ];
@@ -327,7 +336,7 @@
 
   function mountVit(root, ctx) {
     const { s } = ctx;
-    const state = { img: Math.max(0, Number(ctx.param("img", "0")) || 0), layer: -1 };
+    const state = { img: Math.max(0, Math.floor(Number(ctx.param("img", String(FIRST_IMAGE))))) || 0 };
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("vit");
     let shown = null;
@@ -348,7 +357,7 @@
     });
 
     function changed() {
-      ctx.setParams({ img: state.img === 0 ? null : String(state.img) });
+      ctx.setParams({ img: state.img === FIRST_IMAGE ? null : String(state.img) });
       send();
     }
 
@@ -440,17 +449,18 @@
       const at = (i) => [pad + r.positions[i][0] * (W - 2 * pad), pad + r.positions[i][1] * (H - 2 * pad)];
       const node = svgNode("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": s("gat_graph", { n: r.node }), id: "gat-graph" });
       const weight = Object.fromEntries(r.neighbours.map((n) => [n.node, n.mean]));
+      const top = Math.max(...r.neighbours.filter((n) => n.node !== r.node).map((n) => n.mean), 1e-9);
       for (const [a, b] of r.edges) {
         const [x1, y1] = at(a), [x2, y2] = at(b);
         const other = a === r.node ? b : b === r.node ? a : null;
         const w = other === null ? null : weight[other];
-        node.append(svgNode("line", { x1, y1, x2, y2, stroke: w === null ? "#c9d1db" : css(sequential(Math.max(0.15, w))), "stroke-width": w === null ? 1 : 1.5 + 10 * w, "data-value": w === null ? null : String(w), id: w === null ? null : `gat-edge-${other}` }));
+        node.append(svgNode("line", { x1, y1, x2, y2, stroke: w === null ? "#c9d1db" : css(sequential(Math.max(0.2, w / top))), "stroke-width": w === null ? 1 : 1 + 5 * (w / top), "data-value": w === null ? null : String(w), id: w === null ? null : `gat-edge-${other}` }));
       }
       r.truth.forEach((_, i) => {
         const [x, y] = at(i);
         const c = svgNode("circle", { cx: x, cy: y, r: i === r.node ? 11 : 8, fill: FACTION[r.predicted[i]], stroke: i === r.node ? "#1f2933" : r.predicted[i] !== r.truth[i] ? "#c00" : "#fff", "stroke-width": i === r.node || r.predicted[i] !== r.truth[i] ? 3 : 1 });
         node.append(c);
-        node.append(svgNode("text", { x, y: y + 4, "text-anchor": "middle", "font-size": 12, fill: "#fff" }, String(i)));
+        node.append(svgNode("text", { x, y: y + 4, "text-anchor": "middle", "font-size": 12, fill: r.predicted[i] === 0 ? "#1f2933" : "#fff" }, String(i)));
       });
       return node;
     }
@@ -471,6 +481,7 @@
           el("span", { class: "note", text: s("gat_wrong_key") })),
         ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }) }),
         keyRow(s, "gat-key"),
+        el("p", { class: "note", text: s("gat_edges") }),
         el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
         el("p", { class: "note apps-honest", text: s("gat_honest") }),
         memo(el("p", { text: s("gat_source") })),
