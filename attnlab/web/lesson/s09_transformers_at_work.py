@@ -205,8 +205,8 @@ def gpt_view(model, tokenizer, req: GPTRequest, name: str = GPT_APP_MODEL) -> GP
         ids ``(1, S)`` → weights ``(L, H, S)``
     """
     ids = tokenizer.encode(req.text)
-    if not ids:
-        raise ValueError("the text has no character the model knows")
+    if not ids or all(i == tokenizer.unk_id for i in ids):
+        raise ValueError("the text has no character the model knows (it read only Shakespeare's English)")
     used = ids[-model.config.n_positions :]
     out = model(torch.tensor([used]), need_weights=True)
     probs = torch.softmax(out.logits[0, -1].float(), dim=-1)  # (V,)
