@@ -154,7 +154,7 @@ def grid(pg, prefix: str, rows: int, cols: int) -> list[list[float]]:
 
 
 # --------------------------------------------------------------------------------------------
-# Every page: the index and the eight sections.
+# Every page: the index and the nine sections.
 # --------------------------------------------------------------------------------------------
 
 
@@ -163,7 +163,7 @@ def test_the_index_opens_in_the_browsers_language(page, lang):
     page.wait_for_selector("#toc:not([aria-busy])")
     assert page.get_attribute("html", "lang") == lang and params(page)["lang"] == lang
     links = page.locator(".toc-link")
-    assert links.count() == len(SECTIONS) == 9  # eight sections and the final check, last
+    assert links.count() == len(SECTIONS) == 10  # nine sections and the final check, last
     for n, section in SECTIONS.items():
         link = page.locator(f"#toc-link-{n}")
         title = getattr(section.title, lang)

@@ -251,7 +251,7 @@ def test_the_stored_answer_positions_are_not_concentrated():
 
 def test_the_final_check_draws_on_every_section():
     final = SECTIONS[FINAL]
-    assert FINAL == 9 and final.slug == "final-check"
+    assert FINAL == 10 and final.slug == "final-check"
     assert (final.title.ja, final.title.en) == ("まとめの確認", "Final check")
     assert 10 <= len(final.check) <= 14
     drawn = collections.Counter(q.section for q in final.check)

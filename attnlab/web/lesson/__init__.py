@@ -1,8 +1,8 @@
 """The lesson (授業): a guided, bilingual walk through attention and the Transformer.
 
-The explorer opens on the lesson's index. Each of its eight sections is one page with learning
+The explorer opens on the lesson's index. Each of its nine sections is one page with learning
 objectives, a short explanation, live widgets whose numbers come from the API below, 「やってみよう
-/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a ninth page is the final
+/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a tenth page is the final
 check across all sections, and ``/lesson/glossary`` the bilingual glossary (用語集).
 
 Where things live (one home each):
@@ -41,6 +41,7 @@ from . import (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, _page_lang, _shell
@@ -63,6 +64,7 @@ from .s05_multi_head import *  # noqa: F403
 from .s06_positional_encoding import *  # noqa: F403
 from .s07_whole_transformer import *  # noqa: F403
 from .s08_variants_and_exercises import *  # noqa: F403
+from .s09_transformers_at_work import *  # noqa: F403
 
 SECTION_MODULES = (
     s01_what_attention_does,
@@ -73,6 +75,7 @@ SECTION_MODULES = (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 
 

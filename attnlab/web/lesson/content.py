@@ -114,6 +114,13 @@ WIDGETS = frozenset(
         "variants",
         "attention-map",
         "pooling",
+        # §9 (widgets/apps.js)
+        "families",
+        "apps-mlm",
+        "apps-gpt",
+        "apps-summary",
+        "apps-vit",
+        "apps-gat",
     }
 )
 
