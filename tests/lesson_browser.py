@@ -165,6 +165,25 @@ def assert_accessible(pg) -> None:
     assert not bad, bad
 
 
+def uncover(pg) -> None:
+    """The third edition's basic path covers a widget until its prediction is committed and folds the
+    発展 / "Going further" regions: for the tests of the widgets themselves, commit every prediction on
+    the page (its first choice) and open every fold."""
+    section_drawn(pg)
+    pg.evaluate(
+        "() => { document.querySelectorAll('details.further').forEach((d) => { d.open = true; });"
+        " document.querySelectorAll('[id^=predict-][id$=-gate][data-revealed=\"0\"]').forEach((gate) => {"
+        " const form = gate.previousElementSibling; const input = form && form.querySelector('input[type=radio]');"
+        " if (input) { input.checked = true; form.requestSubmit(); } }); }"
+    )
+
+
+def goto_uncovered(pg, url: str) -> None:
+    """Open a lesson page with its widgets uncovered and its folds open (:func:`uncover`)."""
+    pg.goto(url)
+    uncover(pg)
+
+
 def tab_to(pg, selector: str, limit: int = 400) -> None:
     """Press Tab (and nothing else) until the element matching ``selector`` has the focus."""
     for _ in range(limit):

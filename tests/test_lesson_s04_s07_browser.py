@@ -17,6 +17,7 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -93,7 +94,7 @@ def visible_text_outside_memos(pg, widget: str) -> str:
 
 def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_en):
     sentence = getattr(SECTIONS[7].strings["default_sentence"], lang)
-    page.goto("/lesson/7")
+    goto_uncovered(page, "/lesson/7")
     wait_request(page, "#td-out", {"text": sentence})
     want = LV.shapes_view(ja_en, LV.ShapesRequest(text=sentence))
     z = want.sizes
@@ -152,7 +153,7 @@ def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_e
 
 
 def test_the_diagram_from_the_keyboard_alone(page, lang, ja_en):
-    page.goto("/lesson/7")
+    goto_uncovered(page, "/lesson/7")
     wait_widgets(page)
     before = {k: page.get_attribute(f"#td-size-{k}", "data-value") for k in ("B", "S", "T", "D", "H", "Dh", "F", "V")}
     tab_to(page, "#td-box-dec_cross_norm")

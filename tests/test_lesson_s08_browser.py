@@ -12,6 +12,7 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -69,7 +70,7 @@ def same_as_classifier(pg, classifier, text: str) -> None:
 
 def test_the_pooling_widget_shows_the_classifiers_numbers_and_works_by_keyboard(page, lang, classifier):
     s = {k: getattr(v, lang) for k, v in SECTION.strings.items()}
-    page.goto("/lesson/8")
+    goto_uncovered(page, "/lesson/8")
     wait_request(page, "#pool-out", {"text": EXAMPLES[0]})
     same_as_classifier(page, classifier, EXAMPLES[0])
     assert page.text_content("#pool-label") == s["pool_class_question"]
@@ -98,7 +99,7 @@ def test_the_pooling_widget_shows_the_classifiers_numbers_and_works_by_keyboard(
 
 
 def test_the_sentence_lives_in_the_address_and_unknown_characters_are_marked(page, lang, classifier):
-    page.goto("/lesson/8?pool=𠮷野家は開いていない。")
+    goto_uncovered(page, "/lesson/8?pool=𠮷野家は開いていない。")
     wait_request(page, "#pool-out", {"text": "𠮷野家は開いていない。"})
     same_as_classifier(page, classifier, "𠮷野家は開いていない。")
     assert page.text_content("#pool-ch-0") == "𠮷*"  # not in the vocabulary: read as unknown
@@ -114,7 +115,7 @@ def test_the_sentence_lives_in_the_address_and_unknown_characters_are_marked(pag
 
 
 def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart(page, lang):
-    page.goto("/lesson/8")
+    goto_uncovered(page, "/lesson/8")
     wait_request(page, "#var-out", {"length": 16, "reach": 2, "block": 4, "causal": False})
     want = L.variants(L.VariantsRequest())
     for name in L.VARIANTS:
