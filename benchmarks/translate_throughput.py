@@ -468,6 +468,7 @@ def step_rows(args) -> str:
 
     for threads in args.threads:
         torch.set_num_threads(threads)
+        table = rules.lines()  # this thread count's lines (measured on first use), before any timing
         for rows in args.step_rows:
             picked = [long_enough[i % len(long_enough)] for i in range(rows)]
             src = torch.tensor(picked)  # (rows, S)

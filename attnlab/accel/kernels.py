@@ -146,6 +146,23 @@ def _finish(job: subprocess.Popen) -> str | None:
     return None if job.returncode == 0 else err.strip()[:500]
 
 
+def _hold_lock(path: Path):
+    """An open file holding an exclusive lock on ``path`` (closing it releases the lock), or
+    ``None`` where files cannot be locked here (the rename below still keeps builds apart)."""
+    try:
+        import fcntl
+
+        handle = open(path, "w")  # noqa: SIM115 - held open: the lock lives as long as the file
+    except (ImportError, OSError):
+        return None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
 def _build() -> tuple[Path, tuple[str, ...]]:
     """The library's path and the instruction sets built into it (compiling it if not cached)."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
@@ -165,54 +182,62 @@ def _build() -> tuple[Path, tuple[str, ...]]:
     if target.exists() and listed.exists():
         return target, tuple(listed.read_text().split())
     folder.mkdir(parents=True, exist_ok=True)
-    # Built in a folder of its own, then renamed into place: another process may build the same.
-    work = folder / f"build.{os.getpid()}.partial"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    # One process builds, the others (parallel test workers, a class's explorers) wait for it.
+    lock = _hold_lock(folder / "build.lock")
     try:
-        (work / "layout.h").write_bytes(header)
-        include = ["-I", str(work), "-I", str(_HERE)]
-        jobs = {
-            isa: _compile(
-                compiler,
-                [*_FLAGS, *_ISA_FLAGS[isa][0], f"-DISA={isa}", f"-DVW={_ISA_FLAGS[isa][1]}", *include]
-                + ["-c", str(_HERE / "panels.c"), "-o", str(work / f"panels_{isa}.o")],
-            )
-            for isa in wanted
-        }
-        errors = {isa: _finish(job) for isa, job in jobs.items()}
-        built = [isa for isa, error in errors.items() if error is None]  # (an old compiler: fewer ISAs)
-        if "generic" not in built:
-            raise OSError(f"{compiler} failed: {errors['generic']}")
-        have = [f"-DHAVE_ISA_{isa.upper()}" for isa in built]
-        common = {
-            name: _compile(
-                compiler,
-                [*_FLAGS, *_COMMON_FLAGS, *have, *include]
-                + ["-c", str(_HERE / f"{name}.c"), "-o", str(work / f"{name}.o")],
-            )
-            for name in ("products", "layers", "search")
-        }
-        for job in common.values():
-            error = _finish(job)
-            if error is not None:
-                raise OSError(f"{compiler} failed: {error}")
-        objects = [str(work / f"panels_{isa}.o") for isa in built] + [str(work / f"{n}.o") for n in common]
-        subprocess.run(
-            [compiler, "-shared", "-fopenmp", *objects, "-o", str(work / target.name), *_LIBS],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        (work / listed.name).write_text(" ".join(built))
-        os.replace(work / listed.name, listed)  # the list first: a library found is always listed
-        os.replace(work / target.name, target)
-    except subprocess.CalledProcessError as err:
-        raise OSError(f"{compiler} failed: {err.stderr.strip()[:500]}") from None
-    finally:
+        if target.exists() and listed.exists():  # built by another process while this one waited
+            return target, tuple(listed.read_text().split())
+        # Built in a folder of its own, then renamed into place: another process may build the same.
+        work = folder / f"build.{os.getpid()}.partial"
         shutil.rmtree(work, ignore_errors=True)
-    return target, tuple(built)
+        work.mkdir()
+        try:
+            (work / "layout.h").write_bytes(header)
+            include = ["-I", str(work), "-I", str(_HERE)]
+            jobs = {
+                isa: _compile(
+                    compiler,
+                    [*_FLAGS, *_ISA_FLAGS[isa][0], f"-DISA={isa}", f"-DVW={_ISA_FLAGS[isa][1]}", *include]
+                    + ["-c", str(_HERE / "panels.c"), "-o", str(work / f"panels_{isa}.o")],
+                )
+                for isa in wanted
+            }
+            errors = {isa: _finish(job) for isa, job in jobs.items()}
+            built = [isa for isa, error in errors.items() if error is None]  # (an old compiler: fewer ISAs)
+            if "generic" not in built:
+                raise OSError(f"{compiler} failed: {errors['generic']}")
+            have = [f"-DHAVE_ISA_{isa.upper()}" for isa in built]
+            common = {
+                name: _compile(
+                    compiler,
+                    [*_FLAGS, *_COMMON_FLAGS, *have, *include]
+                    + ["-c", str(_HERE / f"{name}.c"), "-o", str(work / f"{name}.o")],
+                )
+                for name in ("products", "layers", "search")
+            }
+            for job in common.values():
+                error = _finish(job)
+                if error is not None:
+                    raise OSError(f"{compiler} failed: {error}")
+            objects = [str(work / f"panels_{isa}.o") for isa in built] + [str(work / f"{n}.o") for n in common]
+            subprocess.run(
+                [compiler, "-shared", "-fopenmp", *objects, "-o", str(work / target.name), *_LIBS],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            (work / listed.name).write_text(" ".join(built))
+            os.replace(work / listed.name, listed)  # the list first: a library found is always listed
+            os.replace(work / target.name, target)
+        except subprocess.CalledProcessError as err:
+            raise OSError(f"{compiler} failed: {err.stderr.strip()[:500]}") from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return target, tuple(built)
+    finally:
+        if lock is not None:
+            lock.close()  # (releases the lock)
 
 
 def _load():
