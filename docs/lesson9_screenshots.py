@@ -46,7 +46,11 @@ def shoot(browser, base: str, out: Path, lang: str, name: str, query: str, width
     # 256 colours keep the colour ramps true on a page of flat colours and text, and keep each file a few hundred KB.
     from PIL import Image
 
-    image = Image.open(path).convert("RGB").quantize(colors=256, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+    image = (
+        Image.open(path)
+        .convert("RGB")
+        .quantize(colors=256, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+    )
     image.save(path, optimize=True)
     return path
 
