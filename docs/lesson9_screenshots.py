@@ -11,7 +11,7 @@ answer (none of them an error) and the fonts are loaded, and writes:
 - ``lesson-9-projector-{en,ja}.png``: projector mode (``?view=present``) on the masked-LM slide;
 - ``lesson-9-handout-{en,ja}.png``: the printed page (``?print=1``, print media), whole page.
 
-Look at every file before committing it.
+Each is reduced to 256 colours (a few hundred KB). Look at every file before committing it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ def shoot(browser, base: str, out: Path, lang: str, name: str, query: str, width
     path = out / f"lesson-9{name}-{lang}.png"
     page.screenshot(path=str(path), full_page=full)
     ctx.close()
+    # 256 colours keep the colour ramps true on a page of flat colours and text, and keep each file a few hundred KB.
+    from PIL import Image
+
+    image = (
+        Image.open(path)
+        .convert("RGB")
+        .quantize(colors=256, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+    )
+    image.save(path, optimize=True)
     return path
 
 
@@ -63,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             if "phone" in args.only:
                 print(shoot(browser, base, args.out, lang, "-phone", "", 375))
             if "projector" in args.only:
-                print(shoot(browser, base, args.out, lang, "-projector", "&view=present&slide=4", 1280, full=False))
+                print(shoot(browser, base, args.out, lang, "-projector", "&view=present&slide=6", 1280, full=False))
             if "handout" in args.only:
                 print(shoot(browser, base, args.out, lang, "-handout", "&print=1", 1280, media="print"))
         browser.close()

@@ -313,3 +313,22 @@ def test_each_new_model_has_a_card_with_task_data_size_and_score(name):
 
 def test_the_assets_stay_inside_the_budget():
     assert assets.total_bytes() <= assets.BUDGET_BYTES == 24_000_000
+
+
+@pytest.mark.parametrize("name", ["facts-summarizer", "digits-vit", "karate-gat", "shakespeare-mlm"])
+def test_the_model_page_runs_each_new_model_on_its_examples(name):
+    from attnlab.web.models import GROUP_AXES, load_model
+
+    need(name)
+    model = load_model(name)
+    assert model.name == name and model.examples == assets.ASSETS[name].examples
+    for example in model.examples:
+        run = model.run(example)
+        assert run.output and run.attentions
+        for group, weights in run.attentions.items():
+            rows, cols = GROUP_AXES[group]
+            assert weights.shape[2:] == (len(run.tokens[rows]), len(run.tokens[cols]))
+            close(weights.sum(-1), torch.ones(weights.shape[:-1]), tol=1e-4)  # every row of attention adds up to 1
+    if name in ("digits-vit", "karate-gat"):
+        with pytest.raises(ValueError, match="whole number"):
+            model.run("seven")

@@ -117,16 +117,21 @@
           const low = 50 + 4 * cell + 50;
           maskGrid(node, 40, 50, 4, 4, () => true, cell, src, src, s("fam_enc_self"));
           maskGrid(node, 40, low, 3, 3, (i, j) => j <= i, cell, out, out, s("fam_dec_self"));
-          // The source–target grid sits right of the decoder's title, or under it when that is wide.
+          // The source–target grid sits right of the decoder's grid where the screen is wide enough,
+          // else under it (a phone): the picture is never scaled, so its text keeps its 12–13 px.
           const right = Math.max(40 + 3 * cell + 40, 14 + titleWidth(s("fam_dec_self")) + 40);
-          maskGrid(node, right, low, 3, 4, () => true, cell, out, src, s("fam_cross"));
-          return Math.max(right + 4 * cell + 10, right - 26 + titleWidth(s("fam_cross")) + 8, 14 + titleWidth(s("fam_enc_self")) + 8);
+          const wide = Math.max(right + 4 * cell + 10, right - 26 + titleWidth(s("fam_cross")) + 8);
+          const narrow = Math.max(40 + 4 * cell + 10, 14 + titleWidth(s("fam_dec_self")) + 8, 14 + titleWidth(s("fam_cross")) + 8);
+          const side = window.Charts.room(wide, narrow) >= wide;
+          maskGrid(node, side ? right : 40, side ? low : low + 3 * cell + 50, 3, 4, () => true, cell, out, src, s("fam_cross"));
+          this.height = side ? low + 3 * cell + 10 : low + 6 * cell + 60;
+          return Math.max(side ? wide : narrow, 14 + titleWidth(s("fam_enc_self")) + 8);
         } },
       ];
       const figs = panels.map((p) => {
-        const H = p.id === "encdec" ? 50 + 4 * cell + 50 + 3 * cell + 10 : 50 + 4 * cell + 10;
         const node = svgNode("svg", { role: "img", "aria-label": p.title + ": " + p.task, id: "fam-" + p.id });
         const W = p.draw(node);
+        const H = p.height || 50 + 4 * cell + 10;
         node.setAttribute("width", W);
         node.setAttribute("height", H);
         node.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -473,11 +478,11 @@
       const heads = Array.from({ length: r.n_heads }, (_, h) => s("gat_head", { h: h + 1 }));
       return [
         el("p", { class: "apps-result", id: "gat-pred", "data-value": String(r.predicted[r.node]),
-          text: s("gat_pred", { n: r.node, f: r.class_names[r.predicted[r.node]], t: r.class_names[r.truth[r.node]] }) }),
+          text: s("gat_pred", { n: r.node, f: s("gat_faction_" + r.predicted[r.node]), t: s("gat_faction_" + r.truth[r.node]) }) }),
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("gat_graph", { n: r.node }) }, graph(r)),
         el("div", { class: "apps-key-row" },
-          swatch(FACTION[0]), el("span", { class: "note", text: r.class_names[0] }),
-          swatch(FACTION[1]), el("span", { class: "note", text: r.class_names[1] }),
+          swatch(FACTION[0]), el("span", { class: "note", text: s("gat_faction_0") }),
+          swatch(FACTION[1]), el("span", { class: "note", text: s("gat_faction_1") }),
           el("span", { class: "note", text: s("gat_wrong_key") })),
         ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }) }),
         keyRow(s, "gat-key"),
