@@ -299,4 +299,4 @@ def test_an_alias_in_running_text_links_to_its_term(tmp_path):
     )
     api = TestClient(create_app(), base_url="http://127.0.0.1:8000").get("/api/lesson/glossary").json()
     residual = next(g for g in api if g["id"] == "residual")
-    assert residual["aliases"] == {"ja": ["スキップ結合"], "en": ["skip connection", "skip connections"]}
+    assert residual["aliases"] == {"ja": ["スキップ結合"], "en": ["skip connection"]}

@@ -329,14 +329,21 @@ def test_projector_slides_carry_the_basic_path_and_each_widget_with_its_sentence
     # The introducing sentence: the last paragraph of the text block right before the widget.
     before = pick(section.blocks[first_widget - 1].html, lang)
     last_paragraph = html.unescape(re.sub(r"<[^>]+>", "", before.rsplit("<p>", 1)[1])).strip()
-    intro = word["intro"][-1]
-    assert re.fullmatch(rf"block-{first_widget - 1}(-\d+)?", intro) and word["predict"] == 1
     k = slides.index(word) + 1
     page.goto(f"/lesson/{SECTION}?view=present&slide={k}")
     section_drawn(page)
-    assert page.text_content(f"#{intro}").strip() == last_paragraph
     order = page.eval_on_selector(f"#slide-{k} .slide-inner", "n => [...n.children].map((c) => c.id || c.className)")
-    assert order == [*word["intro"], "predict-0", "predict-0-gate"]
+    at = order.index("predict-0")
+    # Above: the text that introduces the widget, ending with the paragraph right before it; then
+    # the prediction and the covered widget; below it, only text that points back at it (「上の例」).
+    lead, after = order[:at], order[at + 2 :]
+    assert lead and order[at + 1] == "predict-0-gate" and word["predict"] == 1
+    assert re.fullmatch(rf"block-{first_widget - 1}(-\d+)?", lead[-1])
+    assert page.text_content(f"#{lead[-1]}").strip() == last_paragraph
+    assert lead + after == word["intro"]
+    for node in after:  # the piece points back in one language or the other (a slide is the same in both)
+        b = section.blocks[int(node.split("-")[1])]
+        assert re.search(r"上の|above", b.html.ja + b.html.en), node
     assert not page.is_visible("#widget-word-order")
     (p,) = section.predict
     page.check(f'#predict-0 input[value="{p.answer}"]')

@@ -981,7 +981,7 @@
     const add = (node, size, heading, figure) => {
       // Right after a widget, text that points back at it (「上の図」, "above") stays on its slide.
       const last = out[out.length - 1];
-      if (!open && figure && !heading && last && last.kind === "widget" && last.part <= 1) {
+      if (!open && figure && !heading && last && last.kind === "widget") {
         node.classList.add("widget-intro");
         last.nodes.push(node);
         return;
