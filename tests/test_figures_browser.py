@@ -19,7 +19,7 @@ import re
 
 import pytest
 import yaml
-from lesson_browser import BROWSER_MARKS, widgets_answered
+from lesson_browser import BROWSER_MARKS, section_drawn, widgets_answered
 
 from attnlab.web.i18n import STRINGS_DIR
 
@@ -207,10 +207,12 @@ def audit(browser, base_url):
             out = {}
             for n in SECTIONS:
                 pg.goto(f"/lesson/{n}?lang={lang}")
-                pg.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
+                section_drawn(pg)
                 widgets_answered(pg)
                 _open_everything(pg)
-                pg.evaluate("() => document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))")
+                pg.evaluate(
+                    "() => document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))"
+                )
                 out[n] = pg.evaluate(AUDIT)
             ctx.close()
             assert not errors, errors

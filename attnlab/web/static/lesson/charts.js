@@ -294,7 +294,7 @@
           id: opts.idPrefix ? `${opts.idPrefix}-${s.key}-${i}` : null, x: x0 + j * barW, y: y(v), width: barW - 2,
           height: Math.max(0, top + height - y(v)), fill: s.colour, "data-value": v,
         });
-        add(node, "text", { x: x0 + j * barW + (barW - 2) / 2, y: y(v) - 3, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, fmt(v, 1));
+        add(node, "text", { x: x0 + j * barW + (barW - 2) / 2, y: y(v) - 3, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, fmt(v, barW >= 36 ? 1 : 0)); // a narrow bar: whole numbers, so that neighbours' numbers do not touch
       });
       add(node, "text", { x: x0 + (groupW - 16) / 2, y: top + height + 16, "text-anchor": "middle", "font-size": 12, fill: "#1f2933" }, cat);
     });

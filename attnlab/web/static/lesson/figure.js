@@ -24,10 +24,12 @@
   // Two decimals at most, no trailing zeros: 0, 0.5, 1.
   const tick = (v) => String(Math.round(v * 100) / 100);
 
-  // A colour key as scene items: a ramp `width` px wide of `steps` swatches, the numbers lo, mid
-  // and hi under it, its title to the left above it; with masked, a hatched swatch and its word.
+  // A colour key as scene items: its title, then on the same line a ramp `width` px wide of
+  // `steps` swatches with the numbers lo, mid and hi under it; with masked, a hatched swatch and
+  // its word. One band, so that a key adds little height to its figure.
   // Returns { items, width, height }.
-  function keyItems(x, y, opts) {
+  function keyItems(x0, y, opts) {
+    let x = x0;
     const size = MIN_FONT;
     const lo = opts.lo === undefined ? 0 : opts.lo;
     const hi = opts.hi === undefined ? 1 : opts.hi;
@@ -36,10 +38,10 @@
     const sw = width / steps;
     const items = [];
     const title = opts.title === undefined ? t("fig_key_weight") : opts.title;
-    let top = y;
+    const top = y;
     if (title) {
-      items.push({ t: "text", x, y: y + size, s: title, size, anchor: "start", key: true });
-      top += size + 6;
+      items.push({ t: "text", x, y: y + size - 1, s: title, size, anchor: "start", key: true });
+      x += Math.ceil(textWidth(title, size)) + 8;
     }
     for (let i = 0; i < steps; i++) {
       const v = lo + ((i + 0.5) / steps) * (hi - lo);
@@ -52,16 +54,18 @@
       const anchor = k === 0 ? "start" : k === ticks.length - 1 ? "end" : "middle";
       items.push({ t: "text", x: tx, y: top + 12 + size + 2, s: tick(v), size, anchor, key: true });
     });
-    let w = width;
+    let right = x + width + 6; // room for the last number's overhang
+    let height = 12 + size + 6;
     if (opts.masked) {
-      const mx = x + width + 16;
-      items.push({ t: "keyrect", x: mx, y: top, w: 16, h: 12, fill: HATCH, stroke: "#5f6b7a", masked: true });
+      // The hatched swatch on a line of its own under the ramp (a phone has no room beside it).
+      const my = top + height;
+      items.push({ t: "keyrect", x: x0, y: my, w: 16, h: 12, fill: HATCH, stroke: "#5f6b7a", masked: true });
       const word = t("fig_key_masked");
-      items.push({ t: "text", x: mx + 20, y: top + 11, s: word, size, anchor: "start", key: true });
-      w = mx + 20 + textWidth(word, size) - x;
+      items.push({ t: "text", x: x0 + 20, y: my + 11, s: word, size, anchor: "start", key: true });
+      right = Math.max(right, x0 + 20 + textWidth(word, size));
+      height += 18;
     }
-    if (title) w = Math.max(w, textWidth(title, size));
-    return { items, width: Math.ceil(w), height: top - y + 12 + size + 6 };
+    return { items, width: Math.ceil(right - x0), height };
   }
 
   // A width estimate good enough for layout: CJK characters are a full em, others about 0.6 em.
@@ -122,6 +126,7 @@
     line.className = "look";
     line.id = "look-" + name;
     line.dataset.look = name;
+    line.dataset.slidePart = "1"; // projector mode: on the widget's first slide (all of a one-slide widget)
     const text = document.createElement("span");
     text.className = "look-text";
     line.append(text);
