@@ -70,7 +70,8 @@ def attention_result_html(result: tuple, lang: str | None = None) -> str:
     """The Jupyter display of an ``(output, weights)`` pair (:class:`AttentionResult`,
     :class:`attnlab.layers.AttentionOutput`): the shapes, then the weights if there are any, in
     ``lang`` (default: ``attnlab.viz.display_options.lang``). The panels are titled by head only:
-    one attention call's weights belong to no layer.
+    one attention call's weights belong to no layer; the axes are the query and key positions
+    (an attention call may be self- or source–target attention, so neither is named).
 
     Shape:
         output ``(..., T, Dv)``; weights ``(..., T, S)`` or ``None``
@@ -88,7 +89,10 @@ def attention_result_html(result: tuple, lang: str | None = None) -> str:
     caption = f"{text['weights']} {tuple(weights.shape)}{lead}"
     while weights.dim() > 3:
         weights = weights[0]  # (B, H, T, S) -> (H, T, S): one panel per head
-    return f"<div>{line}</div>" + attention_html(weights.detach(), caption=caption, layer_names=[None], lang=lang)
+    return f"<div>{line}</div>" + attention_html(
+        weights.detach(), caption=caption, layer_names=[None], lang=lang,
+        row_label=text["query_position"], column_label=text["key_position"],
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

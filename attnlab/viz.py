@@ -39,6 +39,7 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -352,6 +353,7 @@ def figure_labels(fig) -> list[str]:
         no tensors; returns a list of strings (empty ones left out).
     """
     texts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) is not None else []
+    texts += [getattr(fig, name).get_text() for name in ("_supxlabel", "_supylabel") if getattr(fig, name, None)]
     for ax in fig.axes:
         texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
         legend = ax.get_legend()
@@ -373,6 +375,20 @@ def _positions(n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
+#: Kana and kanji: a column label with them is written upright, not turned on its side.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+def _column_label(label: str) -> tuple[str, int]:
+    """A column's tick label and its rotation: Latin labels longer than two characters are turned
+    90° (long tokens fit in a narrow column); short ones (positions, digits) and labels with
+    Japanese stay upright, Japanese one character under the other (縦書き) when it has several,
+    so no Japanese is read on its side."""
+    if _CJK.search(label):
+        return ("\n".join(label) if len(label) > 1 else label), 0
+    return label, (0 if len(label) <= 2 else 90)
+
+
 def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
     """Put one token label per cell (every k-th when there are very many)."""
     step = max(1, math.ceil(len(labels) / _MAX_LABELS))
@@ -381,7 +397,9 @@ def _label_axis(ax, which: str, labels: list[str], fontsize: float) -> None:
     # parse_math=False: a token like "$5" or "$x$" is text, not a mathtext formula.
     if which == "x":
         ax.set_xticks(ticks)
-        ax.set_xticklabels(shown, rotation=90, fontsize=fontsize, parse_math=False)
+        texts = ax.set_xticklabels([_column_label(t)[0] for t in shown], fontsize=fontsize, parse_math=False)
+        for text, label in zip(texts, shown):
+            text.set_rotation(_column_label(label)[1])
     else:
         ax.set_yticks(ticks)
         ax.set_yticklabels(shown, fontsize=fontsize, parse_math=False)
@@ -391,9 +409,25 @@ def _label_fontsize(n: int) -> float:
     return 9.0 if n <= 30 else 7.0 if n <= 60 else 5.0
 
 
-def _heatmap(ax, w: np.ndarray, src: list[str] | None, tgt: list[str] | None):
-    """Draw one ``(T, S)`` map on ``ax`` with a fixed [0, 1] colour scale."""
-    image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", interpolation="nearest")
+def _colour_bar(fig, image, ax, label: str, **options):
+    """A colour bar with its label clear of the tick numbers (the CJK font's rotated label is
+    otherwise drawn over them)."""
+    bar = fig.colorbar(image, ax=ax, **options)
+    bar.set_label(label, labelpad=8)
+    return bar
+
+
+def _vmax(w: np.ndarray, vmax: float | None) -> float:
+    """The top of a heatmap's colour scale: ``vmax``, or the largest weight for ``None``."""
+    top = max(float(w.max()), 1e-6) if vmax is None else float(vmax)
+    if not top > 0:
+        raise ValueError(f"vmax must be positive (or None for the largest weight), got {vmax!r}")
+    return top
+
+
+def _heatmap(ax, w: np.ndarray, src: list[str] | None, tgt: list[str] | None, vmax: float = 1.0):
+    """Draw one ``(T, S)`` map on ``ax`` with the colour scale [0, ``vmax``] (fixed [0, 1] by default)."""
+    image = ax.imshow(w, vmin=0.0, vmax=vmax, cmap="viridis", aspect="auto", interpolation="nearest")
     if src is not None:
         _label_axis(ax, "x", src, _label_fontsize(len(src)))
     else:
@@ -420,6 +454,7 @@ def plot_attention(
     lang: str | None = None,
     row_label: str | None = None,
     column_label: str | None = None,
+    vmax: float | None = 1.0,
 ) -> Path | Plot:
     """One attention heatmap: which source token each target token looked at.
 
@@ -437,6 +472,9 @@ def plot_attention(
             sentences, heads.
         column_label: the label of the columns' axis (default: source (key) in ``lang``), e.g.
             the keys of self-attention.
+        vmax: the weight drawn brightest: 1 (default, the same scale on every figure), a number,
+            or ``None`` for this map's largest weight — a map whose weights are all small (spread
+            over many keys) is otherwise uniformly dark; say so in the figure's caption.
 
     Returns:
         The path written, or the :class:`Plot` when no path is given.
@@ -455,12 +493,12 @@ def plot_attention(
     height = min(max(T * _CELL_INCHES + 1.6, 3.0), 24.0)
     fig = new_figure(width, height)
     ax = fig.add_subplot()
-    image = _heatmap(ax, w, src, tgt)
+    image = _heatmap(ax, w, src, tgt, _vmax(w, vmax))
     ax.set_xlabel(text["source"] if column_label is None else column_label)
     ax.set_ylabel(text["target"] if row_label is None else row_label)
     if title is not None:
         ax.set_title(title, parse_math=False)
-    fig.colorbar(image, ax=ax, label=text["weight"])
+    _colour_bar(fig, image, ax, text["weight"])
     return _finish(fig, path)
 
 
@@ -474,15 +512,20 @@ def plot_attention_grid(
     lang: str | None = None,
     layer_names: Sequence[int | None] | None = None,
     columns: int | None = None,
+    row_label: str | None = None,
+    column_label: str | None = None,
+    vmax: float | None = 1.0,
 ) -> Path | Plot:
     """Every layer and head at once: a grid with one row per layer and one column per head.
 
     Panels count layers and heads from 1, as the lesson and the explorer do: ``weights[l][h]`` is
     titled ``layer l+1, head h+1`` (``head h+1`` alone where the layer's name is ``None``: maps
-    that are not one layer's, such as one attention call's heads). Target labels sit on the first column, source labels on the
-    bottom panel of each column, and one colour bar (fixed [0, 1]) serves all panels. A layer
-    whose heads would not fit in one screen's width (about 12 inches) wraps them onto several
-    rows, so that the figure never becomes a strip wider than the screen.
+    that are not one layer's, such as one attention call's heads). Target labels sit on the first
+    column, source labels on the bottom panel of each column, and one colour bar (fixed [0, 1]
+    unless ``vmax`` says otherwise) serves all panels; the axes are named once, the rows' at the
+    left and the columns' underneath. A layer whose heads would not fit in one screen's width
+    (about 12 inches) wraps them onto several rows, so that the figure never becomes a strip
+    wider than the screen.
 
     Args:
         weights: a ``(L, H, T, S)`` tensor/array, or a list of ``L`` tensors of shape
@@ -497,6 +540,12 @@ def plot_attention_grid(
             default ``0 … L−1``; ``None`` for a row that is no layer (its panels are titled by
             head only).
         columns: heads per row (default: as many as fit in about 12 inches).
+        row_label: the label of the rows' axis, written once at the left of the grid (default:
+            target (query) in ``lang``); e.g. the queries of self-attention.
+        column_label: the label of the columns' axis, written once under the grid (default:
+            source (key) in ``lang``).
+        vmax: the weight drawn brightest on every panel: 1 (default), a number, or ``None`` for
+            the largest weight of all panels.
 
     Returns:
         The path written, or the :class:`Plot` when no path is given.
@@ -540,6 +589,7 @@ def plot_attention_grid(
     height = min(rows * panel_h + 1.5 + (0.4 if title else 0.0), 60.0)
     fig = new_figure(width, height)
     axes = fig.subplots(rows, columns, squeeze=False)
+    top = _vmax(w, vmax)
     image = None
     for layer in range(L):
         for head in range(H):
@@ -551,6 +601,7 @@ def plot_attention_grid(
                 w[layer, head],
                 src if last_in_column else None,
                 tgt if column == 0 else None,
+                top,
             )
             label = text["head"] if names[layer] is None else text["panel"]
             number = None if names[layer] is None else names[layer] + 1  # counted from 1 on screen
@@ -559,7 +610,9 @@ def plot_attention_grid(
             axes[layer * rows_per_layer + empty // columns][empty % columns].set_visible(False)
     if title is not None:
         fig.suptitle(title, parse_math=False)
-    fig.colorbar(image, ax=axes, label=text["weight"], shrink=0.8)
+    fig.supxlabel(text["source"] if column_label is None else column_label, fontsize=9)
+    fig.supylabel(text["target"] if row_label is None else row_label, fontsize=9)
+    _colour_bar(fig, image, axes, text["weight"], shrink=0.8)
     return _finish(fig, path)
 
 
@@ -854,7 +907,7 @@ def plot_image_attention(
             ax.set_title(str(titles[k]), fontsize=11)
     if title:
         fig.suptitle(title)
-    fig.colorbar(heat, ax=axes, shrink=0.8, label=text["weight"])
+    _colour_bar(fig, heat, axes, text["weight"], shrink=0.8)
     return _finish(fig, path)
 
 
@@ -931,6 +984,8 @@ def attention_html(
     caption: str | None = None,
     layer_names: Sequence[int | None] | None = None,
     lang: str | None = None,
+    row_label: str | None = None,
+    column_label: str | None = None,
 ) -> str:
     """HTML showing attention weights: a caption, then the numbers as a table when there is one
     small map (at most ``display_options.max_table_cells`` cells), else a heatmap (one panel,
@@ -945,6 +1000,8 @@ def attention_html(
         layer_names: the 0-based indices of the grid's rows' layers (default ``0 … L−1``;
             ``[None]`` for heads that belong to no named layer); titles count from 1.
         lang: language of the labels and notes (default: ``display_options.lang``).
+        row_label, column_label: the heatmap's axis names (default: target (query) and source
+            (key)); e.g. the query and key positions of one attention call.
 
     Shape:
         weights → a ``(L, H, T, S)`` grid; returns HTML text.
@@ -958,13 +1015,18 @@ def attention_html(
         parts.append(weights_table_html(grid[0, 0], src_tokens, tgt_tokens))
         return "".join(parts)
     if L * H == 1:
-        plot = plot_attention(grid[0, 0], src_tokens, tgt_tokens, title=title, lang=lang)
+        plot = plot_attention(
+            grid[0, 0], src_tokens, tgt_tokens, title=title, lang=lang, row_label=row_label, column_label=column_label
+        )
     else:
         keep = max(1, display_options.max_panels // H)  # whole layers, the last ones
         if keep < L:
             parts.append(f"<div>{html.escape(text['left_out'].format(left=L - keep, total=L))}</div>")
             grid, names = grid[-keep:], names[-keep:]
-        plot = plot_attention_grid(grid, src_tokens, tgt_tokens, title=title, layer_names=names, lang=lang)
+        plot = plot_attention_grid(
+            grid, src_tokens, tgt_tokens, title=title, layer_names=names, lang=lang,
+            row_label=row_label, column_label=column_label,
+        )  # fmt: skip
     parts.append(image_html(plot))
     return "".join(parts)
 

@@ -55,13 +55,16 @@ print(f"{type(bert).__name__}: {bert.config.n_layer} 層 × {bert.config.n_head}
 # `need_weights=True` を渡すと、出力に各層の注意の重み `(B, H, S, S)` が付きます。
 
 # %%
-sentence = "The cat sat on the mat because it was tired."
+SENTENCE = "The cat sat on the mat because it was tired."  # このノートブックの文（本文の数はこの文のもの）
+sentence = SENTENCE  # 練習問題 2 では、ここを別の文にして実行し直します
+pronoun, referent = "it", "cat"  # 2 節で読む代名詞と、それが指す語（文を変えたら、ここも合わせます）
 ids = encode_with_masks(tokenizer, sentence)
 tokens = [tokenizer.id_to_token(i) for i in ids]
 with torch.no_grad():
     out = bert(torch.tensor([ids]), need_weights=True)
 weights = torch.stack([w[0] for w in out.attentions])  # L × (1, H, S, S) -> (L, H, S, S)
 print(tokens)
+assert pronoun in tokens, f"代名詞 {pronoun!r} が文のトークン {tokens} にない: pronoun を文の語に合わせてください"
 print("注意の重み (層, ヘッド, クエリ, キー):", tuple(weights.shape))
 
 # %% [markdown]
@@ -74,7 +77,10 @@ print("注意の重み (層, ヘッド, クエリ, キー):", tuple(weights.shap
 # 授業と同じく、層とヘッドは 1 から数えます。Python の添字は 0 からなので、`weights[0]` が第 1 層です。
 
 # %%
-viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="MiniLM 第1層の自己注意")
+viz.plot_attention_grid(
+    weights[:1], tokens, tokens, layer_names=[0], title="MiniLM 第1層の自己注意",
+    row_label="クエリ（見ている側）", column_label="キー（見られる側）",
+)  # fmt: skip
 
 # %% [markdown]
 # **図の見どころ:** 同じ層でもヘッドごとに模様が違います。対角線のすぐ左下に明るい斜めの線が出るヘッドは、
@@ -83,7 +89,7 @@ viz.plot_attention_grid(weights[:1], tokens, tokens, layer_names=[0], title="Min
 # %% [markdown]
 # ## 2. "it" の行を読む
 #
-# 最後の層のヘッド平均で、"it" の行がどこに重みを置くかを見ます。
+# 最後の層のヘッド平均で、"it"（変数 `pronoun`）の行がどこに重みを置くかを見ます。
 
 # %%
 last_mean = weights[-1].mean(0)  # (S, S): 最後の層のヘッドの平均
@@ -99,20 +105,34 @@ viz.plot_attention(
 # そうした行では、文の中の語への重みはそれより小さく、いくつかの語に散らばっています。
 
 # %%
-it, cat = tokens.index("it"), tokens.index("cat")
-content = [j for j, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]", "it")]  # 文の中の語（it 自身を除く）
+it = tokens.index(pronoun)
+cat = tokens.index(referent) if referent in tokens else None  # 指す語（文にないときは None）
+content = [j for j, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]", pronoun)]  # 文の中の語（代名詞自身を除く）
 margins = []
 for layer in range(weights.shape[0]):
     row = weights[layer].mean(0)[it]  # (S,) ヘッドの平均
     top = row.topk(3)
-    rival = max((j for j in content if j != cat), key=lambda j: row[j])  # cat 以外でいちばん重い語
-    margins.append(float(row[cat] - row[rival]))
-    print(
-        f"第{layer + 1}層: 'it' → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
-        + f"   | cat {row[cat]:.2f} − cat 以外で最大の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
-    )  # fmt: skip
-# 下の文の主張: 第1〜3層では cat より重い語があり、第4〜6層では cat が一番でも差は 0.05 未満
-assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:])
+    line = f"第{layer + 1}層: {pronoun!r} → " + ", ".join(f"{tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices))
+    if cat is not None:
+        rival = max((j for j in content if j != cat), key=lambda j: row[j])  # 指す語以外でいちばん重い語
+        margins.append(float(row[cat] - row[rival]))
+        line += f"   | {referent} {row[cat]:.2f} − {referent} 以外で最大の {tokens[rival]} {row[rival]:.2f} = {margins[-1]:+.2f}"
+    print(line)
+if cat is None:
+    print(f"{referent!r} は文のトークンにないので、差の列は省きました（referent を文の語にすると出ます）")
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 下の文が書く数（このノートブックの文 `SENTENCE` と "it"・"cat" のもの）を確かめます。
+# 文や語を変えたときは、下の文はその文のことではないので、確かめずに先へ進みます。
+
+# %%
+if (sentence, pronoun, referent) == (SENTENCE, "it", "cat"):
+    # 第1〜3層では cat より重い語があり、第4〜6層では cat が一番でも差は 0.05 未満
+    assert all(m < 0 for m in margins[:3]) and all(0 <= m < 0.05 for m in margins[3:]), margins
+    assert all(int(weights[layer].mean(0)[it].argmax()) == 0 for layer in range(1, 6)), "第2層から先で [CLS] が一番"
+    print("下の文の数を確かめました（第1〜3層は差が負、第4〜6層は 0 以上 0.05 未満）")
+else:
+    print("文か語を変えたので、下の文（元の文の数）は確かめません。上の行の数で読んでください")
 
 # %% [markdown]
 # "it" の行は第2層から先で [CLS] にいちばん多くを置きます。文の中の語では、第1〜3層は because や tired、
@@ -144,15 +164,26 @@ argmax = weights.argmax(-1)  # (L, H, S): 各行でいちばん重いキー
 hits = (argmax[..., 1:] == torch.arange(S - 1)).float().mean(-1)  # (L, H): 位置 1…S−1 のうち一つ前を選んだ割合
 layer, head = divmod(int(hits.argmax()), hits.shape[1])
 print(f"第{layer + 1}層・ヘッド{head + 1}: {hits[layer, head]:.0%} の行で、いちばん重いのが一つ前のトークン")
-assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1  # 下の文の主張
+for j in [cat, it] if cat is not None else [it]:
+    print(f"  {tokens[j]!r} の行でいちばん重いキー: {tokens[int(argmax[layer, head, j])]!r}")
 viz.plot_attention(
     weights[layer, head], tokens, tokens, title=f"第{layer + 1}層・ヘッド{head + 1}: 一つ前のトークンを見るヘッド",
     row_label="クエリ（見ている側）", column_label="キー（見られる側）",
 )  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて、
-# 語の意味ではなく位置だけで決まる見方です。
+# **図の見どころ:** 明るいマスが対角線の一つ左に並びます。cat の行は the を、it の行は because を見ていて
+# （上に印刷した行）、語の意味ではなく位置だけで決まる見方です。
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 上の文（このノートブックの文のもの）を確かめます。文を変えたときは確かめません。
+
+# %%
+if (sentence, pronoun, referent) == (SENTENCE, "it", "cat"):
+    assert argmax[layer, head, cat] == cat - 1 and argmax[layer, head, it] == it - 1
+    print("cat の行は一つ前の the を、it の行は一つ前の because を、いちばん重く見ています")
+else:
+    print("文か語を変えたので、上の文（元の文の cat と it）は確かめません")
 
 # %% [markdown]
 # ## 4. 注意の重みは「何を見たか」の手がかりで、説明そのものではない
@@ -188,11 +219,17 @@ with torch.no_grad():
     with_weights = hf_bert(**inputs, output_attentions=True)
 print("output_attentions なし: outputs.attentions =", plain.attentions)
 print("output_attentions=True: 層の数", len(with_weights.attentions), "・形", tuple(with_weights.attentions[0].shape))
-assert plain.attentions is None and len(with_weights.attentions) == 6
-assert inputs["input_ids"][0].tolist() == ids  # 同じトークン
 difference = max((a[0] - b).abs().max().item() for a, b in zip(with_weights.attentions, weights))
 print(f"HuggingFace と attnlab の重みの最大の差: {difference:.1e}")
-assert difference < 1e-4
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 上の三つのこと（重みなしでは `None`、ありでは 6 層、二つの実装の重みが同じ）を確かめます。
+
+# %%
+assert plain.attentions is None and len(with_weights.attentions) == 6
+assert inputs["input_ids"][0].tolist() == ids, "HuggingFace と attnlab のトークンが違う"
+assert difference < 1e-4, f"二つの実装の重みの差 {difference:.1e} が大きすぎる"
+print("確かめました: 重みなしは None、ありは 6 層、二つの実装の重みの差は 1e-4 未満")
 
 # %% [markdown]
 # 二つの実装が、同じ重み行列から同じ注意の重みを出しています（差は浮動小数点の丸めの大きさです）。
@@ -235,7 +272,9 @@ for value, index in zip(*previous.flatten().topk(3)):
 # %% [markdown]
 # <details><summary>答えの例</summary>
 #
-# 2 節と同じコードで `sentence` を変え、各層の "it" の行で trophy と suitcase の重みを比べます。
+# 最初のコードのセルで `sentence` を変え、`referent = "trophy"` にして上から実行し直すと、2 節の行が各層の
+# "it" の行での trophy と、それ以外でいちばん重い語（suitcase など）との差を印刷します（確かめのセルは、元の文の
+# ための確かめを省いて先へ進みます）。
 # big → small で正しい相手は trophy から suitcase に変わりますが、MiniLM の重みはたいていほとんど
 # 動かず、どちらの文でも [CLS] や近くの語が上に来ます。言えるのは「この層のこのヘッドの平均は、
 # どの位置から情報を集めたか」だけです。言えないのは「モデルが it の指す相手を決めた」「決めなかった」の

@@ -28,7 +28,10 @@
 # only with T = 1 and H = 1 together does the bug hide (T = 1, H = 4 and T = 5, H = 1 both catch
 # it), and it is silent in self-attention and in any
 # source–target attention whose two lengths are equal; only unequal lengths fail on shapes.
-# Exercises at the end, each with a collapsed answer.
+# Exercises at the end, each with a collapsed answer: among them, adding the mask the tutorial's
+# multi-head attention lacks (predict the 15 non-zero weights of a causal 5 × 5 map first) and
+# source–target attention with T = 3 queries and S = 7 keys (predict the shapes first), each
+# checked against attnlab.
 # </details>
 
 # %%
@@ -129,7 +132,7 @@ try:
     test_matches_attnlab(TutorialMultiHead)
 except AssertionError as error:
     caught = error
-assert caught is not None, "the comparison with attnlab must fail for the tutorial's split"
+assert caught is not None, "チュートリアルの分割では attnlab との比較が失敗するはずが、合格した"
 actual, expected = outputs_of(TutorialMultiHead)
 wrong = ~torch.isclose(actual, expected, rtol=1.3e-6, atol=1e-5)  # assert_close と同じ許容差（float32）
 print("テストが誤りを見つけました（torch.testing.assert_close が AssertionError を出しました）")
@@ -204,7 +207,7 @@ buggy = TutorialMultiHead(d_model, heads)
 copy_weights(buggy, reference)
 target, source = torch.randn(2, 5, d_model), torch.randn(2, 5, d_model)
 got, expected = buggy(target, source, source), reference(target, source).output
-assert got.shape == expected.shape and not torch.allclose(got, expected)
+assert got.shape == expected.shape and not torch.allclose(got, expected), "T = S で形が同じなのに値が違う、のはずが違った"
 print(f"ソース・ターゲット注意 T = S = 5: 形は {tuple(got.shape)} で同じ、値の最大の差 {(got - expected).abs().max():.2f}（黙って間違う）")
 
 # %% [markdown]
@@ -272,3 +275,94 @@ print("split_fn（合格したあなたの関数か、解答例）を使った�
 # それから位置とヘッドを `transpose(1, 2)` で入れ替えます。`check` のテストは、このような「形だけ正しい」
 # 答えを値で見分けます。
 # </details>
+
+# %% [markdown]
+# 3. （試す問題）チュートリアルのマルチヘッド注意には、マスクの引数がありません。`FixedMultiHead` に
+#    `mask`（真偽値、True = 見てよい、形 `(T, S)`）を足し、スコアの `mask == False` の所を −∞ にしてから
+#    ソフトマックスを取るように書き換えてください。**書く前に予想:** T = 5 の因果マスク（`attnlab.causal_mask(5)`）
+#    を渡すと、一つのヘッドの 5 × 5 の重みのうち、0 でないものはいくつでしょう？ 1 行目（最初のクエリ）の
+#    重みはどうなるでしょう？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# `forward` に `mask=None` を足し、スコアを計算した直後に
+# `if mask is not None: scores = scores.masked_fill(~mask, float("-inf"))` と一行入れます。`mask` の形 `(T, S)` は
+# スコアの形 `(B, H, T, S)` の最後の二つに合わせて自動で広がります（ブロードキャスト）。予想の答えは、
+# 0 でない重みが **15 個**（1 + 2 + 3 + 4 + 5 = 5 · 6 / 2）で、1 行目は **[1, 0, 0, 0, 0]** です。最初のクエリが
+# 見てよいのは自分だけなので、ソフトマックスは自分に 1 を配ります。attnlab の `MultiHeadAttention` に同じ
+# マスクを `attn_mask=` で渡すと同じ出力になることで確かめられます（下のセル）。−∞ の代わりに大きな負の数
+# （−1e9 など）でも、ふつうは同じ結果になりますが、行のすべてが隠されたときの扱いが変わります（attnlab は
+# そのような行の出力を 0 にします）。
+# </details>
+
+# %%
+class MaskedMultiHead(FixedMultiHead):
+    """FixedMultiHead にマスクを足したもの（練習問題 3 の答えの例）。"""
+
+    def forward(self, query, key, value, mask=None, return_weights=False):
+        batch_size = query.size(0)
+        Q, K, V = self.split(self.W_q(query)), self.split(self.W_k(key)), self.split(self.W_v(value))  # (B, H, T/S, d_k)
+        scores = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(self.d_k)  # (B, H, T, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))  # 見てはいけない所は −∞ → 重み 0
+        weights = F.softmax(scores, dim=-1)
+        output = torch.matmul(weights, V).transpose(1, 2).contiguous().view(batch_size, -1, self.d_model)  # (B, T, D)
+        output = self.W_o(output)
+        return (output, weights) if return_weights else output
+
+
+torch.manual_seed(0)
+reference = attnlab.MultiHeadAttention(d_model, heads)
+masked_mine = MaskedMultiHead(d_model, heads)
+copy_weights(masked_mine, reference)
+causal = attnlab.causal_mask(5)  # (T, S), True = 見てよい
+masked_out, masked_weights = masked_mine(x, x, x, mask=causal, return_weights=True)
+nonzero = int((masked_weights[0, 0] > 0).sum())
+print("ヘッド1 の 0 でない重み:", nonzero, "個 / 1 行目:", [round(w, 3) for w in masked_weights[0, 0, 0].tolist()])
+masked_difference = (masked_out - reference(x, attn_mask=causal).output).abs().max().item()
+print(f"attnlab（attn_mask=因果マスク）との出力の最大の差: {masked_difference:.1e}")
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 答えの例の数（15 個、1 行目は [1, 0, 0, 0, 0]、attnlab と一致）を確かめます。
+
+# %%
+assert nonzero == 15 and masked_weights[0, 0, 0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+assert masked_difference < 1e-5, masked_difference
+print("確かめました: 0 でない重みは 15 個、1 行目は [1, 0, 0, 0, 0]、attnlab と一致")
+
+# %% [markdown]
+# 4. （試す問題）ソース・ターゲット注意では、クエリ（訳文の側）とキー・バリュー（原文の側）の長さが違います。
+#    `FixedMultiHead(32, 4)` に、クエリ `torch.randn(2, 3, 32)`（T = 3）とキー・バリュー `torch.randn(2, 7, 32)`
+#    （S = 7）を入れます。**実行する前に予想:** 出力の形、重みの形、重みの各行の和はいくつでしょう？
+#    誤った版（`TutorialMultiHead`）ではどうなるでしょう？
+
+# %% [markdown]
+# <details><summary>答えの例</summary>
+#
+# 出力は **(2, 3, 32)**（クエリ一つにつき幅 32 のベクトル一つ。長さはクエリの T = 3 に従い、S = 7 には
+# よりません）、重みは **(2, 4, 3, 7)**（バッチ 2 × ヘッド 4 × クエリ 3 × キー 7）で、各行の和は **1** です
+# （一つのクエリの重みを、7 個のキーの上で足すと 1）。誤った版は、4 節で見たとおり、T と S が違うと行列の
+# 積の形が合わずにエラーで止まります（T = S なら黙って間違います）。attnlab の
+# `MultiHeadAttention(target, source)` と同じ出力になることを下のセルで確かめます。
+# </details>
+
+# %%
+torch.manual_seed(0)
+reference = attnlab.MultiHeadAttention(d_model, heads)
+fixed = FixedMultiHead(d_model, heads)
+copy_weights(fixed, reference)
+target, source = torch.randn(2, 3, d_model), torch.randn(2, 7, d_model)  # (B, T, D), (B, S, D)
+cross_out, cross_weights = fixed(target, source, source, return_weights=True)
+print("出力", tuple(cross_out.shape), "重み", tuple(cross_weights.shape), "各行の和の最小と最大:",
+      f"{cross_weights.sum(-1).min():.4f}, {cross_weights.sum(-1).max():.4f}")  # fmt: skip
+cross_difference = (cross_out - reference(target, source).output).abs().max().item()
+print(f"attnlab のソース・ターゲット注意との出力の最大の差: {cross_difference:.1e}")
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 答えの例の形と和、attnlab との一致を確かめます。
+
+# %%
+assert tuple(cross_out.shape) == (2, 3, 32) and tuple(cross_weights.shape) == (2, 4, 3, 7)
+assert torch.allclose(cross_weights.sum(-1), torch.ones(2, 4, 3)) and cross_difference < 1e-5
+print("確かめました: 出力 (2, 3, 32)、重み (2, 4, 3, 7)、各行の和 1、attnlab と一致")

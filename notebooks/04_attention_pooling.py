@@ -31,7 +31,9 @@
 # `AttentionPooling`: attnlab's score `u · tanh(W h + b)` is additive attention (Bahdanau) with a
 # constant query, checked against `attnlab.additive_attention`; the tutorial's score is a plain
 # linear map, and it has no padding mask, so padded positions take weight and change the pooled
-# vector. Then a classifier that tells the language of a written date, trained briefly (for a
+# vector. Additive attention also scores queries and keys of different widths (6 and 10 here;
+# the dot product cannot), with the shapes to predict first. Then a classifier that tells the
+# language of a written date, trained briefly (for a
 # fixed number of epochs, so the run is the same on every machine), and the tokens it read.
 # Exercises at the end, each with a collapsed answer.
 # </details>
@@ -43,7 +45,7 @@ from collections import Counter
 
 import torch
 import torch.nn.functional as F
-from helpers import check, show_solution
+from helpers import PRECISION, check, show_solution
 from IPython.display import display
 from torch import nn
 
@@ -101,6 +103,48 @@ torch.testing.assert_close(additive.weights.squeeze(1), pooled.weights)
 print("AttentionPooling = 一定のクエリでの加法注意: 出力も重みも一致")
 
 # %% [markdown]
+# ### 加法注意は、クエリとキーの幅が違っても使える
+#
+# 内積のスコア q · k は、q と k の幅（次元の数）が同じでないと計算できません。加法注意のスコア
+# vᵀ tanh(W_q q + W_k k) は、クエリを W_q で、キーを W_k で、それぞれ同じ幅 A に写してから足すので、
+# クエリの幅 Dq とキーの幅 Dk が違っても計算できます（Bahdanau らの翻訳モデルでは、デコーダの状態が
+# クエリ、エンコーダの状態がキーで、幅が違いました）。
+#
+# **予想してから実行:** クエリの幅 Dq = 6 のクエリ 2 個、キーの幅 Dk = 10 のキー 5 個、バリューの幅 3 で、
+# 注意の幅 A = 4 とします。W_q と W_k の形、出力と重みの形はそれぞれ何でしょう？ 同じクエリとキーで内積の
+# 注意を呼ぶと、どうなるでしょう？
+
+# %%
+Dq, Dk, A = 6, 10, 4
+q_small, k_wide, v_small = torch.randn(1, 2, Dq), torch.randn(1, 5, Dk), torch.randn(1, 5, 3)  # (B, T, Dq), (B, S, Dk), (B, S, Dv)
+w_q, w_k, score_v = torch.randn(A, Dq), torch.randn(A, Dk), torch.randn(A)  # W_q (A, Dq), W_k (A, Dk), v (A,)
+mixed = attnlab.additive_attention(q_small, k_wide, v_small, w_q, w_k, score_v)
+print("W_q", tuple(w_q.shape), "W_k", tuple(w_k.shape), "→ 出力", tuple(mixed.output.shape), "重み", tuple(mixed.weights.shape))
+print("各クエリの行の重みの和:", [round(x, 4) for x in mixed.weights.sum(-1).flatten().tolist()])
+try:
+    attnlab.scaled_dot_product_attention(q_small, k_wide, v_small)
+    dot_message = "（エラーにならなかった）"
+except (RuntimeError, ValueError) as error:
+    dot_message = str(error).splitlines()[0]
+print("内積の注意では:", dot_message)
+
+# %% [markdown]
+# <details><summary>答え（予想と比べる）</summary>
+#
+# W_q は (4, 6)、W_k は (4, 10) で、出力は (1, 2, 3)（クエリ 2 個それぞれに幅 3 のバリューの混ぜ合わせ）、
+# 重みは (1, 2, 5)（クエリ 2 個 × キー 5 個、各行の和は 1）です。内積の注意は幅 6 と幅 10 の内積を取れないので、
+# 上に印刷したとおりエラーになります。
+# </details>
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 上の答えの形と、内積の注意がエラーになったことを確かめます。
+
+# %%
+assert tuple(mixed.output.shape) == (1, 2, 3) and tuple(mixed.weights.shape) == (1, 2, 5)
+assert torch.allclose(mixed.weights.sum(-1), torch.ones(1, 2)) and dot_message != "（エラーにならなかった）"
+print("確かめました: 出力 (1, 2, 3)、重み (1, 2, 5)、行の和は 1、内積の注意はエラー")
+
+# %% [markdown]
 # チュートリアルの `SimpleAttention` にはマスクがありません。2 つ目の文を、パディングを付けた形（バッチの中）と
 # 付けない形（一文だけ）で入れて比べます。パディングの位置に何が入っていても（ここでは乱数。0 でも同じです）、
 # その位置が重みを取ってしまうことがわかります。
@@ -118,11 +162,19 @@ print("  パディングに行った重み:", f"{batched_w[1, 3:].sum():.3f}",
       "/ 一文だけのときとの文脈ベクトルの差:", f"{(batched[1] - alone[0]).abs().max():.3f}")  # fmt: skip
 print("AttentionPooling（マスクあり）: 2 つ目の文の重み", [round(x, 3) for x in pooled.weights[1].tolist()])
 print("  一文だけのときとの差:", f"{(pooled.pooled[1] - pooled_alone[0]).abs().max():.1e}")
-assert batched_w[1, 3:].sum() > 0.01 and torch.allclose(pooled.pooled[1], pooled_alone[0], atol=1e-6)
 
 # %% [markdown]
 # マスクがないと、同じ文でもバッチの中で一緒に並んだ文の長さによって結果が変わります。attnlab は
 # パディングのスコアを −∞ にしてから（`mask == False`）ソフトマックスを取るので、重みはちょうど 0 です。
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 上の二つのこと（マスクのないほうはパディングに重みが行き、マスクのあるほうは
+# 一文だけのときと同じ）を確かめます。
+
+# %%
+assert batched_w[1, 3:].sum() > 0.01, "SimpleAttention のパディングの重みが小さすぎる"
+assert torch.allclose(pooled.pooled[1], pooled_alone[0], atol=1e-6), "マスクありでも一文だけのときと違う"
+print("確かめました: マスクなしはパディングに重み、マスクありは一文だけのときと同じ")
 
 # %%
 viz.plot_attention(
@@ -171,7 +223,9 @@ setup = ClassifySetup(
     tokenizer="bpe",
     vocab_size=300,
     max_tokens=512,
-    train=TrainConfig(epochs=EPOCHS, lr=3e-3, warmup_steps=20, eval_every_steps=100, progress=False),
+    train=TrainConfig(
+        epochs=EPOCHS, lr=3e-3, warmup_steps=20, eval_every_steps=100, progress=False, precision=PRECISION
+    ),
 )
 classifier, result = train_classifier(setup, train_pairs)
 print(f"{result.steps} 回の更新、{result.epochs_done:.0f} エポックで停止（学習にかかった時間 {result.train_seconds:.0f} 秒）")

@@ -23,7 +23,8 @@
 # 学習します。下の出力に、どちらを使ったかが表示されます。
 #
 # チュートリアル 001 との対応: 「演習 2: 注意重みの可視化」の `plot_attention` を 3 節で本物の重みに使い、
-# その使用例の `torch.rand(7, 6)` が注意の重みになっていない理由を確かめます。
+# その使用例の `torch.rand(7, 6)` が注意の重みになっていない理由を確かめます。5 節は「なぜ注意機構が必要なのか」の
+# 長距離依存を、注意のない RNN と注意のある RNN の比べ合いで見ます。
 
 # %% [markdown]
 # <details><summary>English summary (英語の要約)</summary>
@@ -33,10 +34,16 @@
 # or heatmap, then each layer's heads in its own figure (§1–2); the tutorial's `plot_attention`
 # (exercise 2) drawn with these real weights, and why its example's `torch.rand(7, 6)` is not
 # attention (rows do not sum to 1) (§3); how to read the maps, including the `[EOS]` row, whose
-# heaviest source tokens are printed (§4). Exercises at the end, each with a collapsed answer.
+# heaviest source tokens are printed (§4); why source–target attention exists: the two shipped
+# RNN translators of `attnlab experiment bottleneck`, without attention (one fixed-length
+# vector) and with additive attention, scored by source length (exact match), with a
+# prediction asked first, and the attention RNN's alignment on a long input (§5). Exercises at
+# the end, each with a collapsed answer.
 # </details>
 
 # %%
+import re
+
 import torch
 from helpers import check, load_translator, shipped_model, show_solution, show_translation
 
@@ -77,6 +84,10 @@ for name, loaded in translators.items():
 
 # %% [markdown]
 # 表の濃い色のマスが、その訳語を書くときにいちばん見た原文のトークンです。
+#
+# トークンの頭の「▁」は、そのトークンの前に空白がある（新しい語の始まりである）ことを表す印です（BPE という
+# 分け方のトークン）。"▁book" は「空白 + book」、印のないトークンは前のトークンの続き（語の途中）です。空白で
+# 語を区切らない日本語の文では、文の最初のトークンにだけ付きます（"▁私は" や、一つだけの "▁"）。
 
 # %% [markdown]
 # ## 2. 層とヘッドごとに
@@ -133,7 +144,9 @@ def plot_attention(attention_weights, source_tokens, target_tokens):
     fig = viz.new_figure(10, 8)
     ax = fig.add_subplot()
     image = ax.imshow(attention_weights, cmap="YlGnBu", aspect="auto")
-    ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90)
+    ax.set_xticks(range(len(source_tokens)), source_tokens)
+    for tick in ax.get_xticklabels():  # 英語のトークンは縦に回して幅に収め、日本語は横書きのまま（回すと読めない）
+        tick.set_rotation(0 if re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", tick.get_text()) else 90)
     ax.set_yticks(range(len(target_tokens)), target_tokens)
     ax.set_xlabel("原文のトークン（キー）")
     ax.set_ylabel("訳文のトークン（クエリ）")
@@ -158,7 +171,15 @@ softened = torch.softmax(torch.randn(7, 6, generator=g), dim=-1)
 print("torch.rand(7, 6) の行の和:", [round(x, 2) for x in fake.sum(-1).tolist()])
 print("softmax(乱数のスコア) の行の和:", [round(x, 2) for x in softened.sum(-1).tolist()])
 print("本物の重み（1 節）の行の和:", [round(x, 2) for x in first.cross_attention[-1].mean(0).sum(-1).tolist()])
+
+# %% [markdown]
+# **確かめのセル（チェック）:** `torch.rand` の行の和は 1 でなく、ソフトマックスと本物の重みの行の和は 1 であることを確かめます。
+
+# %%
 assert not torch.allclose(fake.sum(-1), torch.ones(7)) and torch.allclose(softened.sum(-1), torch.ones(7))
+real_sums = first.cross_attention[-1].float().mean(0).sum(-1)
+assert torch.allclose(real_sums, torch.ones_like(real_sums), atol=1e-3)
+print("確かめました: torch.rand の行の和は 1 でない、ソフトマックスと本物の重みの行の和は 1")
 
 # %% [markdown]
 # ## 4. 読み方の注意
@@ -180,6 +201,80 @@ for translations in results.values():
         top = row.topk(min(3, row.shape[0]))
         print(f"{translation.source} → {translation.tgt_tokens[-1]} の行:",
               ", ".join(f"{translation.src_tokens[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))  # fmt: skip
+
+# %% [markdown]
+# ## 5. なぜソース・ターゲット注意が要るのか: 注意のない RNN と比べる
+#
+# Transformer より前の翻訳モデル（RNN のエンコーダ・デコーダ）は、原文全体を読み終えたエンコーダの最後の
+# 状態 **一本の固定長のベクトル** だけをデコーダに渡していました。原文が長くなるほど、その一本に全部を
+# 詰め込むのは難しくなります（ボトルネック）。離れた位置の情報が要る **長距離依存** ほど失われやすいのです。
+# Bahdanau ら（2015）は、デコーダが毎ステップ、エンコーダの **すべての** 状態に加法注意をかけられるようにして、
+# この問題を解きました。これがソース・ターゲット注意の始まりです。
+#
+# attnlab は、この比較の実験（`attnlab experiment bottleneck`）で学習した RNN の翻訳モデルを二つ同梱しています。
+# どちらも同じ大きさの GRU のエンコーダ・デコーダで、違いは注意の有無だけです。課題は英語の数の並び
+# （"forty-seven thousand ninety-three and four hundred five and nine"）を漢数字（「四万七千九十三、四百五、九」）に
+# することで、並べる数が多いほど原文が長くなります。学習に使っていないテストの例を、原文の語の数で分けて、
+# 訳がまるごと正しい割合（完全一致）を数えます。
+#
+# **予想してから実行:** 注意のないモデルの完全一致の割合は、原文が長くなるとどう変わるでしょう？ 30 語以上の
+# 原文ではおよそ何 % でしょう？ 注意のあるモデルはどうでしょう？
+
+# %%
+from attnlab.data.tasks import make_splits  # noqa: E402
+from attnlab.experiments.assets import RECIPES  # noqa: E402
+from attnlab.recipes.translate import load_translator as load_checkpoint  # noqa: E402
+
+rnn_models = {label: load_checkpoint(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
+recipe = RECIPES["rnn-attention"]  # 二つのモデルを作った実験の設定（データの種類・数・種）
+settings = recipe.settings()
+test_pairs = make_splits(settings.task, recipe.n_train, recipe.n_valid, recipe.n_test, seed=recipe.seed).test
+BUCKETS = [(1, 9), (10, 19), (20, 29), (30, 99)]  # 原文の語の数の範囲
+PER_BUCKET = 24  # 範囲ごとに数えるテストの例の数（時間の予算）
+chosen_pairs = []
+for low, high in BUCKETS:
+    chosen_pairs += [p for p in test_pairs if low <= len(p[0].split()) <= high][:PER_BUCKET]
+exact = {}
+for label, model in rnn_models.items():
+    outputs = model.translate([src for src, _ in chosen_pairs])
+    exact[label] = {}
+    for low, high in BUCKETS:
+        hits = [o.text == tgt for (src, tgt), o in zip(chosen_pairs, outputs) if low <= len(src.split()) <= high]
+        exact[label][f"{low}〜{high}語" if high < 99 else f"{low}語以上"] = sum(hits) / len(hits)
+    print(label + ":", ", ".join(f"{k} {v:.0%}" for k, v in exact[label].items()), f"（範囲ごとに {PER_BUCKET} 例）")
+viz.plot_bars(exact, ylabel="完全一致の割合", xlabel="原文の長さ（語の数）", title="注意のない RNN と、ある RNN: 原文の長さごとの完全一致")
+
+# %% [markdown]
+# **図の見どころ:** 注意のない RNN（一本のベクトルだけを渡す）は、原文が長くなるほど完全一致が減り、上に
+# 印刷したとおり、長い原文ではほとんど、あるいはまったく正しく訳せません。注意のある RNN は、同じ大きさで
+# どの長さでもほぼ正しく訳します。デコーダが訳の各文字を書くときに、原文の中の今訳している数のあたりを
+# 直接見られるからです。次の図で、その見ている場所を描きます。
+
+# %%
+long_source, long_target = next(p for p in test_pairs if len(p[0].split()) >= 30)
+aligned = rnn_models["注意あり"].translate([long_source], return_attention=True)[0]
+plain_text = rnn_models["注意なし"].translate([long_source])[0].text
+print("原文:", long_source)
+print("正解:", long_target)
+print("注意あり:", aligned.text, "（正解）" if aligned.text == long_target else "（正解と違う）")
+print("注意なし:", plain_text, "（正解）" if plain_text == long_target else "（正解と違う）")
+print("注意ありの重みの形 (層, ヘッド, 訳文, 原文):", tuple(aligned.cross_attention.shape))
+viz.plot_attention(aligned.cross_attention[0, 0], aligned.src_tokens, aligned.tgt_tokens, title="注意ありの RNN の加法注意（長い原文）")
+
+# %% [markdown]
+# **図の見どころ:** 行が訳文の文字（クエリ）、列が原文のトークン（キー）です。英語と漢数字では語順がほぼ同じ
+# なので、明るいマスは左上から右下へ進みます。訳の文字を書くたびに、デコーダは原文の今の位置のあたりを
+# 見ています。注意のないモデルには、この図にあたるものがありません（デコーダが見られるのは一本のベクトルだけ）。
+
+# %% [markdown]
+# **確かめのセル（チェック）:** 上の二つの図の文（注意なしは長いほど悪くなり、30 語以上ではほぼ訳せない。
+# 注意ありはどの長さでもほぼ正しい）を確かめます。
+
+# %%
+plain_scores, attention_scores = list(exact["注意なし"].values()), list(exact["注意あり"].values())
+assert plain_scores[-1] <= 0.1 and plain_scores[0] >= plain_scores[-1] + 0.5, plain_scores
+assert min(attention_scores) >= 0.9, attention_scores
+print("確かめました: 注意なしは最短の範囲より 50 ポイント以上低く 30 語以上で 10% 以下、注意ありはどの範囲も 90% 以上")
 
 # %% [markdown]
 # ## 練習問題

@@ -39,9 +39,12 @@
 # the copy mechanism (the copy probability 1 − p_gen per summary word; the example shown is the
 # one whose words other than [EOS] lean furthest towards generating, and the printout says how
 # many words were generated at all — in this small model often only [EOS]), question answering
-# (the head that puts the most weight on the gold answer span, with that span marked),
-# character-level generation (causal self-attention) and fill-mask (each head's row of [MASK],
-# for the first of the two sentences). The models that attnlab does not ship are trained for a
+# (BERT-style: one self-attention over question + passage, where the tutorial describes
+# cross-attention; the head that puts the most weight on the gold answer span, with that span
+# marked and its own colour scale — chosen for that, so no evidence that it carries the answer),
+# character-level generation (causal self-attention, checked: no weight on later characters) and
+# fill-mask (each last-layer head's row of [MASK], for the first of the two sentences, with how
+# many of them peak on the clue words a person would use; the BPE marker "▁" explained). The models that attnlab does not ship are trained for a
 # few hundred steps, so each caption states only what the printed numbers of this run show.
 # Exercises at the end, each with a collapsed answer.
 # </details>
@@ -75,6 +78,7 @@ viz.display_options.lang = "ja"
 # ## 1. 翻訳
 #
 # 訳文の各トークンが原文のどこを見たか（最後の層、ヘッドの平均）。05 で詳しく見たものと同じモデルです。
+# トークンの頭の「▁」は、そのトークンの前に空白がある（新しい語の始まりである）ことを表す印です（05 の 1 節）。
 
 # %%
 name = "ja-en" if shipped_model("ja-en") is not None else "en-ja"
@@ -142,6 +146,10 @@ viz.plot_bars({"コピーの確率 1 − p_gen": copy}, ylabel="コピーの確�
 # ## 3. 質問応答
 #
 # 質問と本文を `[CLS] 質問 [SEP] 本文 [SEP]` として一緒に読み、答えの始まりと終わりのトークンを当てます。
+# チュートリアルは質問応答を「質問が本文に注意する」ソース・ターゲット注意として説明しますが、BERT の形の
+# モデル（ここの MiniLM）は、質問と本文をつないだ一つの列の **自己注意** です。質問 → 本文の重みは、その
+# 大きな自己注意の表の一部分（質問の行 × 本文の列）で、本文 → 質問の向きの重みも同じ表にあります。
+#
 # まず、最後の層のヘッドの平均で、質問の各トークンが本文のどこを見たかを表示します。行の重みの一部は
 # [CLS] や [SEP]、質問そのものに行くので（本文に届く割合は表示の説明の行にあります）、本文の中での割合に
 # 直して描きます。
@@ -164,6 +172,10 @@ answer
 # %% [markdown]
 # ヘッドの平均はぼやけます。そこで、ヘッドを一つずつ調べ、質問のトークンが **正解の区間**（本文の中の
 # 正解のトークン）に置く重みの平均がいちばん大きいヘッドを選びます。図では、正解のトークンを【 】で囲みます。
+#
+# 注意: このヘッドは「正解の区間をいちばん見ている」ことで **選んだ** ので、選ばれたヘッドが正解を見ているのは
+# 選び方の結果です。見ていることは、そのヘッドが答えの情報を運んでいる証拠にはなりません（運んでいるかを
+# 確かめるには、そのヘッドを消して答えが変わるかを見るなど、重み以外の実験が要ります）。
 
 # %%
 context = answer.context_tokens
@@ -183,18 +195,20 @@ labels = [f"【{t}】" if i in span else t for i, t in enumerate(context)]
 favourite = chosen.mean(0).topk(3)  # 質問の行の平均で、このヘッドが本文でいちばん重みを置くトークン
 print("このヘッドが本文でいちばん重みを置くトークン（質問の行の平均）:",
       ", ".join(f"{labels[j]} {w:.2f}" for w, j in zip(favourite.values, favourite.indices)))  # fmt: skip
+print(f"この図の色の目盛りは 0〜{float(chosen.max()):.2f}（この図のいちばん大きい重み）です")
 viz.plot_attention(
     chosen, labels, answer.question_tokens, title=f"第{qa_layer + 1}層・ヘッド{qa_head + 1}: 質問 → 本文",
-    row_label="クエリ（質問のトークン）", column_label="キー（本文のトークン）",
+    row_label="クエリ（質問のトークン）", column_label="キー（本文のトークン）", vmax=None,
 )  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** 【 】の列を上から下までたどってください。その列が本文の中でいちばん明るい行の数と、このヘッドが
-# 正解の区間に置く重みが全ヘッドの平均の何倍かは、上に印刷したとおりです。その行が多いほど、このヘッドは
-# 質問から正解の位置へ情報を運んでいます。【 】のほかに明るい列があれば、それは上の最後の行に印刷した、このヘッドが
-# 本文でいちばん重みを置くトークンです。色の目盛りは 0〜1 に固定で、一つの行の重みは本文のほかに質問、[CLS]、
-# [SEP] にも配られるので、正解の列でも暗めの色になることがあります。モデルの答えが正解と違っていても、
-# 正解を見ているヘッドはありえます（見ることと、答えの区間として選ぶことは別の段階です）。
+# **図の見どころ:** 色の目盛りはこの図のいちばん大きい重み（上に印刷した値）までで、0〜1 ではありません。
+# 一つの行の重みは本文のほかに質問、[CLS]、[SEP] にも配られるので、本文の中の重みは 1 よりずっと小さく、0〜1 の
+# 目盛りでは全体が暗くなって読みにくいからです。いちばん明るいマスも、重みとしては上に印刷した値までです。【 】の列を上から下までたどり、その列が本文の中でいちばん明るい行の数と、
+# 正解の区間への重みの平均（上に印刷した値）を見比べてください。このヘッドは正解の区間への重みが最大になる
+# ように選んだので、【 】の列が明るいのは選び方によるところがあり、「このヘッドが答えを運んでいる」証拠では
+# ありません。上に印刷したモデルの答えが正解と違うなら、正解を見ているヘッドがあっても答えの区間は別の所に
+# 選ばれたということです（見ることと、区間として選ぶことは別の段階です）。
 
 # %% [markdown]
 # ## 4. 文章の続きを書く（GPT）
@@ -226,11 +240,22 @@ viz.plot_attention(
 # **図の見どころ:** 対角線より右上がすべて 0 です。これが先を隠す工夫で、どの文字も自分より後ろを見ていません。
 
 # %% [markdown]
+# **確かめのセル（チェック）:** 上の文のとおり、どの層・どのヘッドでも、対角線より右上（自分より後ろの文字）の重みが
+# ちょうど 0 であることを確かめます。`prompt` を変えても成り立ちます。
+
+# %%
+future = [torch.triu(w[0], diagonal=1).abs().max().item() for w in out.attentions]  # 層ごとの、右上の最大の重み
+assert max(future) == 0, f"自分より後ろの文字に重みがある: {future}"
+print(f"確かめました: {len(future)} 層のすべてのヘッドで、自分より後ろの文字への重みは 0")
+
+# %% [markdown]
 # ## 5. 穴埋め（マスク言語モデル）
 #
 # BERT は前後の両方を見て `[MASK]` の語を当てます。数詞の文で学習した小さな BERT に、数の一部を隠した
 # 文を二つ与えます。「three _ forty-two thousand」の空欄は hundred、「nine million _ hundred thousand」の空欄は
 # 一桁の数のはずです。
+#
+# 候補と図のトークンの頭の「▁」は、1 節と同じ語の始まりの印です（"▁thousand" は「空白 + thousand」）。
 
 # %%
 mlm = load_masked_lm()
@@ -245,7 +270,8 @@ for masked in sentences:
 
 # %% [markdown]
 # 図にするのは 1 つ目の文だけです。最後の層の各ヘッドについて、`[MASK]` の行（`[MASK]` がどこを見たか）を
-# 一行ずつ並べます。空欄を決める手がかりは、前の three と後ろの forty-two です。
+# 一行ずつ並べます。人が空欄（hundred）を決めるなら、手がかりは前の three と後ろの forty-two です。
+# モデルの重みがそこにあるかどうかは、下に印刷する数で確かめます。
 
 # %%
 masked = sentences[0]
@@ -267,16 +293,24 @@ print(f"手がかりへの重みが最大: 第{layer + 1}層・ヘッド{head + 
       ", ".join(f"{pieces[j]} {w:.2f}" for w, j in zip(top.values, top.indices)))  # fmt: skip
 print(f"第{L}層の各ヘッドで、[MASK] の行がいちばん重みを置くキー:",
       ", ".join(f"ヘッド{h + 1} {pieces[int(rows[-1, h].argmax())]} {rows[-1, h].max():.2f}" for h in range(H)))  # fmt: skip
+last_on_clues = [h for h in range(H) if int(rows[-1, h].argmax()) in clues]
+print(f"第{L}層で、いちばん重いキーが手がかりの語（three, forty-two）であるヘッド: {len(last_on_clues)} / {H}",
+      f"（{', '.join(f'ヘッド{h + 1}' for h in last_on_clues)}）" if last_on_clues else "")  # fmt: skip
+print(f"図の色の目盛りは 0〜{float(rows[-1].max()):.2f}（この図のいちばん大きい重み）です")
 viz.plot_attention(
     rows[-1], pieces, [f"ヘッド{h + 1}" for h in range(H)], title=f"第{L}層（最後の層）: [MASK] の行（1 つ目の文）",
-    row_label="ヘッド", column_label="キー（見られる側）",
+    row_label="ヘッド", column_label="キー（見られる側）", vmax=None,
 )  # fmt: skip
 
 # %% [markdown]
-# **図の見どころ:** 各行（ヘッド）でいちばん明るい列は、上の最後の行に印刷したキーです。手がかりの語（three,
-# forty-two）に重みを置くヘッドと、[BOS] や [EOS] のような置き場に置くヘッドを、上の数と見比べてください。
-# 色の目盛りは 0〜1 なので、どの列も暗い行は、重みを多くのキーに薄く配っているヘッドです。2 つ目の文（候補の
-# 確率がどれも低い文）は描いていません。練習問題 2 で同じことを試せます。
+# **図の見どころ:** 各行（ヘッド）でいちばん明るい列は、上に印刷した「いちばん重みを置くキー」です。
+# 最後の層でいちばん重いキーが手がかりの語であるヘッドの数も、上の最後の行に印刷しました。それが 0 なら、
+# 最後の層の [MASK] の行は、人が使う手がかり（three, forty-two）よりも、ほかの語や [BOS]・[EOS] のような
+# 置き場に多くの重みを置いています。それでも候補の一番が正しい（hundred）なら、それは最後の層の重みだけでは
+# 説明できません。各位置の状態は前の層ですでに周りのトークンを混ぜているので、[MASK] が受け取る情報には、
+# 重みの小さい手がかりの語の情報も入っているかもしれません（確かめるには重み以外の実験が要ります）。どの層の
+# どのヘッドが手がかりをいちばん見たかは、上の「手がかりへの重みが最大」の行のとおりです。色の目盛りは、上に
+# 印刷したこの図のいちばん大きい重みまでです。2 つ目の文は描いていません。練習問題 2 で同じことを試せます。
 
 # %% [markdown]
 # ## 練習問題

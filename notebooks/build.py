@@ -31,22 +31,44 @@ def notebook_sources(prefixes: list[str] | None = None) -> list[Path]:
     return sources
 
 
-def kernel_env() -> dict[str, str]:
-    """The environment of the notebook kernel: this one, with the checkout first on PYTHONPATH."""
-    env = dict(os.environ)
+def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the notebook kernel: this one, with the checkout first on PYTHONPATH
+    and ``extra`` (e.g. ``{"ATTNLAB_NOTEBOOK_PRECISION": "bf16"}``) on top."""
+    env = dict(os.environ) | dict(extra or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
 
+def edited(text: str, edits: list[tuple[str, str]]) -> str:
+    """``text`` with each ``(old, new)`` of ``edits`` applied: the change a learner makes when a
+    question invites an experiment. Each ``old`` must occur exactly once (else ``ValueError``), so
+    an edit that no longer matches the notebook fails loudly instead of testing nothing."""
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise ValueError(f"the edit's text occurs {text.count(old)} times in the notebook, not once: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
 def build(
-    source: Path, *, execute: bool = True, timeout: int = 600, out_dir: Path | None = None, sign: bool = False
+    source: Path,
+    *,
+    execute: bool = True,
+    timeout: int = 600,
+    out_dir: Path | None = None,
+    sign: bool = False,
+    edits: list[tuple[str, str]] | None = None,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
 ) -> tuple[Path, float]:
     """Convert ``source`` to a notebook and (by default) execute it; return its path and the
     execution time in seconds (0 when not executed). A failing cell raises
     :class:`nbclient.exceptions.CellExecutionError` naming the cell; the notebook is written
     either way, with the outputs up to the failure. ``sign`` marks the executed notebook as
     trusted for this user (``jupyter trust``), so JupyterLab shows its HTML outputs (the
-    attention tables and embedded heatmaps) as they are instead of sanitizing them.
+    attention tables and embedded heatmaps) as they are instead of sanitizing them. ``edits``
+    changes the source first (:func:`edited`), ``env`` adds variables to the kernel's
+    environment, and ``name`` names the written notebook (default: the source's stem).
 
     Shape:
         no tensors; one ``.py`` source → one ``.ipynb``.
@@ -54,9 +76,9 @@ def build(
     import jupytext
     import nbformat
 
-    target = (out_dir or source.parent) / source.with_suffix(".ipynb").name
+    target = (out_dir or source.parent) / f"{name or source.stem}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    nb = jupytext.read(source)
+    nb = jupytext.reads(edited(source.read_text(encoding="utf-8"), edits or []), fmt="py:percent")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     if not execute:
         nbformat.write(nb, target)
@@ -66,7 +88,7 @@ def build(
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}})
     start = time.perf_counter()
     try:
-        client.execute(env=kernel_env())
+        client.execute(env=kernel_env(env))
     finally:
         nbformat.write(nb, target)
     seconds = time.perf_counter() - start

@@ -16,6 +16,12 @@ the function the later cells use — the reader's own when it passes, else the m
 the notebooks run from top to bottom as they are (in CI too) and use the reader's work when it
 is right.
 
+Precision. Every training the notebooks run — their own loops (07) and the stand-ins the
+loaders train — uses :data:`PRECISION`: ``"fp32"``, or ``"bf16"`` (autocast; the weights stay
+fp32) when the environment variable ``ATTNLAB_NOTEBOOK_PRECISION`` says so. It is always named,
+never ``"auto"``, so a notebook trains the same way on every machine and prints no probe line;
+``tests/test_notebooks.py`` runs the training notebooks in both.
+
 Sliders. :func:`three_books_playground` uses ``ipywidgets`` when it is installed (``pip install
 'attnlab[notebooks]'``) and says so when it is not; nothing else needs it.
 """
@@ -36,6 +42,36 @@ REPO = HERE.parent
 RUNS = HERE / "runs"
 #: tinyshakespeare where the project keeps its corpora (beside the repository); optional.
 SHAKESPEARE = REPO.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+
+
+#: The environment variable that picks the precision of the notebooks' training (default fp32).
+PRECISION_VARIABLE = "ATTNLAB_NOTEBOOK_PRECISION"
+
+
+def notebook_precision() -> str:
+    """``"fp32"`` or ``"bf16"``, from ``ATTNLAB_NOTEBOOK_PRECISION`` (unset or empty: fp32); a
+    clear error for anything else."""
+    value = os.environ.get(PRECISION_VARIABLE, "").strip().lower() or "fp32"
+    if value not in ("fp32", "bf16"):
+        raise ValueError(f"{PRECISION_VARIABLE} must be fp32 or bf16, got {value!r}")
+    return value
+
+
+#: The precision of every training step the notebooks run (see the module's docstring).
+PRECISION = notebook_precision()
+
+
+def autocast():
+    """The context the notebooks run their own training steps in: bf16 autocast on the CPU when
+    :data:`PRECISION` is bf16, else a no-op (fp32)."""
+    import torch
+
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16")
+
+
+def _suffix() -> str:
+    """The runs folder's name suffix: stand-ins trained in bf16 are kept apart from fp32 ones."""
+    return "" if PRECISION == "fp32" else f"-{PRECISION}"
 
 
 class Loaded(NamedTuple):
@@ -102,7 +138,7 @@ def load_translator(name: str, *, steps: int = 900, log=print) -> Loaded:
     if path is not None:
         return Loaded(load(path), f"同梱モデル {name!r}", shipped=True)
     task = _TRANSLATION_TASKS[name]
-    folder = _stand_in_folder(f"{task}-{steps}steps")
+    folder = _stand_in_folder(f"{task}-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: 生成データ {task!r} で {steps} 回更新した小さな Transformer"
     if _trained(folder):
         return Loaded(load(folder), source + FROM_RUNS)
@@ -119,7 +155,7 @@ def load_translator(name: str, *, steps: int = 900, log=print) -> Loaded:
         setup = dataclasses.replace(setup, tokenizer="char", tgt_tokenizer="bpe")
     setup.train = dataclasses.replace(
         setup.train, max_steps=steps, time_budget_s=None, warmup_steps=30, eval_every_steps=100, patience=None,
-        progress=False, overwrite=True,
+        progress=False, overwrite=True, precision=PRECISION,
     )  # fmt: skip
     _, _, translator = train_translation(setup, splits.train, splits.valid)
     return Loaded(translator, source)
@@ -152,7 +188,7 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
     if path is not None:
         return Loaded(load_language_model(path), f"同梱モデル {name!r}", shipped=True)
     text, text_name = sample_text()
-    folder = _stand_in_folder(f"gpt-{steps}steps")
+    folder = _stand_in_folder(f"gpt-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: {text_name} で {steps} 回更新した 2 層の文字単位 GPT"
     if _trained(folder):
         return Loaded(load_language_model(folder), source + FROM_RUNS)
@@ -165,7 +201,7 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
         eval_tokens=8192,
         train=TrainConfig(
             out_dir=str(folder), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=20,
-            eval_every_steps=100, progress=False, overwrite=True,
+            eval_every_steps=100, progress=False, overwrite=True, precision=PRECISION,
         ),
     )  # fmt: skip
     train_lm(setup, text)
@@ -180,7 +216,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
     from attnlab.recipes.lm import MLMSetup, load_language_model, train_mlm
     from attnlab.train import TrainConfig
 
-    folder = _stand_in_folder(f"mlm-numbers-{steps}steps")
+    folder = _stand_in_folder(f"mlm-numbers-{steps}steps{_suffix()}")
     source = f"生成した英語の数詞で {steps} 回更新した 2 層の BERT（マスク言語モデル）"
     if _trained(folder):
         return Loaded(load_language_model(folder), source + FROM_RUNS)
@@ -196,7 +232,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
         eval_sequences=128,
         train=TrainConfig(
             out_dir=str(folder), max_steps=steps, epochs=100, lr=3e-3, warmup_steps=20,
-            eval_every_steps=100, progress=False, overwrite=True,
+            eval_every_steps=100, progress=False, overwrite=True, precision=PRECISION,
         ),
     )  # fmt: skip
     train_mlm(setup, text)
@@ -211,7 +247,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
     from attnlab.recipes.summarize import RECIPES, train_summarizer
     from attnlab.recipes.summarize import load_summarizer as load
 
-    folder = _stand_in_folder(f"summarize-facts-{steps}steps")
+    folder = _stand_in_folder(f"summarize-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）で {steps} 回更新したポインタ生成ネットワーク"
     if _trained(folder):
         return Loaded(load(folder), source + FROM_RUNS)
@@ -224,7 +260,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
         eval_examples=50,
         train=dataclasses.replace(
             setup.train, out_dir=str(folder), max_steps=steps, time_budget_s=None, epochs=100,
-            eval_every_steps=60, progress=False, overwrite=True,
+            eval_every_steps=60, progress=False, overwrite=True, precision=PRECISION,
         ),
     )  # fmt: skip
     train_summarizer(setup, splits.train, splits.valid)
@@ -238,7 +274,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
     from attnlab.data.squad import facts_splits
     from attnlab.recipes.qa import RECIPES, load_qa, train_qa
 
-    folder = _stand_in_folder(f"qa-facts-{steps}steps")
+    folder = _stand_in_folder(f"qa-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
     if _trained(folder):
         return Loaded(load_qa(folder), source + FROM_RUNS)
@@ -251,7 +287,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
         eval_examples=20,
         train=dataclasses.replace(
             setup.train, out_dir=str(folder), max_steps=steps, time_budget_s=None, epochs=100, lr=5e-4,
-            warmup_steps=5, eval_every_steps=1000, progress=False, overwrite=True,
+            warmup_steps=5, eval_every_steps=1000, progress=False, overwrite=True, precision=PRECISION,
         ),
     )  # fmt: skip
     train_qa(setup, splits.train, splits.valid)

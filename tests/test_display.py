@@ -200,3 +200,24 @@ def test_results_and_reports_show_their_text_and_attention(tmp_path):
     ]
     html = VariantsReport(Path(tmp_path), rows, 30.0)._repr_html_()
     assert "+0.250" in html and "1.50×" in html and "sliding_window:16" in html
+
+
+def test_an_attention_calls_heads_are_drawn_on_query_and_key_axes():
+    """One attention call may be self- or source–target attention: its grid names its axes the
+    query and key positions, never target and source."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from attnlab.viz import LABELS, PNG_LABELS_KEY
+
+    display_options.lang = "ja"
+    try:
+        out = MultiHeadAttention(8, 2)(torch.randn(1, 10, 8), need_weights=True)
+        (png,) = _embedded_pngs(out._repr_html_())
+    finally:
+        display_options.lang = "en"
+    labels = json.loads(Image.open(io.BytesIO(png)).text[PNG_LABELS_KEY])
+    assert LABELS["ja"]["query_position"] in labels and LABELS["ja"]["key_position"] in labels
+    assert LABELS["ja"]["source"] not in labels and LABELS["ja"]["target"] not in labels

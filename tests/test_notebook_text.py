@@ -79,3 +79,29 @@ def test_the_lessons_terms_not_their_old_synonyms(source):
     for old, new in (("点数", "スコア"), ("位置符号", "位置エンコーディング"), ("交差注意", "ソース・ターゲット注意"),
                      ("五つの仕事", "タスク")):  # fmt: skip
         assert old not in prose and old not in code, f"{old!r}: the lesson's glossary says {new!r}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_claims_are_asserted_in_marked_check_cells_and_guards_explain_themselves(source):
+    """A notebook's asserts on what its text says sit in a separate code cell under a text cell
+    that begins 「**確かめのセル（チェック）:**」 and says what it checks, so a learner sees which
+    cells are checks and can run the teaching cells with other choices; any other ``assert`` is a
+    guard that tells the learner in Japanese what went wrong."""
+    found = cells(source)
+    checks = 0
+    for i, (kind, text) in enumerate(found):
+        if kind != "code":
+            continue
+        is_check = (
+            i > 0 and found[i - 1][0] == "markdown" and found[i - 1][1].startswith("**確かめのセル（チェック）:**")
+        )
+        checks += is_check
+        if is_check:
+            assert re.search(r"^\s*assert ", text, re.M), f"a check cell without an assert: {text[:60]!r}"
+            continue
+        for line in re.findall(r"^\s*assert .*$", text, re.M):
+            message = line.split(", ", 1)[1] if ", " in line else ""
+            assert JAPANESE.search(message), (
+                f"an assert outside a check cell needs a Japanese message: {line.strip()!r}"
+            )
+    assert checks, "each notebook has at least one check cell"

@@ -836,6 +836,30 @@ def test_a_step_budget_gives_every_variant_the_same_evaluation_points():
         VariantsSettings(steps=0)
 
 
+def test_the_variants_train_in_the_precision_the_settings_name(monkeypatch):
+    """``VariantsSettings.precision`` reaches every variant's ``TrainConfig`` (the notebooks name
+    theirs, so no precision probe runs in front of a learner); ``None`` leaves TrainConfig's default."""
+    from attnlab.experiments import variants
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def record(**fields):
+        seen.append(fields.get("precision", "TrainConfig's default"))
+        raise Stop  # the configuration is all this test needs: no training
+
+    monkeypatch.setattr(variants, "TrainConfig", record)
+    for precision in ("bf16", None):
+        settings = variants.VariantsSettings(steps=2, precision=precision, progress=False)
+        with pytest.raises(Stop):
+            variants._run_one("full", {"attention": "full"}, SONNET, settings)
+    assert seen == ["bf16", "TrainConfig's default"]
+    with pytest.raises(ValueError, match="precision must be one of"):
+        variants.VariantsSettings(precision="fp16")
+
+
 @pytest.mark.slow
 def test_experiment_variants_command(tmp_path):
     from attnlab.cli import main

@@ -13,6 +13,7 @@ import torch
 from attnlab.functional import causal_mask
 from attnlab.viz import (
     LABELS,
+    figure_labels,
     plot_attention,
     plot_attention_grid,
     plot_bars,
@@ -238,3 +239,33 @@ def test_an_unknown_figure_language_is_refused_before_drawing(tmp_path):
     with pytest.raises(ValueError, match=r"lang must be one of \['en', 'ja'\], got 'fr'"):
         plot_attention(_weights(2, 3), list("abc"), list("xy"), tmp_path / "a.png", lang="fr")
     assert not (tmp_path / "a.png").exists()
+
+
+def test_a_heatmap_scale_can_follow_its_largest_weight_and_grids_name_their_axes():
+    """``vmax=None`` tops the colour scale at the map's largest weight (small weights spread over
+    many keys are otherwise uniformly dark); the default stays the fixed [0, 1]; a grid names
+    its rows' and columns' axes once, in the given words or the default query/key ones."""
+    weights = torch.full((2, 5), 0.2)
+    weights[0, 1] = 0.06
+    fixed = plot_attention(weights, list("abcde"), ["x", "y"]).figure.axes[0].images[0]
+    scaled = plot_attention(weights, list("abcde"), ["x", "y"], vmax=None).figure.axes[0].images[0]
+    assert fixed.get_clim() == (0.0, 1.0) and scaled.get_clim() == (0.0, pytest.approx(0.2))
+    with pytest.raises(ValueError, match="vmax must be positive"):
+        plot_attention(weights, vmax=0)
+    maps = torch.full((1, 2, 3, 3), 0.1)
+    maps[0, 1, 2, 0] = 0.3
+    grid = plot_attention_grid(maps, lang="ja", vmax=None, row_label="クエリ", column_label="キー")
+    assert {"クエリ", "キー"} <= set(figure_labels(grid.figure))
+    assert {round(im.get_clim()[1], 6) for ax in grid.figure.axes for im in ax.images} == {0.3}
+    default = figure_labels(plot_attention_grid(_weights(1, 2, 3, 3), lang="ja").figure)
+    assert LABELS["ja"]["source"] in default and LABELS["ja"]["target"] in default
+
+
+def test_japanese_column_labels_stand_upright_and_latin_ones_turn():
+    """Japanese is not read on its side: a column label with kana or kanji is upright, its
+    characters one under the other; Latin tokens keep the 90° turn that fits long ones, and
+    labels of one or two characters (positions) stand upright."""
+    plot = plot_attention(_weights(1, 5), ["猫", "ソース", "cat", "[PAD]", "12"], ["x"])
+    ticks = plot.figure.axes[0].get_xticklabels()
+    assert [t.get_rotation() for t in ticks] == [0, 0, 90, 90, 0]
+    assert [t.get_text() for t in ticks] == ["猫", "ソ\nー\nス", "cat", "[PAD]", "12"]

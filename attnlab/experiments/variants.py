@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..models.config import check_fields
 from ..models.gpt import gpt_config
-from ..train import TrainConfig
+from ..train import PRECISIONS, TrainConfig
 from ..variants import ATTENTION_VARIANTS, AttentionSpec
 
 __all__ = ["DEFAULT_VARIANTS", "VariantsSettings", "VariantResult", "VariantsReport", "parse_variant", "run_variants"]
@@ -68,9 +68,14 @@ class VariantsSettings:
     lr: float = 2e-3  # peak learning rate (AdamW, warm-up then inverse square root decay)
     seed: int = 0  # data order and initial weights (the same for every variant)
     progress: bool = True  # show a progress bar per variant
+    # the precision of every variant's training steps (TrainConfig.precision: "fp32", "bf16" or "auto");
+    # None: fp32, like for like. The same for every variant, so their speeds compare.
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, positive=("minutes", "steps", "block_size", "batch_size", "eval_tokens", "evals", "lr"))
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS} or None, got {self.precision!r}")
 
 
 @dataclass
@@ -232,7 +237,8 @@ def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSett
         lr=settings.lr, warmup_steps=50, schedule="inverse_sqrt",
         betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, clip_norm=1.0, seed=settings.seed,
         eval_every_steps=None, log_every=50, progress=settings.progress,
-        precision="fp32",  # like for like: every variant in the same arithmetic, whatever a probe says
+        # like for like: every variant in the same arithmetic (fp32 unless a caller asks), whatever a probe says
+        precision="fp32" if settings.precision is None else settings.precision,
     )  # fmt: skip
     setup = LMSetup(
         model_preset=settings.model_preset, model_overrides=model_fields, tokenizer="char",
