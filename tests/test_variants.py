@@ -838,7 +838,7 @@ def test_a_step_budget_gives_every_variant_the_same_evaluation_points():
 
 def test_the_variants_train_in_the_precision_the_settings_name(monkeypatch):
     """``VariantsSettings.precision`` reaches every variant's ``TrainConfig`` (the notebooks name
-    theirs, so no precision probe runs in front of a learner); ``None`` leaves TrainConfig's default."""
+    theirs, so no precision probe runs in front of a learner); ``None`` is fp32, like for like."""
     from attnlab.experiments import variants
 
     class Stop(Exception):
@@ -847,7 +847,7 @@ def test_the_variants_train_in_the_precision_the_settings_name(monkeypatch):
     seen = []
 
     def record(**fields):
-        seen.append(fields.get("precision", "TrainConfig's default"))
+        seen.append(fields["precision"])
         raise Stop  # the configuration is all this test needs: no training
 
     monkeypatch.setattr(variants, "TrainConfig", record)
@@ -855,7 +855,7 @@ def test_the_variants_train_in_the_precision_the_settings_name(monkeypatch):
         settings = variants.VariantsSettings(steps=2, precision=precision, progress=False)
         with pytest.raises(Stop):
             variants._run_one("full", {"attention": "full"}, SONNET, settings)
-    assert seen == ["bf16", "TrainConfig's default"]
+    assert seen == ["bf16", "fp32"]
     with pytest.raises(ValueError, match="precision must be one of"):
         variants.VariantsSettings(precision="fp16")
 
