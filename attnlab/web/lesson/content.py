@@ -93,6 +93,7 @@ WIDGETS = frozenset(
         "rope-scores",
         "transformer-diagram",
         "next-token",
+        "token-walk",
         "variants",
         "attention-map",
         "pooling",

@@ -607,6 +607,8 @@
         ui("h2", { id: "objectives-title" }, "ls_objectives"),
         el("ul", {}, section.objectives.map((o) => txt("li", {}, o)))));
     const slides = [{ kind: "title", nodes: [header] }];
+    // The section's drawn picture and the model map (pictures.js), before the text.
+    if (window.LessonPictures) slides.push({ kind: "picture", nodes: [window.LessonPictures.figure(section.id)] });
     if (mode.present) slides.push(...textSlides(section, mounts));
     else slides.push({ kind: "blocks", nodes: section.blocks.map((b, i) => block(b, i, section, mounts)) });
     slides.push({ kind: "key-points", nodes: [el("section", { class: "key-points", "aria-labelledby": "key-points-title" },
