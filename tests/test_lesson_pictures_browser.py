@@ -62,7 +62,9 @@ MEASURE = """(svg) => {
       return [q.x, q.y];
     });
     const r = t.getBoundingClientRect();
-    return { text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * scale,
+    // a box's label (pictures.js draws a box as <g class=pic-box><rect/><text/>…</g>): the box on the screen
+    const frame = t.parentNode.classList.contains('pic-box') ? t.parentNode.querySelector('rect').getBoundingClientRect() : null;
+    return { text: t.textContent, frame: frame && [frame.left, frame.top, frame.right, frame.bottom], px: parseFloat(getComputedStyle(t).fontSize) * scale,
       x0: Math.min(...corners.map((c) => c[0])), x1: Math.max(...corners.map((c) => c[0])),
       y0: Math.min(...corners.map((c) => c[1])), y1: Math.max(...corners.map((c) => c[1])),
       screen: [r.left, r.top, r.right, r.bottom] };
@@ -93,6 +95,10 @@ def check_svg(got: dict, lang: str, what: str) -> None:
         assert lab["px"] >= 12 - 1e-6, (what, lab["text"], lab["px"])
         assert lab["x0"] >= -0.5 and lab["x1"] <= got["w"] + 0.5, (what, "cut left/right", lab)
         assert lab["y0"] >= -0.5 and lab["y1"] <= got["h"] + 0.5, (what, "cut top/bottom", lab)
+        if lab["frame"]:  # a box's label stays inside its box (1 px allowed)
+            x0, y0, x1, y1 = lab["screen"]
+            fx0, fy0, fx1, fy1 = lab["frame"]
+            assert x0 >= fx0 - 1 and x1 <= fx1 + 1 and y0 >= fy0 - 1 and y1 <= fy1 + 1, (what, "out of its box", lab)
     # no two labels drawn over each other (1 px of touching allowed)
     labels = got["labels"]
     for i, a in enumerate(labels):

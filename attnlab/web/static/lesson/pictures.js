@@ -82,7 +82,7 @@
   function box(g, x, y, w, h, label, style, o) {
     const opts = o || {};
     const s = style || BOX;
-    const group = add(g, "g", opts.part ? { "data-part": opts.part } : {});
+    const group = add(g, "g", { class: "pic-box", "data-part": opts.part || null });
     add(group, "rect", { x, y, width: w, height: h, rx: 5, fill: s.fill, stroke: s.ink, "stroke-width": opts.stroke || 1.5 });
     const lines = Array.isArray(label) ? label : [label];
     const size = opts.size || 14;
@@ -329,10 +329,10 @@
       L("左のエンコーダは、入力の語を埋め込みと位置にしてから、自己注意とフィードフォワード層の層を重ねます。その出力は矢印で、右のデコーダの各層のソース・ターゲット注意に入り、そこでキーとバリューになります。デコーダの自己注意には因果マスクがあり、各位置は自分より前だけを見ます。最後に線形変換とソフトマックスで次の語の確率を出します。",
         "The encoder (left) turns the input words into embeddings plus positions, then runs a stack of layers of self-attention and feed-forward. Its output goes by arrows into the source–target attention of every decoder layer (right), where it becomes the keys and values. The decoder's self-attention has a causal mask: each position sees only itself and earlier ones. A linear layer and softmax finally give the next word's probabilities."), 520);
     const g = add(svg, "g");
-    const E = { x: 6, w: 130 };
+    const E = { x: 4, w: 138 };
     const D = { x: 172, w: 162 };
     const tr = (ja, en) => pick(L(ja, en), lang);
-    const column = (c, y, h, label, style, part) => box(g, c.x + 8, y, c.w - 16, h, label, style, { size: 13, part });
+    const column = (c, y, h, label, style, part) => box(g, c.x + 5, y, c.w - 10, h, label, style, { size: 13, part });
     const down = (c, y1, y2, colour) => arrow(svg, g, [[c.x + c.w / 2, y1], [c.x + c.w / 2, y2]], { colour: colour || "ink" });
     const embedLabel = lang === "ja" ? "埋め込み＋位置" : ["embedding", "+ position"];
     // the encoder
