@@ -79,13 +79,12 @@
     }
 
     function numbersTable(head, rows, d) {
-      return el("table", { class: "tw-table", id: "tw-numbers" },
-        el("caption", { class: "subhead", text: head }),
+      return [el("p", { class: "subhead", id: "tw-numbers-title", text: head }), el("div", { class: "tw-scroll" }, el("table", { class: "tw-table", id: "tw-numbers", "aria-labelledby": "tw-numbers-title" },
         el("thead", {}, el("tr", {}, el("th", { scope: "col" }), [1, 2, 3, 4].map((k) => el("th", { scope: "col", class: "mono", text: "#" + k })), el("th", { scope: "col", text: s("tw_col_len", { d }) }))),
         el("tbody", {}, rows.map(([key, first, norm, id]) => el("tr", { id },
           el("th", { scope: "row", text: s(key) }),
           first.map((v, k) => el("td", { class: "mono", "data-value": String(v), id: id + "-" + k, text: fmt(v, 3) })),
-          el("td", { class: "mono", "data-value": String(norm), id: id + "-norm", text: fmt(norm, 2) })))));
+          el("td", { class: "mono", "data-value": String(norm), id: id + "-norm", text: fmt(norm, 2) }))))))];
     }
 
     function body() {
@@ -100,6 +99,7 @@
           tokenPicker(s("tw_follow_src"), r.src_tokens, sp, "tw-src-", (i) => { state.src = i; }, "ja"),
           el("p", { class: "note", text: s("tw_pieces_note") }),
           numbersTable(s("tw_t1_head", { tok, p: sp, n: 4 }), [["tw_row_emb", e.embedding_first, e.embedding_norm, "tw-emb"], ["tw_row_pos", e.position_first, e.position_norm, "tw-pos"], ["tw_row_sum", e.sum_first, e.sum_norm, "tw-sum"]], r.sizes.D),
+          el("p", { class: "note", text: s("tw_len_note", { d: r.sizes.D }) }),
           el("p", { text: s("tw_text1") })];
       }
       if (state.step === 2) {
@@ -116,11 +116,12 @@
           el("table", { class: "tw-table", id: "tw-numbers" },
             el("caption", { class: "subhead", text: s("tw_t3_head", { tok }) }),
             el("tbody", {},
-              el("tr", { id: "tw-ffn-in" }, el("th", { scope: "row", text: s("tw_row_in") }), el("td", { class: "mono", "data-value": String(f.in_norm), text: s("tw_col_len", { d: r.sizes.D }) + " " + fmt(f.in_norm, 2) })),
+              el("tr", { id: "tw-ffn-in" }, el("th", { scope: "row", text: s("tw_row_in") }), el("td", { class: "mono", "data-value": String(f.in_norm), text: fmt(f.in_norm, 2) })),
               el("tr", { id: "tw-ffn-active" }, el("th", { scope: "row", text: s("tw_row_hidden") }), el("td", { "data-value": String(f.active), text: s("tw_of_f", { n: f.active, f: r.sizes.F }) })),
               el("tr", { id: "tw-ffn-max" }, el("th", { scope: "row", text: s("tw_row_hidden_max") }), el("td", { class: "mono", "data-value": String(f.hidden_max), text: fmt(f.hidden_max, 3) })),
-              el("tr", { id: "tw-ffn-out" }, el("th", { scope: "row", text: s("tw_row_out") }), el("td", { class: "mono", "data-value": String(f.out_norm), text: s("tw_col_len", { d: r.sizes.D }) + " " + fmt(f.out_norm, 2) })),
-              el("tr", { id: "tw-ffn-layer" }, el("th", { scope: "row", text: s("tw_row_layer") }), el("td", { class: "mono", "data-value": String(f.layer_out_norm), text: s("tw_col_len", { d: r.sizes.D }) + " " + fmt(f.layer_out_norm, 2) })))),
+              el("tr", { id: "tw-ffn-out" }, el("th", { scope: "row", text: s("tw_row_out") }), el("td", { class: "mono", "data-value": String(f.out_norm), text: fmt(f.out_norm, 2) })),
+              el("tr", { id: "tw-ffn-layer" }, el("th", { scope: "row", text: s("tw_row_layer") }), el("td", { class: "mono", "data-value": String(f.layer_out_norm), text: fmt(f.layer_out_norm, 2) })))),
+          el("p", { class: "note", text: s("tw_len_note", { d: r.sizes.D }) }),
           el("p", { text: s("tw_text3", { l: r.sizes.L_enc }) })];
       }
       const outPicker = tokenPicker(s("tw_follow_out"), r.tgt_tokens, op, "tw-out-", (i) => { state.out = i; state.src = -1; }, "en");
@@ -152,7 +153,9 @@
     function render() {
       steps.setAttribute("aria-label", s("tw_steps_label"));
       steps.replaceChildren(...[1, 2, 3, 4, 5, 6].map((n) => {
-        const b = el("button", { type: "button", id: "tw-step-" + n, "aria-current": n === state.step ? "step" : null, text: n + ". " + s("tw_step_" + n) });
+        // On a phone only the step's number shows (its name is the panel's title and the button's label).
+        const b = el("button", { type: "button", id: "tw-step-" + n, "aria-current": n === state.step ? "step" : null, "aria-label": n + ". " + s("tw_step_" + n) },
+          el("span", { text: String(n) }), el("span", { class: "tw-step-name", "aria-hidden": "true", text: ". " + s("tw_step_" + n) }));
         b.addEventListener("click", () => go(n));
         return el("li", {}, b);
       }));
@@ -162,7 +165,7 @@
       next.addEventListener("click", () => go(state.step + 1));
       nav.replaceChildren(back, el("span", { id: "tw-counter", text: s("tw_step_n", { n: state.step }) }), next);
       panel.dataset.step = String(state.step);
-      panel.replaceChildren(el("h3", { class: "tw-title", text: s("tw_step_n", { n: state.step }) + (lang() === "ja" ? "：" : ": ") + s("tw_step_" + state.step) }), ...(res ? body() : []));
+      panel.replaceChildren(el("h3", { class: "tw-title", text: s("tw_step_n", { n: state.step }) + (lang() === "ja" ? "：" : ": ") + s("tw_step_" + state.step) }), ...(res ? body().flat() : []));
       mapTitle.textContent = s("tw_map_title");
       window.LessonPictures.renderModelMap(7, lang(), mapBox, { lit: STEP_PARTS[state.step] });
       provenance.textContent = s("tw_source");
