@@ -325,7 +325,7 @@
   // source–target attention of every decoder layer by an arrow; the decoder's self-attention
   // carries the causal mask.
   function s7(lang) {
-    const svg = canvas(466, lang, L("Transformer の全体：エンコーダの出力がデコーダのすべての層へ", "The whole Transformer: the encoder's output reaches every decoder layer"),
+    const svg = canvas(490, lang, L("Transformer の全体：エンコーダの出力がデコーダのすべての層へ", "The whole Transformer: the encoder's output reaches every decoder layer"),
       L("左のエンコーダは、入力の語を埋め込みと位置にしてから、自己注意とフィードフォワード層の層を重ねます。その出力は矢印で、右のデコーダの各層のソース・ターゲット注意に入り、そこでキーとバリューになります。デコーダの自己注意には因果マスクがあり、各位置は自分より前だけを見ます。最後に線形変換とソフトマックスで次の語の確率を出します。",
         "The encoder (left) turns the input words into embeddings plus positions, then runs a stack of layers of self-attention and feed-forward. Its output goes by arrows into the source–target attention of every decoder layer (right), where it becomes the keys and values. The decoder's self-attention has a causal mask: each position sees only itself and earlier ones. A linear layer and softmax finally give the next word's probabilities."), 520);
     const g = add(svg, "g");
@@ -362,7 +362,7 @@
     down(D, 99, 108);
     const crossY = [];
     const decLayer = (y, n) => {
-      add(g, "rect", { x: D.x, y, width: D.w, height: 144, rx: 6, fill: "none", stroke: "#9aa5b1", "stroke-dasharray": "4 3" });
+      add(g, "rect", { x: D.x, y, width: D.w, height: 154, rx: 6, fill: "none", stroke: "#9aa5b1", "stroke-dasharray": "4 3" });
       text(g, D.x + D.w / 2, y + 11, tr(`層 ${n}`, `layer ${n}`), { size: 13, fill: MUTED });
       // self-attention with its causal mask drawn as a small triangle grid
       box(g, D.x + 8, y + 22, D.w - 16, 36, "", BOX);
@@ -372,19 +372,19 @@
       for (let i = 0; i < 4; i++) for (let j = 0; j < 4; j++) {
         add(g, "rect", { x: gx + j * 6, y: y + 28 + i * 6, width: 6, height: 6, fill: j <= i ? "#55657a" : `url(#${svg.dataset.id}-hatch)`, stroke: "#ffffff", "stroke-width": 0.5 });
       }
-      arrow(svg, g, [[D.x + D.w / 2, y + 59], [D.x + D.w / 2, y + 66]], { colour: "q" });
-      text(g, D.x + D.w / 2 + 32, y + 63, "Q", { anchor: "start", size: 13, fill: QKV.q.ink, bold: true });
-      box(g, D.x + 8, y + 68, D.w - 16, 36, lang === "ja" ? "ソース・ターゲット注意" : ["source–target", "attention"], QKV.q, { size: 13 });
-      crossY.push(y + 86);
-      down(D, y + 105, y + 112);
-      box(g, D.x + 8, y + 114, D.w - 16, 24, tr("フィードフォワード", "feed-forward"), BOX, { size: 13 });
+      arrow(svg, g, [[D.x + D.w / 2, y + 59], [D.x + D.w / 2, y + 76]], { colour: "q" });
+      text(g, D.x + D.w / 2 + 12, y + 67, "Q", { anchor: "start", size: 13, fill: QKV.q.ink, bold: true });
+      box(g, D.x + 8, y + 78, D.w - 16, 36, lang === "ja" ? "ソース・ターゲット注意" : ["source–target", "attention"], QKV.q, { size: 13 });
+      crossY.push(y + 96);
+      down(D, y + 115, y + 122);
+      box(g, D.x + 8, y + 124, D.w - 16, 24, tr("フィードフォワード", "feed-forward"), BOX, { size: 13 });
     };
     decLayer(110, 1);
-    down(D, 255, 264);
-    decLayer(266, 2);
-    down(D, 411, 418);
-    box(g, D.x + 8, 420, D.w - 16, 26, lang === "ja" ? "線形＋ソフトマックス" : "linear + softmax", BOX, { size: 13 });
-    text(g, D.x + D.w / 2, 455, tr("↓ 次の語の確率", "↓ next word's probabilities"), { size: 13 });
+    down(D, 265, 274);
+    decLayer(276, 2);
+    down(D, 431, 438);
+    box(g, D.x + 8, 440, D.w - 16, 26, lang === "ja" ? "線形＋ソフトマックス" : "linear + softmax", BOX, { size: 13 });
+    text(g, D.x + D.w / 2, 478, tr("↓ 次の語の確率", "↓ next word's probabilities"), { size: 13 });
     // the encoder's output into every decoder layer's source–target attention
     const trunk = 152;
     add(g, "path", { d: `M${E.x + E.w},354 L${trunk},354 L${trunk},${crossY[0]} M${trunk},354 L${trunk},${crossY[1]}`, fill: "none", stroke: LIT.ink, "stroke-width": 3 });
