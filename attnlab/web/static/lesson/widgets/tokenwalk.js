@@ -61,7 +61,7 @@
       const o = opts || {};
       const row = el("div", { class: "tw-row" + (o.masked ? " tw-masked" : "") + (o.top ? " tw-top" : "") + (o.query ? " tw-q" : ""), id, "data-value": o.masked ? "" : String(value) },
         el("span", { class: "tw-tok", lang: o.lang || null, text: label }),
-        el("span", { class: "tw-track", "aria-hidden": "true" }, o.masked ? null : el("span", { class: "tw-fill", style: null })),
+        el("span", { class: "tw-track", "aria-hidden": "true" }, o.masked ? null : el("span", { class: "tw-fill" })),
         el("span", { class: "tw-val", text: o.masked ? s("tw_masked") : fmt(value, 3) }));
       if (!o.masked) row.querySelector(".tw-fill").style.width = (Math.max(0, Math.min(1, value)) * 100).toFixed(1) + "%";
       return row;
