@@ -111,6 +111,7 @@ WIDGETS = frozenset(
         "rope-scores",
         "transformer-diagram",
         "next-token",
+        "token-walk",
         "variants",
         "attention-map",
         "pooling",

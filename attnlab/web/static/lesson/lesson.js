@@ -830,6 +830,8 @@
         ui("h2", { id: "objectives-title" }, "ls_objectives"),
         el("ul", {}, section.objectives.map((o) => txt("li", {}, o)))));
     const slides = [{ kind: "title", nodes: [header] }];
+    // The section's drawn picture and the model map (pictures.js), before the text.
+    if (window.LessonPictures) slides.push({ kind: "picture", nodes: [window.LessonPictures.figure(section.id)] });
     const asks = predictions(section);
     if (mode.present) slides.push(...textSlides(section, mounts, asks));
     else slides.push({ kind: "blocks", nodes: pageBlocks(section, mounts, asks) });
