@@ -392,6 +392,19 @@ MAY_POINT: dict[tuple[str, int, str], str] = {
         7,
         "下の図",
     ): "§7's paragraph before the diagram, longer than a widget's slide takes (content-b rewrites §7)",
+    (
+        "ja",
+        2,
+        "下では",
+    ): "§2's paragraph introducing the two translators, too long for the widget's slide (content-a rewrites §2)",
+    ("en", 1, "below"): "'So below, …' opens §1's long paragraph on the timing table (content-a rewrites §1)",
+    (
+        "en",
+        7,
+        "below",
+    ): "§7's paragraphs before the diagram and the next-token widget, too long for their slides (content-b)",
+    ("ja", 8, "上の表"): "§8's paragraph after the cost table, too long to join its slide (content-b rewrites §8)",
+    ("en", 8, "above"): "the same paragraph in English",
     ("ja", 7, "下では"): "§7's paragraph before the next-token widget, too long for its slide (content-b rewrites §7)",
 }
 
