@@ -975,7 +975,8 @@
   // when the paragraph was the heading's only text) goes on the widget's slide, above a
   // prediction asked at the widget, so that no slide talks about a figure it does not show.
   const WIDGET_INTRO = 600; // the most text (in the units of piecesOf) that moves onto a widget's slide
-  const WIDGET_TEXT = 900; // a text slide this short before a widget goes onto the widget's slide whole
+  const WIDGET_TEXT = 600; // a text slide this short before a widget goes onto the widget's slide whole
+  const WIDGET_POINTING = 500; // the most text pointing at the figure that follows it onto its slide
 
   function textSlides(section, mounts, asks) {
     const out = [];
@@ -983,7 +984,7 @@
     const add = (node, size, heading, figure) => {
       // Right after a widget, text that points back at it (「上の図」, "above") stays on its slide.
       const last = out[out.length - 1];
-      if (!open && figure && !heading && last && last.kind === "widget") {
+      if (!open && figure && !heading && size <= WIDGET_INTRO / 2 && last && last.kind === "widget" && !last.part) {
         node.classList.add("widget-intro");
         last.nodes.push(node);
         return;
@@ -1013,8 +1014,9 @@
       else {
         const pointing = pieces.findIndex((piece) => piece.figure);
         const last = pieces[pieces.length - 1];
-        // Text that points at the figure goes with it, whatever its length (the slide is fitted).
-        if (pointing >= 0) from = pointing;
+        // Text that points at the figure goes with it (up to WIDGET_POINTING: the widget keeps the screen).
+        const pointed = pointing >= 0 ? pieces.slice(pointing).reduce((sum, piece) => sum + piece.size, 0) : Infinity;
+        if (pointed <= WIDGET_POINTING) from = pointing;
         else if (!last.heading && last.size <= WIDGET_INTRO) from = pieces.length - 1;
         if (from === 1 && pieces[0].heading) from = 0;
       }
@@ -1109,9 +1111,21 @@
     const over = () => node.scrollHeight > node.clientHeight + 1;
     let f = 1;
     apply(f);
-    while (over() && f > floor) {
-      f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
+    const shrink = () => {
+      while (over() && f > floor) {
+        f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
+        apply(f);
+      }
+    };
+    node.classList.remove("slide-intro-off");
+    shrink();
+    // A widget too tall for its introducing sentence too, even at the floor: the sentence stays on
+    // the page only (the widget keeps the screen).
+    if (widget && over() && node.querySelector(".widget-intro")) {
+      node.classList.add("slide-intro-off");
+      f = 1;
       apply(f);
+      shrink();
     }
     const used = () => inner.getBoundingClientRect().height / node.clientHeight;
     while (!widget && f >= 1 && f < FIT_GROW && !over() && used() < FIT_HALF) {
