@@ -116,14 +116,18 @@
     if (!F || opts.key === false) return null;
     const k = opts.key || {};
     if (k.swatches) {
+      // Swatches side by side; one under the other where side by side would widen the map.
       const items = [];
-      let at = x;
-      for (const sw of k.swatches) {
-        items.push({ t: "keyrect", x: at, y, w: 14, h: 14, fill: sw.fill, stroke: "#5f6b7a", masked: sw.fill === HATCH });
-        items.push({ t: "text", x: at + 18, y: y + 12, s: sw.label, size: F.MIN_FONT, anchor: "start", key: true });
-        at += 18 + F.textWidth(sw.label, F.MIN_FONT) + 14;
-      }
-      return { items, width: Math.ceil(at - x), height: 16, x };
+      const widths = k.swatches.map((sw) => 18 + F.textWidth(sw.label, F.MIN_FONT) + 14);
+      const inline = x + widths.reduce((a, b) => a + b, 0) <= room;
+      let at = x, row = y;
+      k.swatches.forEach((sw, i) => {
+        items.push({ t: "keyrect", x: at, y: row, w: 14, h: 14, fill: sw.fill, stroke: "#5f6b7a", masked: sw.fill === HATCH });
+        items.push({ t: "text", x: at + 18, y: row + 12, s: sw.label, size: F.MIN_FONT, anchor: "start", key: true });
+        if (inline) at += widths[i];
+        else row += 18;
+      });
+      return { items, width: Math.ceil(inline ? at - x : Math.max(...widths)), height: inline ? 16 : row - y, x };
     }
     const title = k.title === undefined ? window.Attn.t("fig_key_weight") : k.title;
     const base = { title, lo: k.lo, hi: k.hi, fill: k.fill || ((v) => fill(v, -1, -1)), masked: anyMasked || k.masked };

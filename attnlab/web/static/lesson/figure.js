@@ -114,6 +114,10 @@
   }
 
   function keySVG(opts) {
+    // On a narrow screen (a phone) the title goes above the ramp, so that the key never widens the page.
+    const room = (document.documentElement.clientWidth || 1e6) - 72;
+    const title = opts.title === undefined ? t("fig_key_weight") : opts.title;
+    if (!opts.stacked && bandWidth(title, opts.width || 160) > room) opts = Object.assign({}, opts, { stacked: true });
     const k = keyItems(2, 2, opts);
     const svg = document.createElementNS(NS, "svg");
     const W = k.width + 6, H = k.height + 2;
