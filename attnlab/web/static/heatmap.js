@@ -72,8 +72,8 @@
     const overhang = rotate ? Math.ceil(colSpan * 0.6) : 0;
     const masked = opts.masked || (() => false);
     const anyMasked = !!opts.masked && m.some((row, r) => row.some((_, c) => masked(r, c)));
-    const key = keyFor(opts, fill, anyMasked, left, top + rows * cell + 10);
-    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0, key ? left + key.width + 6 : 0);
+    const key = keyFor(opts, fill, anyMasked, left, top + rows * cell + 10, left + cols * cell + overhang);
+    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0, key ? key.x + key.width + 6 : 0);
     const height = top + rows * cell + 4 + (key ? key.height + 8 : 0);
     const items = [];
     if (opts.title) items.push({ t: "text", x: 4, y: size + 2, s: opts.title, size, anchor: "start", weight: "bold" });
@@ -109,21 +109,31 @@
   const HATCH = "url(#fig-hatch)";
 
   // The colour key's scene items at (x, y), or null (opts.key false, or no figure.js on the page).
-  function keyFor(opts, fill, anyMasked, x, y) {
+  // `room`: the picture's width without its key; a key in one band wider than that moves left to
+  // the picture's edge, then puts its title above a shorter ramp, so that it never widens a map.
+  function keyFor(opts, fill, anyMasked, x, y, room) {
     const F = window.Figure;
     if (!F || opts.key === false) return null;
     const k = opts.key || {};
     if (k.swatches) {
+      // Swatches side by side; one under the other where side by side would widen the map.
       const items = [];
-      let at = x;
-      for (const sw of k.swatches) {
-        items.push({ t: "keyrect", x: at, y, w: 14, h: 14, fill: sw.fill, stroke: "#5f6b7a", masked: sw.fill === HATCH });
-        items.push({ t: "text", x: at + 18, y: y + 12, s: sw.label, size: F.MIN_FONT, anchor: "start", key: true });
-        at += 18 + F.textWidth(sw.label, F.MIN_FONT) + 14;
-      }
-      return { items, width: Math.ceil(at - x), height: 16 };
+      const widths = k.swatches.map((sw) => 18 + F.textWidth(sw.label, F.MIN_FONT) + 14);
+      const inline = x + widths.reduce((a, b) => a + b, 0) <= room;
+      let at = x, row = y;
+      k.swatches.forEach((sw, i) => {
+        items.push({ t: "keyrect", x: at, y: row, w: 14, h: 14, fill: sw.fill, stroke: "#5f6b7a", masked: sw.fill === HATCH });
+        items.push({ t: "text", x: at + 18, y: row + 12, s: sw.label, size: F.MIN_FONT, anchor: "start", key: true });
+        if (inline) at += widths[i];
+        else row += 18;
+      });
+      return { items, width: Math.ceil(inline ? at - x : Math.max(...widths)), height: inline ? 16 : row - y, x };
     }
-    return F.keyItems(x, y, { title: k.title, lo: k.lo, hi: k.hi, fill: k.fill || ((v) => fill(v, -1, -1)), masked: anyMasked || k.masked });
+    const title = k.title === undefined ? window.Attn.t("fig_key_weight") : k.title;
+    const base = { title, lo: k.lo, hi: k.hi, fill: k.fill || ((v) => fill(v, -1, -1)), masked: anyMasked || k.masked };
+    if (x + F.bandWidth(title, 160) <= room) return Object.assign(F.keyItems(x, y, base), { x });
+    if (4 + F.bandWidth(title, 160) <= room) return Object.assign(F.keyItems(4, y, base), { x: 4 });
+    return Object.assign(F.keyItems(4, y, Object.assign(base, { stacked: true, width: Math.max(100, Math.min(160, room - 14)) })), { x: 4 });
   }
 
   function toSVG(sc) {

@@ -260,8 +260,8 @@
     const m = Math.max(1e-9, ...nums.map(Math.abs));
     const fill = (v) => { const rgb = opts.colour(v); return rgb ? css(rgb) : "#ffffff"; };
     return unit
-      ? F.keySVG({ title: opts.keyTitle || t("fig_key_weight"), lo: 0, hi: 1, fill, width: 140 })
-      : F.keySVG({ title: opts.keyTitle || t("fig_key_value"), lo: -m, hi: m, fill, width: 140 });
+      ? F.keySVG({ title: opts.keyTitle || t("fig_key_weight"), lo: 0, hi: 1, fill, width: 120, stacked: true })
+      : F.keySVG({ title: opts.keyTitle || t("fig_key_value"), lo: -m, hi: m, fill, width: 120, stacked: true });
   }
 
   // Grouped vertical bars (e.g. BLEU per length bucket and model): opts.categories (labels),

@@ -38,8 +38,14 @@
     const sw = width / steps;
     const items = [];
     const title = opts.title === undefined ? t("fig_key_weight") : opts.title;
-    const top = y;
-    if (title) {
+    let top = y;
+    let titleW = 0;
+    if (title && opts.stacked) {
+      // The title above the ramp: for a narrow picture (a phone), where one band would widen it.
+      items.push({ t: "text", x, y: y + size, s: title, size, anchor: "start", key: true });
+      top += size + 6;
+      titleW = textWidth(title, size);
+    } else if (title) {
       items.push({ t: "text", x, y: y + size - 1, s: title, size, anchor: "start", key: true });
       x += Math.ceil(textWidth(title, size)) + 8;
     }
@@ -54,11 +60,11 @@
       const anchor = k === 0 ? "start" : k === ticks.length - 1 ? "end" : "middle";
       items.push({ t: "text", x: tx, y: top + 12 + size + 2, s: tick(v), size, anchor, key: true });
     });
-    let right = x + width + 6; // room for the last number's overhang
-    let height = 12 + size + 6;
+    let right = Math.max(x + width + 6, x0 + titleW); // room for the last number's overhang
+    let height = top - y + 12 + size + 6;
     if (opts.masked) {
       // The hatched swatch on a line of its own under the ramp (a phone has no room beside it).
-      const my = top + height;
+      const my = y + height;
       items.push({ t: "keyrect", x: x0, y: my, w: 16, h: 12, fill: HATCH, stroke: "#5f6b7a", masked: true });
       const word = t("fig_key_masked");
       items.push({ t: "text", x: x0 + 20, y: my + 11, s: word, size, anchor: "start", key: true });
@@ -67,6 +73,9 @@
     }
     return { items, width: Math.ceil(right - x0), height };
   }
+
+  // The width of a ramp key in one band (title, ramp) of `width` px.
+  const bandWidth = (title, width) => (title ? Math.ceil(textWidth(title, MIN_FONT)) + 8 : 0) + width + 6;
 
   // A width estimate good enough for layout: CJK characters are a full em, others about 0.6 em.
   function textWidth(text, size) {
@@ -105,6 +114,10 @@
   }
 
   function keySVG(opts) {
+    // On a narrow screen (a phone) the title goes above the ramp, so that the key never widens the page.
+    const room = (document.documentElement.clientWidth || 1e6) - 72;
+    const title = opts.title === undefined ? t("fig_key_weight") : opts.title;
+    if (!opts.stacked && bandWidth(title, opts.width || 160) > room) opts = Object.assign({}, opts, { stacked: true });
     const k = keyItems(2, 2, opts);
     const svg = document.createElementNS(NS, "svg");
     const W = k.width + 6, H = k.height + 2;
@@ -183,7 +196,7 @@
     },
     qkv: (root) => largest(all(root, '[id^="qkv-bar-"]')),
     "additive-vs-dot": (root) => all(root, ".av-map rect.cell[stroke]:not([stroke='#ffffff'])"),
-    "self-vs-cross": (root) => root.querySelector("#sc-cross"),
+    "self-vs-cross": (root) => root.querySelector("#sc-cross-fig") || root.querySelector("#sc-cross"),
     pronoun: (root) => largest(all(root, '[id^="pr-w-"]')),
     "multihead-steps": (root) => all(root, ".mh-head table").filter((t) => t.querySelector('td[id^="mh-w-"]')),
     "no-transpose": (root) => all(root, "#nt-pieces-bad .nt-foreign"),
@@ -301,5 +314,5 @@
     new MutationObserver(() => { bindAll(); typesetSoon(); }).observe(document.body, { childList: true, subtree: true, characterData: true });
   });
 
-  window.Figure = { typeset, TARGETS, MIN_FONT, HATCH, keyItems, keySVG, hatchDefs, drawItems, look, textWidth, CATEGORY };
+  window.Figure = { bandWidth, typeset, TARGETS, MIN_FONT, HATCH, keyItems, keySVG, hatchDefs, drawItems, look, textWidth, CATEGORY };
 })();

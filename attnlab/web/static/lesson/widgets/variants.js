@@ -179,7 +179,7 @@
       const r = shown;
       if (!r) return;
       // A masked pair is hatched and has no number: its weight is not a small one, it is never computed.
-      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 38, values: true,
+      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
         masked: (i, j) => !r.mask[i][j], format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
       const svg = window.Charts.picture(sc, "map-svg", s("map_label", { name: s("name_" + r.variant) }));
       out.replaceChildren(
