@@ -14,6 +14,7 @@ from lesson_browser import (
     BROWSER_MARKS,
     assert_accessible,
     close,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -57,7 +58,7 @@ def models():
 
 def test_every_widget_draws_the_models_numbers(page, lang, models):
     s = strings(lang)
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
 
     # The families: full, causal (lower triangle with the diagonal), and both plus source–target.
@@ -160,7 +161,7 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
 
 def test_the_widgets_follow_their_controls_and_keep_them_in_the_address(page, lang, models):
     s = strings(lang)
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
     page.click("#mlm-ex-1")
     wait_request(page, "#mlm-out", {"text": s["mlm_ex_1"]})
@@ -191,7 +192,7 @@ def test_the_widgets_follow_their_controls_and_keep_them_in_the_address(page, la
 
 
 def test_a_bad_line_shows_the_apis_message_not_a_broken_widget(page, lang):
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
     page.fill("#mlm-text", "no mask here")
     page.wait_for_selector("#mlm-error:not(.hidden)")
