@@ -105,6 +105,7 @@ def test_registry_names_folders_descriptions_and_examples():
         "ja-sentence-type",
         "shakespeare-mlm",
         "facts-summarizer",
+        "facts-qa",
         "digits-vit",
         "karate-gat",
     ]
@@ -168,7 +169,7 @@ def test_an_unknown_name_lists_the_shipped_ones(tmp_path, monkeypatch):
         ckpt.resolve_model_dir("ja_en")
     assert (
         "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, ja-sentence-type, "
-        "shakespeare-mlm, facts-summarizer, digits-vit, karate-gat, minilm)" in str(err.value)
+        "shakespeare-mlm, facts-summarizer, facts-qa, digits-vit, karate-gat, minilm)" in str(err.value)
     )
     with pytest.raises(FileNotFoundError, match="no shipped model is called 'nope'"):
         ckpt.shipped_model_dir("nope")
@@ -324,6 +325,7 @@ def test_explorer_offers_the_shipped_models_with_their_examples(asset_root):
         "ja-sentence-type",
         "shakespeare-mlm",
         "facts-summarizer",
+        "facts-qa",
         "digits-vit",
         "karate-gat",
     ]

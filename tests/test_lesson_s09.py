@@ -30,7 +30,7 @@ from attnlab.web.app import create_app
 LOCAL = "http://127.0.0.1:8000"
 SECTION = L.load_sections()[9]
 FINAL = L.load_sections()[10]
-NEW_MODELS = ("shakespeare-mlm", "facts-summarizer", "digits-vit", "karate-gat")
+NEW_MODELS = ("shakespeare-mlm", "facts-qa", "facts-summarizer", "digits-vit", "karate-gat")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +54,65 @@ def close(got, want, tol=1e-5) -> None:
 # --------------------------------------------------------------------------------------------
 # The numbers equal the models' own.
 # --------------------------------------------------------------------------------------------
+
+
+QA_PASSAGE = (
+    "Lirma Tovaskel was born in Oslo in 1962. Brunt Okelavi founded Harrow Labs in 1990. "
+    "Lirma Tovaskel studied physics at the University of Lima."
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"passage": QA_PASSAGE, "question": "Where was Lirma Tovaskel born?"},
+     {"passage": QA_PASSAGE, "question": "In what year was Lirma Tovaskel born?"}],
+)  # fmt: skip
+def test_the_question_answerer_picks_the_span_the_model_scores_best(client, body):
+    from attnlab.recipes.qa import load_qa
+
+    qa = load_qa(need("facts-qa"))
+    r = client.post("/api/lesson/apps/qa", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["model"] == "facts-qa" and len(got["examples"]) == 3
+    if not body:  # the first held-out passage and its first question
+        assert got["passage"] == got["examples"][0]["passage"] and got["question"] == got["examples"][0]["questions"][0]
+    tok = qa.tokenizer
+    # [CLS] question [SEP] passage [SEP], built here by hand from the tokenizer.
+    q_ids = tok.encode(got["question"])
+    c_ids, offsets = tok.encode_with_offsets(got["passage"])
+    ids = [tok.bos_id, *q_ids, tok.eos_id, *c_ids, tok.eos_id]
+    types = [0] * (len(q_ids) + 2) + [1] * (len(c_ids) + 1)
+    c0, C = len(q_ids) + 2, len(c_ids)
+    span = torch.zeros(1, len(ids), dtype=torch.bool)
+    span[0, c0 : c0 + C] = True
+    with torch.inference_mode():
+        out = qa.model(torch.tensor([ids]), token_type_ids=torch.tensor([types]), span_mask=span, need_weights=True)
+    start = torch.softmax(out.start_logits[0, c0 : c0 + C].float(), -1)
+    end = torch.softmax(out.end_logits[0, c0 : c0 + C].float(), -1)
+    close(got["start_probs"], start.tolist())
+    close(got["end_probs"], end.tolist())
+    assert got["question_tokens"] == [tok.id_to_token(i) for i in q_ids]
+    assert got["passage_tokens"] == [tok.id_to_token(i) for i in c_ids]
+    # The best span i <= j < i + 30 by start + end logit, searched here by brute force.
+    sl, el = out.start_logits[0, c0 : c0 + C].float(), out.end_logits[0, c0 : c0 + C].float()
+    best = max(
+        ((i, j) for i in range(C) for j in range(i, min(C, i + 30))), key=lambda ij: float(sl[ij[0]] + el[ij[1]])
+    )
+    assert got["answer_tokens"] == list(best)
+    a, b = offsets[best[0]][0], offsets[best[1]][1]
+    assert got["answer_chars"] == [a, b] and got["answer"] == got["passage"][a:b]
+    assert got["answer"] == qa.answer([got["question"]], [got["passage"]])[0].text
+    if body:  # the model gets these two right (not every question: about 77% of held-out ones)
+        assert got["answer"] == {"Where": "Oslo", "In": "1962"}[body["question"].split()[0]]
+    maps = torch.stack([m[0] for m in out.attentions]).float()  # (L, H, S, S)
+    weights = maps[:, :, 1 : 1 + len(q_ids), c0 : c0 + C].mean(2)  # (L, H, C)
+    close(got["weights"], weights.tolist())
+    on = weights[:, :, best[0] : best[1] + 1].sum(-1)  # (L, H)
+    close(got["on_answer"], on.tolist())
+    H = on.shape[1]
+    assert got["best_head"] == [int(on.argmax()) // H, int(on.argmax()) % H]
+    assert (got["n_layers"], got["n_heads"]) == tuple(weights.shape[:2])
 
 
 @pytest.mark.parametrize("text", ["ROMEO: I will l[MASK]ve thee, my lord.", "KING HENRY: What news is th[MASK]s?"])
@@ -182,6 +241,12 @@ def test_the_gat_attends_only_to_friends_and_itself(client, node):
         ("/api/lesson/apps/mlm", {"text": "a" * 70 + "[MASK]"}),  # 73 tokens: more than the 64 it reads
         ("/api/lesson/apps/mlm", {"text": 5}),
         ("/api/lesson/apps/mlm", {"text": "x" * 201}),
+        ("/api/lesson/apps/qa", {"passage": "   ", "question": "Who?"}),
+        ("/api/lesson/apps/qa", {"passage": "a " * 200, "question": "Who?"}),  # 200 tokens: more than its 128
+        ("/api/lesson/apps/qa", {"passage": "x" * 401, "question": "Who?"}),
+        ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": "q" * 121}),
+        ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": 5}),
+        ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": "Where?", "nope": 1}),
         ("/api/lesson/apps/gpt", {"text": ""}),
         ("/api/lesson/apps/gpt", {"text": "日本語だけ"}),
         ("/api/lesson/apps/gpt", {"nope": 1}),
@@ -213,6 +278,7 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
     client = TestClient(create_app(), base_url=LOCAL)
     for url, name in (
         ("/api/lesson/apps/mlm", "shakespeare-mlm"),
+        ("/api/lesson/apps/qa", "facts-qa"),
         ("/api/lesson/apps/summary", "facts-summarizer"),
         ("/api/lesson/apps/vit", "digits-vit"),
         ("/api/lesson/apps/gat", "karate-gat"),
@@ -235,6 +301,10 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
         (
             "/api/lesson/apps/mlm",
             [{"text": "ROMEO: I will l[MASK]ve thee, my lord."}, {"text": "What news is th[MASK]s?"}],
+        ),
+        (
+            "/api/lesson/apps/qa",
+            [{}, {"passage": QA_PASSAGE, "question": "Where was Lirma Tovaskel born?"}],
         ),
         ("/api/lesson/apps/gpt", [{"text": "KING HENRY: My lord, the"}, {"text": "ROMEO: What light through yon"}]),
         ("/api/lesson/apps/summary", [{}]),
@@ -262,7 +332,7 @@ def test_every_widget_answers_within_300_ms(client, url, bodies):
 
 def test_the_page_shows_every_family_and_application():
     widgets = [b.widget for b in SECTION.blocks if b.type == "widget"]
-    assert widgets == ["families", "apps-mlm", "apps-gpt", "apps-summary", "apps-vit", "apps-gat"]
+    assert widgets == ["families", "apps-mlm", "apps-qa", "apps-gpt", "apps-summary", "apps-vit", "apps-gat"]
     for lang in ("ja", "en"):
         text = " ".join(getattr(b.html, lang) for b in SECTION.blocks if b.html)
         for word in {
@@ -271,14 +341,18 @@ def test_the_page_shows_every_family_and_application():
         }[lang]:
             assert word in text, (lang, word)
     # Each live widget says what its model was trained on and what it cannot do.
-    for key in ("mlm_honest", "gpt_honest", "sum_honest", "vit_honest", "gat_honest"):
+    for key in ("mlm_honest", "qa_honest", "gpt_honest", "sum_honest", "vit_honest", "gat_honest"):
         assert SECTION.strings[key].en and SECTION.strings[key].ja
     assert "12 layers" in SECTION.strings["mlm_honest"].en and "12 層" in SECTION.strings["mlm_honest"].ja
+    # The QA widget says that looking at the answer does not show that a head carries it.
+    assert "not evidence that the head carries it" in SECTION.strings["qa_honest"].en
+    assert "運んでいる証拠にはなりません" in SECTION.strings["qa_honest"].ja
+    assert "toy task" in SECTION.strings["qa_honest"].en.lower() and "おもちゃの課題" in SECTION.strings["qa_honest"].ja
     assert "toy task" in SECTION.strings["vit_honest"].en.lower() and "小さな課題" in SECTION.strings["gat_honest"].ja
 
 
 def test_the_japanese_basic_path_has_no_developer_text():
-    basic = [b.html.ja for b in SECTION.blocks if b.type in ("html", "note")]
+    basic = [b.html.ja for b in SECTION.blocks if b.type in ("html", "note") and not b.further]
     for text in basic:
         for word in (
             "attnlab",
@@ -288,11 +362,30 @@ def test_the_japanese_basic_path_has_no_developer_text():
             "digits-vit",
             "karate-gat",
             "facts-summarizer",
+            "facts-qa",
             "float32",
         ):
             assert word not in text, word
     # The technical names live in the folded notes and the widgets' source lines only.
     assert all("shakespeare-mlm" not in SECTION.strings[k].ja for k in ("mlm_honest", "mlm_table", "mlm_bars"))
+
+
+def test_the_japanese_page_says_causal_mask_not_a_paraphrase():
+    ja = " ".join(
+        [b.html.ja for b in SECTION.blocks if b.html]
+        + [v.ja for v in SECTION.strings.values()]
+        + [q.question.ja + " " + q.hint.ja + " " + q.explanation.ja for q in SECTION.check]
+    )
+    assert "因果マスク" in ja and "先を隠す" not in ja
+
+
+def test_the_predictions_sit_at_their_widgets_and_going_further_is_folded():
+    assert [p.widget for p in SECTION.predict] == ["apps-mlm", "apps-summary"]
+    basic = [b.widget for b in SECTION.blocks if b.type == "widget" and not b.further]
+    assert {"apps-mlm", "apps-summary", "apps-qa"} <= set(basic)
+    further = [b for b in SECTION.blocks if b.further]
+    assert len(further) >= 2 and any("output_attentions=True" in b.html.en for b in further if b.html)
+    assert not any("Predict first" in b.html.en for b in SECTION.blocks if b.html)
 
 
 def test_the_checks_transfer_and_the_final_check_draws_on_section_9():
@@ -315,7 +408,7 @@ def test_the_assets_stay_inside_the_budget():
     assert assets.total_bytes() <= assets.BUDGET_BYTES == 24_000_000
 
 
-@pytest.mark.parametrize("name", ["facts-summarizer", "digits-vit", "karate-gat", "shakespeare-mlm"])
+@pytest.mark.parametrize("name", ["facts-summarizer", "digits-vit", "karate-gat", "shakespeare-mlm", "facts-qa"])
 def test_the_model_page_runs_each_new_model_on_its_examples(name):
     from attnlab.web.models import GROUP_AXES, load_model
 

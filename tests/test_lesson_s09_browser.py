@@ -14,6 +14,7 @@ from lesson_browser import (
     BROWSER_MARKS,
     assert_accessible,
     close,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -57,7 +58,7 @@ def models():
 
 def test_every_widget_draws_the_models_numbers(page, lang, models):
     s = strings(lang)
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
 
     # The families: full, causal (lower triangle with the diagonal), and both plus source–target.
@@ -82,6 +83,18 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
     assert page.get_attribute("#mlm-best", "data-value") == tok.id_to_token(int(probs.argmax()))
     weights = torch.stack([w[0, :, at] for w in out.attentions]).reshape(-1, len(ids))  # (L·H, S)
     close(table(page, "mlm-w", weights.shape[0], len(ids)), weights.tolist(), tol=1e-5)
+
+    # Question answering: the page shows the endpoint's numbers (the API test recomputes those from
+    # the model): the start and end probabilities, every head's question → passage row, the span.
+    page.wait_for_selector("#qa-best")
+    qa = page.request.post("/api/lesson/apps/qa", data={}).json()
+    C = len(qa["passage_tokens"])
+    close(table(page, "qa-p", 2, C), [qa["start_probs"], qa["end_probs"]], tol=1e-6)
+    L_, H_ = qa["n_layers"], qa["n_heads"]
+    close(table(page, "qa-w", L_ * H_, C), [row for layer in qa["weights"] for row in layer], tol=1e-6)
+    assert page.get_attribute("#qa-answer", "data-value") == qa["answer"] == page.text_content("#qa-answer")
+    assert page.get_attribute("#qa-head", "data-value") == " ".join(map(str, qa["best_head"]))
+    assert page.input_value("#qa-passage") == qa["passage"] and page.input_value("#qa-question") == qa["question"]
 
     # Decoder-only: the next character and the last position's causal row.
     model, tok = models["gpt"]
@@ -128,7 +141,7 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
     close(table(page, "gat-w", len(friends), first.shape[0] + 1), want, tol=1e-5)
 
     # The visual standard: a colour key on every table of weights, no text under 12 px.
-    for key in ("mlm-key", "dec-key", "sum-key", "sum-copy-key", "vit-key", "gat-key"):
+    for key in ("mlm-key", "qa-key", "qa-prob-key", "dec-key", "sum-key", "sum-copy-key", "vit-key", "gat-key"):
         assert page.is_visible(f"#{key}"), key
         assert page.eval_on_selector(
             f"#{key}", "n => Array.from(n.querySelectorAll('text')).map(t => t.textContent)"
@@ -148,7 +161,7 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
 
 def test_the_widgets_follow_their_controls_and_keep_them_in_the_address(page, lang, models):
     s = strings(lang)
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
     page.click("#mlm-ex-1")
     wait_request(page, "#mlm-out", {"text": s["mlm_ex_1"]})
@@ -179,7 +192,7 @@ def test_the_widgets_follow_their_controls_and_keep_them_in_the_address(page, la
 
 
 def test_a_bad_line_shows_the_apis_message_not_a_broken_widget(page, lang):
-    page.goto("/lesson/9")
+    goto_uncovered(page, "/lesson/9")
     wait_widgets(page)
     page.fill("#mlm-text", "no mask here")
     page.wait_for_selector("#mlm-error:not(.hidden)")
@@ -187,3 +200,16 @@ def test_a_bad_line_shows_the_apis_message_not_a_broken_widget(page, lang):
     page.fill("#mlm-text", "O my l[MASK]rd")
     wait_request(page, "#mlm-out", {"text": "O my l[MASK]rd"})
     assert page.is_hidden("#mlm-error")
+    # The question answerer: a passage too long for its window is the API's message; a question of
+    # one's own is answered from the passage (the address keeps it).
+    page.fill("#qa-passage", "a " * 190)
+    page.wait_for_selector("#qa-error:not(.hidden)")
+    assert "too long" in page.text_content("#qa-error")
+    passage = "Lirma Tovaskel was born in Oslo in 1962. Brunt Okelavi founded Harrow Labs in 1990."
+    page.fill("#qa-passage", passage)
+    page.fill("#qa-question", "When did Brunt Okelavi found Harrow Labs?")
+    wait_request(page, "#qa-out", {"passage": passage, "question": "When did Brunt Okelavi found Harrow Labs?"})
+    assert page.is_hidden("#qa-error")
+    assert params(page)["qq"] == "When did Brunt Okelavi found Harrow Labs?"
+    answer = page.get_attribute("#qa-answer", "data-value")
+    assert answer and answer in passage

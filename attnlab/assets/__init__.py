@@ -175,6 +175,22 @@ ASSETS: dict[str, ShippedModel] = {
             folder="facts-summarizer",
         ),
         ShippedModel(
+            name="facts-qa",
+            command="answer",
+            description_en=(
+                "A small BERT trained from scratch to find the answer span of a question in a generated "
+                "three-sentence passage of invented facts (the lesson's §9)."
+            ),
+            description_ja="作った 3 文の事実の本文から、質問の答えの範囲を見つける小さな BERT です。事前学習なしで学習しました（授業の §9）。",
+            examples=(
+                "Where did Shougrunus Munbrillei study history? Shougrunus Munbrillei studied history at the "
+                "University of Porto. In 1971, Shougrunus Munbrillei moved to Quebec to work as a nurse.",
+                "When was Stakus Press founded? Merdraimri Vunpas studied economics at the University of Nairobi. "
+                "Pergroul Dukthekoul founded Stakus Press in 1881.",
+            ),
+            folder="facts-qa",
+        ),
+        ShippedModel(
             name="digits-vit",
             command="vit",
             description_en="A small Vision Transformer that reads 8 × 8 handwritten digits as 16 patches (the lesson's §9).",

@@ -118,6 +118,7 @@ WIDGETS = frozenset(
         # §9 (widgets/apps.js)
         "families",
         "apps-mlm",
+        "apps-qa",
         "apps-gpt",
         "apps-summary",
         "apps-vit",

@@ -6,6 +6,10 @@ is a 503 naming it and ``make models ONLY=NAME``; bad input is a 4xx):
 - ``POST /api/lesson/apps/mlm``: the encoder-only ``shakespeare-mlm`` fills the one ``[MASK]`` of a
   line: its candidates and probabilities, and the row of ``[MASK]`` in every layer's and head's
   self-attention (no mask: it sees both sides).
+- ``POST /api/lesson/apps/qa``: the encoder-only ``facts-qa`` (a small BERT with a span head,
+  trained from scratch on generated facts) picks the answer span of a question in a passage: the
+  start and end probabilities of every passage token, and per layer and head the question tokens'
+  mean attention over the passage, with the head that puts most of it on the answer.
 - ``POST /api/lesson/apps/gpt``: the decoder-only ``shakespeare-char`` (§7's GPT): the next
   character's probabilities and the last position's row in every layer's and head's causal
   self-attention (only itself and the characters before it).
@@ -18,7 +22,7 @@ is a 503 naming it and ``make models ONLY=NAME``; bad input is a 4xx):
   over its neighbours (itself included), per head of the first layer, and every member's faction.
 
 The letters: L layers, H heads, S tokens (or characters, or document words), T summary words,
-P patches, N nodes.
+P patches, N nodes, Q question tokens, C passage tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from .common import LIVE, MAX_SEED, LessonModels, _r5, run
 
 __all__ = [
     "MLMRequest",
+    "QARequest",
+    "QAResponse",
+    "qa_view",
+    "qa_examples",
     "MLMResponse",
     "GPTRequest",
     "GPTResponse",
@@ -49,6 +57,7 @@ __all__ = [
 ]
 
 MLM_MODEL = "shakespeare-mlm"
+QA_MODEL = "facts-qa"
 SUMMARY_MODEL = "facts-summarizer"
 VIT_MODEL = "digits-vit"
 GAT_MODEL = "karate-gat"
@@ -60,6 +69,10 @@ DEFAULT_MLM = "ROMEO: I will l[MASK]ve thee, my lord."
 DEFAULT_GPT = "KING HENRY: My lord, the"
 FIRST_IMAGE = 2  # the ViT's first held-out image shown: one it gets right (image 0 it gets wrong)
 N_SUMMARY_EXAMPLES = 3  # held-out generated documents offered as examples
+N_QA_EXAMPLES = 3  # held-out generated passages offered as examples (three questions each)
+QA_SEED = 7  # the QA facts task's seed of the offered passages (the build's splits take seeds 0, 1 and 2)
+MAX_PASSAGE_CHARS = 400
+MAX_QUESTION_CHARS = 120
 SUMMARY_SEED = 7  # the facts task's seed of the offered documents (not a training seed: see _examples)
 
 
@@ -72,6 +85,12 @@ def _load_mlm(directory):
     from ...recipes.lm import load_language_model
 
     return load_language_model(directory)
+
+
+def _load_qa(directory):
+    from ...recipes.qa import load_qa
+
+    return load_qa(directory)
 
 
 def _load_summarizer(directory):
@@ -173,6 +192,129 @@ def mlm_view(model, tokenizer, req: MLMRequest, name: str = MLM_MODEL) -> MLMRes
         strongest=HeadPick(
             layer=layer, head=head, position=position, weight=round(float(weights[layer, head, position]), 5)
         ),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder-only: extractive question answering.
+# --------------------------------------------------------------------------------------------
+
+
+def qa_examples() -> list[dict]:
+    """Passages of the generated facts task the question answerer never saw (seed ``QA_SEED``),
+    each with its three questions: ``[{"passage", "questions"}]``."""
+    from ...data.text_tasks import make_qa_task
+
+    data = make_qa_task(N_QA_EXAMPLES, seed=QA_SEED, questions_per_paragraph=3)["data"]
+    return [
+        {"passage": a["paragraphs"][0]["context"], "questions": [q["question"] for q in a["paragraphs"][0]["qas"]]}
+        for a in data
+    ]
+
+
+class QARequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    passage: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_PASSAGE_CHARS,
+        strict=True,
+        description="the passage (null: the first example)",
+    )
+    question: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        strict=True,
+        description="a question about the passage (null: the first example's first question)",
+    )
+
+
+class QAResponse(BaseModel):
+    model: str
+    examples: list[dict] = Field(description="held-out passages, each with three questions")
+    passage: str
+    question: str
+    question_tokens: list[str]
+    passage_tokens: list[str]
+    offsets: list[list[int]] = Field(description="(C, 2) each passage token's character span in the passage")
+    answer: str
+    answer_tokens: list[int] = Field(description="the answer's first and last passage token (inclusive)")
+    answer_chars: list[int] = Field(description="the answer's character span in the passage")
+    start_probs: list[float] = Field(description="(C,) softmax of the start scores over the passage tokens")
+    end_probs: list[float] = Field(description="(C,) softmax of the end scores over the passage tokens")
+    n_layers: int
+    n_heads: int
+    weights: list[list[list[float]]] = Field(
+        description="(L, H, C) the question tokens' attention on each passage token, mean over the question tokens"
+    )
+    on_answer: list[list[float]] = Field(description="(L, H) the part of that attention on the answer's tokens")
+    best_head: list[int] = Field(description="(layer, head) with the largest part on the answer")
+
+
+@torch.inference_mode()
+def qa_view(answerer, req: QARequest, name: str = QA_MODEL) -> QAResponse:
+    """Answer ``req.question`` from ``req.passage``: the span, start/end probabilities and the
+    question → passage attention of every head.
+
+    Shape:
+        one window ``(1, S)`` → probabilities ``(C,)``, weights ``(L, H, C)``, on_answer ``(L, H)``
+    """
+    from ...data.squad import collate_windows, question_windows
+    from ...models.qa import best_spans
+
+    examples = qa_examples()
+    passage = req.passage if req.passage is not None else examples[0]["passage"]
+    question = req.question if req.question is not None else examples[0]["questions"][0]
+    if not passage.strip() or not question.strip():
+        raise ValueError("write a passage and a question")
+    tok, setup = answerer.tokenizer, answerer.setup
+    windows = question_windows(tok, setup, 0, question, passage)
+    if len(windows) > 1:
+        raise ValueError(
+            f"the passage is too long for this model: with the question it reads at most {setup.max_length} tokens"
+        )
+    w = windows[0]
+    batch = collate_windows([w], tok.pad_id)
+    out = answerer.model(
+        batch.input_ids,
+        token_type_ids=batch.token_type_ids,
+        attention_mask=batch.attention_mask,
+        span_mask=batch.span_mask,
+        need_weights=True,
+    )
+    span = best_spans(out.start_logits, out.end_logits, batch.span_mask, setup.max_answer_tokens)
+    c0, C = w.context_start, len(w.offsets)
+    c = slice(c0, c0 + C)
+    start_probs = torch.softmax(out.start_logits[0, c].float(), -1)  # (C,)
+    end_probs = torch.softmax(out.end_logits[0, c].float(), -1)  # (C,)
+    maps = torch.stack([a[0] for a in out.attentions]).float()  # L × (H, S, S) -> (L, H, S, S)
+    weights = maps[:, :, 1 : 1 + w.n_question, c].mean(2)  # (L, H, Q, C) -> (L, H, C)
+    first, last = int(span.start[0]) - c0, int(span.end[0]) - c0
+    on_answer = weights[:, :, first : last + 1].sum(-1)  # (L, H)
+    H = on_answer.shape[1]
+    best = int(on_answer.reshape(-1).argmax())
+    a, b = w.offsets[first][0], w.offsets[last][1]
+    ids = w.input_ids
+    return QAResponse(
+        model=name,
+        examples=examples,
+        passage=passage,
+        question=question,
+        question_tokens=[tok.id_to_token(i) for i in ids[1 : 1 + w.n_question]],
+        passage_tokens=[tok.id_to_token(i) for i in ids[c]],
+        offsets=[list(o) for o in w.offsets],
+        answer=passage[a:b],
+        answer_tokens=[first, last],
+        answer_chars=[a, b],
+        start_probs=[round(float(p), 6) for p in start_probs],
+        end_probs=[round(float(p), 6) for p in end_probs],
+        n_layers=weights.shape[0],
+        n_heads=H,
+        weights=_r5(weights),
+        on_answer=_r5(on_answer),
+        best_head=[best // H, best % H],
     )
 
 
@@ -424,6 +566,13 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
         async with gate.slot():
             model, tok = await run(models._shipped_model, MLM_MODEL, "the masked-LM widget", _load_mlm)
             return await run(mlm_view, model, tok, req)
+
+    @router.post("/api/lesson/apps/qa", response_model=QAResponse, responses=LIVE)
+    async def api_qa(req: QARequest) -> QAResponse:
+        """§9: the shipped question answerer's span, its start/end probabilities and each head's question → passage attention."""
+        async with gate.slot():
+            answerer = await run(models._shipped_model, QA_MODEL, "the question-answering widget", _load_qa)
+            return await run(qa_view, answerer, req)
 
     @router.post("/api/lesson/apps/gpt", response_model=GPTResponse, responses=LIVE)
     async def api_gpt(req: GPTRequest) -> GPTResponse:

@@ -186,6 +186,7 @@
 
   // What each widget's look line names, found on the widget as drawn now.
   const TARGETS = {
+    "apps-qa": (root) => root.querySelector("#qa-answer"),
     translation: (root) => largest(all(root, '[id^="tr-w-"]')),
     "parallel-steps": (root) => root.querySelector('polyline[data-series="transformer"]'),
     bottleneck: (root) => root.querySelector("#bn-vector"),

@@ -1,8 +1,9 @@
 // §9 Transformers at work. families: the three families' masks drawn side by side (no numbers:
 // which cell may attend). apps-mlm (POST /api/lesson/apps/mlm), apps-gpt (/apps/gpt),
-// apps-summary (/apps/summary), apps-vit (/apps/vit) and apps-gat (/apps/gat): small shipped
+// apps-qa (/apps/qa), apps-summary (/apps/summary), apps-vit (/apps/vit) and apps-gat (/apps/gat): small shipped
 // models doing their jobs, with the attention behind each answer. Every number comes from the API.
-// State in the address: mlm, gpt (the typed lines), doc (the example document), img, node.
+// State in the address: mlm, gpt (the typed lines), qp, qq (the QA passage and question when not
+// the first example's), doc (the example document), img, node.
 (function () {
   "use strict";
   const { el, postJSON, debounce } = window.Attn;
@@ -228,6 +229,119 @@
         ];
       },
     });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Encoder-only: extractive question answering (a span of the passage).
+  // ---------------------------------------------------------------------------------------------
+
+  function mountQA(root, ctx) {
+    const { s } = ctx;
+    const state = { passage: ctx.param("qp", null), question: ctx.param("qq", null) };
+    const controls = el("div", { class: "widget-controls" });
+    const p = panes("qa");
+    let shown = null;
+    let examples = null;
+    let area = null, input = null;
+
+    function buildControls() {
+      const rows = [];
+      if (examples) {
+        const passages = examples.map((ex, i) => {
+          const b = el("button", { type: "button", class: "plain", id: "qa-ex-" + i, "aria-pressed": String(ex.passage === state.passage), text: s("qa_passage", { n: i + 1 }) });
+          b.addEventListener("click", () => { state.passage = ex.passage; state.question = ex.questions[0]; changed(true); });
+          return b;
+        });
+        rows.push(el("div", { class: "examples", role: "group", "aria-label": s("qa_passages") }, el("span", { class: "note", text: s("qa_passages") }), passages));
+        const ex = examples.find((e) => e.passage === state.passage);
+        if (ex) {
+          const questions = ex.questions.map((q, i) => {
+            const b = el("button", { type: "button", class: "plain", id: "qa-q-" + i, lang: "en", "aria-pressed": String(q === state.question), text: q });
+            b.addEventListener("click", () => { state.question = q; changed(true); });
+            return b;
+          });
+          rows.push(el("div", { class: "examples", role: "group", "aria-label": s("qa_questions") }, el("span", { class: "note", text: s("qa_questions") }), questions));
+        }
+      }
+      area = el("textarea", { id: "qa-passage", rows: "3", class: "wide", lang: "en", maxlength: "400", "aria-label": s("qa_passage_label") });
+      area.value = state.passage || "";
+      input = el("input", { type: "text", id: "qa-question", class: "wide", lang: "en", maxlength: "120", "aria-label": s("qa_question_label") });
+      input.value = state.question || "";
+      area.addEventListener("input", () => { if (area.value.trim()) { state.passage = area.value; changed(false); } });
+      input.addEventListener("input", () => { if (input.value.trim()) { state.question = input.value; changed(false); } });
+      rows.push(el("label", { class: "row grow" }, el("span", { text: s("qa_passage_label") }), area));
+      rows.push(el("label", { class: "row grow" }, el("span", { text: s("qa_question_label") }), input));
+      controls.replaceChildren(...rows);
+    }
+
+    const send = debounce(loader(p, {
+      request: () => (state.passage && state.question ? { passage: state.passage, question: state.question } : {}),
+      fetch: (req) => postJSON("/api/lesson/apps/qa", req),
+      busy: () => s("loading"),
+      done: (res) => {
+        const first = !examples;
+        examples = res.examples;
+        shown = res;
+        if (first) {
+          if (!state.passage) state.passage = res.passage;
+          if (!state.question) state.question = res.question;
+          keepFocus(controls, buildControls);
+        }
+        draw();
+      },
+    }), 200);
+
+    function changed(rebuild) {
+      const first = examples ? examples[0] : null;
+      ctx.setParams({
+        qp: first && state.passage === first.passage ? null : state.passage,
+        qq: first && state.question === first.questions[0] ? null : state.question,
+      });
+      if (rebuild) keepFocus(controls, buildControls);
+      send();
+    }
+
+    function probRow(values, id, label) {
+      return { values, id, label };
+    }
+
+    function render() {
+      const r = shown;
+      const [a, b] = r.answer_chars;
+      const passage = el("p", { class: "apps-doc", lang: "en", id: "qa-text" },
+        el("span", { text: r.passage.slice(0, a) }),
+        el("mark", { id: "qa-answer", class: "apps-answer", "data-value": r.answer, text: r.passage.slice(a, b) }),
+        el("span", { text: r.passage.slice(b) }));
+      const [first, last] = r.answer_tokens;
+      const rows = [], labels = [];
+      r.weights.forEach((layer, l) => layer.forEach((row, h) => { rows.push(row); labels.push(s("layer_head", { l: l + 1, h: h + 1 }) + " · " + num(r.on_answer[l][h], 2)); }));
+      const [bl, bh] = r.best_head;
+      const tokens = r.passage_tokens;
+      const probs = [probRow(r.start_probs, "start", s("qa_start")), probRow(r.end_probs, "end", s("qa_end"))];
+      return [
+        el("p", { class: "apps-result" }, el("span", { text: s("qa_said") + " " }),
+          el("strong", { id: "qa-best", lang: "en", "data-value": r.answer, text: "「" + r.answer + "」" }),
+          el("span", { text: " " + s("qa_probs", { s: num(r.start_probs[first], 2), e: num(r.end_probs[last], 2) }) })),
+        el("p", { class: "subhead", text: s("qa_in_passage") }),
+        passage,
+        ...headTable({ rows: probs.map((x) => x.values), rowLabels: probs.map((x) => x.label), cols: tokens, idPrefix: "qa-p", title: s("qa_probs_table") }),
+        el("div", { class: "apps-key-row" }, el("span", { class: "note", text: s("qa_prob_key") }), colourKey(s("qa_prob_key"), "qa-prob-key")),
+        ...headTable({ rows, rowLabels: labels, cols: tokens, idPrefix: "qa-w", title: s("qa_table"), frame: [bl * r.n_heads + bh, first] }),
+        keyRow(s, "qa-key"),
+        el("p", { id: "qa-head", "data-value": `${bl} ${bh}`, text: s("qa_head", { l: bl + 1, h: bh + 1, w: num(r.on_answer[bl][bh], 2) }) }),
+        el("p", { class: "note apps-honest", text: s("qa_honest") }),
+        memo(el("p", { text: s("qa_source") })),
+      ];
+    }
+
+    function draw() {
+      if (shown) keepFocus(root, () => p.out.replaceChildren(...render()));
+    }
+
+    root.replaceChildren(controls, p.status, p.error, p.out);
+    buildControls();
+    ctx.onLang(() => { buildControls(); draw(); });
+    send();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -505,6 +619,7 @@
 
   window.Lesson.register("families", { mount: mountFamilies });
   window.Lesson.register("apps-mlm", { mount: mountMLM });
+  window.Lesson.register("apps-qa", { mount: mountQA });
   window.Lesson.register("apps-gpt", { mount: mountGPT });
   window.Lesson.register("apps-summary", { mount: mountSummary });
   window.Lesson.register("apps-vit", { mount: mountVit });
