@@ -605,10 +605,6 @@ class Translator:
                 :func:`attnlab.decode.check_beam` refuses (checked before any decoding).
         """
         check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
-        self.resolve_precision()
-        was_training = self.model.training
-        if was_training:  # (a walk over every module: a tenth of a short sentence's latency)
-            self.model.eval()
         inputs = (
             [enja.normalize_input(x, self.src_lang, self.lowercase) for x in texts] if self.src_lang else list(texts)
         )
@@ -616,6 +612,11 @@ class Translator:
         for text, ids in zip(texts, encoded):
             if not ids:
                 raise ValueError(f"cannot translate {text!r}: it has no tokens")
+        # Bad input is refused first; then the precision is settled (a probe may run once).
+        self.resolve_precision()
+        was_training = self.model.training
+        if was_training:  # (a walk over every module: a tenth of a short sentence's latency)
+            self.model.eval()
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         results: list[Translation | None] = [None] * len(texts)
         t = self.tgt_tok
