@@ -257,21 +257,21 @@ def test_sections_without_notes_load(content):
 
 
 def test_different_minutes_are_refused(content):
-    edit(notes_file("ja", SECTIONS[2], content), "minutes: 20", "minutes: 25")
-    with pytest.raises(ValueError, match=r"en/teacher/02-seq2seq-bottleneck\.md:1: minutes 20 here, 25 in"):
+    edit(notes_file("ja", SECTIONS[2], content), "\nminutes: 10\n", "\nminutes: 15\n")
+    with pytest.raises(ValueError, match=r"en/teacher/02-seq2seq-bottleneck\.md:1: minutes 10 here, 15 in"):
         L.load_sections(content)
 
 
 @pytest.mark.parametrize("minutes", ["0", "'twenty'", "600"])
 def test_bad_minutes_are_refused(content, minutes):
-    edit(notes_file("en", SECTIONS[2], content), "minutes: 20", f"minutes: {minutes}")
+    edit(notes_file("en", SECTIONS[2], content), "\nminutes: 10\n", f"\nminutes: {minutes}\n")
     with pytest.raises(ValueError, match=r"en/teacher/02-seq2seq-bottleneck\.md:1: front matter"):
         L.load_sections(content)
 
 
 def test_a_misconception_without_a_widget_is_refused_at_its_line(content):
     path = notes_file("en", SECTIONS[1], content)
-    edit(path, "In [the translation map](#widget-translation) (layer 2", "In the translation map (layer 2")
+    edit(path, "In [the translation map](#widget-translation) as it opens", "In the translation map as it opens")
     line = line_of(path, "Attention always lands on the word")
     with pytest.raises(ValueError, match=rf"01-what-attention-does\.md:{line}: a misconception links to the widget"):
         L.load_sections(content)
