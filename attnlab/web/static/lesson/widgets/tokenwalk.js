@@ -168,7 +168,7 @@
       panel.replaceChildren(el("h3", { class: "tw-title", text: s("tw_step_n", { n: state.step }) + (lang() === "ja" ? "：" : ": ") + s("tw_step_" + state.step) }), ...(res ? body().flat() : []));
       mapTitle.textContent = s("tw_map_title");
       window.LessonPictures.renderModelMap(7, lang(), mapBox, { lit: STEP_PARTS[state.step] });
-      provenance.textContent = s("tw_source");
+      provenance.textContent = s("source_tw");
       p.out.dataset.step = String(state.step);
     }
 
