@@ -75,8 +75,18 @@ def test_the_question_answerer_picks_the_span_the_model_scores_best(client, body
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["model"] == "facts-qa" and len(got["examples"]) == 3
-    if not body:  # the first held-out passage and its first question
+    if not body:  # the first example passage and its first question, which the model answers right
         assert got["passage"] == got["examples"][0]["passage"] and got["question"] == got["examples"][0]["questions"][0]
+        from attnlab.data.text_tasks import make_qa_task
+        from attnlab.web.lesson.s09_transformers_at_work import N_QA_EXAMPLES, QA_SEED
+
+        generated = make_qa_task(N_QA_EXAMPLES, seed=QA_SEED, questions_per_paragraph=3)["data"]
+        gold = {
+            (a["paragraphs"][0]["context"], q["question"]): q["answers"][0]["text"]
+            for a in generated
+            for q in a["paragraphs"][0]["qas"]
+        }
+        assert got["answer"] == gold[(got["passage"], got["question"])]
     tok = qa.tokenizer
     # [CLS] question [SEP] passage [SEP], built here by hand from the tokenizer.
     q_ids = tok.encode(got["question"])
