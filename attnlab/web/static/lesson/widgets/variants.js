@@ -128,7 +128,7 @@
           el("p", { class: "note", text: s("mem_note") }),
           memo(el("p", { text: s("measured_source") }))));
       measured.addEventListener("toggle", () => { measuredOpen = measured.open; });  // kept across redraws
-      // Projector mode: the masks, the counted cost, the measured times: one slide each.
+      // Projector mode: the masks on one slide; the counted cost and, folded, the measurements on the next.
       out.replaceChildren(
         ...slidePart(1, el("div", { class: "masks-row" }, figures),
           el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
@@ -136,7 +136,7 @@
         ...slidePart(2, el("p", { class: "subhead", text: s("cost_title") }),
           window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length"), yLabel: window.Attn.t("fig_axis_scores") }),
           costTable),
-        slidePart(3, measured));
+        slidePart(2, measured));
     }
 
     // The sliders set the masks and the counted cost; the measured times do not depend on them.
@@ -225,6 +225,6 @@
     changed();
   }
 
-  window.Lesson.register("variants", { mount: mountVariants, parts: 3 });
+  window.Lesson.register("variants", { mount: mountVariants, parts: 2 });
   window.Lesson.register("attention-map", { mount: mountMap });
 })();
