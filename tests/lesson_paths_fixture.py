@@ -1,8 +1,9 @@
-"""A copy of the lesson's content with one small place converted to the third edition's conventions,
-for the tests of the mechanism (the section files themselves are the content engineers'): §6's two
-"other ways" (learned position vectors and RoPE, with their code) become one ``:::: further``
-region; the word-order widget gets a prediction (``predict:``); §6's teacher notes split their time
-into ``minutes`` (the basic path) and ``further_minutes``.
+"""A copy of the lesson's content in one known form for the tests of the third edition's mechanism
+(the section files themselves are the content engineers', and change): every section's ``:::: further``
+regions and ``further_minutes`` are taken out, except §6, whose regions become one region from its
+"other ways" (learned position vectors and RoPE, with their code) to the end; §6's prediction at the
+word-order widget is replaced by the one below; §6's teacher notes split their time into ``minutes``
+(the basic path) and ``further_minutes``.
 """
 
 from __future__ import annotations
@@ -40,26 +41,48 @@ PREDICT = {
   explanation: Without positions or a mask, 猫's query, every word's key and value and the set of words it looks at are the same in both sentences, so its output is exactly the same; only the position it comes out at changes.
 """,
 }
-FURTHER_STARTS = {"ja": "## ほかの方法 1: 位置のベクトルを学習する", "en": "## Another way: learned position vectors"}
+FURTHER_STARTS = {"ja": "## ほかの方法: 位置のベクトルを学習する", "en": "## Another way: learned position vectors"}
+
+
+def _unfold(body: str) -> str:
+    """``body`` without its ``:::: further`` / ``::::`` lines (the blocks inside stay, in order)."""
+    return "\n".join(line for line in body.split("\n") if line.rstrip() not in (":::: further", "::::"))
+
+
+def _without_predict(front: str) -> str:
+    """Front matter without its ``predict:`` key (a top-level key and its indented/list lines)."""
+    out, skipping = [], False
+    for line in front.split("\n"):
+        if line.startswith("predict:"):
+            skipping = True
+            continue
+        if skipping and (line.startswith((" ", "-")) or not line):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out)
 
 
 def paths_content(tmp: Path) -> Path:
-    """The shipped content copied to ``tmp / "content"``, with §6 converted (see the module)."""
+    """The shipped content copied to ``tmp / "content"``, in the form the module describes."""
     content = tmp / "content"
     shutil.copytree(L.CONTENT_DIR, content)
     for lang in ("ja", "en"):
-        path = content / lang / NAME
-        text = path.read_text(encoding="utf-8")
-        front, body = text.split("\n---\n", 1)
-        assert FURTHER_STARTS[lang] in body, (lang, "the fixture's anchor moved")
-        body = (
-            body.replace(FURTHER_STARTS[lang], ":::: further\n\n" + FURTHER_STARTS[lang], 1).rstrip("\n") + "\n\n::::\n"
-        )
-        path.write_text(front + "\n" + PREDICT[lang] + "---\n" + body, encoding="utf-8")
-        notes = content / lang / "teacher" / NAME
-        text = notes.read_text(encoding="utf-8")
-        head, rest = text.split("\n---\n", 1)
-        notes.write_text(
-            f"---\nminutes: {BASIC_MINUTES}\nfurther_minutes: {FURTHER_MINUTES}\n---\n{rest}", encoding="utf-8"
-        )
+        for path in sorted((content / lang).glob("[0-9][0-9]-*.md")):
+            front, body = path.read_text(encoding="utf-8").split("\n---\n", 1)
+            body = _unfold(body)
+            if path.name == NAME:
+                assert FURTHER_STARTS[lang] in body, (lang, "the fixture's anchor moved")
+                body = (
+                    body.replace(FURTHER_STARTS[lang], ":::: further\n\n" + FURTHER_STARTS[lang], 1).rstrip("\n")
+                    + "\n\n::::\n"
+                )
+                front = _without_predict(front) + "\n" + PREDICT[lang].rstrip("\n")
+            path.write_text(front + "\n---\n" + body, encoding="utf-8")
+            notes = content / lang / "teacher" / path.name
+            head, rest = notes.read_text(encoding="utf-8").split("\n---\n", 1)
+            head = "\n".join(line for line in head.split("\n") if not line.startswith("further_minutes:"))
+            if path.name == NAME:
+                head = f"---\nminutes: {BASIC_MINUTES}\nfurther_minutes: {FURTHER_MINUTES}"
+            notes.write_text(f"{head}\n---\n{rest}", encoding="utf-8")
     return content

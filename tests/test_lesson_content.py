@@ -316,6 +316,20 @@ def test_one_term_per_concept():
     ]
     assert paragraphs, "因果マスク is never used on the pages"
     assert "先を隠す工夫" in paragraphs[0], paragraphs[0]
+    # The paraphrase never stands alone as the term: wherever a page (or the glossary) says 先を隠す工夫,
+    # the same paragraph says 因果マスク (the explanation beside its term).
+    alone = [
+        (n, p)
+        for n in sorted(SECTIONS)
+        for p in re.split(r"</p>|</li>|</td>|\n", ja[n])
+        if "先を隠す工夫" in p and "因果マスク" not in p
+    ]
+    alone += [
+        (key, e.definition.ja)
+        for key, e in GLOSSARY.items()
+        if "先を隠す工夫" in e.definition.ja and key != "causal-mask"
+    ]
+    assert not alone, alone
 
 
 def test_aliases_are_the_glossarys_and_the_pages_use_the_term():

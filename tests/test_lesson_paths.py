@@ -62,15 +62,24 @@ def line_of(path: Path, needle: str) -> int:
 def test_a_further_region_marks_every_block_inside_it(content):
     section = L.load_sections(content)[SECTION]
     kinds = [(b.type, b.widget, b.further) for b in section.blocks]
-    shipped = [(b.type, b.widget) for b in SHIPPED[SECTION].blocks]
-    assert [(t, w) for t, w, _ in kinds] == shipped  # the region adds no block and loses none
+    for lang in LANGS:  # the same §6 with its region's two fence lines taken out
+        path = content / lang / NAME
+        text = path.read_text(encoding="utf-8").replace(":::: further\n\n", "", 1).rstrip("\n")
+        assert text.endswith("::::")
+        path.write_text(text[: -len("::::")], encoding="utf-8")
+        edit(content / lang / "teacher" / NAME, f"further_minutes: {FURTHER_MINUTES}\n", "")
+    unfolded = L.load_sections(content)[SECTION]
+    assert not any(b.further for b in unfolded.blocks)
+    assert [(t, w) for t, w, _ in kinds] == [(b.type, b.widget) for b in unfolded.blocks]  # no block added or lost
     first = next(i for i, b in enumerate(section.blocks) if b.further)
     assert all(b.further for b in section.blocks[first:]) and not any(b.further for b in section.blocks[:first])
     assert section.blocks[first].type == "html" and "RoPE" not in section.blocks[first].html.en
     assert ("widget", "rope-scores", True) in kinds and ("widget", "pe-table", False) in kinds
     assert {b.type for b in section.blocks[first:]} == {"html", "code", "widget"}
-    # The shipped sections load as they are: no region, nothing marked.
-    assert SHIPPED[SECTION].blocks and not any(b.further for b in SHIPPED[SECTION].blocks)
+    # The shipped §6 folds its "other ways" too (in several regions): RoPE is further, its two
+    # basic widgets are not.
+    shipped = {(b.type, b.widget, b.further) for b in SHIPPED[SECTION].blocks}
+    assert {("widget", "rope-scores", True), ("widget", "pe-table", False), ("widget", "word-order", False)} <= shipped
 
 
 def test_several_regions_and_text_between_them(content):
@@ -123,7 +132,11 @@ def test_a_prediction_is_parsed_in_both_languages(content):
     (p,) = section.predict
     assert p.widget == "word-order" and p.answer == 0 and len(p.choices) == 3
     assert "猫" in p.question.ja and "猫" in p.question.en and p.explanation.ja and p.hint.en
-    assert SHIPPED[SECTION].predict == []  # no shipped section has one yet: the key is optional
+    # The fixture's prediction replaced the shipped one at the same widget (one per widget).
+    (shipped,) = SHIPPED[SECTION].predict
+    assert shipped.widget == "word-order" and shipped.question.ja != p.question.ja
+    # The key is optional: a section without one (the final check) loads with none.
+    assert SHIPPED[max(SHIPPED)].predict == []
 
 
 def test_a_prediction_for_a_widget_not_on_the_page_is_refused(content):
