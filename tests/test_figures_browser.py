@@ -31,7 +31,7 @@ WIDTHS = (1280, 375)
 WIDGETS = [
     "translation", "parallel-steps", "bottleneck", "bleu-by-length", "qkv", "additive-vs-dot",
     "self-vs-cross", "pronoun", "multihead-steps", "no-transpose", "head-view", "word-order",
-    "pe-table", "rope-scores", "transformer-diagram", "next-token", "variants", "attention-map", "pooling",
+    "pe-table", "rope-scores", "transformer-diagram", "token-walk", "next-token", "variants", "attention-map", "pooling",
 ]  # fmt: skip
 
 # Runs in the page; returns {"problems": [...], "looks": {widget: {text, targets}}}.

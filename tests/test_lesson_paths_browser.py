@@ -28,7 +28,7 @@ from attnlab.web.app import create_app
 
 ARTIFACTS = ARTIFACTS_ROOT / "lesson-paths"
 pytestmark = BROWSER_MARKS
-page = make_page(ARTIFACTS, timeout_ms=60_000)
+page = make_page(ARTIFACTS, timeout_ms=60_000, uncovered=False)  # the covers and folds are what it tests
 
 
 @pytest.fixture(scope="module")

@@ -215,6 +215,7 @@
     variants: (root) => root.querySelector("#var-card-sliding_window"),
     "attention-map": (root) => all(root, '#map-svg rect.cell[data-r="0"]:not(.masked)'),
     pooling: (root) => root.querySelector("table.pool-weights .pool-peak"),
+    "token-walk": (root) => root.querySelector("#tw-panel"),
   };
 
   // ---------------------------------------------------------------------------------------------
