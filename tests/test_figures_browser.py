@@ -19,7 +19,7 @@ import re
 
 import pytest
 import yaml
-from lesson_browser import BROWSER_MARKS, section_drawn, widgets_answered
+from lesson_browser import BROWSER_MARKS, section_drawn, uncover, widgets_answered
 
 from attnlab.web import lesson as L
 from attnlab.web.i18n import STRINGS_DIR
@@ -181,11 +181,8 @@ AUDIT = r"""
 def _open_everything(pg) -> None:
     """Every fold opened (発展 regions, technical notes), and a prediction answered where one hides
     its widget, so that every figure is on screen."""
-    pg.evaluate(
-        "() => { document.querySelectorAll('#section details').forEach((d) => { d.open = true; });"
-        " document.querySelectorAll('#section [class*=predict] button, #section [class*=predict] input[type=radio]')"
-        ".forEach((b, i, all) => { if (!b.disabled && b.closest('[class*=predict]').querySelector('button, input') === b) b.click(); }); }"
-    )
+    pg.evaluate("() => { document.querySelectorAll('#section details').forEach((d) => { d.open = true; }); }")
+    uncover(pg)  # each prediction committed (its first choice), so the widget behind it is drawn
 
 
 _CACHE: dict[tuple[str, int], dict[int, dict]] = {}
