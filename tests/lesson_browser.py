@@ -198,6 +198,25 @@ def assert_accessible(pg) -> None:
     assert not bad, bad
 
 
+# An element's text as the content files write it: a formula the page typesets as MathML
+# (figure.js) is read from its annotation ("√d_k"), not from the drawn letters ("√dk").
+WRITTEN = (
+    "(n) => { const c = n.cloneNode(true); c.querySelectorAll('math').forEach((m) => {"
+    " const a = m.querySelector('annotation'); m.replaceWith(a ? a.textContent : m.textContent); });"
+    " return c.textContent; }"
+)
+
+
+def written(pg, selector: str) -> str:
+    """The text of the first element matching ``selector``, formulas as written (:data:`WRITTEN`)."""
+    return pg.eval_on_selector(selector, WRITTEN)
+
+
+def written_all(locator) -> list[str]:
+    """The texts of every element of ``locator``, formulas as written (:data:`WRITTEN`)."""
+    return locator.evaluate_all(f"(ns) => ns.map({WRITTEN})")
+
+
 def uncover(pg) -> None:
     """The third edition's basic path covers a widget until its prediction is committed and folds the
     発展 / "Going further" regions: for the tests of the widgets themselves, commit every prediction on
