@@ -394,7 +394,7 @@ def explore_cmd(
 ) -> int:
     """Open the explorer: a local web app with the lesson, the attention playground, masks and attention maps.
 
-    Serves on http://HOST:PORT/ with no network access needed: the lesson (授業, eight sections in
+    Serves on http://HOST:PORT/ with no network access needed: the lesson (授業, nine sections in
     Japanese and English, opening in the browser's language), the "three books" playground (move
     the scores and d_k, watch the scaling, the softmax weights and the mixed output change), the
     masks page, and the model page showing every layer's and head's attention for a sentence you

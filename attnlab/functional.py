@@ -531,9 +531,10 @@ def sliding_window_mask(T: int, S: int | None = None, *, window: int, causal: bo
 
 def block_local_mask(T: int, S: int | None = None, *, block: int, causal: bool = True, device=None) -> Tensor:
     """Block-local attention: the positions are cut into consecutive blocks of ``block``, and a
-    query sees only the keys of its own block (Parmar et al. 2018, "Image Transformer", §3.2,
-    local 1D attention). Unlike a sliding window, the first query of a block sees no key of the
-    block before it.
+    query sees only the keys of its own block. This is the simplest block-local form, not the
+    Image Transformer's local 1D attention (Parmar et al. 2018, §3.2), whose query blocks also
+    attend to a wider memory block, the positions before them included. Unlike a sliding window,
+    the first query of a block here sees no key of the block before it.
 
     Positions are aligned bottom-right as in :func:`causal_mask` (query ``i`` stands at
     ``p = i + S - T``); blocks are counted from key position 0. Causal: keys ``j ≤ p`` of the block.

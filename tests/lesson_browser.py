@@ -70,13 +70,44 @@ def lang_fixture(request) -> str:
     return request.param
 
 
+# Run in every document of an uncovered page before its own scripts: as soon as the lesson draws a
+# prediction, commit its first choice (the widget behind it is revealed), and open every 発展 /
+# "Going further" fold — what a reader does before using a widget, done for the tests of the widgets
+# themselves (the same steps as :func:`uncover`, kept up as the page redraws).
+AUTO_UNCOVER = """
+(() => {
+  const go = () => {
+    document.querySelectorAll('details.further:not([open])').forEach((d) => { d.open = true; });
+    document.querySelectorAll('[id^=predict-][id$=-gate][data-revealed="0"]').forEach((gate) => {
+      const form = gate.previousElementSibling;
+      const input = form && form.querySelector('input[type=radio]');
+      if (input && !form.dataset.autoUncovered) {
+        form.dataset.autoUncovered = '1';
+        input.checked = true;
+        form.requestSubmit();
+      }
+    });
+  };
+  new MutationObserver(go).observe(document, { childList: true, subtree: true });
+})();
+"""
+
+
 def make_page(
-    artifacts: Path, *, timeout_ms: int = 30_000, viewport: dict | None = None, full_page: bool = True, **context
+    artifacts: Path,
+    *,
+    timeout_ms: int = 30_000,
+    viewport: dict | None = None,
+    full_page: bool = True,
+    uncovered: bool = True,
+    **context,
 ):
     """A ``page`` fixture: a page in a browser whose language is ``lang`` (navigator.language and
     Accept-Language), at ``viewport`` (the desktop's 1280 × 900 by default), with ``timeout_ms`` as
-    its default timeout and ``context`` passed on to ``browser.new_context``. At the end a
-    screenshot (of the whole page, or of the screen alone) is kept in ``artifacts`` and the test
+    its default timeout and ``context`` passed on to ``browser.new_context``. ``uncovered``: every
+    prediction is committed and every Going-further fold opened as the page draws them
+    (:data:`AUTO_UNCOVER`; the tests of the predictions and folds themselves pass False). At the end
+    a screenshot (of the whole page, or of the screen alone) is kept in ``artifacts`` and the test
     fails on any console error the page had."""
 
     @pytest.fixture
@@ -87,6 +118,8 @@ def make_page(
             locale="ja-JP" if lang == "ja" else "en-US",
             **context,
         )
+        if uncovered:
+            ctx.add_init_script(AUTO_UNCOVER)
         pg = ctx.new_page()
         pg.set_default_timeout(timeout_ms)
         errors = page_errors(pg)
@@ -163,6 +196,44 @@ def assert_accessible(pg) -> None:
         if v["impact"] in ("serious", "critical")
     ]
     assert not bad, bad
+
+
+# An element's text as the content files write it: a formula the page typesets as MathML
+# (figure.js) is read from its annotation ("√d_k"), not from the drawn letters ("√dk").
+WRITTEN = (
+    "(n) => { const c = n.cloneNode(true); c.querySelectorAll('math').forEach((m) => {"
+    " const a = m.querySelector('annotation'); m.replaceWith(a ? a.textContent : m.textContent); });"
+    " return c.textContent; }"
+)
+
+
+def written(pg, selector: str) -> str:
+    """The text of the first element matching ``selector``, formulas as written (:data:`WRITTEN`)."""
+    return pg.eval_on_selector(selector, WRITTEN)
+
+
+def written_all(locator) -> list[str]:
+    """The texts of every element of ``locator``, formulas as written (:data:`WRITTEN`)."""
+    return locator.evaluate_all(f"(ns) => ns.map({WRITTEN})")
+
+
+def uncover(pg) -> None:
+    """The third edition's basic path covers a widget until its prediction is committed and folds the
+    発展 / "Going further" regions: for the tests of the widgets themselves, commit every prediction on
+    the page (its first choice) and open every fold."""
+    section_drawn(pg)
+    pg.evaluate(
+        "() => { document.querySelectorAll('details.further').forEach((d) => { d.open = true; });"
+        " document.querySelectorAll('[id^=predict-][id$=-gate][data-revealed=\"0\"]').forEach((gate) => {"
+        " const form = gate.previousElementSibling; const input = form && form.querySelector('input[type=radio]');"
+        " if (input) { input.checked = true; form.requestSubmit(); } }); }"
+    )
+
+
+def goto_uncovered(pg, url: str) -> None:
+    """Open a lesson page with its widgets uncovered and its folds open (:func:`uncover`)."""
+    pg.goto(url)
+    uncover(pg)
 
 
 def tab_to(pg, selector: str, limit: int = 400) -> None:

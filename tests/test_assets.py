@@ -103,6 +103,11 @@ def test_registry_names_folders_descriptions_and_examples():
         "rnn-plain",
         "shakespeare-char",
         "ja-sentence-type",
+        "shakespeare-mlm",
+        "facts-summarizer",
+        "facts-qa",
+        "digits-vit",
+        "karate-gat",
     ]
     assert set(assets.SHIPPED) == set(assets.ASSETS) | {"minilm"}
     for name, entry in assets.SHIPPED.items():
@@ -163,8 +168,8 @@ def test_an_unknown_name_lists_the_shipped_ones(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="model directory not found") as err:
         ckpt.resolve_model_dir("ja_en")
     assert (
-        "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, ja-sentence-type, minilm)"
-        in str(err.value)
+        "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, ja-sentence-type, "
+        "shakespeare-mlm, facts-summarizer, facts-qa, digits-vit, karate-gat, minilm)" in str(err.value)
     )
     with pytest.raises(FileNotFoundError, match="no shipped model is called 'nope'"):
         ckpt.shipped_model_dir("nope")
@@ -311,7 +316,19 @@ def test_an_int8_checkpoint_whose_scales_do_not_fit_is_refused(tiny_run, tmp_pat
 def test_explorer_offers_the_shipped_models_with_their_examples(asset_root):
     models, missing = shipped_explorer_models()
     assert [m.name for m in models] == ["demo", "minilm"]
-    assert missing == ["ja-en", "en-ja", "rnn-attention", "rnn-plain", "shakespeare-char", "ja-sentence-type"]
+    assert missing == [
+        "ja-en",
+        "en-ja",
+        "rnn-attention",
+        "rnn-plain",
+        "shakespeare-char",
+        "ja-sentence-type",
+        "shakespeare-mlm",
+        "facts-summarizer",
+        "facts-qa",
+        "digits-vit",
+        "karate-gat",
+    ]
     client = TestClient(create_app(models), base_url=LOCAL)
     listed = {m["name"]: m for m in client.get("/api/models").json()}
     demo = assets.ASSETS["demo"]

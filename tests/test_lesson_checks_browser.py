@@ -4,7 +4,7 @@
   every position equally often (a chi-square test), and reloading a page moves the right answer.
 - A question's tries: a wrong answer shows the hint and allows a second try; the right answer and
   the explanation appear only once it is answered right or tried twice.
-- The final check (``/lesson/9``): listed last on the index, each question linked to its section,
+- The final check (``/lesson/10``): listed last on the index, each question linked to its section,
   a tally with the sections to read again once every question is answered.
 - The glossary: every term, its anchor, the term links in the text, the sections that use it.
 - axe-core (no serious or critical violation) on the index, the glossary and the final check, and
@@ -39,7 +39,7 @@ pytestmark = BROWSER_MARKS
 TIMEOUT_MS = 30_000
 SECTIONS = L.load_sections()
 GLOSSARY = L.load_glossary()
-USES = L.term_uses(SECTIONS)
+USES = L.term_uses(SECTIONS, L.load_glossary())
 FINAL = max(SECTIONS)
 # Chi-square critical values at p = 1e-4 (a false alarm once in 10,000 runs), by degrees of freedom.
 CHI2_CRITICAL = {2: 18.42, 3: 21.11, 4: 23.51, 9: 33.72, 16: 42.31}

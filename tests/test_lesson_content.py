@@ -251,7 +251,7 @@ def test_the_stored_answer_positions_are_not_concentrated():
 
 def test_the_final_check_draws_on_every_section():
     final = SECTIONS[FINAL]
-    assert FINAL == 9 and final.slug == "final-check"
+    assert FINAL == 10 and final.slug == "final-check"
     assert (final.title.ja, final.title.en) == ("まとめの確認", "Final check")
     assert 10 <= len(final.check) <= 14
     drawn = collections.Counter(q.section for q in final.check)
@@ -270,7 +270,7 @@ def test_the_final_check_draws_on_every_section():
 
 
 def test_every_glossary_term_is_used_and_introduced_where_the_glossary_says():
-    uses = L.term_uses(SECTIONS)
+    uses = L.term_uses(SECTIONS, GLOSSARY)
     for term, entry in GLOSSARY.items():
         assert uses.get(term), f"glossary term {term!r} is never used in the lesson's text"
         assert entry.section in uses[term], (
@@ -293,17 +293,72 @@ def test_term_links_point_at_glossary_entries_in_the_pages_language():
 
 
 def test_one_term_per_concept():
-    """The terms the issue settled on: 注意の重み (never 注目の重み), 先を隠す工夫 (因果マスク only once, in
-    parentheses), 注意機構 introduced once in §1; 重み行列, never a bare 「重み」, for W_q etc."""
+    """The terms the issues settled on: 注意の重み (never 注目の重み), 注意機構 introduced once in §1;
+    重み行列, never a bare 「重み」, for W_q etc.; 因果マスク the term for the causal mask, introduced
+    with 先を隠す工夫 as its explanation (issue 34): its first use on the pages comes with 先を隠す工夫
+    in the same paragraph, and the glossary's entry explains it so."""
     # A section's "source" quotes the seed text's own chapter title (「注意機構の変種と拡張」): not ours.
     ja = {n: "\n".join(texts_of(s, "ja")).replace(s.source.ja, "") for n, s in SECTIONS.items()}
     catalog = "\n".join(i18n.catalog("ja").values())
     everything = "\n".join(ja.values()) + catalog
     assert "注目の重み" not in everything
     assert 1 <= ja[1].count("注意機構") <= 2 and not [n for n in ja if n != 1 and "注意機構" in ja[n]]
-    causal = [m for text in ja.values() for m in re.finditer(r"(.)因果マスク", text)]
-    assert len(causal) <= 1 and all(m.group(1) in "（(" for m in causal), [m.group(0) for m in causal]
     assert not re.search(r"(?<!注意の)重み ?W_[qkvo]", everything)
+    causal = GLOSSARY["causal-mask"]
+    assert causal.term.ja == "因果マスク" and "先を隠す工夫" in causal.definition.ja
+    paragraphs = [
+        p
+        for n in sorted(SECTIONS)
+        for b in SECTIONS[n].blocks
+        if b.html is not None
+        for p in re.split(r"</p>|</li>", b.html.ja)
+        if "因果マスク" in p
+    ]
+    assert paragraphs, "因果マスク is never used on the pages"
+    assert "先を隠す工夫" in paragraphs[0], paragraphs[0]
+    # The paraphrase never stands alone as the term: wherever a page (or the glossary) says 先を隠す工夫,
+    # the same paragraph says 因果マスク (the explanation beside its term).
+    alone = [
+        (n, p)
+        for n in sorted(SECTIONS)
+        for p in re.split(r"</p>|</li>|</td>|\n", ja[n])
+        if "先を隠す工夫" in p and "因果マスク" not in p
+    ]
+    alone += [
+        (key, e.definition.ja)
+        for key, e in GLOSSARY.items()
+        if "先を隠す工夫" in e.definition.ja and key != "causal-mask"
+    ]
+    assert not alone, alone
+
+
+def test_aliases_are_the_glossarys_and_the_pages_use_the_term():
+    """The seed's words (スキップ結合, レイヤー正規化, 注目の重み, 交差注意, Self-Attention) are aliases of our
+    terms in the glossary (shown as "also called" and linked); a page may name an alias only beside
+    its term, in the same paragraph (「残差接続（スキップ結合とも呼びます）」)."""
+    want = {
+        "residual": "スキップ結合",
+        "layer-norm": "レイヤー正規化",
+        "attention-weight": "注目の重み",
+        "source-target-attention": "交差注意",
+        "self-attention": "Self-Attention",
+    }
+    for term, alias in want.items():
+        assert alias in GLOSSARY[term].aliases["ja"] and alias in GLOSSARY[term].forms["ja"], term
+    for entry in GLOSSARY.values():
+        for lang in LANGS:
+            for alias in entry.aliases.get(lang, []):
+                for n, section in SECTIONS.items():
+                    for b in section.blocks:
+                        if b.html is None:
+                            continue
+                        for p in re.split(r"</p>|</li>|</td>", getattr(b.html, lang)):
+                            text = re.sub(r"<[^>]+>", "", p)
+                            if (
+                                re.search(re.escape(alias), text, re.IGNORECASE)
+                                and alias.lower() != getattr(entry.term, lang).lower()
+                            ):
+                                assert getattr(entry.term, lang).lower() in text.lower(), (n, lang, alias, text)
 
 
 # --------------------------------------------------------------------------------------------

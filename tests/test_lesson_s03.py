@@ -228,8 +228,8 @@ def test_the_two_maps_disagree_as_the_page_says(client, section):
     assert default["src_tokens"][add_row.index(max(add_row))] == "▁thousand"
     assert dot_row.index(max(dot_row)) != add_row.index(max(add_row))
     assert 2 * default["same_top"] < len(default["tgt_tokens"])
-    predict = next(q for q in section.check if "numbers" in q.params)
-    example = client.post("/api/lesson/additive-vs-dot", json={"text": predict.params["numbers"]}).json()
+    item = next(t for t in section.try_ if "numbers" in t.params)  # "in how many rows do the maps agree?"
+    example = client.post("/api/lesson/additive-vs-dot", json={"text": item.params["numbers"]}).json()
     assert 2 * example["same_top"] < len(example["tgt_tokens"])  # "in most rows, another word"
     dot = tensor(example["dot"]["weights"])
     assert float(dot.max(-1).values.mean()) > 0.5  # "the weights do not spread evenly"
@@ -291,7 +291,8 @@ def test_numbers_in_the_text_are_the_widgets_numbers(section):
         assert halved.weights[0] < default.weights[0]
         book2 = next(t for t in section.try_ if t.params.get("s") == "8,10,2")
         more = S3.three_books(S3.ThreeBooksRequest(scores=[8, 10, 2]))
-        assert f"{shown(default.output[1])} " in text(book2.text) and shown(more.output[1]) in text(book2.text)
+        # The try item asks where the output goes from 0.811; it does not give the new value away.
+        assert shown(default.output[1]) in text(book2.text) and shown(more.output[1]) not in text(book2.text)
         assert more.weights[1] > more.weights[0]  # "book 2 overtakes book 1"
         assert "[0, 2, 1]" in text(book2.text) and list(S3.BOOK_VALUES[1]) == [0, 2, 1]
         flat = S3.three_books(S3.ThreeBooksRequest(scores=[8, 4, 2], scale=False))
@@ -315,3 +316,53 @@ def test_the_try_and_check_links_set_states_the_widgets_accept(section):
     assert all(q.params for q in section.check if q.kind == "predict")
     assert len({q.answer for q in section.check}) >= 3
     assert [b.widget for b in section.blocks if b.type == "widget"] == ["qkv", "additive-vs-dot"]
+
+
+def test_the_prediction_at_the_three_books_is_the_softmax_of_8_4_2(section):
+    """Asked before the widget shows it: book 1's share of softmax(8, 4, 2 / √64) is 0.48, not 1, a
+    third, or its share of the scores (8/14 = 0.57)."""
+    p = section.predict[0]
+    assert p.widget == "qkv" and p.params == {"mode": "books", "s": "8,4,2", "dk": "64", "scale": "1"}
+    got = S3.three_books(S3.ThreeBooksRequest())
+    assert round(got.weights[0], 2) == 0.48 and round(8 / 14, 2) == 0.57
+    for lang in ("ja", "en"):
+        choices = [getattr(c, lang) for c in p.choices]
+        assert "0.48" in choices[p.answer] and "0.57" in choices[3] and "0.33" in choices[2]
+        explanation = getattr(p.explanation, lang)
+        assert all(shown(w) in explanation for w in got.weights)
+        exps = [math.exp(x / 8) for x in (8, 4, 2)]
+        assert all(shown(e) in explanation for e in exps) and shown(sum(exps)) in explanation
+        # Under the widget: "Book 1's score is twice book 2's, yet its weight is 0.481 against 0.292".
+        under = " ".join(getattr(b.html, lang) for b in section.blocks if b.type == "html" and not b.further)
+        assert f"{shown(got.weights[0])} " in under and shown(got.weights[1]) in under
+
+
+def test_the_dot_product_question_matches_its_arithmetic(section):
+    """ "The closer the directions, the larger the dot product" holds for equal lengths only: q = (1, 0)
+    scores 1 against k = (1, 0) and 2 against the longer k = (2, 2), 45° away."""
+    q = next(q for q in section.check if "(2, 2)" in q.question.en)
+    query, a, b = tensor([1.0, 0.0]), tensor([1.0, 0.0]), tensor([2.0, 2.0])
+    assert float(query @ a) == 1.0 and float(query @ b) == 2.0
+    assert math.isclose(math.degrees(math.acos(float(query @ b) / float(b.norm()))), 45.0)
+    assert "B" in q.choices[q.answer].en and "B" in q.choices[q.answer].ja
+    for lang in ("ja", "en"):
+        assert "q·A = 1·1 + 0·0 = 1" in getattr(q.explanation, lang)
+        assert "q·B = 1·2 + 0·2 = 2" in getattr(q.explanation, lang)
+    basic = [b for b in section.blocks if b.html and not b.further]
+    assert any(
+        "between vectors of the same length it is larger the closer their directions" in b.html.en for b in basic
+    )
+    assert any("長さの同じベクトルどうしなら、向きが近いほど大きくなります" in b.html.ja for b in basic)
+
+
+def test_no_score_is_said_to_be_the_only_one_that_takes_different_widths(section):
+    """Additive attention's W_q and W_k bring a query and keys of different widths to one width, but so
+    do a Transformer's W_q and W_k, and the 'general' score sᵀWh: only the plain q·k needs equal widths."""
+    en = " ".join(b.html.en for b in section.blocks if b.html)
+    ja = " ".join(b.html.ja for b in section.blocks if b.html)
+    assert "One advantage stays with additive attention" not in en
+    assert (
+        "Only the plain dot product q·k, with nothing in between, needs the query and the keys to have the same width"
+        in en
+    )
+    assert "幅が同じでなければならないのは、間に何もはさまない、そのままの内積 q·k だけです" in ja

@@ -225,24 +225,40 @@ def test_every_part_a_link_opens_exists():
 
 @needs_ja_en
 def test_what_section_4_says_about_the_translators_two_maps(client):
+    """§4's default 「母はケーキを作った。それはとてもおいしかった。」 ("My mother made a cake. It was very
+    good."): the encoder's diagonal dark in layer 1 and faded in layer 4; the row of 'cake.' on ケーキ;
+    the prediction: the row of 'It' weighs それ most (decoder layers 2 and 3, the map as it opens at
+    layer 3) and ケーキ hardly at all; それ gives ケーキ under a tenth of its weight in every encoder
+    layer; layer 1's rows are more spread out than layers 2 and 3's."""
     sentence = SECTIONS[4].strings["default_sentence"].ja
     got = client.post("/api/lesson/translation", json={"text": sentence}).json()
+    assert got["translation"] == "My mother made a cake. It was very good."
+    src, tgt = got["src_tokens"], got["tgt_tokens"]
     enc = torch.tensor(got["encoder_self"])  # (L, H, S, S)
     S = enc.shape[-1]
     diag = torch.diagonal(enc, dim1=-2, dim2=-1).mean(-1)  # (L, H): mean weight on itself
     # "Layer 1: every head has a dark diagonal; layer 4 (the last): the weight moves to other tokens."
     assert bool((diag[0] > 0.5).all()) and bool((diag[-1] < 0.2).all()), diag
-    assert enc.shape[0] == 4 and S == len(got["src_tokens"])
-    # "The row of 'met' puts its largest weight on 'に会った。' in every decoder layer, nearly all of
-    # it in layer 2" (mean of the heads), and the check's predict question (layer 2) names that token.
-    met = got["tgt_tokens"].index("▁met")
-    rows = torch.tensor(got["cross_mean"])[:, met]  # (L, S)
-    assert rows.shape[0] == 3 and all(got["src_tokens"][int(r.argmax())] == "に会った。" for r in rows), rows
-    assert float(rows[1].max()) > 0.9 and float(rows[1].max()) == float(rows.amax(1).max()), rows
-    q = SECTIONS[4].check[1]
-    assert q.choices[q.answer].ja == "に会った。" and q.params == {"text": sentence, "dl": "2", "head": "0"}
-    # The maps' shapes: S × S and T × S.
-    assert torch.tensor(got["cross_mean"]).shape[1:] == (len(got["tgt_tokens"]), S)
+    assert enc.shape[0] == 4 and S == len(src)
+    cross = torch.tensor(got["cross_mean"])  # (L, T, S)
+    assert cross.shape == (3, len(tgt), S)  # the maps' shapes: S × S and T × S
+    cake, it = tgt.index("▁cake."), tgt.index("▁It")
+    for layer in (1, 2):  # decoder layers 2 and 3, counted from 0
+        assert src[int(cross[layer, cake].argmax())] == "ケーキ" and float(cross[layer, cake].max()) > 0.9
+        assert src[int(cross[layer, it].argmax())] == "それ", cross[layer, it]
+        assert float(cross[layer, it, src.index("ケーキ")]) < 0.05
+    p = SECTIONS[4].predict[0]
+    assert p.widget == "self-vs-cross" and p.params == {"dl": "3", "head": "0"} and got["n_decoder_layers"] == 3
+    assert p.choices[p.answer].ja.startswith("「それ」") and p.choices[p.answer].en.startswith("それ")
+    # "even the encoder's self-attention gives ケーキ less than a tenth of それ's weight in every layer"
+    mean = torch.tensor(got["encoder_self_mean"])  # (L, S, S)
+    assert bool((mean[:, src.index("それ"), src.index("ケーキ")] < 0.1).all())
+    # Going further: "a row's largest weight is smaller in layer 1 than in layers 2 and 3"
+    spread = cross.amax(-1).mean(-1)  # (L,)
+    assert float(spread[0]) < float(spread[1]) and float(spread[0]) < float(spread[2]), spread
+    for lang in ("ja", "en"):
+        text = " ".join(getattr(b.html, lang) for b in SECTIONS[4].blocks if b.html)
+        assert "ケーキ" in text and "それ" in text
 
 
 @needs_minilm
@@ -268,8 +284,8 @@ def test_the_numbers_of_the_pronoun_note_are_minilms(client):
         assert int((w[..., animal] > w[..., street]).sum()) == 38 and w[..., 0].numel() == 72
     # "some heads do give street more after the change" (the first try item)
     assert int((w_wide[..., street] > w_tired[..., street] + 0.01).sum()) > 0
-    q = SECTIONS[4].check[2]
-    assert q.params == {"en": WIDE, "to": str(animal), "pl": "6", "ph": "12"}
+    item = next(t for t in SECTIONS[4].try_ if t.params.get("en") == WIDE)  # Going further: tired → wide
+    assert item.params["to"] == str(street)
     for lang in ("ja", "en"):
         note = next(b.html for b in SECTIONS[4].blocks if b.type == "note")
         text = getattr(note, lang)
@@ -323,10 +339,14 @@ def test_the_pages_use_the_glossarys_terms_and_have_no_placeholders(n):
     for wrong in ("注目の重み", "スキップ結合", "レイヤー正規化", "レイヤーノーム"):
         assert wrong not in ja, wrong
     assert "skip connection" not in en.lower()
-    # 因果マスク only once, as a parenthetical, where §7 introduces 先を隠す工夫.
-    assert ja.count("因果マスク") == (1 if n == 7 else 0)
+    if n == 4:
+        assert ja.count("因果マスク") == 0
     if n == 7:
-        assert "先を隠す工夫（因果マスク）" in ja
+        # 因果マスク is the term; §7 introduces it with 先を隠す工夫 as its explanation, once.
+        assert ja.count("因果マスク（先を隠す工夫）") == 1 and ja.count("先を隠す工夫") == 1
+        assert ja.count("因果マスク") >= 5
+        # 層 for layers: no 段 (the word §1 uses for waiting steps) for the model's layers.
+        assert "段" not in ja and "{n} 層" in section.strings["times"].ja
     # Provenance (endpoints, function names) only in the folded technical notes.
     for key, value in section.strings.items():
         if "/api/lesson/" in value.ja or "/api/lesson/" in value.en:

@@ -17,6 +17,7 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -93,7 +94,7 @@ def visible_text_outside_memos(pg, widget: str) -> str:
 
 def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_en):
     sentence = getattr(SECTIONS[7].strings["default_sentence"], lang)
-    page.goto("/lesson/7")
+    goto_uncovered(page, "/lesson/7")
     wait_request(page, "#td-out", {"text": sentence})
     want = LV.shapes_view(ja_en, LV.ShapesRequest(text=sentence))
     z = want.sizes
@@ -152,7 +153,7 @@ def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_e
 
 
 def test_the_diagram_from_the_keyboard_alone(page, lang, ja_en):
-    page.goto("/lesson/7")
+    goto_uncovered(page, "/lesson/7")
     wait_widgets(page)
     before = {k: page.get_attribute(f"#td-size-{k}", "data-value") for k in ("B", "S", "T", "D", "H", "Dh", "F", "V")}
     tab_to(page, "#td-box-dec_cross_norm")
@@ -185,20 +186,20 @@ def test_the_diagram_from_the_keyboard_alone(page, lang, ja_en):
 
 def test_the_two_maps_and_the_pronoun_from_a_check_link(page, lang, ja_en, minilm):
     sentence = getattr(SECTIONS[4].strings["default_sentence"], lang)
-    q = SECTIONS[4].check[1]  # the row of 'met', decoder layer 2, mean of the heads
+    q = SECTIONS[4].predict[0]  # the row of 'It', decoder layer 3, mean of the heads
     page.goto("/lesson/4?" + urlencode(q.params | {"lang": lang}))
     wait_request(page, "#sc-out", {"text": sentence})
     want = LV.translation_view(ja_en, LV.TranslationRequest(text=sentence))
     src, tgt = want.src_tokens, want.tgt_tokens
-    cross = torch.tensor(want.cross_mean[1])  # (T, S)
+    cross = torch.tensor(want.cross_mean[int(q.params["dl"]) - 1])  # (T, S)
     shown = page.eval_on_selector_all(
         "#sc-cross .cell", "ns => ns.map(n => [+n.dataset.r, +n.dataset.c, +n.dataset.v])"
     )
     assert len(shown) == cross.numel()
     for r, c, v in shown:
         assert v == pytest.approx(float(cross[r, c]), abs=1e-5)
-    met = tgt.index("▁met")
-    assert src[int(cross[met].argmax())] == q.choices[q.answer].ja  # the check's answer is true
+    it = tgt.index("▁It")
+    assert q.choices[q.answer].ja.startswith(f"「{src[int(cross[it].argmax())]}」")  # the prediction's answer is true
     assert page.text_content("#sc-cross-fig .note") == s(4, "cross_note", lang, t=len(tgt), s=len(src))
     assert page.text_content("#sc-self-fig .note") == s(4, "self_note", lang, s=len(src))
     # Encoder layer 1 by the keyboard alone: every head's diagonal is dark there.
@@ -215,9 +216,10 @@ def test_the_two_maps_and_the_pronoun_from_a_check_link(page, lang, ja_en, minil
     assert "/api/" not in visible_text_outside_memos(page, "self-vs-cross")
     assert_accessible(page)
 
-    # The pronoun, from the predict question's link: tired changed to wide, layer 6, head 12.
-    q = SECTIONS[4].check[2]
-    page.goto("/lesson/4?" + urlencode(q.params | {"lang": lang}))
+    # The pronoun, tired changed to wide, layer 6, head 12 (the note's numbers).
+    item = next(t for t in SECTIONS[4].try_ if t.params.get("en") == WIDE)
+    page.goto("/lesson/4?" + urlencode({"en": WIDE, "to": "2", "pl": "6", "ph": "12", "lang": lang}))
+    assert item.params["to"] == "8"  # the Going further try item looks at street
     wait_request(page, "#pr-out", {"text": WIDE, "pronoun": "it"})
     maps = minilm.run(WIDE).attentions["self"].detach()  # (L, H, S, S)
     it, animal, street = 10, 2, 8

@@ -249,6 +249,13 @@ def test_section_6_says_where_the_symmetry_holds_and_what_rope_depends_on(sectio
     s6 = sections[6]
     text = _texts(s6, lang)
     assert "FIXME" not in text and "上の MiniLM" not in text and "MiniLM above" not in text
+    # §6 says 因果マスク, the lesson's one term; where §6 first uses it, 先を隠す工夫 explains it, once.
+    if lang == "ja":
+        assert text.count("先を隠す工夫") == 1
+        body = re.sub(r"<[^>]+>", "", "\n".join(b.html.ja for b in s6.blocks if b.html is not None))
+        uses = [m.start() for m in re.finditer("先を隠す工夫", body)]
+        assert len(uses) == 1 and body[uses[0] - len("因果マスク（") : uses[0]] == "因果マスク（"
+        assert body.index("因果マスク") == uses[0] - len("因果マスク（")  # at its first use on the page
     if lang == "ja":
         assert "マスクをかけない自己注意" in text and "並べ替えに対して同変" in text
         assert "差 n − m を通してだけ" in text and "q と k の中身" in text
@@ -265,7 +272,9 @@ def test_section_6_says_where_the_symmetry_holds_and_what_rope_depends_on(sectio
     # The RoPE figure comes after the text that explains RoPE, the sinusoid figure before it.
     order = [(b.type, b.widget, getattr(b.html, lang) if b.html else "") for b in s6.blocks]
     rope_widget = next(i for i, (t, w, _) in enumerate(order) if w == "rope-scores")
-    explained = next(i for i, (t, _, h) in enumerate(order) if t == "html" and "R_{n−m}" in h)
+    explained = next(i for i, (t, _, h) in enumerate(order) if t == "html" and "q · (R(n − m) k)" in h)
+    # The formula is written readably, not as raw TeX subscripts.
+    assert not any("R_{" in h or "R_m" in h for _, _, h in order) and "R_{" not in text
     pe_widget = next(i for i, (t, w, _) in enumerate(order) if w == "pe-table")
     assert pe_widget < explained < rope_widget
     # MiniLM is referred to by its section, with a link to it.
@@ -305,3 +314,9 @@ def test_provenance_is_only_in_the_technical_notes(sections, n):
         if b.html is not None and b.type != "memo":
             for lang in ("ja", "en"):
                 assert "/api/lesson" not in getattr(b.html, lang), (n, b.type)
+
+
+def test_sections_5_to_8_and_the_final_check_take_about_half_the_basic_path(sections):
+    basic = sum(sections[n].teacher.minutes for n in (5, 6, 7, 8, max(sections)))
+    assert 40 <= basic <= 50, basic  # of the basic path's 90 minutes
+    assert all(sections[n].teacher.further_minutes > 0 for n in (5, 6, 7, 8))  # each has a 発展 part

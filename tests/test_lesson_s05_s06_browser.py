@@ -16,8 +16,10 @@ from lesson_browser import (
     BROWSER_MARKS,
     assert_accessible,
     close,
+    goto_uncovered,
     make_page,
     params,
+    section_drawn,
     tab_to,
     values,
     wait_request,
@@ -86,7 +88,7 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     s5 = sections[5]
     s = lambda key: getattr(s5.strings[key], lang)  # noqa: E731
     words = s("default_words")
-    page.goto("/lesson/5")
+    goto_uncovered(page, "/lesson/5")
     wait_request(page, "#nt-out", {"text": words, "d_model": 8, "n_heads": 2})
     want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
     check_no_transpose(page, want, s)
@@ -104,7 +106,7 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     got = [[float(x) for x in row] for row in attr_grid(page, "nt-map", 4, 4)]
     close([x for row in got for x in row], [x for row in four.without_transpose.weights[1] for x in row])
     # A single head: the join moves nothing, the split's mistake remains.
-    page.goto("/lesson/5?heads=1")
+    goto_uncovered(page, "/lesson/5?heads=1")
     wait_request(page, "#nt-out", {"n_heads": 1})
     one = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=1))
     check_no_transpose(page, one, s)
@@ -124,7 +126,7 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
 def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     s6 = sections[6]
     s = lambda key, **v: fill(getattr(s6.strings[key], lang), **v)  # noqa: E731
-    page.goto("/lesson/6")
+    goto_uncovered(page, "/lesson/6")
     wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
     want = L.word_order(L.WordOrderRequest())
     close(values(page, "[id^=wo-causal-]:not(#wo-causal-sentence)"), want.causal_without_positions.diff)
@@ -152,14 +154,15 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     limit = max(abs(v) for row in rope.scores for v in row)
     assert page.get_attribute("#rope-key", "aria-label") == s("key_rope", v=f"{limit:.2f}")
 
-    # The RoPE figure comes after the paragraph that explains RoPE.
+    # The RoPE figure comes after the paragraph that explains RoPE (in document order: both may sit in a fold).
     order = page.evaluate(
-        "() => { const kids = Array.from(document.querySelector('#section').children);"
-        " const at = (n) => kids.findIndex((k) => k.contains(n));"
-        " const text = kids.findIndex((k) => k.classList.contains('lesson-text') && k.textContent.includes('R_{n−m}'));"
-        " return [at(document.querySelector('#widget-pe-table')), text, at(document.querySelector('#widget-rope-scores'))]; }"
+        "() => { const text = Array.from(document.querySelectorAll('#section .lesson-text'))"
+        ".find((k) => k.textContent.includes('q · (R(n − m) k)'));"
+        " const pe = document.querySelector('#widget-pe-table'), rope = document.querySelector('#widget-rope-scores');"
+        " const before = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);"
+        " return [!!text, !!text && before(pe, text), !!text && before(text, rope)]; }"
     )
-    assert order[0] < order[1] < order[2], order
+    assert order == [True, True, True], order
 
     # RoPE's numbers: the heatmap, q and k, and the main diagonal against the unrotated q·k/√D.
     def check_rope(want) -> None:
@@ -189,16 +192,18 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     assert_accessible(page)
 
 
-def test_a_predict_question_opens_the_widget_it_asks_about(page, lang, sections):
-    """§6's RoPE question: after answering, 'try it' opens the page with another q and k."""
-    q = next(i for i, q in enumerate(sections[6].check) if q.params.get("rseed"))
+def test_the_word_order_prediction_is_asked_before_its_widget_shows(page, lang, sections):
+    """§6's prediction at the two-sentence table: the table stays covered until a choice is
+    committed, then shows the numbers the prediction asked about."""
+    p = next(p for p in sections[6].predict if p.widget == "word-order")
     page.goto("/lesson/6")
-    wait_request(page, "#rope-out", {"seed": 0})
-    right = sections[6].check[q].answer
-    page.check(f"#question-{q} input[value='{right}']")
-    page.click(f"#q{q}-submit")
-    assert page.get_attribute(f"#q{q}-feedback", "data-result") == "correct"
-    with page.expect_navigation():
-        page.click(f"#q{q}-try")
-    wait_request(page, "#rope-out", {"seed": 1})
-    assert params(page)["rseed"] == "1" and params(page)["lang"] == lang
+    section_drawn(page)
+    assert not page.is_visible("#widget-word-order")
+    assert page.text_content("#predict-0 .q-text") == getattr(p.question, lang)
+    page.check(f'#predict-0 input[value="{p.answer}"]')
+    page.click("#predict-0-submit")
+    assert page.get_attribute("#predict-0-gate", "data-revealed") == "1"
+    assert page.is_visible("#widget-word-order")
+    wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
+    want = L.word_order(L.WordOrderRequest())
+    close(values(page, "[id^=wo-none-]:not(#wo-none-sentence)"), want.without_positions.diff)

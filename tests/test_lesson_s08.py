@@ -145,6 +145,109 @@ def test_a_window_of_reach_r_sees_what_its_label_says(client, reach, causal):
     assert got["keys_per_row"]["local"] == 4  # the block size (default 4), set apart from the window
 
 
+def test_the_measured_memory_covers_the_time_tables_lengths_and_tells_the_machine(client):
+    got = client.post("/api/lesson/variants", json={}).json()
+    memory = got["measured"]["memory"]
+    rows = memory["rows"]
+    assert [r["length"] for r in rows] == [r["length"] for r in got["measured"]["rows"]]
+    assert "Xeon" in memory["machine"] and "under load" in memory["machine"]  # lscpu's model name, and the load
+    assert "fresh process" in memory["source"] and "fwd+bwd" in memory["source"]
+    measured = [r for r in rows if r["full_mib"] is not None]
+    assert [r["length"] for r in measured] == [1024, 4096]  # storing every score was run only while it fits
+    for r in rows:
+        assert 0 < r["sdpa_mib"] and 0 < r["chunked_mib"]
+        if r["full_mib"] is not None:
+            assert r["chunked_mib"] < r["full_mib"] and r["sdpa_mib"] < r["full_mib"]
+    # Chunking saves memory: storing every score grows with T² (×16 from 1,024 to 4,096, measured ≥ ×8),
+    # chunked and SDPA attention far less (< ×2) over the same step.
+    small, large = rows[0], rows[1]
+    assert large["full_mib"] / small["full_mib"] >= 8
+    assert large["chunked_mib"] / small["chunked_mib"] < 2 and large["sdpa_mib"] / small["sdpa_mib"] < 2
+    # Where the full version was not run, one copy of its scores alone would not fit this machine at 32,768.
+    assert L.s08_variants_and_exercises.scores_gib(32768) == 32.0 > 23
+
+
+def _tables(html: str) -> list[list[list[str]]]:
+    """The Markdown tables of a block's HTML: rows of cell texts (header included)."""
+    out = []
+    for table in re.findall(r"<table>(.*?)</table>", html, re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+        out.append(
+            [
+                [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
+                for r in rows
+            ]
+        )
+    return out
+
+
+def _mib(x: float) -> str:
+    return f"{round(x):,} MiB"
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_pages_memory_table_shows_the_data_files_numbers(lang):
+    memory = L.s08_variants_and_exercises._measured().memory
+    tables = [t for b in SECTION.blocks if b.html is not None for t in _tables(getattr(b.html, lang))]
+    table = next(t for t in tables if "SDPA" in " ".join(t[0]))
+    assert len(table) == 1 + len(memory.rows)
+    for row, m in zip(table[1:], memory.rows, strict=True):
+        assert row[0] == f"{m.length:,}"
+        assert row[2] == _mib(m.chunked_mib) and row[3] == _mib(m.sdpa_mib)
+        if m.full_mib is None:  # not run: the arithmetic of one copy of the scores
+            gib = L.s08_variants_and_exercises.scores_gib(m.length)
+            assert f"{gib:g} GiB" in row[1] and gib == 8 * m.length**2 * 4 / 2**30
+        else:
+            assert row[1] == _mib(m.full_mib)
+
+
+def _stacked_reach_back(reach: int, layers: int) -> tuple[int, int]:
+    """How far back the top of ``layers`` stacked windows of reach r lets information come, causal and
+    symmetric, from attnlab's own sliding_window_mask composed ``layers`` times (a product of masks:
+    a path of allowed pairs, one per layer)."""
+    T = 4 * reach * layers + 4  # long enough that the middle row's reach never runs off the edge
+    out = []
+    for causal in (True, False):
+        window = reach + 1 if causal else 2 * reach  # the lesson's window_size for a reach r
+        m = AF.sliding_window_mask(T, window=window, causal=causal).to(torch.int64)  # (T, T)
+        seen = torch.linalg.matrix_power(m, layers)[T // 2] > 0  # (T,) who reaches the middle row
+        on = seen.nonzero().flatten()
+        out.append(T // 2 - int(on.min()))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("reach", [1, 2, 4])
+@pytest.mark.parametrize("layers", [1, 2, 3, 6])
+def test_stacked_windows_reach_l_times_r(reach, layers):
+    back, each_side = _stacked_reach_back(reach, layers)
+    assert back == each_side == layers * reach  # L·r, with or without the causal mask
+    width = reach + 1  # a causal window of width w: itself and the w − 1 before
+    assert back == layers * (width - 1)
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_section_8_teaches_the_stacked_reach_with_attnlabs_masks(lang):
+    tables = [
+        t for b in SECTION.blocks if b.html is not None and b.type == "html" for t in _tables(getattr(b.html, lang))
+    ]
+    table = next(t for t in tables if "SDPA" not in " ".join(t[0]))
+    assert len(table) == 4  # a header and layers 1 to 3 (r = 2, causal, position 10)
+    for row in table[1:]:
+        layers, positions, back = int(row[0]), row[1], int(row[2])
+        want = _stacked_reach_back(2, layers)[0]
+        assert back == want and positions == f"{10 - want} – 10"
+    text = _texts(lang)
+    assert "L·r" in text and "L·(w − 1)" in text
+    # The final check's stacking question asks exactly this rule, with other numbers.
+    sections = L.load_sections()
+    final = sections[max(sections)]
+    q = next(q for q in final.check if q.section == 8)
+    assert "w = 5" in q.question.en and "6 layers" in q.question.en and "6 層" in q.question.ja
+    back, _ = _stacked_reach_back(5 - 1, 6)
+    assert q.choices[q.answer].en == f"Up to {back} tokens back" and q.choices[q.answer].ja == f"{back} 語前まで"
+    assert all("one window per layer" not in k.en for k in final.key_points)
+
+
 def test_the_measured_times_come_as_seconds_and_ratios_apart(client):
     got = client.post("/api/lesson/variants", json={}).json()
     rows, tables = got["measured"]["rows"], got["measured_tables"]
@@ -197,6 +300,14 @@ def test_the_corrected_statements_are_there():
     assert "節約できるのはメモリ" in ja and "saves memory" in en  # chunking: memory, not time
     assert "時間は短くなりません" in ja and "not faster" in en
     assert "窓の幅 4" not in ja  # the old label whose mask had 5 keys per row
+    assert "因果マスク" in ja and "先を隠す工夫" not in ja  # the term; §6 and §7 explain it
+    # Full attention does not simply "run out of memory" at 32,768: SDPA finishes it; storing every score does not fit.
+    checks = " ".join(q.question.en + q.explanation.en for q in SECTION.check)
+    assert "runs out of memory" not in checks and "stores the whole T×T score table" in checks
+    assert "fused kernel" in en and "never holds the whole table" in en
+    # The Image Transformer's local attention: query blocks that also see a wider memory block.
+    assert "as in the Image Transformer" not in en and "wider memory block" in en
+    assert "より大きなメモリのブロック" in ja and "画像を生成する Transformer などで使われました" not in ja
 
 
 def test_the_checks_mostly_ask_to_predict_or_transfer():

@@ -12,6 +12,7 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    goto_uncovered,
     make_page,
     params,
     shipped,
@@ -28,6 +29,7 @@ pytestmark = BROWSER_MARKS
 
 from attnlab import assets  # noqa: E402
 from attnlab.data.sentence_types import LABELS  # noqa: E402
+from attnlab.web import i18n  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
 
 NAME = "ja-sentence-type"
@@ -69,7 +71,7 @@ def same_as_classifier(pg, classifier, text: str) -> None:
 
 def test_the_pooling_widget_shows_the_classifiers_numbers_and_works_by_keyboard(page, lang, classifier):
     s = {k: getattr(v, lang) for k, v in SECTION.strings.items()}
-    page.goto("/lesson/8")
+    goto_uncovered(page, "/lesson/8")
     wait_request(page, "#pool-out", {"text": EXAMPLES[0]})
     same_as_classifier(page, classifier, EXAMPLES[0])
     assert page.text_content("#pool-label") == s["pool_class_question"]
@@ -98,7 +100,7 @@ def test_the_pooling_widget_shows_the_classifiers_numbers_and_works_by_keyboard(
 
 
 def test_the_sentence_lives_in_the_address_and_unknown_characters_are_marked(page, lang, classifier):
-    page.goto("/lesson/8?pool=𠮷野家は開いていない。")
+    goto_uncovered(page, "/lesson/8?pool=𠮷野家は開いていない。")
     wait_request(page, "#pool-out", {"text": "𠮷野家は開いていない。"})
     same_as_classifier(page, classifier, "𠮷野家は開いていない。")
     assert page.text_content("#pool-ch-0") == "𠮷*"  # not in the vocabulary: read as unknown
@@ -114,7 +116,7 @@ def test_the_sentence_lives_in_the_address_and_unknown_characters_are_marked(pag
 
 
 def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart(page, lang):
-    page.goto("/lesson/8")
+    goto_uncovered(page, "/lesson/8")
     wait_request(page, "#var-out", {"length": 16, "reach": 2, "block": 4, "causal": False})
     want = L.variants(L.VariantsRequest())
     for name in L.VARIANTS:
@@ -136,6 +138,30 @@ def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart
             assert values(page, f"#var-x-{case}-{i}") == [tables.speedup[case][i]]
             assert page.text_content(f"#var-s-{case}-{i}").replace(".", "").isdigit()  # seconds: no ×
             assert page.text_content(f"#var-x-{case}-{i}").startswith("×")
+    # The measurements (implementation names, float32) are developer text: folded as 発展 in the
+    # basic path, beside them the measured peak memory (None: not run, said in words).
+    assert page.eval_on_selector("#var-measured", "d => d.tagName === 'DETAILS' && d.classList.contains('further')")
+    assert page.text_content("#var-measured summary .further-badge") == i18n.catalog(lang)["ls_further"]
+    memory = want.measured.memory.rows
+    assert memory and any(row.full_mib is None for row in memory)
+    for i, row in enumerate(memory):
+        for key, mib in (("full", row.full_mib), ("chunked", row.chunked_mib), ("sdpa", row.sdpa_mib)):
+            cell = f"#var-m-{key}-{i}"
+            if mib is None:
+                assert page.get_attribute(cell, "data-value") == ""
+                assert page.text_content(cell) == getattr(L.default_sections()[8].strings["mem_not_run"], lang)
+            else:
+                assert values(page, cell) == [mib] and page.text_content(cell) == f"{round(mib):,}"
+    # On the basic path (a fresh page, folds untouched) the measurements are folded, and a fold the
+    # reader opened stays open when the sliders redraw the widget.
+    page.goto("/lesson/8")
+    page.wait_for_selector("#var-measured", state="attached")
+    assert not page.eval_on_selector("#var-measured", "d => d.open") and not page.is_visible("#var-seconds")
+    page.eval_on_selector("#var-measured", "d => { d.open = true; }")
+    page.wait_for_function("() => document.querySelector('#var-measured').open")
+    page.eval_on_selector("#var-r", "n => { n.value = '4'; n.dispatchEvent(new Event('input', { bubbles: true })); }")
+    wait_request(page, "#var-out", {"reach": 4})
+    assert page.is_visible("#var-seconds") and page.is_visible("#var-memory")
     # The chart's legend: every series name inside the picture.
     right, width = page.evaluate(
         "() => { const svg = document.querySelector('#var-out svg[aria-label] polyline').ownerSVGElement;"

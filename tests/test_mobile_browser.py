@@ -1,6 +1,6 @@
 """The explorer on a phone and a tablet, in real headless Chromium with mobile emulation.
 
-Every page a student opens (the lesson's index, sections 1–9, the glossary, /playground, /model,
+Every page a student opens (the lesson's index, every section, the glossary, /playground, /model,
 /masks), in Japanese and English, on a phone 375 × 812 CSS px (``is_mobile``, ``has_touch``,
 device scale factor 2):
 

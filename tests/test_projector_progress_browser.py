@@ -103,10 +103,11 @@ def test_a_section_becomes_slides_in_page_order(page, lang, n):
     present(page, n)
     at(page, 1, lang)
     k = kinds(page)
-    # Title and objectives first; then text and widgets; key points; the try box; one per question.
+    # Title and objectives first; then text and widgets; the try box; one per question; the key
+    # points last (after the check, which they would answer: issue 34).
     assert k[0] == "title" and page.locator("#slide-1 #section-title").count() == 1
     assert page.locator("#slide-1 .objectives li").count() == len(section.objectives)
-    widgets = [b.widget for b in section.blocks if b.type == "widget"]
+    widgets = [b.widget for b in section.blocks if b.type == "widget" and not b.further]
     # One slide per widget, or one per part for a widget shown in parts (§3's second widget: its
     # maps, then the numbers of the row picked), each part numbered on its slide.
     parts = page.eval_on_selector_all(
@@ -117,19 +118,32 @@ def test_a_section_becomes_slides_in_page_order(page, lang, n):
     assert len(shown_as) == len(widgets) and [p for p, _ in parts] == [p for seq in shown_as for p in seq]
     on_slides = page.eval_on_selector_all(".slide-widget .widget", "ns => ns.map(n => n.dataset.widget)")
     assert on_slides == widgets
-    tail = ["key-points"] + (["try"] if section.try_ else []) + ["question"] * len(section.check)
+    tail = (["try"] if section.try_ else []) + ["question"] * len(section.check) + ["key-points"]
     assert k[-len(tail) :] == tail
     assert set(k[1 : -len(tail)]) <= {"text", "widget"} and k.count("text") >= 1
     for i in range(len(section.check)):
-        assert slide_of(page, f"#question-{i}") == len(k) - len(section.check) + 1 + i
-    # Every block of text is on some slide, headings start a slide, and the language's text is there.
+        assert slide_of(page, f"#question-{i}") == len(k) - len(section.check) + i
+    # Every block of text on the basic path is on some slide (発展 is on none), and the language's
+    # text is there; code, technical notes and note boxes stay on the page (issue 34).
     html = [b for b in section.blocks if b.type == "html"]
     for i, b in enumerate(section.blocks):
         if b.type == "html":
-            assert page.locator(f"#block-{i}").count() == 1
+            assert page.locator(f"#block-{i}").count() == (0 if b.further else 1)
     assert html
+    assert page.locator(".slide-inner > :is(.lesson-code, .lesson-memo, .lesson-note, details.further)").count() == 0
+    # A heading starts its slide, unless the text before it on the slide is short (less than half a
+    # slide's worth: lesson.js's SLIDE_TEXT / 2, Japanese characters counting double), so that two
+    # short parts share a screen rather than leave one half empty.
     for h2 in page.query_selector_all(".slide-text .lesson-text h2"):
-        assert h2.evaluate("n => n.parentElement === n.closest('.slide-inner').firstElementChild")
+        before = h2.evaluate(
+            """n => {
+              const inner = n.closest('.slide-inner'), own = n.closest('.lesson-text');
+              const prior = [...inner.children].slice(0, [...inner.children].indexOf(own));
+              const text = prior.map((c) => c.textContent).join('');
+              return /[\u3040-\u30ff\u4e00-\u9fff]/.test(text) ? 2 * text.length : text.length;
+            }"""
+        )
+        assert before < 1250 / 2, before
     # The page's own header, footer and pager are not on the screen.
     assert not page.is_visible("header.top") and not page.is_visible(".foot")
     assert page.locator(".pager").count() == 0 and page.locator("#teacher-notes").count() == 0
@@ -494,8 +508,12 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     # In projector mode too (a teacher going through the answers with the class).
     present(page, n, "last", "&teacher=1")
     assert page.get_attribute("body", "data-teacher") == "1"
+    # The last slide is the key points (after the check); the one before it, the last question.
+    assert page.is_visible("#key-points li")
+    page.keyboard.press("ArrowLeft")
     last = len(section.check) - 1
     assert page.is_visible(f"#q{last}-feedback .explanation")
+    page.keyboard.press("End")
     page.keyboard.press("ArrowRight")  # the next section keeps the answer key
     if n < max(SECTIONS):
         page.wait_for_url(re.compile(rf"/lesson/{n + 1}\?"))

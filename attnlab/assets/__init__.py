@@ -148,6 +148,67 @@ ASSETS: dict[str, ShippedModel] = {
             ),
             folder="ja-sentence-type",
         ),
+        # The small models of the lesson's §9 (Transformers at work): one per family, and two beyond text.
+        ShippedModel(
+            name="shakespeare-mlm",
+            command="fill-mask",
+            description_en=(
+                "A tiny encoder-only BERT that fills a hidden character ([MASK]) of a line of Shakespeare from "
+                "both sides (masked LM): the lesson's §9."
+            ),
+            description_ja="シェイクスピアの 1 行の隠した 1 文字（[MASK]）を、前後両方から埋めるエンコーダだけの小さな BERT です（マスク言語モデル。授業の §9）。",
+            examples=("ROMEO: I will l[MASK]ve thee, my lord.", "KING HENRY: What news is th[MASK]s?"),
+            folder="shakespeare-mlm",
+        ),
+        ShippedModel(
+            name="facts-summarizer",
+            command="summarize",
+            description_en=(
+                "A pointer-generator that summarizes generated news-like facts, copying the invented names and "
+                "numbers from the document (the lesson's §9)."
+            ),
+            description_ja="作った短いニュース風の文書を要約するポインタ生成型モデルです。作り名前や数は文書からコピーします（授業の §9）。",
+            examples=(
+                "it was the first such event since the spring . a spokesperson declined to comment further . "
+                "after a long debate , grourbalmo dourvus was elected captain of the city council with 58685 votes .",
+            ),
+            folder="facts-summarizer",
+        ),
+        ShippedModel(
+            name="facts-qa",
+            command="answer",
+            description_en=(
+                "A small BERT trained from scratch to find the answer span of a question in a generated "
+                "three-sentence passage of invented facts (the lesson's §9)."
+            ),
+            description_ja="作った 3 文の事実の本文から、質問の答えの範囲を見つける小さな BERT です。事前学習なしで学習しました（授業の §9）。",
+            examples=(
+                "Where did Shougrunus Munbrillei study history? Shougrunus Munbrillei studied history at the "
+                "University of Porto. In 1971, Shougrunus Munbrillei moved to Quebec to work as a nurse.",
+                "When was Stakus Press founded? Merdraimri Vunpas studied economics at the University of Nairobi. "
+                "Pergroul Dukthekoul founded Stakus Press in 1881.",
+            ),
+            folder="facts-qa",
+        ),
+        ShippedModel(
+            name="digits-vit",
+            command="vit",
+            description_en="A small Vision Transformer that reads 8 × 8 handwritten digits as 16 patches (the lesson's §9).",
+            description_ja="8 × 8 の手書き数字を 16 個のパッチとして読む、小さな Vision Transformer です（授業の §9）。",
+            examples=("0", "7", "42"),
+            folder="digits-vit",
+        ),
+        ShippedModel(
+            name="karate-gat",
+            command="gat",
+            description_en=(
+                "A graph attention network that places the members of Zachary's karate club in the faction they "
+                "joined, from two labelled leaders (the lesson's §9)."
+            ),
+            description_ja="ザカリーの空手クラブの会員が、どちらの派に加わったかを当てるグラフ注意ネットワークです（授業の §9）。",
+            examples=("0", "8", "33"),
+            folder="karate-gat",
+        ),
     )
 }
 

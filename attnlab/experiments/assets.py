@@ -57,7 +57,7 @@ from ..data import enja_mix, sentences
 from ..data.corpus import read_parallel, read_text
 from ..data.tasks import make_splits
 from ..files import new_file_mode
-from ..metrics import bleu, chrf, exact_match, sentence_form_share
+from ..metrics import bleu, chrf, exact_match, rouge, sentence_form_share
 from ..models.gpt import gpt_config
 from ..recipes import TrainJob
 from ..recipes import classify as cl
@@ -75,6 +75,11 @@ __all__ = [
     "BottleneckRNN",
     "TextLM",
     "SentenceTypeClassifier",
+    "ShakespeareMLM",
+    "FactsSummarizer",
+    "FactsQA",
+    "DigitsViT",
+    "KarateGAT",
     "pooling_peaks",
     "RECIPES",
     "write_model_card",
@@ -1059,6 +1064,438 @@ class SentenceTypeClassifier:
         return outputs
 
 
+# --------------------------------------------------------------------------------------------
+# The small models of the lesson's §9 (Transformers at work): one per family and beyond text.
+# Each is trained by its ordinary `attnlab train ...` command with a small preset, stopped by steps
+# (or epochs), never by the clock, so that `make models` gives the same model on any machine.
+# --------------------------------------------------------------------------------------------
+
+
+def _config_from(directory: Path, *keys: str) -> dict:
+    """The data-dependent fields of a trained model's ``config.json`` (vocabulary sizes, ids)."""
+    config = _read_config(directory)
+    return {k: config[k] for k in keys if k in config}
+
+
+@dataclass
+class ShakespeareMLM:
+    """An encoder-only BERT trained by ``attnlab train mlm`` (masked LM) on tinyshakespeare, one
+    character a token like shakespeare-char (the same text, read from both sides instead of from the
+    left); the last 10% of the text validates. At this size and step count a 1,000-piece BPE
+    vocabulary, and characters under the preset's decaying rate, learned only how often each token
+    occurs, whatever its neighbours; characters at a constant rate of 3e-3 learn to read them."""
+
+    name: str = "shakespeare-mlm"
+    text: str = "tinyshakespeare/input.txt"
+    data: str = (
+        "tinyshakespeare (1,115,394 characters of Shakespeare, as distributed with char-rnn): the first 90% "
+        "trains, the last 10% validates; 15% of the characters masked (80/10/10), no next-sentence task"
+    )
+    licence: str = "public domain (the text); the text is not shipped"
+    max_steps: int = 3000  # optimizer steps (the preset's 10-minute clock is switched off)
+    overrides: tuple[str, ...] = (
+        "model_preset=tiny",
+        "model.n_embd=64",
+        "model.n_head=4",
+        "model.n_positions=64",
+        "max_len=64",
+        "batch_size=32",
+        "train.lr=3e-3",
+        "train.schedule=constant",
+        "train.time_budget_s=null",
+        "train.eval_every_steps=500",
+        "train.warmup_steps=100",
+        "train.log_every=100",
+    )
+    seed: int = 0
+    threads: int | None = None
+    check_sequences: int = 64  # validation sequences of the fast check
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        args = ["train", "mlm", "--text", str(data / self.text), "--tokenizer", "char", "--preset", "mini"]
+        args += ["--max-steps", str(self.max_steps), "--out", str(out), "--seed", str(self.seed), "--overwrite"]
+        return args + ["--overrides", *self.overrides]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return [data / self.text]
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self) -> lm_recipe.MLMSetup:
+        job = TrainJob("mini", _run_nothing, {"tokenizer": "char"}, list(self.overrides), seed=self.seed)
+        return lm_recipe.MLM_JOB.setup(job)
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..models.bert import bert_config
+
+        setup = self.setup()
+        fields = {**setup.model_overrides, **_config_from(directory, "vocab_size", "pad_id")}
+        return bert_config(setup.model_preset, **fields, next_sentence_head=setup.next_sentence).to_dict()
+
+    def _scores(self, directory: Path, data: Path, sequences: int | None) -> dict[str, float]:
+        setup = dataclasses.replace(self.setup(), eval_sequences=sequences)
+        model, tokenizer = lm_recipe.load_language_model(directory)
+        _, valid_text = lm_recipe.split_text(read_text(data / self.text), setup.valid_fraction)
+        valid_ids = lm_recipe._encode(tokenizer, valid_text)
+        task = lm_recipe.MLMTask(setup, model.config, tokenizer, valid_ids, valid_ids)
+        with torch.inference_mode():
+            scores = task.evaluate(model)
+        return {**scores, "sequences": len(task.valid_segments)}
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = self._scores(directory, data, None)
+        n = self.check_sequences
+        return Evaluation(
+            metrics={"loss": scores["loss"], "accuracy": scores["accuracy"], "n_sequences": scores["sequences"]},
+            evaluation=(
+                "masked-LM cross-entropy (nats) and top-1 accuracy on the masked characters of the whole validation "
+                "text (the last 10% of input.txt) in sequences of 64 characters, with the training's fixed "
+                "evaluation masks"
+            ),
+            check=_check(
+                "loss",
+                self.measure_check(directory, data),
+                higher_is_better=False,
+                tolerance=0.05,
+                n=n,
+                how=f"on the first {n} validation sequences",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return self._scores(directory, data, self.check_sequences)["loss"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..models.bert import fill_mask
+
+        model, tokenizer = lm_recipe.load_language_model(directory)
+        with torch.inference_mode():
+            return {
+                text: ", ".join(f"{t} ({p:.2f})" for t, p in fill_mask(model, tokenizer, text, top_k=3)[0])
+                for text in inputs
+            }
+
+
+@dataclass
+class FactsSummarizer:
+    """A pointer-generator (an RNN encoder–decoder with attention that can copy) trained by
+    ``attnlab train summarize --preset facts`` on the generated facts task."""
+
+    name: str = "facts-summarizer"
+    data: str = (
+        "the generated facts task of attnlab.data.text_tasks (news-like sentences with invented names and "
+        "numbers that must be copied): 4,000 training, 200 validation and 200 test documents (seeds 0, 1, 2)"
+    )
+    licence: str = "generated by attnlab (no external data)"
+    seed: int = 0
+    threads: int | None = None
+    check_documents: int = 50  # test documents of the fast check
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        return ["train", "summarize", "--preset", "facts", "--out", str(out), "--seed", str(self.seed), "--overwrite"]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self):
+        from ..recipes import summarize as sm
+
+        return sm.SUMMARIZE_JOB.setup(TrainJob("facts", _run_nothing, {}, [], seed=self.seed))
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..recipes import summarize as sm
+
+        setup = self.setup()
+        sizes = _config_from(directory, "vocab_size", "pad_id", "unk_id")
+        config = dataclasses.asdict(sm.build_config(setup, sizes["vocab_size"], sizes["pad_id"], sizes["unk_id"]))
+        config.update(max_src_len=setup.max_src_len, max_summary_len=setup.max_summary_len, beam_size=setup.beam_size)
+        return config
+
+    def _test(self):
+        from ..data.summaries import facts_splits
+
+        return facts_splits(1, seed=self.seed).test
+
+    def _scores(self, directory: Path, n: int | None) -> dict[str, float]:
+        from ..recipes import summarize as sm
+
+        summarizer = sm.load_summarizer(directory)
+        test = self._test()[:n]
+        with torch.inference_mode():
+            out = summarizer.summarize([e.document for e in test], beam_size=1)
+        hyps = [s.text for s in out]
+        scores = rouge(hyps, [summarizer.normalise(e.summary) for e in test])
+        return {**scores, "copy_recall": sm.copy_recall(hyps, [e.rare for e in test]), "n": len(test)}
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = self._scores(directory, None)
+        n = self.check_documents
+        return Evaluation(
+            metrics={k: scores[k] for k in ("rouge1", "rouge2", "rougeL", "copy_recall", "n")},
+            evaluation=(
+                f"ROUGE F1 (0–1) and the share of invented names and numbers copied into the summary, on the "
+                f"{scores['n']} generated test documents, greedy"
+            ),
+            check=_check(
+                "rougeL",
+                self.measure_check(directory, data),
+                higher_is_better=True,
+                tolerance=0.01,
+                n=n,
+                how=f"on the first {n} test documents, greedy",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return self._scores(directory, self.check_documents)["rougeL"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..recipes import summarize as sm
+
+        summarizer = sm.load_summarizer(directory)
+        with torch.inference_mode():
+            return {d: s.text for d, s in zip(inputs, summarizer.summarize(list(inputs), beam_size=1))}
+
+
+@dataclass
+class FactsQA:
+    """An extractive question answerer (a small BERT with a span head, no pretraining) trained by
+    ``attnlab train qa --preset toy`` on the generated SQuAD-format facts (attnlab.data.squad.facts_splits)."""
+
+    name: str = "facts-qa"
+    data: str = (
+        "the generated question-answering facts of attnlab.data.text_tasks.make_qa_task (passages of three "
+        "sentences about invented people: where they were born, what they founded, studied, where they moved; "
+        "a question about one of them): 40,000 training, 50 validation and 100 test passages of two questions "
+        "each (seeds 0, 1, 2)"
+    )
+    licence: str = "generated by attnlab (no external data)"
+    seed: int = 0
+    threads: int | None = None
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        return ["train", "qa", "--preset", "toy", "--out", str(out), "--seed", str(self.seed), "--overwrite"]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def setup(self):
+        from ..recipes import qa
+
+        return qa.QA_JOB.setup(TrainJob("toy", _run_nothing, {}, [], seed=self.seed))
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..recipes import qa
+
+        setup = self.setup()
+        sizes = _config_from(directory, "vocab_size", "pad_id")
+        config = qa._scratch_config(setup, sizes["vocab_size"], sizes["pad_id"]).to_dict()
+        return {**config, **qa._inference_settings(setup)}
+
+    def _scores(self, directory: Path) -> dict[str, float]:
+        from ..data.squad import facts_splits
+        from ..recipes import qa
+
+        test = facts_splits(1, seed=self.seed, n_valid=1).test  # the same test split as the training's
+        with torch.inference_mode():
+            return qa.load_qa(directory).evaluate(test)
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = self._scores(directory)
+        return Evaluation(
+            metrics={k: scores[k] for k in ("exact_match", "f1", "n")},
+            evaluation=(
+                f"SQuAD v1.1 exact match and F1 (0–1) on the {int(scores['n'])} held-out generated test questions "
+                "(passages with names the training never saw), the best span of at most 30 tokens"
+            ),
+            check=_check(
+                "exact_match",
+                scores["exact_match"],
+                higher_is_better=True,
+                tolerance=0.0,
+                n=int(scores["n"]),
+                how=f"on the {int(scores['n'])} test questions",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return self._scores(directory)["exact_match"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..recipes import qa
+
+        answerer = qa.load_qa(directory)
+        outputs = {}
+        for text in inputs:  # "Question? Passage", as the explorer's model page reads them
+            cut = text.index("?") + 1
+            outputs[text] = answerer.answer([text[:cut].strip()], [text[cut:].strip()])[0].text
+        return outputs
+
+
+@dataclass
+class DigitsViT:
+    """A small Vision Transformer trained by ``attnlab train vit --preset digits`` on scikit-learn's
+    8 × 8 handwritten digits (patches of 2 × 2 pixels)."""
+
+    name: str = "digits-vit"
+    data: str = (
+        "scikit-learn's 1,797 handwritten digits (8 × 8 grey images, from the UCI optical recognition of "
+        "handwritten digits data set), split 70/10/20 by class (attnlab.data.digits.digits_splits, seed 0)"
+    )
+    licence: str = "CC BY 4.0 (UCI Machine Learning Repository); the images are read from scikit-learn, not shipped"
+    seed: int = 0
+    threads: int | None = None
+    check_images: int = 100
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        return ["train", "vit", "--preset", "digits", "--out", str(out), "--seed", str(self.seed), "--overwrite"]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..recipes import vision
+
+        setup = vision.VIT_JOB.setup(TrainJob("digits", _run_nothing, {}, [], seed=self.seed))
+        return {**dataclasses.asdict(vision.build_config(setup)), "split_seed": setup.seed}
+
+    def _accuracy(self, directory: Path, n: int | None) -> dict[str, float]:
+        from ..data.digits import digits_splits
+        from ..recipes import vision
+
+        model, config = vision.load_vit(directory)
+        data = digits_splits(seed=config.get("split_seed", 0))
+        with torch.inference_mode():
+            scores = vision.evaluate_vit(model, data.test_x[:n], data.test_y[:n])
+        return {**scores, "n": len(data.test_y[:n])}
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        scores = self._accuracy(directory, None)
+        n = self.check_images
+        return Evaluation(
+            metrics={"accuracy": scores["accuracy"], "n": scores["n"]},
+            evaluation=f"share of the {scores['n']} held-out test images classified right",
+            check=_check(
+                "accuracy",
+                self.measure_check(directory, data),
+                higher_is_better=True,
+                tolerance=0.0,
+                n=n,
+                how=f"on the first {n} test images",
+            ),
+        )
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        return self._accuracy(directory, self.check_images)["accuracy"]
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..data.digits import held_out_image
+        from ..recipes import vision
+
+        model, config = vision.load_vit(directory)
+        outputs = {}
+        for text in inputs:
+            image, label = held_out_image(config, int(text))
+            _, probs = vision.patch_attention(model, image, method="last")
+            outputs[text] = f"{int(probs.argmax())} ({float(probs.max()):.2f}); true digit {label}"
+        return outputs
+
+
+@dataclass
+class KarateGAT:
+    """A graph attention network trained by ``attnlab train gat`` on Zachary's karate club: only the
+    two leaders' factions are given, the 32 other members are the test set."""
+
+    name: str = "karate-gat"
+    data: str = (
+        "Zachary's (1977) karate club: 34 members, 78 friendships, the faction each member joined; the two "
+        "leaders (nodes 0 and 33) labelled, the 32 others held out"
+    )
+    licence: str = "published data (Zachary 1977), as distributed with networkx"
+    seed: int = 0
+    threads: int | None = None
+
+    @property
+    def run_key(self) -> str:
+        return self.name
+
+    def command(self, data: Path, out: Path) -> list[str]:
+        return ["train", "gat", "--out", str(out), "--seed", str(self.seed), "--no-plot"]
+
+    def needs(self, data: Path, training: bool) -> list[Path]:
+        return []
+
+    def checkpoint(self, run: Path) -> Path:
+        return ckpt.resolve_model_dir(run)
+
+    def expected_config(self, directory: Path) -> dict:
+        from ..recipes import graph
+
+        setup = graph.GATSetup(seed=self.seed)
+        config = dataclasses.asdict(graph.build_config(setup, 34, 2))
+        # The accuracy is what the training measured, written into config.json by save_gat.
+        return {**config, "labelled": setup.labelled, "seed": setup.seed, **_config_from(directory, "accuracy")}
+
+    def measure_check(self, directory: Path, data: Path) -> float:
+        from ..data.graphs import karate_club
+        from ..recipes import graph
+
+        model, config = graph.load_gat(directory)
+        g = karate_club()
+        _, predicted = graph.node_attention(model, g)
+        held_out = [i for i in range(len(g.labels)) if i not in config["labelled"]]
+        return float((predicted[held_out] == g.labels[held_out]).float().mean())
+
+    def evaluate(self, directory: Path, data: Path) -> Evaluation:
+        accuracy = self.measure_check(directory, data)
+        return Evaluation(
+            metrics={"accuracy": accuracy, "n": 32},
+            evaluation="share of the 32 unlabelled members placed in the faction they joined",
+            check=_check("accuracy", accuracy, higher_is_better=True, tolerance=0.0, n=32, how="on the 32 members"),
+        )
+
+    def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
+        from ..data.graphs import karate_club
+        from ..recipes import graph
+
+        model, _ = graph.load_gat(directory)
+        g = karate_club()
+        weights, predicted = graph.node_attention(model, g)
+        outputs = {}
+        for text in inputs:
+            i = int(text)
+            row = weights[i]
+            top = int(row.argmax())
+            outputs[text] = f"{g.class_names[int(predicted[i])]}; attends most to member {top} ({float(row[top]):.2f})"
+        return outputs
+
+
 #: How ``make models`` makes each shipped model (:data:`attnlab.assets.ASSETS`), by name.
 RECIPES: dict[str, AssetRecipe] = {
     "demo": DemoTranslator(),
@@ -1068,6 +1505,11 @@ RECIPES: dict[str, AssetRecipe] = {
     "rnn-plain": BottleneckRNN("rnn-plain", contestant="rnn-none"),
     "shakespeare-char": TextLM("shakespeare-char", preset="shakespeare-char-small"),
     "ja-sentence-type": SentenceTypeClassifier(),
+    "shakespeare-mlm": ShakespeareMLM(),
+    "facts-summarizer": FactsSummarizer(),
+    "facts-qa": FactsQA(),
+    "digits-vit": DigitsViT(),
+    "karate-gat": KarateGAT(),
 }
 
 
@@ -1112,6 +1554,9 @@ def _usage(entry: assets.ShippedModel) -> str:
     example = entry.examples[0] if entry.examples else "..."
     if entry.command == "generate":
         return f"attnlab generate --model {entry.name} --prompt {shlex.quote(example)} --temperature 0"
+    if entry.command in ("vit", "gat"):  # the example is a held-out image's index, or a member's number
+        option = "--index" if entry.command == "vit" else "--node"
+        return f"attnlab {entry.command} --model {entry.name} {option} {example}"
     return f"attnlab {entry.command} --model {entry.name} {shlex.quote(example)}"
 
 

@@ -480,3 +480,122 @@ def _classifier(path: Path) -> ExplorerModel:
 
 
 adapter("attention_pool_classifier")(_classifier)
+
+
+# The small models of the lesson's §9: a summarizer, a ViT and a GAT on the model page too.
+
+
+class SummarizerModel:
+    """A pointer-generator summarizer (``kind`` "rnn-translator": an RNN encoder–decoder with one
+    attention over the document): the greedy summary, and each summary word's attention.
+
+    Shape:
+        attentions["cross"] ``(1, 1, T, S)``: T summary words (then [EOS]) × S document words
+    """
+
+    kind = "rnn-translator"
+
+    def __init__(self, summarizer, name: str) -> None:
+        self.summarizer, self.name = summarizer, name
+
+    def run(self, text: str) -> ModelRun:
+        if not self.summarizer.vocab.split(text):
+            raise ValueError(f"cannot summarize {text[:60]!r}: it has no words")
+        s = self.summarizer.summarize([text], beam_size=1, return_attention=True)[0]
+        tokens = {"src": s.src_tokens, "tgt": s.tokens, "tgt_in": ["[BOS]", *s.tokens[:-1]]}
+        return ModelRun(output=s.text, tokens=tokens, attentions={"cross": s.attention[None, None]})  # (1, 1, T, S)
+
+
+def _summarizer(path: Path) -> ExplorerModel:
+    from ..recipes.summarize import load_summarizer
+
+    return SummarizerModel(load_summarizer(path), name=path.name)
+
+
+adapter("pointer_generator")(_summarizer)
+
+
+def _whole_number(text: str, what: str, below: int) -> int:
+    value = text.strip()
+    if not value.isdigit() or int(value) >= below:
+        raise ValueError(f"type {what}: a whole number from 0 to {below - 1}")
+    return int(value)
+
+
+class VitModel:
+    """A Vision Transformer on the digits (``kind`` "encoder"): the text is the number of a held-out
+    test image; the output its predicted digit; the maps the self-attention over [CLS] and the patches.
+
+    Shape:
+        attentions["self"] ``(L, H, 1+P, 1+P)``
+    """
+
+    kind = "encoder"
+
+    def __init__(self, model, config: dict, name: str) -> None:
+        from ..data.digits import digits_splits
+
+        self.model, self.config, self.name = model, config, name
+        self.data = digits_splits(seed=config.get("split_seed", 0))
+
+    def run(self, text: str) -> ModelRun:
+        n = len(self.data.test_y)
+        index = _whole_number(text, f"the number of a held-out image (there are {n})", n)
+        image = self.data.test_x[index].float()  # (8, 8)
+        with torch.no_grad():
+            out = self.model(image.unsqueeze(0), need_weights=True)  # (1, 8, 8)
+        probs = torch.softmax(out.logits[0].float(), -1)  # (10,)
+        weights = torch.stack([w[0] for w in out.attentions]).float()  # L × (1, H, N, N) -> (L, H, N, N)
+        patches = weights.shape[-1] - 1
+        output = (
+            f"digit {int(probs.argmax())} ({float(probs.max()):.2f}); the image shows {int(self.data.test_y[index])}"
+        )
+        return ModelRun(output=output, tokens={"src": ["[CLS]", *(f"p{i}" for i in range(patches))]},
+                        attentions={"self": weights})  # fmt: skip
+
+
+def _vit(path: Path) -> ExplorerModel:
+    from ..recipes.vision import load_vit
+
+    model, config = load_vit(path)
+    return VitModel(model, config, name=path.name)
+
+
+adapter("vit")(_vit)
+
+
+class GatModel:
+    """A graph attention network on the karate club (``kind`` "encoder"): the text is a member's
+    number; the output its predicted faction; the map the first layer's attention (nonzero only
+    between friends and on the diagonal).
+
+    Shape:
+        attentions["self"] ``(1, H, N, N)``
+    """
+
+    kind = "encoder"
+
+    def __init__(self, model, name: str) -> None:
+        from ..data.graphs import karate_club
+
+        self.model, self.name, self.data = model, name, karate_club()
+
+    def run(self, text: str) -> ModelRun:
+        n = len(self.data.labels)
+        node = _whole_number(text, f"a member's number (the club has {n})", n)
+        with torch.no_grad():
+            out = self.model(self.data.features, self.data.mask, need_weights=True)
+        first = out.attentions[0].float()  # (H, N, N)
+        predicted = int(out.logits[node].argmax())
+        output = f"member {node}: {self.data.class_names[predicted]} (joined {self.data.class_names[int(self.data.labels[node])]})"
+        return ModelRun(output=output, tokens={"src": [str(i) for i in range(n)]}, attentions={"self": first[None]})
+
+
+def _gat(path: Path) -> ExplorerModel:
+    from ..recipes.graph import load_gat
+
+    model, _ = load_gat(path)
+    return GatModel(model, name=path.name)
+
+
+adapter("gat")(_gat)

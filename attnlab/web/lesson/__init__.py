@@ -1,8 +1,8 @@
 """The lesson (授業): a guided, bilingual walk through attention and the Transformer.
 
-The explorer opens on the lesson's index. Each of its eight sections is one page with learning
+The explorer opens on the lesson's index. Each of its nine sections is one page with learning
 objectives, a short explanation, live widgets whose numbers come from the API below, 「やってみよう
-/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a ninth page is the final
+/ Try this」 prompts, a 要点 (key points) box and a 理解の確認 check; a tenth page is the final
 check across all sections, and ``/lesson/glossary`` the bilingual glossary (用語集).
 
 Where things live (one home each):
@@ -41,11 +41,21 @@ from . import (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, _page_lang, _shell
 from .content import *  # noqa: F403
-from .content import GlossaryEntry, Section, SectionSummary, default_glossary, default_sections, term_uses
+from .content import (
+    GlossaryEntry,
+    LessonPlan,
+    Section,
+    SectionSummary,
+    default_glossary,
+    default_sections,
+    lesson_plan,
+    term_uses,
+)
 from .s01_what_attention_does import *  # noqa: F403
 from .s02_seq2seq_bottleneck import *  # noqa: F403
 from .s03_query_key_value import *  # noqa: F403
@@ -54,6 +64,7 @@ from .s05_multi_head import *  # noqa: F403
 from .s06_positional_encoding import *  # noqa: F403
 from .s07_whole_transformer import *  # noqa: F403
 from .s08_variants_and_exercises import *  # noqa: F403
+from .s09_transformers_at_work import *  # noqa: F403
 
 SECTION_MODULES = (
     s01_what_attention_does,
@@ -64,6 +75,7 @@ SECTION_MODULES = (
     s06_positional_encoding,
     s07_whole_transformer,
     s08_variants_and_exercises,
+    s09_transformers_at_work,
 )
 
 
@@ -72,7 +84,7 @@ def lesson_router(
 ) -> APIRouter:
     """The lesson's pages and API. ``gate`` bounds model and figure work (the app's ``WorkGate``)."""
     sections = dict(default_sections() if sections is None else sections)
-    uses = term_uses(sections)
+    uses = term_uses(sections, default_glossary())
     glossary = {i: e.model_copy(update={"used_in": uses.get(i, [])}) for i, e in default_glossary().items()}
     lesson_models = LessonModels(models)
     router = APIRouter()
@@ -88,6 +100,10 @@ def lesson_router(
     @router.get("/lesson/glossary", include_in_schema=False)
     def glossary_page(request: Request) -> HTMLResponse:
         return _shell(LESSON_DIR / "glossary.html", _page_lang(request))
+
+    @router.get("/lesson/plan", include_in_schema=False)
+    def plan_page(request: Request) -> HTMLResponse:
+        return _shell(LESSON_DIR / "plan.html", _page_lang(request))
 
     @router.get("/lesson/{n}", include_in_schema=False)
     def section_page(n: str, request: Request) -> HTMLResponse:
@@ -113,6 +129,12 @@ def lesson_router(
         """The glossary (用語集): every term in both languages, its definition, the section that
         introduces it and the sections whose text links it."""
         return list(glossary.values())
+
+    @router.get("/api/lesson/plan", response_model=LessonPlan)
+    def api_plan() -> LessonPlan:
+        """The teacher's plans: the 90-minute first session (the 基礎 path) and the second session
+        (発展), each section with its minutes (from its teacher notes) and its place on the clock."""
+        return lesson_plan(sections)
 
     for module in SECTION_MODULES:
         module.add_routes(router, lesson_models, gate)

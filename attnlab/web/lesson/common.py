@@ -193,7 +193,7 @@ GPT_MODEL = "shakespeare-char"
 MAX_SENTENCE_CHARS = 200
 
 
-DEFAULT_SENTENCE = "彼は昨日駅で古い友達に会った。"  # §1, §4: the verb jumps from last to second
+DEFAULT_SENTENCE = "彼女は毎日学校まで歩いて行く。"  # §1: "She walks to school every day."; walks and every day cross
 
 
 def _source_ids(translator, text: str) -> list[int]:

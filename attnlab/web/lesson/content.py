@@ -11,17 +11,30 @@ body may hold directives, as ``:::`` containers (markdown-it's container syntax)
 - ``::: code attnlab.module:qualname`` … ``:::``  that object's source, read from attnlab itself,
   with the Markdown inside as its caption (the page folds it and says it is attnlab's source as
   written, its comments English); ``::: code`` with a fenced block inside shows that code
+- ``:::: further`` … ``::::``            a 発展 / "Going further" region (FOUR colons): everything inside,
+  text and three-colon directives alike, is marked ``further: true``; the page folds each region
+  (「発展」) so that a learner on the 基礎 (basic) path can skip it. Regions do not nest, and
+  everything outside them is the basic path.
+
+The front matter may hold ``predict:``, predictions asked at a widget before it is shown: a list of
+``{widget, question, choices, answer, hint, explanation, params?}`` (a check question's fields
+without ``kind``). The page asks each one directly above the first block of its widget and keeps
+the widget covered until the learner has chosen. At most one prediction per widget, and the widget
+must be on the basic path (not inside ``:::: further``).
 
 Both languages must have the same sections, the same directives in the same order, the same
 "try" parameters and the same questions (kind, number of choices, answer): :func:`load_sections`
 refuses a pair that differs, naming the file. A question may say which section it draws on
 (``section: N``): the final check's questions all do, each naming a section before its own page.
 Glossary terms (``content/LANG/glossary.yaml``) are
-linked to the glossary page wherever they appear in running text.
+linked to the glossary page wherever they appear in running text: the term, its other ``forms`` and
+its ``aliases`` (the names other texts use for the same idea, e.g. the seed's スキップ結合 for 残差接続;
+the glossary page shows them as "also called …", and the lesson's own text uses the term).
 
 A section may have teacher notes, ``content/ja/teacher/NN-slug.md`` and ``content/en/teacher/NN-slug.md``
-(both or neither): front matter ``minutes: N`` (the time the section takes in class, the same in both
-languages), then Markdown in four parts under fixed headings (:data:`TEACHER_HEADINGS`): what to ask
+(both or neither): front matter ``minutes: N`` (the time the section's basic path takes in class, the
+same in both languages; all sections together make the 90-minute plan) and, optionally,
+``further_minutes: N`` (the time its 発展 part takes, in the second session's plan; 0 when absent), then Markdown in four parts under fixed headings (:data:`TEACHER_HEADINGS`): what to ask
 the class before touching a widget, the misconceptions students show (each item links to the widget
 that dispels it, ``#widget-NAME`` on the section's own page or ``/lesson/N#widget-NAME`` on another),
 one class exercise and its answer. :func:`load_sections` refuses notes that break this, naming the
@@ -57,12 +70,16 @@ __all__ = [
     "Block",
     "TryItem",
     "Question",
+    "Prediction",
     "Link",
     "Section",
     "SectionSummary",
     "TeacherNotes",
     "TEACHER_HEADINGS",
     "GlossaryEntry",
+    "PlanRow",
+    "LessonPlan",
+    "lesson_plan",
     "load_sections",
     "load_glossary",
     "term_uses",
@@ -73,6 +90,7 @@ __all__ = [
 CONTENT_DIR = Path(str(resources.files("attnlab.web.lesson") / "content"))
 LANGS = ("ja", "en")
 DIRECTIVES = ("widget", "note", "memo", "code")
+FURTHER = "further"  # the 発展 region's container: ``:::: further`` … ``::::``
 
 #: The widgets ``lesson.js`` knows (a section naming another one is refused when loading).
 WIDGETS = frozenset(
@@ -93,9 +111,18 @@ WIDGETS = frozenset(
         "rope-scores",
         "transformer-diagram",
         "next-token",
+        "token-walk",
         "variants",
         "attention-map",
         "pooling",
+        # §9 (widgets/apps.js)
+        "families",
+        "apps-mlm",
+        "apps-qa",
+        "apps-gpt",
+        "apps-summary",
+        "apps-vit",
+        "apps-gat",
     }
 )
 
@@ -133,6 +160,7 @@ class Block(BaseModel):
     where: str | None = None  # filled in: "attnlab/positional.py, lines 98–124"
     file: str | None = None  # filled in with source: "attnlab/positional.py"
     lines: tuple[int, int] | None = None  # filled in with source: its first and last line, (98, 124)
+    further: bool = False  # inside a ``:::: further`` region (発展): folded, off the basic path
 
 
 class TryItem(BaseModel):
@@ -170,6 +198,23 @@ class Question(BaseModel):
         return self
 
 
+class Prediction(BaseModel):
+    """A prediction asked at a widget (front matter ``predict:``): the page shows it directly above
+    the widget's first block and keeps the widget covered until a choice is committed; then the
+    widget is revealed and the explanation shown, right or wrong. ``params``: the widget state the
+    question is about (set when the widget is revealed, like a try link)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    widget: str
+    question: Text
+    choices: list[Text] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)  # index into choices as stored (the page shuffles them)
+    hint: Text
+    explanation: Text
+    params: dict[str, str] = Field(default_factory=dict)
+
+
 class Link(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -183,7 +228,8 @@ class TeacherNotes(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    minutes: int = Field(ge=1, le=120)
+    minutes: int = Field(ge=1, le=120)  # the basic path
+    further_minutes: int = Field(default=0, ge=0, le=120)  # the 発展 part (the second session)
     html: Text
 
 
@@ -202,13 +248,16 @@ class Section(BaseModel):
     blocks: list[Block] = Field(default_factory=list)
     try_: list[TryItem] = Field(default_factory=list, alias="try")
     check: list[Question] = Field(min_length=1)
+    predict: list[Prediction] = Field(default_factory=list)  # asked at their widgets, before they show
     links: list[Link] = Field(default_factory=list)
     strings: dict[str, Text] = Field(default_factory=dict)  # the widgets' labels
     teacher: TeacherNotes | None = None  # content/LANG/teacher/NN-slug.md, when written
 
 
 class SectionSummary(BaseModel):
-    """A section on the index; ``final``: its check is the final one, drawing on the sections before it."""
+    """A section on the index; ``final``: its check is the final one, drawing on the sections before it;
+    ``minutes`` and ``further_minutes``: its basic path's and its 発展 part's time in class (from the
+    teacher notes; None without them); ``further``: whether it has a 発展 part."""
 
     id: int
     slug: str
@@ -216,11 +265,21 @@ class SectionSummary(BaseModel):
     title: Text
     summary: Text
     final: bool = False
+    minutes: int | None = None
+    further_minutes: int | None = None
+    further: bool = False
 
     @classmethod
     def of(cls, section: Section) -> SectionSummary:
         fields = section.model_dump(include={"id", "slug", "source", "title", "summary"})
-        return cls(**fields, final=any(q.section is not None for q in section.check))
+        notes = section.teacher
+        return cls(
+            **fields,
+            final=any(q.section is not None for q in section.check),
+            minutes=notes.minutes if notes else None,
+            further_minutes=notes.further_minutes if notes else None,
+            further=any(b.further for b in section.blocks),
+        )
 
 
 class GlossaryEntry(BaseModel):
@@ -233,6 +292,7 @@ class GlossaryEntry(BaseModel):
     definition: Text
     section: int  # the section that introduces it
     forms: dict[str, list[str]]  # per language: the surface forms linked in running text
+    aliases: dict[str, list[str]] = Field(default_factory=dict)  # per language: other names ("also called"), linked too
     not_in: dict[str, list[str]] = Field(default_factory=dict)  # per language: phrases where a form is another word
     used_in: list[int] = Field(default_factory=list)  # the sections whose text links it (term_uses)
 
@@ -253,6 +313,18 @@ class _FileQuestion(BaseModel):
     explanation: str
     params: dict[str, str] = Field(default_factory=dict)
     section: int | None = None
+
+
+class _FilePrediction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    widget: str
+    question: str
+    choices: list[str] = Field(min_length=2, max_length=5)
+    answer: int = Field(ge=0)
+    hint: str
+    explanation: str
+    params: dict[str, str] = Field(default_factory=dict)
 
 
 class _FileTry(BaseModel):
@@ -279,13 +351,14 @@ class _FrontMatter(BaseModel):
     key_points: list[str] = Field(min_length=1)
     try_: list[_FileTry] = Field(default_factory=list, alias="try")
     check: list[_FileQuestion] = Field(min_length=1)
+    predict: list[_FilePrediction] = Field(default_factory=list)
     links: list[_FileLink] = Field(default_factory=list)
     strings: dict[str, str] = Field(default_factory=dict)
 
 
 def _params_as_strings(raw: dict) -> dict:
     """YAML reads ``dk: 512`` as a number; widget parameters are address strings."""
-    for item in list(raw.get("try") or []) + list(raw.get("check") or []):
+    for item in list(raw.get("try") or []) + list(raw.get("check") or []) + list(raw.get("predict") or []):
         if isinstance(item, dict) and isinstance(item.get("params"), dict):
             item["params"] = {
                 str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in item["params"].items()
@@ -296,7 +369,7 @@ def _params_as_strings(raw: dict) -> dict:
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
     md.use(front_matter_plugin)
-    for name in DIRECTIVES:
+    for name in (*DIRECTIVES, FURTHER):
         md.use(container_plugin, name=name)
     return md
 
@@ -386,31 +459,60 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
     try:
         raw = yaml.safe_load(tokens[0].content) or {}
         front = _FrontMatter.model_validate(_params_as_strings(raw))
-    except (yaml.YAMLError, ValidationError) as err:
+    except yaml.YAMLError as err:
         raise ValueError(f"{path}: front matter: {err}") from None
+    except ValidationError as err:
+        raise ValueError(_front_error(path, tokens[0].content, err)) from None
     _link_terms(md, tokens, forms, lang)
 
     blocks: list[dict[str, Any]] = []
     pending: list[Token] = []
+    further: int | None = None  # the line of the open ``:::: further``, None outside one
+    region_start = 0  # the number of blocks before the open region
 
     def flush() -> None:
         html = md.renderer.render(pending, md.options, {}).strip()
         if html:
-            blocks.append({"type": "html", "html": html})
+            blocks.append({"type": "html", "html": html, "further": further is not None})
         pending.clear()
 
     i, body = 1, tokens
     while i < len(body):
         token = body[i]
+        line = (token.map or [0])[0] + 1
+        if token.type == f"container_{FURTHER}_open":
+            if further is not None:
+                raise ValueError(f"{path}:{line}: a ':::: further' region inside another (opened at line {further})")
+            if token.markup != "::::":
+                raise ValueError(
+                    f"{path}:{line}: a further region opens with four colons, ':::: further', and closes with "
+                    f"'::::' (three-colon directives go inside it)"
+                )
+            # markdown-it closes a container left open at the end of the file; the line after the
+            # region (token.map's end) must be its own closing '::::'.
+            lines = text.splitlines()
+            end = (token.map or [0, 0])[1]
+            if end >= len(lines) or not lines[end].strip().startswith("::::"):
+                raise ValueError(f"{path}:{line}: ':::: further' is never closed (with '::::')")
+            flush()
+            further, region_start = line, len(blocks)
+            i += 1
+            continue
+        if token.type == f"container_{FURTHER}_close":
+            flush()
+            if len(blocks) == region_start:
+                raise ValueError(f"{path}:{further}: an empty ':::: further' region")
+            further = None
+            i += 1
+            continue
         kind = next((d for d in DIRECTIVES if token.type == f"container_{d}_open"), None)
         if kind is None:
             if token.type.startswith("container_"):
-                raise ValueError(f"{path}:{(token.map or [0])[0] + 1}: unexpected {token.type}")
+                raise ValueError(f"{path}:{line}: unexpected {token.type}")
             pending.append(token)
             i += 1
             continue
         flush()
-        line = (token.map or [0])[0] + 1
         arg = token.info.strip()[len(kind) :].strip()
         depth, j = 1, i + 1
         while depth:
@@ -422,10 +524,72 @@ def _parse_file(path: Path, forms: list[tuple[str, str]], lang: str) -> tuple[_F
                 depth -= 1
             j += 1
         inner = body[i + 1 : j - 1]
-        blocks.append(_directive(path, line, kind, arg, inner, md))
+        blocks.append({**_directive(path, line, kind, arg, inner, md), "further": further is not None, "line": line})
         i = j
     flush()
+    _check_predictions(path, tokens[0].content, front, blocks)
     return front, blocks
+
+
+def _front_error(path: Path, front_text: str, err: ValidationError) -> str:
+    """A front matter's first validation error on one line, at the line of the value it is about:
+    ``path:12: front matter: predict.0.kind: Extra inputs are not permitted``."""
+    first = err.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    line = 1
+    try:
+        node = yaml.compose(front_text)
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                node = next(v for k, v in node.value if k.value == part)
+            elif isinstance(node, yaml.SequenceNode):
+                node = node.value[int(part)]
+            line = node.start_mark.line + 2  # the front matter starts on the file's second line
+    except (yaml.YAMLError, StopIteration, IndexError, ValueError):
+        pass
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{path}:{line}: front matter: {'.'.join(loc) or 'top level'}: {first['msg']}{more}"
+
+
+def _front_lines(front_text: str, key: str) -> list[int]:
+    """The file's line of each item of the front matter's list ``key`` (the front matter starts on
+    the file's second line, after '---')."""
+    try:
+        root = yaml.compose(front_text)
+    except yaml.YAMLError:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for k, v in root.value:
+        if k.value == key and isinstance(v, yaml.SequenceNode):
+            return [item.start_mark.line + 2 for item in v.value]
+    return []
+
+
+def _check_predictions(path: Path, front_text: str, front: _FrontMatter, blocks: list[dict[str, Any]]) -> None:
+    """Each prediction names a widget on this page, on its basic path, and no widget has two."""
+    lines = _front_lines(front_text, "predict")
+    first: dict[str, dict[str, Any]] = {}
+    for b in blocks:
+        if b["type"] == "widget":
+            first.setdefault(b["widget"], b)
+    seen: dict[str, int] = {}
+    for n, p in enumerate(front.predict):
+        line = lines[n] if n < len(lines) else 1
+        where = f"{path}:{line}: prediction {n + 1} (widget {p.widget!r})"
+        if p.widget not in first:
+            on_page = sorted(first) or "none"
+            raise ValueError(f"{where}: no '::: widget {p.widget}' on this page; its widgets: {on_page}")
+        if first[p.widget]["further"]:
+            raise ValueError(
+                f"{where}: the widget is inside ':::: further' (line {first[p.widget]['line']}); "
+                f"a prediction is asked on the basic path"
+            )
+        if p.widget in seen:
+            raise ValueError(f"{where}: a second prediction for this widget (the first at line {seen[p.widget]})")
+        seen[p.widget] = line
+        if p.answer >= len(p.choices):
+            raise ValueError(f"{where}: answer {p.answer} is not one of its {len(p.choices)} choices")
 
 
 def _directive(path: Path, line: int, kind: str, arg: str, inner: list[Token], md: MarkdownIt) -> dict[str, Any]:
@@ -487,16 +651,16 @@ def _pair(ja: Any, en: Any) -> Text:
 
 
 def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
-    shape = [(b["type"], b.get("widget"), b.get("source")) for b in ja]
-    other = [(b["type"], b.get("widget"), b.get("source")) for b in en]
+    shape = [(b["type"], b.get("widget"), b.get("source"), b["further"]) for b in ja]
+    other = [(b["type"], b.get("widget"), b.get("source"), b["further"]) for b in en]
     if shape != other:
         raise ValueError(f"{name}: the ja and en files differ in their blocks: {shape} vs {other}")
     merged = []
     for a, b in zip(ja, en, strict=True):
         if a["type"] in ("html", "note", "memo"):
-            merged.append(Block(type=a["type"], html=_pair(a["html"], b["html"])))
+            merged.append(Block(type=a["type"], html=_pair(a["html"], b["html"]), further=a["further"]))
         elif a["type"] == "widget":
-            merged.append(Block(type="widget", widget=a["widget"]))
+            merged.append(Block(type="widget", widget=a["widget"], further=a["further"]))
         else:
             caption = _pair(a["caption"], b["caption"]) if a["caption"] or b["caption"] else None
             if bool(a["caption"]) != bool(b["caption"]):
@@ -511,6 +675,7 @@ def _merge_blocks(name: str, ja: list[dict], en: list[dict]) -> list[Block]:
                     where=a.get("where"),
                     file=a.get("file"),
                     lines=a.get("lines"),
+                    further=a["further"],
                 )
             )
     return merged
@@ -535,6 +700,11 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
         same(f"question {n}'s number of choices", len(a.choices), len(b.choices))
         if a.answer >= len(a.choices):
             raise ValueError(f"{name}: question {n}: answer {a.answer} is not one of its {len(a.choices)} choices")
+    same("the number of predictions", len(fja.predict), len(fen.predict))
+    for n, (a, b) in enumerate(zip(fja.predict, fen.predict, strict=True), 1):
+        for field in ("widget", "answer", "params"):
+            same(f"prediction {n}'s {field}", getattr(a, field), getattr(b, field))
+        same(f"prediction {n}'s number of choices", len(a.choices), len(b.choices))
     for n, (a, b) in enumerate(zip(fja.links, fen.links, strict=True), 1):
         same(f"link {n}'s address", a.href, b.href)
     return Section(
@@ -559,6 +729,18 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
                 section=a.section,
             )
             for a, b in zip(fja.check, fen.check, strict=True)
+        ],
+        predict=[
+            Prediction(
+                widget=a.widget,
+                question=_pair(a.question, b.question),
+                choices=[_pair(x, y) for x, y in zip(a.choices, b.choices, strict=True)],
+                answer=a.answer,
+                hint=_pair(a.hint, b.hint),
+                explanation=_pair(a.explanation, b.explanation),
+                params=a.params,
+            )
+            for a, b in zip(fja.predict, fen.predict, strict=True)
         ],
         links=[Link(href=a.href, label=_pair(a.label, b.label)) for a, b in zip(fja.links, fen.links, strict=True)],
         strings={key: _pair(fja.strings[key], fen.strings[key]) for key in fja.strings},
@@ -585,7 +767,11 @@ def load_glossary(directory: Path = CONTENT_DIR) -> dict[str, GlossaryEntry]:
                 term=_pair(a["term"], b["term"]),
                 definition=_pair(a["definition"], b["definition"]),
                 section=a["section"],
-                forms={"ja": [a["term"], *a.get("forms", [])], "en": [b["term"], *b.get("forms", [])]},
+                forms={
+                    "ja": [a["term"], *a.get("forms", []), *a.get("aliases", [])],
+                    "en": [b["term"], *b.get("forms", []), *b.get("aliases", [])],
+                },
+                aliases={"ja": a.get("aliases", []), "en": b.get("aliases", [])},
                 not_in={"ja": a.get("not_in", []), "en": b.get("not_in", [])},
             )
         except (KeyError, ValidationError) as err:
@@ -668,7 +854,8 @@ _WIDGET_LINK = re.compile(r"^(?:/lesson/(\d+)(?:\?[\w=&%.,-]*)?)?#widget-([a-z0-
 class _TeacherFront(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    minutes: int = Field(strict=True, ge=1, le=120)
+    minutes: int = Field(strict=True, ge=1, le=120)  # the basic path
+    further_minutes: int = Field(default=0, strict=True, ge=0, le=120)  # the 発展 part
 
 
 def _widgets_of(section: Section) -> set[str]:
@@ -677,8 +864,8 @@ def _widgets_of(section: Section) -> set[str]:
 
 def _parse_teacher(
     path: Path, forms: list[tuple[str, str]], lang: str, section: Section, sections: dict[int, Section]
-) -> tuple[int, str]:
-    """One language's teacher notes: (minutes, HTML). Checks the four parts' headings and that every
+) -> tuple[tuple[int, int], str]:
+    """One language's teacher notes: ((minutes, further minutes), HTML). Checks the four parts' headings and that every
     misconception links to a widget that is on the page it names."""
     md = _markdown()
     tokens = md.parse(path.read_text(encoding="utf-8"))
@@ -747,7 +934,11 @@ def _parse_teacher(
             if page not in sections or m[2] not in _widgets_of(sections[page]):
                 raise ValueError(f"{path}:{line_of(body[first])}: section {page}'s page has no widget {m[2]!r}")
     html = md.renderer.render(body, md.options, {}).strip()
-    return front.minutes, html
+    if front.further_minutes and not any(b.further for b in section.blocks):
+        raise ValueError(
+            f"{path}:1: further_minutes {front.further_minutes}, and the section has no ':::: further' part"
+        )
+    return (front.minutes, front.further_minutes), html
 
 
 def _with_teacher_notes(
@@ -770,20 +961,78 @@ def _with_teacher_notes(
         section = names[name]
         parsed = {lang: _parse_teacher(pair[lang], _forms(glossary, lang), lang, section, sections) for lang in LANGS}
         (mja, hja), (men, hen) = parsed["ja"], parsed["en"]
-        if mja != men:
-            raise ValueError(f"{pair['en']}:1: minutes {men} here, {mja} in {pair['ja']}; a section takes one time")
-        out[section.id] = section.model_copy(update={"teacher": TeacherNotes(minutes=mja, html=_pair(hja, hen))})
+        for k, key in enumerate(("minutes", "further_minutes")):
+            if mja[k] != men[k]:
+                raise ValueError(
+                    f"{pair['en']}:1: {key} {men[k]} here, {mja[k]} in {pair['ja']}; a section takes one time"
+                )
+        notes = TeacherNotes(minutes=mja[0], further_minutes=mja[1], html=_pair(hja, hen))
+        out[section.id] = section.model_copy(update={"teacher": notes})
     return out
 
 
-def term_uses(sections: dict[int, Section]) -> dict[str, list[int]]:
-    """For each glossary term, the sections whose text links it (in either language), in order."""
+class PlanRow(BaseModel):
+    """One section in a session's plan: from ``start`` to ``end`` minutes into the session."""
+
+    section: int
+    title: Text
+    minutes: int
+    start: int
+    end: int
+
+
+class LessonPlan(BaseModel):
+    """The teacher's two plans: ``basic``, the first session (the 基礎 path, ~90 minutes: each
+    section's teacher-notes ``minutes``), and ``further``, the second session (the 発展 parts: each
+    section's ``further_minutes``, the sections without one left out); each total is its rows' sum."""
+
+    basic: list[PlanRow]
+    basic_total: int
+    further: list[PlanRow]
+    further_total: int
+
+
+def lesson_plan(sections: dict[int, Section]) -> LessonPlan:
+    """The two sessions' plans, from the teacher notes' minutes (a section without notes is left out)."""
+
+    def rows(minutes_of) -> list[PlanRow]:
+        out, clock = [], 0
+        for s in sections.values():
+            m = minutes_of(s.teacher) if s.teacher else 0
+            if m:
+                out.append(PlanRow(section=s.id, title=s.title, minutes=m, start=clock, end=clock + m))
+                clock += m
+        return out
+
+    basic = rows(lambda notes: notes.minutes)
+    further = rows(lambda notes: notes.further_minutes)
+    return LessonPlan(
+        basic=basic,
+        basic_total=sum(r.minutes for r in basic),
+        further=further,
+        further_total=sum(r.minutes for r in further),
+    )
+
+
+def term_uses(sections: dict[int, Section], glossary: dict[str, GlossaryEntry] | None = None) -> dict[str, list[int]]:
+    """For each glossary term, the sections whose text links it (in either language), in order; with
+    the ``glossary``, also those whose widgets' labels (front matter ``strings``) name it, a form a
+    whole word there (labels are plain text, not linked, but on the page all the same)."""
     uses: dict[str, list[int]] = {}
     for n, section in sections.items():
         found = set()
         for block in section.blocks:
             if block.html is not None:
                 found.update(re.findall(r'data-term="([a-z0-9-]+)"', block.html.ja + block.html.en))
+        for entry in (glossary or {}).values():
+            for lang in LANGS:
+                labels = "\n".join(getattr(s, lang) for s in section.strings.values())
+                for form in entry.forms[lang]:
+                    at = labels.lower().find(form.lower())
+                    while at != -1 and not _word_edges(labels, at, at + len(form)):
+                        at = labels.lower().find(form.lower(), at + 1)
+                    if at != -1:
+                        found.add(entry.id)
         for term in sorted(found):
             uses.setdefault(term, []).append(n)
     return uses

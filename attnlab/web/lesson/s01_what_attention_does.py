@@ -59,6 +59,13 @@ COMPARE_SEED = 0  # draws both layers' initial weights and the inputs
 TRAIN_REPEATS = 3  # timed training steps per (layer, batch, length); the fastest is shown
 TIMING_REPEATS = 7  # timed runs of a shipped encoder per length (after two warm-ups); the fastest is shown
 CLOSE = 1.2  # a ratio of times within [1/CLOSE, CLOSE] counts as "about the same"
+MS_DECIMALS = 2  # the page shows milliseconds to two decimals; ratios are computed from those shown values
+
+
+def _shown_ms(seconds: float) -> float:
+    """A time in milliseconds as the page prints it (two decimals, at least 0.01), so that a ratio
+    quoted beside two times follows from the two times shown (3.76 / 0.59 reads 6.4, not 6.3)."""
+    return max(round(1000 * seconds, MS_DECIMALS), 10.0**-MS_DECIMALS)
 
 
 class TranslationRequest(BaseModel):
@@ -421,12 +428,13 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
     sentence = len(_check_source(transformer_translator, req.text, transformer_translator.model.config.max_len))
     lengths = list(STEP_LENGTHS)
     rnn_s, tr_s = training_step_seconds(req.batch, lengths)
-    rnn_ms, tr_ms = [1000 * t for t in rnn_s], [1000 * t for t in tr_s]
+    rnn_ms, tr_ms = [_shown_ms(t) for t in rnn_s], [_shown_ms(t) for t in tr_s]
     ratio = [r / t for r, t in zip(rnn_ms, tr_ms)]
     rnn_layer, transformer_layer = (layer_facts(layer) for layer in _timed_layers())
 
     rnn, tr = rnn_translator.model, transformer_translator.model
     (rnn_read,), (tr_read,) = encoder_seconds((rnn, tr), [sentence])
+    rnn_read, tr_read = _shown_ms(rnn_read), _shown_ms(tr_read)
     shipped_rnn, shipped_tr = _encoder_facts(RNN_ATTENTION, rnn), _encoder_facts(TRANSLATOR, tr)
     return StepsResponse(
         sentence_tokens=sentence,
@@ -455,8 +463,8 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
             transformer=shipped_tr,
             rnn_steps=sentence * shipped_rnn.layers,
             transformer_steps=shipped_tr.layers,
-            rnn_ms=1000 * rnn_read,
-            transformer_ms=1000 * tr_read,
+            rnn_ms=rnn_read,
+            transformer_ms=tr_read,
             faster=_faster(rnn_read / tr_read),
             speedup=max(rnn_read, tr_read) / min(rnn_read, tr_read),
             repeats=TIMING_REPEATS,

@@ -162,6 +162,9 @@ def bottleneck_view(plain, attention, req: BottleneckRequest) -> BottleneckRespo
     )
 
 
+BLEU_DECIMALS = 1  # the page shows BLEU to one decimal
+
+
 class LengthModel(BaseModel):
     model: str
     bleu: float = Field(description="BLEU on all the test pairs used here")
@@ -227,14 +230,17 @@ def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | No
             by_length = bleu_by_length(
                 sources, hyps, references, buckets=buckets, length_fn=lambda s: len(s.split()), tokenize=tokenize
             )
-            filled = [b["bleu"] for b in by_length if b["bleu"] is not None]
+            # Scores as the page prints them (one decimal), so that the drop quoted beside them
+            # follows from the two scores shown (89.6 − 31.5 reads 58.1).
+            shown = [None if b["bleu"] is None else round(b["bleu"], BLEU_DECIMALS) for b in by_length]
+            filled = [b for b in shown if b is not None]
             rows.append(
                 LengthModel(
                     model=name,
-                    bleu=bleu(hyps, references, tokenize=tokenize),
+                    bleu=round(bleu(hyps, references, tokenize=tokenize), BLEU_DECIMALS),
                     card_bleu=_card_bleu(directories.get(name)),
-                    by_length=[b["bleu"] for b in by_length],
-                    drop=filled[0] - filled[-1] if len(filled) >= 2 else None,
+                    by_length=shown,
+                    drop=round(filled[0] - filled[-1], BLEU_DECIMALS) if len(filled) >= 2 else None,
                 )
             )
         from ...experiments.assets import RECIPES

@@ -31,6 +31,7 @@ from .common import (
     TRANSLATOR,
     LessonModels,
     _check_source,
+    _r,
     run,
 )
 
@@ -363,6 +364,188 @@ def _greedy(translator, ids: list[int]) -> tuple[list[int], list[int]]:
     return hyp.tokens, hyp.tokens + ([tok.eos_id] if len(hyp.tokens) < limit else [])
 
 
+# The token walk's default sentence: ja-en translates it correctly ("I drink coffee every
+# morning."), and in its last decoder layer each English word's source–target attention peaks on
+# the Japanese piece it translates (coffee → コーヒーを, drink → 飲み), so the walk shows a clean row.
+TOKEN_WALK_SENTENCE = "私は毎朝コーヒーを飲みます。"
+TOKEN_WALK_TOP = 5  # the most likely next tokens shown at each decoder position
+TOKEN_WALK_FIRST = 4  # how many of a vector's D numbers the page prints (the norm sums all of them)
+
+
+class TokenWalkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        TOKEN_WALK_SENTENCE, min_length=1, max_length=MAX_SENTENCE_CHARS, strict=True, description="a Japanese sentence"
+    )
+
+
+class WalkEmbedding(BaseModel):
+    """One source token entering the encoder: its embedding × √D, its position's sine code, the sum."""
+
+    token: str
+    embedding_first: list[float] = Field(description="the first numbers of embedding × √D")
+    position_first: list[float] = Field(description="the first numbers of the positional encoding")
+    sum_first: list[float] = Field(description="the first numbers of the sum (what the encoder reads)")
+    embedding_norm: float = Field(description="the length (L2 norm over all D numbers) of embedding × √D")
+    position_norm: float
+    sum_norm: float
+
+
+class WalkFeedForward(BaseModel):
+    """One source token through the first encoder layer's feed-forward network."""
+
+    token: str
+    in_first: list[float] = Field(description="the first numbers of its input (after the layer norm)")
+    in_norm: float
+    active: int = Field(description="how many of the F hidden numbers are above 0 after ReLU")
+    hidden_max: float = Field(description="the largest hidden number after ReLU")
+    out_first: list[float] = Field(description="the first numbers of its output (width D again)")
+    out_norm: float
+    layer_out_norm: float = Field(description="the length of the layer's output, x + attention + feed-forward")
+
+
+class WalkChoice(BaseModel):
+    token: str
+    p: float
+
+
+class WalkOutput(BaseModel):
+    """One decoder position: the most likely next tokens and the one greedy decoding chose."""
+
+    top: list[WalkChoice] = Field(description="the most likely next tokens, most likely first (softmax, 0–1)")
+    chosen: str = Field(description="the token greedy decoding wrote here (the most likely one)")
+    p_chosen: float
+
+
+class TokenWalkResponse(BaseModel):
+    model: str
+    sizes: dict[str, int] = Field(description="S, T, D, H, F, V, and the layers L_enc and L_dec")
+    src_tokens: list[str]
+    tgt_in_tokens: list[str] = Field(description="the decoder's input at each position: [BOS], then the output")
+    tgt_tokens: list[str] = Field(description="what each decoder position wrote (its chosen token)")
+    translation: str
+    embeddings: list[WalkEmbedding] = Field(description="one per source token")
+    feed_forward: list[WalkFeedForward] = Field(description="one per source token, encoder layer 1")
+    encoder_self: list[list[list[float]]] = Field(description="per layer, (S, S): the heads' mean weights")
+    decoder_self: list[list[list[float]]] = Field(description="per layer, (T, T): the heads' mean; 0 where masked")
+    cross: list[list[list[float]]] = Field(description="per layer, (T, S): the heads' mean weights")
+    outputs: list[WalkOutput] = Field(description="one per decoder position")
+
+
+@torch.inference_mode()
+def token_walk_view(translator, req: TokenWalkRequest, name: str = TRANSLATOR) -> TokenWalkResponse:
+    """One sentence through the whole ``ja-en`` Transformer, with the real numbers at each step.
+
+    The sentence is translated greedily; one teacher-forced forward pass over the source and
+    ``[BOS] + translation`` (``need_weights=True``) gives every attention map, and hooks on the first
+    encoder layer's feed-forward network record its input, hidden layer and output. Attention maps
+    are the mean over the H heads (each row still sums to 1).
+
+    Shape:
+        src ``(1, S)``, tgt ``(1, T)``; maps per layer ``(S, S)``, ``(T, T)``, ``(T, S)``; outputs
+        the top :data:`TOKEN_WALK_TOP` of each position's ``V`` probabilities
+    """
+    model = translator.model
+    c = model.config
+    ids = _check_source(translator, req.text, MAX_TRANSLATION_TOKENS)
+    tgt_tok = translator.tgt_tok
+    tokens, produced = _greedy(translator, ids)
+    tgt_in = [tgt_tok.bos_id] + produced[:-1]
+    src = torch.tensor([ids], device=translator.device)  # (B, S)
+    tgt = torch.tensor([tgt_in], device=translator.device)  # (B, T)
+    block = model.encoder[0]
+    rec = _Recorder({"ff": block.ff, "up": block.ff.up_proj, "enc0": block})
+    try:
+        out = model(src, tgt, need_weights=True)
+    finally:
+        rec.remove()
+    n = TOKEN_WALK_FIRST
+    S = len(ids)
+    emb = model.src_embed(src)[0].float() * c.d_model**0.5  # (S, D)
+    pe = model.positions.table[:S].float()  # (S, D)
+    total = emb + pe  # (S, D)
+    ff_in = rec.calls["ff"][0][0][0][0].float()  # (S, D)
+    ff_out = rec.calls["ff"][0][2][0].float()  # (S, D)
+    hidden = block.ff.act(rec.calls["up"][0][2][0].float())  # (S, F)
+    layer_out = rec.calls["enc0"][0][2].hidden[0].float()  # (S, D)
+    src_pieces = [translator.src_tok.id_to_token(i) for i in ids]
+
+    def first(x: torch.Tensor) -> list[float]:
+        return _r(x[:n])
+
+    def norm(x: torch.Tensor) -> float:
+        return round(float(x.norm()), 6)
+
+    embeddings = [
+        WalkEmbedding(
+            token=src_pieces[i],
+            embedding_first=first(emb[i]),
+            position_first=first(pe[i]),
+            sum_first=first(total[i]),
+            embedding_norm=norm(emb[i]),
+            position_norm=norm(pe[i]),
+            sum_norm=norm(total[i]),
+        )
+        for i in range(S)
+    ]
+    feed_forward = [
+        WalkFeedForward(
+            token=src_pieces[i],
+            in_first=first(ff_in[i]),
+            in_norm=norm(ff_in[i]),
+            active=int((hidden[i] > 0).sum()),
+            hidden_max=round(float(hidden[i].max()), 6),
+            out_first=first(ff_out[i]),
+            out_norm=norm(ff_out[i]),
+            layer_out_norm=norm(layer_out[i]),
+        )
+        for i in range(S)
+    ]
+    att = out.attentions
+
+    def mean_heads(maps: list[torch.Tensor]) -> list:
+        return [_r(w[0].float().mean(0)) for w in maps]  # L × (H, Q, K) -> L × (Q, K)
+
+    probs = torch.softmax(out.logits[0].float(), dim=-1)  # (T, V)
+    top_p, top_i = probs.topk(TOKEN_WALK_TOP, dim=-1)  # (T, k)
+    outputs = [
+        WalkOutput(
+            top=[
+                WalkChoice(token=tgt_tok.id_to_token(int(i)), p=round(float(p), 6))
+                for p, i in zip(top_p[t], top_i[t], strict=True)
+            ],
+            chosen=tgt_tok.id_to_token(produced[t]),
+            p_chosen=round(float(probs[t, produced[t]]), 6),
+        )
+        for t in range(len(produced))
+    ]
+    sizes = {
+        "S": S,
+        "T": len(tgt_in),
+        "D": c.d_model,
+        "H": c.n_heads,
+        "F": c.d_ff,
+        "V": c.tgt_vocab_size,
+        "L_enc": c.n_encoder_layers,
+        "L_dec": c.n_decoder_layers,
+    }
+    return TokenWalkResponse(
+        model=name,
+        sizes=sizes,
+        src_tokens=src_pieces,
+        tgt_in_tokens=[tgt_tok.id_to_token(i) for i in tgt_in],
+        tgt_tokens=[tgt_tok.id_to_token(i) for i in produced],
+        translation=tgt_tok.decode(tokens),
+        embeddings=embeddings,
+        feed_forward=feed_forward,
+        encoder_self=mean_heads(att["encoder"]),
+        decoder_self=mean_heads(att["decoder"]),
+        cross=mean_heads(att["cross"]),
+        outputs=outputs,
+    )
+
+
 MAX_PROMPT_CHARS = 1000
 
 
@@ -459,6 +642,13 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
         async with gate.slot():
             translator = await run(models.translator, TRANSLATOR, "the Transformer diagram")
             return await run(shapes_view, translator, req)
+
+    @router.post("/api/lesson/token-walk", response_model=TokenWalkResponse, responses=LIVE)
+    async def api_token_walk(req: TokenWalkRequest) -> TokenWalkResponse:
+        """§7: one sentence through the whole ja→en Transformer, step by step, with real numbers."""
+        async with gate.slot():
+            translator = await run(models.translator, TRANSLATOR, "the token walk")
+            return await run(token_walk_view, translator, req)
 
     @router.post("/api/lesson/next-token", response_model=NextTokenResponse, responses=LIVE)
     async def api_next_token(req: NextTokenRequest) -> NextTokenResponse:

@@ -4,7 +4,8 @@ heatmap exercise, and attention pooling on the shipped classifier ``ja-sentence-
 ``POST /api/lesson/variants`` builds the masks of full, block-local, sliding-window, dilated and
 global + window attention with :mod:`attnlab.functional`'s mask helpers, counts the scores each
 computes at several lengths, and returns the measured long-context times of docs/variants.md
-(seconds and ratios apart). A window is set by its reach ``r``: without the causal mask a query
+(seconds and ratios apart) with the peak memory of full (every score stored), chunked and SDPA
+attention at the same lengths. A window is set by its reach ``r``: without the causal mask a query
 sees itself and ``r`` positions on each side (``2r + 1`` keys), with it itself and the ``r``
 before (``r + 1`` keys); the block-local variant has its own block size.
 
@@ -111,12 +112,42 @@ class MeasuredRow(BaseModel):
     global_window_speedup: float
 
 
+class MemoryRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    length: int
+    full_mib: float | None = Field(
+        description="the reference that stores every T×T score; None: not run (it cannot fit)"
+    )
+    chunked_mib: float
+    sdpa_mib: float
+
+
+class MeasuredMemory(BaseModel):
+    """Peak memory of one forward + backward pass above the inputs, each case in a fresh process
+    (benchmarks/long_context.py's worker), at the lengths of the time tables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    machine: str
+    setup: str
+    rows: list[MemoryRow]
+
+
 class Measured(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str
     setup: str
     rows: list[MeasuredRow]
+    memory: MeasuredMemory
+
+
+def scores_gib(length: int, heads: int = 8, itemsize: int = 4) -> float:
+    """The memory of one copy of every head's ``T×T`` scores in float32, in GiB: what an
+    implementation that stores every score needs at the least (arithmetic, not measured)."""
+    return heads * length * length * itemsize / 2**30
 
 
 #: The measured cases, in the tables' column order.
@@ -143,7 +174,7 @@ class VariantsResponse(BaseModel):
     keys_per_row: dict[str, int] = Field(description="the most keys any one query sees, per variant")
     cost_lengths: list[int]
     cost: dict[str, list[int]] = Field(description="scores computed at each of cost_lengths")
-    measured: Measured = Field(description="measured long-context times (docs/variants.md)")
+    measured: Measured = Field(description="measured long-context times (docs/variants.md) and peak memory")
     measured_tables: MeasuredTables
 
 

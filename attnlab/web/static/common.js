@@ -101,6 +101,7 @@
       ["/playground", "playground", "nav_playground"],
       ["/model", "model", "nav_model"],
       ["/masks", "masks", "nav_masks"],
+      ["/lesson/glossary", "glossary", "nav_glossary"], // the lesson's terms, one click from every page
     ].map(([href, id, key]) =>
       el("a", { href, "data-i18n": key, "aria-current": id === page ? "page" : null, id: "nav-" + id })
     );

@@ -11,10 +11,10 @@
   // that is still loading leaves Chromium drawing that font's glyphs as empty boxes on the page.
   // Japanese characters are a full em wide in any font, so the estimate holds.
   function textWidth(text, size) {
-    measure.font = size + "px sans-serif";
+    measure.font = size + 'px "DejaVu Sans", Arial, sans-serif';
     let width = 0;
     for (const ch of text) width += /[\u3000-\u9fff\uff00-\uffef]/.test(ch) ? size : measure.measureText(ch).width;
-    return width;
+    return width * 1.08 + 2; // a margin for fonts wider than the one measured
   }
 
   // A white-to-blue ramp: weight 0 is nearly white, weight 1 deep blue.
@@ -48,13 +48,17 @@
   }
 
   // opts: matrix (rows × cols numbers), rowLabels, colLabels, cell (px), title, fill(v, r, c),
-  // values (bool: print numbers in cells), stroke(r, c) -> colour or null, fontSize.
+  // values (bool: print numbers in cells), stroke(r, c) -> colour or null, fontSize,
+  // masked(r, c) -> true for a pair that may not attend (drawn hatched, never printed as a number),
+  // key: the colour key drawn under the map (lesson/figure.js's standard) — by default the 0–1
+  // weight ramp; { title, lo, hi, fill(v) } for another ramp, { swatches: [{ fill, label }] } for
+  // categories, false for none (the explorer's pages without figure.js have none either).
   function scene(opts) {
     const m = opts.matrix;
     const rows = m.length;
     const cols = rows ? m[0].length : 0;
     const cell = opts.cell || 28;
-    const size = opts.fontSize || 12;
+    const size = Math.max(12, opts.fontSize || 12); // the lesson's standard: no text under 12 px
     const rowLabels = opts.rowLabels || [];
     const colLabels = opts.colLabels || [];
     const fill = opts.fill || ((v) => blues(v));
@@ -66,21 +70,25 @@
     const labelH = !colLabels.length ? 2 : rotate ? Math.ceil(colSpan * 0.82 + size) + 6 : size + 8;
     const top = titleH + labelH;
     const overhang = rotate ? Math.ceil(colSpan * 0.6) : 0;
-    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0);
-    const height = top + rows * cell + 4;
+    const masked = opts.masked || (() => false);
+    const anyMasked = !!opts.masked && m.some((row, r) => row.some((_, c) => masked(r, c)));
+    const key = keyFor(opts, fill, anyMasked, left, top + rows * cell + 10, left + cols * cell + overhang);
+    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0, key ? key.x + key.width + 6 : 0);
+    const height = top + rows * cell + 4 + (key ? key.height + 8 : 0);
     const items = [];
     if (opts.title) items.push({ t: "text", x: 4, y: size + 2, s: opts.title, size, anchor: "start", weight: "bold" });
     for (let r = 0; r < rows; r++) {
       for (let c = 0; c < cols; c++) {
         const v = m[r][c];
+        const hidden = masked(r, c);
         items.push({
-          t: "rect", x: left + c * cell, y: top + r * cell, w: cell, h: cell, fill: fill(v, r, c),
-          stroke: opts.stroke ? opts.stroke(r, c) : null, r, c, v,
+          t: "rect", x: left + c * cell, y: top + r * cell, w: cell, h: cell, fill: hidden ? HATCH : fill(v, r, c),
+          stroke: opts.stroke ? opts.stroke(r, c) : null, r, c, v, masked: hidden,
         });
-        if (opts.values) {
+        if (opts.values && !hidden) {
           items.push({
             t: "text", x: left + c * cell + cell / 2, y: top + r * cell + cell / 2 + size * 0.35,
-            s: opts.format ? opts.format(v) : Number(v).toFixed(2), size: Math.max(8, size - 3),
+            s: opts.format ? opts.format(v) : Number(v).toFixed(2), size,
             anchor: "middle", fill: darkText(fill(v, r, c)) ? "#1f2933" : "#fff", nohit: true,
           });
         }
@@ -94,7 +102,38 @@
         ? { t: "text", x: left + c * cell + cell / 2, y: top - 6, s, size, anchor: "start", rotate: -55, role: "col", i: c }
         : { t: "text", x: left + c * cell + cell / 2, y: top - 6, s, size, anchor: "middle", role: "col", i: c });
     });
-    return { width: Math.ceil(width), height: Math.ceil(height), items, rows, cols };
+    if (key) items.push(...key.items);
+    return { width: Math.ceil(width), height: Math.ceil(height), items, rows, cols, key: !!key, masked: anyMasked };
+  }
+
+  const HATCH = "url(#fig-hatch)";
+
+  // The colour key's scene items at (x, y), or null (opts.key false, or no figure.js on the page).
+  // `room`: the picture's width without its key; a key in one band wider than that moves left to
+  // the picture's edge, then puts its title above a shorter ramp, so that it never widens a map.
+  function keyFor(opts, fill, anyMasked, x, y, room) {
+    const F = window.Figure;
+    if (!F || opts.key === false) return null;
+    const k = opts.key || {};
+    if (k.swatches) {
+      // Swatches side by side; one under the other where side by side would widen the map.
+      const items = [];
+      const widths = k.swatches.map((sw) => 18 + F.textWidth(sw.label, F.MIN_FONT) + 14);
+      const inline = x + widths.reduce((a, b) => a + b, 0) <= room;
+      let at = x, row = y;
+      k.swatches.forEach((sw, i) => {
+        items.push({ t: "keyrect", x: at, y: row, w: 14, h: 14, fill: sw.fill, stroke: "#5f6b7a", masked: sw.fill === HATCH });
+        items.push({ t: "text", x: at + 18, y: row + 12, s: sw.label, size: F.MIN_FONT, anchor: "start", key: true });
+        if (inline) at += widths[i];
+        else row += 18;
+      });
+      return { items, width: Math.ceil(inline ? at - x : Math.max(...widths)), height: inline ? 16 : row - y, x };
+    }
+    const title = k.title === undefined ? window.Attn.t("fig_key_weight") : k.title;
+    const base = { title, lo: k.lo, hi: k.hi, fill: k.fill || ((v) => fill(v, -1, -1)), masked: anyMasked || k.masked };
+    if (x + F.bandWidth(title, 160) <= room) return Object.assign(F.keyItems(x, y, base), { x });
+    if (4 + F.bandWidth(title, 160) <= room) return Object.assign(F.keyItems(4, y, base), { x: 4 });
+    return Object.assign(F.keyItems(4, y, Object.assign(base, { stacked: true, width: Math.max(100, Math.min(160, room - 14)) })), { x: 4 });
   }
 
   function toSVG(sc) {
@@ -109,15 +148,23 @@
     bg.setAttribute("height", sc.height);
     bg.setAttribute("fill", "#ffffff");
     svg.append(bg);
+    if (window.Figure && sc.items.some((it) => it.fill === HATCH)) window.Figure.hatchDefs(svg);
     for (const it of sc.items) {
-      if (it.t === "rect") {
+      if (it.t === "keyrect") {
+        const r = document.createElementNS(SVG_NS, "rect");
+        for (const [k, v] of [["x", it.x], ["y", it.y], ["width", it.w], ["height", it.h], ["fill", it.fill]]) r.setAttribute(k, v);
+        if (it.stroke) r.setAttribute("stroke", it.stroke);
+        r.setAttribute("class", it.masked ? "key-swatch key-masked" : "key-swatch");
+        svg.append(r);
+      } else if (it.t === "rect") {
         const r = document.createElementNS(SVG_NS, "rect");
         r.setAttribute("x", it.x);
         r.setAttribute("y", it.y);
         r.setAttribute("width", it.w);
         r.setAttribute("height", it.h);
         r.setAttribute("fill", it.fill);
-        r.setAttribute("class", "cell");
+        r.setAttribute("class", it.masked ? "cell masked" : "cell");
+        if (it.masked) r.setAttribute("data-masked", "1");
         r.setAttribute("data-r", it.r);
         r.setAttribute("data-c", it.c);
         r.setAttribute("data-v", it.v);
@@ -138,6 +185,7 @@
         tx.setAttribute("fill", it.fill || "#1f2933");
         if (it.weight) tx.setAttribute("font-weight", it.weight);
         if (it.rotate) tx.setAttribute("transform", "rotate(" + it.rotate + " " + it.x + " " + it.y + ")");
+        if (it.key) tx.setAttribute("class", "key-label");
         if (it.role) {
           tx.setAttribute("class", "label " + it.role);
           tx.setAttribute("data-" + it.role, it.i);
@@ -159,11 +207,15 @@
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, 0, sc.width, sc.height);
     for (const it of sc.items) {
-      if (it.t === "rect") {
-        ctx.fillStyle = it.fill;
-        ctx.fillRect(it.x, it.y, it.w, it.h);
+      if (it.t === "rect" || it.t === "keyrect") {
+        if (it.fill === HATCH) hatchCanvas(ctx, it);
+        else if (it.fill !== "none") {
+          ctx.fillStyle = it.fill;
+          ctx.fillRect(it.x, it.y, it.w, it.h);
+        }
+        if (it.t === "keyrect" && !it.stroke) continue;
         ctx.strokeStyle = it.stroke || "#ffffff";
-        ctx.lineWidth = it.stroke ? 2 : 0.5;
+        ctx.lineWidth = it.t === "keyrect" ? 1 : it.stroke ? 2 : 0.5;
         ctx.strokeRect(it.x, it.y, it.w, it.h);
       } else {
         ctx.save();
@@ -177,6 +229,25 @@
       }
     }
     return canvas;
+  }
+
+  // The hatching of a masked cell on a canvas (the SVG uses figure.js's pattern).
+  function hatchCanvas(ctx, it) {
+    ctx.save();
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(it.x, it.y, it.w, it.h);
+    ctx.beginPath();
+    ctx.rect(it.x, it.y, it.w, it.h);
+    ctx.clip();
+    ctx.strokeStyle = "#8a94a3";
+    ctx.lineWidth = 2;
+    for (let d = -it.h; d < it.w; d += 6) {
+      ctx.beginPath();
+      ctx.moveTo(it.x + d, it.y + it.h);
+      ctx.lineTo(it.x + d + it.h, it.y);
+      ctx.stroke();
+    }
+    ctx.restore();
   }
 
   function save(blob, filename) {

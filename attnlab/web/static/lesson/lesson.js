@@ -50,10 +50,12 @@
 
   // The page's modes, from the address: ?view=present (projector mode: one slide at a time),
   // ?teacher=1 (the answer key: every question shows its answer and explanation unanswered; the
-  // teacher notes open), ?print=1 (a page being printed: the checks stay blank).
+  // teacher notes open), ?print=1 (a page being printed: the checks stay blank), ?further=1 (the
+  // whole lesson: the 発展 / "Going further" folds open; without it, the 基礎 path: folded).
   function readMode() {
     const q = new URLSearchParams(window.location.search);
-    return { present: q.get("view") === "present", teacher: q.get("teacher") === "1", print: q.get("print") === "1" };
+    return { present: q.get("view") === "present", teacher: q.get("teacher") === "1", print: q.get("print") === "1",
+      further: q.get("further") === "1" };
   }
   const mode = readMode();
 
@@ -199,7 +201,8 @@
           el("li", { class: s.final ? "toc-item toc-final" : "toc-item", id: "toc-" + s.id },
             el("div", { class: "toc-head" },
               lessonLink("/lesson/" + s.id, null, { class: "toc-link", id: "toc-link-" + s.id },
-                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title))),
+                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title)),
+              tocMinutes(s)),
             txt("p", { class: "toc-summary" }, s.summary),
             bound(el("p", { class: "note" }), () => t("ls_source", { src: pick(s.source) }))))
       );
@@ -209,7 +212,45 @@
       return;
     }
     toc.removeAttribute("aria-busy");
+    showPaths(sections);
     await showProgress(sections);
+  }
+
+  // The minutes of the basic path (teacher notes' minutes) and of the whole lesson (with each
+  // section's further_minutes), summed over the sections that have them.
+  function pathMinutes(sections) {
+    const basic = sections.reduce((sum, s) => sum + (s.minutes || 0), 0);
+    const further = sections.reduce((sum, s) => sum + (s.further_minutes || 0), 0);
+    return { basic, further, whole: basic + further };
+  }
+
+  // A section's time on the index: 「基礎 約 10 分 · 発展 +15 分」.
+  function tocMinutes(s) {
+    if (!s.minutes) return null;
+    const node = el("span", { class: "toc-minutes", id: "toc-minutes-" + s.id, "data-minutes": String(s.minutes),
+      "data-further-minutes": String(s.further_minutes || 0) });
+    return bound(node, () => t("ls_toc_minutes", { n: s.minutes }) +
+      (s.further_minutes ? t("ls_list_sep") + t("ls_toc_further", { n: s.further_minutes }) : ""));
+  }
+
+  // The index offers two paths through the same pages: the 基礎 (basic) path, whose 発展 parts
+  // stay folded, and the whole lesson, which opens them (?further=1, kept from page to page).
+  function showPaths(sections) {
+    const box = $("paths");
+    if (!box || !sections.length) return;
+    const m = pathMinutes(sections);
+    const first = sections[0].id;
+    const card = (id, title, text, minutes, params) => el("div", { class: "path-card", id: "path-" + id, "data-minutes": String(minutes) },
+      el("h3", {}, ui("span", {}, title), " ", ui("span", { class: "path-minutes" }, "ls_path_minutes", { n: minutes })),
+      ui("p", {}, text),
+      lessonLink("/lesson/" + first, params, { class: "path-start action-link", id: "path-start-" + id }, () => t("ls_path_start")));
+    box.replaceChildren(
+      ui("h2", { id: "paths-title" }, "ls_paths_title"),
+      el("div", { class: "path-cards" },
+        card("basic", "ls_path_basic", "ls_path_basic_text", m.basic, null),
+        card("whole", "ls_path_whole", "ls_path_whole_text", m.whole, { further: "1" })),
+      el("p", { class: "note" }, lessonLink("/lesson/plan", null, { id: "to-plan" }, () => t("ls_plan_link"))));
+    box.classList.remove("hidden");
   }
 
   // The student's progress on the index: a tick and a count on each section begun ("✓ 5/5",
@@ -237,15 +278,26 @@
       badges.push(badge);
     }
     let finished = sections.filter((s) => counts[s.id] && counts[s.id].answered === counts[s.id].total).length;
+    // Progress counts the basic path: the minutes of the sections finished (their check answered,
+    // the check being on the basic path) out of the basic path's minutes.
+    const basicTotal = pathMinutes(sections).basic;
+    let basicDone = sections.filter((s) => counts[s.id] && counts[s.id].answered === counts[s.id].total)
+      .reduce((sum, s) => sum + (s.minutes || 0), 0);
     const summary = el("p", { class: "progress-summary", id: "progress-summary", tabindex: "-1" });
     bound(summary, () => t("ls_progress_summary", { n: finished, total: sections.length }));
+    const basic = el("p", { class: "progress-basic", id: "progress-basic", "data-done": String(basicDone), "data-total": String(basicTotal) });
+    bound(basic, () => t("ls_progress_basic", { n: basicDone, total: basicTotal }));
     const reset = ui("button", { type: "button", class: "plain", id: "progress-reset" }, "ls_progress_reset");
     reset.addEventListener("click", () => {
       if (!window.confirm(t("ls_progress_reset_confirm"))) return;
       progress.clear();
       badges.forEach((b) => b.remove());
       finished = 0;
+      basicDone = 0;
+      predictStore.clear();
       summary.textContent = t("ls_progress_summary", { n: finished, total: sections.length });
+      basic.textContent = t("ls_progress_basic", { n: basicDone, total: basicTotal });
+      basic.dataset.done = "0";
       reset.classList.add("hidden");
       summary.focus(); // the button that had the focus is gone
     });
@@ -253,6 +305,7 @@
     box.replaceChildren(
       ui("h3", { id: "progress-title" }, "ls_progress_title"),
       el("div", { class: "progress-row" }, summary, reset),
+      basicTotal ? basic : null,
       ui("p", { class: "note" }, "ls_progress_note"));
     box.classList.remove("hidden");
   }
@@ -343,6 +396,170 @@
       return root;
     }
     return null;
+  }
+
+  // The blocks of a section's page, in order, each run of blocks inside a ':::: further' region
+  // (block.further) folded into one <details class="further"> titled 「発展」/"Going further":
+  // visibly marked and skippable (open with ?further=1, in the answer key and on paper). A
+  // prediction (section.predict) is asked directly above the first block of its widget.
+  function pageBlocks(section, mounts, asks) {
+    const out = [];
+    let fold = null;
+    let folds = 0;
+    section.blocks.forEach((b, i) => {
+      const node = block(b, i, section, mounts);
+      if (!node) return;
+      const asked = b.type === "widget" ? asks.take(b.widget, node) : null;
+      const nodes = asked ? [asked.box, asked.gate] : [node];
+      if (!b.further) {
+        fold = null;
+        out.push(...nodes);
+        return;
+      }
+      if (!fold) {
+        folds += 1;
+        fold = el("details", { class: "further", id: "further-" + folds, "data-further": String(folds),
+          open: mode.further || mode.teacher || mode.print },
+          el("summary", {}, ui("span", { class: "further-badge" }, "ls_further"), " ",
+            ui("span", { class: "further-skip" }, "ls_further_skip")),
+          el("div", { class: "further-body" }));
+        out.push(fold);
+      }
+      fold.lastElementChild.append(...nodes);
+    });
+    return out;
+  }
+
+  // Predictions at the widgets (front matter predict:): a question asked right above its widget,
+  // whose widget stays covered (hidden from sight and from the keyboard) until a choice is
+  // committed; then the widget is revealed and the explanation shown, right or wrong. One try:
+  // a prediction is a guess, not a test. The choice is kept in this browser like the check's
+  // answers (not in projector mode, the answer key or on paper); the answer key and paper show
+  // the widget uncovered. take(name, node) returns { box, gate } for a widget with a prediction.
+  const predictStore = (() => {
+    const KEY = "attnlab.predictions";
+    const read = () => {
+      try { return JSON.parse(window.localStorage.getItem(KEY) || "{}") || {}; } catch (err) { return {}; }
+    };
+    const keyOf = (section, p) => section.id + ":" + p.widget + ":" + progress.keyOf(p, 0);
+    return {
+      get(section, p) {
+        const c = read()[keyOf(section, p)];
+        return Number.isInteger(c) && c >= 0 && c < p.choices.length ? c : null;
+      },
+      set(section, p, c) {
+        try {
+          const data = read();
+          data[keyOf(section, p)] = c;
+          window.localStorage.setItem(KEY, JSON.stringify(data));
+        } catch (err) {
+          // storage off: the page works, it only forgets
+        }
+      },
+      clear() {
+        try { window.localStorage.removeItem(KEY); } catch (err) { /* nothing kept */ }
+      },
+    };
+  })();
+
+  function predictions(section) {
+    const byWidget = Object.fromEntries((section.predict || []).map((p, k) => [p.widget, [p, k]]));
+    const keep = !mode.present && !mode.teacher && !mode.print;
+    return {
+      take(name, node) {
+        const found = byWidget[name];
+        if (!found) return null;
+        delete byWidget[name]; // the first block of the widget only
+        return prediction(section, found[0], found[1], node, keep);
+      },
+    };
+  }
+
+  function prediction(section, p, k, widgetNode, keep) {
+    const id = "predict-" + k;
+    const order = shuffled(p.choices.map((_, j) => j), mode.print ? seededRandom(p.question.en) : null);
+    const inputs = [];
+    const choices = order.map((j, shown) => {
+      const input = el("input", { type: "radio", name: id, value: String(j), id: `${id}-c${shown}` });
+      inputs.push(input);
+      const mark = mode.teacher && j === p.answer ? [" ", ui("strong", { class: "answer-mark" }, "ls_teacher_answer_mark")] : null;
+      return el("div", { class: "choice", "data-choice": String(j) }, input, " ", txt("label", { for: input.id }, p.choices[j]), mark);
+    });
+    const feedback = el("div", { class: "feedback", id: id + "-feedback", role: "status", tabindex: "-1" });
+    const submit = mode.teacher ? null : ui("button", { type: "submit", class: "action", id: id + "-submit" }, "ls_predict_commit");
+    const tryLink = Object.keys(p.params || {}).length
+      ? lessonLink(window.location.pathname, p.params, { class: "try-apply", id: id + "-try" }, () => t("ls_check_try_it"))
+      : null;
+    const form = el("form", { class: "prediction", id, novalidate: true, "data-widget": p.widget },
+      el("fieldset", {},
+        el("legend", {}, ui("span", { class: "predict-badge" }, "ls_predict_title"), " ", txt("span", { class: "q-text" }, p.question)),
+        choices),
+      submit, feedback);
+    const cover = el("div", { class: "predict-cover", id: id + "-cover" }, ui("p", {}, "ls_predict_cover"));
+    const gate = el("div", { class: "predict-gate", id: id + "-gate", "data-widget": p.widget }, cover, widgetNode);
+    let chosen = null;
+    const show = () => {
+      if (mode.teacher) {
+        feedback.dataset.result = "key";
+        feedback.replaceChildren(el("strong", { text: t("ls_teacher_answer", { answer: pick(p.choices[p.answer]) }) }), " ",
+          el("span", { class: "explanation", text: pick(p.explanation) }));
+        return;
+      }
+      if (chosen === null) return;
+      const right = chosen === p.answer;
+      feedback.dataset.result = right ? "correct" : "wrong";
+      feedback.replaceChildren(
+        el("strong", { text: right ? t("ls_predict_right") : t("ls_predict_wrong", { answer: pick(p.choices[p.answer]) }) }),
+        " ", el("span", { class: "explanation", text: pick(p.explanation) }), ...(tryLink ? [" ", tryLink] : []));
+    };
+    relabel.push(show);
+    const reveal = () => {
+      gate.dataset.revealed = "1";
+      widgetNode.inert = false;
+      widgetNode.removeAttribute("aria-hidden");
+      cover.hidden = true;
+      document.dispatchEvent(new CustomEvent("lesson:revealed", { detail: { widget: p.widget } }));
+    };
+    const commit = (c, focus) => {
+      chosen = c;
+      form.dataset.done = c === p.answer ? "right" : "wrong";
+      inputs.forEach((input) => { input.disabled = true; input.checked = Number(input.value) === c; });
+      if (submit) submit.disabled = true;
+      form.querySelector(`[data-choice="${p.answer}"]`).classList.add("right-choice");
+      if (c !== p.answer) form.querySelector(`[data-choice="${c}"]`).classList.add("wrong-choice");
+      show();
+      reveal();
+      if (focus) feedback.focus();
+    };
+    if (mode.teacher || mode.print) {
+      // The answer key and paper: nothing to guess on screen; the widget is shown.
+      if (mode.teacher) {
+        inputs.forEach((input) => { input.disabled = true; });
+        form.querySelector(`[data-choice="${p.answer}"]`).classList.add("right-choice");
+        show();
+      }
+      reveal();
+      return { box: form, gate };
+    }
+    gate.dataset.revealed = "0";
+    widgetNode.inert = true; // covered: nothing in it takes the focus or a click
+    widgetNode.setAttribute("aria-hidden", "true");
+    const saved = keep ? predictStore.get(section, p) : null;
+    if (saved !== null) commit(saved, false);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      if (chosen !== null) return;
+      const checked = form.querySelector("input:checked");
+      if (!checked) {
+        feedback.dataset.result = "none";
+        feedback.replaceChildren(el("strong", { text: t("ls_predict_pick") }));
+        return;
+      }
+      const c = Number(checked.value);
+      if (keep) predictStore.set(section, p, c);
+      commit(c, true);
+    });
+    return { box: form, gate };
   }
 
   // Fisher–Yates on a copy: the order in which a question's choices are shown, new on every load,
@@ -529,7 +746,10 @@
   }
 
   function neighbours(section, all) {
-    const keep = mode.teacher ? { teacher: "1" } : null; // the answer key goes on to the next section's
+    // The answer key goes on to the next section's; the whole lesson (?further=1) stays whole.
+    const keep = mode.teacher || mode.further
+      ? Object.assign({}, mode.teacher ? { teacher: "1" } : {}, mode.further ? { further: "1" } : {})
+      : null;
     const at = all.findIndex((s) => s.id === section.id);
     const links = [];
     if (at > 0) {
@@ -549,8 +769,11 @@
   // (?teacher=1). Drawn only when the section has them.
   function teacherNotes(notes) {
     if (!notes || !notes.html) return null;
+    // minutes: the basic path's time; further_minutes: the 発展 part's (the second session).
     const minutes = Number.isFinite(notes.minutes) && notes.minutes > 0
-      ? [" ", ui("span", { class: "teacher-minutes", id: "teacher-minutes" }, "ls_teacher_minutes", { n: notes.minutes })]
+      ? [" ", notes.further_minutes > 0
+        ? ui("span", { class: "teacher-minutes", id: "teacher-minutes" }, "ls_teacher_minutes_further", { n: notes.minutes, m: notes.further_minutes })
+        : ui("span", { class: "teacher-minutes", id: "teacher-minutes" }, "ls_teacher_minutes", { n: notes.minutes })]
       : null;
     return el("details", { class: "teacher-notes", id: "teacher-notes", open: mode.teacher },
       el("summary", {}, ui("span", { class: "teacher-notes-title" }, "ls_teacher_notes"), minutes),
@@ -607,11 +830,21 @@
         ui("h2", { id: "objectives-title" }, "ls_objectives"),
         el("ul", {}, section.objectives.map((o) => txt("li", {}, o)))));
     const slides = [{ kind: "title", nodes: [header] }];
-    if (mode.present) slides.push(...textSlides(section, mounts));
-    else slides.push({ kind: "blocks", nodes: section.blocks.map((b, i) => block(b, i, section, mounts)) });
-    slides.push({ kind: "key-points", nodes: [el("section", { class: "key-points", "aria-labelledby": "key-points-title" },
-      ui("h2", { id: "key-points-title" }, "ls_key_points"),
-      el("ul", {}, section.key_points.map((k) => txt("li", {}, k))))] });
+    // The section's drawn picture and the model map (pictures.js), before the text.
+    if (window.LessonPictures) slides.push({ kind: "picture", nodes: [window.LessonPictures.figure(section.id)] });
+    const asks = predictions(section);
+    if (mode.present) slides.push(...textSlides(section, mounts, asks));
+    else slides.push({ kind: "blocks", nodes: pageBlocks(section, mounts, asks) });
+    // The key points come after the check (they would answer it), folded until every question of
+    // the check is answered; open in the answer key and on paper.
+    const keyList = el("ul", {}, section.key_points.map((k) => txt("li", {}, k)));
+    const keyPoints = mode.present
+      ? el("section", { class: "key-points", id: "key-points", "aria-labelledby": "key-points-title" },
+        ui("h2", { id: "key-points-title" }, "ls_key_points"), keyList)
+      : el("details", { class: "key-points", id: "key-points", open: mode.teacher || mode.print },
+        el("summary", {}, ui("h2", { id: "key-points-title" }, "ls_key_points"), " ",
+          ui("span", { class: "key-points-lock", id: "key-points-lock" }, "ls_key_points_locked")),
+        keyList);
     const link = mode.present ? slideLinker(slides) : lessonLink;
     if (section.try.length) {
       slides.push({ kind: "try", nodes: [el("section", { class: "try-box", "aria-labelledby": "try-title" },
@@ -630,13 +863,20 @@
     // see the answers of whoever used this browser), the answer key or a printed page.
     const keep = !mode.present && !mode.teacher && !mode.print;
     const saved = keep ? progress.answers(section) : {};
-    forms.push(...section.check.map((q, i) => question(q, i, titles, score && score.update, {
+    const checkDone = () => {
+      if (score) score.update();
+      if (forms.length && forms.every((f) => f.dataset.done)) {
+        keyPoints.dataset.unlocked = "1";
+        if (!mode.present) keyPoints.open = true;
+      }
+    };
+    forms.push(...section.check.map((q, i) => question(q, i, titles, checkDone, {
       teacher: mode.teacher,
       saved: saved[i],
       onAnswer: keep ? (rec) => progress.record(section, i, rec) : null,
       link,
     })));
-    if (score) score.update();
+    checkDone();
     const checkTitle = ui("h2", { id: "check-title" }, final ? "ls_final_check" : "ls_check");
     const checkIntro = ui("p", { class: "note" }, mode.teacher ? "ls_teacher_key_intro" : final ? "ls_final_check_intro" : "ls_check_intro");
     if (mode.present) {
@@ -646,9 +886,11 @@
         slides.push({ kind: "question", nodes: [el("section", { class: "check", "aria-labelledby": i === 0 ? "check-title" : null }, head, form,
           i === forms.length - 1 && score ? score.node : null)] });
       });
+      slides.push({ kind: "key-points", nodes: [keyPoints] });
     } else {
       slides.push({ kind: "check", nodes: [el("section", { class: "check", "aria-labelledby": "check-title" },
         checkTitle, checkIntro, forms, score && score.node)] });
+      slides.push({ kind: "key-points", nodes: [keyPoints] });
       const notes = teacherNotes(section.teacher);
       if (notes) slides.push({ kind: "notes", nodes: [notes] });
       if (section.links.length) {
@@ -698,17 +940,22 @@
   // its size (Japanese characters count double: they are twice as wide) and whether it is a
   // heading; when the two languages do not have the same sequence of elements, the block is one
   // piece (k: null), so that a slide holds the same text in both languages.
+  const FIGURE_JA = /[上下]の(図|表|グラフ|ヒートマップ|ウィジェット|地図|例|ボタン|欄|スライダー)|[上下]では|左側|右側|[上下]図|次の図/;
+  const FIGURE_EN = /\b(below|above|on the left|on the right|left-hand|right-hand)\b/i;
+
   function piecesOf(text) {
     const tops = (html) => safeNodes(html).filter((n) => n.nodeType === Node.ELEMENT_NODE);
     const ja = tops(text.ja);
     const en = tops(text.en);
     const same = ja.length === en.length && ja.every((n, k) => n.tagName === en[k].tagName);
     const size = (a, b) => Math.max(b.textContent.length, 2 * a.textContent.length);
+    // figure: the piece points at a figure by its place (「下の」, "below"): it belongs with the figure.
+    const figure = (a, b) => FIGURE_JA.test(a.textContent) || FIGURE_EN.test(b.textContent);
     if (!same) {
       const all = (nodes) => ({ textContent: nodes.map((n) => n.textContent).join("") });
-      return [{ k: null, size: size(all(ja), all(en)), heading: false }];
+      return [{ k: null, size: size(all(ja), all(en)), heading: false, figure: figure(all(ja), all(en)) }];
     }
-    return en.map((n, k) => ({ k, size: size(ja[k], n), heading: /^H[23]$/.test(n.tagName) }));
+    return en.map((n, k) => ({ k, size: size(ja[k], n), heading: /^H[23]$/.test(n.tagName), figure: figure(ja[k], n) }));
   }
 
   // A node that shows the element k of a Markdown block (all of it for k null), in the language shown.
@@ -722,45 +969,87 @@
     return node;
   }
 
-  function textSlides(section, mounts) {
+  // Projector slides carry the lesson's basic path only: a block inside ':::: further' (発展),
+  // code, technical notes (endpoints, file paths) and note boxes stay on the page, off the
+  // screen. The sentence that introduces a widget (the paragraph right before it, and its heading
+  // when the paragraph was the heading's only text) goes on the widget's slide, above a
+  // prediction asked at the widget, so that no slide talks about a figure it does not show.
+  const WIDGET_INTRO = 600; // the most text (in the units of piecesOf) that moves onto a widget's slide
+  const WIDGET_TEXT = 600; // a text slide this short before a widget goes onto the widget's slide whole
+  const WIDGET_POINTING = 500; // the most text pointing at the figure that follows it onto its slide
+
+  function textSlides(section, mounts, asks) {
     const out = [];
-    let open = null; // the text slide being filled: { kind, nodes, size, headingOnly }
-    const add = (node, size, heading) => {
+    let open = null; // the text slide being filled: { kind, nodes, size, headingOnly, pieces }
+    const add = (node, size, heading, figure) => {
+      // Right after a widget, text that points back at it (「上の図」, "above") stays on its slide.
+      const last = out[out.length - 1];
+      if (!open && figure && !heading && size <= WIDGET_INTRO / 2 && last && last.kind === "widget" && !last.part) {
+        node.classList.add("widget-intro");
+        last.nodes.push(node);
+        return;
+      }
       const full = open && !open.headingOnly && open.size + size > SLIDE_TEXT;
-      // A heading starts a slide unless the slide is empty; so does text that would overfill it.
-      if (!open || (heading && (open.size > 0 || !open.headingOnly)) || full) {
-        open = { kind: "text", nodes: [], size: 0, headingOnly: true };
+      // A heading starts a slide unless the slide is empty, or less than half full (a short part
+      // shares the screen with the next rather than leave it half empty); so does text that would
+      // overfill it.
+      const short = open && open.size < SLIDE_TEXT / 2;
+      if (!open || (heading && !short && (open.size > 0 || !open.headingOnly)) || full) {
+        open = { kind: "text", nodes: [], size: 0, headingOnly: true, pieces: [] };
         out.push(open);
       }
       open.nodes.push(node);
+      open.pieces.push({ node, size, heading, figure });
       open.size += size;
       open.headingOnly = open.headingOnly && heading;
     };
+    // The text that introduces a widget, taken off the end of the open text slide: all of a short
+    // slide; else from the first piece that points at the figure by its place (「下の」, "below")
+    // or, without one, the last paragraph; and the heading too when nothing else would be left.
+    const intro = () => {
+      if (!open || !open.pieces.length) return [];
+      const pieces = open.pieces;
+      let from = pieces.length;
+      if (open.size <= WIDGET_TEXT) from = 0;
+      else {
+        const pointing = pieces.findIndex((piece) => piece.figure);
+        const last = pieces[pieces.length - 1];
+        // Text that points at the figure goes with it (up to WIDGET_POINTING: the widget keeps the screen).
+        const pointed = pointing >= 0 ? pieces.slice(pointing).reduce((sum, piece) => sum + piece.size, 0) : Infinity;
+        if (pointed <= WIDGET_POINTING) from = pointing;
+        else if (!last.heading && last.size <= WIDGET_INTRO) from = pieces.length - 1;
+        if (from === 1 && pieces[0].heading) from = 0;
+      }
+      const taken = pieces.splice(from);
+      open.nodes = open.pieces.map((piece) => piece.node);
+      open.size = open.pieces.reduce((sum, piece) => sum + piece.size, 0);
+      if (!open.pieces.length) out.splice(out.indexOf(open), 1);
+      return taken.map((piece) => {
+        piece.node.classList.add("widget-intro");
+        return piece.node;
+      });
+    };
     section.blocks.forEach((b, i) => {
+      if (b.further) return; // 発展: on the page only
       if (b.type === "widget") {
+        const lead = intro();
         open = null;
         // A widget too tall for one screen that has natural parts (its registration's `parts`)
         // gets one slide per part; the widget itself is mounted once and moves to the part shown.
         const node = block(b, i, section, mounts);
+        const asked = asks.take(b.widget, node);
+        const moving = asked ? asked.gate : node;
         const parts = (widgets[b.widget] && widgets[b.widget].parts) || 1;
         for (let part = 1; part <= parts; part++) {
-          out.push({ kind: "widget", widget: b.widget, widgetNode: node, part: parts > 1 ? part : 0, parts, nodes: part === 1 ? [node] : [] });
+          out.push({ kind: "widget", widget: b.widget, widgetNode: moving, part: parts > 1 ? part : 0, parts,
+            nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
         }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
-          add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k), piece.size, piece.heading));
-      } else if (b.type === "code" || b.type === "memo") {
-        // Code and technical notes are evidence of what came just before: they go with its text.
-        // After a widget, a technical note (folded) stays with it, while code starts a slide of
-        // its own: the widget keeps the screen, and the code is read in large type.
-        const node = block(b, i, section, mounts);
-        const last = out[out.length - 1];
-        if (open) open.nodes.push(node);
-        else if (b.type === "memo" && last && last.kind === "widget") last.nodes.push(node);
-        else add(node, 0, false);
-      } else {
-        add(block(b, i, section, mounts), Math.max(b.html.en.length, 2 * b.html.ja.length), false);
+          add(pieceNode(el("div", { class: "lesson-text", id: n ? `block-${i}-${n}` : `block-${i}` }), b.html, piece.k),
+            piece.size, piece.heading, piece.figure));
       }
+      // Code, technical notes and note boxes: on the page only.
     });
     return out;
   }
@@ -801,9 +1090,13 @@
   // type made smaller step by step (a widget's slide: its zoom, which scales its figures too), down
   // to a floor that a class still reads from the back of the room; what is still too tall there
   // scrolls inside the slide (PageDown and Space show its rest) and is marked slide-tall. A slide
-  // that fits at full size is left as it is: the fit never makes anything larger.
+  // of text (or a question) that fills less than half the screen at full size has its type made
+  // larger, step by step up to FIT_GROW, while it still fits (issue 34: no slide half empty); a
+  // widget's slide is never made larger.
   const FIT_STEP = 0.05;
   const FIT_FLOOR = { text: 0.62, widget: 0.6 };
+  const FIT_GROW = 1.8;
+  const FIT_HALF = 0.55; // grow a text slide until its content fills this much of the screen
 
   function fitSlide(node) {
     if (node.hidden) return 1;
@@ -818,9 +1111,31 @@
     const over = () => node.scrollHeight > node.clientHeight + 1;
     let f = 1;
     apply(f);
-    while (over() && f > floor) {
-      f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
+    const shrink = () => {
+      while (over() && f > floor) {
+        f = Math.max(floor, Math.round((f - FIT_STEP) * 100) / 100);
+        apply(f);
+      }
+    };
+    node.classList.remove("slide-intro-off");
+    shrink();
+    // A widget too tall for its introducing sentence too, even at the floor: the sentence stays on
+    // the page only (the widget keeps the screen).
+    if (widget && over() && node.querySelector(".widget-intro")) {
+      node.classList.add("slide-intro-off");
+      f = 1;
       apply(f);
+      shrink();
+    }
+    const used = () => inner.getBoundingClientRect().height / node.clientHeight;
+    while (!widget && f >= 1 && f < FIT_GROW && !over() && used() < FIT_HALF) {
+      f = Math.round((f + FIT_STEP) * 100) / 100;
+      apply(f);
+      if (over()) {
+        f = Math.round((f - FIT_STEP) * 100) / 100;
+        apply(f);
+        break;
+      }
     }
     node.dataset.fit = String(f);
     node.classList.toggle("slide-tall", over());
@@ -876,7 +1191,8 @@
     document.fonts.ready.then(refit);
     relabel.push(refit);
     const anchorOf = (k) => {
-      const first = nodes[k - 1].querySelector("[id]:not(.slide)");
+      // A widget's slide leaves to the widget (its introducing sentence is above it on the page).
+      const first = nodes[k - 1].querySelector(".widget[id]") || nodes[k - 1].querySelector("[id]:not(.slide)");
       return first ? first.id : "";
     };
     const labels = () => {
@@ -901,7 +1217,9 @@
       // A part of a widget: the widget moves onto this slide, which shows that part of it.
       const part = slides[k - 1];
       if (part.part && part.widgetNode.parentNode !== nodes[k - 1].firstElementChild) {
-        nodes[k - 1].firstElementChild.prepend(part.widgetNode);
+        // The first part keeps the widget under its introducing sentence (and prediction).
+        if (part.part === 1) nodes[k - 1].firstElementChild.append(part.widgetNode);
+        else nodes[k - 1].firstElementChild.prepend(part.widgetNode);
       }
       nodes[k - 1].hidden = false;
       fitSlide(nodes[k - 1]);
@@ -1083,9 +1401,22 @@
             g.used_in.map((n, k) => [k ? t("ls_list_sep") : "",
               lessonLink("/lesson/" + n, null, { class: "term-use", "data-section": String(n) }, () => t("ls_section_n", { n }))]))
           : null;
+        // Other names for the same idea (the seed text's スキップ結合 for 残差接続): "also called …";
+        // the lesson's own text uses the term.
+        const aliases = el("p", { class: "term-aliases", "data-term": g.id });
+        const showAliases = () => {
+          const names = (g.aliases && g.aliases[lang()]) || [];
+          aliases.hidden = !names.length;
+          aliases.replaceChildren(...(names.length
+            ? [el("span", { text: t("ls_glossary_aliases") }), " ",
+              ...names.flatMap((a, k) => [k ? t("ls_list_sep") : "", el("span", { class: "term-alias", text: a })])]
+            : []));
+        };
+        showAliases();
+        relabel.push(showAliases);
         return el("div", { class: "term-entry", id: "term-" + g.id },
           el("dt", {}, txt("span", { class: "term-main" }, g.term), otherTerm),
-          el("dd", {}, txt("p", {}, g.definition), uses));
+          el("dd", {}, txt("p", {}, g.definition), aliases, uses));
       };
       const groups = sections.filter((s) => terms.some((g) => g.section === s.id)).map((s) =>
         el("section", { class: "term-group", id: "terms-" + s.id, "aria-labelledby": "terms-title-" + s.id },
@@ -1107,6 +1438,43 @@
       list.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
     }
     list.removeAttribute("aria-busy");
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The teacher's plan (/lesson/plan): the first session, the 基礎 path in about 90 minutes, and
+  // the second, the 発展 parts, each section with its minutes (from its teacher notes) and its
+  // place on the clock, linked to its answer key; the totals are the rows' sums.
+  // ---------------------------------------------------------------------------------------------
+
+  async function showPlan() {
+    const box = $("plan");
+    try {
+      const plan = await getJSON("/api/lesson/plan");
+      const clock = (m) => Math.floor(m / 60) + ":" + String(m % 60).padStart(2, "0");
+      const table = (id, rows, total, params) => el("table", { class: "plan-table", id: "plan-" + id, "data-total": String(total) },
+        el("thead", {}, el("tr", {}, ui("th", { scope: "col" }, "ls_plan_time"), ui("th", { scope: "col" }, "ls_plan_section"),
+          ui("th", { scope: "col", class: "num" }, "ls_plan_minutes"))),
+        el("tbody", {}, rows.map((r) => el("tr", { class: "plan-row", "data-section": String(r.section), "data-minutes": String(r.minutes),
+          "data-start": String(r.start), "data-end": String(r.end) },
+          el("td", { class: "plan-clock", text: clock(r.start) + "–" + clock(r.end) }),
+          el("td", {}, lessonLink("/lesson/" + r.section, params, { class: "plan-link" },
+            () => t("ls_section_title", { n: r.section, title: pick(r.title) }))),
+          el("td", { class: "num", text: String(r.minutes) })))),
+        el("tfoot", {}, el("tr", {}, ui("th", { scope: "row", colspan: "2" }, "ls_plan_total"),
+          el("td", { class: "num plan-total", text: String(total) }))));
+      box.replaceChildren(
+        el("section", { class: "plan-session", "aria-labelledby": "plan-basic-title" },
+          ui("h2", { id: "plan-basic-title" }, "ls_plan_basic", { n: plan.basic_total }),
+          ui("p", { class: "note" }, "ls_plan_basic_text"),
+          table("basic", plan.basic, plan.basic_total, { teacher: "1" })),
+        el("section", { class: "plan-session", "aria-labelledby": "plan-further-title" },
+          ui("h2", { id: "plan-further-title" }, "ls_plan_further", { n: plan.further_total }),
+          ui("p", { class: "note" }, plan.further.length ? "ls_plan_further_text" : "ls_plan_further_none"),
+          plan.further.length ? table("further", plan.further, plan.further_total, { teacher: "1", further: "1" }) : null));
+    } catch (err) {
+      box.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
+    }
+    box.removeAttribute("aria-busy");
   }
 
   window.Lesson = {
@@ -1133,6 +1501,7 @@
     if (mode.present && document.body.dataset.view === "section") document.body.dataset.present = "1";
     if (document.body.dataset.view === "index") showIndex();
     else if (document.body.dataset.view === "glossary") showGlossary();
+    else if (document.body.dataset.view === "plan") showPlan();
     else showSection();
   });
   document.addEventListener("langchange", () => relabel.forEach((fn) => fn()));

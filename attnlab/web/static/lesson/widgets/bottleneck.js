@@ -26,7 +26,13 @@
       for (const [k, a] of Object.entries(attrs)) r.setAttribute(k, a);
       svg.append(r);
     });
-    return svg;
+    // Its colour key: the same ramp from −limit to +limit (the lesson's figure standard).
+    const key = window.Figure.keySVG({ title: window.Attn.t("fig_key_value"), lo: -limit, hi: limit,
+      fill: (v) => window.Charts.css(window.Charts.diverging(v, limit)) });
+    const box = document.createElement("figure");
+    box.className = "bn-vector-fig";
+    box.append(svg, key);
+    return box;
   }
 
   function verdict(s, part, id) {

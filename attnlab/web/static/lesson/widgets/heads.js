@@ -7,7 +7,8 @@
   const { el, fmt, postJSON, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
   // One colour per head (12 for MiniLM), dark enough to read on white.
-  const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#5f6b7a", "#bcbd22", "#17becf", "#ff7f0e", "#393b79", "#637939"];
+  // Heads: none of them the red or blue of the neuron view's signed values (figures.css has the same).
+  const COLOURS = ["#e69f00", "#009e73", "#cc79a7", "#6b4c9a", "#8c6d31", "#000000", "#999933", "#5f6b7a", "#44aa99", "#a05a00", "#117733", "#d17fd0"];
   const colour = (h) => COLOURS[h % COLOURS.length];
 
   function svgNode(tag, attrs, text) {

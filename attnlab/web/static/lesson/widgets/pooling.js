@@ -76,7 +76,6 @@
     }
 
     function weightsTable(r) {
-      const top = Math.max(...r.weights);
       const marked = new Set(Object.values(r.markers).flat()); // every marker MeCab found
       const head = el("tr", {}, el("td"), r.chars.map((ch, i) => el("th", {
         scope: "col", lang: "ja", id: "pool-ch-" + i,
@@ -84,7 +83,7 @@
         text: (ch === " " ? "␣" : ch) + (r.known[i] ? "" : "*"),
       })));
       const row = el("tr", {}, el("th", { scope: "row", text: s("pool_weight_row") }), r.weights.map((w, i) => {
-        const rgb = sequential(top > 0 ? w / top : 0);
+        const rgb = sequential(w); // on the 0–1 scale of every weight in the lesson (its key below)
         const td = el("td", { id: "pool-w-" + i, "data-value": String(w), class: i === r.peak ? "pool-peak" : null, text: num(w, 2) });
         td.style.backgroundColor = css(rgb);
         td.style.color = textOn(rgb);
@@ -96,6 +95,7 @@
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-labelledby": "pool-weights-title" },
           el("table", { class: "matrix pool-weights", id: "pool-weights", "aria-labelledby": "pool-weights-title" },
             el("thead", {}, head), el("tbody", {}, row))),
+        window.Figure.keySVG({ title: window.Attn.t("fig_key_weight"), lo: 0, hi: 1, fill: (v) => css(sequential(v)) }),
       ];
     }
 
@@ -119,7 +119,7 @@
           el("span", { text: s("pool_prob", { p: percent(r.probs[best]) }) })),
         window.Charts.bars({
           values: r.probs, labels: r.labels.map((label) => s("pool_class_" + label)), idPrefix: "pool-p-",
-          label: s("pool_probs_label"), max: 1, left: 200, format: percent,
+          label: s("pool_probs_label"), left: 200, format: percent, scaleTitle: window.Attn.t("fig_scale_prob"),
         }),
         ...weightsTable(r),
         el("p", { id: "pool-peak", "data-value": String(r.peak),

@@ -31,14 +31,15 @@
       colLabels: labels && opts.colLabels ? opts.colLabels : [],
       fill: (v) => window.Charts.css(window.Charts.diverging(v, opts.limit || 1)),
       stroke: opts.highlight === undefined ? null : (r) => (r === opts.highlight ? "#f0a400" : null),
+      key: false, // the figure's own colour key (colourKey) sits beside it
     });
     return window.Charts.picture(sc, opts.id, opts.label);
   }
 
   // The colour key of a heatmap: the diverging ramp from -limit to +limit with three numbers.
   function colourKey(limit, label, id) {
-    const steps = 21, w = 10, left = 8, W = left * 2 + steps * w, H = 34;
-    const svg = svgNode("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, class: "pe-key", id });
+    const steps = 21, w = 10, left = 14, W = left * 2 + steps * w, H = 36;
+    const svg = svgNode("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, class: "pe-key colour-key", id });
     for (let i = 0; i < steps; i++) {
       const v = -limit + (2 * limit * i) / (steps - 1);
       svg.append(svgNode("rect", { x: left + i * w, y: 2, width: w, height: 12, fill: window.Charts.css(window.Charts.diverging(v, limit)) }));
@@ -46,7 +47,7 @@
     svg.append(svgNode("rect", { x: left, y: 2, width: steps * w, height: 12, fill: "none", stroke: "#5f6b7a", "stroke-width": 0.5 }));
     const ticks = [[-limit, left, "start"], [0, left + (steps * w) / 2, "middle"], [limit, left + steps * w, "end"]];
     for (const [v, x, anchor] of ticks) {
-      svg.append(svgNode("text", { x, y: 29, "text-anchor": anchor, "font-size": 11, fill: "#1f2933" }, v === 0 ? "0" : window.Charts.num(v, 2)));
+      svg.append(svgNode("text", { x, y: 29, "text-anchor": anchor, "font-size": 12, fill: "#1f2933" }, v === 0 ? "0" : window.Charts.num(v, 2)));
     }
     return svg;
   }
@@ -68,7 +69,7 @@
     const y = (v) => mid - v * (mid - top);
     for (const v of [1, 0, -1]) {
       svg.append(svgNode("line", { x1: 34, x2: W, y1: y(v), y2: y(v), stroke: v ? "#e3e8ef" : "#5f6b7a" }));
-      svg.append(svgNode("text", { x: 30, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#1f2933" }, String(v)));
+      svg.append(svgNode("text", { x: 30, y: y(v) + 4, "text-anchor": "end", "font-size": 12, fill: "#1f2933" }, String(v)));
     }
     const every = Math.ceil(values.length / 16);
     values.forEach((v, i) => {
@@ -77,7 +78,7 @@
         fill: i === highlight ? "#b35900" : "#2456a6", "data-value": v,
       }));
       if (i % every === 0 || i === highlight) {
-        svg.append(svgNode("text", { x: 36 + i * bw + (bw - 1) / 2, y: H - 4, "text-anchor": "middle", "font-size": 10, fill: i === highlight ? "#8a4500" : "#1f2933" }, String(i)));
+        svg.append(svgNode("text", { x: 36 + i * bw + (bw - 1) / 2, y: H - 4, "text-anchor": "middle", "font-size": 12, fill: i === highlight ? "#8a4500" : "#1f2933" }, String(i)));
       }
     });
     return svg;

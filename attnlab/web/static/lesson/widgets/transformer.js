@@ -323,7 +323,7 @@
           el("span", { class: "mono context", lang: "en", text: tail.replace(/\n/g, "↵") })),
         el("p", { id: "gpt-kept", "data-value": r.kept, text: s("kept_line", { kept: r.kept, v: r.vocab_size, t: fmt(r.temperature, 1), k: r.top_k === null ? s("topk_all") : r.top_k }) }),
         el("p", { class: "subhead", text: s("bars_title", { n: top.length }) }),
-        window.Charts.bars({ values: top.map((t) => t.p), labels: top.map((t) => label(t.token)), idPrefix: "gpt-p-", label: s("bars_title", { n: top.length }), left: 50, max }),
+        window.Charts.bars({ values: top.map((t) => t.p), labels: top.map((t) => label(t.token)), idPrefix: "gpt-p-", label: s("bars_title", { n: top.length }), left: 50, mono: true, scaleTitle: window.Attn.t("fig_scale_prob") }),
         el("details", {}, el("summary", { text: s("table_title") }),
           el("table", { class: "steps", id: "gpt-table" },
             el("thead", {}, el("tr", {}, ["th_token", "th_logit", "th_p_model", "th_p"].map((k) => el("th", { scope: "col", text: s(k) })))),

@@ -1,6 +1,7 @@
 // §8 Variants and exercises. variants (POST /api/lesson/variants): the masks of full, local,
 // sliding-window, dilated and global + window attention (sparse attention), what they cost
-// against length, and the measured long-context times (seconds and ratios in separate tables).
+// against length, and, folded as 「発展」, the measured long-context times (seconds and ratios in
+// separate tables) and peak memory.
 // attention-map (POST /api/lesson/attention-map): the heatmap exercise, downloadable as PNG/SVG
 // drawn by attnlab.viz. State: len, r (a window's reach), b (block size), dil, g, causal,
 // variant, words, seed.
@@ -27,7 +28,8 @@
 
   function maskFigure(name, mask, label) {
     const cell = Math.max(6, Math.min(14, Math.floor(200 / mask.length)));
-    const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5") });
+    const sc = window.Heatmap.scene({ matrix: mask, cell, fill: (v) => (v ? COLOURS[name] : "#eef1f5"),
+      key: { swatches: [{ fill: COLOURS[name], label: window.Attn.t("fig_key_computed") }, { fill: "#eef1f5", label: window.Attn.t("fig_key_skipped") }] } });
     return window.Charts.picture(sc, "var-mask-" + name, label);
   }
 
@@ -36,6 +38,8 @@
     const state = Object.assign({ length: clampInt(ctx.param("len", "16"), 4, 32, 16) }, params(ctx));
     let shown = null;
     let asked = null; // the request `shown` answers
+    // The measured part's fold: closed on the basic path, open in the whole lesson (?further=1).
+    let measuredOpen = new URLSearchParams(window.location.search).get("further") === "1";
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("var", false);
     const out = p.out;
@@ -95,20 +99,44 @@
         (c, i) => el("td", { id: `var-s-${c}-${i}`, "data-value": m.seconds[c][i], text: secondsText(c, m.seconds[c][i]) }));
       const ratios = measuredTable("var-ratios", s("ratio_title"),
         (c, i) => el("td", { id: `var-x-${c}-${i}`, "data-value": m.speedup[c][i], text: "×" + String(m.speedup[c][i]) }));
-      // Projector mode: the masks, the counted cost, the measured times: one slide each.
+      // The measured peak memory (a separate run, the same lengths): full attention that stores
+      // every score was not run where the scores alone do not fit (null).
+      const mem = r.measured.memory.rows;
+      const memCell = (id, v) => el("td", { id, "data-value": v === null ? "" : String(v),
+        text: v === null ? s("mem_not_run") : Math.round(v).toLocaleString("en-US") });
+      const memory = el("div", { class: "scroll", tabindex: "0", role: "region", "aria-labelledby": "var-memory-title" },
+        el("table", { class: "steps", id: "var-memory" },
+          el("caption", { id: "var-memory-title", text: s("mem_title") }),
+          el("thead", {}, el("tr", {}, el("th", { scope: "col", text: s("th_length") }),
+            [s("th_full_mem"), s("th_chunked"), s("th_sdpa")].map((h) => el("th", { scope: "col", text: h })))),
+          el("tbody", {}, mem.map((row, i) => el("tr", {},
+            el("th", { scope: "row", text: row.length.toLocaleString("en-US") }),
+            memCell(`var-m-full-${i}`, row.full_mib), memCell(`var-m-chunked-${i}`, row.chunked_mib),
+            memCell(`var-m-sdpa-${i}`, row.sdpa_mib))))));
+      // The measurements name implementations and number formats (developer text): folded into a
+      // 「発展」 part of the widget, as the page folds its own (open with ?further=1).
+      const measured = el("details", { class: "further", id: "var-measured", open: measuredOpen },
+        el("summary", {}, el("span", { class: "further-badge", text: window.Attn.t("ls_further") }), " ",
+          el("span", { class: "further-skip", text: window.Attn.t("ls_further_skip") })),
+        el("div", { class: "further-body" },
+          el("p", { class: "subhead", text: s("measured_title") }),
+          el("p", { class: "note", text: s("measured_setup") }),
+          seconds,
+          ratios,
+          el("p", { class: "note", text: s("measured_note") }),
+          memory,
+          el("p", { class: "note", text: s("mem_note") }),
+          memo(el("p", { text: s("measured_source") }))));
+      measured.addEventListener("toggle", () => { measuredOpen = measured.open; });  // kept across redraws
+      // Projector mode: the masks on one slide; the counted cost and, folded, the measurements on the next.
       out.replaceChildren(
         ...slidePart(1, el("div", { class: "masks-row" }, figures),
           el("p", { class: "note", id: "var-mask-note", text: s(asked.causal ? "mask_note_causal" : "mask_note", { r: asked.reach, k: 2 * asked.reach + 1, k1: asked.reach + 1, b: asked.block }) }),
           memo(el("p", { text: s("mask_source") }))),
         ...slidePart(2, el("p", { class: "subhead", text: s("cost_title") }),
-          window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length") }),
+          window.Charts.lines({ xs: r.cost_lengths, series, label: s("cost_title"), xLabel: s("th_length"), yLabel: window.Attn.t("fig_axis_scores") }),
           costTable),
-        ...slidePart(3, el("p", { class: "subhead", text: s("measured_title") }),
-          el("p", { class: "note", text: s("measured_setup") }),
-          seconds,
-          ratios,
-          el("p", { class: "note", text: s("measured_note") }),
-          memo(el("p", { text: s("measured_source") }))));
+        slidePart(2, measured));
     }
 
     // The sliders set the masks and the counted cost; the measured times do not depend on them.
@@ -177,8 +205,9 @@
     function draw() {
       const r = shown;
       if (!r) return;
+      // A masked pair is hatched and has no number: its weight is not a small one, it is never computed.
       const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
-        format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
+        masked: (i, j) => !r.mask[i][j], format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
       const svg = window.Charts.picture(sc, "map-svg", s("map_label", { name: s("name_" + r.variant) }));
       out.replaceChildren(
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_label", { name: s("name_" + r.variant) }) }, svg),
@@ -196,6 +225,6 @@
     changed();
   }
 
-  window.Lesson.register("variants", { mount: mountVariants, parts: 3 });
+  window.Lesson.register("variants", { mount: mountVariants, parts: 2 });
   window.Lesson.register("attention-map", { mount: mountMap });
 })();
