@@ -6,11 +6,12 @@ Shape:
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from pathlib import Path
 
-__all__ = ["cache_root", "cpu_name", "cpu_flags"]
+__all__ = ["cache_root", "cpu_name", "cpu_flags", "read_json_cache", "write_json_cache"]
 
 
 def cache_root() -> Path:
@@ -20,6 +21,30 @@ def cache_root() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "attnlab"
     )
     return Path(root)
+
+
+def read_json_cache(path: Path) -> dict:
+    """A JSON object cached at ``path``; ``{}`` when it is missing, unreadable or not an object
+    (a cache only saves measuring again)."""
+    try:
+        known = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def write_json_cache(path: Path, known: dict) -> None:
+    """Write ``known`` to a file of this process's own, then rename it over ``path``: another
+    process (a parallel test worker, another rank) reading it sees the old file or the new one,
+    never half of one. An unwritable cache is not an error: it only means measuring again."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 def _cpuinfo(*prefixes: str) -> str | None:

@@ -661,21 +661,12 @@ class Trainer:
         if engine.is_main:
             key = _precision_key(self.model, engine.device, batch)
             cache = _precision_cache()
-            try:
-                known = json.loads(cache.read_text()) if cache.is_file() else {}
-            except (OSError, json.JSONDecodeError):
-                known = {}
+            known = machine.read_json_cache(cache)
             times, where = known.get(key), "cached"
             if not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
                 times, where = self._probe(batch), "measured now"
                 known[key] = times
-                try:
-                    cache.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(known, indent=1))
-                    tmp.replace(cache)
-                except OSError:
-                    pass  # an unwritable cache only means probing again next time
+                machine.write_json_cache(cache, known)
             use_bf16 = choose_precision(times) == "bf16"
             print(
                 f"attnlab: precision auto → {'bf16' if use_bf16 else 'fp32'}: one training step took "

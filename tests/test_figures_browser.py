@@ -32,6 +32,7 @@ WIDGETS = [
     "translation", "parallel-steps", "bottleneck", "bleu-by-length", "qkv", "additive-vs-dot",
     "self-vs-cross", "pronoun", "multihead-steps", "no-transpose", "head-view", "word-order",
     "pe-table", "rope-scores", "transformer-diagram", "token-walk", "next-token", "variants", "attention-map", "pooling",
+    "families", "apps-mlm", "apps-qa", "apps-gpt", "apps-summary", "apps-vit", "apps-gat",
 ]  # fmt: skip
 
 # Runs in the page; returns {"problems": [...], "looks": {widget: {text, targets}}}.

@@ -140,16 +140,15 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
     want = [[*first[:, j].tolist(), float(first[:, j].mean())] for j in friends]
     close(table(page, "gat-w", len(friends), first.shape[0] + 1), want, tol=1e-5)
 
-    # The visual standard: a colour key on every table of weights, no text under 12 px.
-    for key in ("mlm-key", "qa-key", "qa-prob-key", "dec-key", "sum-key", "sum-copy-key", "vit-key", "gat-key"):
+    # The visual standard: the lesson's one colour key (figure.js) under every table of weights and
+    # picture, its title first and then its ticks 0, 0.5 and 1.
+    keys = {"mlm-key": "key_label", "qa-key": "key_label", "qa-prob-key": "qa_prob_key", "dec-key": "key_label",
+            "sum-key": "key_label", "sum-copy-key": "sum_key", "vit-key": "vit_key", "gat-key": "key_label"}  # fmt: skip
+    for key, title in keys.items():
         assert page.is_visible(f"#{key}"), key
-        assert page.eval_on_selector(
-            f"#{key}", "n => Array.from(n.querySelectorAll('text')).map(t => t.textContent)"
-        ) == [
-            "0",
-            "0.5",
-            "1",
-        ]
+        assert page.get_attribute(f"#{key}", "class") == "colour-key", key
+        texts = page.eval_on_selector(f"#{key}", "n => Array.from(n.querySelectorAll('text')).map(t => t.textContent)")
+        assert texts == [s[title], "0", "0.5", "1"], (key, texts)
     small = page.evaluate(
         "() => Array.from(document.querySelectorAll('#section .widget *')).filter(n => n.childNodes.length"
         " && Array.from(n.childNodes).some(c => c.nodeType === 3 && c.textContent.trim())"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import sys
@@ -253,24 +252,11 @@ def choose(timings: dict, threads: int) -> rules.Lines:
 
 
 def _read_cache() -> dict:
-    try:
-        known = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
+    return machine.read_json_cache(cache_path())
 
 
 def _write_cache(known: dict) -> None:
-    """Written to a file of this process's own, then renamed over the cache: another process (a
-    parallel test worker) reading it sees the old file or the new one, never half of one."""
-    path = cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1))
-        tmp.replace(path)
-    except OSError:
-        pass  # an unwritable cache only means measuring again next time
+    machine.write_json_cache(cache_path(), known)
 
 
 def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rules.Lines:

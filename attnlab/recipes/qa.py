@@ -153,7 +153,7 @@ RECIPES: dict[str, QASetup] = {
             betas=(0.9, 0.98),
             eval_every_steps=500,
             log_every=100,
-            precision="fp32",
+            precision="auto",
         ),
     ),
 }

@@ -186,7 +186,13 @@
 
   // What each widget's look line names, found on the widget as drawn now.
   const TARGETS = {
-    "apps-qa": (root) => root.querySelector("#qa-answer"),
+    families: (root) => root.querySelector("#fam-dec"),
+    "apps-mlm": (root) => root.querySelector("#mlm-w td.apps-frame"),
+    "apps-qa": (root) => [root.querySelector("#qa-answer"), root.querySelector("#qa-w td.apps-frame")].filter(Boolean),
+    "apps-gpt": (root) => root.querySelector("#dec-w th.apps-mark"),
+    "apps-summary": (root) => largest(all(root, '[id^="sum-word-"]')),
+    "apps-vit": (root) => root.querySelector("#vit-map"),
+    "apps-gat": (root) => root.querySelector("#gat-w"),
     translation: (root) => largest(all(root, '[id^="tr-w-"]')),
     "parallel-steps": (root) => root.querySelector('polyline[data-series="transformer"]'),
     bottleneck: (root) => root.querySelector("#bn-vector"),

@@ -21,15 +21,10 @@
     return node;
   }
 
-  // The colour key of the 0–1 weights: the white-to-blue ramp with 0, 0.5 and 1 under it.
-  function colourKey(label, id) {
-    const steps = 21, w = 10, left = 8, W = left * 2 + steps * w, H = 34;
-    const node = svgNode("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, id, class: "apps-key" });
-    for (let i = 0; i < steps; i++) node.append(svgNode("rect", { x: left + i * w, y: 2, width: w, height: 12, fill: css(sequential(i / (steps - 1))) }));
-    node.append(svgNode("rect", { x: left, y: 2, width: steps * w, height: 12, fill: "none", stroke: "#5f6b7a", "stroke-width": 0.5 }));
-    for (const [v, x, anchor] of [[0, left, "start"], [0.5, left + (steps * w) / 2, "middle"], [1, left + steps * w, "end"]]) {
-      node.append(svgNode("text", { x, y: 29, "text-anchor": anchor, "font-size": 12, fill: "#1f2933" }, String(v)));
-    }
+  // The colour key of a 0–1 table or picture: the lesson's one key (figure.js), with its title.
+  function colourKey(title, id) {
+    const node = window.Figure.keySVG({ title, lo: 0, hi: 1, fill: (v) => css(sequential(v)) });
+    node.id = id;
     return node;
   }
 
@@ -40,12 +35,9 @@
     return node;
   }
 
-  function keyRow(s, id) {
-    return el("div", { class: "apps-key-row" }, el("span", { class: "note", text: s("key_label") }), colourKey(s("key_label"), id));
-  }
-
   // A table of weights in [0, 1]: one row per (layer, head), one column per token; each cell keeps
-  // its number in data-value and has the id prefix-r-c.
+  // its number in data-value and has the id prefix-r-c. One figure: its title, the table, and under
+  // it its colour key (opts.keyTitle, id opts.keyId).
   function headTable(opts) {
     const head = el("tr", {}, el("td"), opts.cols.map((c, j) => el("th", {
       scope: "col", class: ["mono", opts.markCol === j ? "apps-mark" : ""].join(" ").trim(), text: c,
@@ -61,12 +53,12 @@
         td.style.color = textOn(rgb);
         return td;
       })));
-    return [
+    return [el("figure", { class: "apps-figure" },
       el("p", { class: "apps-table-title", id: opts.idPrefix + "-title", text: opts.title }),
       el("div", { class: "scroll", tabindex: "0", role: "region", "aria-labelledby": opts.idPrefix + "-title" },
         el("table", { class: "matrix apps-table", id: opts.idPrefix, "aria-labelledby": opts.idPrefix + "-title" },
           el("thead", {}, head), el("tbody", {}, body))),
-    ];
+      colourKey(opts.keyTitle, opts.keyId))];
   }
 
   function candidateBars(s, cands, idPrefix, label) {
@@ -220,8 +212,7 @@
           el("p", { class: "subhead", text: s("mlm_bars") }),
           candidateBars(s, r.candidates, "mlm-p-", s("mlm_bars")),
           ...headTable({ rows, rowLabels: labels, cols: r.tokens.map(show), idPrefix: "mlm-w", markCol: r.mask,
-            title: s("mlm_table"), frame: [st.layer * r.n_heads + st.head, st.position] }),
-          keyRow(s, "mlm-key"),
+            title: s("mlm_table"), frame: [st.layer * r.n_heads + st.head, st.position], keyTitle: s("key_label"), keyId: "mlm-key" }),
           el("p", { id: "mlm-strongest", "data-value": `${st.layer} ${st.head} ${st.position}`,
             text: s("mlm_strongest", { l: st.layer + 1, h: st.head + 1, tok: show(r.tokens[st.position]), w: num(st.weight, 2) }) }),
           el("p", { class: "note apps-honest", text: s("mlm_honest") }),
@@ -324,10 +315,8 @@
           el("span", { text: " " + s("qa_probs", { s: num(r.start_probs[first], 2), e: num(r.end_probs[last], 2) }) })),
         el("p", { class: "subhead", text: s("qa_in_passage") }),
         passage,
-        ...headTable({ rows: probs.map((x) => x.values), rowLabels: probs.map((x) => x.label), cols: tokens, idPrefix: "qa-p", title: s("qa_probs_table") }),
-        el("div", { class: "apps-key-row" }, el("span", { class: "note", text: s("qa_prob_key") }), colourKey(s("qa_prob_key"), "qa-prob-key")),
-        ...headTable({ rows, rowLabels: labels, cols: tokens, idPrefix: "qa-w", title: s("qa_table"), frame: [bl * r.n_heads + bh, first] }),
-        keyRow(s, "qa-key"),
+        ...headTable({ rows: probs.map((x) => x.values), rowLabels: probs.map((x) => x.label), cols: tokens, idPrefix: "qa-p", title: s("qa_probs_table"), keyTitle: s("qa_prob_key"), keyId: "qa-prob-key" }),
+        ...headTable({ rows, rowLabels: labels, cols: tokens, idPrefix: "qa-w", title: s("qa_table"), frame: [bl * r.n_heads + bh, first], keyTitle: s("key_label"), keyId: "qa-key" }),
         el("p", { id: "qa-head", "data-value": `${bl} ${bh}`, text: s("qa_head", { l: bl + 1, h: bh + 1, w: num(r.on_answer[bl][bh], 2) }) }),
         el("p", { class: "note apps-honest", text: s("qa_honest") }),
         memo(el("p", { text: s("qa_source") })),
@@ -363,8 +352,7 @@
             el("span", { text: " " + s("prob", { p: num(best.p, 2) }) })),
           el("p", { class: "subhead", text: s("gpt_bars") }),
           candidateBars(s, r.candidates, "dec-p-", s("gpt_bars")),
-          ...headTable({ rows, rowLabels: labels, cols: r.tokens.map(show), idPrefix: "dec-w", markCol: r.tokens.length - 1, title: s("gpt_table") }),
-          keyRow(s, "dec-key"),
+          ...headTable({ rows, rowLabels: labels, cols: r.tokens.map(show), idPrefix: "dec-w", markCol: r.tokens.length - 1, title: s("gpt_table"), keyTitle: s("key_label"), keyId: "dec-key" }),
           el("p", { class: "note", text: s("gpt_note") }),
           el("p", { class: "note apps-honest", text: s("gpt_honest") }),
           memo(el("p", { text: s("gpt_source") })),
@@ -431,9 +419,8 @@
         el("p", { class: "note", text: s("sum_unknown") }),
         el("p", { class: "subhead", id: "sum-words-title", text: s("sum_words") }),
         el("p", { class: "apps-words", lang: "en", role: "group", "aria-labelledby": "sum-words-title" }, words),
-        el("div", { class: "apps-key-row" }, el("span", { class: "note", text: s("sum_key") }), colourKey(s("sum_key"), "sum-copy-key")),
-        ...headTable({ rows: r.src_tokens.map((_, j) => r.attention.map((row) => row[j])), rowLabels: r.src_tokens, cols: r.tokens, idPrefix: "sum-a", title: s("sum_table") }),
-        keyRow(s, "sum-key"),
+        colourKey(s("sum_key"), "sum-copy-key"),
+        ...headTable({ rows: r.src_tokens.map((_, j) => r.attention.map((row) => row[j])), rowLabels: r.src_tokens, cols: r.tokens, idPrefix: "sum-a", title: s("sum_table"), keyTitle: s("key_label"), keyId: "sum-key" }),
         el("p", { class: "note apps-honest", text: s("sum_honest") }),
         memo(el("p", { text: s("sum_source") })),
       ];
@@ -514,10 +501,10 @@
           el("figure", {}, el("figcaption", { text: s("vit_image") }), picture(r, null, "vit-image", s("vit_image"), true)),
           el("figure", {}, el("figcaption", { text: s("vit_map") }), picture(r, scaled, "vit-map", s("vit_map"), false))),
         el("p", { class: "note", id: "vit-mean", "data-value": JSON.stringify(mean), text: s("vit_map_note", { top: num(top, 2) }) }),
-        keyRow(s, "vit-key"),
+        colourKey(s("vit_key"), "vit-key"),
         window.Charts.bars({ values: r.probs, labels: r.probs.map((_, d) => String(d)), idPrefix: "vit-p-", label: s("vit_bars"), max: 1, left: 40, format: (v) => num(v, 2) }),
         el("details", {}, el("summary", { text: s("vit_heads") }),
-          ...headTable({ rows, rowLabels: labels, cols: r.cls[0][0].map((_, k) => "p" + (k + 1)), idPrefix: "vit-w", title: s("vit_table") })),
+          ...headTable({ rows, rowLabels: labels, cols: r.cls[0][0].map((_, k) => "p" + (k + 1)), idPrefix: "vit-w", title: s("vit_table"), keyTitle: s("key_label"), keyId: "vit-w-key" })),
         el("p", { class: "note apps-honest", text: s("vit_honest") }),
         memo(el("p", { text: s("vit_source") })),
       ];
@@ -598,8 +585,7 @@
           swatch(FACTION[0]), el("span", { class: "note", text: s("gat_faction_0") }),
           swatch(FACTION[1]), el("span", { class: "note", text: s("gat_faction_1") }),
           el("span", { class: "note", text: s("gat_wrong_key") })),
-        ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }) }),
-        keyRow(s, "gat-key"),
+        ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }), keyTitle: s("key_label"), keyId: "gat-key" }),
         el("p", { class: "note", text: s("gat_edges") }),
         el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
         el("p", { class: "note apps-honest", text: s("gat_honest") }),
