@@ -97,9 +97,11 @@ def explorer() -> Iterator[str]:
         yield base
 
 
-# The prediction asked at a widget: commit its first choice, as a learner would, so that the
-# widget is uncovered (a function: the page's CSP forbids evaluating a string).
+# A widget as a learner sees it after the prediction asked at it: the "Going further" fold it
+# sits in opened, and the prediction's first choice committed, so that the widget is uncovered (a function: the page's CSP forbids evaluating a string).
 COMMIT = """(name) => {
+  const widget = document.querySelector('#widget-' + name);
+  for (let d = widget && widget.closest('details'); d; d = d.parentElement.closest('details')) d.open = true;
   const gate = document.querySelector('.predict-gate[data-widget="' + name + '"]');
   if (!gate || gate.dataset.revealed !== '0') return false;
   const form = gate.previousElementSibling;
