@@ -133,6 +133,7 @@ def bleu_table(rnns):
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, accept_downloads=True)
+covered_page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, uncovered=False)  # predictions left to the test
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,6 +543,16 @@ def test_the_diagrams_shapes_and_the_next_character_equal_attnlab(page, lang, ja
     assert page.input_value("#gpt-prompt") == prompt + tok.id_to_token(int(drawn[0])) and params(page)["seed"] == "1"
 
 
+def commit_predictions_by_hand(pg, section) -> None:
+    """Commit every prediction on the page as a learner does (a click on a choice, then on the
+    button), each widget revealed after it."""
+    pg.wait_for_selector(f"#predict-{len(section.predict) - 1}")
+    for k, p in enumerate(section.predict):
+        pg.click(f'#predict-{k} input[value="{p.answer}"]')
+        pg.click(f"#predict-{k}-submit")
+        assert pg.get_attribute(f"#predict-{k}-gate", "data-revealed") == "1"
+
+
 def test_a_section_whose_model_is_missing_says_how_to_build_it(browser, lang, monkeypatch, tmp_path):
     import attnlab.assets as assets_module
 
@@ -560,6 +571,13 @@ def test_a_section_whose_model_is_missing_says_how_to_build_it(browser, lang, mo
             "console", lambda m: errors.append(m.text) if m.type == "error" and "status of 503" not in m.text else None
         )
         pg.goto("/lesson/2")
+        # The bottleneck view is covered by its prediction until the learner commits a guess, and the
+        # BLEU table is folded in 発展 / "Going further": the errors are there, and shown once the
+        # learner commits and opens the fold, as a reader does before using the widgets.
+        pg.wait_for_selector("#bn-error:not(.hidden)", state="attached")
+        assert pg.get_attribute("#predict-0-gate", "data-revealed") == "0"
+        commit_predictions_by_hand(pg, SECTIONS[2])
+        pg.click("details.further:has(#bl-error) > summary")
         pg.wait_for_selector("#bn-error:not(.hidden)")
         pg.wait_for_selector("#bl-error:not(.hidden)")
         for selector, name in (("#bn-error", "rnn-plain"), ("#bl-error", "rnn-plain")):
@@ -571,6 +589,7 @@ def test_a_section_whose_model_is_missing_says_how_to_build_it(browser, lang, mo
         pg.click("#q0-submit")
         assert pg.get_attribute("#q0-feedback", "data-result") == "correct"
         pg.goto("/lesson/7")
+        commit_predictions_by_hand(pg, SECTIONS[7])
         pg.wait_for_selector("#td-error:not(.hidden)")
         pg.wait_for_selector("#gpt-error:not(.hidden)")
         assert "make models ONLY=ja-en" in pg.text_content("#td-error")
@@ -617,7 +636,10 @@ def test_keyboard_only_in_the_model_sections(page, lang):
 # --------------------------------------------------------------------------------------------
 
 
-def test_keyboard_only(page, lang):
+def test_keyboard_only(covered_page, lang):
+    # A page as a learner opens it (the prediction not yet committed): committing it moves the focus
+    # to its feedback, so the first Tab is tried before, and the prediction answered by keyboard.
+    page = covered_page
     other = "en" if lang == "ja" else "ja"
     page.goto("/lesson/3")
     wait_widgets(page)
@@ -625,6 +647,21 @@ def test_keyboard_only(page, lang):
     assert page.evaluate("() => document.activeElement.classList.contains('skip')")
     page.keyboard.press("Enter")
     assert page.evaluate("() => document.activeElement.id") == "main"
+    guess = SECTIONS[3].predict[0]
+    assert guess.widget == "qkv" and page.get_attribute("#predict-0-gate", "data-revealed") == "0"
+    tab_to(page, "#predict-0-c0")  # the widget is covered (inert): its controls are not reached before
+    page.keyboard.press("Space")
+    right = f'#predict-0 input[value="{guess.answer}"]'  # shuffled: found by its value
+    for _ in range(len(guess.choices)):
+        if page.is_checked(right):
+            break
+        page.keyboard.press("ArrowDown")
+    assert page.is_checked(right)
+    tab_to(page, "#predict-0-submit")
+    page.keyboard.press("Enter")
+    assert page.get_attribute("#predict-0-gate", "data-revealed") == "1"
+    assert page.get_attribute("#predict-0-feedback", "data-result") == "correct"
+    assert page.evaluate("() => document.activeElement.id") == "predict-0-feedback"
     tab_to(page, "#qkv-mode-books")
     page.keyboard.press("ArrowDown")  # to the next radio: random q and k
     wait_request(page, "#qkv-out", {"d_k": 64, "seed": 0})

@@ -346,8 +346,20 @@
     return Array.from(doc.body.childNodes, copy).filter(Boolean);
   }
 
+  // A glossary link that is the whole of its table cell or list item ("| layers |", "4. ロジット")
+  // stands on its own, not inside a sentence: marked term-alone, it gets a full touch target
+  // (responsive.css); a link inside a sentence keeps the size of the text.
+  const INLINE_TAGS = new Set(["STRONG", "EM", "CODE", "SPAN", "SUB", "SUP"]);
+  function markAloneTerms(root) {
+    for (const a of root.querySelectorAll("a.term")) {
+      let block = a.parentElement;
+      while (block && INLINE_TAGS.has(block.tagName)) block = block.parentElement;
+      if (block && block !== root && block.textContent.trim() === a.textContent.trim()) a.classList.add("term-alone");
+    }
+  }
+
   function htmlNode(node, text) {
-    const apply = () => { node.replaceChildren(...safeNodes(pick(text))); };
+    const apply = () => { node.replaceChildren(...safeNodes(pick(text))); markAloneTerms(node); };
     apply();
     relabel.push(apply);
     return node;
