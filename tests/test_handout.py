@@ -10,7 +10,9 @@ stylesheet, in Japanese and English, for the class and for the teacher.
 
 Text is read back with pypdf. Chromium's PDFs map some kanji of the page's font to radicals (入
 as the Kangxi radical ⼊, 長 as ⻑), so texts are compared after NFKC normalization and a small
-table of the other radicals, with all spaces removed.
+table of the other radicals, with all spaces removed. A formula the page typesets as MathML
+(figure.js: d_k, exp(s_i)/Σ exp(s_j), √d_k) prints as its drawn letters, the subscript without its
+mark and in mathematical italics (𝑑𝑘); both sides are read so (:func:`typeset`, then NFKC).
 Run with ``pytest -m browser tests/test_handout.py``; without /usr/bin/chromium those tests skip.
 """
 
@@ -43,10 +45,27 @@ needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian'
 RADICALS = str.maketrans("⺟⺠⻄⻑⻘⻝⻤⻩⻭⻲⻨⻫⻯", "母民西長青食鬼黄歯亀麦斉竜")
 
 
+# figure.js's SUB: a subscript written the plain way (d_k, s_i, R_{n−m}; not p_gen or a_b_c), which
+# the page typesets as <msub>.
+SUBSCRIPT = re.compile(r"(^|[^A-Za-z0-9_])([A-Za-z])_(\{[^{}]+\}|[A-Za-z0-9](?![A-Za-z0-9_]))")
+
+
+def typeset(text: str) -> str:
+    """``text`` as the page draws its formulas: each subscript as figure.js finds it (scanning on
+    after each one, as it does) becomes its letter followed by the subscript, without the mark
+    or the braces (d_k → dk, R_{n−m} → Rn−m). Text with no formula is unchanged."""
+    out, rest = [], text
+    while m := SUBSCRIPT.search(rest):
+        out.append(rest[: m.start()] + m[1] + m[2] + (m[3][1:-1] if m[3].startswith("{") else m[3]))
+        rest = rest[m.end() :]
+    return "".join(out) + rest
+
+
 def norm(text: str) -> str:
-    """For comparing a page's text with the PDF's: NFKC (⼊ → 入, （ → (), the radicals above
-    mapped to their kanji, no whitespace at all."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).translate(RADICALS))
+    """For comparing a page's text with the PDF's: NFKC (⼊ → 入, （ → (), 𝑑 → d), the radicals
+    above mapped to their kanji, formulas as drawn (:func:`typeset`), no whitespace at all. Applied
+    to both sides alike (the PDF holds no marks of a typeset formula, so it is unchanged there)."""
+    return re.sub(r"\s+", "", typeset(unicodedata.normalize("NFKC", text).translate(RADICALS)))
 
 
 def plain(html: str) -> str:
@@ -215,19 +234,31 @@ def test_every_section_prints_with_its_title_and_no_empty_page(printed, lang, te
 @pytest.mark.parametrize("lang", ["ja", "en"])
 def test_the_students_version_has_the_questions_and_no_answers(printed, lang):
     doc = printed[lang, False]
+    asked = 0
     for n in chosen(lang, False):
         section = SECTIONS[n]
-        for q in section.check:
-            assert norm(getattr(q.question, lang))[:60] in doc.all, (n, getattr(q.question, lang))
+        # The end-of-section check and the predictions asked at the widgets (predict:): on paper
+        # both are questions, every word of them and every choice, with nothing of the answer.
+        for q in (*section.check, *section.predict):
+            assert norm(getattr(q.question, lang)) in doc.all, (n, getattr(q.question, lang))
             for choice in q.choices:
                 assert norm(getattr(choice, lang)) in doc.all, (n, getattr(choice, lang))
             assert norm(getattr(q.explanation, lang))[:40] not in doc.all, (n, "an explanation")
             assert norm(getattr(q.hint, lang))[:40] not in doc.all, (n, "a hint")
+            # The answer key's line ("答え: …"), for this question's answer. (Not the bare "答え:",
+            # which §9's widgets print as labels: モデルが選んだ答え：「1925」.)
+            right = getattr(q.choices[q.answer], lang)
+            assert norm(t(lang, "ls_teacher_answer", answer=right)) not in doc.all, (n, "the answer", right)
+        asked += len(section.predict)
         notes = plain(getattr(section.teacher.html, lang))
         assert norm(notes)[:60] not in doc.all, (n, "the teacher notes")
+    assert asked >= 2  # the sections printed here do ask predictions
     for key in ("ls_teacher_notes", "ls_teacher_answer_mark", "ls_teacher_hint", "ls_teacher_key_intro"):
         assert norm(t(lang, key).split("{")[0]) not in doc.all, key
-    assert norm(t(lang, "ls_teacher_answer", answer="")) not in doc.all
+    # What only a screen can do does not print: the button that commits a prediction, the cover
+    # over its widget, and a fold's "click to open" (paper prints the Going-further parts open).
+    for key in ("ls_predict_commit", "ls_predict_cover", "ls_predict_pick", "ls_further_skip"):
+        assert norm(t(lang, key)) not in doc.all, key
 
 
 @browser
@@ -237,10 +268,15 @@ def test_the_teachers_version_has_every_answer_and_the_teacher_notes(printed, la
     doc = printed[lang, True]
     for n in chosen(lang, True):
         section = SECTIONS[n]
-        for q in section.check:
-            answer = t(lang, "ls_teacher_answer", answer=getattr(q.choices[q.answer], lang))
+        # Every check question and every prediction: asked in full, its answer marked among the
+        # choices and written out, and its explanation in full.
+        for q in (*section.check, *section.predict):
+            assert norm(getattr(q.question, lang)) in doc.all, (n, getattr(q.question, lang))
+            right = getattr(q.choices[q.answer], lang)
+            assert norm(right + t(lang, "ls_teacher_answer_mark")) in doc.all, (n, "the answer marked", right)
+            answer = t(lang, "ls_teacher_answer", answer=right)
             assert norm(answer) in doc.all, (n, answer)
-            assert norm(getattr(q.explanation, lang))[:60] in doc.all, (n, getattr(q.explanation, lang))
+            assert norm(getattr(q.explanation, lang)) in doc.all, (n, getattr(q.explanation, lang))
         text = norm("".join(doc.section(n)))
         assert norm(t(lang, "ls_teacher_notes")) in text, n
         html = getattr(section.teacher.html, lang)
