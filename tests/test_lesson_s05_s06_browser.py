@@ -39,6 +39,9 @@ def sections():
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
+# A page that does not commit the predictions by itself (AUTO_UNCOVER): for the test of a prediction's
+# cover, which the learner lifts only by committing a choice.
+covered_page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, uncovered=False)
 
 
 def attr_grid(pg, prefix: str, rows: int, cols: int, attr: str = "data-value") -> list[list[str]]:
@@ -192,18 +195,28 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     assert_accessible(page)
 
 
-def test_the_word_order_prediction_is_asked_before_its_widget_shows(page, lang, sections):
+def test_the_word_order_prediction_is_asked_before_its_widget_shows(covered_page, lang, sections):
     """§6's prediction at the two-sentence table: the table stays covered until a choice is
     committed, then shows the numbers the prediction asked about."""
+    page = covered_page  # nothing commits the prediction but the test's own click
     p = next(p for p in sections[6].predict if p.widget == "word-order")
     page.goto("/lesson/6")
     section_drawn(page)
-    assert not page.is_visible("#widget-word-order")
+    # Covered: the question sits right above the widget, which is out of sight and out of reach
+    # (inert: no focus, no click), the cover in its place.
+    gate = page.locator('.predict-gate[data-widget="word-order"]')
+    assert gate.get_attribute("id") == "predict-0-gate" and gate.get_attribute("data-revealed") == "0"
+    assert page.eval_on_selector("#predict-0", "f => f.nextElementSibling.id === 'predict-0-gate'")
+    assert not page.is_visible("#widget-word-order") and page.is_visible("#predict-0-cover")
+    assert page.eval_on_selector("#widget-word-order", "n => n.inert")
     assert page.text_content("#predict-0 .q-text") == getattr(p.question, lang)
     page.check(f'#predict-0 input[value="{p.answer}"]')
     page.click("#predict-0-submit")
     assert page.get_attribute("#predict-0-gate", "data-revealed") == "1"
-    assert page.is_visible("#widget-word-order")
+    assert page.is_visible("#widget-word-order") and not page.is_visible("#predict-0-cover")
+    assert not page.eval_on_selector("#widget-word-order", "n => n.inert")
+    assert page.get_attribute("#predict-0-feedback", "data-result") == "correct"
+    assert getattr(p.explanation, lang) in page.text_content("#predict-0-feedback")
     wait_request(page, "#wo-out", {"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 追う"})
     want = L.word_order(L.WordOrderRequest())
     close(values(page, "[id^=wo-none-]:not(#wo-none-sentence)"), want.without_positions.diff)

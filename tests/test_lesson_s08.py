@@ -181,24 +181,29 @@ def _tables(html: str) -> list[list[list[str]]]:
     return out
 
 
-def _mib(x: float) -> str:
-    return f"{round(x):,} MiB"
-
-
 @pytest.mark.parametrize("lang", ["ja", "en"])
-def test_the_pages_memory_table_shows_the_data_files_numbers(lang):
+def test_the_measured_memory_has_one_home_the_widgets_table(lang):
+    """The measured peak memory is shown once, by the variants widget (drawn from the data file and
+    checked cell by cell in tests/test_lesson_s08_browser.py): no Markdown table or sentence of the
+    section repeats a measured figure by hand. The prose points to that table and gives, for the
+    lengths where storing every score was not run, the arithmetic of one copy of the scores."""
     memory = L.s08_variants_and_exercises._measured().memory
-    tables = [t for b in SECTION.blocks if b.html is not None for t in _tables(getattr(b.html, lang))]
-    table = next(t for t in tables if "SDPA" in " ".join(t[0]))
-    assert len(table) == 1 + len(memory.rows)
-    for row, m in zip(table[1:], memory.rows, strict=True):
-        assert row[0] == f"{m.length:,}"
-        assert row[2] == _mib(m.chunked_mib) and row[3] == _mib(m.sdpa_mib)
-        if m.full_mib is None:  # not run: the arithmetic of one copy of the scores
-            gib = L.s08_variants_and_exercises.scores_gib(m.length)
-            assert f"{gib:g} GiB" in row[1] and gib == 8 * m.length**2 * 4 / 2**30
-        else:
-            assert row[1] == _mib(m.full_mib)
+    blocks = [getattr(b.html, lang) for b in SECTION.blocks if b.html is not None]
+    assert not any("MiB" in html for html in blocks)
+    assert not [t for html in blocks for t in _tables(html) if "SDPA" in " ".join(t[0])]
+    prose = next(re.sub(r"<[^>]+>", "", html) for html in blocks if "Xeon" in html)
+    skipped = [m for m in memory.rows if m.full_mib is None]
+    assert [m.length for m in skipped] == [16384, 32768]
+    for m in skipped:
+        gib = L.s08_variants_and_exercises.scores_gib(m.length)
+        assert gib == 8 * m.length**2 * 4 / 2**30
+        assert f"{m.length:,}" in prose and f"{gib:g} GiB" in prose
+    # The machine the prose names is the data file's (its model name and memory).
+    assert "Xeon" in memory.machine and "23 GiB" in memory.machine and "23 GiB" in prose
+    # The prose that points to the table is itself Going further, as the table is (folded in the widget).
+    where = {"ja": "いちばん下のメモリの表", "en": "the memory table"}[lang]
+    pointing = [b for b in SECTION.blocks if b.html is not None and where in getattr(b.html, lang)]
+    assert len(pointing) == 1 and pointing[0].further
 
 
 def _stacked_reach_back(reach: int, layers: int) -> tuple[int, int]:

@@ -46,6 +46,9 @@ def classifier():
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
+# A page that does not commit the predictions or open the folds by itself (AUTO_UNCOVER): for a test
+# that looks at a fold as a fresh page leaves it, and uncovers the widgets only where it says so.
+covered_page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, uncovered=False)
 
 
 def in_order(pg, prefix: str, n: int) -> list[float]:
@@ -115,7 +118,8 @@ def test_the_sentence_lives_in_the_address_and_unknown_characters_are_marked(pag
 # --------------------------------------------------------------------------------------------
 
 
-def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart(page, lang):
+def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart(covered_page, lang):
+    page = covered_page  # the folds stay as the page leaves them unless the test opens them
     goto_uncovered(page, "/lesson/8")
     wait_request(page, "#var-out", {"length": 16, "reach": 2, "block": 4, "causal": False})
     want = L.variants(L.VariantsRequest())
@@ -153,9 +157,13 @@ def test_the_window_label_agrees_with_the_mask_and_the_measured_tables_are_apart
             else:
                 assert values(page, cell) == [mib] and page.text_content(cell) == f"{round(mib):,}"
     # On the basic path (a fresh page, folds untouched) the measurements are folded, and a fold the
-    # reader opened stays open when the sliders redraw the widget.
+    # reader opened stays open when the sliders redraw the widget. The prediction committed above is
+    # kept in this browser, so the widget itself is shown.
     page.goto("/lesson/8")
     page.wait_for_selector("#var-measured", state="attached")
+    assert page.get_attribute('.predict-gate[data-widget="variants"]', "data-revealed") == "1"
+    assert page.is_visible("#var-out")
+    assert not page.eval_on_selector_all("details.further", "ds => ds.some((d) => d.open)")
     assert not page.eval_on_selector("#var-measured", "d => d.open") and not page.is_visible("#var-seconds")
     page.eval_on_selector("#var-measured", "d => { d.open = true; }")
     page.wait_for_function("() => document.querySelector('#var-measured').open")
