@@ -35,6 +35,7 @@ LIT = {
     7: ALL,
     8: ["enc_self", "dec_self"],
     9: ALL,
+    10: ALL,  # the final check covers the whole model
 }
 STEP_LIT = {
     1: ["src_embed"],
@@ -113,7 +114,7 @@ def check_svg(got: dict, lang: str, what: str) -> None:
 @pytest.mark.parametrize("width", [1280, 375])
 def test_every_section_opens_with_its_picture_and_the_model_map(page, lang, width):
     page.set_viewport_size({"width": width, "height": 900})
-    for n in range(1, 10):
+    for n in range(1, 11):
         page.goto(f"/lesson/{n}?lang={lang}")
         section_drawn(page)
         page.evaluate("() => document.fonts.ready.then(() => true)")
@@ -135,7 +136,14 @@ def test_every_section_opens_with_its_picture_and_the_model_map(page, lang, widt
             box = svg.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, (n, box)
         else:
-            assert page.locator("svg[id^=schematic-]").count() == 0  # the final check: the map only
+            # §9 and the final check: the map only, in one column (no empty room for a picture)
+            assert page.locator("svg[id^=schematic-]").count() == 0
+            assert "map-only" in page.get_attribute("#section-pictures", "class")
+        # The map's title in the page's language; §2 (an RNN) says where its idea sits in the Transformer.
+        title = page.locator("#section-pictures .model-map-title").inner_text()
+        assert has_japanese(title) == (lang == "ja"), title
+        if n == 2:
+            assert "Transformer" in title, title
         the_map = page.locator("#section-pictures svg.model-map")
         assert the_map.count() == 1, n
         check_svg(the_map.evaluate(MEASURE), lang, f"§{n} map ({lang}, {width} px)")

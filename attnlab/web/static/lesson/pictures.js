@@ -450,7 +450,16 @@
     7: ALL,
     8: ["enc_self", "dec_self"],
     9: ALL,
+    10: ALL, // the final check: every part
   };
+  // The map's title: the section's part, except where the section is not about the Transformer's
+  // own part (§2's RNN: where its idea sits in the Transformer) or is about all of it.
+  const MAP_TITLES = {
+    2: L("Transformer で、この節の考えが使われる部分（黄色）", "Where this section's idea sits in the Transformer (yellow)"),
+    9: L("この節のモデルが使う部品（黄色：すべて）", "The parts this section's models use (yellow: all of them)"),
+    10: L("最後の確認が扱う範囲（黄色：モデル全体）", "What the final check covers (yellow: the whole model)"),
+  };
+  const MAP_TITLE = L("モデルの中のこの節の部分（黄色）", "This section's part of the model (yellow)");
 
   function modelMap(sectionId, lang, litParts) {
     const on = new Set(litParts || LIT_PARTS[sectionId] || []);
@@ -566,12 +575,13 @@
       pic.hidden = !svg;
       caption.hidden = !svg;
       caption.textContent = CAPTIONS[sectionId] ? pick(CAPTIONS[sectionId], l) : "";
-      mapTitle.textContent = pick(L("モデルの中のこの節の部分（黄色）", "This section's part of the model (yellow)"), l);
+      mapTitle.textContent = pick(MAP_TITLES[sectionId] || MAP_TITLE, l);
       renderModelMap(sectionId, l, map);
     };
     draw();
     document.addEventListener("langchange", draw);
     if (SCHEMATICS[sectionId]) node.append(pic, caption);
+    else node.classList.add("map-only"); // no drawn schematic (§9, the final check): no empty column
     node.append(side);
     return node;
   }

@@ -64,7 +64,7 @@
   function candidateBars(s, cands, idPrefix, label) {
     return window.Charts.bars({
       values: cands.map((c) => c.p), labels: cands.map((c) => "「" + show(c.token) + "」"), idPrefix,
-      label, max: 1, left: 70, format: (p) => num(p, 2),
+      label, max: 1, left: 70, format: (p) => num(p, 2), mono: true, scaleTitle: window.Attn.t("fig_scale_prob"),
     });
   }
 
@@ -317,7 +317,8 @@
         passage,
         ...headTable({ rows: probs.map((x) => x.values), rowLabels: probs.map((x) => x.label), cols: tokens, idPrefix: "qa-p", title: s("qa_probs_table"), keyTitle: s("qa_prob_key"), keyId: "qa-prob-key" }),
         ...headTable({ rows, rowLabels: labels, cols: tokens, idPrefix: "qa-w", title: s("qa_table"), frame: [bl * r.n_heads + bh, first], keyTitle: s("key_label"), keyId: "qa-key" }),
-        el("p", { id: "qa-head", "data-value": `${bl} ${bh}`, text: s("qa_head", { l: bl + 1, h: bh + 1, w: num(r.on_answer[bl][bh], 2) }) }),
+        // Below a tenth, "the head that looks at the answer" would overstate it: the page says so.
+        el("p", { id: "qa-head", "data-value": `${bl} ${bh}`, text: s(r.on_answer[bl][bh] < 0.1 ? "qa_head_weak" : "qa_head", { l: bl + 1, h: bh + 1, w: num(r.on_answer[bl][bh], 2) }) }),
         el("p", { class: "note apps-honest", text: s("qa_honest") }),
         memo(el("p", { text: s("qa_source") })),
       ];
@@ -502,7 +503,7 @@
           el("figure", {}, el("figcaption", { text: s("vit_map") }), picture(r, scaled, "vit-map", s("vit_map"), false))),
         el("p", { class: "note", id: "vit-mean", "data-value": JSON.stringify(mean), text: s("vit_map_note", { top: num(top, 2) }) }),
         colourKey(s("vit_key"), "vit-key"),
-        window.Charts.bars({ values: r.probs, labels: r.probs.map((_, d) => String(d)), idPrefix: "vit-p-", label: s("vit_bars"), max: 1, left: 40, format: (v) => num(v, 2) }),
+        window.Charts.bars({ values: r.probs, labels: r.probs.map((_, d) => String(d)), idPrefix: "vit-p-", label: s("vit_bars"), max: 1, left: 40, format: (v) => num(v, 2), scaleTitle: window.Attn.t("fig_scale_prob") }),
         el("details", {}, el("summary", { text: s("vit_heads") }),
           ...headTable({ rows, rowLabels: labels, cols: r.cls[0][0].map((_, k) => "p" + (k + 1)), idPrefix: "vit-w", title: s("vit_table"), keyTitle: s("key_label"), keyId: "vit-w-key" })),
         el("p", { class: "note apps-honest", text: s("vit_honest") }),

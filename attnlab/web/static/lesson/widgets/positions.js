@@ -29,7 +29,7 @@
       matrix: rows, cell,
       rowLabels: labels ? rows.map((_, i) => String(i)) : [],
       colLabels: labels && opts.colLabels ? opts.colLabels : [],
-      fill: (v) => window.Charts.css(window.Charts.diverging(v, opts.limit || 1)),
+      fill: opts.fill || ((v) => window.Charts.css(window.Charts.diverging(v, opts.limit || 1))),
       stroke: opts.highlight === undefined ? null : (r) => (r === opts.highlight ? "#f0a400" : null),
       key: false, // the figure's own colour key (colourKey) sits beside it
     });
@@ -71,13 +71,16 @@
       svg.append(svgNode("line", { x1: 34, x2: W, y1: y(v), y2: y(v), stroke: v ? "#e3e8ef" : "#5f6b7a" }));
       svg.append(svgNode("text", { x: 30, y: y(v) + 4, "text-anchor": "end", "font-size": 12, fill: "#1f2933" }, String(v)));
     }
-    const every = Math.ceil(values.length / 16);
+    // Position labels far enough apart to read: a label is about 7.5 px a digit at 12 px, and the
+    // highlighted position's label always shows, so its neighbours within a step give way to it.
+    const every = Math.max(1, Math.ceil((String(values.length - 1).length * 7.5 + 6) / bw));
+    const labelled = (i) => i === highlight || (i % every === 0 && !(highlight >= 0 && i !== highlight && Math.abs(i - highlight) < every));
     values.forEach((v, i) => {
       svg.append(svgNode("rect", {
         id: idPrefix + i, x: 36 + i * bw, y: Math.min(y(v), mid), width: bw - 1, height: Math.abs(y(v) - mid),
         fill: i === highlight ? "#b35900" : "#2456a6", "data-value": v,
       }));
-      if (i % every === 0 || i === highlight) {
+      if (labelled(i)) {
         svg.append(svgNode("text", { x: 36 + i * bw + (bw - 1) / 2, y: H - 4, "text-anchor": "middle", "font-size": 12, fill: i === highlight ? "#8a4500" : "#1f2933" }, String(i)));
       }
     });
@@ -133,6 +136,14 @@
       if (!r) return;
       const p = Math.min(state.position, r.length - 1);
       const vars = { t: r.length, d: r.d_model, p };
+      // The similarities of sinusoidal positions are mostly well above 0: on a -1…1 scale the map
+      // would be one colour. It is coloured from its own smallest value (rounded down to 0.1) to 1,
+      // and its key says so with the numbers.
+      const lo = Math.min(0.9, Math.floor(10 * Math.min(...r.similarity.flat())) / 10);
+      const simFill = (v) => window.Charts.css(window.Charts.sequential(Math.max(0, (v - lo) / (1 - lo))));
+      const simKey = window.Figure.keySVG({ title: "", lo, hi: 1, fill: simFill });
+      simKey.id = "pe-key-sim";
+      simKey.setAttribute("aria-label", s("key_sim"));
       out.replaceChildren(
         figure("pe-fig-table", s("table_title", vars),
           heat(r.table, { id: "pe-table", width: 560, highlight: p, label: s("table_title", vars) }),
@@ -140,8 +151,8 @@
           s("table_caption", vars)),
         el("div", { class: "pair" },
           figure("pe-fig-sim", s("sim_title"),
-            heat(r.similarity, { id: "pe-sim", width: 300, highlight: p, label: s("sim_title") }),
-            { text: s("key_label"), node: colourKey(1, s("key_sim"), "pe-key-sim") },
+            heat(r.similarity, { id: "pe-sim", width: 300, highlight: p, label: s("sim_title"), fill: simFill }),
+            { text: s("key_label"), node: simKey },
             s("sim_caption", vars)),
           figure("pe-fig-row", s("sim_row", vars),
             signedBars(r.similarity[p], p, s("sim_row", vars), "pe-simrow-"), null, s("sim_row_caption", vars))),
