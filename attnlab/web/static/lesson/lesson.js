@@ -448,6 +448,13 @@
   // a prediction is a guess, not a test. The choice is kept in this browser like the check's
   // answers (not in projector mode, the answer key or on paper); the answer key and paper show
   // the widget uncovered. take(name, node) returns { box, gate } for a widget with a prediction.
+  // The text that reads the widget's result is held back with it (issue 34, "predict, then see"):
+  // once the page is laid out, hold() marks data-held the text blocks right after each covered
+  // gate, up to the next heading, widget, note, code or fold (whatever is not running text ends
+  // it); lesson.css shows nothing of a held block before its first heading, so the sentence that
+  // gives the answer away ("the weights are 0.481 and 0.292") waits for the choice, and unrelated
+  // text after a heading stays. It works on the laid-out nodes, so the same rule holds on the page
+  // and on a projector slide (a slide's text pieces are blocks of their own).
   const predictStore = (() => {
     const KEY = "attnlab.predictions";
     const read = () => {
@@ -477,14 +484,35 @@
   function predictions(section) {
     const byWidget = Object.fromEntries((section.predict || []).map((p, k) => [p.widget, [p, k]]));
     const keep = !mode.present && !mode.teacher && !mode.print;
+    const asked = [];
     return {
       take(name, node) {
         const found = byWidget[name];
         if (!found) return null;
         delete byWidget[name]; // the first block of the widget only
-        return prediction(section, found[0], found[1], node, keep);
+        const made = prediction(section, found[0], found[1], node, keep);
+        asked.push(made);
+        return made;
+      },
+      hold() {
+        asked.forEach((made) => made.hold(textAfter(made.gate)));
       },
     };
+  }
+
+  // The running-text blocks right after a gate, up to the next heading (a block that opens with
+  // one is not taken; one with a heading further on is taken and ends the run) or anything that
+  // is not running text: a widget, a prediction, a note, a memo, code, a 発展 fold.
+  function textAfter(gate) {
+    const out = [];
+    const heading = (n) => /^H[1-6]$/.test(n.tagName);
+    for (let n = gate.nextElementSibling; n && n.classList.contains("lesson-text"); n = n.nextElementSibling) {
+      const parts = Array.from(n.children);
+      if (parts.length && heading(parts[0])) break;
+      out.push(n);
+      if (parts.some(heading)) break;
+    }
+    return out;
   }
 
   function prediction(section, p, k, widgetNode, keep) {
@@ -525,8 +553,10 @@
         " ", el("span", { class: "explanation", text: pick(p.explanation) }), ...(tryLink ? [" ", tryLink] : []));
     };
     relabel.push(show);
+    let held = [];
     const reveal = () => {
       gate.dataset.revealed = "1";
+      held.forEach((n) => n.removeAttribute("data-held"));
       widgetNode.inert = false;
       widgetNode.removeAttribute("aria-hidden");
       cover.hidden = true;
@@ -551,7 +581,7 @@
         show();
       }
       reveal();
-      return { box: form, gate };
+      return { box: form, gate, hold() {} };
     }
     gate.dataset.revealed = "0";
     widgetNode.inert = true; // covered: nothing in it takes the focus or a click
@@ -571,7 +601,12 @@
       if (keep) predictStore.set(section, p, c);
       commit(c, true);
     });
-    return { box: form, gate };
+    // hold(nodes): the text that reads the widget, hidden while the gate is covered.
+    const hold = (nodes) => {
+      held = nodes;
+      if (gate.dataset.revealed !== "1") held.forEach((n) => { n.dataset.held = id; });
+    };
+    return { box: form, gate, hold };
   }
 
   // Fisher–Yates on a copy: the order in which a question's choices are shown, new on every load,
@@ -919,6 +954,7 @@
     const article = $("section");
     if (mode.present) present(section, all, slides, article);
     else article.replaceChildren(...slides.flatMap((part) => part.nodes).filter(Boolean));
+    asks.hold(); // laid out: the text after each covered widget waits with it
     window.Attn.applyI18n(article);
     relabel.push(() => { document.title = pick(section.title) + " · " + t("app_title"); });
     relabel[relabel.length - 1]();
