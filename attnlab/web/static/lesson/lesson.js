@@ -1090,7 +1090,7 @@
         const parts = (widgets[b.widget] && widgets[b.widget].parts) || 1;
         for (let part = 1; part <= parts; part++) {
           out.push({ kind: "widget", widget: b.widget, widgetNode: moving, part: parts > 1 ? part : 0, parts,
-            nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
+            ask: asked ? asked.box : null, nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
         }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
@@ -1264,10 +1264,18 @@
       current = k;
       // A part of a widget: the widget moves onto this slide, which shows that part of it.
       const part = slides[k - 1];
-      if (part.part && part.widgetNode.parentNode !== nodes[k - 1].firstElementChild) {
-        // The first part keeps the widget under its introducing sentence (and prediction).
-        if (part.part === 1) nodes[k - 1].firstElementChild.append(part.widgetNode);
-        else nodes[k - 1].firstElementChild.prepend(part.widgetNode);
+      const inner = nodes[k - 1].firstElementChild;
+      if (part.part && part.widgetNode.parentNode !== inner) {
+        // The first part keeps the widget under its introducing sentence (and prediction). A
+        // prediction not yet answered goes along with its covered widget (whose cover asks for
+        // the question above it), so that no part's slide is a lone cover; once answered, it
+        // stays on the first part's slide.
+        const covered = part.ask && part.widgetNode.dataset.revealed === "0";
+        if (part.part === 1) inner.append(...(part.ask ? [part.ask] : []), part.widgetNode);
+        else {
+          if (part.ask && !covered) nodes[k - part.part].firstElementChild.append(part.ask);
+          inner.prepend(...(covered ? [part.ask] : []), part.widgetNode);
+        }
       }
       nodes[k - 1].hidden = false;
       fitSlide(nodes[k - 1]);
