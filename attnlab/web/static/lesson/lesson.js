@@ -1041,8 +1041,8 @@
         const moving = asked ? asked.gate : node;
         const parts = (widgets[b.widget] && widgets[b.widget].parts) || 1;
         for (let part = 1; part <= parts; part++) {
-          out.push({ kind: "widget", widget: b.widget, widgetNode: moving, part: parts > 1 ? part : 0, parts,
-            nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
+          out.push({ kind: "widget", widget: b.widget, widgetNode: moving, box: asked ? asked.box : null,
+            part: parts > 1 ? part : 0, parts, nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
         }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
@@ -1056,7 +1056,9 @@
 
   // How a try link (or a question's "now try it") is made in projector mode: it stays in
   // projector mode and opens the slide of the widget that reads the link's parameters (known once
-  // the widgets are mounted); one into another section opens that section's page.
+  // the widgets are mounted); one into another section opens that section's page. Parameters that
+  // no slide's widget reads are a 発展 widget's (on the page only): that link opens the page with
+  // its 発展 folds open (?further=1).
   function slideLinker(slides) {
     return (path, params, attrs, textOf, otherSection) => {
       if (otherSection) return lessonLink(path, params, attrs, textOf);
@@ -1072,16 +1074,24 @@
           if (score > best) { best = score; at = k + 1; }
         });
         const search = new URLSearchParams(params || {});
-        search.set("view", "present");
-        search.set("slide", String(at || currentSlide()));
+        if (!at && keys.length && mounted) {
+          search.set("further", "1");
+        } else {
+          search.set("view", "present");
+          search.set("slide", String(at || currentSlide()));
+        }
         if (mode.teacher) search.set("teacher", "1");
         search.set("lang", lang());
         a.href = path + "?" + search.toString();
         a.textContent = textOf();
       };
+      let mounted = false; // which widget reads what is known once they are mounted
       apply();
       relabel.push(apply);
-      afterMount.push(apply);
+      afterMount.push(() => {
+        mounted = true;
+        apply();
+      });
       return a;
     };
   }
@@ -1215,11 +1225,18 @@
       if (current) nodes[current - 1].hidden = true;
       current = k;
       // A part of a widget: the widget moves onto this slide, which shows that part of it.
+      // Its prediction goes along while the widget is still covered (a slide opened from the
+      // address at a later part), so that the question is always right above its covered widget.
       const part = slides[k - 1];
-      if (part.part && part.widgetNode.parentNode !== nodes[k - 1].firstElementChild) {
-        // The first part keeps the widget under its introducing sentence (and prediction).
-        if (part.part === 1) nodes[k - 1].firstElementChild.append(part.widgetNode);
-        else nodes[k - 1].firstElementChild.prepend(part.widgetNode);
+      const inner = nodes[k - 1].firstElementChild;
+      if (part.part === 1 && (part.widgetNode.parentNode !== inner || (part.box && part.box.parentNode !== inner))) {
+        // The first part keeps the widget under its introducing sentence and its prediction.
+        inner.append(...(part.box ? [part.box] : []), part.widgetNode);
+      } else if (part.part > 1) {
+        const covered = part.box && part.widgetNode.dataset.revealed === "0";
+        if (part.widgetNode.parentNode !== inner || (covered && part.box.parentNode !== inner)) {
+          inner.prepend(...(covered ? [part.box] : []), part.widgetNode);
+        }
       }
       nodes[k - 1].hidden = false;
       fitSlide(nodes[k - 1]);
