@@ -539,7 +539,9 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     assert page.locator(".answer-mark, .feedback[data-result=key]").count() == 0
     assert page.locator(".prediction").count() == len(section.predict)
     assert page.locator(".prediction:not([data-done]) :is(.explanation, .right-choice)").count() == 0
-    assert page.locator(".prediction[data-done] .right-choice").count() == page.locator(".prediction[data-done]").count()
+    assert (
+        page.locator(".prediction[data-done] .right-choice").count() == page.locator(".prediction[data-done]").count()
+    )
     # In projector mode too (a teacher going through the answers with the class).
     present(page, n, "last", "&teacher=1")
     assert page.get_attribute("body", "data-teacher") == "1"
