@@ -603,9 +603,9 @@
           swatch(FACTION[1]), el("span", { class: "note", text: s("gat_faction_1") }),
           el("span", { class: "note", text: s("gat_wrong_key") }))),
         ...slidePart(2, ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }) }),
-          keyRow(s, "gat-key"),
-          el("p", { class: "note", text: s("gat_edges") })),
-        ...slidePart(1, el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
+          keyRow(s, "gat-key")),
+        ...slidePart(1, el("p", { class: "note", text: s("gat_edges") }),
+          el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
           el("p", { class: "note apps-honest", text: s("gat_honest") })),
         slidePart(2, memo(el("p", { text: s("gat_source") }))),
       ];
