@@ -1,8 +1,9 @@
 """Projector mode, the progress a student keeps and the answer key, in real headless Chromium, in
 Japanese and English.
 
-- Projector mode (``/lesson/N?view=present&slide=K``): the slides (title and objectives, the text,
-  one per widget, key points, try box, one per question), moved by → ← PageDown PageUp Space
+- Projector mode (``/lesson/N?view=present&slide=K``): the slides (title and objectives, the
+  section's picture, the text, one per widget, the try box, one per question, the key points: the
+  basic path only, 発展 / "Going further" stays on the page), moved by → ← PageDown PageUp Space
   Home End and the buttons (PageDown and Space show the rest of a tall slide first); the slide in
   the address, restored on load; the widgets working on their slides; on to the next section.
 - Progress (localStorage only): answers shown again after a reload, ticks and counts on the
@@ -29,6 +30,7 @@ from lesson_browser import (
     params,
     section_drawn,
     widgets_answered,
+    written,
 )
 
 from attnlab.web import i18n
@@ -103,10 +105,13 @@ def test_a_section_becomes_slides_in_page_order(page, lang, n):
     present(page, n)
     at(page, 1, lang)
     k = kinds(page)
-    # Title and objectives first; then text and widgets; the try box; one per question; the key
-    # points last (after the check, which they would answer: issue 34).
+    # Title and objectives first; the section's drawn picture (its schematic and the model map:
+    # pictures.js) on a slide of its own; then text and widgets; the try box; one per question; the
+    # key points last (after the check, which they would answer: issue 34).
     assert k[0] == "title" and page.locator("#slide-1 #section-title").count() == 1
     assert page.locator("#slide-1 .objectives li").count() == len(section.objectives)
+    assert k[1] == "picture" and k.count("picture") == 1
+    assert page.locator("#slide-2 #section-pictures svg.model-map").count() == 1
     widgets = [b.widget for b in section.blocks if b.type == "widget" and not b.further]
     # One slide per widget, or one per part for a widget shown in parts (§3's second widget: its
     # maps, then the numbers of the row picked), each part numbered on its slide.
@@ -120,11 +125,16 @@ def test_a_section_becomes_slides_in_page_order(page, lang, n):
     assert on_slides == widgets
     tail = (["try"] if section.try_ else []) + ["question"] * len(section.check) + ["key-points"]
     assert k[-len(tail) :] == tail
-    assert set(k[1 : -len(tail)]) <= {"text", "widget"} and k.count("text") >= 1
+    assert set(k[2 : -len(tail)]) <= {"text", "widget"} and k.count("text") >= 1
     for i in range(len(section.check)):
         assert slide_of(page, f"#question-{i}") == len(k) - len(section.check) + i
     # Every block of text on the basic path is on some slide (発展 is on none), and the language's
-    # text is there; code, technical notes and note boxes stay on the page (issue 34).
+    # text is there; code, technical notes and note boxes stay on the page (issue 34). A widget of
+    # a 発展 region is on no slide, and a widget's own 発展 part is not shown on its slide.
+    for b in section.blocks:
+        if b.type == "widget" and b.further:
+            assert page.locator(f"#widget-{b.widget}").count() == 0, b.widget
+    assert page.locator(".slide details.further:visible").count() == 0
     html = [b for b in section.blocks if b.type == "html"]
     for i, b in enumerate(section.blocks):
         if b.type == "html":
@@ -219,7 +229,8 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     present(page, 3)
     widgets_answered(page)
     qkv = slide_of(page, "#widget-qkv")
-    other = slide_of(page, "#widget-additive-vs-dot")
+    # §3's other widget (additive attention) is 発展: on the page, folded, and on no slide.
+    assert page.locator("#widget-additive-vs-dot").count() == 0
     # Reached by the keys: its numbers are there.
     for _ in range(qkv - 1):
         page.keyboard.press("ArrowRight")
@@ -246,12 +257,18 @@ def test_the_address_restores_the_slide_and_widgets_work_on_theirs(page, lang):
     assert page.evaluate("() => !document.activeElement.closest('.slide[hidden]')")
     page.click("#slide-prev")
     assert page.text_content("#qkv-weight-0") == after
-    # The other widget of the section shows its numbers on its own slide.
+    # Another section's second widget of the basic path (§6's table of positions) shows its
+    # numbers on its own slide, loaded from the address.
     page.keyboard.press("End")
     page.keyboard.press("Home")
-    present(page, 3, other)
+    present(page, 6)
+    widgets_answered(page)
+    other = slide_of(page, "#widget-pe-table")
+    assert other > slide_of(page, "#widget-word-order")
+    present(page, 6, other)
     widgets_answered(page)
     at(page, other, lang)
+    assert page.is_visible("#widget-pe-table")
     assert page.locator(f"#slide-{other} .widget-out svg, #slide-{other} .widget-out table").count() > 0
     # Out of range, or "last".
     present(page, 3, 999)
@@ -276,16 +293,27 @@ def test_try_links_in_projector_mode_open_the_widgets_slide(page, lang):
     present(page, 3)
     widgets_answered(page)
     qkv = slide_of(page, "#widget-qkv")
-    additive = slide_of(page, "#widget-additive-vs-dot")
-    expected = {"dk": qkv, "s": qkv, "row": additive}
+    # The parameters the slides' widgets read; the additive-attention example's (row, numbers) are
+    # read by a 発展 widget, on no slide: its links open the page, with the 発展 folds open.
+    expected = {"dk": qkv, "s": qkv, "mode": qkv}
+    further = {"row", "numbers"}
+    seen = set()
     for i, item in enumerate(section.try_):
         if not item.params:
             continue
         href = page.get_attribute(f"#try-apply-{i}", "href")
         got = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
-        assert got["view"] == "present" and got["lang"] == lang
+        assert got["lang"] == lang and urlparse(href).path == "/lesson/3"
+        assert {k: got[k] for k in item.params} == dict(item.params), (i, item.params)
+        if set(item.params) <= further:
+            assert "view" not in got and "slide" not in got and got["further"] == "1", (i, href)
+            seen.add("further")
+            continue
+        assert got["view"] == "present" and "further" not in got
         slide = next(expected[k] for k in item.params if k in expected)
         assert got["slide"] == str(slide), (i, item.params)
+        seen.add("slide")
+    assert seen == {"further", "slide"}
     present(page, 3, slide_of(page, "#try-apply-0"))
     page.click("#try-apply-0")
     section_drawn(page)
@@ -489,8 +517,9 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
         feedback = page.locator(f"#q{i}-feedback")
         assert feedback.get_attribute("data-result") == "key"
         assert t(lang, "ls_teacher_answer", answer=pick(q.choices[q.answer])) in feedback.text_content()
-        assert feedback.locator(".explanation").text_content() == pick(q.explanation)
-        assert feedback.locator(".hint").text_content() == pick(q.hint)
+        # A formula typeset as MathML is read as the content writes it (written).
+        assert written(page, f"#q{i}-feedback .explanation") == pick(q.explanation)
+        assert written(page, f"#q{i}-feedback .hint") == pick(q.hint)
         right = page.locator(f"#question-{i} .right-choice")
         assert right.count() == 1 and right.get_attribute("data-choice") == str(q.answer)
         assert right.locator(".answer-mark").text_content() == t(lang, "ls_teacher_answer_mark")
@@ -500,11 +529,19 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
         assert page.get_attribute("#teacher-notes", "open") is not None
     assert page.get_attribute("#prev-section", "href") == f"/lesson/{n - 1}?teacher=1&lang={lang}"
     assert_accessible(page)
-    # Without teacher=1 nothing of the answers shows.
+    # Without teacher=1 nothing of the answers shows: the check's questions show no answer, nothing
+    # is marked as the key, and a prediction at a widget shows its answer only once committed (this
+    # module's pages commit each prediction as a reader does: make_page's AUTO_UNCOVER).
     page.goto(f"/lesson/{n}")
     section_drawn(page)
     assert page.get_attribute("body", "data-teacher") is None
-    assert page.locator(".feedback .explanation, .answer-mark, .right-choice").count() == 0
+    assert page.locator(".check :is(.feedback .explanation, .right-choice)").count() == 0
+    assert page.locator(".answer-mark, .feedback[data-result=key]").count() == 0
+    assert page.locator(".prediction").count() == len(section.predict)
+    assert page.locator(".prediction:not([data-done]) :is(.explanation, .right-choice)").count() == 0
+    assert (
+        page.locator(".prediction[data-done] .right-choice").count() == page.locator(".prediction[data-done]").count()
+    )
     # In projector mode too (a teacher going through the answers with the class).
     present(page, n, "last", "&teacher=1")
     assert page.get_attribute("body", "data-teacher") == "1"
@@ -543,8 +580,14 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
     notes = page.locator("#teacher-notes")
     assert notes.count() == 1 and notes.get_attribute("open") is None
     assert notes.locator("summary").text_content().startswith(t(lang, "ls_teacher_notes"))
+    # The basic path's minutes, and the 発展 part's beside them when the section has one.
     minutes = SECTIONS[n].teacher.minutes if with_notes else 25
-    assert page.text_content("#teacher-minutes") == t(lang, "ls_teacher_minutes", n=minutes)
+    further = SECTIONS[n].teacher.further_minutes if with_notes else 0
+    assert page.text_content("#teacher-minutes") == (
+        t(lang, "ls_teacher_minutes_further", n=minutes, m=further)
+        if further
+        else t(lang, "ls_teacher_minutes", n=minutes)
+    )
     assert notes.locator("script").count() == 0
     # After the check, before the related pages and the pager.
     order = page.eval_on_selector_all("#section > *", "ns => ns.map(n => n.id || n.className)")

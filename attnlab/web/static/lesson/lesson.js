@@ -1089,8 +1089,8 @@
         const moving = asked ? asked.gate : node;
         const parts = (widgets[b.widget] && widgets[b.widget].parts) || 1;
         for (let part = 1; part <= parts; part++) {
-          out.push({ kind: "widget", widget: b.widget, widgetNode: moving, part: parts > 1 ? part : 0, parts,
-            ask: asked ? asked.box : null, nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
+          out.push({ kind: "widget", widget: b.widget, widgetNode: moving, box: asked ? asked.box : null,
+            part: parts > 1 ? part : 0, parts, nodes: part === 1 ? [...lead, ...(asked ? [asked.box] : []), moving] : [] });
         }
       } else if (b.type === "html") {
         piecesOf(b.html).forEach((piece, n) =>
@@ -1104,7 +1104,9 @@
 
   // How a try link (or a question's "now try it") is made in projector mode: it stays in
   // projector mode and opens the slide of the widget that reads the link's parameters (known once
-  // the widgets are mounted); one into another section opens that section's page.
+  // the widgets are mounted); one into another section opens that section's page. Parameters that
+  // no slide's widget reads are a 発展 widget's (on the page only): that link opens the page with
+  // its 発展 folds open (?further=1).
   function slideLinker(slides) {
     return (path, params, attrs, textOf, otherSection) => {
       if (otherSection) return lessonLink(path, params, attrs, textOf);
@@ -1120,16 +1122,24 @@
           if (score > best) { best = score; at = k + 1; }
         });
         const search = new URLSearchParams(params || {});
-        search.set("view", "present");
-        search.set("slide", String(at || currentSlide()));
+        if (!at && keys.length && mounted) {
+          search.set("further", "1");
+        } else {
+          search.set("view", "present");
+          search.set("slide", String(at || currentSlide()));
+        }
         if (mode.teacher) search.set("teacher", "1");
         search.set("lang", lang());
         a.href = path + "?" + search.toString();
         a.textContent = textOf();
       };
+      let mounted = false; // which widget reads what is known once they are mounted
       apply();
       relabel.push(apply);
-      afterMount.push(apply);
+      afterMount.push(() => {
+        mounted = true;
+        apply();
+      });
       return a;
     };
   }
@@ -1263,18 +1273,20 @@
       if (current) nodes[current - 1].hidden = true;
       current = k;
       // A part of a widget: the widget moves onto this slide, which shows that part of it.
+      // Its prediction goes along while the widget is still covered (a slide opened from the
+      // address at a later part), so that the question is always right above its covered widget.
       const part = slides[k - 1];
       const inner = nodes[k - 1].firstElementChild;
-      if (part.part && part.widgetNode.parentNode !== inner) {
-        // The first part keeps the widget under its introducing sentence (and prediction). A
-        // prediction not yet answered goes along with its covered widget (whose cover asks for
-        // the question above it), so that no part's slide is a lone cover; once answered, it
-        // stays on the first part's slide.
-        const covered = part.ask && part.widgetNode.dataset.revealed === "0";
-        if (part.part === 1) inner.append(...(part.ask ? [part.ask] : []), part.widgetNode);
-        else {
-          if (part.ask && !covered) nodes[k - part.part].firstElementChild.append(part.ask);
-          inner.prepend(...(covered ? [part.ask] : []), part.widgetNode);
+      if (part.part === 1 && (part.widgetNode.parentNode !== inner || (part.box && part.box.parentNode !== inner))) {
+        // The first part keeps the widget under its introducing sentence and its prediction.
+        inner.append(...(part.box ? [part.box] : []), part.widgetNode);
+      } else if (part.part > 1) {
+        const covered = part.box && part.widgetNode.dataset.revealed === "0";
+        // Once answered, the prediction goes back to the first part's slide (under its sentence).
+        const first = nodes[k - part.part].firstElementChild;
+        if (part.box && !covered && part.box.parentNode !== first) first.insertBefore(part.box, part.widgetNode.parentNode === first ? part.widgetNode : null);
+        if (part.widgetNode.parentNode !== inner || (covered && part.box.parentNode !== inner)) {
+          inner.prepend(...(covered ? [part.box] : []), part.widgetNode);
         }
       }
       nodes[k - 1].hidden = false;

@@ -7,7 +7,7 @@
 (function () {
   "use strict";
   const { el, postJSON, debounce } = window.Attn;
-  const { panes, loader, memo, keepFocus } = window.Lesson;
+  const { panes, loader, memo, keepFocus, slidePart } = window.Lesson;
   const { num, sequential, css, textOn } = window.Charts;
   const NS = "http://www.w3.org/2000/svg";
   const percent = (p) => (100 * p).toFixed(p > 0.995 || p < 0.005 ? 0 : 1) + "%";
@@ -414,16 +414,18 @@
         return span;
       });
       const doc = r.src_tokens.map((w, j) => el("span", { class: r.known[j] ? "mono" : "mono apps-unknown", text: w + " " }));
+      // Projector mode: two slides (Lesson.slidePart), the summary's words and what they copy,
+      // then the attention over the document (its rows, one per word, fill a screen of their own).
       return [
-        el("p", { class: "subhead", text: s("sum_document") }),
-        el("p", { class: "apps-doc", lang: "en", id: "sum-doc" }, doc),
-        el("p", { class: "note", text: s("sum_unknown") }),
-        el("p", { class: "subhead", id: "sum-words-title", text: s("sum_words") }),
-        el("p", { class: "apps-words", lang: "en", role: "group", "aria-labelledby": "sum-words-title" }, words),
-        colourKey(s("sum_key"), "sum-copy-key"),
-        ...headTable({ rows: r.src_tokens.map((_, j) => r.attention.map((row) => row[j])), rowLabels: r.src_tokens, cols: r.tokens, idPrefix: "sum-a", title: s("sum_table"), keyTitle: s("key_label"), keyId: "sum-key" }),
-        el("p", { class: "note apps-honest", text: s("sum_honest") }),
-        memo(el("p", { text: s("sum_source") })),
+        ...slidePart(1, el("p", { class: "subhead", text: s("sum_document") }),
+          el("p", { class: "apps-doc", lang: "en", id: "sum-doc" }, doc),
+          el("p", { class: "note", text: s("sum_unknown") }),
+          el("p", { class: "subhead", id: "sum-words-title", text: s("sum_words") }),
+          el("p", { class: "apps-words", lang: "en", role: "group", "aria-labelledby": "sum-words-title" }, words),
+          colourKey(s("sum_key"), "sum-copy-key")),
+        slidePart(2, ...headTable({ rows: r.src_tokens.map((_, j) => r.attention.map((row) => row[j])), rowLabels: r.src_tokens, cols: r.tokens, idPrefix: "sum-a", title: s("sum_table"), keyTitle: s("key_label"), keyId: "sum-key" })),
+        slidePart(1, el("p", { class: "note apps-honest", text: s("sum_honest") })),
+        slidePart(2, memo(el("p", { text: s("sum_source") }))),
       ];
     }
 
@@ -578,19 +580,21 @@
       const held = r.n_nodes - r.labelled.length;
       const rows = r.neighbours.map((n) => [...n.weights, n.mean]);
       const heads = Array.from({ length: r.n_heads }, (_, h) => s("gat_head", { h: h + 1 }));
+      // Projector mode: two slides (Lesson.slidePart), the graph with the member's prediction,
+      // then each head's weights over the member's neighbours.
       return [
-        el("p", { class: "apps-result", id: "gat-pred", "data-value": String(r.predicted[r.node]),
+        ...slidePart(1, el("p", { class: "apps-result", id: "gat-pred", "data-value": String(r.predicted[r.node]),
           text: s("gat_pred", { n: r.node, f: s("gat_faction_" + r.predicted[r.node]), t: s("gat_faction_" + r.truth[r.node]) }) }),
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("gat_graph", { n: r.node }) }, graph(r)),
         el("div", { class: "apps-key-row" },
           swatch(FACTION[0]), el("span", { class: "note", text: s("gat_faction_0") }),
           swatch(FACTION[1]), el("span", { class: "note", text: s("gat_faction_1") }),
-          el("span", { class: "note", text: s("gat_wrong_key") })),
-        ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }), keyTitle: s("key_label"), keyId: "gat-key" }),
-        el("p", { class: "note", text: s("gat_edges") }),
-        el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
-        el("p", { class: "note apps-honest", text: s("gat_honest") }),
-        memo(el("p", { text: s("gat_source") })),
+          el("span", { class: "note", text: s("gat_wrong_key") }))),
+        slidePart(2, ...headTable({ rows, rowLabels: r.neighbours.map((n) => s("gat_member", { n: n.node })), cols: [...heads, s("gat_mean")], idPrefix: "gat-w", title: s("gat_table", { n: r.node }), keyTitle: s("key_label"), keyId: "gat-key" })),
+        ...slidePart(1, el("p", { class: "note", text: s("gat_edges") }),
+          el("p", { class: "note", id: "gat-score", "data-value": String(held - wrong), text: s("gat_score", { right: held - wrong, n: held }) }),
+          el("p", { class: "note apps-honest", text: s("gat_honest") })),
+        slidePart(2, memo(el("p", { text: s("gat_source") }))),
       ];
     }
 
@@ -608,7 +612,7 @@
   window.Lesson.register("apps-mlm", { mount: mountMLM });
   window.Lesson.register("apps-qa", { mount: mountQA });
   window.Lesson.register("apps-gpt", { mount: mountGPT });
-  window.Lesson.register("apps-summary", { mount: mountSummary });
+  window.Lesson.register("apps-summary", { mount: mountSummary, parts: 2 });
   window.Lesson.register("apps-vit", { mount: mountVit });
-  window.Lesson.register("apps-gat", { mount: mountGat });
+  window.Lesson.register("apps-gat", { mount: mountGat, parts: 2 });
 })();
