@@ -171,7 +171,7 @@ def test_the_index_opens_in_the_browsers_language(page, lang):
     for n, section in SECTIONS.items():
         link = page.locator(f"#toc-link-{n}")
         title = getattr(section.title, lang)
-        assert link.text_content() == (f"第{n}節 {title}" if lang == "ja" else f"Section {n} {title}")
+        assert link.text_content() == (f"第{n}節 {title}" if lang == "ja" else f"Section {n}: {title}")
         assert link.get_attribute("href") == f"/lesson/{n}?lang={lang}"
         assert written(page, f"#toc-{n} .toc-summary") == getattr(section.summary, lang)
     assert page.eval_on_selector_all(".toc-final", "ns => ns.map(n => n.id)") == ["toc-10"]

@@ -97,11 +97,11 @@ def test_both_languages_have_the_same_sections_widgets_and_checks():
 @pytest.mark.parametrize(
     "lang, old, new, message",
     [
-        ("en", "  answer: 1\n", "  answer: 0\n", r"question 4's answer: 1 vs 0"),
-        ("en", "  kind: predict\n", "  kind: recall\n", r"question 3's kind: 'predict' vs 'recall'"),
-        ("ja", "  - 0.50、0.33、0.17\n", "", r"question 4's number of choices: 3 vs 4"),
-        ("en", "- section: 2\n", "- section: 3\n", r"question 3's section: 2 vs 3"),
-        ("en", "    dk: '1024'\n", "    dk: '512'\n", r"question 6's params"),
+        ("en", "  answer: 1\n", "  answer: 0\n", r"question 3's answer: 1 vs 0"),
+        ("en", "  kind: predict\n", "  kind: recall\n", r"question 11's kind: 'predict' vs 'recall'"),
+        ("ja", "  - 0.50、0.33、0.17\n", "", r"question 3's number of choices: 3 vs 4"),
+        ("en", "- section: 2\n", "- section: 3\n", r"question 2's section: 2 vs 3"),
+        ("en", "    temp: '0.5'\n", "    temp: '0.7'\n", r"question 11's params"),
         ("ja", "- href: /model\n", "- href: /masks\n", r"link 1's address"),
         ("en", "- Apply the ideas", "- One more objective.\n- Apply the ideas", r"the number of objectives: 3 vs 4"),
         ("ja", "\nlinks:\n", "\nstrings:\n  extra: 追加\nlinks:\n", r"their widget strings: \['extra'\] vs \[\]"),
@@ -135,13 +135,13 @@ def test_the_final_check_must_name_earlier_sections(tmp_path):
     for lang in LANGS:
         replace_in(content / lang / name, "- section: 2\n", f"- section: {FINAL}\n")
     with pytest.raises(
-        ValueError, match=rf"{name}: question 3 draws on section {FINAL}, which is not a section before it"
+        ValueError, match=rf"{name}: question 2 draws on section {FINAL}, which is not a section before it"
     ):
         L.load_sections(content)
     content = content_copy(tmp_path / "b")
     for lang in LANGS:
         replace_in(content / lang / name, "- section: 2\n  kind", "- kind")
-    with pytest.raises(ValueError, match=rf"{name}: question 3 says no 'section:'"):
+    with pytest.raises(ValueError, match=rf"{name}: question 2 says no 'section:'"):
         L.load_sections(content)
 
 

@@ -197,6 +197,36 @@ def test_a_predictions_answer_must_be_a_choice_and_the_languages_must_agree(tmp_
     refused(content, rf"{NAME}: the ja and en files differ in prediction 1's answer: 0 vs 1")
 
 
+# --------------------------------------------------------------------------------------------
+# "Try this" items of the 発展 part.
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_try_item_marked_further_is_read_and_the_languages_must_agree(content):
+    # §6's third item ("move the chosen position") marked further in both languages: read as such,
+    # the others stay on the basic path.
+    for lang in LANGS:
+        edit(content / lang / NAME, "  params:\n    p: '10'\n", "  further: true\n  params:\n    p: '10'\n")
+    section = L.load_sections(content)[SECTION]
+    assert [t.further for t in section.try_] == [False, False, True, False]
+    assert section.try_[2].params == {"p": "10"}
+    # Marked in one language only: refused, naming the file and the item.
+    edit(content / "en" / NAME, "  further: true\n  params:\n    p: '10'\n", "  params:\n    p: '10'\n")
+    refused(content, rf"{NAME}: the ja and en files differ in try item 3's further: True vs False")
+
+
+def test_the_shipped_try_items_of_a_further_part_are_marked_and_not_prefixed():
+    """An item about a folded widget or idea is marked ``further`` (the page folds it under 「発展」),
+    so its text no longer says 「発展：」 / "Going further:" itself; §2's BLEU-by-length item, whose
+    widget is folded, is one of them, and §2's other items are on the basic path."""
+    for n, section in SHIPPED.items():
+        for item in section.try_:
+            assert not item.text.ja.startswith("発展") and not item.text.en.lower().startswith("going further"), n
+    assert [t.further for t in SHIPPED[2].try_] == [False, False, True]
+    assert "BLEU" in SHIPPED[2].try_[2].text.ja and "BLEU" in SHIPPED[2].try_[2].text.en
+    assert any(t.further for n in (1, 3, 4) for t in SHIPPED[n].try_)
+
+
 def test_a_prediction_takes_a_check_questions_fields_without_kind(content):
     both(content, "- widget: word-order\n", "- widget: word-order\n  kind: predict\n")
     path = content / "ja" / NAME

@@ -108,6 +108,37 @@ def test_the_whole_lesson_opens_the_folds_and_keeps_them_open_from_page_to_page(
 # --------------------------------------------------------------------------------------------
 
 
+def test_the_try_items_of_the_further_part_are_folded_apart_and_off_the_slides(page, lang, sections):
+    """§2's "Try this": the items on the basic path in the box, the 発展 one (the BLEU table, a folded
+    widget) in a fold of its own inside the box, marked like the page's folds, closed on the basic
+    path and open in the whole lesson; the projector's slide carries the basic items only."""
+    section = sections[2]
+    basic = [i for i, item in enumerate(section.try_) if not item.further]
+    further = [i for i, item in enumerate(section.try_) if item.further]
+    assert basic and further
+    page.goto("/lesson/2")
+    section_drawn(page)
+    assert page.eval_on_selector_all(".try-box > ul > li", "ns => ns.map(n => n.id)") == [f"try-{i}" for i in basic]
+    fold = page.locator(".try-box > details.further#try-further")
+    assert fold.count() == 1 and fold.get_attribute("open") is None
+    assert fold.locator("> summary .further-badge").text_content() == t(lang, "ls_further")
+    assert fold.locator("> summary .further-skip").text_content() == t(lang, "ls_further_skip")
+    assert page.eval_on_selector_all("#try-further li", "ns => ns.map(n => n.id)") == [f"try-{i}" for i in further]
+    assert page.text_content(f"#try-{further[0]} > span") == pick(section.try_[further[0]].text, lang)
+    assert page.is_visible(f"#try-{basic[0]}") and not page.is_visible(f"#try-{further[0]}")
+    fold.locator("> summary").click()
+    assert fold.get_attribute("open") == "" and page.is_visible(f"#try-{further[0]}")
+    page.goto("/lesson/2?further=1")
+    section_drawn(page)
+    assert page.get_attribute("#try-further", "open") == ""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto("/lesson/2?view=present&slide=1")
+    section_drawn(page)
+    assert page.locator(".slide .try-box").count() == 1
+    assert page.locator(".slide [id^=try-]:is(li)").count() == len(basic)
+    assert page.locator("#try-further").count() == 0 and page.locator(f"#try-{further[0]}").count() == 0
+
+
 def test_a_prediction_covers_its_widget_until_a_choice_is_committed(page, lang, sections):
     section = sections[SECTION]
     (p,) = section.predict

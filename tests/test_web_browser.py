@@ -161,7 +161,7 @@ def test_language_switch_is_remembered_on_every_page(page):
         assert heading in page.text_content("h1")
         assert page.text_content("#nav-playground") == "プレイグラウンド"
     page.wait_for_function("document.querySelector('#steps-table tbody td') !== null")
-    assert page.text_content("#steps-table tbody td") == "本1"
+    assert page.text_content("#steps-table tbody td") == "本 1"
     page.click("#lang-en")
     assert page.text_content("#steps-table tbody td") == "Book 1"
     page.reload()

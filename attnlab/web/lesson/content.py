@@ -20,7 +20,9 @@ The front matter may hold ``predict:``, predictions asked at a widget before it 
 ``{widget, question, choices, answer, hint, explanation, params?}`` (a check question's fields
 without ``kind``). The page asks each one directly above the first block of its widget and keeps
 the widget covered until the learner has chosen. At most one prediction per widget, and the widget
-must be on the basic path (not inside ``:::: further``).
+must be on the basic path (not inside ``:::: further``). A "try" item that uses a folded widget or
+idea says ``further: true``: the page lists it in a 発展 fold of its own inside the try box, and the
+projector's slides (the basic path) leave it out.
 
 Both languages must have the same sections, the same directives in the same order, the same
 "try" parameters and the same questions (kind, number of choices, answer): :func:`load_sections`
@@ -33,7 +35,7 @@ the glossary page shows them as "also called …", and the lesson's own text use
 
 A section may have teacher notes, ``content/ja/teacher/NN-slug.md`` and ``content/en/teacher/NN-slug.md``
 (both or neither): front matter ``minutes: N`` (the time the section's basic path takes in class, the
-same in both languages; all sections together make the 90-minute plan) and, optionally,
+same in both languages; all sections together make the first session's plan, about 90 minutes) and, optionally,
 ``further_minutes: N`` (the time its 発展 part takes, in the second session's plan; 0 when absent), then Markdown in four parts under fixed headings (:data:`TEACHER_HEADINGS`): what to ask
 the class before touching a widget, the misconceptions students show (each item links to the widget
 that dispels it, ``#widget-NAME`` on the section's own page or ``/lesson/N#widget-NAME`` on another),
@@ -164,12 +166,15 @@ class Block(BaseModel):
 
 
 class TryItem(BaseModel):
-    """A 「やってみよう」 prompt; ``params`` (optional) is the widget state its link sets."""
+    """A 「やってみよう」 prompt; ``params`` (optional) is the widget state its link sets;
+    ``further``: it uses a widget or an idea of a ``:::: further`` region, so the page lists it in
+    the try box's own 発展 fold, off the basic path."""
 
     model_config = ConfigDict(extra="forbid")
 
     text: Text
     params: dict[str, str] = Field(default_factory=dict)
+    further: bool = False  # a 発展 item: folded like the region it belongs to, left off the slides
 
 
 class Question(BaseModel):
@@ -332,6 +337,7 @@ class _FileTry(BaseModel):
 
     text: str
     params: dict[str, str] = Field(default_factory=dict)
+    further: bool = False  # ``further: true``: the item belongs to the section's 発展 part
 
 
 class _FileLink(BaseModel):
@@ -694,6 +700,7 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
     same("their widget strings", sorted(fja.strings), sorted(fen.strings))
     for n, (a, b) in enumerate(zip(fja.try_, fen.try_, strict=True), 1):
         same(f"try item {n}'s params", a.params, b.params)
+        same(f"try item {n}'s further", a.further, b.further)
     for n, (a, b) in enumerate(zip(fja.check, fen.check, strict=True), 1):
         for field in ("kind", "answer", "params", "section"):
             same(f"question {n}'s {field}", getattr(a, field), getattr(b, field))
@@ -716,7 +723,10 @@ def _merge(ident: int, slug: str, ja: tuple[_FrontMatter, list], en: tuple[_Fron
         objectives=[_pair(a, b) for a, b in zip(fja.objectives, fen.objectives, strict=True)],
         key_points=[_pair(a, b) for a, b in zip(fja.key_points, fen.key_points, strict=True)],
         blocks=_merge_blocks(name, bja, ben),
-        try_=[TryItem(text=_pair(a.text, b.text), params=a.params) for a, b in zip(fja.try_, fen.try_, strict=True)],
+        try_=[
+            TryItem(text=_pair(a.text, b.text), params=a.params, further=a.further)
+            for a, b in zip(fja.try_, fen.try_, strict=True)
+        ],
         check=[
             Question(
                 kind=a.kind,

@@ -201,7 +201,7 @@
           el("li", { class: s.final ? "toc-item toc-final" : "toc-item", id: "toc-" + s.id },
             el("div", { class: "toc-head" },
               lessonLink("/lesson/" + s.id, null, { class: "toc-link", id: "toc-link-" + s.id },
-                () => t("ls_section_n", { n: s.id }) + " " + pick(s.title)),
+                () => t("ls_toc_link", { n: s.id, title: pick(s.title) })),
               tocMinutes(s)),
             txt("p", { class: "toc-summary" }, s.summary),
             bound(el("p", { class: "note" }), () => t("ls_source", { src: pick(s.source) }))))
@@ -893,14 +893,25 @@
           ui("span", { class: "key-points-lock", id: "key-points-lock" }, "ls_key_points_locked")),
         keyList);
     const link = mode.present ? slideLinker(slides) : lessonLink;
-    if (section.try.length) {
+    // A try item marked further uses a folded widget or idea: it goes in the try box's own 発展
+    // fold (open where the page's folds are), and the slides, which carry the basic path, skip it.
+    const tryItem = (item, i) =>
+      el("li", { id: "try-" + i }, txt("span", {}, item.text),
+        Object.keys(item.params).length
+          ? [" ", link(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
+          : null);
+    const basicTries = section.try.map((item, i) => (item.further ? null : tryItem(item, i))).filter(Boolean);
+    const furtherTries = mode.present ? [] : section.try.map((item, i) => (item.further ? tryItem(item, i) : null)).filter(Boolean);
+    if (basicTries.length || furtherTries.length) {
       slides.push({ kind: "try", nodes: [el("section", { class: "try-box", "aria-labelledby": "try-title" },
         ui("h2", { id: "try-title" }, "ls_try"),
-        el("ul", {}, section.try.map((item, i) =>
-          el("li", { id: "try-" + i }, txt("span", {}, item.text),
-            Object.keys(item.params).length
-              ? [" ", link(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
-              : null))))] });
+        basicTries.length ? el("ul", {}, basicTries) : null,
+        furtherTries.length
+          ? el("details", { class: "further try-further", id: "try-further", open: mode.further || mode.teacher || mode.print },
+            el("summary", {}, ui("span", { class: "further-badge" }, "ls_further"), " ",
+              ui("span", { class: "further-skip" }, "ls_further_skip")),
+            el("div", { class: "further-body" }, el("ul", {}, furtherTries)))
+          : null)] });
     }
     const final = section.check.some((q) => q.section);
     const titles = Object.fromEntries(all.map((s) => [s.id, s.title]));

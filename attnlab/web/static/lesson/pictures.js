@@ -245,11 +245,11 @@
     return svg;
   }
 
-  // §5: D split into H heads of Dh, attention in each head, the heads joined, then W_O.
+  // §5: D split into H heads of Dh, attention in each head, the heads joined, then W_o.
   function s5(lang) {
     const svg = canvas(352, lang, L("マルチヘッド注意：分けて、別々に注意し、つなぐ", "Multi-head attention: split, attend, join"),
-      L("1 つの位置のベクトル（幅 D）を、H = 4 個のヘッドに幅 Dh = D ÷ H ずつ分けます。ヘッドごとに、それぞれのクエリ・キー・バリューで注意を計算します。4 つの結果をつなぎ直すと幅 D に戻り、最後に W_O をかけてヘッドの結果を混ぜます。",
-        "One position's vector (width D) is split into H = 4 heads of width Dh = D ÷ H each. Each head computes attention with its own queries, keys and values. Joining the four results gives width D again, and W_O finally mixes the heads' results."), 500);
+      L("1 つの位置のベクトル（幅 D）を、H = 4 個のヘッドに幅 Dh = D ÷ H ずつ分けます。ヘッドごとに、それぞれのクエリ・キー・バリューで注意を計算します。4 つの結果をつなぎ直すと幅 D に戻り、最後に W_o をかけてヘッドの結果を混ぜます。",
+        "One position's vector (width D) is split into H = 4 heads of width Dh = D ÷ H each. Each head computes attention with its own queries, keys and values. Joining the four results gives width D again, and W_o finally mixes the heads' results."), 500);
     const g = add(svg, "g");
     const x0 = 30;
     const seg = 70;
@@ -280,7 +280,7 @@
     box(g, x0 + 2 * seg - 60, 272, 120, 28, "", BOX);
     const wo = text(g, x0 + 2 * seg, 286, "", { size: 14 });
     wo.append(pick(L("W", "W"), lang));
-    add(wo, "tspan", { "baseline-shift": "sub", "font-size": 13 }, "O");
+    add(wo, "tspan", { "baseline-shift": "sub", "font-size": 13 }, "o");
     add(wo, "tspan", {}, pick(L(" をかける", " mixes heads"), lang));
     arrow(svg, g, [[x0 + 2 * seg, 302], [x0 + 2 * seg, 318]]);
     add(g, "rect", { x: x0, y: 320, width: 4 * seg, height: 22, fill: "#8a6fa8", stroke: "#fff" });
@@ -296,10 +296,10 @@
         "Each of three words' vectors (its embedding) gets the wave values of its position 0, 1, 2 added, and the sum is the encoder's input. The same word at another position gets another wave, so the order of the words stays in the input."), 500);
     const g = add(svg, "g");
     const cols = [120, 196, 272].map((x) => x + 4);
-    const words = ["犬が", "猫を", "追う"];
+    const words = ["猫が", "犬を", "追う"]; // the sentence of the section's text, 「猫 が 犬 を 追う」
     const labels = [L("語", "word"), L("埋め込み", "embedding"), L("位置の波", "position"), L("足した入力", "input")];
     [24, 76, 144, 218].forEach((y, i) => text(g, 4, y, pick(labels[i], lang), { anchor: "start", size: 13, fill: MUTED }));
-    const pattern = { "犬が": [0.9, 0.2, 0.6, 0.4, 0.8, 0.1], "猫を": [0.3, 0.8, 0.5, 0.9, 0.2, 0.6], "追う": [0.6, 0.4, 0.1, 0.7, 0.5, 0.9] };
+    const pattern = { "猫が": [0.3, 0.8, 0.5, 0.9, 0.2, 0.6], "犬を": [0.9, 0.2, 0.6, 0.4, 0.8, 0.1], "追う": [0.6, 0.4, 0.1, 0.7, 0.5, 0.9] };
     cols.forEach((cx, p) => {
       box(g, cx - 32, 10, 64, 28, words[p], BOX, { lang: "ja" });
       pattern[words[p]].forEach((v, k) => add(g, "rect", { x: cx - 30 + k * 10, y: 64, width: 10, height: 24, fill: `rgba(60,70,85,${0.15 + 0.7 * v})` }));
