@@ -201,7 +201,7 @@ def test_the_measured_memory_has_one_home_the_widgets_table(lang):
     # The machine the prose names is the data file's (its model name and memory).
     assert "Xeon" in memory.machine and "23 GiB" in memory.machine and "23 GiB" in prose
     # The prose that points to the table is itself Going further, as the table is (folded in the widget).
-    where = {"ja": "いちばん下のメモリの表", "en": "the memory table"}[lang]
+    where = {"ja": "最後のメモリの表", "en": "the memory table"}[lang]
     pointing = [b for b in SECTION.blocks if b.html is not None and where in getattr(b.html, lang)]
     assert len(pointing) == 1 and pointing[0].further
 
