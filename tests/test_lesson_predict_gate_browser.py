@@ -26,7 +26,7 @@ PREDICTED = sorted(sid for sid, s in SECTIONS.items() if s.predict)
 READ_AFTER = {
     (1, "translation"): {"ja": "「▁walk」の行は「歩いて」", "en": "the row of '▁walk' is darkest at 歩いて"},
     (2, "bottleneck"): {
-        "ja": "アテンションなしのデコーダが受け取るベクトル",
+        "ja": "アテンションなしのデコーダが受け取る数そのもの",
         "en": "the decoder without attention receives",
     },
     (3, "qkv"): {"ja": "重みは 0.481 と 0.292 です", "en": "its weight is 0.481 against 0.292"},
