@@ -289,7 +289,9 @@ def test_numbers_in_the_text_are_the_widgets_numbers(section):
         halved = S3.three_books(S3.ThreeBooksRequest(scores=[4, 2, 1]))
         # The question names no weight: the check is on the page while §3's first prediction (book
         # 1's weight, 0.481) may still be covered, so it must not give that answer away.
-        assert shown(default.weights[0]) not in text(halve.question) and shown(halved.weights[0]) in text(halve.explanation)
+        assert shown(default.weights[0]) not in text(halve.question) and shown(halved.weights[0]) in text(
+            halve.explanation
+        )
         assert halved.weights[0] < default.weights[0]
         book2 = next(t for t in section.try_ if t.params.get("s") == "8,10,2")
         more = S3.three_books(S3.ThreeBooksRequest(scores=[8, 10, 2]))
