@@ -1308,8 +1308,8 @@ class FactsQA:
 
         setup = self.setup()
         sizes = _config_from(directory, "vocab_size", "pad_id")
-        config = qa._scratch_config(setup, sizes["vocab_size"], sizes["pad_id"]).to_dict()
-        return {**config, **qa._inference_settings(setup)}
+        config = qa.scratch_config(setup, sizes["vocab_size"], sizes["pad_id"]).to_dict()
+        return {**config, **qa.inference_settings(setup)}
 
     def _scores(self, directory: Path) -> dict[str, float]:
         from ..data.squad import facts_splits

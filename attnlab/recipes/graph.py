@@ -45,6 +45,7 @@ __all__ = [
     "load_gat",
     "node_attention",
     "plot_graph_attention",
+    "spring_layout",
 ]
 
 
@@ -175,7 +176,13 @@ def node_attention(model: GAT, data: GraphData, layer: int = 0) -> tuple[Tensor,
     return out.attentions[layer].mean(0), out.logits.argmax(-1)  # (N, N), (N,)
 
 
-def _layout(edges: Tensor, n: int, seed: int) -> np.ndarray:
+def spring_layout(edges: Tensor, n: int, seed: int) -> np.ndarray:
+    """Fixed drawing positions of a graph's ``n`` nodes (networkx's force-directed layout, seeded),
+    shared by the recipe's plot and the lesson's graph widget.
+
+    Shape:
+        edges: (2, E) node pairs; returns (N, 2) positions.
+    """
     import networkx as nx
 
     g = nx.Graph()
@@ -232,7 +239,7 @@ def plot_graph_attention(
         raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
     if node is not None and not 0 <= node < N:
         raise ValueError(f"node must be in [0, {N}), got {node}")
-    xy = _layout(data.edges, N, seed)
+    xy = spring_layout(data.edges, N, seed)
     edges = data.edges.T.tolist()  # (2, E) -> E pairs
     if node is None:
         strength = [(w[i, j] + w[j, i]) / 2 for i, j in edges]

@@ -55,6 +55,8 @@ __all__ = [
     "QuestionAnswerer",
     "load_qa",
     "plot_question_attention",
+    "inference_settings",
+    "scratch_config",
     "train_qa",
 ]
 
@@ -219,15 +221,21 @@ class QATask:
         return out.loss, len(batch.start)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        qa = QuestionAnswerer(model, self.tokenizer, _inference_settings(self.setup))
+        qa = QuestionAnswerer(model, self.tokenizer, inference_settings(self.setup))
         predictions = qa.answer([ex.question for ex in self.valid], [ex.context for ex in self.valid])
         return squad_scores([p.text for p in predictions], [[t for t, _ in ex.answers] for ex in self.valid])
 
     def checkpoint_payload(self) -> tuple[dict, dict]:
-        return {**self.config.to_dict(), **_inference_settings(self.setup)}, {"tokenizer": self.tokenizer}
+        return {**self.config.to_dict(), **inference_settings(self.setup)}, {"tokenizer": self.tokenizer}
 
 
-def _inference_settings(setup: QASetup) -> dict:
+def inference_settings(setup: QASetup) -> dict:
+    """The reading settings a QA checkpoint carries beside its config (window, stride, query and
+    answer lengths): what the answerer needs to read a passage as training did.
+
+    Shape:
+        no tensors.
+    """
     return {
         "max_length": setup.max_length,
         "doc_stride": setup.doc_stride,
@@ -255,7 +263,7 @@ def _check_overrides(setup: QASetup) -> None:
     """Only the encoder fields that keep its weights can change; their values are checked as BertConfig's.
     A "scratch" encoder takes any field: its config is built (with a stand-in vocabulary) to check them."""
     if setup.init == "scratch":
-        _scratch_config(setup, setup.vocab_size, 0)
+        scratch_config(setup, setup.vocab_size, 0)
         return
     fixed = sorted(set(setup.model_overrides) - set(_ADJUSTABLE))
     if fixed:
@@ -265,7 +273,13 @@ def _check_overrides(setup: QASetup) -> None:
     BertConfig(**setup.model_overrides)
 
 
-def _scratch_config(setup: QASetup, vocab_size: int, pad_id: int) -> BertConfig:
+def scratch_config(setup: QASetup, vocab_size: int, pad_id: int) -> BertConfig:
+    """The config of a QA encoder trained from scratch (``init="scratch"``) for a tokenizer of
+    ``vocab_size`` pieces padded with ``pad_id``.
+
+    Shape:
+        no tensors.
+    """
     return bert_config(
         setup.model_preset,
         **{**setup.model_overrides, "vocab_size": vocab_size, "pad_id": pad_id, "model_type": MODEL_TYPE},
@@ -303,7 +317,7 @@ def _initial_model(
         if not texts:
             raise ValueError("a scratch encoder needs training examples to learn its vocabulary from")
         tokenizer = scratch_tokenizer(texts, setup.vocab_size)
-        config = _scratch_config(setup, tokenizer.vocab_size, tokenizer.pad_id)
+        config = scratch_config(setup, tokenizer.vocab_size, tokenizer.pad_id)
         return BertForQuestionAnswering(config), tokenizer
     directory = minilm_dir() if setup.init == "minilm" else Path(setup.init)
     encoder = load_bert(directory)
@@ -344,7 +358,7 @@ def train_qa(
     if out is not None and (out / "best").is_dir():
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     model.eval()
-    return QuestionAnswerer(model, tokenizer, _inference_settings(setup)), result
+    return QuestionAnswerer(model, tokenizer, inference_settings(setup)), result
 
 
 def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:

@@ -97,7 +97,13 @@ def _words(text: str, what: str, least: int = 1) -> list[str]:
     return words
 
 
-def _r(x: torch.Tensor, decimals: int = 6) -> list:
+def rounded(x: torch.Tensor, decimals: int = 6) -> list:
+    """``x`` as nested lists of floats rounded to ``decimals``: what an API answer carries, so that
+    the page shows the numbers it was sent and its tests compare them exactly.
+
+    Shape:
+        x: any shape; returns nested lists of the same shape.
+    """
     return torch.round(x.detach().to(torch.float64), decimals=decimals).tolist()
 
 
@@ -209,10 +215,6 @@ def _check_source(translator, text: str, limit: int) -> list[int]:
     if len(ids) > limit:
         raise ValueError(f"the sentence has {len(ids)} tokens; this view shows at most {limit}")
     return ids
-
-
-def _r5(x: torch.Tensor, decimals: int = 5) -> list:
-    return _r(x, decimals)
 
 
 SMALL = {400: {"description": "malformed JSON"}, 413: {"description": "request body too large"}}

@@ -45,7 +45,7 @@ from .common import (
     TRANSLATOR,
     LessonModels,
     _check_source,
-    _r5,
+    rounded,
     run,
 )
 
@@ -116,10 +116,10 @@ def translation_view(translator, req: TranslationRequest, name: str = TRANSLATOR
         n_encoder_layers=config.n_encoder_layers,
         n_decoder_layers=config.n_decoder_layers,
         n_heads=config.n_heads,
-        cross=_r5(cross),
-        cross_mean=_r5(cross.mean(dim=1)),
-        encoder_self=_r5(encoder_self),
-        encoder_self_mean=_r5(encoder_self.mean(dim=1)),
+        cross=rounded(cross, 5),
+        cross_mean=rounded(cross.mean(dim=1), 5),
+        encoder_self=rounded(encoder_self, 5),
+        encoder_self_mean=rounded(encoder_self.mean(dim=1), 5),
     )
 
 

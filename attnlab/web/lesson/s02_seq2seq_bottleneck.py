@@ -36,7 +36,7 @@ from .common import (
     RNN_PLAIN,
     LessonModels,
     _check_source,
-    _r5,
+    rounded,
     run,
 )
 
@@ -150,13 +150,13 @@ def bottleneck_view(plain, attention, req: BottleneckRequest) -> BottleneckRespo
         words=len(source.split()),
         src_tokens=with_attention.src_tokens,
         hidden_size=int(fixed.shape[0]),
-        plain=PlainRNN(translation=without.text, bleu=plain_bleu, exact=plain_exact, fixed_vector=_r5(fixed, 4)),
+        plain=PlainRNN(translation=without.text, bleu=plain_bleu, exact=plain_exact, fixed_vector=rounded(fixed, 4)),
         attention=AttentionRNN(
             translation=with_attention.text,
             bleu=att_bleu,
             exact=att_exact,
             tgt_tokens=with_attention.tgt_tokens,
-            alignment=_r5(cross[-1].mean(0)),
+            alignment=rounded(cross[-1].mean(0), 5),
             memory_shape=[len(ids), attention.model.config.hidden_size],
         ),
     )

@@ -38,7 +38,7 @@ from .common import (
     LessonModels,
     Seed,
     _check_source,
-    _r,
+    rounded,
     run,
 )
 
@@ -393,8 +393,8 @@ def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotRespo
         tgt_tokens=labels,
         hidden_size=int(memory.shape[-1]),
         attn_dim=int(A),
-        additive=ScoreMap(scores=_r(scores_add), weights=_r(weights_add)),
-        dot=ScoreMap(scores=_r(scores_dot), weights=_r(weights_dot)),
+        additive=ScoreMap(scores=rounded(scores_add), weights=rounded(weights_add)),
+        dot=ScoreMap(scores=rounded(scores_dot), weights=rounded(weights_dot)),
         same_top=same,
         cost=AttentionCost(queries=T, keys=S, attn_dim=int(A), additive_hidden=T * S * int(A), dot_scores=T * S),
     )

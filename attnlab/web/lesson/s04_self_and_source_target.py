@@ -20,8 +20,8 @@ from .common import (
     LIVE,
     MAX_MINILM_TOKENS,
     LessonModels,
-    _r5,
     english_sentence,
+    rounded,
     run,
 )
 
@@ -88,8 +88,8 @@ def pronoun_view(model, req: PronounRequest) -> PronounResponse:
         pronoun=at,
         n_layers=L,
         n_heads=H,
-        weights=_r5(weights),
-        mean=_r5(weights.mean(dim=1)),
+        weights=rounded(weights, 5),
+        mean=rounded(weights.mean(dim=1), 5),
         strongest=strongest,
     )
 

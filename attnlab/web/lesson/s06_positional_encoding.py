@@ -18,8 +18,8 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
-    _r,
     _words,
+    rounded,
     seeded_attention,
     word_vector,
 )
@@ -55,7 +55,7 @@ def positions(req: PositionsRequest) -> PositionsResponse:
     pe = sinusoidal_encoding(T, D).double()  # (T, D)
     unit = pe / pe.norm(dim=1, keepdim=True)  # (T, D)
     similarity = unit @ unit.T  # (T, T)
-    return PositionsResponse(length=T, d_model=D, table=_r(pe, 5), similarity=_r(similarity, 5))
+    return PositionsResponse(length=T, d_model=D, table=rounded(pe, 5), similarity=rounded(similarity, 5))
 
 
 class RopeRequest(BaseModel):
@@ -106,7 +106,7 @@ def rope_scores(req: RopeRequest) -> RopeResponse:
         q=q.tolist(),
         k=k.tolist(),
         plain=round(float(q @ k) / math.sqrt(D), 6),
-        scores=_r(scores, 5),
+        scores=rounded(scores, 5),
     )
 
 

@@ -31,7 +31,7 @@ from .common import (
     TRANSLATOR,
     LessonModels,
     _check_source,
-    _r,
+    rounded,
     run,
 )
 
@@ -472,7 +472,7 @@ def token_walk_view(translator, req: TokenWalkRequest, name: str = TRANSLATOR) -
     src_pieces = [translator.src_tok.id_to_token(i) for i in ids]
 
     def first(x: torch.Tensor) -> list[float]:
-        return _r(x[:n])
+        return rounded(x[:n])
 
     def norm(x: torch.Tensor) -> float:
         return round(float(x.norm()), 6)
@@ -505,7 +505,7 @@ def token_walk_view(translator, req: TokenWalkRequest, name: str = TRANSLATOR) -
     att = out.attentions
 
     def mean_heads(maps: list[torch.Tensor]) -> list:
-        return [_r(w[0].float().mean(0)) for w in maps]  # L × (H, Q, K) -> L × (Q, K)
+        return [rounded(w[0].float().mean(0)) for w in maps]  # L × (H, Q, K) -> L × (Q, K)
 
     probs = torch.softmax(out.logits[0].float(), dim=-1)  # (T, V)
     top_p, top_i = probs.topk(TOKEN_WALK_TOP, dim=-1)  # (T, k)

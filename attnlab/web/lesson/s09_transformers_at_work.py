@@ -31,7 +31,7 @@ import torch
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import LIVE, MAX_SEED, LessonModels, _r5, run
+from .common import LIVE, MAX_SEED, LessonModels, rounded, run
 
 __all__ = [
     "MLMRequest",
@@ -188,7 +188,7 @@ def mlm_view(model, tokenizer, req: MLMRequest, name: str = MLM_MODEL) -> MLMRes
         ],
         n_layers=L,
         n_heads=H,
-        weights=_r5(weights),
+        weights=rounded(weights, 5),
         strongest=HeadPick(
             layer=layer, head=head, position=position, weight=round(float(weights[layer, head, position]), 5)
         ),
@@ -315,8 +315,8 @@ def qa_view(answerer, req: QARequest, name: str = QA_MODEL) -> QAResponse:
         end_probs=[round(float(p), 6) for p in end_probs],
         n_layers=weights.shape[0],
         n_heads=H,
-        weights=_r5(weights),
-        on_answer=_r5(on_answer),
+        weights=rounded(weights, 5),
+        on_answer=rounded(on_answer, 5),
         best_head=[best // H, best % H],
     )
 
@@ -367,7 +367,7 @@ def gpt_view(model, tokenizer, req: GPTRequest, name: str = GPT_APP_MODEL) -> GP
         ],
         n_layers=weights.shape[0],
         n_heads=weights.shape[1],
-        weights=_r5(weights),
+        weights=rounded(weights, 5),
     )
 
 
@@ -424,7 +424,7 @@ def summary_view(summarizer, req: SummaryRequest, name: str = SUMMARY_MODEL) -> 
         src_tokens=s.src_tokens,
         tokens=s.tokens,
         p_gen=[round(float(p), 6) for p in s.p_gen],
-        attention=_r5(s.attention),
+        attention=rounded(s.attention, 5),
         known=known,
     )
 
@@ -480,13 +480,13 @@ def vit_view(loaded, req: VitRequest, name: str = VIT_MODEL) -> VitResponse:
         index=req.index,
         n_images=n,
         label=int(data.test_y[req.index]),
-        image=_r5(image / top),
+        image=rounded(image / top, 5),
         patch=int(config["patch_size"]),
         probs=[round(float(p), 6) for p in torch.softmax(out.logits[0].float(), -1)],
         n_layers=rows.shape[0],
         n_heads=rows.shape[1],
-        cls=_r5(rows[:, :, 1:]),
-        cls_self=_r5(rows[:, :, 0]),
+        cls=rounded(rows[:, :, 1:], 5),
+        cls_self=rounded(rows[:, :, 0], 5),
     )
 
 
@@ -526,7 +526,7 @@ def gat_view(loaded, req: GatRequest, name: str = GAT_MODEL) -> GatResponse:
     import numpy as np
 
     from ...data.graphs import karate_club
-    from ...recipes.graph import _layout
+    from ...recipes.graph import spring_layout
 
     model, config = loaded
     data = karate_club()
@@ -536,7 +536,7 @@ def gat_view(loaded, req: GatRequest, name: str = GAT_MODEL) -> GatResponse:
     out = model(data.features, data.mask, need_weights=True)
     first = out.attentions[0][:, req.node].float()  # (H, N, N) -> (H, N)
     nbrs = [int(j) for j in torch.nonzero(data.mask[req.node]).squeeze(1)]
-    pos = _layout(data.edges, n, seed=0)  # (N, 2)
+    pos = spring_layout(data.edges, n, seed=0)  # (N, 2)
     pos = (pos - pos.min(0)) / np.maximum(pos.max(0) - pos.min(0), 1e-9)
     return GatResponse(
         model=name,
@@ -550,7 +550,7 @@ def gat_view(loaded, req: GatRequest, name: str = GAT_MODEL) -> GatResponse:
         class_names=list(data.class_names),
         n_heads=first.shape[0],
         neighbours=[
-            Neighbour(node=j, weights=_r5(first[:, j]), mean=round(float(first[:, j].mean()), 5)) for j in nbrs
+            Neighbour(node=j, weights=rounded(first[:, j], 5), mean=round(float(first[:, j].mean()), 5)) for j in nbrs
         ],
     )
 
