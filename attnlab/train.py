@@ -663,8 +663,11 @@ class Trainer:
             cache = _precision_cache()
             known = machine.read_json_cache(cache)
             times, where = known.get(key), "cached"
-            if not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
-                times, where = self._probe(batch), "measured now"
+            # Times taken while the machine was busy hold until it is quiet, then are taken again.
+            if accel_rules.provisional(times) or not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
+                busy = accel_rules.busy()
+                times, where = self._probe(batch), "measured now" + (", the machine busy" if busy else "")
+                times["busy"] = busy
                 known[key] = times
                 machine.write_json_cache(cache, known)
             use_bf16 = choose_precision(times) == "bf16"

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab import train as T
+from attnlab.accel import rules
 from attnlab.cli import JOBS
 from attnlab.data.tasks import make_splits
 from attnlab.experiments import demo
@@ -94,17 +95,40 @@ def test_auto_is_never_more_than_5_percent_slower_than_the_faster_precision(fp32
 @pytest.mark.parametrize(("fp32", "bf16", "chosen"), [(1.0, 0.5, "bf16"), (1.0, 2.0, "fp32"), (1.0, 0.97, "fp32")])
 def test_auto_picks_bf16_only_when_measured_faster(tmp_path, monkeypatch, splits, capsys, fp32, bf16, chosen):
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rules, "busy", lambda: False)  # a quiet machine: its measurement is final
     monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": fp32, "bf16": bf16})
     _, result, _ = tr.train_translation(setup(tmp_path / "run", "auto"), splits.train, splits.valid)
     assert result.precision == chosen
     err = capsys.readouterr().err
     assert f"precision auto → {chosen}" in err and "measured now" in err
     cached = json.loads((tmp_path / "cache" / "precision.json").read_text())
-    assert list(cached.values()) == [{"fp32": fp32, "bf16": bf16}]
+    assert list(cached.values()) == [{"fp32": fp32, "bf16": bf16, "busy": False}]
     # The second run on this machine and model reads the cache instead of probing again.
     monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed again"))
     _, again, _ = tr.train_translation(setup(tmp_path / "again", "auto"), splits.train, splits.valid)
     assert again.precision == chosen and "(cached;" in capsys.readouterr().err
+
+
+def test_a_probe_taken_on_a_busy_machine_is_taken_again_once_it_is_quiet(tmp_path, monkeypatch, splits, capsys):
+    # Other jobs on the cores distort both timings; such a figure holds while the machine stays
+    # busy and is replaced by a quiet one (as the calibration and the inference probe do).
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "precision.json"
+    monkeypatch.setattr(rules, "busy", lambda: True)
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
+    _, loaded, _ = tr.train_translation(setup(tmp_path / "busy", "auto"), splits.train, splits.valid)
+    assert loaded.precision == "bf16" and "measured now, the machine busy" in capsys.readouterr().err
+    assert list(json.loads(cache.read_text()).values()) == [{"fp32": 1.0, "bf16": 0.5, "busy": True}]
+    # Still busy: the busy figure is used, not probed again.
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed again while busy"))
+    _, still, _ = tr.train_translation(setup(tmp_path / "still", "auto"), splits.train, splits.valid)
+    assert still.precision == "bf16" and "(cached;" in capsys.readouterr().err
+    # Quiet: probed again, and the quiet figure replaces it.
+    monkeypatch.setattr(rules, "busy", lambda: False)
+    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 2.0})
+    _, quiet, _ = tr.train_translation(setup(tmp_path / "quiet", "auto"), splits.train, splits.valid)
+    assert quiet.precision == "fp32" and "measured now" in capsys.readouterr().err
+    assert list(json.loads(cache.read_text()).values()) == [{"fp32": 1.0, "bf16": 2.0, "busy": False}]
 
 
 def test_the_real_probe_leaves_weights_and_random_state_as_they_were(tmp_path, monkeypatch, splits):

@@ -272,8 +272,7 @@ def calibrated(threads: int, *, again: bool = False, quiet: bool = False) -> rul
     known = _read_cache()
     entry = known.get(k)
     # A table measured while the machine was busy holds until the machine is quiet, then is measured again.
-    provisional = isinstance(entry, dict) and entry.get("busy") and not rules.busy()
-    if not again and not provisional and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
+    if not again and not rules.provisional(entry) and isinstance(entry, dict) and isinstance(entry.get("lines"), dict):
         try:
             return dataclasses.replace(rules.DEFAULTS, **entry["lines"])
         except TypeError:

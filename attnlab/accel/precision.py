@@ -18,8 +18,6 @@ depend on the machine's load.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -169,27 +167,16 @@ def resolve(
     if not rules.calibrating():
         return "fp32", "auto: measuring is off (ATTNLAB_CALIBRATE=0)"
     key, path = _key(model_key(model)), _cache()
-    try:
-        known = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
-        known = {}
-    times = known.get(key) if isinstance(known, dict) else None
+    known = machine.read_json_cache(path)
+    times = known.get(key)
     where = "cached"
     # Times taken while the machine was busy hold until it is quiet, then are taken again.
-    provisional = isinstance(times, dict) and times.get("busy") and not rules.busy()
-    if provisional or not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
+    if rules.provisional(times) or not isinstance(times, dict) or not {"fp32", "bf16"} <= set(times):
         busy = rules.busy()
         times, where = probe(run, timer=timer), "measured now" + (", the machine busy" if busy else "")
         times["busy"] = busy
-        known = known if isinstance(known, dict) else {}
         known[key] = times
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known, indent=1))
-            tmp.replace(path)  # atomic: a parallel reader sees the old file or the new one
-        except OSError:
-            pass
+        machine.write_json_cache(path, known)
     chosen = choose(times)
     why = (
         f"auto: decoding took {1000 * times['fp32']:.1f} ms in fp32 and {1000 * times['bf16']:.1f} ms in bf16 "

@@ -144,6 +144,13 @@ def busy() -> bool:
         return False
 
 
+def provisional(entry: object) -> bool:
+    """Whether a cached measurement (a dict with ``"busy"``, as the calibration, the inference
+    precision probe and the training precision probe write them) was taken while the machine was busy
+    and the machine is quiet now: it is to be taken again."""
+    return isinstance(entry, dict) and bool(entry.get("busy")) and not busy()
+
+
 def calibrating() -> bool:
     """Whether lines are measured here (``ATTNLAB_CALIBRATE`` is not ``0``)."""
     return os.environ.get("ATTNLAB_CALIBRATE", "1").strip() not in ("0", "false", "no", "off")
