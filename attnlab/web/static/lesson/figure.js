@@ -146,9 +146,7 @@
     const label = () => { text.textContent = t("fig_look_" + name); };
     label();
     document.addEventListener("langchange", label);
-    let pending = 0;
     const mark = () => {
-      pending = 0;
       if (!line.isConnected || line.parentNode !== root) root.prepend(line);
       if (!find) return;
       let found = [];
@@ -162,13 +160,14 @@
       found.forEach((n) => n.classList.add("look-target"));
       line.dataset.targets = String(found.length);
     };
-    const soon = () => { if (!pending) pending = requestAnimationFrame(mark); };
+    // Marked in the observer's callback, a microtask after the redraw: the outline is there in the
+    // frame that first shows the new drawing, and no other task (a click, a test) sees it unmarked.
     new MutationObserver((records) => {
       // Our own marks change only class attributes, which the observer does not watch.
-      if (records.some((r) => r.type === "childList")) soon();
+      if (records.some((r) => r.type === "childList")) mark();
     }).observe(root, { childList: true, subtree: true });
     root.prepend(line);
-    soon();
+    mark();
     return line;
   }
 
