@@ -126,7 +126,7 @@ def test_every_section_opens_with_its_picture_and_the_model_map(page, lang, widt
             " !!(f.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING)]; }"
         )
         assert order == [True, True, True], (n, order)
-        if n <= 8:
+        if n <= 9:
             svg = page.locator(f"#schematic-{n}")
             assert svg.count() == 1, n
             check_svg(svg.evaluate(MEASURE), lang, f"§{n} schematic ({lang}, {width} px)")
@@ -136,7 +136,7 @@ def test_every_section_opens_with_its_picture_and_the_model_map(page, lang, widt
             box = svg.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, (n, box)
         else:
-            # §9 and the final check: the map only, in one column (no empty room for a picture)
+            # the final check: the map only, in one column (no empty room for a picture)
             assert page.locator("svg[id^=schematic-]").count() == 0
             assert "map-only" in page.get_attribute("#section-pictures", "class")
         # The map's title in the page's language; §2 (an RNN) says where its idea sits in the Transformer.
@@ -158,7 +158,7 @@ def test_every_section_opens_with_its_picture_and_the_model_map(page, lang, widt
             ".map((g) => g.querySelector('rect').getAttribute('fill'))"
         )
         assert "#ffe08a" not in unlit and len(unlit) + len(lit) == len(ALL)
-        if width == 1280 and n <= 8:
+        if width == 1280 and n <= 9:
             page.locator("#section-pictures").screenshot(path=str(ARTIFACTS / f"section{n}-{lang}.png"))
 
 

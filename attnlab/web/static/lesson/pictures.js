@@ -431,7 +431,47 @@
     return svg;
   }
 
-  const SCHEMATICS = { 1: s1, 2: s2, 3: s3, 4: s4, 5: s5, 6: s6, 7: s7, 8: s8 };
+  // §9: the three families of Transformer, by what each position may look at and what each is
+  // trained to do (BERT: Devlin et al. 2019; GPT: Radford et al. 2018; translation: Vaswani et al. 2017).
+  function s9(lang) {
+    const svg = canvas(380, lang, L("Transformer の 3 つの家族：どこを見て、何を学ぶか", "Three families of Transformer: where they look, what they learn"),
+      L("上：エンコーダだけ（BERT）。隠した語 [MASK] から、前後すべての語へ矢印が伸びます。穴埋めを学びます。中：デコーダだけ（GPT）。最後の語 on から、前の語にだけ矢印が伸び、次の語（？）は見ません（因果マスク）。次の語を当てることを学びます。下：エンコーダ–デコーダ。出力の英語の語 like から、入力の日本語の語すべてへ矢印が伸びます。翻訳を学びます。",
+        "Top: encoder only (BERT). From the hidden word [MASK], arrows reach every word before and after it; it learns to fill in blanks. Middle: decoder only (GPT). From the last word on, arrows reach only the words before it, never the next word (?) (causal mask); it learns to predict the next word. Bottom: encoder–decoder. From the output word like, arrows reach every word of the Japanese input; it learns to translate."), 500);
+    const g = add(svg, "g");
+    const title = (y, label) => text(g, 6, y, pick(label, lang), { anchor: "start", bold: true });
+    const task = (y, label) => text(g, 6, y, pick(label, lang), { anchor: "start", size: 13, fill: MUTED });
+    const rule = (y) => add(g, "line", { x1: 4, x2: W - 4, y1: y, y2: y, stroke: "#c3ccd6" });
+    const curve = (from, to, thick) => {
+      const lift = 26 + Math.abs(to.cx - from.cx) * 0.22;
+      arrow(svg, g, `M${from.cx},${from.y - 2} Q${(from.cx + to.cx) / 2},${from.y - lift - 16} ${to.cx},${to.y - 3}`, { colour: "q", width: thick });
+    };
+
+    // Encoder only: the masked word looks both ways.
+    title(10, L("エンコーダだけ（BERT）：前後を見る", "Encoder only (BERT): both directions"));
+    const bert = ["the", "cat", "[MASK]", "on", "a", "mat"];
+    const row1 = tokenRow(g, bert, 72, QKV.k, { lang: "en", gap: 6, styles: bert.map((w) => (w === "[MASK]" ? QKV.q : QKV.k)), strokes: bert.map((w) => (w === "[MASK]" ? 2.5 : null)) });
+    row1.forEach((b, j) => { if (j !== 2) curve(row1[2], b, j === 1 || j === 3 ? 3 : 1.3); });
+    task(114, L("学習：隠した語（[MASK]）を当てる", "Trained to: fill in the hidden word"));
+    rule(128);
+
+    // Decoder only: the last word looks back, never ahead.
+    title(142, L("デコーダだけ（GPT）：因果マスクで前だけ見る", "Decoder only (GPT): looks back only"));
+    const gpt = ["the", "cat", "sat", "on", "?"];
+    const row2 = tokenRow(g, gpt, 200, QKV.k, { lang: "en", gap: 6, styles: gpt.map((w) => (w === "on" ? QKV.q : w === "?" ? { fill: `url(#${svg.dataset.id}-hatch)`, ink: MUTED } : QKV.k)), strokes: gpt.map((w) => (w === "on" ? 2.5 : null)) });
+    row2.forEach((b, j) => { if (j < 3) curve(row2[3], b, j === 2 ? 3 : 1.3); });
+    task(242, L("学習：次の語を当てる（？は見ない）", "Trained to: predict the next word (?)"));
+    rule(256);
+
+    // Encoder–decoder: the output looks at the input.
+    title(270, L("エンコーダ–デコーダ（翻訳）", "Encoder–decoder (translation)"));
+    const src = tokenRow(g, ["猫が", "好き", "です"], 286, QKV.k, { lang: "ja" });
+    const tgt = tokenRow(g, ["I", "like", "…"], 330, BOX, { lang: "en", styles: [BOX, QKV.q, BOX], strokes: [null, 2.5, null] });
+    src.forEach((b, j) => arrow(svg, g, [[tgt[1].cx + (j - 1) * 6, tgt[1].y - 2], [b.cx, b.y + b.h + 3]], { colour: "q", width: j === 1 ? 3.5 : 1.3 }));
+    task(372, L("学習：訳す（出力の語が入力を見る）", "Trained to: translate (output → input)"));
+    return svg;
+  }
+
+  const SCHEMATICS = { 1: s1, 2: s2, 3: s3, 4: s4, 5: s5, 6: s6, 7: s7, 8: s8, 9: s9 };
 
   // ---------------------------------------------------------------------------------------------
   // The model map: the encoder–decoder in a few boxes, the section's part lit.
@@ -549,6 +589,8 @@
       "Look at: the encoder's output (yellow) goes by arrows into every decoder layer."),
     8: L("見るところ：塗った升の数。すべてでは T × T、ほかは位置の数にほぼ比例します。",
       "Look at: how many cells are filled. Full: T × T; the others grow about in proportion to the positions."),
+    9: L("見るところ：矢印の向き。BERT は前後の両方を、GPT は前だけを見ます。翻訳では、出力の語が入力の語を見ます。",
+      "Look at: which way the arrows point. BERT looks both ways, GPT only back; in translation the output words look at the input."),
   };
 
   // The block a section page shows under its header: the schematic with a one-line "look at" and
@@ -581,7 +623,7 @@
     draw();
     document.addEventListener("langchange", draw);
     if (SCHEMATICS[sectionId]) node.append(pic, caption);
-    else node.classList.add("map-only"); // no drawn schematic (§9, the final check): no empty column
+    else node.classList.add("map-only"); // no drawn schematic (the final check): no empty column
     node.append(side);
     return node;
   }
