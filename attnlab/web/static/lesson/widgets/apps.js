@@ -14,6 +14,13 @@
   const FIRST_IMAGE = 2; // the API's default: a held-out digit the model gets right (image 0 it gets wrong)
   const show = (tok) => (tok === " " ? "␣" : tok === "\n" ? "↵" : tok);
 
+  // A phrase with its bracketed terms kept on one line: "（マスク言語モデル）" is one term, never split
+  // at a line end (a 375 px column otherwise breaks Japanese anywhere).
+  function unbroken(text) {
+    return text.split(/([（(][^）)]*[）)])/).filter(Boolean).map((part) =>
+      /^[（(]/.test(part) ? el("span", { class: "apps-term", text: part }) : document.createTextNode(part));
+  }
+
   function svgNode(tag, attrs, text) {
     const node = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) node.setAttribute(k, v);
@@ -129,7 +136,7 @@
         node.setAttribute("height", H);
         node.setAttribute("viewBox", `0 0 ${W} ${H}`);
         return el("figure", { class: "apps-family", id: "fam-fig-" + p.id },
-          el("figcaption", {}, el("strong", { text: p.title }), el("span", { class: "note", text: " " + p.task })), node);
+          el("figcaption", {}, el("strong", { text: p.title }), el("span", { class: "note" }, " ", unbroken(p.task))), node);
       });
       root.replaceChildren(
         el("div", { class: "apps-families" }, figs),
