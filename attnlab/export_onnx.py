@@ -79,8 +79,9 @@ def source_ids(translator: Translator, texts: Sequence[str]) -> list[list[int]]:
     Shape:
         ``N`` texts → ``N`` id lists
     """
-    inputs = [enja.normalize_input(x, translator.src_lang, translator.lowercase) for x in texts]
-    encoded = translator.src_tok.encode_batch(inputs if translator.src_lang else list(texts))
+    lang = translator.src_lang
+    inputs = [enja.normalize_input(x, lang, translator.lowercase) for x in texts] if lang else list(texts)
+    encoded = translator.src_tok.encode_batch(inputs)
     for text, ids in zip(texts, encoded):
         if not ids:
             raise ValueError(f"cannot translate {text!r}: it has no tokens")

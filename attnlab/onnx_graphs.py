@@ -558,7 +558,7 @@ def export_onnx(
     tgt_tok,
     out: str | Path,
     *,
-    weights: str = "fp16",
+    weights: str = "auto",
     info: dict[str, Any] | None = None,
     force: bool = False,
 ) -> Path:
