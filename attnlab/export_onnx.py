@@ -36,7 +36,11 @@ FIXTURE_BEAM = 4
 
 
 def translator_alpha() -> float:
-    """The length-penalty exponent :meth:`Translator.translate` uses unless told otherwise."""
+    """The length-penalty exponent :meth:`Translator.translate` uses unless told otherwise.
+
+    Shape:
+        no tensors
+    """
     return float(inspect.signature(Translator.translate).parameters["alpha"].default)
 
 

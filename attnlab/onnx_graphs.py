@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .models.seq2seq import StepOutput
 from .positional import sinusoidal_encoding
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "encoder_graph",
     "decoder_graph",
     "export_onnx",
+    "OnnxState",
+    "OnnxSeq2Seq",
 ]
 
 #: How to get the optional packages.
@@ -79,7 +82,11 @@ _ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def require_onnx():
-    """The ``onnx`` module, or an ImportError that says how to install it."""
+    """The ``onnx`` module, or an ImportError that says how to install it.
+
+    Shape:
+        no tensors
+    """
     try:
         import onnx
     except ImportError as err:
@@ -88,7 +95,11 @@ def require_onnx():
 
 
 def check_onnx_exportable(model: nn.Module) -> None:
-    """Raise a one-line ``ValueError`` unless ``model`` is an attnlab Transformer the graphs express."""
+    """Raise a one-line ``ValueError`` unless ``model`` is an attnlab Transformer the graphs express.
+
+    Shape:
+        no tensors
+    """
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type != "transformer":
@@ -124,7 +135,11 @@ def _int8_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def exact_storage(model: nn.Module) -> str:
     """The smallest storage of :data:`WEIGHTS` that gives ``model``'s fp32 weights back: ``"int8"``
     for an int8-packed checkpoint (every matrix is an int8 row times its scale, to fp32 rounding),
-    ``"fp16"`` for an fp16-packed one (every parameter is an fp16 number), else ``"fp32"``."""
+    ``"fp16"`` for an fp16-packed one (every parameter is an fp16 number), else ``"fp32"``.
+
+    Shape:
+        no tensors; reads every parameter once
+    """
     params = [p.detach().to(device="cpu", dtype=torch.float32) for p in model.parameters()]
     vectors_fp16 = all(bool((p.half().float() == p).all()) for p in params if p.dim() != 2)
     if vectors_fp16 and all(bool((p.half().float() == p).all()) for p in params if p.dim() == 2):
@@ -222,8 +237,9 @@ def _linear(g: _Graph, x: str, lin: nn.Linear, hint: str) -> str:
 
 
 def _layer_norm(g: _Graph, x: str, norm: nn.Module, hint: str) -> str:
-    """LayerNorm over the last axis with the module's ε (ONNX LayerNormalization, opset 17); the
-    identity for the post-norm stacks' missing final norm.
+    """LayerNorm over the last axis with the module's ε (ONNX LayerNormalization, opset 17:
+    https://onnx.ai/onnx/operators/onnx__LayerNormalization.html, the biased variance as
+    ``nn.LayerNorm``); the identity for the post-norm stacks' missing final norm.
 
     Shape:
         x ``(..., D)`` → ``(..., D)``
@@ -281,7 +297,9 @@ def _merge_heads(g: _Graph, x: str, D: int) -> str:
 
 def _attend(g: _Graph, q: str, k: str, v: str, mask: str | None, Dh: int) -> tuple[str, str]:
     """``softmax(QKᵀ/√Dh)·V`` per head; keys where ``mask`` is False get −∞ before the softmax
-    (weight exactly 0). Returns the output and the weights.
+    (weight exactly 0; a source row always has a real token, so no row is all −∞). Returns the
+    output and the weights. ONNX Softmax (opset ≥ 13) normalises along ``axis`` alone
+    (https://onnx.ai/onnx/operators/onnx__Softmax.html); older opsets flattened the trailing axes.
 
     Shape:
         q ``(B, H, T, Dh)``; k, v ``(B, H, S, Dh)``; mask ``(B, 1, 1, S)`` bool → out
@@ -439,7 +457,9 @@ def decoder_graph(model: nn.Module, weights: str = "fp32"):
     mask = _source_mask(g, "src_ids", c.pad_id)  # (B, 1, 1, S)
     keys, values, self_w, cross_w = [], [], [], []
     for i, block in enumerate(model.decoder):
-        layer = g.const(i, np.int64, "layer")  # a scalar index: Gather drops the layer axis
+        # A scalar index: Gather drops the layer axis (rank r + q − 1 with q = 0,
+        # https://onnx.ai/onnx/operators/onnx__Gather.html).
+        layer = g.const(i, np.int64, "layer")
         past = (g.op("Gather", "past_k", layer, axis=0), g.op("Gather", "past_v", layer, axis=0))  # (B, H, T, Dh)
         cross = (g.op("Gather", "cross_k", layer, axis=0), g.op("Gather", "cross_v", layer, axis=0))  # (B, H, S, Dh)
         x, k, v, sw, cw = _decoder_block(g, x, past, cross, mask, block, c.activation, H, Dh, D, f"dec{i}")
@@ -451,7 +471,8 @@ def decoder_graph(model: nn.Module, weights: str = "fp32"):
     x = _layer_norm(g, x, model.decoder_norm, "dec_norm")  # (B, 1, D)
     x = g.op("Squeeze", x, g.const([1], np.int64, "axes"))  # (B, D)
     # Gemm with transB: logits = x · Wᵀ reading the (V, D) matrix as stored, so a tied output
-    # projection shares the target embedding's initializer (Press & Wolf 2017).
+    # projection shares the target embedding's initializer (Press & Wolf 2017;
+    # https://onnx.ai/onnx/operators/onnx__Gemm.html: Y = A · Bᵀ with transB = 1).
     out_w = g.weight(model.out_proj.weight, "tgt_embed" if model.out_proj.weight is model.tgt_embed.weight else "out")
     logits = g.op("Gemm", x, out_w, transB=1)  # (B, D) @ (D, V) -> (B, V)
     if model.out_proj.bias is not None:
@@ -633,3 +654,98 @@ def export_onnx(
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
+
+
+# -- running an exported folder ---------------------------------------------------------------------
+
+
+class OnnxState:
+    """The decoding state of :class:`OnnxSeq2Seq`: per row, the source ids, the encoder's
+    cross-attention keys/values and the self-attention cache, as the page keeps them.
+
+    Shape:
+        src_ids ``(B, S)``; cross_k, cross_v, past_k, past_v ``(Ld, B, H, S|T, Dh)``
+    """
+
+    def __init__(self, src_ids: np.ndarray, cross_k: np.ndarray, cross_v: np.ndarray, n_heads: int) -> None:
+        Ld, B, _, _, Dh = cross_k.shape
+        self.src_ids, self.cross_k, self.cross_v = src_ids, cross_k, cross_v
+        self.past_k = np.zeros((Ld, B, n_heads, 0, Dh), np.float32)  # (Ld, B, H, 0, Dh): t = 0
+        self.past_v = self.past_k
+        self.length = 0  # target positions decoded so far
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (in that order, repeats allowed): the beam's gather along axis 1.
+
+        Shape:
+            index ``(B',)`` → every row-indexed array gets ``B'`` rows
+        """
+        rows = index.cpu().numpy()
+        self.src_ids = self.src_ids[rows]  # (B', S)
+        self.cross_k, self.cross_v = self.cross_k[:, rows], self.cross_v[:, rows]  # (Ld, B', H, S, Dh)
+        self.past_k, self.past_v = self.past_k[:, rows], self.past_v[:, rows]  # (Ld, B', H, T, Dh)
+
+
+class OnnxSeq2Seq:
+    """An exported folder run by onnxruntime behind attnlab's decoding protocol
+    (:class:`attnlab.models.seq2seq.Seq2SeqModel`): :func:`attnlab.decode.greedy_decode` and
+    :func:`attnlab.decode.beam_search` then decode with the graphs, one ``decoder.onnx`` call per
+    step, the way the page does with onnxruntime-web.
+
+    Args:
+        folder: a folder written by :func:`export_onnx`.
+        threads: onnxruntime's threads per call.
+
+    Shape:
+        start: src ``(B, S)`` → :class:`OnnxState`; step: tokens ``(B, 1)`` → log-probabilities
+        ``(B, V)``, cross_weights ``(B, Ld, H, S)`` when asked
+    """
+
+    def __init__(self, folder: str | Path, *, threads: int = 1) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as err:
+            raise ImportError(f"onnxruntime is not installed; it is an optional extra: {ONNX_INSTALL}") from err
+        folder = Path(folder)
+        self.meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        providers = ["CPUExecutionProvider"]
+        self.encoder = ort.InferenceSession(str(folder / "encoder.onnx"), options, providers=providers)
+        self.decoder = ort.InferenceSession(str(folder / "decoder.onnx"), options, providers=providers)
+        self._outputs = [o.name for o in self.decoder.get_outputs()]
+
+    def start(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> OnnxState:
+        """Encode ``src`` (right-padded with ``pad_id``; the graphs build the mask from the ids).
+
+        Shape:
+            src ``(B, S)`` → state with cross_k, cross_v ``(Ld, B, H, S, Dh)``
+        """
+        src_ids = src.cpu().numpy().astype(np.int64)  # (B, S)
+        if src_mask is not None and not np.array_equal(src_mask.cpu().numpy(), src_ids != self.meta["pad_id"]):
+            raise ValueError("the exported graphs mask exactly the padding ids: give src_mask None or src != pad_id")
+        cross_k, cross_v, _ = self.encoder.run(None, {"src_ids": src_ids})
+        return OnnxState(src_ids, cross_k, cross_v, self.meta["n_heads"])
+
+    def step(self, tokens: torch.Tensor, state: OnnxState, *, need_weights: bool = False) -> StepOutput:
+        """Feed each row's next token; returns its next-token log-probabilities.
+
+        Shape:
+            tokens ``(B, 1)`` → log-probabilities ``(B, V)``, cross_weights ``(B, Ld, H, S)``
+        """
+        if tokens.shape[1] != 1:
+            raise ValueError(f"the decoder graph takes one token per row, got {tokens.shape[1]}")
+        feeds = {
+            "tokens": tokens.cpu().numpy().astype(np.int64),  # (B, 1)
+            "step": np.array([state.length], np.int64),
+            "past_k": state.past_k,
+            "past_v": state.past_v,
+            "cross_k": state.cross_k,
+            "cross_v": state.cross_v,
+            "src_ids": state.src_ids,
+        }
+        out = dict(zip(self._outputs, self.decoder.run(None, feeds)))
+        state.past_k, state.past_v = out["present_k"], out["present_v"]  # (Ld, B, H, T + 1, Dh)
+        state.length += 1
+        cross = torch.from_numpy(out["cross_attn"]).transpose(0, 1) if need_weights else None  # (B, Ld, H, S)
+        return StepOutput(torch.from_numpy(out["log_probs"]), cross)  # (B, V)

@@ -5,9 +5,10 @@ For the shipped translators (ja-en, en-ja, demo) exported as the site exports th
 attention weights, and decoder steps from an empty cache (t = 0) on a padded batch of two and on
 the rows of a beam reordered between steps, match the PyTorch model within 1e-4 (log-probabilities,
 caches, self- and cross-attention rows against the model's own attention outputs); greedy decoding
-driven step by step through onnxruntime gives attnlab.decode's ids on 20 sentences; the compact
-weight storage gives what fp32 storage gives; a post-norm gelu model with separate vocabularies
-and an untied output exports too; what cannot be exported is refused in one line; and
+driven step by step through onnxruntime gives attnlab.decode's ids on 20 sentences, and attnlab's
+beam search over the graphs (:class:`attnlab.onnx_graphs.OnnxSeq2Seq`) the same beams as over
+PyTorch; the compact weight storage gives what fp32 storage gives; a post-norm gelu model with
+separate vocabularies and an untied output exports too; what cannot be exported is refused in one line; and
 ``attnlab export --to onnx`` writes a folder that loads and has the contract's names.
 """
 
@@ -23,10 +24,17 @@ import torch
 
 from attnlab.assets import ROOT as ASSETS_ROOT
 from attnlab.cli import main as cli_main
-from attnlab.decode import greedy_decode
+from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha, write_decode_fixture
 from attnlab.models.transformer import Transformer, TransformerConfig
-from attnlab.onnx_graphs import check_onnx_exportable, decoder_graph, encoder_graph, exact_storage, export_onnx
+from attnlab.onnx_graphs import (
+    OnnxSeq2Seq,
+    check_onnx_exportable,
+    decoder_graph,
+    encoder_graph,
+    exact_storage,
+    export_onnx,
+)
 from attnlab.recipes.translate import load_translator, output_limit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ for export_models
@@ -337,6 +345,21 @@ def test_greedy_through_onnxruntime_gives_attnlab_decode_ids(exported):
         theirs.append(ref.tokens)
     assert ours == theirs
     assert sum(map(len, ours)) > 3 * len(texts)  # real translations, not empty outputs compared
+
+
+def test_attnlab_beam_search_over_onnxruntime_gives_the_same_beams(exported):
+    # attnlab's own beam search (reordering the rows of the graphs' caches between steps) over
+    # onnxruntime, against the same search over PyTorch: the beam the page's search must find.
+    ex = exported
+    onnx = OnnxSeq2Seq(ex.folder)
+    t = ex.translator.tgt_tok
+    for ids in source_ids(ex.translator, SENTENCES[ex.name][:4]):
+        src = torch.tensor([ids])  # (1, S)
+        kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=output_limit(len(ids), 512))
+        ours = beam_search(onnx, src, beam_size=4, alpha=translator_alpha(), **kw)[0]
+        theirs = beam_search(ex.model, src, beam_size=4, alpha=translator_alpha(), **kw)[0]
+        assert ours.tokens == theirs.tokens and ours.tokens
+        assert abs(ours.score - theirs.score) < TOL
 
 
 def test_compact_storage_equals_fp32(exported):
