@@ -119,5 +119,6 @@ def write_decode_fixture(model_name: str | Path, sentences: Sequence[str], out_p
         )
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    lines = ",\n".join(json.dumps(r, ensure_ascii=False) for r in records)  # one sentence a line
+    out.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
     return out
