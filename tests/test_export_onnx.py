@@ -392,6 +392,24 @@ def test_compact_storage_equals_fp32(exported):
         _close(a[name], b[name], f"{stored} vs fp32 {name}")
 
 
+@torch.no_grad()
+def test_auto_storage_is_the_smallest_exact_one():
+    model = _random_model("pre", "relu", True, True)
+    assert exact_storage(model) == "fp32"  # trained (here: initialised) in fp32: nothing smaller is exact
+    for p in model.parameters():
+        p.copy_(p.half().float())
+    assert exact_storage(model) == "fp16"
+    for p in model.parameters():
+        if p.dim() == 2:  # pack_checkpoint's int8: one scale per row, q·s in fp32
+            scale = p.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # (rows,)
+            p.copy_(torch.round(p / scale[:, None]).clamp(-127, 127) * scale[:, None])
+    assert exact_storage(model) == "int8"
+    encoder = _session(encoder_graph(model, "auto"))
+    src = np.array([[5, 9, 11, 30, 7]], np.int64)  # (1, S)
+    full = _session(encoder_graph(model, "fp32"))
+    _close(encoder.run(None, {"src_ids": src})[0], full.run(None, {"src_ids": src})[0], "int8 vs fp32 cross_k")
+
+
 @pytest.mark.parametrize("variant", [("post", "gelu", False, False), ("pre", "gelu_tanh", True, True)])
 def test_post_norm_gelu_untied_and_separate_vocabularies(variant):
     # The shipped translators are all pre-norm relu with a tied output: the other branches here.
