@@ -501,3 +501,10 @@ def test_decode_fixture_runs_through_the_exported_folder(tmp_path):
     assert [tok.decode(r["greedy"]) for r in records] == greedy
     assert [tok.decode(r["beam4"]) for r in records] == [t.text for t in beam]
     assert all(r["beam4_score"] <= 0 and r["beam4"] for r in records)
+
+
+def test_missing_onnx_says_how_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` now raises ImportError
+    assert cli_main(["export", "--model", "demo", "--to", "onnx", str(tmp_path / "x")]) == 2
+    assert "pip install 'attnlab[site]'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
