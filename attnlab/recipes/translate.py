@@ -37,6 +37,7 @@ from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.transformer import Transformer, TransformerConfig
+from ..onnx_graphs import META_FILE, export_onnx
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 from . import apply_overrides as _apply_overrides
@@ -897,12 +898,13 @@ def export_command(
     /,
     *,
     model: Path,
-    to: Literal["ctranslate2", "hf"],
+    to: Literal["ctranslate2", "hf", "onnx"],
     quantization: Literal["float32", "bfloat16", "float16", "int8", "int8_float32", "int8_bfloat16", "int16"]
     | None = None,
+    weights: Literal["auto", "fp16", "fp32", "int8"] | None = None,
     force: bool = False,
 ) -> int:
-    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine) or HuggingFace transformers.
+    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine), HuggingFace transformers, or ONNX (the static site's in-page models).
 
     --to ctranslate2: OUT becomes a CTranslate2 model folder (model.bin, config.json, the vocabularies
     as token lists); load it with ctranslate2.Translator(OUT) or attnlab.export.CTranslate2Translator(OUT).
@@ -910,22 +912,28 @@ def export_command(
     model folder (config.json, generation_config.json, model.safetensors: Pegasus for a pre-norm model,
     Marian for a post-norm one); load it with AutoModelForSeq2SeqLM.from_pretrained(OUT) or
     attnlab.export_hf.HFTranslator(OUT). Needs transformers 5 or newer: pip install 'attnlab[hf]'.
-    Both write attnlab's tokenizers beside the model. Pre-norm and post-norm Transformers export;
+    --to onnx: OUT gets encoder.onnx, decoder.onnx (one decoding step with its cache, the attention
+    weights as named outputs) and meta.json, what the static site runs with onnxruntime-web; needs
+    pip install 'attnlab[site]'. All three write attnlab's tokenizers beside the model. Pre-norm and post-norm Transformers export;
     the RNN models and windowed attention do not (docs/export.md says why).
 
     Args:
         out: the folder to write.
         model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
             (ja-en, en-ja, demo).
-        to: the engine: ctranslate2 or hf (HuggingFace transformers).
+        to: the engine: ctranslate2, hf (HuggingFace transformers) or onnx (the static site's models).
         quantization: ctranslate2 only: store the weights in this type instead of fp32 (CTranslate2 can
             also convert when it loads a model, with compute_type).
+        weights: onnx only: how the graphs store the weights (auto, the default: the smallest storage
+            that gives the model's weights back exactly; fp16; fp32; int8 with one scale per row).
         force: replace OUT if it exists.
     """
-    if to not in ("ctranslate2", "hf"):
-        raise ValueError(f"unknown export target {to!r}; choose ctranslate2 or hf")
-    if to == "hf" and quantization is not None:
-        raise ValueError("--quantization applies to --to ctranslate2 only; the hf export writes fp32 weights")
+    if to not in ("ctranslate2", "hf", "onnx"):
+        raise ValueError(f"unknown export target {to!r}; choose ctranslate2, hf or onnx")
+    if to != "ctranslate2" and quantization is not None:
+        raise ValueError(f"--quantization applies to --to ctranslate2 only, not --to {to}")
+    if to != "onnx" and weights is not None:
+        raise ValueError(f"--weights applies to --to onnx only, not --to {to}")
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
     translator = load_translator(model)
@@ -937,6 +945,20 @@ def export_command(
         "lowercase": translator.lowercase,
         "max_len": getattr(translator.model.config, "max_len", 512),
     }
+    if to == "onnx":
+        info = {"name": Path(str(model)).name, **{k: info[k] for k in ("src_lang", "tgt_lang", "lowercase")}}
+        export_onnx(
+            translator.model,
+            translator.src_tok,
+            translator.tgt_tok,
+            out,
+            weights=weights or "auto",
+            info=info,
+            force=force,
+        )
+        stored = json.loads((out / META_FILE).read_text(encoding="utf-8"))["weights"]
+        print(f"exported {model} to {out} (ONNX encoder and decoder step, {stored} weights)")
+        return 0
     if to == "hf":
         export_hf(translator.model, translator.src_tok, translator.tgt_tok, out, info=info, force=force)
         architecture = {"pegasus": "Pegasus", "marian": "Marian"}[hf_architecture(translator.model)]
