@@ -113,7 +113,7 @@ node_modules/.attnlab-installed: package.json package-lock.json
 # ESLint (eslint.config.js) over the explorer's and the lesson's JavaScript and the engine's
 # parity scripts.
 lint-js: node_modules/.attnlab-installed
-	npx --no-install eslint attnlab/web/static eslint.config.js
+	npx --no-install eslint attnlab/web/static tests/js eslint.config.js
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix attnlab tests benchmarks examples docs/screenshots.py
