@@ -17,17 +17,23 @@ Node runs the scripts in ``tests/js/``; the tests skip, saying so, where ``node`
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
 import subprocess
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
+from attnlab import decode
+from attnlab.accel import kernels
 from attnlab.data import load_tokenizer
 from attnlab.data.tasks import make_task
+from attnlab.models.seq2seq import StepOutput
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))
@@ -179,3 +185,142 @@ def test_tokenizers_match_python_token_for_token(tmp_path):
         else:
             assert have == want, f"{name} decode({ids}, skip_special={skip}): JS {have!r} != Python {want!r}"
     assert len(got["encode"]) == len(expected_enc) and len(got["decode"]) == len(expected_dec)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding: the page's greedy and beam search against attnlab.decode on a table model.
+# ---------------------------------------------------------------------------------------------
+
+HASH = 1_000_003  # as tests/js/fake_model.mjs
+PAD, BOS, EOS = 0, 2, 3
+
+
+class _TableState:
+    """The rows' prefix hashes and the step; ``reorder`` follows beam search's hypotheses."""
+
+    def __init__(self, h: torch.Tensor, t: int) -> None:
+        self.h, self.t = h, t  # (R,) int64, the step
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.h = self.h.index_select(0, index)
+
+
+class TableModel:
+    """A seq2seq model for :mod:`attnlab.decode` whose next-token logits come from a table indexed by
+    the step and a hash of the row's prefix, and whose cross-attention row is a function of that
+    hash: the Python twin of ``tests/js/fake_model.mjs``.
+
+    Shape:
+        table ``(T, R, V)``; step: tokens ``(R', 1)`` → logits ``(R', V)``, cross_weights ``(R', 1, 1, 3)``
+    """
+
+    def __init__(self, table: torch.Tensor) -> None:
+        self.table = table  # (T, R, V) float32
+        self.steps = 0  # calls of step so far: where the search stopped
+
+    def start(self, src, src_mask=None):
+        return _TableState(torch.zeros(src.shape[0], dtype=torch.long), 0)
+
+    def step(self, tokens, state, *, need_weights=False):
+        T, R, _ = self.table.shape
+        state.h = (state.h * 31 + tokens[:, -1] + 1) % HASH  # (R',)
+        logits = self.table[state.t % T].index_select(0, state.h % R).contiguous()  # (R', V)
+        state.t += 1
+        self.steps += 1
+        cross = None
+        if need_weights:
+            h = state.h.double()
+            cross = torch.stack([(h % 7) / 8, (h % 5) / 8, (h % 3) / 8], dim=-1).float().view(-1, 1, 1, 3)
+        return StepOutput(logits, cross)
+
+
+def _log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """The log-probabilities attnlab.decode takes from these logits: its search kernel's where it
+    is built (the same numbers for every K), else PyTorch's log_softmax.
+
+    Shape:
+        ``(N, V)`` → ``(N, V)``
+    """
+    fast = kernels.top_k_log_softmax(logits, logits.shape[1])
+    if fast is None:
+        return torch.log_softmax(logits, dim=-1)
+    return torch.empty_like(logits).scatter_(1, fast[1], fast[0])
+
+
+def _tables(n: int, ties: bool) -> list[torch.Tensor]:
+    """``n`` logit tables of different sizes; with ``ties``, logits on a grid of 0.5 so that equal
+    scores meet within a row and across rows. EOS grows likelier with the step at a rate of its
+    own per table (some hypotheses end at once, some never), padding is impossible (-∞)."""
+    gen = torch.Generator().manual_seed(36)
+    tables = []
+    for i in range(n):
+        V = (5, 6, 9, 14)[i % 4]
+        R = (1, 2, 3, 5, 11)[i % 5]
+        T = 40
+        logits = torch.randn((T, R, V), generator=gen) * 1.5  # (T, R, V)
+        if ties:
+            logits = (logits * 2).round() / 2
+        rate = (0.0, 0.1, 0.3, 1.0)[(i // 4) % 4]
+        logits[:, :, EOS] += torch.arange(T).view(T, 1) * rate - 2.0
+        logits[:, :, PAD] = float("-inf")
+        tables.append(logits)
+    return tables
+
+
+def test_greedy_and_beam_search_match_attnlab_decode(tmp_path):
+    ties = kernels.available()  # the kernel fixes the order of equal scores; torch.topk does not
+    tables = _tables(24, ties)
+    rng = random.Random(7)
+    cases, expected = [], []
+    src = torch.tensor([[5, 6, 7]])  # (1, S): the table model ignores the source
+    for i, logits in enumerate(tables):
+        model = TableModel(logits)
+        max_len = (1, 3, 6, 10, 16, 24)[i % 6]
+        alphas = rng.sample([0.0, 0.6, 1.0, 2.0], 3)
+        runs = [("greedy", 1, 0.0)] + [("beam", k, a) for k in (1, 2, 3, 4) for a in alphas]
+        for kind, beam, alpha in runs:
+            attn = rng.random() < 0.5
+            model.steps = 0
+            common = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=max_len, return_attention=attn)
+            if kind == "greedy":
+                (hyp,) = decode.greedy_decode(model, src, **common)
+            else:
+                (hyp,) = decode.beam_search(model, src, beam_size=beam, alpha=alpha, **common)
+            cases.append(dict(table=i, kind=kind, beam=beam, alpha=alpha, maxLen=max_len, bos=BOS, eos=EOS, pad=PAD))
+            cross = None if hyp.cross_attention is None else hyp.cross_attention[0, 0].tolist()  # (T, 3)
+            expected.append((hyp.tokens, hyp.score, cross if attn else None, model.steps))
+    # A beam wider than the vocabulary is refused on both sides.
+    with pytest.raises(ValueError, match="larger than the vocabulary"):
+        decode.beam_search(TableModel(tables[0]), src, bos_id=BOS, eos_id=EOS, beam_size=6)
+    cases.append(dict(table=0, kind="beam", beam=6, alpha=0.6, maxLen=10, bos=BOS, eos=EOS, pad=PAD))
+    expected.append("error")
+
+    spec = {"tables": [], "cases": cases}
+    for logits in tables:
+        T, R, V = logits.shape
+        logp = _log_probs(logits.view(T * R, V).contiguous())  # (T·R, V) what the search sees
+        flat = [None if math.isinf(x) else x for x in logp.view(-1).tolist()]
+        spec["tables"].append({"table": flat, "T": T, "R": R, "V": V})
+    got = _run_node("decode_parity.mjs", spec, tmp_path)
+    assert len(got) == len(expected)
+    lengths = Counter()
+    for case, want, have in zip(cases, expected, got):
+        where = (
+            f"{case['kind']} beam={case['beam']} alpha={case['alpha']} max_len={case['maxLen']} table {case['table']}"
+        )
+        if want == "error":
+            assert "error" in have and "larger than the vocabulary" in have["error"], f"{where}: JS gave {have}"
+            continue
+        ids, score, cross, steps = want
+        assert "error" not in have, f"{where}: JS failed: {have}"
+        assert have["ids"] == ids, f"{where}: JS ids {have['ids']} != Python {ids}"
+        js_score = float("-inf") if have["score"] is None else have["score"]
+        # The same float32 sums in the same order: equal, not merely close (the brief's bound is 1e-5).
+        assert js_score == score, f"{where}: JS score {js_score} != Python {score}"
+        # The search stops at the same step (the early exit once no live hypothesis can win).
+        assert have["steps"] == steps, f"{where}: JS decoded {have['steps']} steps, Python {steps}"
+        if cross is not None:
+            assert have["attention"] == cross, f"{where}: JS attention {have['attention']} != Python {cross}"
+        lengths[len(ids) == case["maxLen"]] += 1
+    # The cases reach both ends: translations that stop at EOS and ones cut at max_len.
+    assert lengths[True] >= 50 and lengths[False] >= 50, lengths
