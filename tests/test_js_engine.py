@@ -31,9 +31,10 @@ import torch
 
 from attnlab import decode
 from attnlab.accel import kernels
-from attnlab.data import load_tokenizer
+from attnlab.data import enja, load_tokenizer
 from attnlab.data.tasks import make_task
 from attnlab.models.seq2seq import StepOutput
+from attnlab.recipes.translate import cut_loops, output_limit
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))
@@ -324,3 +325,40 @@ def test_greedy_and_beam_search_match_attnlab_decode(tmp_path):
         lengths[len(ids) == case["maxLen"]] += 1
     # The cases reach both ends: translations that stop at EOS and ones cut at max_len.
     assert lengths[True] >= 50 and lengths[False] >= 50, lengths
+
+
+# ---------------------------------------------------------------------------------------------
+# The ONNX translator adapter (onnx_translator.js) and the translator's text helpers.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
+    """Through a stand-in for onnxruntime-web that checks the contract's inputs and keeps each row's
+    tokens in its cache, the adapter decodes as the table model does (so the cache is gathered
+    along the beam's rows); the helpers equal normalize_input, cut_loops and output_limit."""
+    tables = _tables(6, kernels.available())
+    spec: dict = {"tables": []}
+    for logits in tables:
+        T, R, V = logits.shape
+        logp = _log_probs(logits.view(T * R, V).contiguous())
+        spec["tables"].append(
+            {"table": [None if math.isinf(x) else x for x in logp.view(-1).tolist()], "T": T, "R": R, "V": V}
+        )
+    rng = random.Random(5)
+    texts = HARD + [
+        " ".join(rng.choice(["猫", "が", "cat", "Tokyo", "2024", "  ", "。", "A1"]) for _ in range(6))
+        for _ in range(100)
+    ]
+    spec["normalize"] = [[t, lang, lower] for t in texts for lang in ("ja", "en") for lower in (False, True)]
+    spec["cutLoops"] = [[rng.randrange(4) for _ in range(rng.randrange(20))] for _ in range(300)] + [
+        [7, 8] * 5,
+        [1] * 9,
+    ]
+    spec["outputLimit"] = [[s, m] for s in (1, 7, 40, 300) for m in (32, 128, 512)]
+    got = _run_node("onnx_translator_check.mjs", spec, tmp_path)
+    assert got["compared"] == len(tables) * 16
+    for (text, lang, lower), have in zip(spec["normalize"], got["normalize"]):
+        assert have == enja.normalize_input(text, lang, lower), (text, lang, lower)
+    for ids, have in zip(spec["cutLoops"], got["cutLoops"]):
+        assert have == cut_loops(ids), ids
+    assert got["outputLimit"] == [output_limit(s, m) for s, m in spec["outputLimit"]]
