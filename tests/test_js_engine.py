@@ -362,3 +362,50 @@ def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
     for ids, have in zip(spec["cutLoops"], got["cutLoops"]):
         assert have == cut_loops(ids), ids
     assert got["outputLimit"] == [output_limit(s, m) for s, m in spec["outputLimit"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The real thing: a translator exported to ONNX (attnlab.export_onnx), run by onnxruntime-web's
+# WASM backend in Node through the page's engine, against attnlab.decode on the PyTorch model.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_exported(name: str, sentences: list[str], tmp_path: Path) -> None:
+    export_onnx = pytest.importorskip("attnlab.export_onnx", reason="attnlab.export_onnx (the ONNX export) is not here")
+    if not (REPO / "node_modules" / "onnxruntime-web").is_dir():
+        pytest.skip("onnxruntime-web is not installed: run `npm ci` at the repository root")
+    folder = tmp_path / name
+    export_onnx.export_translator_onnx(name, folder)
+    export_onnx.write_decode_fixture(name, sentences, folder / "decode_fixture.json")
+    fixture = json.loads((folder / "decode_fixture.json").read_text(encoding="utf-8"))
+    done = subprocess.run(
+        [NODE, str(REPO / "tests" / "js" / "onnx_fixture_check.mjs"), str(folder)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=600,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, f"node onnx_fixture_check.mjs failed:\n{done.stderr[-3000:]}"
+    got = json.loads(done.stdout)
+    assert len(got) == len(fixture) == len(sentences)
+    for want, have in zip(fixture, got):
+        text = want["text"]
+        assert have["src_ids"] == want["src_ids"], f"{name} {text!r}: source ids"
+        assert have["greedy"] == want["greedy"], f"{name} {text!r}: greedy {have['greedy']} != {want['greedy']}"
+        assert have["beam4"] == want["beam4"], f"{name} {text!r}: beam 4 {have['beam4']} != {want['beam4']}"
+        assert have["beam4_score"] == pytest.approx(want["beam4_score"], abs=1e-4), f"{name} {text!r}: beam score"
+
+
+def test_exported_demo_translates_in_node_as_in_pytorch(tmp_path):
+    sentences = [src for src, _ in make_task("numbers-en-ja", 12, seed=11)]
+    _check_exported("demo", sentences, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, lang", [("ja-en", "ja"), ("en-ja", "en")])
+def test_exported_translators_translate_in_node_as_in_pytorch(name, lang, tmp_path):
+    path = DATA / "tatoeba-jpn" / f"train.{lang}"
+    if not path.is_file():
+        pytest.skip(f"needs {path} (set ATTNLAB_DATA to the corpora folder)")
+    _check_exported(name, _corpus_lines(path, 200), tmp_path)
