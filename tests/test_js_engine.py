@@ -384,6 +384,7 @@ def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
 
 def _check_exported(name: str, sentences: list[str], tmp_path: Path) -> None:
     export_onnx = pytest.importorskip("attnlab.export_onnx", reason="attnlab.export_onnx (the ONNX export) is not here")
+    pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
     if not (REPO / "node_modules" / "onnxruntime-web").is_dir():
         pytest.skip("onnxruntime-web is not installed: run `npm ci` at the repository root")
     folder = tmp_path / name
