@@ -400,7 +400,10 @@ def _check_exported(name: str, sentences: list[str], tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert done.returncode == 0, f"node onnx_fixture_check.mjs failed:\n{done.stderr[-3000:]}"
-    got = json.loads(done.stdout)
+    report = json.loads(done.stdout)
+    sizes = sum((folder / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx"))
+    assert report["progress"] == [sizes, sizes], "the download's progress should reach the models' size"
+    got = report["results"]
     assert len(got) == len(fixture) == len(sentences)
     for want, have in zip(fixture, got):
         text = want["text"]

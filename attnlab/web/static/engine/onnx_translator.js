@@ -199,6 +199,48 @@ async function fetchJSON(url) {
   return response.json();
 }
 
+// The bytes of a file, reporting each chunk as it arrives (a model is megabytes: the page shows
+// how far the download is, issue 36 item 6). Shape: a URL → a Uint8Array.
+async function fetchBytes(url, onChunk) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
+  if (!response.body) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    onChunk(bytes.length);
+    return bytes;
+  }
+  const chunks = [];
+  let size = 0;
+  const reader = response.body.getReader();
+  for (let part = await reader.read(); !part.done; part = await reader.read()) {
+    chunks.push(part.value);
+    size += part.value.length;
+    onChunk(part.value.length);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
+}
+
+// The sizes the server announces (Content-Length), for a progress bar's total; 0 where it says none.
+async function announcedSize(urls) {
+  const sizes = await Promise.all(
+    urls.map(async (url) => {
+      try {
+        const response = await fetch(url, { method: "HEAD" });
+        return Number(response.headers.get("content-length")) || 0;
+      } catch {
+        return 0;
+      }
+    }),
+  );
+  return sizes.every((n) => n > 0) ? sizes.reduce((a, b) => a + b, 0) : 0;
+}
+
 function checkMeta(meta) {
   if (!meta || meta.format !== FORMAT || meta.version !== VERSION) {
     throw new Error(`meta.json is not attnlab's ONNX format ${FORMAT} version ${VERSION}`);
@@ -210,21 +252,32 @@ function checkMeta(meta) {
  * A translator from a site folder written by attnlab.export_onnx: meta.json, encoder.onnx,
  * decoder.onnx and the two tokenizer files.
  *
- * options: {ort (default: the global ort), sessionOptions (default: the wasm backend)}.
+ * options: {ort (default: the global ort), sessionOptions (default: the wasm backend),
+ * onProgress(loaded, total): called as the two models download (total 0 when the server gives
+ * no sizes)}.
  * Returns {meta, srcTokenizer, tgtTokenizer, model, translate(text, {beamSize, alpha})}.
  * Shape: a folder URL → a translator.
  */
-export async function loadTranslator(baseUrl, { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] } } = {}) {
+export async function loadTranslator(
+  baseUrl,
+  { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] }, onProgress = () => {} } = {},
+) {
   if (!ort) throw new Error("onnxruntime-web is not loaded");
   const base = baseUrl.endsWith("/") ? baseUrl : baseUrl + "/";
   const meta = await fetchJSON(base + "meta.json");
   checkMeta(meta);
   const srcJSON = await fetchJSON(base + meta.src_tokenizer);
   const tgtJSON = meta.tgt_tokenizer === meta.src_tokenizer ? srcJSON : await fetchJSON(base + meta.tgt_tokenizer);
-  const [encoder, decoder] = await Promise.all([
-    ort.InferenceSession.create(base + "encoder.onnx", sessionOptions),
-    ort.InferenceSession.create(base + "decoder.onnx", sessionOptions),
-  ]);
+  const urls = [base + "encoder.onnx", base + "decoder.onnx"];
+  const total = await announcedSize(urls);
+  let loaded = 0;
+  const count = (n) => {
+    loaded += n;
+    onProgress(loaded, total);
+  };
+  const [encoder, decoder] = await Promise.all(
+    urls.map(async (url) => ort.InferenceSession.create(await fetchBytes(url, count), sessionOptions)),
+  );
   return makeTranslator(ort, encoder, decoder, meta, tokenizerFromJSON(srcJSON), tokenizerFromJSON(tgtJSON));
 }
 
