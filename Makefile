@@ -35,7 +35,7 @@ define install
 	fi
 endef
 
-.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint format bench screenshots clean
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js format bench screenshots clean
 
 venv: $(STAMP)
 
@@ -101,6 +101,19 @@ lint: $(STAMP)
 	$(BIN)/ruff check attnlab tests benchmarks examples docs/screenshots.py
 	$(BIN)/ruff format --check attnlab tests benchmarks examples docs/screenshots.py
 	$(BIN)/lint-imports
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory lint-js; \
+	else echo "lint: npm is not on PATH, so the JavaScript lint (make lint-js) was skipped"; fi
+
+# The JavaScript's packages (package.json; the versions pinned in package-lock.json): installed by
+# `npm ci` when node_modules is missing or older than the lock file.
+node_modules/.attnlab-installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+# ESLint (eslint.config.js) over the explorer's and the lesson's JavaScript and the engine's
+# parity scripts.
+lint-js: node_modules/.attnlab-installed
+	npx --no-install eslint attnlab/web/static tests/js eslint.config.js
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix attnlab tests benchmarks examples docs/screenshots.py

@@ -60,11 +60,11 @@
     const { res, req, mine } = shown;
     const names = labels().length ? labels() : ["·"];
     const cell = Math.max(16, Math.min(30, Math.floor(420 / res.key_length)));
-    const combined = Heatmap.scene({
+    const combined = window.Heatmap.scene({
       matrix: res.mask, rowLabels: names, colLabels: names, cell, fill: maskFill,
       stroke: (r, c) => (toggled.has(r + "," + c) ? "#e07b00" : null),
     });
-    const svg = Heatmap.toSVG(combined);
+    const svg = window.Heatmap.toSVG(combined);
     svg.id = "mask-svg";
     svg.addEventListener("click", (ev) => {
       const node = ev.target;
@@ -74,23 +74,23 @@
       else toggled.add(key);
       send();
     });
-    Heatmap.interactive(svg);
+    window.Heatmap.interactive(svg);
     $("combined").replaceChildren(svg);
 
-    const weights = Heatmap.scene({
+    const weights = window.Heatmap.scene({
       matrix: res.weights, rowLabels: names, colLabels: names, cell, values: cell >= 24,
       format: (v) => (v === 0 ? "0" : Number(v).toFixed(2)),
     });
-    const wsvg = Heatmap.toSVG(weights);
+    const wsvg = window.Heatmap.toSVG(weights);
     wsvg.id = "weights-svg";
-    Heatmap.interactive(wsvg);
+    window.Heatmap.interactive(wsvg);
     $("weights").replaceChildren(wsvg);
 
     const parts = Object.entries(res.parts);
     $("parts").replaceChildren(
       ...(parts.length
         ? parts.map(([name, grid]) => el("figure", { "data-part": name },
-            Heatmap.toSVG(Heatmap.scene({ matrix: grid, cell: 10, fill: maskFill })),
+            window.Heatmap.toSVG(window.Heatmap.scene({ matrix: grid, cell: 10, fill: maskFill })),
             el("figcaption", { text: t("part_" + name) })))
         : [el("p", { class: "note", text: t("mk_none_parts") })])
     );

@@ -45,8 +45,8 @@
     $("layer").addEventListener("change", (ev) => { view.layer = Number(ev.target.value); draw(); });
     $("head").addEventListener("change", (ev) => { view.head = Number(ev.target.value); draw(); });
     $("stretch").addEventListener("change", () => result && draw());
-    $("png").addEventListener("click", () => mainScene && Heatmap.downloadPNG(mainScene, fileName("png")));
-    $("svg").addEventListener("click", () => mainScene && Heatmap.downloadSVG(mainScene, fileName("svg")));
+    $("png").addEventListener("click", () => mainScene && window.Heatmap.downloadPNG(mainScene, fileName("png")));
+    $("svg").addEventListener("click", () => mainScene && window.Heatmap.downloadSVG(mainScene, fileName("svg")));
   }
 
   function fillModels() {
@@ -154,7 +154,7 @@
   // pattern of a head with spread-out weights is still visible. Hovering shows the true number.
   function fillFor(matrix) {
     const top = $("stretch").checked ? Math.max(...matrix.flat(), 1e-9) : 1;
-    return (v) => Heatmap.blues(v / top);
+    return (v) => window.Heatmap.blues(v / top);
   }
 
   function drawMain(g) {
@@ -162,15 +162,15 @@
     const rowLabels = result.tokens[g.rows].map(shownToken);
     const colLabels = result.tokens[g.cols].map(shownToken);
     const cell = Math.max(14, Math.min(40, Math.floor(640 / Math.max(colLabels.length, 1))));
-    mainScene = Heatmap.scene({
+    mainScene = window.Heatmap.scene({
       matrix, rowLabels, colLabels, cell, values: cell >= 30, fill: fillFor(matrix),
       title: t("md_map_title", { group: t("group_" + g.name), l: view.layer + 1, h: view.head + 1 }),
     });
-    const svg = Heatmap.toSVG(mainScene);
+    const svg = window.Heatmap.toSVG(mainScene);
     svg.id = "main-map";
     svg.dataset.rows = String(matrix.length);
     svg.dataset.cols = String(matrix[0].length);
-    const hover = Heatmap.interactive(svg, (r, c, v) => {
+    const hover = window.Heatmap.interactive(svg, (r, c, v) => {
       $("hover").textContent = r === null ? "" : t("md_cell", { q: rowLabels[r], k: colLabels[c], w: Number(v).toFixed(4) });
     });
     maps.push({ highlight: hover.highlight, rowsAxis: g.rows, colsAxis: g.cols });
@@ -190,8 +190,8 @@
     grid.style.gridTemplateColumns = `repeat(${g.heads}, max-content)`;
     const figures = [];
     maps4.forEach((layer, l) => layer.forEach((matrix, h) => {
-      const svg = Heatmap.toSVG(Heatmap.scene({ matrix, cell, fill: fillFor(matrix) }));
-      const hover = Heatmap.interactive(svg);
+      const svg = window.Heatmap.toSVG(window.Heatmap.scene({ matrix, cell, fill: fillFor(matrix) }));
+      const hover = window.Heatmap.interactive(svg);
       maps.push({ highlight: hover.highlight, rowsAxis: g.rows, colsAxis: g.cols });
       figures.push(el("figure", {
         class: l === view.layer && h === view.head ? "selected" : null, "data-layer": l, "data-head": h,

@@ -3,7 +3,6 @@
 (function () {
   "use strict";
   const { t, el, fmt, postJSON, debounce } = window.Attn;
-  const BOOKS = 3;
   const SUB = ["₀", "₁", "₂", "₃", "₄", "₅", "₆", "₇", "₈", "₉"];
   const MAX_WIDTH = 8;
 

@@ -10,7 +10,6 @@
   const { panes, loader, memo, keepFocus, slidePart } = window.Lesson;
   const { num, sequential, css, textOn } = window.Charts;
   const NS = "http://www.w3.org/2000/svg";
-  const percent = (p) => (100 * p).toFixed(p > 0.995 || p < 0.005 ? 0 : 1) + "%";
   const FIRST_IMAGE = 2; // the API's default: a held-out digit the model gets right (image 0 it gets wrong)
   const show = (tok) => (tok === " " ? "␣" : tok === "\n" ? "↵" : tok);
 

@@ -311,7 +311,6 @@
     function render() {
       const r = shown;
       const top = r.tokens.slice(0, SHOWN);
-      const max = Math.max(1e-9, ...top.map((t) => t.p), ...top.map((t) => t.p_model));
       const tail = r.context.length > 60 ? "…" + r.context.slice(-60) : r.context;
       const rows = top.map((t, i) => el("tr", { class: t.p === 0 ? "dropped" : null },
         el("th", { scope: "row", class: "mono", text: label(t.token) }),
