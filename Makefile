@@ -35,7 +35,7 @@ define install
 	fi
 endef
 
-.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js format bench screenshots clean
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js js-packages format bench screenshots clean
 
 venv: $(STAMP)
 
@@ -65,13 +65,13 @@ models: $(STAMP)
 # The default test run (slow, browser and notebook runs excluded; see the targets below), on every
 # core (pytest-xdist; a test file's tests stay together in one worker, so its module fixtures are
 # built once). The engine's lines are the defaults and precision "auto" is fp32 (tests/conftest.py).
-test: $(STAMP)
+test: $(STAMP) js-packages
 	$(BIN)/python -m pytest -q --durations=10 -m "not slow and not browser and not notebooks" $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"
 
-test-browser: $(STAMP)
+test-browser: $(STAMP) js-packages
 	$(BIN)/python -m pytest -q -m "browser"
 
 # The notebooks (notebooks/NN_*.py, jupytext percent format) need the extra `.[notebooks]`.
@@ -109,6 +109,12 @@ lint: $(STAMP)
 node_modules/.attnlab-installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
+
+# The JavaScript packages where npm is on PATH (the tests of the in-page engine run onnxruntime-web
+# from node_modules); without npm those tests skip, saying so.
+js-packages:
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node_modules/.attnlab-installed; \
+	else echo "npm is not on PATH: the in-page engine's tests that need onnxruntime-web will skip"; fi
 
 # ESLint (eslint.config.js) over the explorer's and the lesson's JavaScript and the engine's
 # parity scripts.
