@@ -70,7 +70,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
             ("get", "/api/lesson/bleu-by-length", {}),
         ],
         3: [
-            ("post", "/api/lesson/three-books", {"scores": [rng.randint(0, 10), 4, 2]} if own else {}),
             (
                 "post",
                 "/api/lesson/dk-spread",

@@ -40,7 +40,6 @@ CASES = [
     ("§2 bottleneck (long example)", "post", "/api/lesson/bottleneck", {"example": 0}),
     ("§2 bottleneck (43 words, the longest)", "post", "/api/lesson/bottleneck", {"example": 45}),
     ("§2 BLEU by length (1000 pairs)", "get", "/api/lesson/bleu-by-length", {}),
-    ("§3 three books", "post", "/api/lesson/three-books", {}),
     ("§3 additive vs dot-product (rnn-attention)", "post", "/api/lesson/additive-vs-dot", {}),
     ("§3 random q, k (d_k = 64)", "post", "/api/lesson/dk-spread", {"d_k": 64, "seed": 0}),
     ("§3 random q, k (d_k = 1024)", "post", "/api/lesson/dk-spread", {"d_k": 1024, "seed": 0}),
