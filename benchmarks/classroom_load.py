@@ -87,8 +87,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
         ],
         6: [
             ("post", "/api/lesson/word-order", {}),
-            ("post", "/api/lesson/positions", {"length": rng.choice([8, 16, 32]), "d_model": 32} if own else {}),
-            ("post", "/api/lesson/rope", {}),
         ],
         7: [("post", "/api/lesson/shapes", body(text=s)), ("post", "/api/lesson/next-token", {})],
         8: [

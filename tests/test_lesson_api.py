@@ -3,6 +3,7 @@ independently, every text exists in both languages, and bad input gets a 4xx nam
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -419,28 +420,35 @@ def test_head_view_bad_input_is_422(client, body, pattern):
 
 
 @pytest.mark.parametrize("length, d_model", [(16, 32), (5, 4), (64, 128)])
-def test_positions_equal_attnlabs_encodings(client, length, d_model):
-    got = client.post("/api/lesson/positions", json={"length": length, "d_model": d_model}).json()
+def test_positions_equal_attnlabs_encodings(length, d_model):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = dataclasses.asdict(L.positions(length, d_model))
     pe = sinusoidal_encoding(length, d_model).double()
     torch.testing.assert_close(torch.tensor(got["table"], dtype=torch.float64), pe, atol=6e-6, rtol=0)
     sim = torch.nn.functional.cosine_similarity(pe.unsqueeze(1), pe.unsqueeze(0), dim=-1)  # (T, T)
     torch.testing.assert_close(torch.tensor(got["similarity"], dtype=torch.float64), sim, atol=6e-6, rtol=0)
     assert got["similarity"][3][3] == 1.0
-    assert set(got) == {"length", "d_model", "table", "similarity"}  # RoPE has its own endpoint (after its text)
+    assert set(got) == {"length", "d_model", "table", "similarity"}  # RoPE has its own widget (after its text)
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_model": 31}, "must be even"),
-        ({"length": 1}, "greater than or equal to 2"),
-        ({"length": 65}, "less than or equal to 64"),
-        ({"seed": 2}, "Extra inputs"),
+        ({"d_model": 31}, "d_model must be even (sines and cosines come in pairs), got 31"),
+        ({"length": 1}, "length must be a whole number from 2 to 64"),
+        ({"length": 65}, "length must be a whole number from 2 to 64"),
     ],
 )
-def test_positions_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/positions", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_positions_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.positions(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_positions_and_rope_endpoints_are_gone(client):
+    """The page computes them itself (static/engine/lessonmath.js): the explorer has no route for them."""
+    for name in ("positions", "rope"):
+        assert client.post(f"/api/lesson/{name}", json={}).status_code in (404, 405)
 
 
 def test_word_order_without_positions_only_permutes_the_outputs(client):

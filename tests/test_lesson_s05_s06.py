@@ -12,6 +12,7 @@ text where the corrections live.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -127,10 +128,9 @@ def test_a_causal_mask_breaks_the_symmetry_only_where_the_earlier_words_differ(c
 
 
 @pytest.mark.parametrize("length, d_model, seed", [(12, 8, 0), (12, 8, 1), (5, 2, 7), (32, 64, 3)])
-def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(client, length, d_model, seed):
-    r = client.post("/api/lesson/rope", json={"length": length, "d_model": d_model, "seed": seed})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(length, d_model, seed):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = dataclasses.asdict(L.rope_scores(length, d_model, seed))
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, d_model, generator=g, dtype=torch.float64).round(decimals=2)
     assert got["q"] == q.tolist() and got["k"] == k.tolist()
@@ -153,28 +153,28 @@ def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(client, le
     )
 
 
-def test_rope_scores_still_depend_on_q_and_k(client):
-    one = torch.tensor(client.post("/api/lesson/rope", json={"seed": 0}).json()["scores"])
-    two = torch.tensor(client.post("/api/lesson/rope", json={"seed": 1}).json()["scores"])
+def test_rope_scores_still_depend_on_q_and_k():
+    one = torch.tensor(L.rope_scores(seed=0).scores)
+    two = torch.tensor(L.rope_scores(seed=1).scores)
     assert one.shape == two.shape == (12, 12)
     for offset in (-5, 0, 3):  # another q and k: other values on the same diagonal
         assert abs(float(torch.diagonal(one, offset)[0] - torch.diagonal(two, offset)[0])) > 0.05
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_model": 7}, "must be even"),
-        ({"length": 1}, "greater than or equal to 2"),
-        ({"length": 33}, "less than or equal to 32"),
-        ({"seed": -1}, "greater than or equal to 0"),
-        ({"seed": "1"}, "valid integer"),
-        ({"rotary": True}, "Extra inputs"),
+        ({"d_model": 7}, "d_model must be even (RoPE turns pairs of components), got 7"),
+        ({"length": 1}, "length must be a whole number from 2 to 32"),
+        ({"length": 33}, "length must be a whole number from 2 to 32"),
+        ({"seed": -1}, "seed must be a whole number from 0 to 1000000"),
+        ({"seed": "1"}, "seed must be a whole number from 0 to 1000000"),
     ],
 )
-def test_rope_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/rope", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_rope_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.rope_scores(**kwargs)
+    assert str(err.value) == message
 
 
 def test_the_sinusoid_positions_nearby_are_alike_on_the_whole():

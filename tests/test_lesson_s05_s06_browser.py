@@ -153,7 +153,7 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
         assert page.text_content(f"{fig} > figcaption.pe-title") == title, fig
     for key, label in (("#pe-key-table", s("key_table")), ("#pe-key-sim", s("key_sim"))):
         assert page.get_attribute(key, "aria-label") == label
-    rope = L.rope_scores(L.RopeRequest())
+    rope = L.rope_scores()
     limit = max(abs(v) for row in rope.scores for v in row)
     assert page.get_attribute("#rope-key", "aria-label") == s("key_rope", v=f"{limit:.2f}")
 
@@ -185,7 +185,7 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     page.keyboard.press("Enter")
     wait_request(page, "#rope-out", {"seed": 1})
     assert params(page)["rseed"] == "1" and page.evaluate("() => document.activeElement.id") == "rope-redraw"
-    check_rope(L.rope_scores(L.RopeRequest(seed=1)))
+    check_rope(L.rope_scores(seed=1))
     assert page.text_content("#rope-seed") == s("rope_pair", n=2)
     tab_to(page, "#rope-reset")
     page.keyboard.press("Enter")

@@ -20,8 +20,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.web.lesson import s03_query_key_value as S3
+from attnlab.web.lesson import s06_positional_encoding as S6
 
 RUNNER = Path(__file__).parent / "js" / "run_lessonmath.mjs"
 NODE = shutil.which("node")
@@ -176,4 +178,105 @@ def test_the_default_three_books_are_the_worked_example_in_both():
 def test_three_books_bad_input_gives_the_same_message(case, message):
     (got,) = run_js("threeBooks", [case])
     (want,) = run_py(S3.three_books, [case])
+    assert got == want == {"error": message}
+
+
+# --------------------------------------------------------------------------------------------
+# Random numbers: the page's TorchGenerator draws torch.randn's numbers.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 4095, 123_456, 1_000_000, 2**31 + 5, 2**32 - 1])
+def test_seeded_randn_is_torch_randn(seed):
+    """Both of torch's paths: fewer than 16 numbers (Box–Muller pairs) and 16 or more (blocks of
+    16, a last partial block redrawn), every count from 1 to 80 and a few large ones."""
+    sizes = list(range(1, 81)) + [128, 1000, 4096]
+    got = run_js("seededRandn", [{"seed": seed, "n": n} for n in sizes])
+    for n, answer in zip(sizes, got):
+        g = torch.Generator().manual_seed(seed)
+        want = torch.randn(n, generator=g, dtype=torch.float64).tolist()
+        assert_same(answer["ok"], want, f"randn({n}, seed={seed})")
+
+
+# --------------------------------------------------------------------------------------------
+# §6 The sinusoid table, RoPE.
+# --------------------------------------------------------------------------------------------
+
+SLIDER_LENGTHS = list(range(2, 65))  # the pe-table widget's length slider
+SLIDER_WIDTHS = list(range(4, 129, 4))  # its d_model slider (steps of 4)
+
+
+def test_positions_every_slider_position():
+    """Every length at the default width and the widest, every width at the default length and the
+    longest, and 40 random settings; the rounded numbers equal digit for digit."""
+    cases = [{"length": t, "d_model": d} for t in SLIDER_LENGTHS for d in (4, 32, 128)]
+    cases += [{"length": t, "d_model": d} for d in SLIDER_WIDTHS for t in (2, 16, 64)]
+    rng = random.Random(6)
+    cases += [{"length": rng.choice(SLIDER_LENGTHS), "d_model": rng.choice(SLIDER_WIDTHS)} for _ in range(40)]
+    cases += [{}, {"length": 5, "d_model": 6}, {"length": 16.0, "d_model": 32.0}]  # off the slider's steps
+    got, want = run_js("positions", cases), run_py(S6.positions, cases)
+    for case, g, w in zip(cases, got, want):
+        assert "ok" in w and g == w, f"positions({case})"  # exactly equal: both rounded the same way
+
+
+def _last_digit_apart(got, want, unit: float) -> bool:
+    """Equal, or one unit of the last kept decimal apart."""
+    return got == want or abs(got - want) <= unit * (1 + 1e-9)
+
+
+def test_rope_every_seed_the_widget_reaches_first():
+    """The widget changes only the seed (its redraw button counts up from 0): seeds 0 … 299 at the
+    widget's size, and other sizes and seeds; the rounded numbers equal digit for digit.
+
+    One exception, at widths the widget never uses: q and k have two decimals, so q·k is a
+    multiple of 0.0001, and where √D is whole (D = 4, 16, 36, 64) q·k/√D can be an exact tie at
+    the kept decimal (0.6505625 to 6 decimals). Its last digit then depends on the order the two
+    languages add in, and may differ by one unit there (plain, and the diagonal of scores).
+    """
+    cases = [{"seed": seed} for seed in range(300)]
+    sizes = [(t, d) for t in (2, 12, 32) for d in (2, 4, 8, 14, 16, 36, 64)]
+    cases += [{"length": t, "d_model": d, "seed": seed} for t, d in sizes for seed in (0, 5, 11)]
+    cases += [{"length": 12.0, "d_model": 8.0, "seed": 1_000_000}]
+    got, want = run_js("ropeScores", cases), run_py(S6.rope_scores, cases)
+    for case, g, w in zip(cases, got, want):
+        assert "ok" in w, f"ropeScores({case})"
+        g, w = g["ok"], w["ok"]
+        if math.isqrt(w["d_model"]) ** 2 != w["d_model"]:
+            assert g == w, f"ropeScores({case})"
+            continue
+        assert {k: v for k, v in g.items() if k not in ("plain", "scores")} == {
+            k: v for k, v in w.items() if k not in ("plain", "scores")
+        }
+        assert _last_digit_apart(g["plain"], w["plain"], 1e-6), f"ropeScores({case}).plain"
+        for m, (grow, wrow) in enumerate(zip(g["scores"], w["scores"], strict=True)):
+            for n, (x, y) in enumerate(zip(grow, wrow, strict=True)):
+                assert x == y if m != n else _last_digit_apart(x, y, 1e-5), f"ropeScores({case}).scores[{m}][{n}]"
+
+
+@pytest.mark.parametrize(
+    "fn, js, case, message",
+    [
+        (S6.positions, "positions", {"length": 1}, "length must be a whole number from 2 to 64"),
+        (S6.positions, "positions", {"length": 65}, "length must be a whole number from 2 to 64"),
+        (S6.positions, "positions", {"length": 2.5}, "length must be a whole number from 2 to 64"),
+        (S6.positions, "positions", {"length": "16"}, "length must be a whole number from 2 to 64"),
+        (S6.positions, "positions", {"length": None}, "length must be a whole number from 2 to 64"),
+        (S6.positions, "positions", {"d_model": 2}, "d_model must be a whole number from 4 to 128"),
+        (S6.positions, "positions", {"d_model": 130}, "d_model must be a whole number from 4 to 128"),
+        (S6.positions, "positions", {"d_model": 7}, "d_model must be even (sines and cosines come in pairs), got 7"),
+        (S6.positions, "positions", {"d_model": 7.0}, "d_model must be even (sines and cosines come in pairs), got 7"),
+        (S6.positions, "positions", {"d_model": True}, "d_model must be a whole number from 4 to 128"),
+        (S6.rope_scores, "ropeScores", {"length": 1}, "length must be a whole number from 2 to 32"),
+        (S6.rope_scores, "ropeScores", {"length": 33}, "length must be a whole number from 2 to 32"),
+        (S6.rope_scores, "ropeScores", {"d_model": 7}, "d_model must be even (RoPE turns pairs of components), got 7"),
+        (S6.rope_scores, "ropeScores", {"d_model": 66}, "d_model must be a whole number from 2 to 64"),
+        (S6.rope_scores, "ropeScores", {"seed": -1}, "seed must be a whole number from 0 to 1000000"),
+        (S6.rope_scores, "ropeScores", {"seed": 1_000_001}, "seed must be a whole number from 0 to 1000000"),
+        (S6.rope_scores, "ropeScores", {"seed": "1"}, "seed must be a whole number from 0 to 1000000"),
+        (S6.rope_scores, "ropeScores", {"seed": float("nan")}, "seed must be a whole number from 0 to 1000000"),
+    ],
+)
+def test_positions_and_rope_bad_input_gives_the_same_message(fn, js, case, message):
+    (got,) = run_js(js, [case])
+    (want,) = run_py(fn, [case])
     assert got == want == {"error": message}
