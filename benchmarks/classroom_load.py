@@ -82,7 +82,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
             ("post", "/api/lesson/pronoun", {"text": rng.choice(ENGLISH)} if own else {}),
         ],
         5: [
-            ("post", "/api/lesson/multihead", {"seed": rng.randrange(50)} if own else {}),
             ("post", "/api/lesson/heads", {"layer": rng.randrange(6)} if own else {}),
         ],
         6: [

