@@ -70,11 +70,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
             ("get", "/api/lesson/bleu-by-length", {}),
         ],
         3: [
-            (
-                "post",
-                "/api/lesson/dk-spread",
-                {"d_k": rng.choice([1, 16, 64, 512]), "seed": rng.randrange(50)} if own else {},
-            ),
             ("post", "/api/lesson/additive-vs-dot", {}),
         ],
         4: [

@@ -41,8 +41,6 @@ CASES = [
     ("§2 bottleneck (43 words, the longest)", "post", "/api/lesson/bottleneck", {"example": 45}),
     ("§2 BLEU by length (1000 pairs)", "get", "/api/lesson/bleu-by-length", {}),
     ("§3 additive vs dot-product (rnn-attention)", "post", "/api/lesson/additive-vs-dot", {}),
-    ("§3 random q, k (d_k = 64)", "post", "/api/lesson/dk-spread", {"d_k": 64, "seed": 0}),
-    ("§3 random q, k (d_k = 1024)", "post", "/api/lesson/dk-spread", {"d_k": 1024, "seed": 0}),
     ("§4 self vs source–target (ja-en)", "post", "/api/lesson/translation", {"text": "この本はとても面白い。"}),
     ("§4 pronoun (MiniLM)", "post", "/api/lesson/pronoun", {}),
     ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),

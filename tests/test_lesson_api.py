@@ -212,10 +212,9 @@ def draws(d_k: int, n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tens
 
 
 @pytest.mark.parametrize("d_k, seed", [(1, 0), (64, 3), (1024, 11)])
-def test_dk_spread_equals_the_computation_done_here(client, d_k, seed):
-    r = client.post("/api/lesson/dk-spread", json={"d_k": d_k, "seed": seed, "samples": 128, "keys": 6})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_dk_spread_equals_the_computation_done_here(d_k, seed):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = L.dk_spread(d_k, samples=128, keys=6, seed=seed).model_dump(mode="json")
     q, k = draws(d_k, 128, 6, seed)
     scores = torch.einsum("nd,nkd->nk", q, k)  # (N, K)
     torch.testing.assert_close(torch.tensor(got["example"]["raw"], dtype=torch.float64), scores[0], rtol=0, atol=1e-12)
@@ -242,9 +241,9 @@ def test_dk_spread_equals_the_computation_done_here(client, d_k, seed):
     assert row["mean_max_unscaled"] == pytest.approx(float(torch.softmax(scores, -1).max(-1).values.mean()), rel=1e-12)
 
 
-def test_dk_spread_shows_the_lessons_point(client):
+def test_dk_spread_shows_the_lessons_point():
     """The spread of q·k follows √d_k; without the division the softmax saturates, with it not."""
-    table = client.post("/api/lesson/dk-spread", json={"d_k": 64}).json()["table"]
+    table = L.dk_spread(64).model_dump(mode="json")["table"]
     assert [row["d_k"] for row in table] == [2**i for i in range(11)]
     for row in table:
         assert 0.85 < row["std_raw"] / row["sqrt_dk"] < 1.15, row
@@ -253,20 +252,25 @@ def test_dk_spread_shows_the_lessons_point(client):
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_k": 500}, "powers of two"),
-        ({"d_k": 2048}, "less than or equal to 1024"),
-        ({"d_k": 0}, "greater than or equal to 1"),
-        ({"d_k": "64"}, "valid integer"),
-        ({"d_k": 64, "samples": 1024, "keys": 16}, "more than 4096 scores"),
-        ({"d_k": 64, "seed": -1}, "greater than or equal to 0"),
-        ({"d_k": 64, "scale": True}, "Extra inputs"),
+        ({"d_k": 500}, "d_k moves in powers of two from 1 to 1024, got 500"),
+        ({"d_k": 2048}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 0}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": "64"}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 64, "samples": 1024, "keys": 16}, "samples × keys = 16384 is more than 4096 scores"),
+        ({"d_k": 64, "seed": -1}, "seed must be a whole number from 0 to 1000000"),
     ],
 )
-def test_dk_spread_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/dk-spread", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_dk_spread_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.dk_spread(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_dk_spread_endpoint_is_gone(client):
+    """The page computes random q and k itself (static/engine/lessonmath.js): no route for them."""
+    assert client.post("/api/lesson/dk-spread", json={}).status_code in (404, 405)
 
 
 # --------------------------------------------------------------------------------------------

@@ -248,7 +248,7 @@ def test_random_q_and_k_from_a_teachers_link(page, lang):
     wait_request(page, "#qkv-out", {"d_k": 512, "seed": 3})
     assert page.is_checked("#qkv-mode-random") and page.is_enabled("#qkv-dk")
     assert page.input_value("#qkv-dk") == "9" and page.text_content("#qkv-dk-out") == "512"
-    want = L.dk_spread(L.DkSpreadRequest(d_k=512, seed=3))
+    want = L.dk_spread(d_k=512, seed=3)
     assert values(page, "[id^=qkv-hraw-]") == want.raw_hist.counts
     assert values(page, "[id^=qkv-hscaled-]") == want.scaled_hist.counts
     close(values(page, "[id^=qkv-plain-]"), want.example.weights_unscaled)

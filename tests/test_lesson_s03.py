@@ -263,7 +263,7 @@ def test_additive_vs_dot_without_the_model_is_503_naming_it(monkeypatch, tmp_pat
     detail = r.json()["detail"]
     assert "the additive-vs-dot-product view needs the shipped model rnn-attention" in detail
     assert "make models ONLY=rnn-attention" in detail
-    assert client.post("/api/lesson/dk-spread", json={}).status_code == 200  # the rest of §3 works
+    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works
 
 
 # --------------------------------------------------------------------------------------------

@@ -352,3 +352,55 @@ def test_multihead_bad_input_gives_the_same_message(case):
     else:
         pytest.fail(f"the reference accepted {case}")
     assert got == want
+
+
+# --------------------------------------------------------------------------------------------
+# §3 Random q and k.
+# --------------------------------------------------------------------------------------------
+
+
+def _dk_py(**kwargs):
+    return S3.dk_spread(**kwargs).model_dump(mode="json")
+
+
+def test_dk_spread_every_dk_the_slider_offers():
+    """The widget sends d_k (a power of two) and a seed: every d_k for seed 0, a few for seed 3, other seeds
+    and the request's other sizes; histogram counts equal exactly, the rest within 1e-12."""
+    cases = [{"d_k": d_k} for d_k in S3.DK_VALUES] + [{"d_k": d_k, "seed": 3} for d_k in (1, 64, 1024)]
+    cases += [{"seed": seed} for seed in (1, 2, 999_999, 1_000_000)]
+    cases += [
+        {"d_k": 1, "samples": 16, "keys": 2, "seed": 5},
+        {"d_k": 1024, "samples": 1024, "keys": 4, "seed": 0},
+        {"d_k": 2, "samples": 256, "keys": 16, "seed": 7},
+        {"d_k": 64.0, "samples": 17, "keys": 3, "seed": 8.0},
+    ]
+    got = run_js("dkSpread", cases)
+    for case, g in zip(cases, got):
+        assert "ok" in g, f"dkSpread({case}): {g}"
+        w = _dk_py(**case)
+        for hist in ("raw_hist", "scaled_hist"):
+            assert g["ok"][hist] == w[hist], f"dkSpread({case}).{hist}"
+        assert_same(g["ok"], w, f"dkSpread({case})")
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ({"d_k": 3}, "d_k moves in powers of two from 1 to 1024, got 3"),
+        ({"d_k": 0}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 2048}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 6.5}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": "64"}, "d_k must be a whole number from 1 to 1024"),
+        ({"samples": 15}, "samples must be a whole number from 16 to 1024"),
+        ({"keys": 17}, "keys must be a whole number from 2 to 16"),
+        ({"keys": 1}, "keys must be a whole number from 2 to 16"),
+        ({"seed": -1}, "seed must be a whole number from 0 to 1000000"),
+        ({"seed": None}, "seed must be a whole number from 0 to 1000000"),
+        ({"samples": 1024, "keys": 8}, "samples × keys = 8192 is more than 4096 scores"),
+    ],
+)
+def test_dk_spread_bad_input_gives_the_same_message(case, message):
+    (got,) = run_js("dkSpread", [case])
+    with pytest.raises(ValueError) as err:
+        S3.dk_spread(**case)
+    assert got == {"error": str(err.value)} == {"error": message}

@@ -7,8 +7,9 @@ Three things the section's widgets show, each computed by attnlab's own code:
   sets: the scores, their division by √d_k, the softmax written out as
   ``exp(s_i) / Σ_j exp(s_j)``, the weights, each book's value and the weighted sum, all from
   :func:`attnlab.explain.compute_steps` (which runs :func:`attnlab.functional.scaled_dot_product_attention`).
-- ``POST /api/lesson/dk-spread``: random q and k with ``d_k`` components (:func:`dk_spread`): q·k
-  spreads like √d_k, and without the division the softmax saturates.
+- random q and k with ``d_k`` components, computed in the page (``lessonmath.js``, ``dkSpread``)
+  with :func:`dk_spread` here as its reference: q·k spreads like √d_k, and without the division
+  the softmax saturates.
 - ``POST /api/lesson/additive-vs-dot``: the shipped ``rnn-attention`` translator (Bahdanau's
   additive attention) on a list of numbers (:func:`additive_vs_dot`): its own additive scores and
   weights, and beside them the scaled dot product of the same projected query and keys — a
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ... import functional as AF
 from ...decode import greedy_decode
@@ -36,10 +37,9 @@ from ...explain import compute_steps
 from ...recipes.translate import output_limit
 from .common import (
     LIVE,
+    MAX_SEED,
     RNN_ATTENTION,
-    SMALL,
     LessonModels,
-    Seed,
     _check_source,
     rounded,
     run,
@@ -156,26 +156,26 @@ RAW_RANGE, RAW_BINS = 128.0, 64  # q·k histogram: [-128, 128] in bins of 4 (4·
 SCALED_RANGE, SCALED_BINS = 6.0, 48  # q·k/√d_k histogram: [-6, 6] in bins of 0.25
 
 
-def _power_of_two(value: int) -> int:
-    if value not in DK_VALUES:
-        raise ValueError(f"d_k moves in powers of two from 1 to 1024, got {value}")
-    return value
+def check_dk_spread(d_k: object, samples: object, keys: object, seed: object) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkDkSpread``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+    """
 
-class DkSpreadRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    def whole(name: str, x: object, lo: int, hi: int) -> None:
+        if not _whole(x) or not lo <= x <= hi:
+            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
 
-    d_k: int = Field(64, ge=1, le=1024, strict=True, description="components of q and k: a power of two")
-    samples: int = Field(256, ge=16, le=1024, strict=True, description="queries drawn, N")
-    keys: int = Field(8, ge=2, le=16, strict=True, description="keys per query, K (N·K ≤ 4096)")
-    seed: Seed = 0
-
-    @model_validator(mode="after")
-    def _dk(self) -> DkSpreadRequest:
-        _power_of_two(self.d_k)
-        if self.samples * self.keys > MAX_DK_SCORES:
-            raise ValueError(f"samples × keys = {self.samples * self.keys} is more than {MAX_DK_SCORES} scores")
-        return self
+    whole("d_k", d_k, 1, 1024)
+    if d_k not in DK_VALUES:
+        raise ValueError(f"d_k moves in powers of two from 1 to 1024, got {int(d_k)}")
+    whole("samples", samples, 16, 1024)
+    whole("keys", keys, 2, 16)
+    whole("seed", seed, 0, MAX_SEED)
+    if samples * keys > MAX_DK_SCORES:
+        raise ValueError(f"samples × keys = {int(samples * keys)} is more than {MAX_DK_SCORES} scores")
 
 
 class Histogram(BaseModel):
@@ -242,40 +242,45 @@ def _histogram(x: torch.Tensor, limit: float, bins: int) -> Histogram:
     return Histogram(edges=edges.tolist(), counts=[int(c) for c in counts.tolist()], outside=outside)
 
 
-def dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
+def dk_spread(d_k: int = 64, samples: int = 256, keys: int = 8, seed: int = 0) -> DkSpreadResponse:
     """Random q and k with ``d_k`` components: q·k spreads like √d_k; without the division the
     softmax saturates (one key takes nearly all the weight), with it the weights stay soft.
+
+    The reference for the page's ``dkSpread`` (``static/engine/lessonmath.js``), which draws the
+    same random numbers with a port of torch's generator (``TorchGenerator``).
 
     Shape:
         per d_k: q ``(N, Dk)``, k ``(N, K, Dk)`` → scores and weights ``(N, K)``; the response keeps
         their histograms, the first query's row ``(K,)`` and one table row per d_k
     """
+    check_dk_spread(d_k, samples, keys, seed)
+    d_k, samples, keys, seed = int(d_k), int(samples), int(keys), int(seed)
     table: list[DkRow] = []
     chosen: dict[str, Any] = {}
-    for d_k in DK_VALUES:
-        q, k = dk_draws(d_k, req.samples, req.keys, req.seed)
+    for dk in DK_VALUES:
+        q, k = dk_draws(dk, samples, keys, seed)
         raw, w_plain = _dk_weights(q, k, 1.0)
-        _, w_scaled = _dk_weights(q, k, 1.0 / math.sqrt(d_k))
+        _, w_scaled = _dk_weights(q, k, 1.0 / math.sqrt(dk))
         table.append(
             DkRow(
-                d_k=d_k,
-                sqrt_dk=math.sqrt(d_k),
+                d_k=dk,
+                sqrt_dk=math.sqrt(dk),
                 std_raw=float(raw.std()),
                 mean_max_unscaled=float(w_plain.max(dim=1).values.mean()),
                 mean_max_scaled=float(w_scaled.max(dim=1).values.mean()),
             )
         )
-        if d_k == req.d_k:
+        if dk == d_k:
             chosen = {"raw": raw, "plain": w_plain, "scaled": w_scaled}
     raw = chosen["raw"]  # (N, K)
     return DkSpreadResponse(
-        d_k=req.d_k,
-        sqrt_dk=math.sqrt(req.d_k),
-        samples=req.samples,
-        keys=req.keys,
-        seed=req.seed,
+        d_k=d_k,
+        sqrt_dk=math.sqrt(d_k),
+        samples=samples,
+        keys=keys,
+        seed=seed,
         raw_hist=_histogram(raw.flatten(), RAW_RANGE, RAW_BINS),
-        scaled_hist=_histogram(raw.flatten() / math.sqrt(req.d_k), SCALED_RANGE, SCALED_BINS),
+        scaled_hist=_histogram(raw.flatten() / math.sqrt(d_k), SCALED_RANGE, SCALED_BINS),
         example=DkExample(
             raw=raw[0].tolist(),
             weights_unscaled=chosen["plain"][0].tolist(),
@@ -427,11 +432,6 @@ def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotRespo
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§3's endpoints."""
-
-    @router.post("/api/lesson/dk-spread", response_model=DkSpreadResponse, responses=SMALL)
-    def api_dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
-        """§3: random q and k with d_k components; q·k histograms and softmax saturation."""
-        return dk_spread(req)
 
     @router.post("/api/lesson/additive-vs-dot", response_model=AdditiveVsDotResponse, responses=LIVE)
     async def api_additive_vs_dot(req: AdditiveVsDotRequest) -> AdditiveVsDotResponse:

@@ -122,11 +122,18 @@ export class TorchGenerator {
 
   uint32() {
     const mt = this.mt;
-    if (this.index >= 624) {
-      for (let k = 0; k < 624; k++) {
-        const y = (mt[k] & 0x80000000) | (mt[(k + 1) % 624] & 0x7fffffff);
-        mt[k] = mt[(k + 397) % 624] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+    if (this.index >= 624) { // the next 624 words at once (the reference's twist, without %)
+      let k = 0;
+      for (; k < 227; k++) {
+        const y = (mt[k] & 0x80000000) | (mt[k + 1] & 0x7fffffff);
+        mt[k] = mt[k + 397] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
       }
+      for (; k < 623; k++) {
+        const y = (mt[k] & 0x80000000) | (mt[k + 1] & 0x7fffffff);
+        mt[k] = mt[k - 227] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+      }
+      const y = (mt[623] & 0x80000000) | (mt[0] & 0x7fffffff);
+      mt[623] = mt[396] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
       this.index = 0;
     }
     let y = mt[this.index++];
@@ -160,8 +167,14 @@ export class TorchGenerator {
 
   // n standard normal numbers, as torch.randn(n) (or any shape of n numbers, row by row).
   randn(n) {
-    if (n < 16) return Array.from({ length: n }, () => this.normal());
-    const data = Array.from({ length: n }, () => this.uniform());
+    return Array.from(this.randnTyped(n));
+  }
+
+  // The same numbers in a Float64Array (millions of them for §3's random q and k).
+  randnTyped(n) {
+    if (n < 16) return Float64Array.from({ length: n }, () => this.normal());
+    const data = new Float64Array(n);
+    for (let i = 0; i < n; i++) data[i] = this.uniform();
     const fill16 = (o) => {
       for (let j = 0; j < 8; j++) {
         const u1 = 1 - data[o + j];
@@ -449,5 +462,100 @@ export function multihead({ text = "the cat sat down", d_model = 8, n_heads = 2,
       pieces: range(T).map((i) => range(H).map((b) => [(i * H + b) % T, Math.floor((i * H + b) / T)])),
       pieces_correct: range(T).map((i) => range(H).map((b) => [i, b])),
     },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// §3 Random q and k: why divide by √d_k.
+// Reference: attnlab.web.lesson.s03_query_key_value.dk_spread.
+// Shape letters here: N queries, K keys per query, Dk their width.
+// ---------------------------------------------------------------------------------------------
+
+export const DK_VALUES = Array.from({ length: 11 }, (_, i) => 2 ** i); // 1 … 1024
+const MAX_DK_SCORES = 4096;
+const RAW_RANGE = 128, RAW_BINS = 64; // q·k histogram: [-128, 128] in bins of 4
+const SCALED_RANGE = 6, SCALED_BINS = 48; // q·k/√d_k histogram: [-6, 6] in bins of 0.25
+
+export function checkDkSpread({ d_k, samples, keys, seed }) {
+  checkRange("d_k", d_k, 1, 1024);
+  if (!DK_VALUES.includes(d_k)) throw new Error(`d_k moves in powers of two from 1 to 1024, got ${d_k}`);
+  checkRange("samples", samples, 16, 1024);
+  checkRange("keys", keys, 2, 16);
+  checkRange("seed", seed, 0, MAX_SEED);
+  if (samples * keys > MAX_DK_SCORES) {
+    throw new Error(`samples × keys = ${samples * keys} is more than ${MAX_DK_SCORES} scores`);
+  }
+}
+
+// The random queries' scores with their own keys: q ~ N(0, 1)^(N, Dk) then k ~ N(0, 1)^(N, K, Dk),
+// both from the generator seeded with seed·2048 + d_k (dk_draws).
+//
+// Shape: → (N, K) q·k, unscaled
+function dkScores(dK, samples, keys, seed) {
+  const g = new TorchGenerator(seed * 2048 + dK);
+  const q = g.randnTyped(samples * dK); // (N, Dk)
+  const k = g.randnTyped(samples * keys * dK); // (N, K, Dk)
+  return Array.from({ length: samples }, (_, n) => Array.from({ length: keys }, (_, j) => {
+    let sum = 0;
+    for (let c = 0, qo = n * dK, ko = (n * keys + j) * dK; c < dK; c++) sum += q[qo + c] * k[ko + c];
+    return sum;
+  }));
+}
+
+// torch.histogram(x.clamp(-limit, limit), bins=linspace(-limit, limit, bins + 1)): each value in
+// the last bin whose left edge it reaches (the right edge counts in the last bin).
+function histogram(xs, limit, bins) {
+  const edges = Array.from({ length: bins + 1 }, (_, i) => -limit + (2 * limit / bins) * i);
+  const counts = new Array(bins).fill(0);
+  let outside = 0;
+  for (const x of xs) {
+    if (x < -limit || x > limit) outside += 1;
+    const v = Math.min(limit, Math.max(-limit, x));
+    let lo = 0, hi = edges.length; // upper_bound: the first edge greater than v
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (edges[mid] <= v) lo = mid + 1; else hi = mid;
+    }
+    counts[Math.min(bins - 1, lo - 1)] += 1;
+  }
+  return { edges, counts, outside };
+}
+
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+function std(xs) { // unbiased, as torch.std
+  const m = mean(xs);
+  return Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
+}
+
+// Random q and k with d_k components: q·k spreads like √d_k; without the division the softmax
+// saturates (one key takes nearly all the weight), with it the weights stay soft. The table has
+// every power of two from 1 to 1024, the same N, K and seed.
+//
+// Shape: per d_k scores and weights (N, K); the answer keeps their histograms, the first query's
+// row (K,) and one table row per d_k
+export function dkSpread({ d_k = 64, samples = 256, keys = 8, seed = 0 } = {}) {
+  checkDkSpread({ d_k, samples, keys, seed });
+  const table = [];
+  let chosen = null;
+  for (const dK of DK_VALUES) {
+    const raw = dkScores(dK, samples, keys, seed); // (N, K)
+    const plain = raw.map((row) => softmax(row)); // (N, K)
+    const scaled = raw.map((row) => softmax(row.map((x) => x * (1 / Math.sqrt(dK)))));
+    table.push({
+      d_k: dK,
+      sqrt_dk: Math.sqrt(dK),
+      std_raw: std(raw.flat()),
+      mean_max_unscaled: mean(plain.map((row) => Math.max(...row))),
+      mean_max_scaled: mean(scaled.map((row) => Math.max(...row))),
+    });
+    if (dK === d_k) chosen = { raw, plain, scaled };
+  }
+  const flat = chosen.raw.flat();
+  return {
+    d_k, sqrt_dk: Math.sqrt(d_k), samples, keys, seed,
+    raw_hist: histogram(flat, RAW_RANGE, RAW_BINS),
+    scaled_hist: histogram(flat.map((x) => x / Math.sqrt(d_k)), SCALED_RANGE, SCALED_BINS),
+    example: { raw: chosen.raw[0], weights_unscaled: chosen.plain[0], weights_scaled: chosen.scaled[0] },
+    table,
   };
 }

@@ -1,11 +1,11 @@
-// §3 Query, key, value. Two modes: the three books (computed in the page by lessonmath.js's
-// threeBooks: the scores, the softmax written out, the weights, the books' values and their
-// weighted sum; its Python reference is attnlab/web/lesson/s03_query_key_value.three_books) and
-// random q and k with d_k components (POST /api/lesson/dk-spread). This file only formats the
-// numbers. State in the address: mode, dk (a power of two), scale, s (the three scores), seed.
+// §3 Query, key, value. Two modes, both computed in the page by lessonmath.js: the three books
+// (threeBooks: the scores, the softmax written out, the weights, the books' values and their
+// weighted sum) and random q and k with d_k components (dkSpread); their Python references are
+// three_books and dk_spread in attnlab/web/lesson/s03_query_key_value.py. This file only formats
+// the numbers. State in the address: mode, dk (a power of two), scale, s (the three scores), seed.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const DK_MAX_EXP = 10;
   const num = (x, digits) => window.Charts.num(x, digits);
   // exp(·) spans 4.5e-5 … 22026 here: three decimals, or three significant digits when tiny.
@@ -102,10 +102,9 @@
       root.querySelector("#qkv-random-controls").classList.toggle("hidden", books);
     }
 
-    // The books are computed here; random q and k still come from the explorer.
     async function answer(req) {
-      if (state.mode === "books") return (await lessonMath).threeBooks(req);
-      return postJSON("/api/lesson/dk-spread", req);
+      const M = await lessonMath;
+      return state.mode === "books" ? M.threeBooks(req) : M.dkSpread(req);
     }
 
     const send = debounce(async () => {
