@@ -85,7 +85,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
         7: [("post", "/api/lesson/shapes", body(text=s)), ("post", "/api/lesson/next-token", {})],
         8: [
             ("post", "/api/lesson/variants", {"length": rng.choice([16, 24, 32])} if own else {}),
-            ("post", "/api/lesson/attention-map", {}),
             ("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {}),
         ],
         9: [],

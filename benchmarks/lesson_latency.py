@@ -56,7 +56,6 @@ CASES = [
     ),
     ("§8 variants (T = 16)", "post", "/api/lesson/variants", {"length": 16}),
     ("§8 variants (T = 32, causal)", "post", "/api/lesson/variants", {"length": 32, "causal": True}),
-    ("§8 heatmap exercise", "post", "/api/lesson/attention-map", {}),
     ("§8 attention pooling (ja-sentence-type)", "post", "/api/lesson/pooling", {}),
     ("§8 heatmap PNG (matplotlib)", "get", "/api/lesson/figures/attention-map.png", {"lang": "ja"}),
     ("§8 heatmap SVG (matplotlib)", "get", "/api/lesson/figures/attention-map.svg", {"lang": "ja"}),

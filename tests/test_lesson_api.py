@@ -565,9 +565,10 @@ def test_variants_bad_input_is_422(client, body, pattern):
 
 
 @pytest.mark.parametrize("variant", list(L.VARIANTS))
-def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, variant):
+def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(variant):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
     body = {"text": "the cat sat on the mat", "variant": variant, "reach": 1, "block": 2, "n_global": 1, "seed": 4}
-    got = client.post("/api/lesson/attention-map", json=body).json()
+    got = L.attention_map_view(**body).model_dump(mode="json")
     T = 6
     g = torch.Generator().manual_seed(4)
     q = torch.randn(T, 16, generator=g, dtype=torch.float64)
@@ -578,6 +579,13 @@ def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, varia
         torch.tensor(got["weights"], dtype=torch.float64), torch.softmax(scores, -1), atol=1e-12, rtol=0
     )
     assert got["mask"] == mask.tolist() and got["tokens"] == "the cat sat on the mat".split()
+
+
+def test_the_attention_map_endpoint_is_gone_and_its_figure_stays(client):
+    """The page computes the exercise's weights itself (static/engine/lessonmath.js); the explorer
+    keeps only the downloadable figure, drawn from the same reference."""
+    assert client.post("/api/lesson/attention-map", json={}).status_code in (404, 405)
+    assert client.get("/api/lesson/figures/attention-map.svg?variant=full").status_code == 200
 
 
 @pytest.mark.parametrize("lang", ["ja", "en"])

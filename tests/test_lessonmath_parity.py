@@ -25,6 +25,7 @@ import torch
 from attnlab.web.lesson import s03_query_key_value as S3
 from attnlab.web.lesson import s05_multi_head as S5
 from attnlab.web.lesson import s06_positional_encoding as S6
+from attnlab.web.lesson import s08_variants_and_exercises as S8
 
 RUNNER = Path(__file__).parent / "js" / "run_lessonmath.mjs"
 NODE = shutil.which("node")
@@ -404,3 +405,55 @@ def test_dk_spread_bad_input_gives_the_same_message(case, message):
     with pytest.raises(ValueError) as err:
         S3.dk_spread(**case)
     assert got == {"error": str(err.value)} == {"error": message}
+
+
+# --------------------------------------------------------------------------------------------
+# §8 The heatmap exercise.
+# --------------------------------------------------------------------------------------------
+
+
+def test_attention_map_every_variant_and_setting():
+    """Every variant, with and without the causal mask, over every reach, block, dilation and
+    number of global positions the requests allow (the others at their defaults), on the default
+    words, a Japanese sentence, one word and twelve, and a few seeds."""
+    texts = ["The cat sat on the mat", "猫 が 犬 を 追う", "alone", " ".join(f"w{i}" for i in range(12))]
+    cases = []
+    for variant, causal in itertools.product(S8.VARIANTS, (False, True)):
+        cases += [{"variant": variant, "causal": causal, "text": text} for text in texts]
+        cases += [{"variant": variant, "causal": causal, "text": texts[3], "reach": r} for r in range(1, 17)]
+        cases += [{"variant": variant, "causal": causal, "text": texts[3], "block": b} for b in (1, 2, 3, 5, 12, 32)]
+        cases += [{"variant": variant, "causal": causal, "text": texts[3], "dilation": d} for d in range(1, 5)]
+        cases += [{"variant": variant, "causal": causal, "text": texts[3], "n_global": n} for n in range(5)]
+        cases += [{"variant": variant, "causal": causal, "seed": seed} for seed in (1, 7, 1_000_000)]
+    got = run_js("attentionMap", cases)
+    for case, g in zip(cases, got):
+        assert "ok" in g, f"attentionMap({case}): {g}"
+        w = S8.attention_map_view(**case).model_dump(mode="json")
+        assert g["ok"]["mask"] == w["mask"], f"attentionMap({case}).mask"
+        assert_same(g["ok"], w, f"attentionMap({case})")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"text": ""},
+        {"text": " "},
+        {"text": " ".join(["w"] * 13)},
+        {"variant": "linear"},
+        {"variant": None},
+        {"reach": 0},
+        {"reach": 17},
+        {"block": 33},
+        {"dilation": 5},
+        {"n_global": -1},
+        {"n_global": 5},
+        {"causal": "no"},
+        {"seed": 1_000_001},
+        {"seed": 2.5},
+    ],
+)
+def test_attention_map_bad_input_gives_the_same_message(case):
+    (got,) = run_js("attentionMap", [case])
+    with pytest.raises(ValueError) as err:
+        S8.attention_map_view(**case)
+    assert got == {"error": str(err.value)}

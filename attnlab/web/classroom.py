@@ -104,7 +104,6 @@ CACHED_PATHS = frozenset(
         "/api/lesson/word-order",
         "/api/lesson/shapes",
         "/api/lesson/variants",
-        "/api/lesson/attention-map",
         "/api/lesson/pooling",
     }
 )
@@ -225,7 +224,6 @@ WARM_UP = (
     ("POST", "/api/lesson/shapes"),
     ("POST", "/api/lesson/next-token"),
     ("POST", "/api/lesson/variants"),
-    ("POST", "/api/lesson/attention-map"),
     ("POST", "/api/lesson/pooling"),
 )
 

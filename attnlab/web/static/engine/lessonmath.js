@@ -559,3 +559,83 @@ export function dkSpread({ d_k = 64, samples = 256, keys = 8, seed = 0 } = {}) {
     table,
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// §8 The heatmap exercise: random q and k over the typed words, under a variant's mask.
+// Reference: attnlab.web.lesson.s08_variants_and_exercises.attention_map_view (the masks of
+// attnlab.functional's mask helpers, attnlab's scaled_dot_product_attention).
+// Shape letters here: T positions (queries and keys are the same words).
+// ---------------------------------------------------------------------------------------------
+
+export const VARIANTS = ["full", "local", "sliding_window", "dilated", "global_window"];
+
+// A variant's mask, as s08's variant_mask builds it from the mask helpers (T = S: a query at
+// position i, a key at position j). A window is set by its reach r: 2r keys wide without the
+// causal mask (|j − i| ≤ r), r + 1 with it (the query and the r before).
+//
+// Shape: (T, T) booleans, true = the query (row) may look at the key (column)
+export function variantMask(name, T, { reach, block, dilation, n_global, causal }) {
+  const w = causal ? reach + 1 : 2 * reach;
+  const dilated = (i, j, d) => { // dilated_window_mask (d = 1: sliding_window_mask)
+    const offset = j - i;
+    const steps = Math.floor(Math.abs(offset) / d);
+    if (((offset % d) + d) % d !== 0) return false;
+    return causal ? offset <= 0 && steps < w : steps <= Math.floor(w / 2);
+  };
+  const allowed = {
+    full: (i, j) => !causal || j <= i,
+    local: (i, j) => Math.floor(i / block) === Math.floor(j / block) && (!causal || j <= i),
+    sliding_window: (i, j) => dilated(i, j, 1),
+    dilated: (i, j) => dilated(i, j, dilation),
+    global_window: (i, j) => {
+      const global = (p) => p < Math.min(n_global, T);
+      return (dilated(i, j, 1) || global(j) || global(i)) && (!causal || j <= i);
+    },
+  }[name];
+  return Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => allowed(i, j)));
+}
+
+export function checkAttentionMap({ text, variant, reach, block, dilation, n_global, causal, seed }) {
+  if (typeof text !== "string" || text.length < 1 || codePoints(text).length > MAX_TEXT_CHARS) {
+    throw new Error(`the sentence must be text of 1 to ${MAX_TEXT_CHARS} characters`);
+  }
+  if (!VARIANTS.includes(variant)) throw new Error(`variant must be one of ${VARIANTS.join(", ")}`);
+  checkRange("reach", reach, 1, 16);
+  checkRange("block", block, 1, 32);
+  checkRange("dilation", dilation, 1, 4);
+  checkRange("n_global", n_global, 0, 4);
+  if (typeof causal !== "boolean") throw new Error("causal must be true or false");
+  checkRange("seed", seed, 0, MAX_SEED);
+}
+
+// Self-attention weights over the typed words with random q and k (16 components each, drawn
+// from seed: q first, then k) under the variant's mask: softmax(q kᵀ/√16) over the allowed keys,
+// 0 elsewhere.
+//
+// Shape: mask, weights (T, T)
+export function attentionMap({
+  text = "The cat sat on the mat", variant = "sliding_window", reach = 2, block = 4, dilation = 2,
+  n_global = 1, causal = false, seed = 0,
+} = {}) {
+  const params = { text, variant, reach, block, dilation, n_global, causal, seed };
+  checkAttentionMap(params);
+  const tokens = words(text, "the sentence");
+  const T = tokens.length, width = 16;
+  const g = new TorchGenerator(seed);
+  const q = g.randnTyped(T * width), k = g.randnTyped(T * width); // (T, 16) each
+  const mask = variantMask(variant, T, params);
+  const weights = mask.map((row, i) => {
+    const keys = [];
+    row.forEach((ok, j) => {
+      if (!ok) return;
+      let sum = 0;
+      for (let c = 0; c < width; c++) sum += q[i * width + c] * k[j * width + c];
+      keys.push([j, sum / Math.sqrt(width)]);
+    });
+    const w = softmax(keys.map(([, s]) => s));
+    const out = new Array(T).fill(0);
+    keys.forEach(([j], n) => { out[j] = w[n]; });
+    return out;
+  });
+  return { tokens, variant, mask, weights };
+}
