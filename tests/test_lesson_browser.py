@@ -248,7 +248,7 @@ def test_random_q_and_k_from_a_teachers_link(page, lang):
     wait_request(page, "#qkv-out", {"d_k": 512, "seed": 3})
     assert page.is_checked("#qkv-mode-random") and page.is_enabled("#qkv-dk")
     assert page.input_value("#qkv-dk") == "9" and page.text_content("#qkv-dk-out") == "512"
-    want = L.dk_spread(L.DkSpreadRequest(d_k=512, seed=3))
+    want = L.dk_spread(d_k=512, seed=3)
     assert values(page, "[id^=qkv-hraw-]") == want.raw_hist.counts
     assert values(page, "[id^=qkv-hscaled-]") == want.scaled_hist.counts
     close(values(page, "[id^=qkv-plain-]"), want.example.weights_unscaled)
@@ -280,7 +280,7 @@ def test_multihead_steps_and_the_missing_transpose_equal_attnlab(page, lang):
     words = getattr(SECTIONS[5].strings["default_words"], lang)
     page.goto("/lesson/5")
     wait_request(page, "#mh-out", {"text": words, "d_model": 8, "n_heads": 2})
-    want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
+    want = L.multihead_example(words, d_model=8, n_heads=2)
     T = len(want.tokens)
     for h in range(2):
         close(
@@ -298,7 +298,7 @@ def test_multihead_steps_and_the_missing_transpose_equal_attnlab(page, lang):
     wait_request(page, "#mh-out", {"n_heads": 4})
     wait_request(page, "#nt-out", {"n_heads": 4})  # the other widget follows the address
     assert params(page)["heads"] == "4"
-    four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
+    four = L.multihead_example(words, d_model=8, n_heads=4)
     close(
         [x for row in grid(page, "nt-map", 4, 4) for x in row],
         [x for row in four.without_transpose.weights[0] for x in row],

@@ -495,4 +495,4 @@ def test_a_missing_shipped_model_is_503_naming_it_and_the_command(monkeypatch, t
     assert r.status_code == 503, r.text
     detail = r.json()["detail"]
     assert f"needs the shipped model {model}" in detail and f"make models ONLY={model}" in detail
-    assert client.post("/api/lesson/multihead", json={}).status_code == 200  # the rest of the lesson works
+    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works

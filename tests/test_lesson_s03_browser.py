@@ -81,7 +81,7 @@ def s(key: str, lang: str, **names) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def assert_books_equal(pg, want: S3.ThreeBooksResponse) -> None:
+def assert_books_equal(pg, want: S3.ThreeBooks) -> None:
     close(values(pg, "[id^=qkv-raw-]"), want.raw)
     close(values(pg, "[id^=qkv-scaled-]"), want.scaled)
     close(values(pg, "[id^=qkv-exp-]"), want.exp)
@@ -103,7 +103,7 @@ def assert_books_equal(pg, want: S3.ThreeBooksResponse) -> None:
 def test_three_books_show_the_softmax_and_the_weighted_sum(page, lang):
     page.goto("/lesson/3")
     wait_request(page, "#qkv-out", {"scores": [8, 4, 2], "d_k": 64, "scale": True})
-    want = S3.three_books(S3.ThreeBooksRequest())
+    want = S3.three_books()
     assert_books_equal(page, want)
     # The brief's worked example, as a student reads it.
     assert page.text_content("#qkv-softmax") == (
@@ -119,18 +119,18 @@ def test_three_books_show_the_softmax_and_the_weighted_sum(page, lang):
         page.keyboard.press("ArrowRight")
     wait_request(page, "#qkv-out", {"scores": [8, 10, 2], "d_k": 64, "scale": True})
     assert params(page)["s"] == "8,10,2"
-    more = S3.three_books(S3.ThreeBooksRequest(scores=[8, 10, 2]))
+    more = S3.three_books([8, 10, 2])
     assert_books_equal(page, more)
     assert more.weights[1] > more.weights[0]  # book 2 overtakes book 1
     tab_to(page, "#qkv-scale")
     page.keyboard.press("Space")
     wait_request(page, "#qkv-out", {"scores": [8, 10, 2], "scale": False})
-    assert_books_equal(page, S3.three_books(S3.ThreeBooksRequest(scores=[8, 10, 2], scale=False)))
+    assert_books_equal(page, S3.three_books([8, 10, 2], scale=False))
     assert page.text_content("#qkv-dk-note") == s("dk_no_effect", lang) and page.is_disabled("#qkv-dk")
     # The provenance is folded away in a technical note.
     memo = page.locator("#widget-qkv details.memo")
     assert memo.count() == 1 and memo.get_attribute("open") is None
-    assert "POST /api/lesson/three-books" in memo.text_content()
+    assert "engine/lessonmath.js" in memo.text_content() and "/api/" not in memo.text_content()
     outside = "n => { const c = n.cloneNode(true); c.querySelectorAll('details').forEach((d) => d.remove()); return c.textContent; }"
     assert "/api/" not in page.locator("#qkv-out").evaluate(outside)  # none in the text a student reads
     assert_accessible(page)
@@ -141,9 +141,9 @@ def test_a_predict_question_link_opens_the_state_it_asks_about(page, lang):
     q = next(i for i, q in enumerate(SECTION.check) if q.params.get("s") == "10,6,4")
     page.goto(f"/lesson/3?{'&'.join(f'{k}={v}' for k, v in SECTION.check[q].params.items())}")
     wait_request(page, "#qkv-out", {"scores": [10, 6, 4], "d_k": 64, "scale": True})
-    shifted = S3.three_books(S3.ThreeBooksRequest(scores=[10, 6, 4]))
+    shifted = S3.three_books([10, 6, 4])
     assert_books_equal(page, shifted)
-    assert [f3(w) for w in shifted.weights] == [f3(w) for w in S3.three_books(S3.ThreeBooksRequest()).weights]
+    assert [f3(w) for w in shifted.weights] == [f3(w) for w in S3.three_books().weights]
 
 
 # --------------------------------------------------------------------------------------------

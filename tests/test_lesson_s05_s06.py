@@ -12,6 +12,7 @@ text where the corrections live.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -53,10 +54,9 @@ def test_the_tutorials_join_is_view_without_transposing_back(T, H, Dh):
 @pytest.mark.parametrize(
     "text, d_model, n_heads", [("猫 が 魚 を 食べた", 8, 2), ("a b c d e f", 12, 3), ("x y", 8, 8)]
 )
-def test_the_pieces_and_the_rows_a_word_reaches_follow_the_join(client, text, d_model, n_heads):
-    r = client.post("/api/lesson/multihead", json={"text": text, "d_model": d_model, "n_heads": n_heads, "seed": 3})
-    assert r.status_code == 200, r.text
-    bad = r.json()["without_transpose"]
+def test_the_pieces_and_the_rows_a_word_reaches_follow_the_join(text, d_model, n_heads):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    bad = S5.multihead_example(text, d_model, n_heads, seed=3).model_dump(mode="json")["without_transpose"]
     T, H, Dh = len(text.split()), n_heads, d_model // n_heads
     # Where the join puts each piece, read off the numbers: fill piece (t, h) of a tensor with
     # t·H + h + 1 and look at the joined rows' column blocks.
@@ -85,14 +85,12 @@ def test_the_pieces_and_the_rows_a_word_reaches_follow_the_join(client, text, d_
     assert (foreign == 0) == (H == 1)
 
 
-def test_with_two_heads_the_first_row_holds_head_1_of_the_first_two_words(client):
+def test_with_two_heads_the_first_row_holds_head_1_of_the_first_two_words():
     """What §5's text and its third question say about the default example."""
-    bad = client.post("/api/lesson/multihead", json={"text": "猫 が 魚 を 食べた", "n_heads": 2}).json()[
-        "without_transpose"
-    ]
+    bad = S5.multihead_example("猫 が 魚 を 食べた", n_heads=2).model_dump(mode="json")["without_transpose"]
     assert [tuple(p) for p in bad["pieces"][0]] == [(0, 0), (1, 0)]
     assert sum(t != i for i, row in enumerate(bad["pieces"]) for t, _ in row) == 8  # of 10 pieces
-    one = client.post("/api/lesson/multihead", json={"text": "猫 が 魚 を 食べた", "n_heads": 1}).json()
+    one = S5.multihead_example("猫 が 魚 を 食べた", n_heads=1).model_dump(mode="json")
     assert one["without_transpose"]["weights"] == [[[1.0]]] * 5  # every word attends only to itself
     assert one["without_transpose"]["influence_merged"] == one["without_transpose"]["influence_split"]
     assert one["without_transpose"]["max_abs_diff"] > 0.1  # still wrong: nothing passes between words
@@ -127,10 +125,9 @@ def test_a_causal_mask_breaks_the_symmetry_only_where_the_earlier_words_differ(c
 
 
 @pytest.mark.parametrize("length, d_model, seed", [(12, 8, 0), (12, 8, 1), (5, 2, 7), (32, 64, 3)])
-def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(client, length, d_model, seed):
-    r = client.post("/api/lesson/rope", json={"length": length, "d_model": d_model, "seed": seed})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(length, d_model, seed):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
+    got = dataclasses.asdict(L.rope_scores(length, d_model, seed))
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, d_model, generator=g, dtype=torch.float64).round(decimals=2)
     assert got["q"] == q.tolist() and got["k"] == k.tolist()
@@ -153,28 +150,28 @@ def test_rope_scores_equal_rotary_embedding_at_each_pair_of_positions(client, le
     )
 
 
-def test_rope_scores_still_depend_on_q_and_k(client):
-    one = torch.tensor(client.post("/api/lesson/rope", json={"seed": 0}).json()["scores"])
-    two = torch.tensor(client.post("/api/lesson/rope", json={"seed": 1}).json()["scores"])
+def test_rope_scores_still_depend_on_q_and_k():
+    one = torch.tensor(L.rope_scores(seed=0).scores)
+    two = torch.tensor(L.rope_scores(seed=1).scores)
     assert one.shape == two.shape == (12, 12)
     for offset in (-5, 0, 3):  # another q and k: other values on the same diagonal
         assert abs(float(torch.diagonal(one, offset)[0] - torch.diagonal(two, offset)[0])) > 0.05
 
 
 @pytest.mark.parametrize(
-    "body, pattern",
+    "kwargs, message",
     [
-        ({"d_model": 7}, "must be even"),
-        ({"length": 1}, "greater than or equal to 2"),
-        ({"length": 33}, "less than or equal to 32"),
-        ({"seed": -1}, "greater than or equal to 0"),
-        ({"seed": "1"}, "valid integer"),
-        ({"rotary": True}, "Extra inputs"),
+        ({"d_model": 7}, "d_model must be even (RoPE turns pairs of components), got 7"),
+        ({"length": 1}, "length must be a whole number from 2 to 32"),
+        ({"length": 33}, "length must be a whole number from 2 to 32"),
+        ({"seed": -1}, "seed must be a whole number from 0 to 1000000"),
+        ({"seed": "1"}, "seed must be a whole number from 0 to 1000000"),
     ],
 )
-def test_rope_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/rope", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_rope_bad_input_is_a_one_line_error(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        L.rope_scores(**kwargs)
+    assert str(err.value) == message
 
 
 def test_the_sinusoid_positions_nearby_are_alike_on_the_whole():
@@ -204,7 +201,7 @@ def _texts(section, lang: str) -> str:
     parts += [pick(t.text) for t in section.try_]
     for q in section.check:
         parts += [pick(q.question), pick(q.hint), pick(q.explanation), *(pick(c) for c in q.choices)]
-    parts += [pick(v) for k, v in section.strings.items() if not k.startswith("memo_") and k != "module_check"]
+    parts += [pick(v) for k, v in section.strings.items() if not k.startswith("memo_")]
     return "\n".join(parts)
 
 
@@ -309,7 +306,7 @@ def test_provenance_is_only_in_the_technical_notes(sections, n):
     for key, value in s.strings.items():
         for lang in ("ja", "en"):
             if re.search(r"/api/|attnlab\.|POST ", getattr(value, lang)):
-                assert key.startswith("memo_") or key == "module_check", (n, key)
+                assert key.startswith("memo_"), (n, key)
     for b in s.blocks:
         if b.html is not None and b.type != "memo":
             for lang in ("ja", "en"):

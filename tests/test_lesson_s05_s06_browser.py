@@ -93,7 +93,7 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     words = s("default_words")
     goto_uncovered(page, "/lesson/5")
     wait_request(page, "#nt-out", {"text": words, "d_model": 8, "n_heads": 2})
-    want = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=2))
+    want = L.multihead_example(words, d_model=8, n_heads=2)
     check_no_transpose(page, want, s)
     # The keyboard alone: the heads select of the steps widget (3 does not divide 8: skipped).
     tab_to(page, "#mh-heads")
@@ -101,17 +101,17 @@ def test_the_missing_transpose_split_and_join_equal_attnlab(page, lang, sections
     wait_request(page, "#mh-out", {"n_heads": 4})
     wait_request(page, "#nt-out", {"n_heads": 4})  # the no-transpose widget follows the address
     assert params(page)["heads"] == "4"
-    check_no_transpose(page, L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4)), s)
+    check_no_transpose(page, L.multihead_example(words, d_model=8, n_heads=4), s)
     tab_to(page, "#nt-word")
     page.keyboard.press("ArrowDown")  # the second word's H×H table
-    four = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=4))
+    four = L.multihead_example(words, d_model=8, n_heads=4)
     page.wait_for_function("() => document.querySelector('#nt-word').value === '1'")
     got = [[float(x) for x in row] for row in attr_grid(page, "nt-map", 4, 4)]
     close([x for row in got for x in row], [x for row in four.without_transpose.weights[1] for x in row])
     # A single head: the join moves nothing, the split's mistake remains.
     goto_uncovered(page, "/lesson/5?heads=1")
     wait_request(page, "#nt-out", {"n_heads": 1})
-    one = L.multihead_example(L.MultiheadRequest(text=words, d_model=8, n_heads=1))
+    one = L.multihead_example(words, d_model=8, n_heads=1)
     check_no_transpose(page, one, s)
     assert page.text_content("#nt-foreign") == s("foreign_none")
     # Provenance is folded into a technical note.
@@ -153,7 +153,7 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
         assert page.text_content(f"{fig} > figcaption.pe-title") == title, fig
     for key, label in (("#pe-key-table", s("key_table")), ("#pe-key-sim", s("key_sim"))):
         assert page.get_attribute(key, "aria-label") == label
-    rope = L.rope_scores(L.RopeRequest())
+    rope = L.rope_scores()
     limit = max(abs(v) for row in rope.scores for v in row)
     assert page.get_attribute("#rope-key", "aria-label") == s("key_rope", v=f"{limit:.2f}")
 
@@ -185,7 +185,7 @@ def test_causal_column_figures_and_rope_equal_attnlab(page, lang, sections):
     page.keyboard.press("Enter")
     wait_request(page, "#rope-out", {"seed": 1})
     assert params(page)["rseed"] == "1" and page.evaluate("() => document.activeElement.id") == "rope-redraw"
-    check_rope(L.rope_scores(L.RopeRequest(seed=1)))
+    check_rope(L.rope_scores(seed=1))
     assert page.text_content("#rope-seed") == s("rope_pair", n=2)
     tab_to(page, "#rope-reset")
     page.keyboard.press("Enter")

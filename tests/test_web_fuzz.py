@@ -46,7 +46,7 @@ OPERATIONS = [
     ("/api/lesson/sections/{n}", "GET", INVALID),
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("dk-spread", "multihead", "heads", "positions", "word-order", "variants", "attention-map")
+        for name in ("heads", "word-order", "variants")
         for mode in (VALID, INVALID)
     ],
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).

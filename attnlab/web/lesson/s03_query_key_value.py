@@ -1,13 +1,15 @@
 """§3 Query, key, value: the three books, √d_k, and additive vs dot-product attention.
 
-Three things the section's widgets ask for, each computed here by attnlab's own code:
+Three things the section's widgets show, each computed by attnlab's own code:
 
-- ``POST /api/lesson/three-books``: one query over three books whose scores the learner sets
-  (:func:`three_books`): the scores, their division by √d_k, the softmax written out as
+- the three books, computed in the page (``static/engine/lessonmath.js``, ``threeBooks``) with
+  :func:`three_books` here as its reference: one query over three books whose scores the learner
+  sets: the scores, their division by √d_k, the softmax written out as
   ``exp(s_i) / Σ_j exp(s_j)``, the weights, each book's value and the weighted sum, all from
   :func:`attnlab.explain.compute_steps` (which runs :func:`attnlab.functional.scaled_dot_product_attention`).
-- ``POST /api/lesson/dk-spread``: random q and k with ``d_k`` components (:func:`dk_spread`): q·k
-  spreads like √d_k, and without the division the softmax saturates.
+- random q and k with ``d_k`` components, computed in the page (``lessonmath.js``, ``dkSpread``)
+  with :func:`dk_spread` here as its reference: q·k spreads like √d_k, and without the division
+  the softmax saturates.
 - ``POST /api/lesson/additive-vs-dot``: the shipped ``rnn-attention`` translator (Bahdanau's
   additive attention) on a list of numbers (:func:`additive_vs_dot`): its own additive scores and
   weights, and beside them the scaled dot product of the same projected query and keys — a
@@ -21,11 +23,13 @@ queries, ``K`` keys per random query, ``Dk`` their width.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ... import functional as AF
 from ...decode import greedy_decode
@@ -33,10 +37,9 @@ from ...explain import compute_steps
 from ...recipes.translate import output_limit
 from .common import (
     LIVE,
+    MAX_SEED,
     RNN_ATTENTION,
-    SMALL,
     LessonModels,
-    Seed,
     _check_source,
     rounded,
     run,
@@ -55,52 +58,74 @@ BOOK_VALUES = ((2.0, 0.0, 1.0), (0.0, 2.0, 1.0), (1.0, 1.0, 0.0))
 
 MAX_BOOK_SCORE = 10.0  # the widget's sliders: exp(10) ≈ 22026 still prints readably
 
-BookScore = Annotated[float, Field(ge=-MAX_BOOK_SCORE, le=MAX_BOOK_SCORE, allow_inf_nan=False, strict=True)]
+
+MAX_BOOK_DK = 1024
 
 
-class ThreeBooksRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    scores: list[BookScore] = Field(
-        default_factory=lambda: list(DEFAULT_BOOK_SCORES),
-        min_length=len(BOOK_VALUES),
-        max_length=len(BOOK_VALUES),
-        description="q·k of each of the three books",
-    )
-    d_k: int = Field(64, ge=1, le=1024, strict=True, description="the keys' width; the scores are divided by √d_k")
-    scale: bool = Field(True, strict=True, description="divide the scores by √d_k")
+def _number(x: object) -> bool:
+    """A finite int or float, not a bool: what JavaScript's ``Number.isFinite`` accepts from JSON."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-class ThreeBooksResponse(BaseModel):
-    raw: list[float] = Field(description="(S,) the scores q·k")
-    d_k: int
-    scale: bool
-    factor: float = Field(description="what the scores are multiplied by: 1/√d_k, or 1 without the division")
-    scaled: list[float] = Field(description="(S,) what enters the softmax: raw · factor")
-    exp: list[float] = Field(description="(S,) exp of each softmax input")
-    exp_sum: float = Field(description="Σ exp: the softmax's denominator")
-    weights: list[float] = Field(description="(S,) the attention weights, exp / Σ exp (they add up to 1)")
-    values: list[list[float]] = Field(description="(S, Dv) each book's value")
-    weighted: list[list[float]] = Field(description="(S, Dv) weight × value, book by book")
-    output: list[float] = Field(description="(Dv,) Σ weight × value: the attention's output")
+def _whole(x: object) -> bool:
+    """A whole number (``64`` or ``64.0``, not a bool): JavaScript's ``Number.isInteger``."""
+    return _number(x) and float(x).is_integer()
 
 
-def three_books(req: ThreeBooksRequest) -> ThreeBooksResponse:
+def check_three_books(scores: object, d_k: object, scale: object) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
+
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkThreeBooks``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+    """
+    S = len(BOOK_VALUES)
+    if not isinstance(scores, (list, tuple)) or len(scores) != S:
+        raise ValueError(f"the three books need {S} scores, one per book")
+    for i, x in enumerate(scores):
+        if not _number(x) or abs(x) > MAX_BOOK_SCORE:
+            raise ValueError(f"book {i + 1}'s score must be a number from -{MAX_BOOK_SCORE:g} to {MAX_BOOK_SCORE:g}")
+    if not _whole(d_k) or not 1 <= d_k <= MAX_BOOK_DK:
+        raise ValueError(f"d_k must be a whole number from 1 to {MAX_BOOK_DK}")
+    if not isinstance(scale, bool):
+        raise ValueError("scale must be true or false")
+
+
+@dataclass(frozen=True)
+class ThreeBooks:
+    """Every number the three books' widget shows (the page computes the same in JavaScript)."""
+
+    raw: list[float]  # (S,) the scores q·k
+    d_k: int  # the keys' width; the scores are divided by √d_k
+    scale: bool  # whether they are divided
+    factor: float  # what the scores are multiplied by: 1/√d_k, or 1 without the division
+    scaled: list[float]  # (S,) what enters the softmax: raw · factor
+    exp: list[float]  # (S,) exp of each softmax input
+    exp_sum: float  # Σ exp: the softmax's denominator
+    weights: list[float]  # (S,) the attention weights, exp / Σ exp (they add up to 1)
+    values: list[list[float]]  # (S, Dv) each book's value
+    weighted: list[list[float]]  # (S, Dv) weight × value, book by book
+    output: list[float]  # (Dv,) Σ weight × value: the attention's output
+
+
+def three_books(scores: Sequence[float] = DEFAULT_BOOK_SCORES, d_k: int = 64, scale: bool = True) -> ThreeBooks:
     """One query over the three books, step by step: the scores divided by √d_k, the softmax
     written out (``exp(s_i) / Σ_j exp(s_j)``), the weights, and the values' weighted sum.
 
-    The weights and the output are :func:`attnlab.explain.compute_steps`'s (attnlab's
+    The reference for the page's ``threeBooks`` (``static/engine/lessonmath.js``). The weights
+    and the output are :func:`attnlab.explain.compute_steps`'s (attnlab's
     ``scaled_dot_product_attention``, float64); ``exp`` and ``exp_sum`` spell out the same softmax
     so that the page can show it with its own numbers.
 
     Shape:
         raw, scaled, exp, weights ``(S,)``; values, weighted ``(S, Dv)``; output ``(Dv,)``
     """
+    check_three_books(scores, d_k, scale)
     values = [",".join(repr(x) for x in row) for row in BOOK_VALUES]  # compute_steps' "2.0,0.0,1.0" rows
-    steps = compute_steps(req.scores, values=values, d_k=req.d_k, scale=req.scale)
+    steps = compute_steps([float(x) for x in scores], values=values, d_k=int(d_k), scale=scale)
     exp = torch.exp(steps.scaled)  # (S,)
     weighted = steps.weights.unsqueeze(1) * steps.values  # (S, 1) * (S, Dv) -> (S, Dv)
-    return ThreeBooksResponse(
+    return ThreeBooks(
         raw=steps.raw.tolist(),
         d_k=steps.d_k,
         scale=steps.scale,
@@ -131,26 +156,26 @@ RAW_RANGE, RAW_BINS = 128.0, 64  # q·k histogram: [-128, 128] in bins of 4 (4·
 SCALED_RANGE, SCALED_BINS = 6.0, 48  # q·k/√d_k histogram: [-6, 6] in bins of 0.25
 
 
-def _power_of_two(value: int) -> int:
-    if value not in DK_VALUES:
-        raise ValueError(f"d_k moves in powers of two from 1 to 1024, got {value}")
-    return value
+def check_dk_spread(d_k: object, samples: object, keys: object, seed: object) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkDkSpread``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+    """
 
-class DkSpreadRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    def whole(name: str, x: object, lo: int, hi: int) -> None:
+        if not _whole(x) or not lo <= x <= hi:
+            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
 
-    d_k: int = Field(64, ge=1, le=1024, strict=True, description="components of q and k: a power of two")
-    samples: int = Field(256, ge=16, le=1024, strict=True, description="queries drawn, N")
-    keys: int = Field(8, ge=2, le=16, strict=True, description="keys per query, K (N·K ≤ 4096)")
-    seed: Seed = 0
-
-    @model_validator(mode="after")
-    def _dk(self) -> DkSpreadRequest:
-        _power_of_two(self.d_k)
-        if self.samples * self.keys > MAX_DK_SCORES:
-            raise ValueError(f"samples × keys = {self.samples * self.keys} is more than {MAX_DK_SCORES} scores")
-        return self
+    whole("d_k", d_k, 1, 1024)
+    if d_k not in DK_VALUES:
+        raise ValueError(f"d_k moves in powers of two from 1 to 1024, got {int(d_k)}")
+    whole("samples", samples, 16, 1024)
+    whole("keys", keys, 2, 16)
+    whole("seed", seed, 0, MAX_SEED)
+    if samples * keys > MAX_DK_SCORES:
+        raise ValueError(f"samples × keys = {int(samples * keys)} is more than {MAX_DK_SCORES} scores")
 
 
 class Histogram(BaseModel):
@@ -217,40 +242,45 @@ def _histogram(x: torch.Tensor, limit: float, bins: int) -> Histogram:
     return Histogram(edges=edges.tolist(), counts=[int(c) for c in counts.tolist()], outside=outside)
 
 
-def dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
+def dk_spread(d_k: int = 64, samples: int = 256, keys: int = 8, seed: int = 0) -> DkSpreadResponse:
     """Random q and k with ``d_k`` components: q·k spreads like √d_k; without the division the
     softmax saturates (one key takes nearly all the weight), with it the weights stay soft.
+
+    The reference for the page's ``dkSpread`` (``static/engine/lessonmath.js``), which draws the
+    same random numbers with a port of torch's generator (``TorchGenerator``).
 
     Shape:
         per d_k: q ``(N, Dk)``, k ``(N, K, Dk)`` → scores and weights ``(N, K)``; the response keeps
         their histograms, the first query's row ``(K,)`` and one table row per d_k
     """
+    check_dk_spread(d_k, samples, keys, seed)
+    d_k, samples, keys, seed = int(d_k), int(samples), int(keys), int(seed)
     table: list[DkRow] = []
     chosen: dict[str, Any] = {}
-    for d_k in DK_VALUES:
-        q, k = dk_draws(d_k, req.samples, req.keys, req.seed)
+    for dk in DK_VALUES:
+        q, k = dk_draws(dk, samples, keys, seed)
         raw, w_plain = _dk_weights(q, k, 1.0)
-        _, w_scaled = _dk_weights(q, k, 1.0 / math.sqrt(d_k))
+        _, w_scaled = _dk_weights(q, k, 1.0 / math.sqrt(dk))
         table.append(
             DkRow(
-                d_k=d_k,
-                sqrt_dk=math.sqrt(d_k),
+                d_k=dk,
+                sqrt_dk=math.sqrt(dk),
                 std_raw=float(raw.std()),
                 mean_max_unscaled=float(w_plain.max(dim=1).values.mean()),
                 mean_max_scaled=float(w_scaled.max(dim=1).values.mean()),
             )
         )
-        if d_k == req.d_k:
+        if dk == d_k:
             chosen = {"raw": raw, "plain": w_plain, "scaled": w_scaled}
     raw = chosen["raw"]  # (N, K)
     return DkSpreadResponse(
-        d_k=req.d_k,
-        sqrt_dk=math.sqrt(req.d_k),
-        samples=req.samples,
-        keys=req.keys,
-        seed=req.seed,
+        d_k=d_k,
+        sqrt_dk=math.sqrt(d_k),
+        samples=samples,
+        keys=keys,
+        seed=seed,
         raw_hist=_histogram(raw.flatten(), RAW_RANGE, RAW_BINS),
-        scaled_hist=_histogram(raw.flatten() / math.sqrt(req.d_k), SCALED_RANGE, SCALED_BINS),
+        scaled_hist=_histogram(raw.flatten() / math.sqrt(d_k), SCALED_RANGE, SCALED_BINS),
         example=DkExample(
             raw=raw[0].tolist(),
             weights_unscaled=chosen["plain"][0].tolist(),
@@ -402,17 +432,6 @@ def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotRespo
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§3's endpoints."""
-
-    @router.post("/api/lesson/dk-spread", response_model=DkSpreadResponse, responses=SMALL)
-    def api_dk_spread(req: DkSpreadRequest) -> DkSpreadResponse:
-        """§3: random q and k with d_k components; q·k histograms and softmax saturation."""
-        return dk_spread(req)
-
-    @router.post("/api/lesson/three-books", response_model=ThreeBooksResponse, responses=SMALL)
-    def api_three_books(req: ThreeBooksRequest) -> ThreeBooksResponse:
-        """§3: one query over three books: scores, √d_k, the softmax written out, the weights, the
-        books' values and their weighted sum (attnlab.explain.compute_steps)."""
-        return three_books(req)
 
     @router.post("/api/lesson/additive-vs-dot", response_model=AdditiveVsDotResponse, responses=LIVE)
     async def api_additive_vs_dot(req: AdditiveVsDotRequest) -> AdditiveVsDotResponse:

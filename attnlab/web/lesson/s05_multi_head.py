@@ -1,6 +1,8 @@
 """§5 Multi-head attention: a tiny MultiHeadAttention written out step by step, tutorial 001's
 version without ``transpose(1, 2)`` (what goes wrong when splitting and when joining the heads),
-and MiniLM's heads (head view and neuron view).
+and MiniLM's heads (head view and neuron view). The tiny example is computed in the page
+(``static/engine/lessonmath.js``, ``multihead``); :func:`multihead_example` is its reference. The
+heads run MiniLM on the explorer (``POST /api/lesson/heads``).
 
 Shape letters: ``T`` words, ``D`` model width, ``H`` heads, ``Dh = D / H`` head width, ``S``
 MiniLM tokens.
@@ -13,15 +15,14 @@ from typing import Literal
 
 import torch
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ... import functional as AF
 from ...layers import MultiHeadAttention
 from .common import (
     LIVE,
-    SMALL,
+    MAX_SEED,
     LessonModels,
-    Seed,
     _words,
     english_sentence,
     rounded,
@@ -33,19 +34,28 @@ from .common import (
 MAX_HEAD_VIEW_TOKENS = 40  # MiniLM tokens drawn in the head view
 
 
-class MultiheadRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+MAX_MULTIHEAD_CHARS = 300
 
-    text: str = Field("the cat sat down", min_length=1, max_length=300, strict=True, description="words X")
-    d_model: int = Field(8, ge=2, le=16, strict=True, description="D, the model width")
-    n_heads: int = Field(2, ge=1, le=8, strict=True, description="H; must divide D")
-    seed: Seed = 0
 
-    @model_validator(mode="after")
-    def _divides(self) -> MultiheadRequest:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
-        return self
+def _whole(x: object) -> bool:
+    """A whole number (``8`` or ``8.0``, not a bool): JavaScript's ``Number.isInteger``."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
+
+
+def check_multihead(text: object, d_model: object, n_heads: object, seed: object) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widgets cannot show.
+
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkMultihead``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+    """
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_MULTIHEAD_CHARS:
+        raise ValueError(f"the sentence must be text of 1 to {MAX_MULTIHEAD_CHARS} characters")
+    for name, x, lo, hi in (("d_model", d_model, 2, 16), ("n_heads", n_heads, 1, 8), ("seed", seed, 0, MAX_SEED)):
+        if not _whole(x) or not lo <= x <= hi:
+            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+    if int(d_model) % int(n_heads):
+        raise ValueError(f"n_heads={int(n_heads)} must divide d_model={int(d_model)}")
 
 
 class HeadSteps(BaseModel):
@@ -197,19 +207,25 @@ def _influence(step, x: torch.Tensor) -> list[list[bool]]:
 
 
 @torch.no_grad()
-def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
+def multihead_example(
+    text: str = "the cat sat down", d_model: int = 8, n_heads: int = 2, seed: int = 0
+) -> MultiheadResponse:
     """A tiny multi-head attention with its real shapes and numbers (float64), and tutorial 001's
     version on the same words and weights.
 
+    The reference for the page's ``multihead`` (``static/engine/lessonmath.js``), which computes
+    every field but ``module_max_abs_diff`` (the page cannot run the module; here it is checked).
+
     Shape:
-        ``T`` words of ``req.text``; X, Q, K, V, concat, output ``(T, D)``; per head q, k, v,
+        ``T`` words of ``text``; X, Q, K, V, concat, output ``(T, D)``; per head q, k, v,
         output ``(T, Dh)`` and weights ``(T, T)``; without transpose: weights ``(T, H, H)``,
         influence grids ``(T, T)``, pieces ``(T, H)``
     """
-    tokens = _words(req.text, "the sentence")
-    T, D, H = len(tokens), req.d_model, req.n_heads
-    mha = seeded_attention(D, H, req.seed, decimals=2)
-    x = torch.stack([word_vector(w, D, req.seed) for w in tokens]).round(decimals=1)  # (T, D)
+    check_multihead(text, d_model, n_heads, seed)
+    tokens = _words(text, "the sentence")
+    T, D, H, seed = len(tokens), int(d_model), int(n_heads), int(seed)
+    mha = seeded_attention(D, H, seed, decimals=2)
+    x = torch.stack([word_vector(w, D, seed) for w in tokens]).round(decimals=1)  # (T, D)
     s = _multihead_steps(mha, x)
     module_out = mha(x.unsqueeze(0), need_weights=True).output[0]  # (1, T, D) -> (T, D)
     bad = tutorial_multihead(mha, x)
@@ -357,11 +373,6 @@ def head_view(model, req: HeadsRequest) -> HeadsResponse:
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§5's endpoints."""
-
-    @router.post("/api/lesson/multihead", response_model=MultiheadResponse, responses=SMALL)
-    def api_multihead(req: MultiheadRequest) -> MultiheadResponse:
-        """§5: multi-head attention step by step on a tiny example, and without transpose(1, 2)."""
-        return multihead_example(req)
 
     @router.post("/api/lesson/heads", response_model=HeadsResponse, responses=LIVE)
     async def api_heads(req: HeadsRequest) -> HeadsResponse:

@@ -1,6 +1,8 @@
 """§6 Positional encoding: why self-attention needs positions (the same words in two orders,
-without and with positions, and with a causal mask), the sinusoid table and how alike its
-positions are, and rotary position embedding (RoPE) scores.
+without and with positions, and with a causal mask: ``POST /api/lesson/word-order``), the
+sinusoid table and how alike its positions are (:func:`positions`), and rotary position embedding
+(RoPE) scores (:func:`rope_scores`). The last two are computed in the page
+(``static/engine/lessonmath.js``); the functions here are their reference.
 
 Shape letters: ``T`` positions (words), ``D`` width.
 """
@@ -8,13 +10,15 @@ Shape letters: ``T`` positions (words), ``D`` width.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...positional import RotaryEmbedding, sinusoidal_encoding
+from ...positional import apply_rotary, sinusoidal_encoding
 from .common import (
+    MAX_SEED,
     SMALL,
     LessonModels,
     Seed,
@@ -25,89 +29,98 @@ from .common import (
 )
 
 
-class PositionsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    length: int = Field(16, ge=2, le=64, strict=True, description="positions, T")
-    d_model: int = Field(32, ge=4, le=128, strict=True, description="D, even")
-
-    @model_validator(mode="after")
-    def _even(self) -> PositionsRequest:
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be even (sines and cosines come in pairs), got {self.d_model}")
-        return self
+def _whole(x: object) -> bool:
+    """A whole number (``8`` or ``8.0``, not a bool): JavaScript's ``Number.isInteger``."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
 
 
-class PositionsResponse(BaseModel):
-    length: int
-    d_model: int
-    table: list[list[float]] = Field(description="(T, D) sinusoidal_encoding(T, D)")
-    similarity: list[list[float]] = Field(description="(T, T) cosine similarity of the table's rows")
+def _check_range(name: str, x: object, lo: int, hi: int, even_why: str | None = None) -> None:
+    """The page's one-line messages (``checkRange`` in ``static/engine/lessonmath.js``)."""
+    if not _whole(x) or not lo <= x <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+    if even_why and int(x) % 2:
+        raise ValueError(f"{name} must be even ({even_why}), got {int(x)}")
 
 
-def positions(req: PositionsRequest) -> PositionsResponse:
+@dataclass(frozen=True)
+class Positions:
+    """The sinusoid table and how alike its positions are (the page computes the same in JavaScript)."""
+
+    length: int  # positions, T (2 … 64)
+    d_model: int  # D, even (4 … 128)
+    table: list[list[float]]  # (T, D) sinusoidal_encoding(T, D), rounded to 5 decimals
+    similarity: list[list[float]]  # (T, T) cosine similarity of the table's rows, rounded to 5 decimals
+
+
+def positions(length: int = 16, d_model: int = 32) -> Positions:
     """The sinusoid table and how alike two positions' vectors are.
+
+    The reference for the page's ``positions`` (``static/engine/lessonmath.js``).
 
     Shape:
         table ``(T, D)``; similarity ``(T, T)``
     """
-    T, D = req.length, req.d_model
+    _check_range("length", length, 2, 64)
+    _check_range("d_model", d_model, 4, 128, "sines and cosines come in pairs")
+    T, D = int(length), int(d_model)
     pe = sinusoidal_encoding(T, D).double()  # (T, D)
     unit = pe / pe.norm(dim=1, keepdim=True)  # (T, D)
     similarity = unit @ unit.T  # (T, T)
-    return PositionsResponse(length=T, d_model=D, table=rounded(pe, 5), similarity=rounded(similarity, 5))
+    return Positions(length=T, d_model=D, table=rounded(pe, 5), similarity=rounded(similarity, 5))
 
 
-class RopeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(frozen=True)
+class Rope:
+    """One query and one key at every pair of positions (the page computes the same in JavaScript)."""
 
-    length: int = Field(12, ge=2, le=32, strict=True, description="positions, T")
-    d_model: int = Field(8, ge=2, le=64, strict=True, description="D, the width of q and k (even)")
-    seed: Seed = 0
-
-    @model_validator(mode="after")
-    def _even(self) -> RopeRequest:
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be even (RoPE turns pairs of components), got {self.d_model}")
-        return self
-
-
-class RopeResponse(BaseModel):
-    length: int
-    d_model: int
-    seed: int
-    q: list[float] = Field(description="(D,) the query, drawn from seed and rounded to 2 decimals")
-    k: list[float] = Field(description="(D,) the key")
-    plain: float = Field(description="q·k/√D without any rotation")
-    scores: list[list[float]] = Field(description="(T, T) [m][n] = (R_m q)·(R_n k)/√D")
+    length: int  # positions, T (2 … 32)
+    d_model: int  # D, the width of q and k (even, 2 … 64)
+    seed: int  # draws q and k
+    q: list[float]  # (D,) the query, drawn from seed and rounded to 2 decimals
+    k: list[float]  # (D,) the key
+    plain: float  # q·k/√D without any rotation, rounded to 6 decimals
+    scores: list[list[float]]  # (T, T) [m][n] = (R_m q)·(R_n k)/√D, rounded to 5 decimals
 
 
-def rope_scores(req: RopeRequest) -> RopeResponse:
-    """One query and one key placed at every pair of positions with :class:`RotaryEmbedding`.
+def rope_scores(length: int = 12, d_model: int = 8, seed: int = 0) -> Rope:
+    """One query and one key placed at every pair of positions with rotary position embedding.
 
     ``(R_m q)·(R_n k) = q·(R_{n−m} k)``: the score depends on the positions only through the
     offset ``n − m`` (constant along each diagonal), and on what ``q`` and ``k`` hold (another
     seed, another pattern; the main diagonal is the unrotated ``q·k/√D``).
 
+    The reference for the page's ``ropeScores`` (``static/engine/lessonmath.js``). The rotation is
+    :func:`attnlab.positional.apply_rotary` with :class:`RotaryEmbedding`'s angles ``m·θ_i``,
+    ``θ_i = base^(-2i/D)``, computed in float64 here (the module keeps them in float32 for the
+    models): the page's JavaScript computes in float64, and the rounded scores must agree digit
+    for digit.
+
     Shape:
         q, k ``(D,)``; scores ``(T, T)``, ``[m][n]``: query at position m, key at position n
     """
-    T, D = req.length, req.d_model
-    g = torch.Generator().manual_seed(req.seed)
+    _check_range("length", length, 2, 32)
+    _check_range("d_model", d_model, 2, 64, "RoPE turns pairs of components")
+    _check_range("seed", seed, 0, MAX_SEED)
+    T, D = int(length), int(d_model)
+    g = torch.Generator().manual_seed(int(seed))
     q, k = torch.randn(2, D, generator=g, dtype=torch.float64).round(decimals=2)  # (D,) each
-    rotary = RotaryEmbedding(D)
-    rq = rotary(q.expand(T, D))  # (T, D): q placed at positions 0 … T-1
-    rk = rotary(k.expand(T, D))  # (T, D)
+    theta = ROPE_BASE ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    angle = torch.outer(torch.arange(T, dtype=torch.float64), theta)  # (T, D/2): position m · θ_i
+    rq = apply_rotary(q.expand(T, D), angle.cos(), angle.sin())  # (T, D): q placed at positions 0 … T-1
+    rk = apply_rotary(k.expand(T, D), angle.cos(), angle.sin())  # (T, D)
     scores = (rq @ rk.T) / math.sqrt(D)  # (T, T): [m, n] = query at m, key at n
-    return RopeResponse(
+    return Rope(
         length=T,
         d_model=D,
-        seed=req.seed,
+        seed=int(seed),
         q=q.tolist(),
         k=k.tolist(),
-        plain=round(float(q @ k) / math.sqrt(D), 6),
+        plain=rounded(q @ k / math.sqrt(D), 6),
         scores=rounded(scores, 5),
     )
+
+
+ROPE_BASE = 10000.0  # RotaryEmbedding's default base
 
 
 class WordOrderRequest(BaseModel):
@@ -193,16 +206,6 @@ def word_order(req: WordOrderRequest) -> WordOrderResponse:
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     """§6's endpoints."""
-
-    @router.post("/api/lesson/positions", response_model=PositionsResponse, responses=SMALL)
-    def api_positions(req: PositionsRequest) -> PositionsResponse:
-        """§6: the sinusoid table and the similarity of positions."""
-        return positions(req)
-
-    @router.post("/api/lesson/rope", response_model=RopeResponse, responses=SMALL)
-    def api_rope(req: RopeRequest) -> RopeResponse:
-        """§6: one query and one key at every pair of positions with rotary position embedding."""
-        return rope_scores(req)
 
     @router.post("/api/lesson/word-order", response_model=WordOrderResponse, responses=SMALL)
     def api_word_order(req: WordOrderRequest) -> WordOrderResponse:

@@ -9,8 +9,9 @@ attention at the same lengths. A window is set by its reach ``r``: without the c
 sees itself and ``r`` positions on each side (``2r + 1`` keys), with it itself and the ``r``
 before (``r + 1`` keys); the block-local variant has its own block size.
 
-``POST /api/lesson/attention-map`` and ``GET /api/lesson/figures/attention-map.{png,svg}`` are the
-heatmap exercise: random q and k over the typed words, under a variant's mask.
+The heatmap exercise: random q and k over the typed words, under a variant's mask, computed in the
+page (``static/engine/lessonmath.js``, ``attentionMap``) with :func:`attention_map_view` as its
+reference; ``GET /api/lesson/figures/attention-map.{png,svg}`` draws the same numbers for download.
 
 ``POST /api/lesson/pooling`` runs a Japanese sentence through ``ja-sentence-type`` (question /
 negation / past / other) and returns its class probabilities and the pooling weight of every
@@ -23,6 +24,7 @@ Shape letters: T positions (query and key), C characters of a sentence.
 from __future__ import annotations
 
 import functools
+import math
 import tempfile
 import threading
 import unicodedata
@@ -264,6 +266,70 @@ def attention_map(req: AttentionMapRequest) -> tuple[list[str], torch.Tensor, to
     return tokens, mask, weights
 
 
+def _whole(x: object) -> bool:
+    """A whole number (``2`` or ``2.0``, not a bool): JavaScript's ``Number.isInteger``."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
+
+
+MAX_MAP_CHARS = 300
+
+
+def check_attention_map(text, variant, reach, block, dilation, n_global, causal, seed) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the exercise cannot show.
+
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkAttentionMap``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+    """
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_MAP_CHARS:
+        raise ValueError(f"the sentence must be text of 1 to {MAX_MAP_CHARS} characters")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}")
+    for name, x, lo, hi in (("reach", reach, 1, 16), ("block", block, 1, 32), ("dilation", dilation, 1, 4)):
+        if not _whole(x) or not lo <= x <= hi:
+            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+    if not _whole(n_global) or not 0 <= n_global <= 4:
+        raise ValueError("n_global must be a whole number from 0 to 4")
+    if not isinstance(causal, bool):
+        raise ValueError("causal must be true or false")
+    if not _whole(seed) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}")
+
+
+def attention_map_view(
+    text: str = "The cat sat on the mat",
+    variant: str = "sliding_window",
+    reach: int = 2,
+    block: int = 4,
+    dilation: int = 2,
+    n_global: int = 1,
+    causal: bool = False,
+    seed: int = 0,
+) -> AttentionMapResponse:
+    """The heatmap exercise's words, mask and weights (:func:`attention_map`).
+
+    The reference for the page's ``attentionMap`` (``static/engine/lessonmath.js``); the
+    downloadable figure (``GET /api/lesson/figures/attention-map.{png,svg}``) stays on the
+    explorer, drawn by :func:`attnlab.viz.plot_attention` from the same numbers.
+
+    Shape:
+        mask, weights ``(T, T)``
+    """
+    check_attention_map(text, variant, reach, block, dilation, n_global, causal, seed)
+    req = AttentionMapRequest(
+        text=text,
+        variant=variant,
+        reach=int(reach),
+        block=int(block),
+        dilation=int(dilation),
+        n_global=int(n_global),
+        causal=causal,
+        seed=int(seed),
+    )
+    tokens, mask, weights = attention_map(req)
+    return AttentionMapResponse(tokens=tokens, variant=variant, mask=mask.tolist(), weights=weights.tolist())
+
+
 class FigureQuery(AttentionMapRequest):
     # Query strings carry text: numbers and flags are converted here, unlike the JSON bodies.
     reach: int = Field(2, ge=1, le=16)
@@ -422,12 +488,6 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     def api_variants(req: VariantsRequest) -> VariantsResponse:
         """§8: the masks of full, local, sliding-window, dilated and global + window attention."""
         return variants(req)
-
-    @router.post("/api/lesson/attention-map", response_model=AttentionMapResponse, responses=SMALL)
-    def api_attention_map(req: AttentionMapRequest) -> AttentionMapResponse:
-        """§8: the heatmap exercise's weights."""
-        tokens, mask, weights = attention_map(req)
-        return AttentionMapResponse(tokens=tokens, variant=req.variant, mask=mask.tolist(), weights=weights.tolist())
 
     @router.get(
         "/api/lesson/figures/attention-map.{fmt}",

@@ -1,19 +1,22 @@
-// §5 Multi-head attention on a tiny example (POST /api/lesson/multihead): the steps X → Q, K, V →
+// §5 Multi-head attention on a tiny example (computed in the page: lessonmath.js's multihead, whose
+// reference is attnlab/web/lesson/s05_multi_head.multihead_example): the steps X → Q, K, V →
 // heads → per-head maps → concat → W_o with their real shapes and numbers, and tutorial 001's code
 // without transpose(1, 2): what goes wrong when splitting (heads attend to heads) and when joining
 // (the heads' pieces land in other words' rows). State in the address: words, dm (d_model), heads, seed.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const { panes, loader, memo, slidePart } = window.Lesson;
   const D_CHOICES = [4, 8, 12, 16];
   const H_CHOICES = [1, 2, 3, 4, 6, 8];
-  const cache = new Map(); // one request serves both widgets
+  const cache = new Map(); // one computation serves both widgets
+  // The lesson's arithmetic (an ES module), resolved against this script's address.
+  const lessonMath = import("../../engine/lessonmath.js");
 
   function fetchOnce(req) {
     const key = JSON.stringify(req);
     if (!cache.has(key)) {
-      cache.set(key, postJSON("/api/lesson/multihead", req));
+      cache.set(key, lessonMath.then((M) => M.multihead(req)));
       if (cache.size > 8) cache.delete(cache.keys().next().value);
     }
     return cache.get(key).catch((err) => { cache.delete(key); throw err; });
@@ -128,8 +131,7 @@
           mat(r.concat, { rowLabels: r.tokens, colLabels: cols(r.d_model), colClass: hc, digits: 2, idPrefix: "mh-concat" })),
         step(3, s("step_out", { shape: dims("output") }), null,
           mat(r.output, { rowLabels: r.tokens, colLabels: cols(r.d_model), digits: 3, idPrefix: "mh-outm" })),
-        slidePart(3, memo(el("p", { id: "mh-module" }, s("memo_steps") + " " + s("module_check") + " ",
-          el("span", { class: "mono", id: "mh-module-diff", "data-value": r.module_max_abs_diff, text: r.module_max_abs_diff.toExponential(1) })))));
+        slidePart(3, memo(el("p", { id: "mh-module", text: s("memo_steps") }))));
     }
 
     root.replaceChildren(controls, p.error, out);

@@ -2,14 +2,17 @@
 // word-order (POST /api/lesson/word-order): the same words in two orders through one self-attention,
 //   without positions, with sinusoidal positions, and without positions but with a causal mask;
 //   state a, b.
-// pe-table (POST /api/lesson/positions): the sinusoid table and how alike the positions are; state
-//   len, dm, p.
-// rope-scores (POST /api/lesson/rope): one query and one key placed at every pair of positions with
-//   rotary position embedding; state rseed (which q and k).
+// pe-table (computed in the page: lessonmath.js's positions): the sinusoid table and how alike the
+//   positions are; state len, dm, p.
+// rope-scores (computed in the page: lessonmath.js's ropeScores): one query and one key placed at
+//   every pair of positions with rotary position embedding; state rseed (which q and k).
+// The page's numbers have Python references in attnlab/web/lesson/s06_positional_encoding.py.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
+  // The lesson's arithmetic (an ES module), resolved against this script's address.
+  const lessonMath = import("../../engine/lessonmath.js");
   const { clampInt, panes, loader, slider, memo } = window.Lesson;
 
   function svgNode(tag, attrs, text) {
@@ -122,7 +125,7 @@
 
     const send = debounce(loader(panesOf, {
       request: () => ({ length: state.length, d_model: state.dModel }),
-      fetch: (req) => postJSON("/api/lesson/positions", req),
+      fetch: async (req) => (await lessonMath).positions(req),
       done: (res) => { shown = res; draw(); },
     }), 60);
 
@@ -188,7 +191,7 @@
 
     const send = debounce(loader(panesOf, {
       request: () => ({ seed: state.seed }),
-      fetch: (req) => postJSON("/api/lesson/rope", req),
+      fetch: async (req) => (await lessonMath).ropeScores(req),
       done: (res) => { shown = res; draw(); },
     }), 60);
 

@@ -1,11 +1,11 @@
-// §3 Query, key, value. Two modes: the three books (POST /api/lesson/three-books: the scores, the
-// softmax written out, the weights, the books' values and their weighted sum) and random q and k
-// with d_k components (POST /api/lesson/dk-spread). Every number shown comes from the API; this
-// file only formats it. State in the address: mode, dk (a power of two), scale, s (the three
-// scores), seed.
+// §3 Query, key, value. Two modes, both computed in the page by lessonmath.js: the three books
+// (threeBooks: the scores, the softmax written out, the weights, the books' values and their
+// weighted sum) and random q and k with d_k components (dkSpread); their Python references are
+// three_books and dk_spread in attnlab/web/lesson/s03_query_key_value.py. This file only formats
+// the numbers. State in the address: mode, dk (a power of two), scale, s (the three scores), seed.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const DK_MAX_EXP = 10;
   const num = (x, digits) => window.Charts.num(x, digits);
   // exp(·) spans 4.5e-5 … 22026 here: three decimals, or three significant digits when tiny.
@@ -14,6 +14,8 @@
   const valueText = (x) => (Number.isInteger(x) ? String(x) : num(x, 2));
   const vector = (xs, f) => "[" + xs.map(f).join(", ") + "]";
   const SUB = ["₀", "₁", "₂", "₃", "₄", "₅", "₆", "₇", "₈", "₉"];
+  // The lesson's arithmetic (an ES module), resolved against this script's address.
+  const lessonMath = import("../../engine/lessonmath.js");
 
   function parseScores(text) {
     const xs = String(text || "").split(",").map(Number);
@@ -100,16 +102,18 @@
       root.querySelector("#qkv-random-controls").classList.toggle("hidden", books);
     }
 
-    function request() {
-      if (state.mode === "books") return ["/api/lesson/three-books", { scores: state.scores.slice(), d_k: state.dk, scale: state.scale }];
-      return ["/api/lesson/dk-spread", { d_k: state.dk, seed: state.seed }];
+    async function answer(req) {
+      const M = await lessonMath;
+      return state.mode === "books" ? M.threeBooks(req) : M.dkSpread(req);
     }
 
     const send = debounce(async () => {
-      const [url, req] = request();
+      const req = state.mode === "books"
+        ? { scores: state.scores.slice(), d_k: state.dk, scale: state.scale }
+        : { d_k: state.dk, seed: state.seed };
       const mine = ++seq;
       try {
-        const res = await postJSON(url, req);
+        const res = await answer(req);
         if (mine !== seq) return;
         error.classList.add("hidden");
         shown = { mode: state.mode, res, req };

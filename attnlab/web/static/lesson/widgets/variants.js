@@ -2,13 +2,16 @@
 // sliding-window, dilated and global + window attention (sparse attention), what they cost
 // against length, and, folded as 「発展」, the measured long-context times (seconds and ratios in
 // separate tables) and peak memory.
-// attention-map (POST /api/lesson/attention-map): the heatmap exercise, downloadable as PNG/SVG
-// drawn by attnlab.viz. State: len, r (a window's reach), b (block size), dil, g, causal,
+// attention-map (computed in the page: lessonmath.js's attentionMap, whose reference is
+// attnlab/web/lesson/s08_variants_and_exercises.attention_map_view): the heatmap exercise,
+// downloadable as PNG/SVG drawn by attnlab.viz on the explorer. State: len, r (a window's reach), b (block size), dil, g, causal,
 // variant, words, seed.
 (function () {
   "use strict";
   const { el, fmt, postJSON, debounce, lang } = window.Attn;
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
+  // The lesson's arithmetic (an ES module), resolved against this script's address.
+  const lessonMath = import("../../engine/lessonmath.js");
   const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
   const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
   const { clampInt, panes, loader, slider, memo, slidePart } = window.Lesson;
@@ -193,7 +196,7 @@
 
     const send = debounce(loader(p, {
       request,
-      fetch: (req) => postJSON("/api/lesson/attention-map", req),
+      fetch: async (req) => (await lessonMath).attentionMap(req),
       done: (res) => { shown = res; draw(); },
     }), 120);
 
