@@ -294,7 +294,9 @@ export const MAX_WORDS = 12;
 export const MAX_WORD_CHARS = 24;
 const MAX_TEXT_CHARS = 300;
 
-// The characters Python's str.split() splits on (JavaScript's \s differs in a few).
+// The characters Python's str.split() splits on (JavaScript's \s differs in a few): the
+// information separators \x1c-\x1f are among them, so the control characters are meant here.
+// eslint-disable-next-line no-control-regex
 const PY_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
 const pySplit = (text) => text.split(PY_SPACE).filter((w) => w.length > 0);
 const codePoints = (text) => Array.from(text);
