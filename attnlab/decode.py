@@ -31,6 +31,7 @@ __all__ = [
     "Hypothesis",
     "greedy_decode",
     "beam_search",
+    "beam_advance",
     "check_beam",
     "length_penalty",
     "MAX_BEAM",
@@ -244,13 +245,13 @@ def beam_search(
         n, V = scores.shape[0], logits.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
-        # attnlab's kernel computes what _advance does in one call (one pass over each row's logits,
+        # attnlab's kernel computes what beam_advance does in one call (one pass over each row's logits,
         # no (n·k, V) array of log-probabilities); the same numbers up to rounding (tested).
         fast = kernels.beam_step(logits, scores, ended, t, max_len, eos_id, pad_id, K)
         if fast is not None:
             scores, index, tok, ended = fast  # (n, K), then (n·K,) each
         else:
-            scores, index, tok, ended = _advance(logits, scores, ended, t, max_len, eos_id, pad_id, K)
+            scores, index, tok, ended = beam_advance(logits, scores, ended, t, max_len, eos_id, pad_id, K)
         history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
             new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (n·K, 1, L, H, S)
@@ -286,7 +287,7 @@ def beam_search(
     return hyps  # type: ignore[return-value]
 
 
-def _advance(
+def beam_advance(
     logits: Tensor, scores: Tensor, ended: Tensor, t: int, max_len: int, eos_id: int, pad_id: int, K: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One step of :func:`beam_search` in PyTorch (the reference of

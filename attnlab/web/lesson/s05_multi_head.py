@@ -22,11 +22,11 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
-    _words,
     english_sentence,
     rounded,
     run,
     seeded_attention,
+    typed_words,
     word_vector,
 )
 
@@ -206,7 +206,7 @@ def multihead_example(req: MultiheadRequest) -> MultiheadResponse:
         output ``(T, Dh)`` and weights ``(T, T)``; without transpose: weights ``(T, H, H)``,
         influence grids ``(T, T)``, pieces ``(T, H)``
     """
-    tokens = _words(req.text, "the sentence")
+    tokens = typed_words(req.text, "the sentence")
     T, D, H = len(tokens), req.d_model, req.n_heads
     mha = seeded_attention(D, H, req.seed, decimals=2)
     x = torch.stack([word_vector(w, D, req.seed) for w in tokens]).round(decimals=1)  # (T, D)
