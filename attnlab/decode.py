@@ -32,6 +32,7 @@ __all__ = [
     "greedy_decode",
     "beam_search",
     "beam_advance",
+    "beams_decided",
     "check_beam",
     "length_penalty",
     "MAX_BEAM",
@@ -165,7 +166,7 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
+def beams_decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
     """Which sentences are decided: a finished hypothesis already beats all that the live ones
     could still become, so that decoding on cannot change the result (every beam finished
     included).
@@ -176,6 +177,8 @@ def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, ma
     would decode to ``max_len`` until its last beam slot also ended. Once a sentence is decided
     its best finished hypothesis also stays in the beam (no live score is above it), so stopping
     it gives what decoding on would.
+
+    :func:`beam_search` stops a sentence where this is True (its early exit).
 
     Shape:
         scores, finished, lengths ``(N, K)`` → ``(N,)`` bool
@@ -262,7 +265,7 @@ def beam_search(
         if t == max_len - 1:
             done = torch.ones(n, dtype=torch.bool, device=dev)
         elif bool(finished.any()):  # (a sentence with no finished hypothesis is not done)
-            done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
+            done = finished.all(dim=1) | beams_decided(scores, finished, lengths, alpha, max_len)  # (n,)
         else:
             done = None
         if done is not None and bool(done.any()):

@@ -205,7 +205,9 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     kw = dict(bos_id=BOS, eos_id=EOS, beam_size=4, max_len=20, alpha=alpha, return_attention=True)
     early = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     early_steps = steps["calls"]
-    monkeypatch.setattr("attnlab.decode._decided", lambda scores, *args: torch.zeros(len(scores), dtype=torch.bool))
+    monkeypatch.setattr(
+        "attnlab.decode.beams_decided", lambda scores, *args: torch.zeros(len(scores), dtype=torch.bool)
+    )
     steps["calls"] = 0
     full = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     assert [h.tokens for h in early] == [h.tokens for h in full]
