@@ -120,9 +120,23 @@ def run_steps(model, fast: DecoderState, wide, plain: DecoderState, tol: dict, V
     assert fast.length == plain.length == 20
 
 
+def count_kernel_steps(monkeypatch) -> list[int]:
+    """The rows of every call of the C decoder step (:class:`attnlab.accel.kernels.DecoderStep`)
+    from now on, in a list that the calls fill."""
+    rows_seen: list[int] = []
+    real_call = kernels.DecoderStep.__call__
+
+    def counted(self, tokens, *args):
+        rows_seen.append(tokens.shape[0])
+        return real_call(self, tokens, *args)
+
+    monkeypatch.setattr(kernels.DecoderStep, "__call__", counted)
+    return rows_seen
+
+
 @needs_kernels
 @pytest.mark.parametrize("norm, activation, dtype, width, isa", TRANSLATOR_CASES)
-def test_translator_native_path_equals_the_modules(norm, activation, dtype, width, isa):
+def test_translator_native_path_equals_the_modules(norm, activation, dtype, width, isa, monkeypatch):
     # start() encodes a small batch with one call of the C encoder (embeddings, every layer over
     # the real tokens of each sentence, the final norm, each decoder layer's source keys/values),
     # and each step is one call of the C decoder step. The instruction sets but the best run their
@@ -142,7 +156,9 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
             assert k.dtype == torch.float32 and k.is_contiguous()
             torch.testing.assert_close(k * real, rk * real, **tol)
             torch.testing.assert_close(v * real, rv * real, **tol)
+        kernel_rows = count_kernel_steps(monkeypatch)
         run_steps(model, fast, wide, plain, tol)
+    assert kernel_rows == [3, 6, 6, 4] + [4] * 16  # every step was the one C call (a few rows each)
 
 
 def count_linear_rows(monkeypatch) -> list[int]:
