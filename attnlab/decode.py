@@ -31,6 +31,8 @@ __all__ = [
     "Hypothesis",
     "greedy_decode",
     "beam_search",
+    "beam_advance",
+    "beams_decided",
     "check_beam",
     "length_penalty",
     "MAX_BEAM",
@@ -164,7 +166,7 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
+def beams_decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, max_len: int) -> Tensor:
     """Which sentences are decided: a finished hypothesis already beats all that the live ones
     could still become, so that decoding on cannot change the result (every beam finished
     included).
@@ -175,6 +177,8 @@ def _decided(scores: Tensor, finished: Tensor, lengths: Tensor, alpha: float, ma
     would decode to ``max_len`` until its last beam slot also ended. Once a sentence is decided
     its best finished hypothesis also stays in the beam (no live score is above it), so stopping
     it gives what decoding on would.
+
+    :func:`beam_search` stops a sentence where this is True (its early exit).
 
     Shape:
         scores, finished, lengths ``(N, K)`` → ``(N,)`` bool
@@ -244,13 +248,13 @@ def beam_search(
         n, V = scores.shape[0], logits.shape[-1]
         if K > V:
             check_beam(K, alpha, V)  # raises: fewer tokens than beams
-        # attnlab's kernel computes what _advance does in one call (one pass over each row's logits,
+        # attnlab's kernel computes what beam_advance does in one call (one pass over each row's logits,
         # no (n·k, V) array of log-probabilities); the same numbers up to rounding (tested).
         fast = kernels.beam_step(logits, scores, ended, t, max_len, eos_id, pad_id, K)
         if fast is not None:
             scores, index, tok, ended = fast  # (n, K), then (n·K,) each
         else:
-            scores, index, tok, ended = _advance(logits, scores, ended, t, max_len, eos_id, pad_id, K)
+            scores, index, tok, ended = beam_advance(logits, scores, ended, t, max_len, eos_id, pad_id, K)
         history = torch.cat([history.index_select(0, index), tok.unsqueeze(1)], dim=1)  # (n·K, t+1)
         if return_attention and step.cross_weights is not None:  # None: the model has no attention
             new = step.cross_weights.index_select(0, index).unsqueeze(1)  # (n·K, 1, L, H, S)
@@ -261,7 +265,7 @@ def beam_search(
         if t == max_len - 1:
             done = torch.ones(n, dtype=torch.bool, device=dev)
         elif bool(finished.any()):  # (a sentence with no finished hypothesis is not done)
-            done = finished.all(dim=1) | _decided(scores, finished, lengths, alpha, max_len)  # (n,)
+            done = finished.all(dim=1) | beams_decided(scores, finished, lengths, alpha, max_len)  # (n,)
         else:
             done = None
         if done is not None and bool(done.any()):
@@ -286,7 +290,7 @@ def beam_search(
     return hyps  # type: ignore[return-value]
 
 
-def _advance(
+def beam_advance(
     logits: Tensor, scores: Tensor, ended: Tensor, t: int, max_len: int, eos_id: int, pad_id: int, K: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One step of :func:`beam_search` in PyTorch (the reference of

@@ -78,9 +78,9 @@ def attention_result_html(result: tuple, lang: str | None = None) -> str:
     """
     from html import escape
 
-    from .viz import _labels, attention_html
+    from .viz import attention_html, labels_in
 
-    text = _labels(lang)
+    text = labels_in(lang)
     output, weights = result
     line = f"<b>{escape(type(result).__name__)}</b>: output {tuple(output.shape)}"
     if weights is None:

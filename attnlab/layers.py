@@ -74,6 +74,17 @@ class KVCache:
         self.length = n + t
         return self._k[..., : self.length, :], self._v[..., : self.length, :]  # (B, H, S, Dh)
 
+    def stored(self) -> tuple[Tensor, Tensor]:
+        """The keys and values cached so far (views of the storage, not copies); a ``ValueError``
+        before anything was stored.
+
+        Shape:
+            keys, values ``(B, H, len(self), Dh)``
+        """
+        if self._k is None:
+            raise ValueError("the cache is empty: nothing was stored yet")
+        return self._k[..., : self.length, :], self._v[..., : self.length, :]  # (B, H, S, Dh) each
+
     def _make_room(self, k: Tensor, v: Tensor, t: int) -> None:
         """Grow the storage (doubling) so that ``t`` more positions fit; ``k``, ``v`` give the shape."""
         n = self.length
@@ -159,6 +170,17 @@ class RollingKVCache:
         self._v = v[..., -self.window :, :].clone()  # (B, H, ≤ window, Dv)
         return k, v
 
+    def stored(self) -> tuple[Tensor, Tensor]:
+        """The keys and values kept now (the last :attr:`kept` positions); a ``ValueError`` before
+        anything was stored.
+
+        Shape:
+            keys, values ``(B, H, kept, Dh)``
+        """
+        if self._k is None:
+            raise ValueError("the cache is empty: nothing was stored yet")
+        return self._k, self._v  # (B, H, kept, Dh) each
+
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps)."""
         if self._k is not None:
@@ -242,7 +264,13 @@ class MultiHeadAttention(nn.Module):
         spec = AttentionSpec(self.attention.name, **options)
         self.attention = spec if name == "auto" else spec.replace(backend=name)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def split_heads(self, x: Tensor) -> Tensor:
+        """A projection's output cut into the heads: head ``h`` takes the ``h``-th slice of
+        ``head_dim`` features of every position (§3.2.2: each head attends in its own subspace).
+
+        Shape:
+            x ``(B, L, D)`` → ``(B, H, L, Dh)``
+        """
         B, L, _ = x.shape
         return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dh)
 
@@ -253,7 +281,7 @@ class MultiHeadAttention(nn.Module):
             key: ``(B, S, kdim)``; value: ``(B, S, vdim)``; outputs: ``(B, H, S, Dh)`` each
         """
         value = key if value is None else value
-        return self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
+        return self.split_heads(self.k_proj(key)), self.split_heads(self.v_proj(value))
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values of self-attention; with autograd in one matmul (the same
@@ -267,11 +295,11 @@ class MultiHeadAttention(nn.Module):
             # Inference: stacking copies the three weight matrices at every call, which for a
             # short sentence costs more than the products; each projection alone (few rows: the
             # kernel of attnlab.accel.linear) needs no copy.
-            return tuple(self._split_heads(p(x)) for p in projections)  # 3 × (B, H, T, Dh)
+            return tuple(self.split_heads(p(x)) for p in projections)  # 3 × (B, H, T, Dh)
         weight = torch.cat([p.weight for p in projections])  # (3D, D)
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])  # (3D,)
         q, k, v = F.linear(x, weight, bias).split(self.d_model, dim=-1)  # (B, T, 3D) -> 3 × (B, T, D)
-        return self._split_heads(q), self._split_heads(k), self._split_heads(v)  # (B, H, T, Dh) each
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, T, Dh) each
 
     def new_cache(self) -> KVCache | RollingKVCache:
         """An empty cache for incremental decoding: a :class:`RollingKVCache` holding just the
@@ -319,7 +347,7 @@ class MultiHeadAttention(nn.Module):
             - attn_mask: ``(T, S)`` or ``(B, 1|H, T, S)``
             - output: ``(B, T, D)``;  weights: ``(B, H, T, S)``
         """
-        # One step of decoding without masks or weights: the short path (see _attend_cached_row).
+        # One step of decoding without masks or weights: the short path (see attend_cached_row).
         if (
             isinstance(cache, KVCache)
             and query.dim() == 3
@@ -335,7 +363,7 @@ class MultiHeadAttention(nn.Module):
             and self.has_short_decoding_path
             and query.dtype == self.q_proj.weight.dtype
         ):
-            return self._attend_cached_row(query, cache)
+            return self.attend_cached_row(query, cache)
         inputs = {"query": query, "key": key, "value": value}
         if kv is not None:
             inputs.update({"kv[0]": kv[0], "kv[1]": kv[1]})
@@ -359,7 +387,7 @@ class MultiHeadAttention(nn.Module):
             q = self.q_proj(query).view(n, groups * T, self.n_heads, self.head_dim).transpose(1, 2)  # (B/G, H, G·T, Dh)
             k, v = kv  # (B/G, H, S, Dh)
         else:
-            q = self._split_heads(self.q_proj(query))  # (B, H, T, Dh)
+            q = self.split_heads(self.q_proj(query))  # (B, H, T, Dh)
             if kv is not None:
                 k, v = kv  # (B, H, S, Dh)
             else:
@@ -433,7 +461,7 @@ class MultiHeadAttention(nn.Module):
         ``"full"`` attention (not the online softmax of ``backend="chunked"``)."""
         return self._stackable and self.attention.name == "full" and self.backend != "chunked"
 
-    def _attend_cached_row(self, x: Tensor, cache: KVCache) -> AttentionOutput:
+    def attend_cached_row(self, x: Tensor, cache: KVCache) -> AttentionOutput:
         """One step of incremental self-attention decoding: one new position per sequence, no
         masks, no weights asked for, the keys and values before it in ``cache``.
 
@@ -469,7 +497,7 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
         return AttentionOutput(self.out_proj(out), None)
 
-    def _attend_source_row(
+    def attend_source_row(
         self, x: Tensor, kv: tuple[Tensor, Tensor], key_padding_mask: Tensor, lengths: Tensor
     ) -> AttentionOutput:
         """One step of source–target (cross) attention while decoding: one new position per row,

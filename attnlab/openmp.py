@@ -31,7 +31,7 @@ import os
 import sys
 from collections.abc import MutableMapping, Sequence
 
-__all__ = ["ADAPTIVE_COMMANDS", "DEFAULT_WAIT_POLICY", "ThreadGovernor", "configure", "describe"]
+__all__ = ["ADAPTIVE_COMMANDS", "DEFAULT_WAIT_POLICY", "ThreadGovernor", "configure", "describe", "proc_cpu_seconds"]
 
 #: The wait policy of the ``attnlab`` command when the environment names none.
 DEFAULT_WAIT_POLICY = "PASSIVE"
@@ -103,13 +103,16 @@ def describe() -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _proc_cpu_seconds() -> tuple[float, float]:
+def proc_cpu_seconds() -> tuple[float, float]:
     """(CPU seconds all processes have used, CPU seconds this process has used), from /proc.
 
     ``/proc/stat``'s first line sums every CPU's time by kind, in clock ticks; busy time is all of
     it but ``idle`` and ``iowait``. ``/proc/self/stat`` gives this process's ``utime`` and
     ``stime`` (all its threads), fields 14 and 15, counted after the command name in parentheses,
-    which may itself hold spaces.
+    which may itself hold spaces. :class:`ThreadGovernor` samples it by default.
+
+    Shape:
+        no tensors.
     """
     hz = os.sysconf("SC_CLK_TCK")
     with open("/proc/stat") as f:
@@ -151,7 +154,7 @@ class ThreadGovernor:
         interval_s: float = 2.0,
         margin: float = 0.3,
         cores: int | None = None,
-        sample=_proc_cpu_seconds,
+        sample=proc_cpu_seconds,
         clock=None,
         set_threads=None,
     ) -> None:

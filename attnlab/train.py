@@ -78,6 +78,7 @@ from .models.config import check_fields
 
 __all__ = [
     "TrainConfig",
+    "TrainLog",
     "TrainResult",
     "TrainState",
     "TrainTask",
@@ -380,8 +381,13 @@ def _reached(value: float, target: float, maximize: bool) -> bool:
 _START_AGAIN = "start the run again without --resume (with --overwrite to replace it)"
 
 
-class _Log:
-    """Append-only JSON-lines log (only rank 0 writes)."""
+class TrainLog:
+    """A run's append-only JSON-lines log, ``Trainer.log`` (only rank 0 writes): one record per
+    :meth:`write`; on resume, the records logged after the checkpoint are dropped.
+
+    Shape:
+        no tensors.
+    """
 
     def __init__(self, path: Path | None, resumed: TrainState | None) -> None:
         self.path = path
@@ -633,7 +639,7 @@ class Trainer:
                     f"{_START_AGAIN}"
                 ) from None
         log = self.out / ckpt.RUN_LOG_FILE if (self.out and engine.is_main and not self.finished) else None
-        self.log = _Log(log, self.state if resume else None)
+        self.log = TrainLog(log, self.state if resume else None)
         if self.state.log_records is None:  # a checkpoint from before the count: count what was kept
             self.state.log_records = self.log.kept
         self.history: list[dict] = []  # every log record of this process

@@ -70,6 +70,7 @@ __all__ = [
     "plot_curves",
     "plot_bars",
     "LABELS",
+    "labels_in",
 ]
 
 _FORMATS = {".png": "png", ".svg": "svg"}
@@ -156,9 +157,13 @@ class DisplayOptions:
 display_options = DisplayOptions()
 
 
-def _labels(lang: str | None) -> dict[str, str]:
+def labels_in(lang: str | None) -> dict[str, str]:
     """The figure labels in ``lang`` (default: ``display_options.lang``; a ``ValueError`` naming the
-    choices for another)."""
+    choices for another): what every plot and repr of attnlab writes on a figure or table.
+
+    Shape:
+        no tensors; returns the :data:`LABELS` entry of ``lang``.
+    """
     lang = display_options.lang if lang is None else lang
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
@@ -483,7 +488,7 @@ def plot_attention(
         weights: ``(T, S)``.
     """
     path = _checked_path(path)
-    text = _labels(lang)
+    text = labels_in(lang)
     w = check_weights(weights, "weights", 2, "(T, S)")
     T, S = w.shape
     src = _check_tokens(_positions(S) if src_tokens is None else src_tokens, S, "src_tokens", "columns (S)")
@@ -554,7 +559,7 @@ def plot_attention_grid(
         weights: ``(L, H, T, S)``.
     """
     path = _checked_path(path)
-    text = _labels(lang)
+    text = labels_in(lang)
     if isinstance(weights, (list, tuple)):
         layers = [check_weights(w, f"weights[{i}]", 3, "(H, T, S)") for i, w in enumerate(weights)]
         if not layers:
@@ -645,7 +650,7 @@ def plot_mask(
     from matplotlib.patches import Patch
 
     path = _checked_path(path)
-    text = _labels(lang)
+    text = labels_in(lang)
     m = to_array(mask, "mask")
     while m.ndim > 2 and m.shape[0] == 1:
         m = m[0]
@@ -861,7 +866,7 @@ def plot_image_attention(
     import torch  # only to upsample the strokes
 
     path = _checked_path(path)
-    text = _labels(lang)
+    text = labels_in(lang)
     img = to_array(image, "image").astype(np.float64)
     if img.ndim != 2:
         raise ValueError(f"image must have shape (H, W), got {img.shape}")
@@ -1006,7 +1011,7 @@ def attention_html(
     Shape:
         weights → a ``(L, H, T, S)`` grid; returns HTML text.
     """
-    text = _labels(lang)
+    text = labels_in(lang)
     grid = _as_grid(weights)
     L, H, T, S = grid.shape
     names = list(range(L)) if layer_names is None else list(layer_names)
@@ -1069,7 +1074,7 @@ class AttentionMaps(list):
         """The Jupyter display in ``lang`` (default: ``display_options.lang``)."""
         if not self or not all(hasattr(w, "shape") and len(w.shape) in (3, 4) for w in self):
             return None
-        text = _labels(lang)
+        text = labels_in(lang)
         shape = tuple(self[0].shape)
         caption = text["maps"].format(n=len(self), shape=shape) + (text["batch_item_0"] if len(shape) == 4 else "")
         return attention_html(list(self), caption=caption, lang=lang)

@@ -223,10 +223,10 @@ def test_failure_of_the_final_rename_restores_previous(tmp_path, monkeypatch):
 
 
 def test_failure_on_first_save_leaves_nothing(tmp_path, monkeypatch):
-    def interrupted(path):
-        raise KeyboardInterrupt  # Ctrl-C while the new directory is being synced
+    def interrupted(fd):
+        raise KeyboardInterrupt  # Ctrl-C while the new directory is being synced to disk
 
-    monkeypatch.setattr(ckpt_mod, "_fsync_dir", interrupted)
+    monkeypatch.setattr(ckpt_mod.os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path / "ck", model=_model(0), config=CONFIG)
     assert os.listdir(tmp_path) == []

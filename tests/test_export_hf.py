@@ -196,7 +196,7 @@ def test_export_command_on_the_demo_model(tmp_path, capsys):
         p.name for p in out.iterdir()
     }
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out)
-    assert type(hf).__name__ == "PegasusForConditionalGeneration"
+    assert type(hf) is transformers.PegasusForConditionalGeneration
     texts = ["three hundred forty-two thousand", "seven", "nineteen thousand and five", "two million one hundred"]
     attnlab_translator = load_translator("demo")
     ours = [t.text for t in attnlab_translator.translate(texts, beam_size=1)]

@@ -111,7 +111,7 @@ def test_token_stepper_equals_forward(positions, batch, dtype, kw, path):
         model = tiny(positions, **kw).to(dtype)
         step = model.token_stepper()
         assert step is not None
-        assert step.__name__ == ("native_step" if native else "step")
+        assert step.engine == ("native" if native else "python")
         # The native step reads bf16 weights as they are and computes in fp32: forward in fp32 on
         # the same weights widened to fp32 (exact) is its reference; the BF16 dot product (the
         # avx512_bf16 kernels) rounds the activations to bf16 too.

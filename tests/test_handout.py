@@ -132,20 +132,47 @@ def test_without_chromium_the_error_says_what_to_do(tmp_path, capsys, monkeypatc
     assert "was not found" in capsys.readouterr().err and not out.exists()
 
 
-def test_the_help_describes_both_versions():
-    parser = cli.build_parser()
-    sub = parser._subparsers._group_actions[0].choices["lesson"]._subparsers._group_actions[0].choices["handout"]
-    text = sub.format_help()
+def test_the_help_describes_both_versions(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["lesson", "handout", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: attnlab lesson handout")
     assert "--teacher" in text and "--sections" in text and "answer key" in text and "?print=1" in text
 
 
-def test_the_print_stylesheet_is_linked_for_print_only():
-    html = (Path(L.LESSON_DIR) / "section.html").read_text(encoding="utf-8")
-    assert '<link rel="stylesheet" href="/static/lesson/print.css" media="print">' in html
-    css = (Path(L.LESSON_DIR) / "print.css").read_text(encoding="utf-8")
-    # The student's version never shows what only the teacher's may.
-    for hidden in (".teacher-notes", ".answer-mark", ".key-hint", ".explanation"):
-        assert f"body:not([data-teacher]) {hidden}" in css, hidden
+@browser
+@needs_chromium
+def test_the_students_print_hides_what_only_the_teachers_shows_and_the_screen_keeps_it():
+    """The answer key's page (?teacher=1) has teacher notes, answer marks, hints and explanations:
+    printed, the teacher's version shows every one; the student's (no ``data-teacher``) none of
+    them; on screen the print rules do not apply."""
+    import playwright.sync_api as playwright_api
+    from live_server import serving
+
+    from attnlab.web.app import create_app
+
+    kinds = [".teacher-notes", ".answer-mark", ".key-hint", ".explanation"]
+    shown = "sels => sels.map(s => [...document.querySelectorAll(s)].filter(e => getComputedStyle(e).display !== 'none').length)"
+    with serving(create_app()) as port, playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = chromium.new_page()
+        page.goto(f"http://127.0.0.1:{port}/lesson/3?lang=en&teacher=1&print=1", timeout=120_000)
+        page.wait_for_function(
+            "sels => document.body.dataset.teacher === '1' && sels.every(s => document.querySelector(s))",
+            arg=kinds,
+            timeout=120_000,
+        )
+        page.emulate_media(media="print")
+        assert all(n > 0 for n in page.evaluate(shown, kinds))  # the teacher's print
+        page.evaluate("delete document.body.dataset.teacher")
+        assert page.evaluate(shown, kinds) == [0] * len(kinds)  # the student's print
+        page.emulate_media(media="screen")
+        assert all(n > 0 for n in page.evaluate(shown, kinds))  # the print rules only in print
+        chromium.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +368,9 @@ def test_a_page_with_kept_answers_still_prints_blank_for_the_student():
             time.sleep(0.2)
         assert norm(q.explanation.en)[:40] in norm(run("document.querySelector('#q0-feedback').textContent"))
         devtools.call("Target.closeTarget", {"targetId": target})
-        pdf, _ = handout.print_page(devtools, f"{base}/lesson/3?lang=en", footer=handout._footer(3), timeout_s=120)
+        pdf, _ = handout.print_page(
+            devtools, f"{base}/lesson/3?lang=en", footer=handout.section_footer(3), timeout_s=120
+        )
     text = norm("".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages))
     assert norm(q.question.en)[:50] in text
     assert norm(q.explanation.en)[:40] not in text and norm(t("en", "ls_correct")) not in text

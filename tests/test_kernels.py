@@ -344,8 +344,8 @@ def test_top_k_log_softmax_equals_torch(V, k):
 @pytest.mark.parametrize("n, k, K", [(3, 1, 4), (3, 4, 4), (5, 3, 3), (2, 1, 1), (4, 2, 2)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_beam_step_equals_the_pytorch_reference(n, k, K, threads):
-    # attnlab.decode._advance is beam_search's step in PyTorch; the kernel does it in one call.
-    from attnlab.decode import _advance
+    # attnlab.decode.beam_advance is beam_search's step in PyTorch; the kernel does it in one call.
+    from attnlab.decode import beam_advance
 
     gen = torch.Generator().manual_seed(n * 100 + k * 10 + K)
     V, t, max_len, eos, pad = 50, 3, 20, 2, 0
@@ -360,7 +360,7 @@ def test_beam_step_equals_the_pytorch_reference(n, k, K, threads):
         got = kernels.beam_step(logits, scores, ended, t, max_len, eos, pad, K)
     finally:
         torch.set_num_threads(before)
-    want = _advance(logits, scores, ended, t, max_len, eos, pad, K)
+    want = beam_advance(logits, scores, ended, t, max_len, eos, pad, K)
     torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)  # scores (n, K)
     # Rows extended, tokens, when each ended; not for the -inf offers that fill the beam of a sentence
     # with fewer live ones (which of those ties comes first is the sort's choice; they never win).

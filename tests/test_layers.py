@@ -18,6 +18,7 @@ from attnlab.layers import (
     FeedForward,
     KVCache,
     MultiHeadAttention,
+    RollingKVCache,
 )
 
 TOL64 = dict(atol=1e-10, rtol=1e-10)
@@ -304,16 +305,18 @@ def test_one_row_decoding_step_equals_the_general_path(dtype, backend, tol, bias
     torch.testing.assert_close(torch.cat(a, 1), torch.cat(b, 1), **tol)
     if dtype != torch.bfloat16:  # bf16 rounds the uncached path (one stacked q, k, v product) differently
         torch.testing.assert_close(torch.cat(a, 1), full, **tol)
-    torch.testing.assert_close(short._k[:, :, :20], general._k[:, :, :20], **tol)
-    torch.testing.assert_close(short._v[:, :, :20], general._v[:, :, :20], **tol)
+    (k, v), (general_k, general_v) = short.stored(), general.stored()
+    assert k.shape == general_k.shape == (2, 3, 20, 8)
+    torch.testing.assert_close(k, general_k, **tol)
+    torch.testing.assert_close(v, general_v, **tol)
 
 
 def test_which_steps_take_the_one_row_path(monkeypatch):
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).eval()
     calls = []
-    real = MultiHeadAttention._attend_cached_row
-    monkeypatch.setattr(MultiHeadAttention, "_attend_cached_row", lambda *a: calls.append(1) or real(*a))
+    real = MultiHeadAttention.attend_cached_row
+    monkeypatch.setattr(MultiHeadAttention, "attend_cached_row", lambda *a: calls.append(1) or real(*a))
     cache = KVCache()
     with torch.inference_mode():
         mha(torch.randn(1, 3, 8), cache=cache)  # a prompt: several positions
@@ -446,6 +449,20 @@ def test_kv_shared_by_groups_of_query_rows_equals_one_copy_per_row(T):
         mha(q, kv=kv, is_causal=True)
     with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, S\) = \(2, 6\)"):
         mha(q, kv=kv, key_padding_mask=real[rows])
+
+
+def test_a_cache_gives_back_what_it_stored():
+    k, v = torch.randn(2, 3, 20, 4), torch.randn(2, 3, 20, 4)  # (B, H, S, Dh): past the first capacity
+    cache, rolling = KVCache(), RollingKVCache(6)
+    for c in (cache, rolling):
+        with pytest.raises(ValueError, match="empty"):
+            c.stored()
+        c.extend(k[:, :, :3], v[:, :, :3])
+        c.extend(k[:, :, 3:], v[:, :, 3:])
+    got_k, got_v = cache.stored()
+    assert torch.equal(got_k, k) and torch.equal(got_v, v)
+    got_k, got_v = rolling.stored()  # only the last window
+    assert torch.equal(got_k, k[:, :, -6:]) and torch.equal(got_v, v[:, :, -6:])
 
 
 def test_cache_reorder():

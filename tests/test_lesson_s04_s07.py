@@ -93,13 +93,13 @@ def test_the_shapes_are_the_models_real_tensors_in_the_models_order(client, ja_e
     got = client.post("/api/lesson/shapes", json={"text": text}).json()
     model = ja_en.model
     assert model.config.norm == got["norm"] == "pre"
-    src = torch.tensor([LV.common._source_ids(ja_en, text)])  # (1, S)
+    src = torch.tensor([LV.common.source_ids(ja_en, text)])  # (1, S)
     tgt = torch.tensor([[ja_en.tgt_tok.token_to_id(t) for t in got["tgt_in_tokens"]]])  # (1, T)
     parts = shapes(got)
     enc, dec = model.encoder[0], model.decoder[0]
     with torch.no_grad():
         # The encoder's first layer: LayerNorm → self-attention → add; LayerNorm → FFN → add.
-        x = model._embed(model.src_embed, src)  # (1, S, D)
+        x = model.embed(model.src_embed, src)  # (1, S, D)
         h = enc.attn_norm(x)  # (1, S, D)
         a = enc.self_attn(h, need_weights=True)
         x1 = x + a.output  # (1, S, D)
@@ -125,7 +125,7 @@ def test_the_shapes_are_the_models_real_tensors_in_the_models_order(client, ja_e
         assert parts["memory"]["memory"] == list(memory.shape)
         assert all(list(w.shape) == parts["enc_self"]["weights"] for w in enc_w)
         # The decoder's first layer: three sublayers, each LayerNorm → sublayer → add.
-        y = model._embed(model.tgt_embed, tgt)  # (1, T, D)
+        y = model.embed(model.tgt_embed, tgt)  # (1, T, D)
         T = y.shape[1]
         s = dec.self_attn(dec.self_norm(y), is_causal=True, need_weights=True)
         y1 = y + s.output
@@ -168,7 +168,7 @@ def test_the_parts_come_in_the_order_the_model_calls_its_modules(client, ja_en):
     try:
         with torch.no_grad():
             ja_en.translate([LV.SHAPES_SENTENCE], beam_size=1, return_attention=True)
-            src = torch.tensor([LV.common._source_ids(ja_en, LV.SHAPES_SENTENCE)])
+            src = torch.tensor([LV.common.source_ids(ja_en, LV.SHAPES_SENTENCE)])
             called.clear()
             model(src, torch.tensor([[ja_en.tgt_tok.bos_id]]))
     finally:

@@ -187,7 +187,8 @@ def test_the_measured_memory_has_one_home_the_widgets_table(lang):
     checked cell by cell in tests/test_lesson_s08_browser.py): no Markdown table or sentence of the
     section repeats a measured figure by hand. The prose points to that table and gives, for the
     lengths where storing every score was not run, the arithmetic of one copy of the scores."""
-    memory = L.s08_variants_and_exercises._measured().memory
+    s08 = L.s08_variants_and_exercises
+    memory = s08.Measured.model_validate_json(s08.LONG_CONTEXT_FILE.read_text(encoding="utf-8")).memory  # the data file
     blocks = [getattr(b.html, lang) for b in SECTION.blocks if b.html is not None]
     assert not any("MiB" in html for html in blocks)
     assert not [t for html in blocks for t in _tables(html) if "SDPA" in " ".join(t[0])]

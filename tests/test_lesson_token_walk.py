@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from attnlab import checkpoint
 from attnlab.web.app import create_app
-from attnlab.web.lesson.common import _source_ids
+from attnlab.web.lesson.common import source_ids
 from attnlab.web.lesson.s07_whole_transformer import TOKEN_WALK_FIRST, TOKEN_WALK_SENTENCE, TOKEN_WALK_TOP
 
 LOCAL = "http://127.0.0.1:8000"
@@ -71,7 +71,7 @@ def test_every_number_is_the_models_own(client, ja_en, text):
     got = got.json()
     model = ja_en.model
     c = model.config
-    ids = _source_ids(ja_en, text)
+    ids = source_ids(ja_en, text)
     S = len(ids)
     assert got["src_tokens"] == [ja_en.src_tok.id_to_token(i) for i in ids]
     # the translation, independently: greedy decoding through the translator's own API

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from attnlab.metrics import (
     OFFLINE_TOKENIZERS,
-    _lcs_length,
     bleu,
     bleu_by_length,
     chrf,
@@ -185,8 +184,12 @@ def _brute_force_lcs(a: list[str], b: list[str]) -> int:
     st.lists(st.sampled_from("abc"), max_size=7),
     st.lists(st.sampled_from("abc"), max_size=7),
 )
-def test_lcs_matches_brute_force(a, b):
-    assert _lcs_length(a, b) == _brute_force_lcs(a, b)
+def test_rouge_l_is_the_f1_of_the_brute_force_lcs(a, b):
+    # ROUGE-L's F1 with P = LCS/|a|, R = LCS/|b| is 2·LCS/(|a| + |b|): for fixed lengths one
+    # value per LCS length, so a wrong LCS shows as a wrong score.
+    lcs = _brute_force_lcs(a, b)
+    want = 2 * lcs / (len(a) + len(b)) if lcs else 0.0
+    assert rouge(["".join(a)], ["".join(b)], tokenizer=list)["rougeL"] == pytest.approx(want, rel=1e-12, abs=0)
 
 
 # --------------------------------------------------------------------------------------------

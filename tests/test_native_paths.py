@@ -120,9 +120,23 @@ def run_steps(model, fast: DecoderState, wide, plain: DecoderState, tol: dict, V
     assert fast.length == plain.length == 20
 
 
+def count_kernel_steps(monkeypatch) -> list[int]:
+    """The rows of every call of the C decoder step (:class:`attnlab.accel.kernels.DecoderStep`)
+    from now on, in a list that the calls fill."""
+    rows_seen: list[int] = []
+    real_call = kernels.DecoderStep.__call__
+
+    def counted(self, tokens, *args):
+        rows_seen.append(tokens.shape[0])
+        return real_call(self, tokens, *args)
+
+    monkeypatch.setattr(kernels.DecoderStep, "__call__", counted)
+    return rows_seen
+
+
 @needs_kernels
 @pytest.mark.parametrize("norm, activation, dtype, width, isa", TRANSLATOR_CASES)
-def test_translator_native_path_equals_the_modules(norm, activation, dtype, width, isa):
+def test_translator_native_path_equals_the_modules(norm, activation, dtype, width, isa, monkeypatch):
     # start() encodes a small batch with one call of the C encoder (embeddings, every layer over
     # the real tokens of each sentence, the final norm, each decoder layer's source keys/values),
     # and each step is one call of the C decoder step. The instruction sets but the best run their
@@ -135,14 +149,16 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
     tol = tolerance(dtype, isa)
     with torch.no_grad(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
         fast = model.start(src)
-        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
+        assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
         for (k, v), (rk, rv) in zip(fast.memory_kv, plain.memory_kv, strict=True):
             assert k.dtype == torch.float32 and k.is_contiguous()
             torch.testing.assert_close(k * real, rk * real, **tol)
             torch.testing.assert_close(v * real, rv * real, **tol)
+        kernel_rows = count_kernel_steps(monkeypatch)
         run_steps(model, fast, wide, plain, tol)
+    assert kernel_rows == [3, 6, 6, 4] + [4] * 16  # every step was the one C call (a few rows each)
 
 
 def count_linear_rows(monkeypatch) -> list[int]:
@@ -178,7 +194,7 @@ def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, bl
     src = sources()
     with torch.no_grad(), kernels.using_blas(blas):
         fast = model.start(src)
-        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
+        assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
         run_steps(model, fast, wide, plain, tolerance(dtype, ISAS[-1]))
@@ -202,7 +218,7 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
     tol = tolerance(torch.float32, ISAS[-1])
     with torch.inference_mode(), kernels.using_blas(blas):
         step = model.token_stepper()
-        assert step.__name__ == "native_step"
+        assert step.engine == "native"
         a, b = model.new_caches(), model.new_caches()
         model(ids[:, :3], caches=a)
         model(ids[:, :3], caches=b)
@@ -241,7 +257,7 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
     src = sources()
     with torch.no_grad(), kernels.using_blas(blas != "never"):
         fast = model.start(src)
-        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "native_step"
+        assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
         for (k, v), (rk, rv) in zip(fast.memory_kv, plain.memory_kv, strict=True):
@@ -306,7 +322,7 @@ def test_translator_python_step_equals_the_modules(norm, activation, kernels_on)
         else:
             with accel.disabled():
                 fast = model.start(src)
-        assert isinstance(fast, NativeDecoderState) and fast.fast.__name__ == "step"
+        assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "python"
         with accel.disabled():
             plain = plain_state(model, src)
         if kernels_on:
@@ -360,7 +376,7 @@ def test_gpt_native_step_equals_forward(kw, dtype, width, isa):
     ids = torch.randint(0, 37, (3, 24), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
         step = model.token_stepper()
-        assert step.__name__ == "native_step"
+        assert step.engine == "native"
         a, b = wide.new_caches(), model.new_caches()
         with accel.disabled():
             wide(ids[:, :4], caches=a)
@@ -382,7 +398,7 @@ def test_gpt_python_step_equals_forward_bit_for_bit(positions):
     for off in (True, False):
         with torch.inference_mode(), accel.disabled() if off else contextlib.nullcontext():
             step = model.token_stepper()
-            assert step.__name__ == ("step" if off or positions == "rotary" else "native_step")
+            assert step.engine == ("python" if off or positions == "rotary" else "native")
             if step.__name__ != "step":
                 continue
             a, b = model.new_caches(), model.new_caches()
@@ -401,11 +417,11 @@ def test_disabled_switches_every_kernel_off_inside_the_block_only():
             assert not kernels.available()
             assert kernels.matvec(x, w) is None and kernels.pack(w) is None
             assert kernels.top_k_log_softmax(torch.randn(2, 9), 2) is None
-            assert model.start(src).fast.__name__ == "step"  # the fp32 step without module calls
-            assert GPT(gpt_config("tiny", vocab_size=37)).eval().token_stepper().__name__ == "step"
+            assert model.start(src).fast.engine == "python"  # the fp32 step without module calls
+            assert GPT(gpt_config("tiny", vocab_size=37)).eval().token_stepper().engine == "python"
         if ISAS:
             assert kernels.available() and kernels.matvec(x, w) is not None
-            assert model.start(src).fast.__name__ == "native_step"
+            assert model.start(src).fast.engine == "native"
 
 
 @needs_kernels

@@ -427,6 +427,7 @@ _DRIVER = textwrap.dedent(
     sys.path[:0] = [repo, tests]
     import torch
     torch.set_num_threads(1)  # no thread pool: forking after the reference run below is safe
+    import safetensors.torch
     import attnlab.checkpoint as ck
     import attnlab.train as tr
     from distributed_worker import NextTokenTask, TinyLM
@@ -440,7 +441,7 @@ _DRIVER = textwrap.dedent(
     def inject(op, kind, nth):
         # Die at step `op` of the nth save of the `kind` checkpoint (or at the nth log append).
         on = {"count": 0, "now": False}
-        real_save, real_write = ck.save_checkpoint, ck._write_contents
+        real_save, real_save_file = ck.save_checkpoint, safetensors.torch.save_file
         real_replace, real_rmtree = os.replace, shutil.rmtree
 
         def save(directory, **kw):
@@ -449,11 +450,12 @@ _DRIVER = textwrap.dedent(
             on["now"] = Path(directory).name == kind and on["count"] == nth
             return real_save(directory, **kw)
 
-        def write_contents(tmp, stored, aliases, config_text, *rest):
+        def save_file(tensors, filename, metadata=None):
+            # (the checkpoint's weights, written into its temporary directory)
             if on["now"] and op == "write":
-                (tmp / "config.json").write_text(config_text[: len(config_text) // 2])
+                Path(filename).write_bytes(b"\\0" * 64)  # a weights file cut short
                 die()
-            return real_write(tmp, stored, aliases, config_text, *rest)
+            return real_save_file(tensors, filename, metadata=metadata)
 
         def replace(src, dst):
             if on["now"] and op == "rename_old" and Path(src).name == kind:
@@ -468,7 +470,7 @@ _DRIVER = textwrap.dedent(
                 die()
             return real_rmtree(path, *a, **k)
 
-        real_log = tr._Log.write
+        real_log = tr.TrainLog.write
         writes = {"count": 0}
 
         def log_write(self, record):
@@ -480,8 +482,9 @@ _DRIVER = textwrap.dedent(
                 die()
             real_log(self, record)
 
-        ck.save_checkpoint, ck._write_contents, ck.os.replace, ck.shutil.rmtree = save, write_contents, replace, rmtree
-        tr._Log.write = log_write
+        ck.save_checkpoint, ck.os.replace, ck.shutil.rmtree = save, replace, rmtree
+        safetensors.torch.save_file = save_file  # imported by the save when it writes
+        tr.TrainLog.write = log_write
 
     def train(out, resume):
         torch.manual_seed(0)

@@ -205,7 +205,9 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
     kw = dict(bos_id=BOS, eos_id=EOS, beam_size=4, max_len=20, alpha=alpha, return_attention=True)
     early = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     early_steps = steps["calls"]
-    monkeypatch.setattr("attnlab.decode._decided", lambda scores, *args: torch.zeros(len(scores), dtype=torch.bool))
+    monkeypatch.setattr(
+        "attnlab.decode.beams_decided", lambda scores, *args: torch.zeros(len(scores), dtype=torch.bool)
+    )
     steps["calls"] = 0
     full = [beam_search(model, src[b : b + 1], **kw)[0] for b in range(len(src))]
     assert [h.tokens for h in early] == [h.tokens for h in full]
@@ -251,16 +253,21 @@ def test_fast_decoding_step_only_where_it_computes_the_same():
         assert fast(make_model(n_decoder_layers=2).double().start(src)) is None
         # bf16 weights: only the native step reads them (in fp32 arithmetic), where it is built
         bf16 = fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src))
-        assert (bf16 is not None and bf16.__name__ == "native_step") if accel.isas() else bf16 is None
+        assert (bf16 is not None and bf16.engine == "native") if accel.isas() else bf16 is None
         with accel.disabled():
             assert fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src)) is None
 
 
-def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
-    from attnlab.models import native
+def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules(monkeypatch):
+    from attnlab.accel import kernels
 
     if not accel.isas():
         pytest.skip("no C compiler here: the native kernels are not built")
+    builds = []  # each build (and packing) of the C decoder step
+    real_build = kernels.DecoderStep.build.__func__
+    monkeypatch.setattr(
+        kernels.DecoderStep, "build", classmethod(lambda cls, *a, **kw: builds.append(1) or real_build(cls, *a, **kw))
+    )
     model = make_model(n_decoder_layers=2)
     src, tgt_in, _ = random_batch(B=2)
 
@@ -271,10 +278,13 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules():
     with torch.no_grad():
         a, b = logits()
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
-        assert native._native(model, "decoder") is native._native(model, "decoder")  # built (and packed) once
+        assert len(builds) == 1
+        logits()
+        assert len(builds) == 1  # built (and packed) once for these parameters
         model.out_proj.weight.mul_(2.0)  # changed in place (a training step, load_state_dict)
         model.encoder[0].ff.up_proj.weight.add_(0.5)
         a2, b2 = logits()
+        assert len(builds) == 2  # built again for the new values
         torch.testing.assert_close(a2, b2, atol=1e-5, rtol=1e-5)
         assert not torch.allclose(a, a2)
         calls = []

@@ -8,6 +8,7 @@ comparison covers the output and the gradients of q, k and v.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -795,15 +796,15 @@ def test_experiment_rejects_windows_as_long_as_the_block(tmp_path):
 
 def _full_and_window_runs(settings) -> list:
     """The full and the 4-wide sliding-window contestants of ``settings``, trained in-process."""
-    from attnlab.experiments.variants import _run_one
+    from attnlab.experiments.variants import train_variant
 
     runs = [("full", {"attention": "full"}), ("sliding_window:4", {"attention": "sliding_window", "window": 4})]
-    return [_run_one(v, f, SONNET, settings) for v, f in runs]
+    return [train_variant(v, f, SONNET, settings) for v, f in runs]
 
 
 def test_one_variant_run_and_report(tmp_path):
     """One contestant trained in-process for a second, then the report files."""
-    from attnlab.experiments.variants import VariantsReport, VariantsSettings, _write
+    from attnlab.experiments.variants import VariantsReport, VariantsSettings, write_report
 
     settings = VariantsSettings(variants=("full", "sliding_window:4"), minutes=0.04, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=2, progress=False)  # fmt: skip
@@ -813,7 +814,7 @@ def test_one_variant_run_and_report(tmp_path):
         assert r.best_valid_loss <= r.curve[0][1] and r.tokens_per_s > 0
     assert rows[0].parameters == rows[1].parameters  # a variant adds no parameters
     assert rows[1].attention == repr(AttentionSpec("sliding_window", window=4))
-    _write(VariantsReport(tmp_path, rows, 1.0), settings)
+    write_report(VariantsReport(tmp_path, rows, 1.0), settings)
     report = (tmp_path / "report.md").read_text()
     assert "`sliding_window:4`" in report and "`full`" in report
     assert len((tmp_path / "variants.csv").read_text().strip().splitlines()) == 3
@@ -823,15 +824,19 @@ def test_one_variant_run_and_report(tmp_path):
 def test_a_step_budget_gives_every_variant_the_same_evaluation_points():
     """With ``steps`` the run stops on steps, not on the clock, and the evaluations are spread over
     them: every variant's curve has its points at the same steps, the last at the end."""
-    from attnlab.experiments.variants import VariantsSettings, _steps_per_eval_of_steps
+    from attnlab.experiments.variants import VariantsSettings, train_variant
 
-    assert _steps_per_eval_of_steps(6, 3) == 2 and _steps_per_eval_of_steps(7, 3) == 3
-    assert _steps_per_eval_of_steps(2, 6) == 1
     settings = VariantsSettings(variants=("full", "sliding_window:4"), steps=6, model_preset="tiny",
                                 block_size=16, batch_size=4, eval_tokens=256, evals=3, progress=False)  # fmt: skip
     rows = _full_and_window_runs(settings)
     for r in rows:
         assert r.steps == 6 and r.curve_steps == [2, 4, 6] and len(r.curve) == 3
+    # Steps that evals do not divide: every ceil(7 / 3) = 3 steps, and once more at the end; more
+    # evaluations than steps: one after every step.
+    for steps, evals, want in ((7, 3, [3, 6, 7]), (2, 6, [1, 2])):
+        short = dataclasses.replace(settings, steps=steps, evals=evals)
+        r = train_variant("full", {"attention": "full"}, SONNET, short)
+        assert r.steps == steps and r.curve_steps == want and len(r.curve) == len(want), (steps, evals)
     with pytest.raises(ValueError, match="steps"):
         VariantsSettings(steps=0)
 
@@ -854,7 +859,7 @@ def test_the_variants_train_in_the_precision_the_settings_name(monkeypatch):
     for precision in ("bf16", None):
         settings = variants.VariantsSettings(steps=2, precision=precision, progress=False)
         with pytest.raises(Stop):
-            variants._run_one("full", {"attention": "full"}, SONNET, settings)
+            variants.train_variant("full", {"attention": "full"}, SONNET, settings)
     assert seen == ["bf16", "fp32"]
     with pytest.raises(ValueError, match="precision must be one of"):
         variants.VariantsSettings(precision="fp16")

@@ -168,6 +168,39 @@ def test_language_switch_is_remembered_on_every_page(page):
     assert page.text_content("#nav-model") == "Model"
 
 
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_model_page_shows_a_shipped_models_description_and_examples(browser, tmp_path_factory, lang):
+    """A shipped model's one-line description in the page's language and its example inputs, as
+    buttons that put the text in the box and run it (the first one already in the empty box)."""
+    from attnlab import assets
+    from attnlab.web import i18n
+
+    model = load_model(train_tiny_translator(tmp_path_factory.mktemp("described"), steps=1))
+    entry = assets.ASSETS["demo"]
+    model.name, model.description, model.examples = entry.name, entry.description, entry.examples
+    assert entry.description[lang].strip() and len(entry.examples) >= 2
+    with serving(create_app([model])) as port:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        pg = context.new_page()
+        pg.set_default_timeout(TIMEOUT_MS)
+        errors = page_errors(pg)
+        pg.goto(f"http://127.0.0.1:{port}/model?lang={lang}")
+        pg.wait_for_function("() => document.querySelectorAll('#example-list button').length > 0")
+        assert pg.text_content("#model-about") == entry.description[lang]
+        assert pg.locator("#examples").is_visible()
+        assert pg.text_content('#examples [data-i18n="md_examples"]') == i18n.t(lang, "md_examples")
+        assert i18n.t("en", "md_examples") == "Try:" and i18n.t("ja", "md_examples") == "例文:"
+        assert pg.locator("#example-list button").all_text_contents() == list(entry.examples)
+        assert pg.input_value("#text") == entry.examples[0]
+        pg.locator("#example-list button").nth(1).click()
+        assert pg.input_value("#text") == entry.examples[1]
+        pg.wait_for_function("() => document.querySelector('#output').textContent.trim() !== ''")
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"explorer-described-{lang}.png"), full_page=True)
+        context.close()
+    assert not errors, errors
+
+
 def test_model_page_translates_and_draws_every_map(page, base_url):
     page.goto("/model")
     page.fill("#text", "three hundred")

@@ -1141,7 +1141,7 @@ class ShakespeareMLM:
         setup = dataclasses.replace(self.setup(), eval_sequences=sequences)
         model, tokenizer = lm_recipe.load_language_model(directory)
         _, valid_text = lm_recipe.split_text(read_text(data / self.text), setup.valid_fraction)
-        valid_ids = lm_recipe._encode(tokenizer, valid_text)
+        valid_ids = lm_recipe.encode_text(tokenizer, valid_text)
         task = lm_recipe.MLMTask(setup, model.config, tokenizer, valid_ids, valid_ids)
         with torch.inference_mode():
             scores = task.evaluate(model)

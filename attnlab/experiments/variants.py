@@ -46,7 +46,16 @@ from ..models.gpt import gpt_config
 from ..train import PRECISIONS, TrainConfig
 from ..variants import ATTENTION_VARIANTS, AttentionSpec
 
-__all__ = ["DEFAULT_VARIANTS", "VariantsSettings", "VariantResult", "VariantsReport", "parse_variant", "run_variants"]
+__all__ = [
+    "DEFAULT_VARIANTS",
+    "VariantsSettings",
+    "VariantResult",
+    "VariantsReport",
+    "parse_variant",
+    "run_variants",
+    "train_variant",
+    "write_report",
+]
 
 #: The default contestants: full attention, two local windows, and Longformer's global + window.
 DEFAULT_VARIANTS = ("full", "sliding_window:16", "sliding_window:64", "global_window:16:4")
@@ -214,7 +223,7 @@ def run_variants(text: str, out_dir: str | Path, settings: VariantsSettings | No
                 raise RuntimeError(f"variant {variant!r}: the training process failed (exit code {proc.returncode})")
             results.append(VariantResult(**json.loads(answer.read_text())))
     report = VariantsReport(out, results, time.perf_counter() - start)
-    _write(report, settings)
+    write_report(report, settings)
     return report
 
 
@@ -227,8 +236,15 @@ def _budget_text(settings: VariantsSettings) -> str:
     return f"{settings.steps} optimizer steps" if settings.steps is not None else f"{_budget_s(settings):.0f} s"
 
 
-def _run_one(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
-    """Train one variant (in its own process) and measure it."""
+def train_variant(variant: str, model_fields: dict, text: str, settings: VariantsSettings) -> VariantResult:
+    """Train one variant in this process and measure it: the GPT of ``settings`` with the attention
+    of ``model_fields`` (:func:`parse_variant`'s fields), for ``settings.steps`` optimizer steps or
+    else its share of ``settings.minutes``. :func:`run_variants` runs it in a fresh process per
+    variant.
+
+    Shape:
+        no tensors; ``text`` is the corpus (the last tenth is the validation text).
+    """
     from ..recipes.lm import LMSetup, train_lm
 
     by_steps = settings.steps is not None
@@ -309,7 +325,13 @@ def _fmt(x: float, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _write(report: VariantsReport, settings: VariantsSettings) -> None:
+def write_report(report: VariantsReport, settings: VariantsSettings) -> None:
+    """The report folder of ``report.out_dir``: ``variants.csv``, ``results.json``, ``report.md``
+    and the curves in ``variants.png``.
+
+    Shape:
+        no tensors.
+    """
     out = report.out_dir
     rows = report.results
     full = next((r for r in rows if r.variant == "full"), None)
@@ -451,7 +473,7 @@ def _worker(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     settings = VariantsSettings(**{**job["settings"], "variants": tuple(job["settings"]["variants"])})
     text = Path(job["text"]).read_text(encoding="utf-8")
-    result = _run_one(job["variant"], job["fields"], text, settings)
+    result = train_variant(job["variant"], job["fields"], text, settings)
     Path(job["answer"]).write_text(json.dumps(dataclasses.asdict(result)))
 
 

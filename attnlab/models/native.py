@@ -16,6 +16,9 @@ So, at inference:
   decoder step without cross-attention, or the same operations as ``GPT.forward`` without its
   module calls.
 
+Every step these return names its engine in its ``engine`` attribute (:data:`ENGINES`): ``"native"``
+for the C decoder step, ``"python"`` for the operations without module calls.
+
 Each declines (returns ``None``) where it would not compute what the modules do: training or
 autograd, hooks (they must see their calls), autocast, mixed or other dtypes, an attention variant
 other than full, rotary positions (the C kernels), LayerNorms without weights or of different
@@ -50,6 +53,7 @@ __all__ = [
     "NATIVE_ENCODER_MAX_TOKENS",
     "NATIVE_ENCODER_MAX_TOKENS_ONE_CALL",
     "NativeDecoderState",
+    "ENGINES",
 ]
 
 #: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
@@ -73,6 +77,19 @@ NATIVE_ENCODER_MAX_TOKENS_ONE_CALL = accel.rules.DEFAULTS.encoder_max_tokens_one
 _ACTIVATION_NAMES = {fn: name for name, fn in ACTIVATIONS.items()}
 
 _FP32, _BF16 = {(torch.float32, True)}, {(torch.bfloat16, True)}
+
+#: The engines of the fast steps, by the name each step carries in its ``engine`` attribute:
+#: ``"native"``, one call of the C decoder step (:class:`attnlab.accel.kernels.DecoderStep`) per
+#: step (a batch of many rows without a BLAS for its products goes to the Python one's tensor
+#: operations, whose products are the BLAS's); ``"python"``, the blocks' operations on their
+#: parameters without module calls and checks.
+ENGINES = ("native", "python")
+
+
+def _engine(name: str, step: Callable) -> Callable:
+    """``step`` marked with its engine (one of :data:`ENGINES`)."""
+    step.engine = name  # type: ignore[attr-defined]
+    return step
 
 
 @dataclass
@@ -319,7 +336,7 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
             state.length += 1
             return logits
 
-        return native_step
+        return _engine("native", native_step)
     if dtypes != _FP32:
         return None  # (bf16 weights: only the C step reads them in fp32 arithmetic)
     return _transformer_python_step(model)
@@ -327,8 +344,8 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
 
 def _transformer_python_step(model) -> Callable[[Tensor, DecoderState], Tensor]:
     """The decoder blocks' operations on their parameters without module calls and checks: the
-    self-attention by :meth:`MultiHeadAttention._attend_cached_row` (GPT's decoding step), the
-    cross-attention by :meth:`MultiHeadAttention._attend_source_row` (attnlab's one-query kernel over
+    self-attention by :meth:`MultiHeadAttention.attend_cached_row` (GPT's decoding step), the
+    cross-attention by :meth:`MultiHeadAttention.attend_source_row` (attnlab's one-query kernel over
     each sentence's real source tokens, shared by its hypotheses, where it is built)."""
 
     def norm(module: nn.LayerNorm) -> tuple:
@@ -342,24 +359,24 @@ def _transformer_python_step(model) -> Callable[[Tensor, DecoderState], Tensor]:
     linear = accel.linear
 
     def step(tokens: Tensor, state: DecoderState) -> Tensor:
-        x = model._embed(model.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
+        x = model.embed(model.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
         mask = state.src_mask  # (N, S)
         lengths = mask.sum(1)  # (N,) real source tokens, the first ones of each row
         for layer, cache, kv in zip(layers, state.caches, state.memory_kv):
             pre, self_attn, cross_attn, self_norm, cross_norm, ff_norm, w_up, b_up, act, w_down, b_down = layer
             if pre:
-                x = x + self_attn._attend_cached_row(F.layer_norm(x, *self_norm), cache).output  # (B, 1, D)
-                x = x + cross_attn._attend_source_row(F.layer_norm(x, *cross_norm), kv, mask, lengths).output
+                x = x + self_attn.attend_cached_row(F.layer_norm(x, *self_norm), cache).output  # (B, 1, D)
+                x = x + cross_attn.attend_source_row(F.layer_norm(x, *cross_norm), kv, mask, lengths).output
                 h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
                 x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
             else:
-                x = F.layer_norm(x + self_attn._attend_cached_row(x, cache).output, *self_norm)
-                x = F.layer_norm(x + cross_attn._attend_source_row(x, kv, mask, lengths).output, *cross_norm)
+                x = F.layer_norm(x + self_attn.attend_cached_row(x, cache).output, *self_norm)
+                x = F.layer_norm(x + cross_attn.attend_source_row(x, kv, mask, lengths).output, *cross_norm)
                 x = F.layer_norm(x + linear(act(linear(x, w_up, b_up)), w_down, b_down), *ff_norm)
         state.length += 1
         return model.out_proj(model.decoder_norm(x[:, -1]))  # (B, V)
 
-    return step
+    return _engine("python", step)
 
 
 def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
@@ -496,7 +513,7 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
                 c.length = offset + 1
             return logits
 
-        return native_step
+        return _engine("native", native_step)
     return step
 
 
@@ -525,10 +542,10 @@ def _gpt_python_step(model) -> Callable[[Tensor, list[KVCache]], Tensor]:
         if positions is not None:
             x = x + positions[offset]  # (B, 1, D)
         for (attn_norm, attn, ff_norm, w_up, b_up, act, w_down, b_down), cache in zip(layers, caches):
-            x = x + attn._attend_cached_row(F.layer_norm(x, *attn_norm), cache).output  # (B, 1, D)
+            x = x + attn.attend_cached_row(F.layer_norm(x, *attn_norm), cache).output  # (B, 1, D)
             h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
             x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
         x = F.layer_norm(x, *final_norm)
         return linear(x, embedding)[:, -1]  # (B, 1, D) x (V, D)ᵀ -> (B, V)
 
-    return step
+    return _engine("python", step)

@@ -162,7 +162,14 @@ class Transformer(nn.Module):
 
     # -- pieces --------------------------------------------------------------------------------
 
-    def _embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+    def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        """What the encoder (``embedding=src_embed``) or the decoder (``tgt_embed``) reads for
+        ``tokens``: their embeddings times √D plus the positional code from position ``offset``
+        on, then the embedding dropout.
+
+        Shape:
+            tokens ``(B, L)`` → ``(B, L, D)``
+        """
         # §3.4: embeddings are multiplied by √D so they are not drowned by the positional code.
         x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, L, D)
         return self.embed_dropout(self.positions(x, offset))
@@ -178,7 +185,7 @@ class Transformer(nn.Module):
         """
         if src_mask is None:
             src_mask = src != self.config.pad_id  # (B, S)
-        x = self._embed(self.src_embed, src)  # (B, S, D)
+        x = self.embed(self.src_embed, src)  # (B, S, D)
         # Without padding (one sentence, or sentences of one length) the mask hides nothing, and
         # the attention runs without one: the same numbers, none of a mask's work in each layer.
         mask = None if bool(src_mask.all()) else src_mask  # (B, S)
@@ -204,7 +211,7 @@ class Transformer(nn.Module):
             tgt_in ``(B, T)``; memory ``(B, S, D)``; src_mask ``(B, S)``; tgt_mask ``(B, T)``
             → logits ``(B, T, V)``, self weights ``L × (B, H, T, T)``, cross ``L × (B, H, T, S)``
         """
-        x = self._embed(self.tgt_embed, tgt_in)  # (B, T, D)
+        x = self.embed(self.tgt_embed, tgt_in)  # (B, T, D)
         self_w, cross_w = [], []
         for block in self.decoder:
             x, sw, cw = block(
@@ -275,7 +282,7 @@ class Transformer(nn.Module):
         logits = native.step(self, tokens, state, need_weights)  # attnlab's fast path, or None: the blocks
         if logits is not None:
             return StepOutput(logits, None)  # (B, V)
-        x = self._embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
+        x = self.embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):
             x, _, cw = block(

@@ -69,6 +69,7 @@ __all__ = [
     "MLMBatch",
     "apply_overrides",
     "split_text",
+    "encode_text",
     "train_lm",
     "train_mlm",
     "load_pretrained",
@@ -242,7 +243,12 @@ def _build_tokenizer(kind: str, text: str, vocab_size: int):
     raise ValueError(f"tokenizer must be 'char' or 'bpe', got {kind!r}")
 
 
-def _encode(tokenizer, text: str) -> Tensor:
+def encode_text(tokenizer, text: str) -> Tensor:
+    """``text`` as one long run of token ids, as the LM and MLM tasks read their corpora.
+
+    Shape:
+        returns ``(N,)`` int64
+    """
     return torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
 
 
@@ -326,7 +332,7 @@ def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, T
     train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
     config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
-    task = LMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
+    task = LMTask(setup, config, tokenizer, encode_text(tokenizer, train_text), encode_text(tokenizer, valid_text))
     torch.manual_seed(setup.train.seed)
     model = GPT(config)
     result = train(model, task, setup.train, resume=resume)
@@ -480,7 +486,7 @@ def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[Bert
         "next_sentence_head": setup.next_sentence,
     }
     config = bert_config(setup.model_preset, **fields)
-    task = MLMTask(setup, config, tokenizer, _encode(tokenizer, train_text), _encode(tokenizer, valid_text))
+    task = MLMTask(setup, config, tokenizer, encode_text(tokenizer, train_text), encode_text(tokenizer, valid_text))
     torch.manual_seed(setup.train.seed)
     model = BertForMaskedLM(config)
     result = train(model, task, setup.train, resume=resume)

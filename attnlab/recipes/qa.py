@@ -410,10 +410,10 @@ class Answer:
         ``lang`` ("en" or "ja"; default: ``attnlab.viz.display_options.lang``)."""
         from html import escape
 
-        from ..viz import _labels, attention_html, display_options
+        from ..viz import attention_html, display_options, labels_in
 
         lang = display_options.lang if lang is None else lang
-        _labels(lang)  # a ValueError naming the languages for any other
+        labels_in(lang)  # a ValueError naming the languages for any other
 
         score = {"en": "score", "ja": "スコア"}[lang]
         head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> ({score} {self.score:.2f})</div>"

@@ -387,10 +387,10 @@ class Summary:
         ``attnlab.viz.display_options.lang``)."""
         from html import escape
 
-        from ..viz import _labels, attention_html, display_options
+        from ..viz import attention_html, display_options, labels_in
 
         lang = display_options.lang if lang is None else lang
-        _labels(lang)  # a ValueError naming the languages for any other
+        labels_in(lang)  # a ValueError naming the languages for any other
         head = f"<div><b>{escape(self.text)}</b></div>"
         if self.attention is None or self.p_gen is None:
             note = {"en": "(summarize(..., return_attention=True) adds the attention)",

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["HandoutReport", "SectionPrint", "find_chromium", "make_handout", "parse_sections", "section_url"]
+__all__ = [
+    "HandoutReport",
+    "SectionPrint",
+    "find_chromium",
+    "make_handout",
+    "parse_sections",
+    "section_footer",
+    "section_url",
+]
 
 #: The width the page is laid out at on screen before printing, in CSS px; with PRINT_SCALE it is
 #: about the width of an A4 page's text (186 mm at 96 px per inch is 703 px, over 0.8).
@@ -288,9 +296,13 @@ def print_page(devtools: DevTools, url: str, *, footer: str, timeout_s: float) -
             devtools.call("Target.closeTarget", {"targetId": target})
 
 
-def _footer(n: int) -> str:
+def section_footer(n: int) -> str:
     """The page footer (Chromium's template: no page fonts there, so ASCII only): the section and
-    the page within it."""
+    the page within it, for :func:`print_page`'s ``footer``.
+
+    Shape:
+        no tensors.
+    """
     return (
         '<div style="font: 7pt sans-serif; color: #555; width: 100%; margin: 0 12mm; display: flex; '
         f'justify-content: space-between"><span>attnlab lesson &#167;{n}</span>'
@@ -373,7 +385,7 @@ def make_handout(
             title = getattr(available[n].title, lang)
             start = time.monotonic()
             url = section_url(base, n, lang, teacher)
-            pdf, state = print_page(devtools, url, footer=_footer(n), timeout_s=timeout_s)
+            pdf, state = print_page(devtools, url, footer=section_footer(n), timeout_s=timeout_s)
             reader = PdfReader(io.BytesIO(pdf))
             writer.append(reader)
             printed = SectionPrint(n, title, len(reader.pages), list(state["failed"]), time.monotonic() - start)

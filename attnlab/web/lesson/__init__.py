@@ -44,7 +44,7 @@ from . import (
     s09_transformers_at_work,
 )
 from .common import *  # noqa: F403
-from .common import LESSON_DIR, LessonModels, _page_lang, _shell
+from .common import LESSON_DIR, LessonModels, page_language, page_shell
 from .content import *  # noqa: F403
 from .content import (
     GlossaryEntry,
@@ -91,25 +91,25 @@ def lesson_router(
 
     @router.get("/", include_in_schema=False)
     def index_page(request: Request) -> HTMLResponse:
-        return _shell(LESSON_DIR / "index.html", _page_lang(request))
+        return page_shell(LESSON_DIR / "index.html", page_language(request))
 
     @router.get("/lesson", include_in_schema=False)
     def lesson_index_page(request: Request) -> HTMLResponse:
-        return _shell(LESSON_DIR / "index.html", _page_lang(request))
+        return page_shell(LESSON_DIR / "index.html", page_language(request))
 
     @router.get("/lesson/glossary", include_in_schema=False)
     def glossary_page(request: Request) -> HTMLResponse:
-        return _shell(LESSON_DIR / "glossary.html", _page_lang(request))
+        return page_shell(LESSON_DIR / "glossary.html", page_language(request))
 
     @router.get("/lesson/plan", include_in_schema=False)
     def plan_page(request: Request) -> HTMLResponse:
-        return _shell(LESSON_DIR / "plan.html", _page_lang(request))
+        return page_shell(LESSON_DIR / "plan.html", page_language(request))
 
     @router.get("/lesson/{n}", include_in_schema=False)
     def section_page(n: str, request: Request) -> HTMLResponse:
         if not n.isdigit() or int(n) not in sections:
             raise HTTPException(404, f"no lesson section {n[:20]!r}; the sections are 1–{len(sections)}")
-        return _shell(LESSON_DIR / "section.html", _page_lang(request))
+        return page_shell(LESSON_DIR / "section.html", page_language(request))
 
     @router.get("/api/lesson/sections", response_model=list[SectionSummary])
     def api_sections() -> list[SectionSummary]:

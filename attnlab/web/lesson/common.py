@@ -85,7 +85,10 @@ def seeded_attention(d_model: int, n_heads: int, seed: int, decimals: int | None
     return mha
 
 
-def _words(text: str, what: str, least: int = 1) -> list[str]:
+def typed_words(text: str, what: str, least: int = 1) -> list[str]:
+    """The words of a sentence a learner typed (split at spaces), or a one-line ``ValueError`` that
+    names ``what`` when it has fewer than ``least`` words, more than :data:`MAX_WORDS`, or a word
+    longer than :data:`MAX_WORD_CHARS` characters (the widgets answer it as a 4xx)."""
     words = text.split()
     if len(words) < least:
         raise ValueError(f"{what} needs at least {least} word(s) separated by spaces")
@@ -143,7 +146,9 @@ class LessonModels:
                 self._minilm = model
             return self._minilm
 
-    def _shipped_model(self, name: str, what: str, load) -> Any:
+    def shipped_model(self, name: str, what: str, load) -> Any:
+        """The shipped model ``name`` as ``load(directory)`` returns it, loaded on first use and
+        kept; a 503 that names ``what`` needs it when it is not installed."""
         from ... import checkpoint
 
         with self._lock:
@@ -162,23 +167,26 @@ class LessonModels:
         """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
         from ...recipes.translate import load_translator
 
-        return self._shipped_model(name, what, load_translator)
+        return self.shipped_model(name, what, load_translator)
 
     def language_model(self, name: str, what: str) -> tuple[Any, Any]:
         """A shipped GPT and its tokenizer."""
         from ...recipes.lm import load_language_model
 
-        return self._shipped_model(name, what, load_language_model)
+        return self.shipped_model(name, what, load_language_model)
 
 
-def _shell(path: Path, lang: str) -> HTMLResponse:
+def page_shell(path: Path, lang: str) -> HTMLResponse:
+    """The lesson page at ``path`` (a static HTML shell) announced in ``lang``, not cached."""
     # The page is a static shell; only its language attribute follows the request, so the page
     # is announced in the right language before lesson.js has run.
     text = path.read_text(encoding="utf-8").replace('<html lang="en">', f'<html lang="{lang}" data-lang="{lang}">', 1)
     return HTMLResponse(text, headers={"Cache-Control": "no-cache", "Vary": "Accept-Language"})
 
 
-def _page_lang(request: Request) -> str:
+def page_language(request: Request) -> str:
+    """The language a lesson page is served in: ``?lang=`` if it is one of :data:`LANGS`, else the
+    browser's preference (:func:`preferred_language`)."""
     asked = request.query_params.get("lang")
     return asked if asked in LANGS else preferred_language(request.headers.get("accept-language"))
 
@@ -202,14 +210,16 @@ MAX_SENTENCE_CHARS = 200
 DEFAULT_SENTENCE = "彼女は毎日学校まで歩いて行く。"  # §1: "She walks to school every day."; walks and every day cross
 
 
-def _source_ids(translator, text: str) -> list[int]:
+def source_ids(translator, text: str) -> list[int]:
     """The source ids :meth:`Translator.translate` reads for ``text`` (normalised as it does)."""
     normalized = enja.normalize_input(text, translator.src_lang, translator.lowercase) if translator.src_lang else text
     return translator.src_tok.encode(normalized)
 
 
-def _check_source(translator, text: str, limit: int) -> list[int]:
-    ids = _source_ids(translator, text)
+def checked_source_ids(translator, text: str, limit: int) -> list[int]:
+    """:func:`source_ids` of ``text``, or a one-line ``ValueError`` when it has no tokens or more
+    than ``limit``."""
+    ids = source_ids(translator, text)
     if not ids:
         raise ValueError(f"cannot translate {text[:60]!r}: it has no tokens")
     if len(ids) > limit:

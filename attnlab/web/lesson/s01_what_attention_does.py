@@ -44,7 +44,7 @@ from .common import (
     RNN_ATTENTION,
     TRANSLATOR,
     LessonModels,
-    _check_source,
+    checked_source_ids,
     rounded,
     run,
 )
@@ -100,7 +100,7 @@ def translation_view(translator, req: TranslationRequest, name: str = TRANSLATOR
     Shape:
         cross ``(L_dec, H, T, S)``; encoder self ``(L_enc, H, S, S)``
     """
-    ids = _check_source(translator, req.text, MAX_TRANSLATION_TOKENS)
+    ids = checked_source_ids(translator, req.text, MAX_TRANSLATION_TOKENS)
     result = translator.translate([req.text], beam_size=1, return_attention=True)[0]
     cross = result.cross_attention  # (L, H, T, S)
     _, enc = translator.model.encode(torch.tensor([ids], device=translator.device), need_weights=True)
@@ -210,8 +210,14 @@ def _count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-def _faster(ratio: float) -> Literal["rnn", "transformer", "close"]:
-    """Which of two times is clearly shorter: ``ratio`` is the RNN's time over the Transformer's."""
+def which_is_faster(ratio: float) -> Literal["rnn", "transformer", "close"]:
+    """Which of two times is clearly shorter, as the widget's verdict says it (the ``faster``
+    fields): ``ratio`` is the RNN's time over the Transformer's; within [1/:data:`CLOSE`,
+    :data:`CLOSE`] they are "close".
+
+    Shape:
+        no tensors.
+    """
     if ratio >= CLOSE:
         return "transformer"
     if ratio <= 1 / CLOSE:
@@ -425,7 +431,7 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
         timed inputs ``(batch, T, D)`` for each T in :data:`STEP_LENGTHS`; the shipped encoders'
         ``(1, sentence_tokens)``
     """
-    sentence = len(_check_source(transformer_translator, req.text, transformer_translator.model.config.max_len))
+    sentence = len(checked_source_ids(transformer_translator, req.text, transformer_translator.model.config.max_len))
     lengths = list(STEP_LENGTHS)
     rnn_s, tr_s = training_step_seconds(req.batch, lengths)
     rnn_ms, tr_ms = [_shown_ms(t) for t in rnn_s], [_shown_ms(t) for t in tr_s]
@@ -453,7 +459,7 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
         rnn_train_ms=rnn_ms,
         transformer_train_ms=tr_ms,
         ratio=ratio,
-        faster=[_faster(r) for r in ratio],
+        faster=[which_is_faster(r) for r in ratio],
         speedup=[max(r, 1 / r) for r in ratio],
         repeats=TRAIN_REPEATS,
         threads=torch.get_num_threads(),
@@ -465,7 +471,7 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
             transformer_steps=shipped_tr.layers,
             rnn_ms=rnn_read,
             transformer_ms=tr_read,
-            faster=_faster(rnn_read / tr_read),
+            faster=which_is_faster(rnn_read / tr_read),
             speedup=max(rnn_read, tr_read) / min(rnn_read, tr_read),
             repeats=TIMING_REPEATS,
         ),

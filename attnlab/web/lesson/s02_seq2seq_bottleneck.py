@@ -35,7 +35,7 @@ from .common import (
     RNN_ATTENTION,
     RNN_PLAIN,
     LessonModels,
-    _check_source,
+    checked_source_ids,
     rounded,
     run,
 )
@@ -134,7 +134,7 @@ def bottleneck_view(plain, attention, req: BottleneckRequest) -> BottleneckRespo
     else:
         source = req.text
         reference = dict(bottleneck_pairs()).get(source)
-    ids = _check_source(attention, source, MAX_NUMBER_LIST_TOKENS)
+    ids = checked_source_ids(attention, source, MAX_NUMBER_LIST_TOKENS)
     with_attention = attention.translate([source], beam_size=1, return_attention=True)[0]
     without = plain.translate([source], beam_size=1)[0]
     state = plain.model.start(torch.tensor([ids], device=plain.device))

@@ -40,7 +40,7 @@ from .common import (
     MAX_SEED,
     RNN_ATTENTION,
     LessonModels,
-    _check_source,
+    checked_source_ids,
     rounded,
     run,
 )
@@ -405,7 +405,7 @@ def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotRespo
         raise ValueError(f"this view needs a translator with additive attention, not {model.config.attention!r}")
     if not req.text.split():
         raise ValueError("the text has no words: type numbers in English words, such as 'twelve and three hundred'")
-    ids = _check_source(translator, req.text, MAX_NUMBERS_TOKENS)
+    ids = checked_source_ids(translator, req.text, MAX_NUMBERS_TOKENS)
     tokens, queries, memory, keys = decoder_queries(translator, ids)  # (T, D), (S, D), (S, A)
     additive = model.decoder.attention.additive
     scores_add, scores_dot = additive_and_dot_scores(additive, queries, keys)  # (T, S) each

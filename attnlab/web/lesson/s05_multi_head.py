@@ -23,11 +23,11 @@ from .common import (
     LIVE,
     MAX_SEED,
     LessonModels,
-    _words,
     english_sentence,
     rounded,
     run,
     seeded_attention,
+    typed_words,
     word_vector,
 )
 
@@ -222,7 +222,7 @@ def multihead_example(
         influence grids ``(T, T)``, pieces ``(T, H)``
     """
     check_multihead(text, d_model, n_heads, seed)
-    tokens = _words(text, "the sentence")
+    tokens = typed_words(text, "the sentence")
     T, D, H, seed = len(tokens), int(d_model), int(n_heads), int(seed)
     mha = seeded_attention(D, H, seed, decimals=2)
     x = torch.stack([word_vector(w, D, seed) for w in tokens]).round(decimals=1)  # (T, D)

@@ -22,9 +22,9 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
-    _words,
     rounded,
     seeded_attention,
+    typed_words,
     word_vector,
 )
 
@@ -173,7 +173,7 @@ def word_order(req: WordOrderRequest) -> WordOrderResponse:
     Shape:
         ``T`` words; per case out_a, out_b ``(T, D)``, diff ``(T,)``
     """
-    a, b = _words(req.a, "the first sentence", 2), _words(req.b, "the second sentence", 2)
+    a, b = typed_words(req.a, "the first sentence", 2), typed_words(req.b, "the second sentence", 2)
     if sorted(a) != sorted(b):
         raise ValueError("the second sentence must use exactly the words of the first, in another order")
     match, used = [], set()

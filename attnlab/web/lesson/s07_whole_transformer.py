@@ -30,7 +30,7 @@ from .common import (
     MAX_TRANSLATION_TOKENS,
     TRANSLATOR,
     LessonModels,
-    _check_source,
+    checked_source_ids,
     rounded,
     run,
 )
@@ -149,7 +149,7 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
 
     The sentence is translated (greedy); then one teacher-forced forward pass over the source and
     ``[BOS] + translation`` runs with hooks on the model's modules, which record the tensors that
-    really flow. The per-head shapes come from the attention modules' own ``_split_heads`` and
+    really flow. The per-head shapes come from the attention modules' own ``split_heads`` and
     ``project_kv``. Each sublayer is three parts in the order the model runs them: pre-norm
     ``…_norm`` (LayerNorm), the sublayer, ``…_add`` (the residual sum); post-norm the sublayer,
     ``…_add``, ``…_norm``. The parts show layer 1 of each stack (``same_in_every_layer`` says
@@ -164,7 +164,7 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
 
     model = translator.model
     c = model.config
-    ids = _check_source(translator, req.text, MAX_TRANSLATION_TOKENS)
+    ids = checked_source_ids(translator, req.text, MAX_TRANSLATION_TOKENS)
     tgt_tok = translator.tgt_tok
     tokens, produced = _greedy(translator, ids)
     tgt_in = [tgt_tok.bos_id] + produced[:-1]
@@ -214,7 +214,7 @@ def shapes_view(translator, req: ShapesRequest, name: str = TRANSLATOR) -> Shape
         args, _kwargs, output = first(key)
         query = args[0]  # (B, Tq, D)
         memory = args[1] if len(args) > 1 and isinstance(args[1], torch.Tensor) else query  # (B, Tk, D)
-        q = attn._split_heads(attn.q_proj(query))  # (B, H, Tq, Dh)
+        q = attn.split_heads(attn.q_proj(query))  # (B, H, Tq, Dh)
         k, v = attn.project_kv(memory)  # (B, H, Tk, Dh) each
         tensors = [
             _t("query_in", "vectors", query, f"B {q_side} D"),
@@ -448,7 +448,7 @@ def token_walk_view(translator, req: TokenWalkRequest, name: str = TRANSLATOR) -
     """
     model = translator.model
     c = model.config
-    ids = _check_source(translator, req.text, MAX_TRANSLATION_TOKENS)
+    ids = checked_source_ids(translator, req.text, MAX_TRANSLATION_TOKENS)
     tgt_tok = translator.tgt_tok
     tokens, produced = _greedy(translator, ids)
     tgt_in = [tgt_tok.bos_id] + produced[:-1]

@@ -44,8 +44,8 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
-    _words,
     run,
+    typed_words,
 )
 from .content import default_sections
 
@@ -255,7 +255,7 @@ def attention_map(req: AttentionMapRequest) -> tuple[list[str], torch.Tensor, to
     Shape:
         mask, weights ``(T, T)``
     """
-    tokens = _words(req.text, "the sentence")
+    tokens = typed_words(req.text, "the sentence")
     T = len(tokens)
     g = torch.Generator().manual_seed(req.seed)
     q = torch.randn(T, 16, generator=g, dtype=torch.float64)  # (T, 16)
@@ -432,7 +432,7 @@ def load_pooling_classifier(models: LessonModels, what: str = "the attention-poo
     """The shipped ``ja-sentence-type`` classifier, loaded once (503 naming it when not installed)."""
     from ...recipes.classify import load_classifier
 
-    return models._shipped_model(CLASSIFIER, what, load_classifier)
+    return models.shipped_model(CLASSIFIER, what, load_classifier)
 
 
 def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
