@@ -143,11 +143,20 @@
     const text = document.createElement("span");
     text.className = "look-text";
     line.append(text);
-    const label = () => { text.textContent = t("fig_look_" + name); };
+    // A widget with modes names the one it shows (data-look-variant on a node inside it): the
+    // line then reads fig_look_NAME_VARIANT, so it never points at something the mode hides.
+    const label = () => {
+      const holder = root.querySelector("[data-look-variant]");
+      const variant = holder ? holder.dataset.lookVariant : "";
+      const want = t("fig_look_" + name + (variant ? "_" + variant : ""));
+      // Written only when it changes: the observer below would see the write and mark again.
+      if (text.textContent !== want) text.textContent = want;
+    };
     label();
     document.addEventListener("langchange", label);
     const mark = () => {
       if (!line.isConnected || line.parentNode !== root) root.prepend(line);
+      label();
       if (!find) return;
       let found = [];
       try {
@@ -200,7 +209,7 @@
       const last = Math.max(-1, ...bars.map((b) => Number(b.id.split("-").pop())));
       return bars.filter((b) => Number(b.id.split("-").pop()) === last);
     },
-    qkv: (root) => largest(all(root, '[id^="qkv-bar-"]')),
+    qkv: (root) => (root.querySelector('[data-look-variant="random"]') ? root.querySelector("#qkv-table tr.top-row") : largest(all(root, '[id^="qkv-bar-"]'))),
     "additive-vs-dot": (root) => all(root, ".av-map rect.cell[stroke]:not([stroke='#ffffff'])"),
     "self-vs-cross": (root) => root.querySelector("#sc-cross-fig") || root.querySelector("#sc-cross"),
     pronoun: (root) => largest(all(root, '[id^="pr-w-"]')),

@@ -120,6 +120,7 @@
         draw();
         out.dataset.request = JSON.stringify(req);
         out.dataset.mode = state.mode;
+        out.dataset.lookVariant = state.mode === "random" ? "random" : ""; // the look line follows the mode
         out.dataset.seq = String(mine);
       } catch (err) {
         if (mine !== seq) return;
