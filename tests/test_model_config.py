@@ -111,3 +111,5 @@ def test_preset_config_overrides_any_field_name():
 
     made = preset_config(Cfg, {"a": {"preset": 1, "cls": 2}}, "a", "test", preset=3, family=4)
     assert made.kw == {"preset": 3, "cls": 2, "family": 4}
+    # An old GPT-2 name is refused only for a config that has the field under its new name.
+    assert preset_config(Cfg, {"a": {}}, "a", "test", n_embd=5).kw == {"n_embd": 5}

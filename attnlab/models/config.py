@@ -30,7 +30,7 @@ import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from typing import Any, Literal, TypeVar
 
 from ..layers import ACTIVATIONS
@@ -77,7 +77,7 @@ def renamed_field_error(cls: type, name: str, prefix: str = "") -> ValueError | 
     ``prefix`` is how the setting was written (``"model."`` for a ``--overrides`` key).
     """
     new = RENAMED_FIELDS.get(name)
-    if new is None or new not in {f.name for f in fields(cls)}:
+    if new is None or not is_dataclass(cls) or new not in {f.name for f in fields(cls)}:
         return None
     return ValueError(
         f"{prefix}{name} is now called {prefix}{new} (one name in every attnlab config); write {prefix}{new}=..."
