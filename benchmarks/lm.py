@@ -74,12 +74,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @dataclass(frozen=True)
 class Size:
-    name: str
-    n_layer: int
-    n_head: int
-    n_embd: int
-    block: int
-    batch: int
+    name: str  # "small" or "large", as the tables print it
+    n_layers: int  # Transformer blocks L
+    n_heads: int  # attention heads H
+    d_model: int  # model width D
+    block: int  # tokens per training sequence T (and the models' context window)
+    batch: int  # sequences per training batch B
 
 
 SIZES = {
@@ -116,10 +116,10 @@ class MinimalBlock(nn.Module):
 
 
 class MinimalGPT(nn.Module):
-    def __init__(self, vocab: int, n_positions: int, d: int, n_layer: int, h: int) -> None:
+    def __init__(self, vocab: int, n_positions: int, d: int, n_layers: int, h: int) -> None:
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(n_positions, d)
-        self.blocks = nn.ModuleList(MinimalBlock(d, h) for _ in range(n_layer))
+        self.blocks = nn.ModuleList(MinimalBlock(d, h) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -141,9 +141,9 @@ def hf_config(size: Size, vocab: int, n_positions: int):
     return GPT2Config(
         vocab_size=vocab,
         n_positions=n_positions,
-        n_embd=size.n_embd,
-        n_layer=size.n_layer,
-        n_head=size.n_head,
+        n_embd=size.d_model,  # GPT-2's names for D, L, H
+        n_layer=size.n_layers,
+        n_head=size.n_heads,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -162,14 +162,14 @@ def build_models(size: Size, vocab: int) -> dict[str, tuple[nn.Module, callable]
         GPTConfig(
             vocab_size=vocab,
             n_positions=size.block,
-            n_embd=size.n_embd,
-            n_layer=size.n_layer,
-            n_head=size.n_head,
+            d_model=size.d_model,
+            n_layers=size.n_layers,
+            n_heads=size.n_heads,
             dropout=0.0,
         )
     )
     hf = GPT2LMHeadModel(hf_config(size, vocab, size.block))
-    minimal = MinimalGPT(vocab, size.block, size.n_embd, size.n_layer, size.n_head)
+    minimal = MinimalGPT(vocab, size.block, size.d_model, size.n_layers, size.n_heads)
     counts = {
         n: sum(p.numel() for p in m.parameters()) for n, m in (("attnlab", ours), ("hf", hf), ("minimal", minimal))
     }

@@ -48,7 +48,7 @@ viz.display_options.lang = "ja"
 directory = minilm_dir()
 bert = load_bert(directory).eval()
 tokenizer = load_hf_tokenizer(directory, "bert")
-print(f"{type(bert).__name__}: {bert.config.n_layer} 層 × {bert.config.n_head} ヘッド, 幅 {bert.config.n_embd}")
+print(f"{type(bert).__name__}: {bert.config.n_layers} 層 × {bert.config.n_heads} ヘッド, 幅 {bert.config.d_model}")
 
 # %% [markdown]
 # 文は `[CLS] 文 [SEP]` の形でトークンに分けられます（小文字化された WordPiece）。

@@ -195,7 +195,7 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
     log(f"{name!r} はこの attnlab に同梱されていません。{text_name} で小さな GPT を {steps} 回の更新だけ学習します …")
     setup = LMSetup(
         model_preset="bench-small",
-        model_overrides=dict(n_layer=2, n_positions=128),
+        model_overrides=dict(n_layers=2, n_positions=128),
         block_size=128,
         batch_size=16,
         eval_tokens=8192,
@@ -224,7 +224,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
     text = "\n".join(en for en, _ in make_task("numbers-en-ja", 20000, seed=2)) + "\n"
     setup = MLMSetup(
         model_preset="tiny",
-        model_overrides=dict(n_embd=64, n_head=4),
+        model_overrides=dict(d_model=64, n_heads=4),
         tokenizer="bpe",
         vocab_size=200,
         max_len=32,

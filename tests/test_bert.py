@@ -100,7 +100,7 @@ def test_shapes_hidden_states_and_attentions():
     model = tiny()
     ids = torch.randint(5, V, (3, 9))
     out = model(ids, need_weights=True)
-    L, H = model.config.n_layer, model.config.n_head
+    L, H = model.config.n_layers, model.config.n_heads
     assert out.hidden_states.shape == (3, 9, 32)
     assert len(out.all_hidden_states) == L + 1
     assert out.all_hidden_states[-1] is out.hidden_states
@@ -272,7 +272,7 @@ def test_fill_mask_ranks_the_mlm_distribution_at_each_mask():
 
 def test_config_validation_and_presets():
     with pytest.raises(ValueError, match="divisible"):
-        BertConfig(n_embd=30, n_head=4)
+        BertConfig(d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="activation"):
         BertConfig(activation="swish")
     with pytest.raises(ValueError, match="unknown BERT preset"):
@@ -282,7 +282,7 @@ def test_config_validation_and_presets():
     assert cfg.d_ff == 1536
     for name, fields in PRESETS.items():
         c = BertConfig(**fields)
-        assert c.n_embd % c.n_head == 0, name
+        assert c.d_model % c.n_heads == 0, name
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ def test_shapes_and_output_type(positions):
     assert isinstance(out, LMOutput)
     assert out.logits.shape == (3, 11, 37)
     assert out.loss is None
-    assert len(out.attentions) == model.config.n_layer
-    assert all(a.shape == (3, model.config.n_head, 11, 11) for a in out.attentions)
+    assert len(out.attentions) == model.config.n_layers
+    assert all(a.shape == (3, model.config.n_heads, 11, 11) for a in out.attentions)
     assert model(ids).attentions is None
 
 
@@ -163,7 +163,7 @@ def test_cached_attention_maps_cover_all_positions():
     out = model(ids[:, 4:], caches=caches, need_weights=True)
     full = model(ids, need_weights=True)
     for w_step, w_full in zip(out.attentions, full.attentions):
-        assert w_step.shape == (1, model.config.n_head, 2, 6)
+        assert w_step.shape == (1, model.config.n_heads, 2, 6)
         torch.testing.assert_close(w_step, w_full[:, :, 4:], atol=1e-6, rtol=1e-6)
 
 
@@ -268,19 +268,19 @@ def test_context_window_and_input_errors():
 
 def test_config_validation_and_presets():
     with pytest.raises(ValueError, match="divisible"):
-        GPTConfig(n_embd=30, n_head=4)
+        GPTConfig(d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="positions"):
         GPTConfig(positions="sinusoidal")
     with pytest.raises(ValueError, match="unknown GPT preset"):
         gpt_config("nope")
     with pytest.raises(ValueError, match="unknown GPTConfig fields"):
-        GPTConfig.from_dict({"n_embd": 64, "width": 3})
+        GPTConfig.from_dict({"d_model": 64, "width": 3})
     cfg = gpt_config("shakespeare-char", vocab_size=65)
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
-    assert cfg.d_ff == 4 * cfg.n_embd
+    assert cfg.d_ff == 4 * cfg.d_model
     for name, fields in PRESETS.items():
         c = GPTConfig(**fields)
-        assert c.n_embd % c.n_head == 0, name
+        assert c.d_model % c.n_heads == 0, name
 
 
 def test_init_scales_residual_projections():
@@ -288,7 +288,7 @@ def test_init_scales_residual_projections():
     model = GPT(gpt_config("bench-large", vocab_size=100))
     std = model.config.init_std
     assert model.blocks[0].ff.up_proj.weight.std().item() == pytest.approx(std, rel=0.05)
-    expected = std / math.sqrt(2 * model.config.n_layer)
+    expected = std / math.sqrt(2 * model.config.n_layers)
     assert model.blocks[0].ff.down_proj.weight.std().item() == pytest.approx(expected, rel=0.05)
 
 

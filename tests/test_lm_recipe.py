@@ -174,7 +174,7 @@ def test_train_mlm_then_load_it_as_masked_lm_and_as_sentence_encoder(tmp_path):
         assert torch.equal(p, q)
     enc = lm.load_encoder(tmp_path)
     vectors = enc.embed(["the quick fox", "lazy dog"])
-    assert vectors.shape == (2, model.config.n_embd)
+    assert vectors.shape == (2, model.config.d_model)
     torch.testing.assert_close(vectors.norm(dim=-1), torch.ones(2))
 
 
@@ -193,20 +193,54 @@ def test_load_language_model_rejects_other_checkpoints(tmp_path):
 def test_overrides_are_checked():
     setup = lm.apply_overrides(
         lm.LM_RECIPES["tiny"],
-        ["model.n_layer=3", "train.lr=0.01", "batch_size=5", "train.betas=[0.9, 0.95]"],
+        ["model.n_layers=3", "train.lr=0.01", "batch_size=5", "train.betas=[0.9, 0.95]"],
         GPTConfig,
     )
-    assert setup.model_overrides == {"n_layer": 3} and setup.train.lr == 0.01 and setup.batch_size == 5
+    assert setup.model_overrides == {"n_layers": 3} and setup.train.lr == 0.01 and setup.batch_size == 5
     assert setup.train.betas == (0.9, 0.95)
     assert lm.LM_RECIPES["tiny"].train.lr != 0.01  # the recipe itself is untouched
     for bad, match in (
         ("model.width=3", "unknown model field"),
         ("train.speed=1", "unknown training field"),
         ("colour=red", "unknown setting"),
-        ("n_layer", "key=value"),
+        ("n_layers", "key=value"),
+        ("model.n_layer=3", r"^model.n_layer is now called model.n_layers .*; write model.n_layers=...$"),
+        ("model.n_embd=64", r"^model.n_embd is now called model.d_model "),
     ):
         with pytest.raises(ValueError, match=match):
             lm.apply_overrides(lm.LM_RECIPES["tiny"], [bad], GPTConfig)
+    with pytest.raises(ValueError, match=r"^model.n_head is now called model.n_heads "):
+        lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.n_head=2"], BertConfig)
     mlm_setup = lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.type_vocab_size=3"], BertConfig)
     assert mlm_setup.model_overrides == {"type_vocab_size": 3}
     assert isinstance(lm.LM_RECIPES["shakespeare-char"].train, TrainConfig)
+
+
+# GPT-2's names, which GPTConfig and BertConfig had before issue 38 and old config.json files hold.
+OLD_NAMES = {"d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head"}
+
+
+def with_old_field_names(shipped: str, folder) -> None:
+    """Copy the shipped model ``shipped`` to ``folder`` with its config.json written as before issue 38."""
+    import shutil
+
+    from attnlab import assets
+
+    shutil.copytree(assets.asset_folder(shipped), folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    old = {OLD_NAMES.get(k, k): v for k, v in config.items()}
+    assert set(OLD_NAMES.values()) <= set(old) and not set(OLD_NAMES) & set(old)
+    (folder / "config.json").write_text(json.dumps(old, indent=2), encoding="utf-8")
+
+
+@pytest.mark.parametrize("shipped", ["shakespeare-char", "shakespeare-mlm"])
+def test_a_checkpoint_with_the_old_field_names_loads_to_the_same_model(shipped, tmp_path):
+    with_old_field_names(shipped, tmp_path / "old")
+    new_model, new_tok = lm.load_language_model(shipped)
+    old_model, old_tok = lm.load_language_model(tmp_path / "old")
+    assert type(old_model) is type(new_model) and old_model.config == new_model.config
+    assert (old_model.config.d_model, old_model.config.n_heads) == (64, 4)
+    ids = torch.tensor([new_tok.encode("To be, or not to be: that is the question.")])
+    assert old_tok.encode("To be") == new_tok.encode("To be")
+    with torch.no_grad():
+        assert torch.equal(old_model(ids).logits, new_model(ids).logits)

@@ -371,7 +371,7 @@ def test_gpt_native_step_equals_forward(kw, dtype, width, isa):
     # instruction sets but the best with their packed products at every row count.
     torch.manual_seed(0)
     D, H = width
-    model = GPT(gpt_config("tiny", vocab_size=37, n_embd=D, n_head=H, **kw)).eval().to(dtype)
+    model = GPT(gpt_config("tiny", vocab_size=37, d_model=D, n_heads=H, **kw)).eval().to(dtype)
     wide = copy.deepcopy(model).float()
     ids = torch.randint(0, 37, (3, 24), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):

@@ -350,6 +350,24 @@ def test_checkpoint_round_trip_and_attention_heatmap(tiny_trained, tmp_path):
         qa.plot_question_attention(a, tmp_path / "x.png", layer=5)
 
 
+def test_a_qa_model_saved_with_the_old_field_names_loads_to_the_same_answers(tmp_path):
+    # facts-qa's config.json written as before issue 38 (GPT-2's names for width, layers, heads).
+    from attnlab import assets
+
+    shutil.copytree(assets.asset_folder("facts-qa"), tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "config.json").read_text(encoding="utf-8"))
+    renamed = {"d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head"}
+    (tmp_path / "old" / "config.json").write_text(json.dumps({renamed.get(k, k): v for k, v in config.items()}))
+    old, new = qa.load_qa(tmp_path / "old"), qa.load_qa("facts-qa")
+    assert old.model.config == new.model.config and old.setup == new.setup
+    ids = torch.tensor([old.tokenizer.encode("who wrote the letter ?")])
+    with torch.no_grad():
+        o, n = old.model(ids), new.model(ids)
+    assert torch.equal(o.start_logits, n.start_logits) and torch.equal(o.end_logits, n.end_logits)
+    question, passage = "Where does Mara live?", "Mara lives in Oslo and works as a baker."
+    assert old.answer([question], [passage])[0] == new.answer([question], [passage])[0]
+
+
 def test_answer_and_train_qa_cli(tiny_trained, tiny_bert_dir, tmp_path, capsys):
     _, _, examples, out = tiny_trained
     e = examples[0]

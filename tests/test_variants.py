@@ -671,7 +671,7 @@ def tiny_gpt(seed=0, **fields):
     from attnlab.models.gpt import GPT, GPTConfig
 
     torch.manual_seed(seed)
-    config = GPTConfig(vocab_size=31, n_positions=40, n_embd=16, n_layer=2, n_head=2, **fields)
+    config = GPTConfig(vocab_size=31, n_positions=40, d_model=16, n_layers=2, n_heads=2, **fields)
     return GPT(config).double().eval()
 
 
@@ -718,7 +718,7 @@ def test_bert_and_transformer_configs_take_the_variant():
     for name, fields in {"full": {}, "wide": dict(attention="global_window", window=20, n_global=1),
                          "narrow": dict(attention="global_window", window=2, n_global=1)}.items():  # fmt: skip
         torch.manual_seed(0)
-        bert = BertModel(BertConfig(vocab_size=40, n_positions=16, n_embd=16, n_layer=2, n_head=2, **fields))
+        bert = BertModel(BertConfig(vocab_size=40, n_positions=16, d_model=16, n_layers=2, n_heads=2, **fields))
         hidden[name] = bert.double().eval()(ids, attention_mask=mask).hidden_states
     # Symmetric window of 20 ≥ 2·T: every position in reach, so the same as full attention.
     torch.testing.assert_close(hidden["wide"], hidden["full"], **TOL[torch.float64])

@@ -485,7 +485,7 @@ def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
     assert got["output"] == tok.decode(ids[len(tok.encode("the cat")) :])
     weights = torch.tensor(got["attentions"]["self"])  # (L, H, T, T)
     T = len(ids)
-    assert weights.shape == (gpt.config.n_layer, gpt.config.n_head, T, T)
+    assert weights.shape == (gpt.config.n_layers, gpt.config.n_heads, T, T)
     assert torch.all(weights.masked_select(~AF.causal_mask(T, T)) == 0)
 
 
@@ -504,7 +504,7 @@ def test_bert_fill_mask_and_embedding(lm_dirs):
     best = tok.id_to_token(int(logits.argmax()))
     assert got["output"].startswith(f"[MASK] 1: {best} ({float(logits.softmax(-1).max()):.2f})")
     S = len(ids)
-    assert torch.tensor(got["attentions"]["self"]).shape == (bert.config.n_layer, bert.config.n_head, S, S)
+    assert torch.tensor(got["attentions"]["self"]).shape == (bert.config.n_layers, bert.config.n_heads, S, S)
     plain = client.post("/api/run", json={"model": model.name, "text": "the cat"}).json()
     vec = sentence_embeddings(bert, tok, ["the cat"])[0]
     assert plain["output"].startswith(f"embedding ({vec.numel()} numbers, length 1.000): [{vec[0]:.3f}, ")

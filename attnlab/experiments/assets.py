@@ -1095,8 +1095,8 @@ class ShakespeareMLM:
     max_steps: int = 3000  # optimizer steps (the preset's 10-minute clock is switched off)
     overrides: tuple[str, ...] = (
         "model_preset=tiny",
-        "model.n_embd=64",
-        "model.n_head=4",
+        "model.d_model=64",
+        "model.n_heads=4",
         "model.n_positions=64",
         "max_len=64",
         "batch_size=32",

@@ -60,9 +60,9 @@ IGNORE_INDEX = -100  # label of positions the loss skips (F.cross_entropy's defa
 class BertConfig(StackConfig):
     vocab_size: int = 30522  # token ids 0 … V-1 (BERT's uncased WordPiece has 30522)
     n_positions: int = 512  # longest sequence; sizes the learned position table
-    n_embd: int = 768  # model width D
-    n_layer: int = 12  # number of Transformer blocks L
-    n_head: int = 12  # attention heads H; D must be divisible by H
+    d_model: int = 768  # model width D
+    n_layers: int = 12  # number of Transformer blocks L
+    n_heads: int = 12  # attention heads H; D must be divisible by H
     n_inner: int | None = None  # feed-forward hidden width (None: 4·D, as BERT)
     activation: str = "gelu"  # feed-forward and MLM-transform activation (BERT: exact GELU)
     layer_norm_eps: float = 1e-12  # ε inside every LayerNorm (BERT: 1e-12)
@@ -82,7 +82,7 @@ class BertConfig(StackConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_fields(self, positive=("type_vocab_size",), sizes=(("type_vocab_size", "n_embd"),))
+        check_fields(self, positive=("type_vocab_size",), sizes=(("type_vocab_size", "d_model"),))
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} is outside the vocabulary of size {self.vocab_size}")
 
@@ -91,11 +91,11 @@ class BertConfig(StackConfig):
 #: "mini"/"small" are Turc et al. (2019)'s compact BERTs; "minilm-l6" is the shape of
 #: all-MiniLM-L6-v2 (Wang et al. 2020's MiniLM, fine-tuned by sentence-transformers).
 PRESETS: dict[str, dict] = {
-    "tiny": dict(n_positions=64, n_embd=32, n_layer=2, n_head=2, dropout=0.0),
-    "mini": dict(n_positions=256, n_embd=256, n_layer=4, n_head=4),
-    "small": dict(n_positions=512, n_embd=512, n_layer=4, n_head=8),
-    "minilm-l6": dict(n_positions=512, n_embd=384, n_layer=6, n_head=12, n_inner=1536),
-    "base": dict(n_positions=512, n_embd=768, n_layer=12, n_head=12),
+    "tiny": dict(n_positions=64, d_model=32, n_layers=2, n_heads=2, dropout=0.0),
+    "mini": dict(n_positions=256, d_model=256, n_layers=4, n_heads=4),
+    "small": dict(n_positions=512, d_model=512, n_layers=4, n_heads=8),
+    "minilm-l6": dict(n_positions=512, d_model=384, n_layers=6, n_heads=12, n_inner=1536),
+    "base": dict(n_positions=512, d_model=768, n_layers=12, n_heads=12),
 }
 
 
@@ -144,15 +144,15 @@ class BertModel(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         c = self.config = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd, padding_idx=c.pad_id)
-        self.pos_emb = LearnedPositionalEmbedding(c.n_positions, c.n_embd)
-        self.type_emb = nn.Embedding(c.type_vocab_size, c.n_embd)
-        self.emb_norm = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.pos_emb = LearnedPositionalEmbedding(c.n_positions, c.d_model)
+        self.type_emb = nn.Embedding(c.type_vocab_size, c.d_model)
+        self.emb_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self.embed_dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
-                c.n_embd,
-                c.n_head,
+                c.d_model,
+                c.n_heads,
                 c.d_ff,
                 dropout=c.dropout,
                 activation=c.activation,
@@ -162,9 +162,9 @@ class BertModel(nn.Module):
                 backend=c.backend,
                 attention=c.attention_spec(),
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
-        self.pooler = nn.Linear(c.n_embd, c.n_embd)
+        self.pooler = nn.Linear(c.d_model, c.d_model)
         init_bert_weights(self, c.init_std)
         with torch.no_grad():
             self.tok_emb.weight[c.pad_id].zero_()
@@ -230,9 +230,9 @@ class MLMHead(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.transform = nn.Linear(config.n_embd, config.n_embd)
+        self.transform = nn.Linear(config.d_model, config.d_model)
         self.act = ACTIVATIONS[config.activation]
-        self.norm = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: Tensor, embedding: Tensor) -> Tensor:
@@ -253,7 +253,7 @@ class BertForMaskedLM(nn.Module):
         self.config = config
         self.bert = BertModel(config)
         self.mlm = MLMHead(config)
-        self.next_sentence = nn.Linear(config.n_embd, 2) if config.next_sentence_head else None
+        self.next_sentence = nn.Linear(config.d_model, 2) if config.next_sentence_head else None
         init_bert_weights(self.mlm, config.init_std)
         if self.next_sentence is not None:
             init_bert_weights(self.next_sentence, config.init_std)

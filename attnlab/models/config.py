@@ -8,9 +8,14 @@ lives here:
   ``bert_config``, ``vit_config``, ...).
 - :class:`StackConfig`: the behaviour of :class:`~attnlab.models.gpt.GPTConfig` and
   :class:`~attnlab.models.bert.BertConfig`, two stacks of :class:`~attnlab.layers.EncoderBlock`
-  described with the GPT-2/BERT field names (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``):
+  described with the names every attnlab config uses (``d_model``, ``n_layers``, ``n_heads``):
   the shared checks, the feed-forward width, the attention variant, and the plain-dict form
   written to a checkpoint's ``config.json`` and read back.
+- :data:`RENAMED_FIELDS`: the GPT-2 names these two configs had before (``n_embd``, ``n_layer``,
+  ``n_head``). A ``config.json`` written with them still loads (:meth:`StackConfig.from_dict`
+  translates them, the one place that does); a setting given with one (``model.n_embd=64``, or
+  ``gpt_config("tiny", n_embd=64)``) is refused with the new name (:func:`renamed_field_error`).
+  Only the HuggingFace converter (:mod:`attnlab.models.convert_hf`) still speaks GPT-2's names.
 - :func:`check_fields`: the checks every config (and the training settings) runs in
   ``__post_init__``: each field against its declared type, the ranges it names, and a cap on the
   parameters one weight matrix may ask for (:data:`MAX_PARAMETERS`). Because they run when the
@@ -25,19 +30,23 @@ import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from typing import Any, Literal, TypeVar
 
 from ..layers import ACTIVATIONS
 from ..variants import AttentionSpec
 
-__all__ = ["MAX_PARAMETERS", "check_fields", "preset_config", "StackConfig"]
+__all__ = ["MAX_PARAMETERS", "RENAMED_FIELDS", "check_fields", "preset_config", "renamed_field_error", "StackConfig"]
 
 #: The most parameters a config may ask for in one product of its sizes (one weight matrix, or one
 #: kind of matrix over all layers): 2³¹, 8 GiB in fp32. Far above anything attnlab trains, it
 #: turns a typo such as ``d_ff=10**12`` into a clear error instead of an attempt to allocate
 #: terabytes.
 MAX_PARAMETERS = 2**31
+
+#: Field names GPTConfig and BertConfig took from GPT-2 until issue 38 → the names they have now,
+#: those of every attnlab config (the Transformer's, the ViT's, the classifier's).
+RENAMED_FIELDS: dict[str, str] = {"n_embd": "d_model", "n_layer": "n_layers", "n_head": "n_heads"}
 
 C = TypeVar("C")
 S = TypeVar("S", bound="StackConfig")
@@ -52,7 +61,27 @@ def preset_config(
     """
     if preset not in presets:
         raise ValueError(f"unknown {family} preset {preset!r}; choose from {sorted(presets)}")
+    for name in overrides:
+        error = renamed_field_error(cls, name)
+        if error:
+            raise error
     return cls(**{**presets[preset], **overrides})
+
+
+def renamed_field_error(cls: type, name: str, prefix: str = "") -> ValueError | None:
+    """The error for a setting of ``cls`` given by its old name (``n_embd``), naming the new one;
+    None when ``name`` is no old name of a field ``cls`` has.
+
+    A setting with an old name is refused rather than translated: one name per field in every
+    command line, notebook and preset, and a clear message where an old one is still written.
+    ``prefix`` is how the setting was written (``"model."`` for a ``--overrides`` key).
+    """
+    new = RENAMED_FIELDS.get(name)
+    if new is None or not is_dataclass(cls) or new not in {f.name for f in fields(cls)}:
+        return None
+    return ValueError(
+        f"{prefix}{name} is now called {prefix}{new} (one name in every attnlab config); write {prefix}{new}=..."
+    )
 
 
 @functools.cache
@@ -168,26 +197,26 @@ def check_fields(
 class StackConfig:
     """Shared behaviour of the GPT and BERT config dataclasses (a mixin: it declares no fields).
 
-    A subclass is a dataclass with the fields ``vocab_size``, ``n_positions``, ``n_embd``,
-    ``n_layer``, ``n_head``, ``n_inner``, ``activation``, ``backend``, ``attention``, ``window``
+    A subclass is a dataclass with the fields ``vocab_size``, ``n_positions``, ``d_model``,
+    ``n_layers``, ``n_heads``, ``n_inner``, ``activation``, ``backend``, ``attention``, ``window``
     and ``n_global``; its own ``__post_init__`` calls this one first, then checks its own fields.
     """
 
     def __post_init__(self) -> None:
         check_fields(
             self,
-            positive=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "layer_norm_eps"),
+            positive=("vocab_size", "n_positions", "d_model", "n_layers", "n_heads", "n_inner", "layer_norm_eps"),
             non_negative=("init_std", "n_global"),
             fractions=("dropout",),
             sizes=(
-                ("vocab_size", "n_embd"),
-                ("n_positions", "n_embd"),
-                ("n_layer", "n_embd", "d_ff"),
-                ("n_layer", "n_embd", "n_embd"),
+                ("vocab_size", "d_model"),
+                ("n_positions", "d_model"),
+                ("n_layers", "d_model", "d_ff"),
+                ("n_layers", "d_model", "d_model"),
             ),
         )
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         spec = self.attention_spec()  # a clear error now for a bad variant or window
@@ -197,7 +226,7 @@ class StackConfig:
     @property
     def d_ff(self) -> int:
         """Feed-forward hidden width (``n_inner``, or 4·D as GPT-2 and BERT when it is None)."""
-        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+        return self.n_inner if self.n_inner is not None else 4 * self.d_model
 
     def attention_spec(self) -> AttentionSpec:
         """The self-attention variant of every block (see attnlab.variants.AttentionSpec)."""
@@ -209,7 +238,17 @@ class StackConfig:
 
     @classmethod
     def from_dict(cls: type[S], d: dict) -> S:
-        """The config of a :meth:`to_dict` dict; an unknown key is an error (a typo, or another model's config)."""
+        """The config of a :meth:`to_dict` dict; an unknown key is an error (a typo, or another model's config).
+
+        This is where every GPT and BERT ``config.json`` becomes a config (a run folder, a shipped
+        model, a QA model's encoder), so it is the one place that reads the field names used before
+        issue 38 (:data:`RENAMED_FIELDS`: ``n_embd``, ``n_layer``, ``n_head``) as today's. Only the
+        names changed, never a module's, so such a checkpoint's weights load as they are.
+        """
+        both = sorted(old for old, new in RENAMED_FIELDS.items() if old in d and new in d)
+        if both:
+            raise ValueError(f"both {both[0]!r} and its new name {RENAMED_FIELDS[both[0]]!r} are given; keep one")
+        d = {RENAMED_FIELDS.get(k, k): v for k, v in d.items()}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

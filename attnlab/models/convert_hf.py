@@ -3,8 +3,9 @@
 A HuggingFace checkpoint directory holds ``config.json``, the weights (``model.safetensors``, a
 sharded ``model.safetensors.index.json``, or ``pytorch_model.bin``) and the tokenizer
 (``tokenizer.json``, or ``vocab.txt`` for WordPiece / ``vocab.json`` + ``merges.txt`` for GPT-2's
-byte-level BPE), which :func:`attnlab.data.tokenizers.load_hf_tokenizer` reads. This module is the only place in attnlab where HuggingFace's parameter names
-appear: each converter is a table from attnlab's name to the checkpoint's name (plus the
+byte-level BPE), which :func:`attnlab.data.tokenizers.load_hf_tokenizer` reads. This module is the only place in attnlab where HuggingFace's parameter and config names
+appear (GPT-2's ``n_embd``, ``n_layer``, ``n_head`` are attnlab's ``d_model``, ``n_layers``,
+``n_heads``): each converter is a table from attnlab's name to the checkpoint's name (plus the
 reshaping the two layouts need), so a reader can see the correspondence at a glance.
 
 Nothing here downloads anything: a path is a local directory. The default sentence-embedding
@@ -190,14 +191,14 @@ def _packed(part: int, weight: bool) -> Callable[[Tensor], Tensor]:
     return take
 
 
-def _gpt2_rules(n_layer: int) -> dict[str, Rule]:
+def _gpt2_rules(n_layers: int) -> dict[str, Rule]:
     rules: dict[str, Rule] = {
         "tok_emb.weight": ("wte.weight", _same),
         "pos_emb.embedding.weight": ("wpe.weight", _same),
         "final_norm.weight": ("ln_f.weight", _same),
         "final_norm.bias": ("ln_f.bias", _same),
     }
-    for i in range(n_layer):
+    for i in range(n_layers):
         a, h = f"blocks.{i}.", f"h.{i}."
         for j, proj in enumerate(("q_proj", "k_proj", "v_proj")):
             rules[a + f"self_attn.{proj}.weight"] = (h + "attn.c_attn.weight", _packed(j, weight=True))
@@ -214,7 +215,7 @@ def _gpt2_rules(n_layer: int) -> dict[str, Rule]:
     return rules
 
 
-def _bert_rules(n_layer: int, prefix: str) -> dict[str, Rule]:
+def _bert_rules(n_layers: int, prefix: str) -> dict[str, Rule]:
     """Encoder names; ``prefix`` is ``"bert."`` when the encoder sits inside BertForMaskedLM."""
     pairs = {
         "tok_emb.weight": "embeddings.word_embeddings.weight",
@@ -225,7 +226,7 @@ def _bert_rules(n_layer: int, prefix: str) -> dict[str, Rule]:
         "pooler.weight": "pooler.dense.weight",
         "pooler.bias": "pooler.dense.bias",
     }
-    for i in range(n_layer):
+    for i in range(n_layers):
         a, h = f"blocks.{i}.", f"encoder.layer.{i}."
         for ours, theirs in (
             ("self_attn.q_proj", "attention.self.query"),
@@ -319,9 +320,9 @@ def gpt_config_from_hf(hf: dict) -> GPTConfig:
     return GPTConfig(
         vocab_size=hf["vocab_size"],
         n_positions=hf.get("n_positions", hf.get("n_ctx", 1024)),
-        n_embd=hf["n_embd"],
-        n_layer=hf["n_layer"],
-        n_head=hf["n_head"],
+        d_model=hf["n_embd"],  # GPT-2's names for the width, the blocks and the heads
+        n_layers=hf["n_layer"],
+        n_heads=hf["n_head"],
         n_inner=hf.get("n_inner"),
         activation=_HF_ACTIVATIONS[act],
         layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
@@ -344,7 +345,7 @@ def load_gpt2(path: str | os.PathLike) -> GPT:
     _apply_rules(
         model,
         state,
-        _gpt2_rules(config.n_layer),
+        _gpt2_rules(config.n_layers),
         ignorable=lambda k: k.endswith((".attn.bias", ".attn.masked_bias")),
         source=path,
     )
@@ -368,9 +369,9 @@ def bert_config_from_hf(hf: dict, *, next_sentence_head: bool = False) -> BertCo
     return BertConfig(
         vocab_size=hf["vocab_size"],
         n_positions=hf.get("max_position_embeddings", 512),
-        n_embd=hf["hidden_size"],
-        n_layer=hf["num_hidden_layers"],
-        n_head=hf["num_attention_heads"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"],
         n_inner=hf.get("intermediate_size"),
         activation=_HF_ACTIVATIONS[act],
         layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
@@ -411,7 +412,7 @@ def load_bert(path: str | os.PathLike) -> BertModel | BertForMaskedLM:
     config = _config_from_hf(path, bert_config_from_hf, hf_config, next_sentence_head=has_nsp)
     if has_mlm:
         model: nn.Module = BertForMaskedLM(config)
-        rules = {**_bert_rules(config.n_layer, "bert."), **_BERT_MLM_RULES}
+        rules = {**_bert_rules(config.n_layers, "bert."), **_BERT_MLM_RULES}
         if has_nsp:
             rules.update(_BERT_NSP_RULES)
         optional = ("bert.pooler.weight", "bert.pooler.bias")
@@ -419,7 +420,7 @@ def load_bert(path: str | os.PathLike) -> BertModel | BertForMaskedLM:
         raise ValueError(f"{path}: has a next-sentence head but no masked-LM head; not supported")
     else:
         model = BertModel(config)
-        rules = _bert_rules(config.n_layer, "")
+        rules = _bert_rules(config.n_layers, "")
         optional = ("pooler.weight", "pooler.bias")
 
     def ignorable(k: str) -> bool:

@@ -47,9 +47,9 @@ __all__ = ["GPTConfig", "PRESETS", "GPT", "LMOutput", "gpt_config", "causal_lm_l
 class GPTConfig(StackConfig):
     vocab_size: int = 50257  # token ids 0 … V-1 (GPT-2's byte-level BPE has 50257)
     n_positions: int = 1024  # longest sequence (context window); sizes the learned position table
-    n_embd: int = 768  # model width D
-    n_layer: int = 12  # number of Transformer blocks L
-    n_head: int = 12  # attention heads H; D must be divisible by H
+    d_model: int = 768  # model width D
+    n_layers: int = 12  # number of Transformer blocks L
+    n_heads: int = 12  # attention heads H; D must be divisible by H
     n_inner: int | None = None  # feed-forward hidden width (None: 4·D, as GPT-2)
     activation: str = "gelu_tanh"  # feed-forward activation; GPT-2 uses GELU's tanh approximation
     layer_norm_eps: float = 1e-5  # ε inside every LayerNorm (GPT-2: 1e-5)
@@ -78,17 +78,17 @@ class GPTConfig(StackConfig):
 #: CPU cores (tinyshakespeare, ~1M characters): big enough to get well below nanoGPT's 4×128 CPU
 #: recipe, small enough to see several epochs of the text in that time.
 PRESETS: dict[str, dict] = {
-    "tiny": dict(n_positions=64, n_embd=32, n_layer=2, n_head=2),
+    "tiny": dict(n_positions=64, d_model=32, n_layers=2, n_heads=2),
     # Exact GELU rather than GPT-2's tanh approximation: the same curve, and PyTorch's CPU kernel
     # for it is faster (the measurement is in docs/gpt-bert.md).
-    "shakespeare-char": dict(n_positions=256, n_embd=192, n_layer=6, n_head=6, dropout=0.0, activation="gelu"),
+    "shakespeare-char": dict(n_positions=256, d_model=192, n_layers=6, n_heads=6, dropout=0.0, activation="gelu"),
     # The shipped character GPT (attnlab/assets/shakespeare-char): small enough for the package's
     # 24 MB of assets next to the translators, big enough to show sensible next-character odds.
-    "shakespeare-char-small": dict(n_positions=128, n_embd=64, n_layer=4, n_head=4, dropout=0.0, activation="gelu"),
-    "bench-small": dict(n_positions=256, n_embd=128, n_layer=4, n_head=4),
-    "bench-large": dict(n_positions=256, n_embd=384, n_layer=6, n_head=6),
-    "gpt2": dict(n_positions=1024, n_embd=768, n_layer=12, n_head=12),
-    "gpt2-medium": dict(n_positions=1024, n_embd=1024, n_layer=24, n_head=16),
+    "shakespeare-char-small": dict(n_positions=128, d_model=64, n_layers=4, n_heads=4, dropout=0.0, activation="gelu"),
+    "bench-small": dict(n_positions=256, d_model=128, n_layers=4, n_heads=4),
+    "bench-large": dict(n_positions=256, d_model=384, n_layers=6, n_heads=6),
+    "gpt2": dict(n_positions=1024, d_model=768, n_layers=12, n_heads=12),
+    "gpt2-medium": dict(n_positions=1024, d_model=1024, n_layers=24, n_heads=16),
 }
 
 
@@ -115,15 +115,15 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         c = self.config = config
-        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         # Rotary has no parameters; one module (its angle table) serves every layer.
-        rotary = RotaryEmbedding(c.n_embd // c.n_head, base=c.rotary_base) if c.positions == "rotary" else None
-        self.pos_emb = LearnedPositionalEmbedding(c.n_positions, c.n_embd) if c.positions == "learned" else None
+        rotary = RotaryEmbedding(c.d_model // c.n_heads, base=c.rotary_base) if c.positions == "rotary" else None
+        self.pos_emb = LearnedPositionalEmbedding(c.n_positions, c.d_model) if c.positions == "learned" else None
         self.embed_dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
-                c.n_embd,
-                c.n_head,
+                c.d_model,
+                c.n_heads,
                 c.d_ff,
                 dropout=c.dropout,
                 activation=c.activation,
@@ -134,9 +134,9 @@ class GPT(nn.Module):
                 rotary=rotary,
                 attention=c.attention_spec(),
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
-        self.final_norm = nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)
+        self.final_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -148,7 +148,7 @@ class GPT(nn.Module):
                 nn.init.normal_(module.weight, std=std)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
-        residual_std = std / math.sqrt(2 * self.config.n_layer)
+        residual_std = std / math.sqrt(2 * self.config.n_layers)
         for block in self.blocks:
             nn.init.normal_(block.self_attn.out_proj.weight, std=residual_std)
             nn.init.normal_(block.ff.down_proj.weight, std=residual_std)

@@ -460,7 +460,7 @@ def _gpt_native(model):
             (final.weight.detach(), None if final.bias is None else final.bias.detach()),
             embedding.detach(),  # tied output projection
             None,
-            model.config.n_head,
+            model.config.n_heads,
             model.config.d_ff,
             True,  # GPT-2's blocks are pre-norm
             activation,
@@ -496,7 +496,7 @@ def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
     native = _gpt_native(model)
     step = _gpt_python_step(model)  # (a list of each block's parameters: cheap to build)
     if native is not None:
-        H, Dh = model.config.n_head, model.config.n_embd // model.config.n_head
+        H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
         fp32 = model.tok_emb.weight.dtype == torch.float32
 
         def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:

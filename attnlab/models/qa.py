@@ -97,7 +97,7 @@ class BertForQuestionAnswering(nn.Module):
             raise ValueError(f"a question-answering BERT has model_type {MODEL_TYPE!r}, got {config.model_type!r}")
         self.config = config
         self.bert = BertModel(config)
-        self.span_proj = nn.Linear(config.n_embd, 2)  # rows: the start vector S and the end vector E
+        self.span_proj = nn.Linear(config.d_model, 2)  # rows: the start vector S and the end vector E
         init_bert_weights(self.span_proj, config.init_std)
 
     @classmethod

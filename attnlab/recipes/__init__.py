@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..models.config import renamed_field_error
 from ..train import TrainConfig, TrainResult
 
 __all__ = ["STAND_IN_SIZE", "Recipe", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
@@ -56,9 +57,12 @@ def _target(setup: Any, key: str, config_cls: ConfigClass) -> tuple[str, str, An
     settings = [name for name in own if name not in ("train", "model_overrides")]
     if key.startswith("model."):
         name = key[len("model.") :]
-        fields = _field_types(_config_class(config_cls, setup))
+        model_cls = _config_class(config_cls, setup)
+        fields = _field_types(model_cls)
         if name not in fields:
-            raise ValueError(f"unknown model field {name!r}; fields: {sorted(fields)}")
+            raise renamed_field_error(model_cls, name, "model.") or ValueError(
+                f"unknown model field {name!r}; fields: {sorted(fields)}"
+            )
         return "model", name, fields[name]
     if key.startswith("train."):
         name = key[len("train.") :]
@@ -180,7 +184,7 @@ def replace_settings(setup: Any, values: Mapping[str, Any], config_cls: ConfigCl
 
 
 def apply_overrides(setup: Any, overrides: Sequence[str], config_cls: ConfigClass) -> Any:
-    """Apply ``key=value`` overrides: ``model.n_embd=256``, ``train.lr=1e-3``, ``batch_size=32``.
+    """Apply ``key=value`` overrides: ``model.d_model=256``, ``train.lr=1e-3``, ``batch_size=32``.
 
     The keys are those of :func:`replace_settings`. Each value is read as the field's declared
     type: ``12`` (int), ``1e-3`` (float), ``true``/``false`` (bool), plain or JSON-quoted text,
@@ -193,7 +197,7 @@ def apply_overrides(setup: Any, overrides: Sequence[str], config_cls: ConfigClas
     pairs = []
     for item in overrides:
         if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value (e.g. model.n_embd=256, train.lr=1e-3)")
+            raise ValueError(f"override {item!r} is not key=value (e.g. model.d_model=256, train.lr=1e-3)")
         pairs.append(tuple(item.split("=", 1)))
     return _apply(setup, pairs, config_cls, parse=True)
 

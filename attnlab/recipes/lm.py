@@ -671,7 +671,7 @@ def train_lm_command(
         max_steps: stop after this many optimizer steps.
         seed: random seed (data order, initialisation).
         resume: continue an interrupted run from OUT/last.
-        overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, batch_size=32.
+        overrides: further settings as key=value: model.n_layers=4, train.lr=1e-3, batch_size=32.
     """
 
     def run(setup: LMSetup) -> None:
@@ -722,7 +722,7 @@ def train_mlm_command(
         max_steps: stop after this many optimizer steps.
         seed: random seed (data order, masks, initialisation).
         resume: continue an interrupted run from OUT/last.
-        overrides: further settings as key=value: model.n_layer=4, train.lr=1e-3, max_len=64.
+        overrides: further settings as key=value: model.n_layers=4, train.lr=1e-3, max_len=64.
     """
 
     def run(setup: MLMSetup) -> None:

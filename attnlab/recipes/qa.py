@@ -140,7 +140,7 @@ RECIPES: dict[str, QASetup] = {
     "toy": QASetup(
         init="scratch",
         model_preset="tiny",
-        model_overrides={"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "dropout": 0.0},
+        model_overrides={"d_model": 64, "n_heads": 4, "n_layers": 2, "n_positions": 128, "dropout": 0.0},
         vocab_size=800,
         paragraphs=40000,
         max_length=128,

@@ -330,7 +330,7 @@ def head_view(model, req: HeadsRequest) -> HeadsResponse:
         raise ValueError(f"cannot encode {req.text!r}: it has no tokens")
     if len(ids) > MAX_HEAD_VIEW_TOKENS:
         raise ValueError(f"the sentence has {len(ids)} tokens; the head view draws at most {MAX_HEAD_VIEW_TOKENS}")
-    L, H = len(bert.blocks), bert.config.n_head
+    L, H = len(bert.blocks), bert.config.n_heads
     if req.layer >= L:
         raise ValueError(f"layer {req.layer} does not exist: MiniLM has layers 0–{L - 1}")
     if req.head >= H:
