@@ -148,7 +148,8 @@
     const label = () => {
       const holder = root.querySelector("[data-look-variant]");
       const variant = holder ? holder.dataset.lookVariant : "";
-      const want = t("fig_look_" + name + (variant ? "_" + variant : ""));
+      const suffix = variant ? "_" + variant : "";
+      const want = t("fig_look_" + name + suffix);
       // Written only when it changes: the observer below would see the write and mark again.
       if (text.textContent !== want) text.textContent = want;
     };
