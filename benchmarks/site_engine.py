@@ -9,7 +9,7 @@ through Playwright, the page tests/test_engine_browser.py checks. Prints:
 
 - load → ready: from the navigation's start to the translator ready to translate (the runtime and
   both models fetched from the local server and compiled), each in a fresh browser context (an
-  empty cache), ``--loads`` times;
+  empty cache), ``--loads`` times, and when each file of the last load had arrived;
 - the sentence: ``engineCheck.run`` with beam 4 and the attention rows, the time of
   ``translate`` in the page (tokenize, encoder, the beam's decoder steps with their attention
   rows, detokenize), one warm-up then ``--repeats`` runs.
@@ -74,6 +74,10 @@ def main() -> None:
             page.evaluate("() => window.engineCheck.ready")
             loads.append(page.evaluate("() => window.engineCheck.readyMs"))
             threads = page.evaluate("() => window.engineCheck.threads")
+            # Where the time goes: when each file had arrived (ms from the navigation's start).
+            arrived = page.evaluate(
+                "() => performance.getEntriesByType('resource').map((e) => [e.name.split('/').pop(), e.responseEnd])"
+            )
             if len(loads) < args.loads:
                 context.close()
         context.set_offline(True)
@@ -89,6 +93,7 @@ def main() -> None:
         f"load → ready: median {statistics.median(loads):.0f} ms of {len(loads)} "
         f"(min {min(loads):.0f}, max {max(loads):.0f})"
     )
+    print("  the last load's files arrived at: " + ", ".join(f"{n} {t:.0f} ms" for n, t in arrived))
     print(
         f"{args.sentence!r} → {first['text']!r} ({len(first['ids'])} tokens, {len(first['cross'])} attention rows), "
         f"beam 4: median {statistics.median(times):.1f} ms of {len(times)} "
