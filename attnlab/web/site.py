@@ -1,0 +1,159 @@
+"""The static site's in-page engine as a plain folder: what ``attnlab lesson build-site`` grows from.
+
+A static host (GitHub Pages, a university web space, ``python -m http.server``) serves files and
+nothing else, so everything the page runs must be in the folder: the engine's ES modules
+(``static/engine/``: tokenizer, decoding, the ONNX translator and the check page), onnxruntime-web's
+WASM build, copied from the repository's ``node_modules`` (``npm ci`` installs it from
+``package-lock.json``), and each translator exported to ONNX (:func:`attnlab.export_onnx.export_translator_onnx`).
+The folder it writes::
+
+    engine/        tokenizer.js, decode.js, onnx_translator.js, check.html, check.js
+    vendor/onnxruntime-web/   ort.wasm.min.mjs, ort-wasm-simd-threaded.mjs, ort-wasm-simd-threaded.wasm
+    models/NAME/   encoder.onnx, decoder.onnx, meta.json, the tokenizer files
+
+The pages import the runtime and the models by relative URLs (``../vendor/…``, ``../models/…``),
+so the folder works wherever it is put and fetches nothing from outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from ..export_onnx import export_translator_onnx
+
+__all__ = [
+    "ENGINE_FILES",
+    "ISOLATION_HEADERS",
+    "RUNTIME_FILES",
+    "copy_runtime",
+    "node_modules_runtime",
+    "serve_folder",
+    "write_engine_folder",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE_DIR = Path(__file__).resolve().parent / "static" / "engine"
+
+#: onnxruntime-web's files a page needs for WASM, single- and multi-threaded: the wasm-only ES
+#: module entry (no WebGL/WebGPU/JSEP), the Emscripten loader it imports (also the script of the
+#: threads' workers when the page is cross-origin isolated) and the WASM binary, which since
+#: onnxruntime-web 1.19 is one threaded SIMD build that runs single-threaded with numThreads = 1.
+RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+
+#: The headers that make a page cross-origin isolated (SharedArrayBuffer, so WASM threads); a
+#: plain static host sends none of them, and the page then runs single-threaded.
+ISOLATION_HEADERS = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
+
+#: The engine's files, as in ``attnlab/web/static/engine/``.
+ENGINE_FILES = ("tokenizer.js", "decode.js", "onnx_translator.js", "check.html", "check.js")
+
+
+def node_modules_runtime(repo: Path = REPO) -> Path:
+    """The folder of onnxruntime-web's built files in ``repo``'s ``node_modules``.
+
+    Raises:
+        FileNotFoundError: one of :data:`RUNTIME_FILES` is missing there (npm has not installed it).
+
+    Shape:
+        no tensors; returns a folder.
+    """
+    dist = repo / "node_modules" / "onnxruntime-web" / "dist"
+    missing = [name for name in RUNTIME_FILES if not (dist / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"onnxruntime-web is not installed in {repo / 'node_modules'}: run `npm ci` in {repo}")
+    return dist
+
+
+def copy_runtime(dest: str | Path, *, repo: Path = REPO) -> list[Path]:
+    """Copy onnxruntime-web's WASM runtime (:data:`RUNTIME_FILES`) into ``dest``.
+
+    Raises:
+        FileNotFoundError: onnxruntime-web is not in ``node_modules`` (the message names ``npm ci``).
+
+    Shape:
+        no tensors; returns the copied files.
+    """
+    dist = node_modules_runtime(repo)
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(dist / name, out / name)) for name in RUNTIME_FILES]
+
+
+def write_engine_folder(
+    dest: str | Path, models: Sequence[str | Path] = ("demo",), *, weights: str = "auto", repo: Path = REPO
+) -> Path:
+    """Write the plain static folder of the in-page engine (the layout in the module's docstring):
+    the engine's modules under ``engine/``, the runtime under ``vendor/onnxruntime-web/`` and each
+    translator of ``models`` (a shipped name or a model folder) under ``models/NAME/``.
+
+    Raises:
+        FileNotFoundError: onnxruntime-web is not installed (run ``npm ci``).
+        FileExistsError: ``dest`` exists and is not empty.
+        ValueError: two models of one name, or a model the ONNX export cannot express.
+
+    Shape:
+        no tensors; returns ``dest``.
+    """
+    out = Path(dest)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: give a new folder")
+    names = [Path(str(m)).name for m in models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two models share a name in {names}: each gets models/NAME/")
+    node_modules_runtime(repo)  # before exporting anything: the missing runtime is the quick error
+    (out / "engine").mkdir(parents=True, exist_ok=True)
+    for name in ENGINE_FILES:
+        shutil.copy2(ENGINE_DIR / name, out / "engine" / name)
+    copy_runtime(out / "vendor" / "onnxruntime-web", repo=repo)
+    for model, name in zip(models, names):
+        export_translator_onnx(model, out / "models" / name, weights=weights)
+    return out
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    """Python's plain static file handler, quiet, with optional extra headers on every answer."""
+
+    extra_headers: dict[str, str] = {}
+    # .mjs is not in every system's MIME table; a module script must come as JavaScript.
+    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript", ".wasm": "application/wasm"}
+
+    def end_headers(self) -> None:
+        for key, value in self.extra_headers.items():
+            self.send_header(key, value)
+        super().end_headers()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+@contextlib.contextmanager
+def serve_folder(folder: str | Path, *, headers: dict[str, str] | None = None) -> Iterator[str]:
+    """Serve ``folder`` with Python's ``http.server`` (a plain static host) on a free loopback port,
+    in a thread, while the ``with`` block runs; ``headers`` (e.g. :data:`ISOLATION_HEADERS`) are
+    added to every answer.
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a folder.
+
+    Shape:
+        no tensors; yields the base URL, ``http://127.0.0.1:PORT/``.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder to serve")
+    handler = type("Handler", (_Handler,), {"extra_headers": dict(headers or {})})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
