@@ -418,9 +418,10 @@ def explore_cmd(
         precision: the numbers the translators and GPTs run in: auto (bf16 where this CPU computes it natively,
             a short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
     """
-    from .web.app import Limits, check_address, serve
+    from .web.app import serve
     from .web.classroom import Classroom
     from .web.models import load_model, shipped_explorer_models
+    from .web.security import Limits, check_address
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
     if host is None and not classroom:

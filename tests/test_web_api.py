@@ -17,8 +17,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 from attnlab import functional as AF  # noqa: E402
 from attnlab.cli import main as cli_main  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
-from attnlab.web.app import STATIC_DIR, Limits, create_app  # noqa: E402
+from attnlab.web.app import STATIC_DIR, create_app  # noqa: E402
 from attnlab.web.models import ModelRun, load_model  # noqa: E402
+from attnlab.web.security import Limits  # noqa: E402
 
 # The explorer answers only the Host names of its address (DNS rebinding); TestClient's default
 # Host is "testserver", so the in-process clients name the loopback address instead.

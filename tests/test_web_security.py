@@ -15,15 +15,9 @@ from live_server import serving
 
 from attnlab.cli import main as cli_main
 from attnlab.web import app as web_app
-from attnlab.web.app import (
-    SECURITY_HEADERS,
-    STATIC_DIR,
-    AllowedHosts,
-    Limits,
-    check_address,
-    create_app,
-)
+from attnlab.web.app import STATIC_DIR, create_app
 from attnlab.web.models import ModelRun
+from attnlab.web.security import SECURITY_HEADERS, AllowedHosts, Limits, check_address
 
 LOCAL = "http://127.0.0.1:8000"
 
