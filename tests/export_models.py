@@ -20,15 +20,14 @@ SRC_TOK = CharTokenizer.train(["abcdefghijklmnopqrstuvwxyz .,"])
 TGT_TOK = CharTokenizer.train(["0123456789+-"])  # a smaller, separate target vocabulary
 
 
-def tiny(
-    norm: str, activation: str, shared: bool, seed: int = 0, *, tie_output: bool = True
-) -> tuple[Transformer, object, object]:
-    """A 2-layer, D = 32 Transformer trained for :data:`TRAIN_STEPS` steps, with its tokenizers."""
-    src_tok, tgt_tok = (SRC_TOK, SRC_TOK) if shared else (SRC_TOK, TGT_TOK)
-    torch.manual_seed(seed)
-    config = TransformerConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
+def tiny_config(
+    norm: str, activation: str, shared: bool, src_vocab: int, tgt_vocab: int, *, tie_output: bool = True, **extra
+) -> TransformerConfig:
+    """The export tests' model shape: 2 + 2 layers, D = 32, 4 heads, F = 64, no dropout (``extra``:
+    any other TransformerConfig field, e.g. an attention variant an export must refuse)."""
+    return TransformerConfig(
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
         d_model=32,
         n_heads=4,
         n_encoder_layers=2,
@@ -40,7 +39,17 @@ def tiny(
         share_embeddings=shared,
         tie_output=tie_output,
         max_len=64,
+        **extra,
     )
+
+
+def tiny(
+    norm: str, activation: str, shared: bool, seed: int = 0, *, tie_output: bool = True
+) -> tuple[Transformer, object, object]:
+    """A 2-layer, D = 32 Transformer trained for :data:`TRAIN_STEPS` steps, with its tokenizers."""
+    src_tok, tgt_tok = (SRC_TOK, SRC_TOK) if shared else (SRC_TOK, TGT_TOK)
+    torch.manual_seed(seed)
+    config = tiny_config(norm, activation, shared, src_tok.vocab_size, tgt_tok.vocab_size, tie_output=tie_output)
     model = Transformer(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(TRAIN_STEPS):

@@ -26,7 +26,7 @@ from attnlab.assets import ROOT as ASSETS_ROOT
 from attnlab.cli import main as cli_main
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha, write_decode_fixture
-from attnlab.models.transformer import Transformer, TransformerConfig
+from attnlab.models.transformer import Transformer
 from attnlab.onnx_graphs import (
     OnnxSeq2Seq,
     check_onnx_exportable,
@@ -38,7 +38,7 @@ from attnlab.onnx_graphs import (
 from attnlab.recipes.translate import load_translator, output_limit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ for export_models
-from export_models import padded  # noqa: E402
+from export_models import padded, tiny_config  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (optional extra: attnlab[site])")
 pytest.importorskip("onnx", reason="onnx is not installed (optional extra: attnlab[site])")
@@ -212,24 +212,7 @@ def _random_model(norm: str, activation: str, shared: bool, tie: bool, **config)
     """An untrained two-layer Transformer (parity of the graphs needs no training)."""
     torch.manual_seed(0)
     V_src, V_tgt = (40, 40) if shared else (40, 17)
-    return Transformer(
-        TransformerConfig(
-            src_vocab_size=V_src,
-            tgt_vocab_size=V_tgt,
-            d_model=32,
-            n_heads=4,
-            n_encoder_layers=2,
-            n_decoder_layers=2,
-            d_ff=64,
-            dropout=0.0,
-            norm=norm,
-            activation=activation,
-            share_embeddings=shared,
-            tie_output=tie,
-            max_len=64,
-            **config,
-        )
-    ).eval()
+    return Transformer(tiny_config(norm, activation, shared, V_src, V_tgt, tie_output=tie, **config)).eval()
 
 
 @torch.no_grad()
