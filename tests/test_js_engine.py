@@ -369,6 +369,7 @@ def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
     spec["outputLimit"] = [[s, m] for s in (1, 7, 40, 300) for m in (32, 128, 512)]
     got = _run_node("onnx_translator_check.mjs", spec, tmp_path)
     assert got["compared"] == len(tables) * 16
+    assert got["tooLongError"] == "sequence of 5 positions exceeds max_len=3"
     for (text, lang, lower), have in zip(spec["normalize"], got["normalize"]):
         assert have == enja.normalize_input(text, lang, lower), (text, lang, lower)
     for ids, have in zip(spec["cutLoops"], got["cutLoops"]):

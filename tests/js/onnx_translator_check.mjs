@@ -9,7 +9,7 @@
 // Usage: node tests/js/onnx_translator_check.mjs CASES.json > RESULTS.json
 import { readFileSync } from "node:fs";
 import { beamSearch, greedy } from "../../attnlab/web/static/engine/decode.js";
-import { OnnxTranslatorModel, cutLoops, normalizeInput, outputLimit } from "../../attnlab/web/static/engine/onnx_translator.js";
+import { OnnxTranslatorModel, cutLoops, makeTranslator, normalizeInput, outputLimit } from "../../attnlab/web/static/engine/onnx_translator.js";
 import { HASH, TableModel } from "./fake_model.mjs";
 
 class Tensor {
@@ -111,8 +111,19 @@ for (const t of spec.tables) {
     }
   }
 }
+// A source longer than the model's max_len is refused before the encoder runs (which would throw).
+const wordIds = { encode: (text) => text.split(" ").map((w) => w.length + 4), idToToken: String };
+const noEncoder = { async run() { throw new Error("the encoder ran"); } };
+const tooLong = makeTranslator(ort, noEncoder, noEncoder, { ...meta, max_len: 3, bos_id: 2, eos_id: 3, pad_id: 0 }, wordIds, wordIds);
+let tooLongError = null;
+try {
+  await tooLong.translate("a bb ccc dddd e");
+} catch (e) {
+  tooLongError = e.message;
+}
 process.stdout.write(JSON.stringify({
   compared,
+  tooLongError,
   normalize: spec.normalize.map(([text, lang, lower]) => normalizeInput(text, lang, lower)),
   cutLoops: spec.cutLoops.map((ids) => cutLoops(ids)),
   outputLimit: spec.outputLimit.map(([s, m]) => outputLimit(s, m)),

@@ -296,6 +296,9 @@ export function makeTranslator(ort, encoder, decoder, meta, srcTokenizer, tgtTok
     const input = meta.src_lang ? normalizeInput(text, meta.src_lang, Boolean(meta.lowercase)) : text;
     const srcIds = srcTokenizer.encode(input, { addBos: wrapSrc.bos, addEos: wrapSrc.eos });
     if (!srcIds.length) throw new Error("nothing to translate: the sentence has no tokens");
+    // The encoder's position table has max_len rows: say so in attnlab's words (positional.py)
+    // rather than let onnxruntime fail with a broadcast error.
+    if (srcIds.length > meta.max_len) throw new Error(`sequence of ${srcIds.length} positions exceeds max_len=${meta.max_len}`);
     const opts = {
       bosId: meta.bos_id,
       eosId: meta.eos_id,
