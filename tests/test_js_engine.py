@@ -361,6 +361,19 @@ def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
         " ".join(rng.choice(["猫", "が", "cat", "Tokyo", "2024", "  ", "。", "A1"]) for _ in range(6))
         for _ in range(100)
     ]
+    # White space where Python's str.split()/strip() and JavaScript's \s/trim() disagree (\x85 and
+    # \x1c-\x1f are Python's, U+FEFF is JavaScript's), and runs of spaces between Latin words.
+    texts += [
+        "a\x85b",
+        "\ufeffa b",
+        "a b\ufeff",
+        "\x1cx\x1dy\x1e z\x1f",
+        "\u2028line\u2029para\u202fnnbsp\u205fmath\u1680ogham\xa0nbsp",
+        "\u180emongolian\u200b zw",
+        "\x85 猫 が \x85",
+        "a   b 猫  c 1 2  x",
+        " A  猫 ",
+    ]
     spec["normalize"] = [[t, lang, lower] for t in texts for lang in ("ja", "en") for lower in (False, True)]
     spec["cutLoops"] = [[rng.randrange(4) for _ in range(rng.randrange(20))] for _ in range(300)] + [
         [7, 8] * 5,

@@ -4,10 +4,12 @@
 // against the Python reference over all the settings a widget offers, edge values and bad input
 // (the same one-line message in both languages).
 //
-// An ES module with no imports and no globals: the widgets load it with import(), Node runs it
-// as it is. Nothing here fetches anything.
+// An ES module with no globals, importing only pytext.js beside it: the widgets load it with
+// import(), Node runs it as it is. Nothing here fetches anything.
 //
 // Shape letters: S books (keys), Dv a value's width, T positions, D width.
+
+import { pySplit } from "./pytext.js";
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
@@ -294,11 +296,6 @@ export const MAX_WORDS = 12;
 export const MAX_WORD_CHARS = 24;
 const MAX_TEXT_CHARS = 300;
 
-// The characters Python's str.split() splits on (JavaScript's \s differs in a few): the
-// information separators \x1c-\x1f are among them, so the control characters are meant here.
-// eslint-disable-next-line no-control-regex
-const PY_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
-const pySplit = (text) => text.split(PY_SPACE).filter((w) => w.length > 0);
 const codePoints = (text) => Array.from(text);
 
 // Python's repr() of a string, for the words a message quotes (quotes and backslashes escaped).

@@ -14,7 +14,10 @@
 // of K), H heads, S source length, T target positions so far, Dh head size, V vocabulary.
 
 import { beamSearch, greedy } from "./decode.js";
+import { pySplit, pyStrip } from "./pytext.js";
 import { tokenizerFromJSON } from "./tokenizer.js";
+
+const ASCII_ALNUM = /^[A-Za-z0-9]$/;
 
 const FORMAT = "attnlab.onnx";
 const VERSION = 1;
@@ -147,8 +150,12 @@ export class OnnxTranslatorModel {
 // English with single spaces, lower-cased for a model trained on lower-cased text; both stripped.
 // Shape: a string → a string.
 export function normalizeInput(text, lang, lowercase = false) {
-  if (lang === "ja") return text.trim().replace(/(?<![A-Za-z0-9]) +| +(?![A-Za-z0-9])/g, "");
-  if (lang === "en") return (lowercase ? text.toLowerCase() : text).split(/\s+/).filter(Boolean).join(" ");
+  if (lang === "ja") {
+    // enja._JA_SPACE without a lookbehind (Safari < 16.4 cannot parse one): it removes every run
+    // of spaces except a single space between two ASCII letters or digits.
+    return pyStrip(text).replace(/ +/g, (run, at, s) => (run.length === 1 && ASCII_ALNUM.test(s[at - 1] ?? "") && ASCII_ALNUM.test(s[at + 1] ?? "") ? run : ""));
+  }
+  if (lang === "en") return pySplit(lowercase ? text.toLowerCase() : text).join(" ");
   return text;
 }
 
