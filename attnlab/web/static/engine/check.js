@@ -60,8 +60,16 @@ async function start() {
   form.hidden = false;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const [out] = await run(name, [{ text: form.elements.text.value }]);
-    document.getElementById("output").textContent = out.text;
+    const output = document.getElementById("output");
+    try {
+      const [out] = await run(name, [{ text: form.elements.text.value }]);
+      output.textContent = out.text;
+      status.textContent = `${name} ready (${threads} thread${threads === 1 ? "" : "s"})`;
+    } catch (error) {
+      // A sentence the model refuses (too long, no tokens) is said on the status line.
+      output.textContent = "";
+      status.textContent = error.message;
+    }
   });
   return name;
 }
