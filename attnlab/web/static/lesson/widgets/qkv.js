@@ -102,25 +102,28 @@
       root.querySelector("#qkv-random-controls").classList.toggle("hidden", books);
     }
 
-    async function answer(req) {
+    // The mode (and so the function) is fixed when the request is built: a toggle while the
+    // module is still loading must not run the other mode's function on this request.
+    async function answer(mode, req) {
       const M = await lessonMath;
-      return state.mode === "books" ? M.threeBooks(req) : M.dkSpread(req);
+      return mode === "books" ? M.threeBooks(req) : M.dkSpread(req);
     }
 
     const send = debounce(async () => {
-      const req = state.mode === "books"
+      const mode = state.mode;
+      const req = mode === "books"
         ? { scores: state.scores.slice(), d_k: state.dk, scale: state.scale }
         : { d_k: state.dk, seed: state.seed };
       const mine = ++seq;
       try {
-        const res = await answer(req);
+        const res = await answer(mode, req);
         if (mine !== seq) return;
         error.classList.add("hidden");
-        shown = { mode: state.mode, res, req };
+        shown = { mode, res, req };
         draw();
         out.dataset.request = JSON.stringify(req);
-        out.dataset.mode = state.mode;
-        out.dataset.lookVariant = state.mode === "random" ? "random" : ""; // the look line follows the mode
+        out.dataset.mode = mode;
+        out.dataset.lookVariant = mode === "random" ? "random" : ""; // the look line follows the mode
         out.dataset.seq = String(mine);
       } catch (err) {
         if (mine !== seq) return;
