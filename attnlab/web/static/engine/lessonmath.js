@@ -534,8 +534,35 @@ function std(xs) { // unbiased, as torch.std
 // row (K,) and one table row per d_k
 export function dkSpread({ d_k = 64, samples = 256, keys = 8, seed = 0 } = {}) {
   checkDkSpread({ d_k, samples, keys, seed });
+  const { table, rows } = dkTable(samples, keys, seed);
+  const chosen = rows.get(d_k);
+  const flat = chosen.raw.flat();
+  return {
+    d_k, sqrt_dk: Math.sqrt(d_k), samples, keys, seed,
+    raw_hist: histogram(flat, RAW_RANGE, RAW_BINS),
+    scaled_hist: histogram(flat.map((x) => x / Math.sqrt(d_k)), SCALED_RANGE, SCALED_BINS),
+    example: { raw: chosen.raw[0].slice(), weights_unscaled: chosen.plain[0].slice(), weights_scaled: chosen.scaled[0].slice() },
+    table: table.map((row) => ({ ...row })),
+  };
+}
+
+// The table and every d_k's scores depend on (samples, keys, seed) only, not on the chosen d_k:
+// kept for the last few settings, so a d_k slider move only redraws the histograms (the 11 rows
+// are some 2.4 million normal draws, too slow to redo on the main thread at each move).
+const DK_TABLE_CACHE = new Map();
+const DK_TABLE_CACHE_SIZE = 4;
+
+// Shape: table rows (one per d_k) and, per d_k, scores and weights (N, K)
+function dkTable(samples, keys, seed) {
+  const key = `${samples},${keys},${seed}`;
+  const hit = DK_TABLE_CACHE.get(key);
+  if (hit) {
+    DK_TABLE_CACHE.delete(key); // the newest last: the oldest is the first dropped
+    DK_TABLE_CACHE.set(key, hit);
+    return hit;
+  }
   const table = [];
-  let chosen = null;
+  const rows = new Map();
   for (const dK of DK_VALUES) {
     const raw = dkScores(dK, samples, keys, seed); // (N, K)
     const plain = raw.map((row) => softmax(row)); // (N, K)
@@ -547,16 +574,12 @@ export function dkSpread({ d_k = 64, samples = 256, keys = 8, seed = 0 } = {}) {
       mean_max_unscaled: mean(plain.map((row) => Math.max(...row))),
       mean_max_scaled: mean(scaled.map((row) => Math.max(...row))),
     });
-    if (dK === d_k) chosen = { raw, plain, scaled };
+    rows.set(dK, { raw, plain, scaled });
   }
-  const flat = chosen.raw.flat();
-  return {
-    d_k, sqrt_dk: Math.sqrt(d_k), samples, keys, seed,
-    raw_hist: histogram(flat, RAW_RANGE, RAW_BINS),
-    scaled_hist: histogram(flat.map((x) => x / Math.sqrt(d_k)), SCALED_RANGE, SCALED_BINS),
-    example: { raw: chosen.raw[0], weights_unscaled: chosen.plain[0], weights_scaled: chosen.scaled[0] },
-    table,
-  };
+  const entry = { table, rows };
+  DK_TABLE_CACHE.set(key, entry);
+  if (DK_TABLE_CACHE.size > DK_TABLE_CACHE_SIZE) DK_TABLE_CACHE.delete(DK_TABLE_CACHE.keys().next().value);
+  return entry;
 }
 
 // ---------------------------------------------------------------------------------------------
