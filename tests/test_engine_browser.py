@@ -137,6 +137,19 @@ def test_runtime_missing_names_npm_ci(tmp_path):
     assert not (tmp_path / "site" / "models").exists(), "nothing is exported before the runtime is found"
 
 
+def test_bad_model_names_and_unexportable_models_leave_no_folder(tmp_path):
+    for bad in (".", "..", "a b", "x?y", "日本"):
+        with pytest.raises(ValueError, match="not a model name"):
+            site.write_engine_folder(tmp_path / "site", models=(bad,))
+        assert not (tmp_path / "site").exists()
+    _ensure_runtime()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="recurrent"):
+        site.write_engine_folder(tmp_path / "empty", models=("rnn-plain",))
+    assert list((tmp_path / "empty").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"], "the half-written folder beside it is gone"
+
+
 def browser_test(test):
     """Mark ``test`` as a browser test (skipped without Chromium): all but the test above."""
     for mark in BROWSER_MARKS:
@@ -150,7 +163,10 @@ def test_folder_is_the_engine_the_wasm_runtime_and_the_models(folder):
     runtime = [f for f in files if f.startswith("vendor/")]
     assert runtime == sorted(f"vendor/onnxruntime-web/{n}" for n in site.RUNTIME_FILES)
     assert not any(k in f for f in runtime for k in ("webgl", "webgpu", "jsep", "jspi", "asyncify"))
-    assert sorted(f for f in files if f.startswith("engine/")) == sorted(f"engine/{n}" for n in site.ENGINE_FILES)
+    engine_dir = Path(site.__file__).parent / "static" / "engine"
+    listing = sorted(f"engine/{p.name}" for p in engine_dir.iterdir() if p.suffix in (".js", ".html"))
+    assert {"engine/lessonmath.js", "engine/pytext.js", "engine/check.html"} <= set(listing)
+    assert sorted(f for f in files if f.startswith("engine/")) == listing
     for name in MODELS:
         meta = json.loads((folder / "models" / name / "meta.json").read_text(encoding="utf-8"))
         assert meta["format"] == "attnlab.onnx" and meta["name"] == name

@@ -7,7 +7,7 @@ WASM build, copied from the repository's ``node_modules`` (``npm ci`` installs i
 ``package-lock.json``), and each translator exported to ONNX (:func:`attnlab.export_onnx.export_translator_onnx`).
 The folder it writes::
 
-    engine/        tokenizer.js, decode.js, onnx_translator.js, check.html, check.js
+    engine/        every .js and .html of static/engine/ (tokenizer, decode, the translator, the page)
     vendor/onnxruntime-web/   ort.wasm.min.mjs, ort-wasm-simd-threaded.mjs, ort-wasm-simd-threaded.wasm
     models/NAME/   encoder.onnx, decoder.onnx, meta.json, the tokenizer files
 
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -50,8 +52,12 @@ RUNTIME_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-sim
 #: plain static host sends none of them, and the page then runs single-threaded.
 ISOLATION_HEADERS = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
 
-#: The engine's files, as in ``attnlab/web/static/engine/``.
-ENGINE_FILES = ("tokenizer.js", "decode.js", "onnx_translator.js", "check.html", "check.js")
+#: The engine's files: every module and page of ``attnlab/web/static/engine/`` (a new module
+#: there is copied without a change here).
+ENGINE_FILES = tuple(sorted(p.name for p in ENGINE_DIR.iterdir() if p.suffix in (".js", ".html")))
+
+#: A model's folder name under ``models/`` (the check page's regex in ``engine/check.js``).
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def node_modules_runtime(repo: Path = REPO) -> Path:
@@ -95,7 +101,9 @@ def write_engine_folder(
     Raises:
         FileNotFoundError: onnxruntime-web is not installed (run ``npm ci``).
         FileExistsError: ``dest`` exists and is not empty.
-        ValueError: two models of one name, or a model the ONNX export cannot express.
+        ValueError: two models of one name, a name that is not ``[A-Za-z0-9_.-]+`` (or is ``.``,
+            ``..``), or a model the ONNX export cannot express. Nothing is left in ``dest`` then:
+            the folder is written beside it and renamed into place at the end.
 
     Shape:
         no tensors; returns ``dest``.
@@ -106,13 +114,23 @@ def write_engine_folder(
     names = [Path(str(m)).name for m in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name in {names}: each gets models/NAME/")
+    bad = [n for n in names if not _MODEL_NAME.fullmatch(n) or n in (".", "..")]
+    if bad:
+        raise ValueError(f"not a model name the page can load: {bad} (letters, digits, _ . - only)")
     node_modules_runtime(repo)  # before exporting anything: the missing runtime is the quick error
-    (out / "engine").mkdir(parents=True, exist_ok=True)
-    for name in ENGINE_FILES:
-        shutil.copy2(ENGINE_DIR / name, out / "engine" / name)
-    copy_runtime(out / "vendor" / "onnxruntime-web", repo=repo)
-    for model, name in zip(models, names):
-        export_translator_onnx(model, out / "models" / name, weights=weights)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (work / "engine").mkdir()
+        for name in ENGINE_FILES:
+            shutil.copy2(ENGINE_DIR / name, work / "engine" / name)
+        copy_runtime(work / "vendor" / "onnxruntime-web", repo=repo)
+        for model, name in zip(models, names):
+            export_translator_onnx(model, work / "models" / name, weights=weights)
+        work.replace(out)  # an empty dest is replaced; a failed build leaves none of it there
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     return out
 
 
@@ -144,7 +162,7 @@ def serve_folder(folder: str | Path, *, headers: dict[str, str] | None = None) -
     Shape:
         no tensors; yields the base URL, ``http://127.0.0.1:PORT/``.
     """
-    root = Path(folder)
+    root = Path(folder).resolve()  # the server's directory must not follow a later chdir
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder to serve")
     handler = type("Handler", (_Handler,), {"extra_headers": dict(headers or {})})

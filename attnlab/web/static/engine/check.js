@@ -20,7 +20,7 @@ const translators = new Map();
 const status = document.getElementById("status");
 
 async function load(name) {
-  if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new Error(`not a model name: ${name}`);
+  if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === "." || name === "..") throw new Error(`not a model name: ${name}`);
   const start = performance.now();
   if (!translators.has(name)) {
     const base = new URL(`../models/${name}/`, import.meta.url).href;
