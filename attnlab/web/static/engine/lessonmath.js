@@ -592,7 +592,7 @@ function dkTable(samples, keys, seed) {
 export const VARIANTS = ["full", "local", "sliding_window", "dilated", "global_window"];
 
 // A variant's mask, as s08's variant_mask builds it from the mask helpers (T = S: a query at
-// position i, a key at position j). A window is set by its reach r: 2r keys wide without the
+// position i, a key at position j). A window is set by its reach r: 2r + 1 keys wide without the
 // causal mask (|j − i| ≤ r), r + 1 with it (the query and the r before).
 //
 // Shape: (T, T) booleans, true = the query (row) may look at the key (column)
