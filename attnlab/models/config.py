@@ -75,6 +75,9 @@ def renamed_field_error(cls: type, name: str, prefix: str = "") -> ValueError | 
     A setting with an old name is refused rather than translated: one name per field in every
     command line, notebook and preset, and a clear message where an old one is still written.
     ``prefix`` is how the setting was written (``"model."`` for a ``--overrides`` key).
+
+    Shape:
+        no tensors.
     """
     new = RENAMED_FIELDS.get(name)
     if new is None or not is_dataclass(cls) or new not in {f.name for f in fields(cls)}:

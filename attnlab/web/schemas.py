@@ -146,7 +146,11 @@ class ErrorResponse(BaseModel):
 
 
 def run_request_model(max_chars: int) -> type[BaseModel]:
-    """The body of ``POST /api/run``, built per app: its text bound is ``Limits.max_text_chars``."""
+    """The body of ``POST /api/run``, built per app: its text bound is ``Limits.max_text_chars``.
+
+    Shape:
+        no tensors.
+    """
 
     class RunRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -88,7 +88,11 @@ def seeded_attention(d_model: int, n_heads: int, seed: int, decimals: int | None
 def typed_words(text: str, what: str, least: int = 1) -> list[str]:
     """The words of a sentence a learner typed (split at spaces), or a one-line ``ValueError`` that
     names ``what`` when it has fewer than ``least`` words, more than :data:`MAX_WORDS`, or a word
-    longer than :data:`MAX_WORD_CHARS` characters (the widgets answer it as a 4xx)."""
+    longer than :data:`MAX_WORD_CHARS` characters (the widgets answer it as a 4xx).
+
+    Shape:
+        no tensors; a string → its T words (T ≤ MAX_WORDS).
+    """
     words = text.split()
     if len(words) < least:
         raise ValueError(f"{what} needs at least {least} word(s) separated by spaces")
@@ -148,7 +152,11 @@ class LessonModels:
 
     def shipped_model(self, name: str, what: str, load) -> Any:
         """The shipped model ``name`` as ``load(directory)`` returns it, loaded on first use and
-        kept; a 503 that names ``what`` needs it when it is not installed."""
+        kept; a 503 that names ``what`` needs it when it is not installed.
+
+        Shape:
+            no tensors; returns the loaded model.
+        """
         from ... import checkpoint
 
         with self._lock:
@@ -177,7 +185,11 @@ class LessonModels:
 
 
 def page_shell(path: Path, lang: str) -> HTMLResponse:
-    """The lesson page at ``path`` (a static HTML shell) announced in ``lang``, not cached."""
+    """The lesson page at ``path`` (a static HTML shell) announced in ``lang``, not cached.
+
+    Shape:
+        no tensors; returns an HTML response.
+    """
     # The page is a static shell; only its language attribute follows the request, so the page
     # is announced in the right language before lesson.js has run.
     text = path.read_text(encoding="utf-8").replace('<html lang="en">', f'<html lang="{lang}" data-lang="{lang}">', 1)
@@ -186,7 +198,11 @@ def page_shell(path: Path, lang: str) -> HTMLResponse:
 
 def page_language(request: Request) -> str:
     """The language a lesson page is served in: ``?lang=`` if it is one of :data:`LANGS`, else the
-    browser's preference (:func:`preferred_language`)."""
+    browser's preference (:func:`preferred_language`).
+
+    Shape:
+        no tensors; returns a language code.
+    """
     asked = request.query_params.get("lang")
     return asked if asked in LANGS else preferred_language(request.headers.get("accept-language"))
 
@@ -211,14 +227,22 @@ DEFAULT_SENTENCE = "彼女は毎日学校まで歩いて行く。"  # §1: "She 
 
 
 def source_ids(translator, text: str) -> list[int]:
-    """The source ids :meth:`Translator.translate` reads for ``text`` (normalised as it does)."""
+    """The source ids :meth:`Translator.translate` reads for ``text`` (normalised as it does).
+
+    Shape:
+        a string → S token ids.
+    """
     normalized = enja.normalize_input(text, translator.src_lang, translator.lowercase) if translator.src_lang else text
     return translator.src_tok.encode(normalized)
 
 
 def checked_source_ids(translator, text: str, limit: int) -> list[int]:
     """:func:`source_ids` of ``text``, or a one-line ``ValueError`` when it has no tokens or more
-    than ``limit``."""
+    than ``limit``.
+
+    Shape:
+        a string → S token ids, 1 ≤ S ≤ ``limit``.
+    """
     ids = source_ids(translator, text)
     if not ids:
         raise ValueError(f"cannot translate {text[:60]!r}: it has no tokens")

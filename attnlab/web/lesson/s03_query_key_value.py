@@ -78,6 +78,9 @@ def check_three_books(scores: object, d_k: object, scale: object) -> None:
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkThreeBooks``) makes the same
     checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
     equal.
+
+    Shape:
+        no tensors; ``scores`` is a list of S numbers (S = 3 books).
     """
     S = len(BOOK_VALUES)
     if not isinstance(scores, (list, tuple)) or len(scores) != S:
@@ -162,6 +165,9 @@ def check_dk_spread(d_k: object, samples: object, keys: object, seed: object) ->
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkDkSpread``) makes the same
     checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
     equal.
+
+    Shape:
+        no tensors (numbers checked).
     """
 
     def whole(name: str, x: object, lo: int, hi: int) -> None:

@@ -48,6 +48,9 @@ def check_multihead(text: object, d_model: object, n_heads: object, seed: object
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkMultihead``) makes the same
     checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
     equal.
+
+    Shape:
+        no tensors (a sentence of at most T words and numbers checked).
     """
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_MULTIHEAD_CHARS:
         raise ValueError(f"the sentence must be text of 1 to {MAX_MULTIHEAD_CHARS} characters")

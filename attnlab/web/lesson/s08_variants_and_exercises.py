@@ -280,6 +280,9 @@ def check_attention_map(text, variant, reach, block, dilation, n_global, causal,
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkAttentionMap``) makes the same
     checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
     equal.
+
+    Shape:
+        no tensors (a sentence of at most T words and numbers checked).
     """
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_MAP_CHARS:
         raise ValueError(f"the sentence must be text of 1 to {MAX_MAP_CHARS} characters")
