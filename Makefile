@@ -111,9 +111,10 @@ node_modules/.attnlab-installed: package.json package-lock.json
 	touch $@
 
 # The JavaScript packages where npm is on PATH (the tests of the in-page engine run onnxruntime-web
-# from node_modules); without npm those tests skip, saying so.
+# from node_modules); without npm, or when `npm ci` fails (no network), those tests skip, saying so.
 js-packages:
-	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node_modules/.attnlab-installed; \
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node_modules/.attnlab-installed \
+	|| echo "npm ci failed (no network?): the in-page engine's tests that need onnxruntime-web will skip"; \
 	else echo "npm is not on PATH: the in-page engine's tests that need onnxruntime-web will skip"; fi
 
 # ESLint (eslint.config.js) over the explorer's and the lesson's JavaScript and the engine's
