@@ -104,6 +104,27 @@ def typed_words(text: str, what: str, least: int = 1) -> list[str]:
     return words
 
 
+def is_number(x: object) -> bool:
+    """A finite int or float, not a bool: what JavaScript's ``Number.isFinite`` accepts from JSON.
+
+    Shape:
+        no tensors
+    """
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_whole(name: str, x: object, lo: int, hi: int) -> None:
+    """Raise ``ValueError`` unless ``x`` is a whole number (``8`` or ``8.0``, not a bool: JavaScript's
+    ``Number.isInteger``) from ``lo`` to ``hi``; the message is the page's (``checkRange`` in
+    ``static/engine/lessonmath.js``).
+
+    Shape:
+        no tensors
+    """
+    if not (is_number(x) and float(x).is_integer()) or not lo <= x <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+
+
 def rounded(x: torch.Tensor, decimals: int = 6) -> list:
     """``x`` as nested lists of floats rounded to ``decimals``: what an API answer carries, so that
     the page shows the numbers it was sent and its tests compare them exactly.

@@ -40,7 +40,9 @@ from .common import (
     MAX_SEED,
     RNN_ATTENTION,
     LessonModels,
+    check_whole,
     checked_source_ids,
+    is_number,
     rounded,
     run,
 )
@@ -62,16 +64,6 @@ MAX_BOOK_SCORE = 10.0  # the widget's sliders: exp(10) ≈ 22026 still prints re
 MAX_BOOK_DK = 1024
 
 
-def _number(x: object) -> bool:
-    """A finite int or float, not a bool: what JavaScript's ``Number.isFinite`` accepts from JSON."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _whole(x: object) -> bool:
-    """A whole number (``64`` or ``64.0``, not a bool): JavaScript's ``Number.isInteger``."""
-    return _number(x) and float(x).is_integer()
-
-
 def check_three_books(scores: object, d_k: object, scale: object) -> None:
     """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
@@ -86,10 +78,9 @@ def check_three_books(scores: object, d_k: object, scale: object) -> None:
     if not isinstance(scores, (list, tuple)) or len(scores) != S:
         raise ValueError(f"the three books need {S} scores, one per book")
     for i, x in enumerate(scores):
-        if not _number(x) or abs(x) > MAX_BOOK_SCORE:
+        if not is_number(x) or abs(x) > MAX_BOOK_SCORE:
             raise ValueError(f"book {i + 1}'s score must be a number from -{MAX_BOOK_SCORE:g} to {MAX_BOOK_SCORE:g}")
-    if not _whole(d_k) or not 1 <= d_k <= MAX_BOOK_DK:
-        raise ValueError(f"d_k must be a whole number from 1 to {MAX_BOOK_DK}")
+    check_whole("d_k", d_k, 1, MAX_BOOK_DK)
     if not isinstance(scale, bool):
         raise ValueError("scale must be true or false")
 
@@ -169,17 +160,12 @@ def check_dk_spread(d_k: object, samples: object, keys: object, seed: object) ->
     Shape:
         no tensors (numbers checked).
     """
-
-    def whole(name: str, x: object, lo: int, hi: int) -> None:
-        if not _whole(x) or not lo <= x <= hi:
-            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
-
-    whole("d_k", d_k, 1, 1024)
+    check_whole("d_k", d_k, 1, 1024)
     if d_k not in DK_VALUES:
         raise ValueError(f"d_k moves in powers of two from 1 to 1024, got {int(d_k)}")
-    whole("samples", samples, 16, 1024)
-    whole("keys", keys, 2, 16)
-    whole("seed", seed, 0, MAX_SEED)
+    check_whole("samples", samples, 16, 1024)
+    check_whole("keys", keys, 2, 16)
+    check_whole("seed", seed, 0, MAX_SEED)
     if samples * keys > MAX_DK_SCORES:
         raise ValueError(f"samples × keys = {int(samples * keys)} is more than {MAX_DK_SCORES} scores")
 

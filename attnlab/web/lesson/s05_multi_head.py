@@ -23,6 +23,7 @@ from .common import (
     LIVE,
     MAX_SEED,
     LessonModels,
+    check_whole,
     english_sentence,
     rounded,
     run,
@@ -35,11 +36,6 @@ MAX_HEAD_VIEW_TOKENS = 40  # MiniLM tokens drawn in the head view
 
 
 MAX_MULTIHEAD_CHARS = 300
-
-
-def _whole(x: object) -> bool:
-    """A whole number (``8`` or ``8.0``, not a bool): JavaScript's ``Number.isInteger``."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
 
 
 def check_multihead(text: object, d_model: object, n_heads: object, seed: object) -> None:
@@ -55,8 +51,7 @@ def check_multihead(text: object, d_model: object, n_heads: object, seed: object
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_MULTIHEAD_CHARS:
         raise ValueError(f"the sentence must be text of 1 to {MAX_MULTIHEAD_CHARS} characters")
     for name, x, lo, hi in (("d_model", d_model, 2, 16), ("n_heads", n_heads, 1, 8), ("seed", seed, 0, MAX_SEED)):
-        if not _whole(x) or not lo <= x <= hi:
-            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+        check_whole(name, x, lo, hi)
     if int(d_model) % int(n_heads):
         raise ValueError(f"n_heads={int(n_heads)} must divide d_model={int(d_model)}")
 

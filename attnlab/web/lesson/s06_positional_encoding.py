@@ -22,6 +22,7 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
+    check_whole,
     rounded,
     seeded_attention,
     typed_words,
@@ -29,15 +30,9 @@ from .common import (
 )
 
 
-def _whole(x: object) -> bool:
-    """A whole number (``8`` or ``8.0``, not a bool): JavaScript's ``Number.isInteger``."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
-
-
 def _check_range(name: str, x: object, lo: int, hi: int, even_why: str | None = None) -> None:
     """The page's one-line messages (``checkRange`` in ``static/engine/lessonmath.js``)."""
-    if not _whole(x) or not lo <= x <= hi:
-        raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
+    check_whole(name, x, lo, hi)
     if even_why and int(x) % 2:
         raise ValueError(f"{name} must be even ({even_why}), got {int(x)}")
 

@@ -24,7 +24,6 @@ Shape letters: T positions (query and key), C characters of a sentence.
 from __future__ import annotations
 
 import functools
-import math
 import tempfile
 import threading
 import unicodedata
@@ -44,6 +43,7 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
+    check_whole,
     run,
     typed_words,
 )
@@ -266,11 +266,6 @@ def attention_map(req: AttentionMapRequest) -> tuple[list[str], torch.Tensor, to
     return tokens, mask, weights
 
 
-def _whole(x: object) -> bool:
-    """A whole number (``2`` or ``2.0``, not a bool): JavaScript's ``Number.isInteger``."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and float(x).is_integer()
-
-
 MAX_MAP_CHARS = 300
 
 
@@ -289,14 +284,11 @@ def check_attention_map(text, variant, reach, block, dilation, n_global, causal,
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}")
     for name, x, lo, hi in (("reach", reach, 1, 16), ("block", block, 1, 32), ("dilation", dilation, 1, 4)):
-        if not _whole(x) or not lo <= x <= hi:
-            raise ValueError(f"{name} must be a whole number from {lo} to {hi}")
-    if not _whole(n_global) or not 0 <= n_global <= 4:
-        raise ValueError("n_global must be a whole number from 0 to 4")
+        check_whole(name, x, lo, hi)
+    check_whole("n_global", n_global, 0, 4)
     if not isinstance(causal, bool):
         raise ValueError("causal must be true or false")
-    if not _whole(seed) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}")
+    check_whole("seed", seed, 0, MAX_SEED)
 
 
 def attention_map_view(
