@@ -113,6 +113,17 @@ def is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def check_sentence(text: object, most: int) -> None:
+    """Raise ``ValueError`` unless ``text`` is a string of 1 to ``most`` characters (the page's
+    message, ``lessonmath.js``).
+
+    Shape:
+        no tensors
+    """
+    if not isinstance(text, str) or not 1 <= len(text) <= most:
+        raise ValueError(f"the sentence must be text of 1 to {most} characters")
+
+
 def check_whole(name: str, x: object, lo: int, hi: int) -> None:
     """Raise ``ValueError`` unless ``x`` is a whole number (``8`` or ``8.0``, not a bool: JavaScript's
     ``Number.isInteger``) from ``lo`` to ``hi``; the message is the page's (``checkRange`` in

@@ -23,6 +23,7 @@ from .common import (
     LIVE,
     MAX_SEED,
     LessonModels,
+    check_sentence,
     check_whole,
     english_sentence,
     rounded,
@@ -48,8 +49,7 @@ def check_multihead(text: object, d_model: object, n_heads: object, seed: object
     Shape:
         no tensors (a sentence of at most T words and numbers checked).
     """
-    if not isinstance(text, str) or not 1 <= len(text) <= MAX_MULTIHEAD_CHARS:
-        raise ValueError(f"the sentence must be text of 1 to {MAX_MULTIHEAD_CHARS} characters")
+    check_sentence(text, MAX_MULTIHEAD_CHARS)
     for name, x, lo, hi in (("d_model", d_model, 2, 16), ("n_heads", n_heads, 1, 8), ("seed", seed, 0, MAX_SEED)):
         check_whole(name, x, lo, hi)
     if int(d_model) % int(n_heads):

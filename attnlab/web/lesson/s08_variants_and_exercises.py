@@ -43,6 +43,7 @@ from .common import (
     SMALL,
     LessonModels,
     Seed,
+    check_sentence,
     check_whole,
     run,
     typed_words,
@@ -279,8 +280,7 @@ def check_attention_map(text, variant, reach, block, dilation, n_global, causal,
     Shape:
         no tensors (a sentence of at most T words and numbers checked).
     """
-    if not isinstance(text, str) or not 1 <= len(text) <= MAX_MAP_CHARS:
-        raise ValueError(f"the sentence must be text of 1 to {MAX_MAP_CHARS} characters")
+    check_sentence(text, MAX_MAP_CHARS)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}")
     for name, x, lo, hi in (("reach", reach, 1, 16), ("block", block, 1, 32), ("dilation", dilation, 1, 4)):
