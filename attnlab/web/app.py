@@ -63,6 +63,7 @@ from .schemas import (
     run_request_model,
 )
 from .security import AllowedHosts, BodyLimit, GuardedFastAPI, Limits, WorkGate, check_port
+from .site import RUNTIME_FILES, ModelFolders, node_modules_runtime
 
 __all__ = ["STATIC_DIR", "create_app", "masks", "playground", "serve"]
 
@@ -226,6 +227,30 @@ def create_app(
         return Response(qr_svg(classroom.urls[0]), media_type="image/svg+xml")
 
     app.include_router(lesson_router(named, gate))
+
+    # The in-page engine's runtime and models at the URLs the static build writes them to
+    # (attnlab.web.site), so the pages compute the same way in the explorer as on a static host.
+    model_folders = ModelFolders()
+    app.state.model_folders = model_folders
+
+    @app.api_route("/static/vendor/onnxruntime-web/{filename}", methods=["GET", "HEAD"], include_in_schema=False)
+    def onnx_runtime(filename: str) -> FileResponse:
+        if filename not in RUNTIME_FILES:
+            raise HTTPException(404, f"no runtime file {filename[:40]!r}")
+        try:
+            folder = node_modules_runtime()
+        except FileNotFoundError as err:
+            raise HTTPException(404, str(err)) from None
+        return FileResponse(folder / filename, media_type=_MEDIA.get(Path(filename).suffix, "application/octet-stream"))
+
+    @app.api_route("/static/models/{name}/{filename}", methods=["GET", "HEAD"], include_in_schema=False)
+    def site_model_file(name: str, filename: str) -> FileResponse:
+        try:
+            path = model_folders.file(name, filename)
+        except KeyError as err:
+            raise HTTPException(404, str(err.args[0])) from None
+        return FileResponse(path, media_type=_MEDIA.get(path.suffix, "application/octet-stream"))
+
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     small_body = {status: ERRORS[status] for status in (400, 408, 413)}
@@ -292,6 +317,10 @@ def create_app(
 def _run_model(model: ExplorerModel, text: str):
     with torch.inference_mode():
         return model.run(text)
+
+
+#: The media types of the in-page engine's files (a module script must come as JavaScript).
+_MEDIA = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json"}
 
 
 def _page(path: Path):

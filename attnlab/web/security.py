@@ -179,9 +179,11 @@ def check_address(host: str, port: int, allow_hosts: Sequence[str] = ()) -> None
 
 
 # No inline script or style (the pages load theirs from /static), nothing from other origins, and
-# no framing (clickjacking); old browsers get the same through X-Frame-Options.
+# no framing (clickjacking); old browsers get the same through X-Frame-Options. 'wasm-unsafe-eval'
+# lets the page compile WebAssembly (the in-page models' runtime) and nothing else: JavaScript's
+# eval and new Function stay forbidden (CSP Level 3).
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self'; font-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 SECURITY_HEADERS = {

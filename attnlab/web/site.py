@@ -17,13 +17,14 @@ so the folder works wherever it is put and fetches nothing from outside it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -33,6 +34,8 @@ __all__ = [
     "ENGINE_FILES",
     "ISOLATION_HEADERS",
     "RUNTIME_FILES",
+    "SITE_MODELS",
+    "ModelFolders",
     "copy_runtime",
     "node_modules_runtime",
     "serve_folder",
@@ -58,6 +61,77 @@ ENGINE_FILES = tuple(sorted(p.name for p in ENGINE_DIR.iterdir() if p.suffix in 
 
 #: A model's folder name under ``models/`` (the check page's regex in ``engine/check.js``).
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+#: The in-page models of the lesson: a shipped model's name → the function that writes its folder
+#: ``models/NAME/`` (called as ``export(name, out_dir, weights=...)``; ``out_dir`` must not exist).
+#: The static build writes each of them; ``attnlab explore`` exports one the first time a page
+#: asks for it (:class:`ModelFolders`), so both serve the same files at the same URLs.
+SITE_MODELS: dict[str, Callable[..., Path]] = {
+    "ja-en": export_translator_onnx,
+    "en-ja": export_translator_onnx,
+    "demo": export_translator_onnx,
+}
+
+
+class ModelFolders:
+    """The explorer's ``static/models/NAME/`` folders: each model of ``models`` (default
+    :data:`SITE_MODELS`) is exported the first time one of its files is asked for, into a
+    temporary folder of this process (removed at exit), so the explorer serves what the static
+    build writes without a build step. Thread-safe: one export per model, whoever asks first.
+
+    Shape:
+        no tensors.
+    """
+
+    def __init__(self, models: dict[str, Callable[..., Path]] | None = None, *, weights: str = "auto") -> None:
+        self.models = dict(SITE_MODELS if models is None else models)
+        self.weights = weights
+        self._root: Path | None = None
+        self._locks = {name: threading.Lock() for name in self.models}
+        self._lock = threading.Lock()
+
+    def _base(self) -> Path:
+        with self._lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="attnlab-site-models-"))
+                atexit.register(shutil.rmtree, self._root, True)
+            return self._root
+
+    def folder(self, name: str) -> Path:
+        """The exported folder of ``name``, exporting it first if this process has not yet.
+
+        Raises:
+            KeyError: ``name`` is not one of the in-page models (the message lists them).
+
+        Shape:
+            no tensors; returns a folder.
+        """
+        if name not in self.models:
+            raise KeyError(f"no in-page model {name!r}; the in-page models are {sorted(self.models)}")
+        out = self._base() / name
+        with self._locks[name]:
+            if not out.is_dir():
+                work = self._base() / f".{name}.partial"
+                shutil.rmtree(work, ignore_errors=True)
+                self.models[name](name, work, weights=self.weights)
+                work.replace(out)
+        return out
+
+    def file(self, name: str, filename: str) -> Path:
+        """One file of ``name``'s folder (exported first if needed).
+
+        Raises:
+            KeyError: no such model, or no such file in its folder (a plain name only: no folders).
+
+        Shape:
+            no tensors; returns a file.
+        """
+        if not _MODEL_NAME.fullmatch(filename) or filename in (".", ".."):
+            raise KeyError(f"no file {filename[:40]!r} in model {name!r}")
+        path = self.folder(name) / filename
+        if not path.is_file():
+            raise KeyError(f"no file {filename[:40]!r} in model {name!r}")
+        return path
 
 
 def node_modules_runtime(repo: Path = REPO) -> Path:

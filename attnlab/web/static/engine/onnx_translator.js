@@ -200,7 +200,7 @@ export function cutLoops(tokens, opts = {}) {
   return out;
 }
 
-async function fetchJSON(url) {
+export async function fetchJSON(url) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
   return response.json();
@@ -208,7 +208,7 @@ async function fetchJSON(url) {
 
 // The bytes of a file, reporting each chunk as it arrives (a model is megabytes: the page shows
 // how far the download is, issue 36 item 6). Shape: a URL → a Uint8Array.
-async function fetchBytes(url, onChunk) {
+export async function fetchBytes(url, onChunk) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
   if (!response.body) {
@@ -234,7 +234,7 @@ async function fetchBytes(url, onChunk) {
 }
 
 // The sizes the server announces (Content-Length), for a progress bar's total; 0 where it says none.
-async function announcedSize(urls) {
+export async function announcedSize(urls) {
   const sizes = await Promise.all(
     urls.map(async (url) => {
       try {

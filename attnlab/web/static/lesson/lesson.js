@@ -1396,6 +1396,34 @@
     error.classList.remove("hidden");
   }
 
+  // The in-page models (static/engine/models.js), imported when a widget first needs one.
+  let modelsModule = null;
+  function inPageModels() {
+    if (!modelsModule) modelsModule = import("../engine/models.js");
+    return modelsModule;
+  }
+
+  // An onProgress(loaded, total) for models.js's loaders that shows the download on p's status
+  // line ("Loading the model… 42%"), so the page stays usable and says what it is waiting for.
+  function modelProgress(p) {
+    return (loaded, total) => {
+      if (!p.status) return;
+      const mb = (loaded / 1e6).toFixed(1);
+      p.status.textContent = total > 0
+        ? t("ls_model_progress", { pct: Math.min(100, Math.round((100 * loaded) / total)), mb })
+        : t("ls_model_progress_mb", { mb });
+    };
+  }
+
+  // A failure to run an in-page model, said plainly: a device that cannot run models at all gets
+  // its own sentence (not a stack of WebAssembly words); anything else is shown as fail() shows it.
+  function modelFail(error, err) {
+    if (err && err.name === "DeviceError") {
+      error.textContent = t("ls_model_device");
+      error.classList.remove("hidden");
+    } else fail(error, err);
+  }
+
   // A widget's status line (unless withStatus is false), error box and output, with the ids
   // prefix-status, prefix-error and prefix-out.
   function panes(prefix, withStatus) {
@@ -1426,7 +1454,7 @@
       } catch (err) {
         if (mine !== p.seq) return;
         if (p.status) p.status.textContent = "";
-        fail(p.error, err);
+        modelFail(p.error, err);
       }
     };
   }
@@ -1569,6 +1597,8 @@
     fail,
     panes,
     loader,
+    inPageModels,
+    modelProgress,
     select,
     tokenButtons,
     slider,

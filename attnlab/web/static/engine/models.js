@@ -1,0 +1,112 @@
+// The lesson's in-page models: where their files are, onnxruntime-web loaded once, and each model
+// loaded once per page, so every widget that uses a model shares one download and one session.
+//
+// The files sit beside this module at the same relative URLs in the explorer and in the static
+// build (attnlab.web.site): static/engine/ (this module), static/vendor/onnxruntime-web/ (the
+// runtime), static/models/NAME/ (meta.json, the ONNX graphs, the tokenizers; attnlab.export_onnx).
+// Nothing is fetched from outside the site.
+//
+// A widget (a classic script) reaches this module by a dynamic import relative to its own URL:
+//   const models = import("../../engine/models.js");
+//   const { translator } = await models;  const t = await translator("ja-en", { onProgress });
+
+import { announcedSize, fetchBytes, fetchJSON, loadTranslator } from "./onnx_translator.js";
+
+// The smallest WebAssembly module that uses a SIMD instruction (v128.const; drop): the runtime's
+// one WASM build needs SIMD, so a browser that cannot validate this cannot run the models.
+const SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 4, 1, 96, 0, 0, 3, 2, 1, 0, 10, 23, 1, 21, 0, 253, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 26, 11,
+]);
+
+/**
+ * Whether this browser can run the in-page models: WebAssembly with SIMD (every current desktop
+ * and phone browser; not very old ones, or WebAssembly switched off by a policy).
+ * Shape: no arguments → a boolean.
+ */
+export function canRunModels() {
+  try {
+    return typeof WebAssembly === "object" && WebAssembly.validate(SIMD_PROBE);
+  } catch {
+    return false;
+  }
+}
+
+/** The error a widget shows when the device cannot run a model: said plainly, in the page's words. */
+export class DeviceError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "DeviceError";
+  }
+}
+
+/** The URL of models/NAME/FILE (FILE "" gives the folder, ending in "/"). Shape: strings → a URL string. */
+export function modelURL(name, file = "") {
+  if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === "." || name === "..") throw new Error(`not a model name: ${name}`);
+  return new URL(`../models/${name}/${file}`, import.meta.url).href;
+}
+
+let runtimePromise = null;
+
+/**
+ * onnxruntime-web's WASM build, imported once. Threads need SharedArrayBuffer, which a page has
+ * only when its host sends the cross-origin isolation headers; elsewhere it runs single-threaded.
+ * Shape: no arguments → the ort module.
+ */
+export function runtime() {
+  if (!canRunModels()) return Promise.reject(new DeviceError("WebAssembly with SIMD is not available in this browser"));
+  if (!runtimePromise) {
+    runtimePromise = import("../vendor/onnxruntime-web/ort.wasm.min.mjs").then((ort) => {
+      ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
+      return ort;
+    });
+    runtimePromise.catch(() => { runtimePromise = null; }); // a failed load may be retried
+  }
+  return runtimePromise;
+}
+
+const loaded = new Map(); // "kind:name[:file]" → Promise
+
+function once(key, make) {
+  if (!loaded.has(key)) {
+    const promise = make();
+    loaded.set(key, promise);
+    promise.catch(() => loaded.delete(key)); // a failed load may be retried
+  }
+  return loaded.get(key);
+}
+
+/** A model's meta.json (cached). Shape: a name → an object. */
+export function meta(name) {
+  return once(`meta:${name}`, () => fetchJSON(modelURL(name, "meta.json")));
+}
+
+/** Any JSON file of a model's folder, e.g. a tokenizer (cached). Shape: names → an object. */
+export function modelJSON(name, file) {
+  return once(`json:${name}:${file}`, () => fetchJSON(modelURL(name, file)));
+}
+
+/**
+ * One ONNX graph of a model's folder as an onnxruntime-web session (cached), its download reported
+ * to onProgress(loadedBytes, totalBytes) (total 0 when the server gives no size).
+ * Shape: names → an InferenceSession.
+ */
+export function session(name, file, { onProgress = () => {} } = {}) {
+  return once(`session:${name}:${file}`, async () => {
+    const ort = await runtime();
+    const url = modelURL(name, file);
+    const total = await announcedSize([url]);
+    let got = 0;
+    const bytes = await fetchBytes(url, (n) => { got += n; onProgress(got, total); });
+    return ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+  });
+}
+
+/**
+ * One of the lesson's translators (ja-en, en-ja, demo), loaded once per page (onnx_translator.js);
+ * translate(text, {beamSize, alpha}) decodes as attnlab.decode does.
+ * Shape: a name → a translator.
+ */
+export function translator(name, { onProgress = () => {} } = {}) {
+  return once(`translator:${name}`, async () => loadTranslator(modelURL(name), { ort: await runtime(), onProgress }));
+}
