@@ -147,18 +147,18 @@ def test_answers_that_depend_only_on_the_request_are_computed_once():
     app = create_app()
     cache = app.state.answers
     client = TestClient(app, base_url=LOCAL)
-    body = {"seed": 3}
-    assert "/api/lesson/word-order" in CACHED_PATHS
-    first = client.post("/api/lesson/word-order", json=body)
+    body = {"length": 5}
+    assert "/api/mask" in CACHED_PATHS
+    first = client.post("/api/mask", json=body)
     hits = cache.hits
-    again = client.post("/api/lesson/word-order", json=body)
+    again = client.post("/api/mask", json=body)
     assert first.status_code == again.status_code == 200 and first.content == again.content
     assert cache.hits == hits + 1
     # Another body is another answer; a refused request is never kept.
-    other = client.post("/api/lesson/word-order", json={"seed": 4})
+    other = client.post("/api/mask", json={"length": 6})
     assert other.status_code == 200 and other.content != first.content
     for _ in range(2):
-        assert client.post("/api/lesson/word-order", json={"d_model": 7}).status_code == 422
+        assert client.post("/api/mask", json={"length": 0}).status_code == 422
     assert cache.hits == hits + 1
     # Security headers are still on a cached answer.
     assert again.headers["x-content-type-options"] == "nosniff"

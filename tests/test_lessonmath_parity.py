@@ -455,3 +455,96 @@ def test_attention_map_bad_input_gives_the_same_message(case):
     with pytest.raises(ValueError) as err:
         S8.attention_map_view(**case)
     assert got == {"error": str(err.value)}
+
+
+# --------------------------------------------------------------------------------------------
+# §6 Word order: one self-attention layer over two orders of the same words.
+# --------------------------------------------------------------------------------------------
+
+
+def _pydantic_free(response) -> dict:
+    return response.model_dump(mode="json")
+
+
+def test_word_order_every_width_and_many_sentences():
+    """Every even width the request allows on the default pair, the widget's swap, and reorderings
+    of Japanese, English and repeated words over several seeds: every output, difference and
+    sentence difference equal (float64 in both)."""
+    pairs = [
+        ("猫 が 犬 を 追う", "犬 が 猫 を 追う"),
+        ("犬 が 猫 を 追う", "猫 が 犬 を 追う"),
+        ("the dog bites the man", "the man bites the dog"),
+        ("a b", "b a"),
+        ("x x y", "y x x"),
+        (" ".join(f"w{i}" for i in range(12)), " ".join(f"w{i}" for i in reversed(range(12)))),
+        ("same order here", "same order here"),
+    ]
+    cases = [{"a": a, "b": b, "d_model": d} for d in range(4, 65, 2) for a, b in pairs[:1]]
+    cases += [{"a": a, "b": b, "seed": seed} for a, b in pairs for seed in (0, 3, 1_000_000)]
+    got = run_js("wordOrder", cases)
+    for case, g in zip(cases, got):
+        assert "ok" in g, f"wordOrder({case}): {g}"
+        want = _pydantic_free(S6.word_order_view(**case))
+        assert g["ok"]["match"] == want["match"] and g["ok"]["tokens_b"] == want["tokens_b"]
+        assert_same(g["ok"], want, f"wordOrder({case})")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"a": ""},
+        {"b": "x" * 301},
+        {"a": "猫", "b": "猫"},
+        {"a": "a b c", "b": "a b d"},
+        {"a": "a b", "b": "a b b"},
+        {"d_model": 5},
+        {"d_model": 2},
+        {"d_model": 66},
+        {"d_model": 8.5},
+        {"seed": -1},
+        {"seed": True},
+        {"a": " ".join(["w"] * 13), "b": " ".join(["w"] * 13)},
+        {"a": "a " + "z" * 25, "b": "z" * 25 + " a"},
+    ],
+)
+def test_word_order_bad_input_gives_the_same_message(case):
+    (got,) = run_js("wordOrder", [case])
+    with pytest.raises(ValueError) as err:
+        S6.word_order_view(**case)
+    assert got == {"error": str(err.value)}
+
+
+# --------------------------------------------------------------------------------------------
+# §8 Variants: masks, cost against length, the measured tables.
+# --------------------------------------------------------------------------------------------
+
+
+def test_variants_every_setting_the_sliders_offer():
+    """Every length, reach, dilation and number of global positions the widget's sliders offer
+    (reach 1–8; block sizes 1–16 sampled; one at a time, the others at their defaults), with and
+    without the causal mask, from the same measured file the page fetches."""
+    measured = json.loads(S8.LONG_CONTEXT_FILE.read_text(encoding="utf-8"))
+    cases = []
+    for causal in (False, True):
+        cases += [{"causal": causal, "length": n} for n in range(2, 33)]
+        cases += [{"causal": causal, "reach": r} for r in range(1, 9)]
+        cases += [{"causal": causal, "block": b} for b in (1, 2, 3, 5, 8, 16)]
+        cases += [{"causal": causal, "dilation": d} for d in range(1, 5)]
+        cases += [{"causal": causal, "n_global": g} for g in range(5)]
+    got = run_js("variants", [{**c, "measured": measured} for c in cases])
+    for case, g in zip(cases, got):
+        assert "ok" in g, f"variants({case}): {g}"
+        want = S8.variants_view(**case).model_dump(mode="json")
+        assert g["ok"]["masks"] == want["masks"] and g["ok"]["cost"] == want["cost"], f"variants({case})"
+        assert_same(g["ok"], want, f"variants({case})")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [{"length": 1}, {"length": 33}, {"reach": 0}, {"block": 33}, {"dilation": 0}, {"n_global": 5}, {"causal": 1}],
+)
+def test_variants_bad_input_gives_the_same_message(case):
+    (got,) = run_js("variants", [case])
+    with pytest.raises(ValueError) as err:
+        S8.variants_view(**case)
+    assert got == {"error": str(err.value)}

@@ -101,9 +101,7 @@ CACHED_PATHS = frozenset(
         "/api/lesson/additive-vs-dot",
         "/api/lesson/pronoun",
         "/api/lesson/heads",
-        "/api/lesson/word-order",
         "/api/lesson/shapes",
-        "/api/lesson/variants",
         "/api/lesson/pooling",
     }
 )
@@ -220,10 +218,8 @@ WARM_UP = (
     ("POST", "/api/lesson/additive-vs-dot"),
     ("POST", "/api/lesson/pronoun"),
     ("POST", "/api/lesson/heads"),
-    ("POST", "/api/lesson/word-order"),
     ("POST", "/api/lesson/shapes"),
     ("POST", "/api/lesson/next-token"),
-    ("POST", "/api/lesson/variants"),
     ("POST", "/api/lesson/pooling"),
 )
 

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ...positional import apply_rotary, sinusoidal_encoding
 from .common import (
     MAX_SEED,
-    SMALL,
     LessonModels,
     Seed,
     check_whole,
@@ -199,10 +198,39 @@ def word_order(req: WordOrderRequest) -> WordOrderResponse:
     return WordOrderResponse(tokens_a=a, tokens_b=b, match=match, **cases)
 
 
-def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§6's endpoints."""
+#: The longest sentence the word-order widget takes (characters).
+MAX_ORDER_CHARS = 300
 
-    @router.post("/api/lesson/word-order", response_model=WordOrderResponse, responses=SMALL)
-    def api_word_order(req: WordOrderRequest) -> WordOrderResponse:
-        """§6: the same words in two orders, self-attention without and with positions."""
-        return word_order(req)
+
+def check_word_order(a: object, b: object, d_model: object, seed: object) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
+
+    The page's JavaScript (``static/engine/lessonmath.js``, ``checkWordOrder``) makes the same
+    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    equal.
+
+    Shape:
+        no tensors
+    """
+    for what, text in (("the first sentence", a), ("the second sentence", b)):
+        if not isinstance(text, str) or not 1 <= len(text) <= MAX_ORDER_CHARS:
+            raise ValueError(f"{what} must be text of 1 to {MAX_ORDER_CHARS} characters")
+    _check_range("d_model", d_model, 4, 64, "sines and cosines come in pairs")
+    _check_range("seed", seed, 0, MAX_SEED)
+
+
+def word_order_view(
+    a: str = "猫 が 犬 を 追う", b: str = "犬 が 猫 を 追う", d_model: int = 16, seed: int = 0
+) -> WordOrderResponse:
+    """The word-order widget's numbers (:func:`word_order`): the reference for the page's
+    ``wordOrder`` (``static/engine/lessonmath.js``), which computes them in the page.
+
+    Shape:
+        ``T`` words; per case out_a, out_b ``(T, D)``, diff ``(T,)``
+    """
+    check_word_order(a, b, d_model, seed)
+    return word_order(WordOrderRequest(a=a, b=b, d_model=int(d_model), seed=int(seed)))
+
+
+def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
+    """§6's endpoints: none any more (its widgets compute in the page, lessonmath.js)."""

@@ -40,7 +40,6 @@ from .common import (
     LESSON_DIR,
     LIVE,
     MAX_SEED,
-    SMALL,
     LessonModels,
     Seed,
     check_sentence,
@@ -209,6 +208,18 @@ def measured_tables(m: Measured) -> MeasuredTables:
     return MeasuredTables(lengths=[r.length for r in m.rows], seconds=seconds, speedup=speedup)
 
 
+@functools.lru_cache(maxsize=256)
+def _cost(reach: int, block: int, dilation: int, n_global: int, causal: bool) -> tuple[tuple[str, list[int]], ...]:
+    """Each variant's score count at every one of :data:`COST_LENGTHS` (kept: it does not depend
+    on the length drawn, and the masks at 1024 positions are a million entries each).
+
+    Shape:
+        per variant, ``len(COST_LENGTHS)`` counts
+    """
+    p = VariantParams(reach=reach, block=block, dilation=dilation, n_global=n_global, causal=causal)
+    return tuple((name, [int(variant_mask(name, n, p).sum()) for n in COST_LENGTHS]) for name in VARIANTS)
+
+
 def variants(req: VariantsRequest) -> VariantsResponse:
     """Every variant's mask at ``req.length``, its score count at each of :data:`COST_LENGTHS`, and
     the measured long-context figures.
@@ -217,7 +228,7 @@ def variants(req: VariantsRequest) -> VariantsResponse:
         masks ``(T, T)`` per variant; cost ``len(COST_LENGTHS)`` counts per variant
     """
     masks = {name: variant_mask(name, req.length, req) for name in VARIANTS}
-    cost = {name: [int(variant_mask(name, n, req).sum()) for n in COST_LENGTHS] for name in VARIANTS}
+    cost = dict(_cost(req.reach, req.block, req.dilation, req.n_global, req.causal))
     counts = {n: int(m.sum()) for n, m in masks.items()}
     pairs = req.length * req.length
     return VariantsResponse(
@@ -231,6 +242,47 @@ def variants(req: VariantsRequest) -> VariantsResponse:
         cost=cost,
         measured=_measured(),
         measured_tables=measured_tables(_measured()),
+    )
+
+
+def check_variants(length, reach, block, dilation, n_global, causal) -> None:
+    """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show
+    (``checkVariants`` in ``static/engine/lessonmath.js``: the same checks, order and messages).
+
+    Shape:
+        no tensors
+    """
+    for name, x, lo, hi in (
+        ("length", length, 2, 32),
+        ("reach", reach, 1, 16),
+        ("block", block, 1, 32),
+        ("dilation", dilation, 1, 4),
+        ("n_global", n_global, 0, 4),
+    ):
+        check_whole(name, x, lo, hi)
+    if not isinstance(causal, bool):
+        raise ValueError("causal must be true or false")
+
+
+def variants_view(
+    length: int = 16, reach: int = 2, block: int = 4, dilation: int = 2, n_global: int = 1, causal: bool = False
+) -> VariantsResponse:
+    """The variants widget's numbers (:func:`variants`): the reference for the page's ``variants``
+    (``static/engine/lessonmath.js``), which computes them in the page from the same measured file.
+
+    Shape:
+        masks ``(T, T)`` per variant
+    """
+    check_variants(length, reach, block, dilation, n_global, causal)
+    return variants(
+        VariantsRequest(
+            length=int(length),
+            reach=int(reach),
+            block=int(block),
+            dilation=int(dilation),
+            n_global=int(n_global),
+            causal=causal,
+        )
     )
 
 
@@ -478,11 +530,6 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
         async with gate.slot():
             classifier = await run(load_pooling_classifier, models)
             return await run(pooling_view, classifier, req)
-
-    @router.post("/api/lesson/variants", response_model=VariantsResponse, responses=SMALL)
-    def api_variants(req: VariantsRequest) -> VariantsResponse:
-        """§8: the masks of full, local, sliding-window, dilated and global + window attention."""
-        return variants(req)
 
     @router.get(
         "/api/lesson/figures/attention-map.{fmt}",

@@ -346,13 +346,13 @@ export function wordVector(word, dModel) {
 }
 
 // common.seeded_attention's four weights (W_q, W_k, W_v, W_o as nn.Linear stores them: (out, in)),
-// drawn in that order from one generator: N(0, 1/D), rounded to `decimals`.
+// drawn in that order from one generator: N(0, 1/D), rounded to `decimals` (undefined: as drawn).
 //
 // Shape: 4 × (D, D)
 function seededWeights(dModel, seed, decimals) {
   const g = new TorchGenerator(seed);
   return [0, 1, 2, 3].map(() => {
-    const flat = g.randn(dModel * dModel).map((x) => roundTo(x / Math.sqrt(dModel), decimals));
+    const flat = g.randn(dModel * dModel).map((x) => (decimals === undefined ? x / Math.sqrt(dModel) : roundTo(x / Math.sqrt(dModel), decimals)));
     return Array.from({ length: dModel }, (_, r) => flat.slice(r * dModel, (r + 1) * dModel));
   });
 }
@@ -596,25 +596,28 @@ export const VARIANTS = ["full", "local", "sliding_window", "dilated", "global_w
 // causal mask (|j − i| ≤ r), r + 1 with it (the query and the r before).
 //
 // Shape: (T, T) booleans, true = the query (row) may look at the key (column)
-export function variantMask(name, T, { reach, block, dilation, n_global, causal }) {
+export function variantMask(name, T, params) {
+  return Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => allowedPair(name, T, params, i, j)));
+}
+
+// One entry of variantMask: may the query at i look at the key at j?
+function allowedPair(name, T, { reach, block, dilation, n_global, causal }, i, j) {
   const w = causal ? reach + 1 : 2 * reach;
-  const dilated = (i, j, d) => { // dilated_window_mask (d = 1: sliding_window_mask)
+  const dilated = (d) => { // dilated_window_mask (d = 1: sliding_window_mask)
     const offset = j - i;
     const steps = Math.floor(Math.abs(offset) / d);
     if (((offset % d) + d) % d !== 0) return false;
     return causal ? offset <= 0 && steps < w : steps <= Math.floor(w / 2);
   };
-  const allowed = {
-    full: (i, j) => !causal || j <= i,
-    local: (i, j) => Math.floor(i / block) === Math.floor(j / block) && (!causal || j <= i),
-    sliding_window: (i, j) => dilated(i, j, 1),
-    dilated: (i, j) => dilated(i, j, dilation),
-    global_window: (i, j) => {
-      const global = (p) => p < Math.min(n_global, T);
-      return (dilated(i, j, 1) || global(j) || global(i)) && (!causal || j <= i);
-    },
-  }[name];
-  return Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => allowed(i, j)));
+  if (name === "full") return !causal || j <= i;
+  if (name === "local") return Math.floor(i / block) === Math.floor(j / block) && (!causal || j <= i);
+  if (name === "sliding_window") return dilated(1);
+  if (name === "dilated") return dilated(dilation);
+  if (name === "global_window") {
+    const global = (p) => p < Math.min(n_global, T);
+    return (dilated(1) || global(j) || global(i)) && (!causal || j <= i);
+  }
+  throw new Error(`unknown variant ${name}`);
 }
 
 export function checkAttentionMap({ text, variant, reach, block, dilation, n_global, causal, seed }) {
@@ -660,4 +663,160 @@ export function attentionMap({
     return out;
   });
   return { tokens, variant, mask, weights };
+}
+
+// ---------------------------------------------------------------------------------------------
+// §6 Word order: the same words in two orders through one self-attention layer, without
+// positions, with the sinusoid table added, and without positions but with a causal mask.
+// Reference: attnlab.web.lesson.s06_positional_encoding.word_order_view (common.seeded_attention:
+// attnlab's MultiHeadAttention in float64, 2 heads, no biases).
+// Shape letters here: T words, D width, H = 2 heads of Dh = D / 2.
+// ---------------------------------------------------------------------------------------------
+
+const MAX_ORDER_CHARS = 300;
+
+export function checkWordOrder({ a, b, d_model, seed }) {
+  for (const [what, text] of [["the first sentence", a], ["the second sentence", b]]) {
+    if (typeof text !== "string" || text.length < 1 || codePoints(text).length > MAX_ORDER_CHARS) {
+      throw new Error(`${what} must be text of 1 to ${MAX_ORDER_CHARS} characters`);
+    }
+  }
+  checkRange("d_model", d_model, 4, 64, true, "sines and cosines come in pairs");
+  checkRange("seed", seed, 0, MAX_SEED);
+}
+
+// Multi-head self-attention of x, every query seeing every key (causal: only itself and the keys
+// before it), as attnlab's MultiHeadAttention computes it: project, split, attend, concat, W_o.
+//
+// Shape: x (T, D) → (T, D)
+function selfAttention(W, x, H, causal) {
+  const [Wq, Wk, Wv, Wo] = W;
+  const D = x[0].length, Dh = D / H, scale = 1 / Math.sqrt(Dh);
+  const q = matmul(x, transpose(Wq)), k = matmul(x, transpose(Wk)), v = matmul(x, transpose(Wv)); // (T, D)
+  const heads = Array.from({ length: H }, (_, h) => {
+    const [qh, kh, vh] = [q, k, v].map((m) => cols(m, h * Dh, (h + 1) * Dh)); // (T, Dh) each
+    const weights = qh.map((qi, i) => {
+      const seen = causal ? kh.slice(0, i + 1) : kh; // the keys query i may attend to
+      const w = softmax(seen.map((kj) => dot(qi, kj) * scale));
+      return kh.map((_, j) => (j < w.length ? w[j] : 0)); // (T,): 0 for the hidden keys
+    });
+    return matmul(weights, vh); // (T, Dh)
+  });
+  const concat = x.map((_, t) => heads.flatMap((out) => out[t])); // (T, D)
+  return matmul(concat, transpose(Wo)); // (T, D)
+}
+
+const norm = (xs) => Math.sqrt(xs.reduce((sum, x) => sum + x * x, 0));
+const columnMean = (m) => m[0].map((_, c) => m.reduce((sum, row) => sum + row[c], 0) / m.length);
+
+// The two sentences' outputs per case, how far each word's output moved between the orders, and
+// how far the sentence vectors (the mean of the outputs) moved.
+export function wordOrder({ a = "猫 が 犬 を 追う", b = "犬 が 猫 を 追う", d_model = 16, seed = 0 } = {}) {
+  checkWordOrder({ a, b, d_model, seed });
+  const wa = words(a, "the first sentence", 2), wb = words(b, "the second sentence", 2);
+  const sortedA = [...wa].sort(), sortedB = [...wb].sort();
+  if (sortedA.length !== sortedB.length || sortedA.some((w, i) => w !== sortedB[i])) {
+    throw new Error("the second sentence must use exactly the words of the first, in another order");
+  }
+  const used = new Set();
+  const match = wa.map((w) => {
+    const j = wb.findIndex((v, k) => v === w && !used.has(k));
+    used.add(j);
+    return j;
+  });
+  const D = d_model, T = wa.length;
+  const W = seededWeights(D, seed);
+  const xa = wa.map((w) => wordVector(w, D)), xb = wb.map((w) => wordVector(w, D)); // (T, D)
+  const pe = sinusoidalEncoding(T, D); // (T, D)
+  const out = { tokens_a: wa, tokens_b: wb, match };
+  for (const [name, add, causal] of [
+    ["without_positions", 0, false],
+    ["with_positions", 1, false],
+    ["causal_without_positions", 0, true],
+  ]) {
+    const shift = (x) => x.map((row, t) => row.map((v, c) => v + add * pe[t][c]));
+    const oa = selfAttention(W, shift(xa), 2, causal), ob = selfAttention(W, shift(xb), 2, causal); // (T, D)
+    const ma = columnMean(oa), mb = columnMean(ob);
+    out[name] = {
+      out_a: oa,
+      out_b: ob,
+      diff: oa.map((row, i) => norm(row.map((v, c) => v - ob[match[i]][c]))),
+      sentence_diff: norm(ma.map((v, c) => v - mb[c])),
+    };
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// §8 Variants: every variant's mask at one length, how many scores each computes at longer
+// lengths, and the measured long-context figures (static/lesson/data/long-context.json, measured
+// by benchmarks/long_context.py on the machine it names) as two tables.
+// Reference: attnlab.web.lesson.s08_variants_and_exercises.variants_view.
+// ---------------------------------------------------------------------------------------------
+
+export const COST_LENGTHS = [16, 32, 64, 128, 256, 512, 1024];
+const MEASURED_CASES = ["sdpa", "chunked", "sliding_window", "global_window"];
+
+export function checkVariants({ length, reach, block, dilation, n_global, causal }) {
+  checkRange("length", length, 2, 32);
+  checkRange("reach", reach, 1, 16);
+  checkRange("block", block, 1, 32);
+  checkRange("dilation", dilation, 1, 4);
+  checkRange("n_global", n_global, 0, 4);
+  if (typeof causal !== "boolean") throw new Error("causal must be true or false");
+}
+
+// How many pairs a variant's mask allows at length T, row by row, testing only the keys a row can
+// reach (its block, its window, the global positions; a global row every key) with allowedPair,
+// so T = 1024 costs a window per row, not T.
+function maskCount(name, T, params) {
+  const { reach, block, dilation, n_global } = params;
+  const span = (reach + 1) * (name === "dilated" ? dilation : 1); // beyond it no window key lies
+  let count = 0;
+  for (let i = 0; i < T; i++) {
+    let keys;
+    if (name === "full" || (name === "global_window" && i < Math.min(n_global, T))) keys = [0, T];
+    else if (name === "local") keys = [Math.floor(i / block) * block, Math.min(T, (Math.floor(i / block) + 1) * block)];
+    else keys = [Math.max(0, i - span), Math.min(T, i + span + 1)];
+    for (let j = keys[0]; j < keys[1]; j++) if (allowedPair(name, T, params, i, j)) count++;
+    if (name === "global_window" && keys[1] - keys[0] < T) { // the global keys outside the window
+      for (let j = 0; j < Math.min(n_global, T); j++) if ((j < keys[0] || j >= keys[1]) && allowedPair(name, T, params, i, j)) count++;
+    }
+  }
+  return count;
+}
+
+// python's float(f"{x:.2g}"): two significant digits.
+const significant = (x) => Number(x.toPrecision(2));
+
+// The measured rows as a table of seconds and a table of speed ratios (s08's measured_tables).
+export function measuredTables(measured) {
+  const speedup = {
+    sdpa: measured.rows.map(() => 1),
+    chunked: measured.rows.map((r) => r.chunked_speedup),
+    sliding_window: measured.rows.map((r) => r.sliding_window_speedup),
+    global_window: measured.rows.map((r) => r.global_window_speedup),
+  };
+  const seconds = Object.fromEntries(MEASURED_CASES.map((c) => [c, measured.rows.map((r, i) => (c === "sdpa" ? r.sdpa_s : significant(r.sdpa_s / speedup[c][i])))]));
+  return { lengths: measured.rows.map((r) => r.length), seconds, speedup };
+}
+
+export function variants({ length = 16, reach = 2, block = 4, dilation = 2, n_global = 1, causal = false, measured } = {}) {
+  const params = { length, reach, block, dilation, n_global, causal };
+  checkVariants(params);
+  const masks = Object.fromEntries(VARIANTS.map((n) => [n, variantMask(n, length, params)]));
+  const counts = Object.fromEntries(VARIANTS.map((n) => [n, masks[n].flat().filter(Boolean).length]));
+  const pairs = length * length;
+  return {
+    length,
+    pairs,
+    masks,
+    counts,
+    fractions: Object.fromEntries(VARIANTS.map((n) => [n, counts[n] / pairs])),
+    keys_per_row: Object.fromEntries(VARIANTS.map((n) => [n, Math.max(...masks[n].map((row) => row.filter(Boolean).length))])),
+    cost_lengths: COST_LENGTHS,
+    cost: Object.fromEntries(VARIANTS.map((n) => [n, COST_LENGTHS.map((T) => maskCount(n, T, params))])),
+    measured,
+    measured_tables: measuredTables(measured),
+  };
 }

@@ -1,7 +1,7 @@
 // §6 Positional encoding.
-// word-order (POST /api/lesson/word-order): the same words in two orders through one self-attention,
-//   without positions, with sinusoidal positions, and without positions but with a causal mask;
-//   state a, b.
+// word-order (computed in the page: lessonmath.js's wordOrder): the same words in two orders through
+//   one self-attention, without positions, with sinusoidal positions, and without positions but
+//   with a causal mask; state a, b.
 // pe-table (computed in the page: lessonmath.js's positions): the sinusoid table and how alike the
 //   positions are; state len, dm, p.
 // rope-scores (computed in the page: lessonmath.js's ropeScores): one query and one key placed at
@@ -9,7 +9,7 @@
 // The page's numbers have Python references in attnlab/web/lesson/s06_positional_encoding.py.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
   // The lesson's arithmetic (an ES module), resolved against this script's address.
   const lessonMath = import("../../engine/lessonmath.js");
@@ -257,7 +257,7 @@
 
     const send = debounce(loader(p, {
       request: () => ({ a: state.a, b: state.b }),
-      fetch: (req) => postJSON("/api/lesson/word-order", req),
+      fetch: async (req) => (await lessonMath).wordOrder(req),
       done: (res) => { shown = res; draw(); },
     }), 150);
 

@@ -1,4 +1,5 @@
-// §8 Variants and exercises. variants (POST /api/lesson/variants): the masks of full, local,
+// §8 Variants and exercises. variants (computed in the page: lessonmath.js's variants, whose
+// reference is attnlab/web/lesson/s08_variants_and_exercises.variants_view): the masks of full, local,
 // sliding-window, dilated and global + window attention (sparse attention), what they cost
 // against length, and, folded as 「発展」, the measured long-context times (seconds and ratios in
 // separate tables) and peak memory.
@@ -8,10 +9,23 @@
 // variant, words, seed.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce, lang } = window.Attn;
+  const { el, fmt, debounce, lang } = window.Attn;
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
   // The lesson's arithmetic (an ES module), resolved against this script's address.
   const lessonMath = import("../../engine/lessonmath.js");
+  // The measured long-context figures (benchmarks/long_context.py's output, shipped with the page).
+  const MEASURED_URL = new URL("../data/long-context.json", document.currentScript.src).href;
+  let measuredFile = null;
+  function measured() {
+    if (!measuredFile) {
+      measuredFile = fetch(MEASURED_URL).then((r) => {
+        if (!r.ok) throw new Error(`long-context.json: ${r.status}`);
+        return r.json();
+      });
+      measuredFile.catch(() => { measuredFile = null; });
+    }
+    return measuredFile;
+  }
   const COLOURS = { full: "#5f6b7a", local: "#1b7f5a", sliding_window: "#2456a6", dilated: "#b35900", global_window: "#7b3fa0" };
   const DASH = { full: null, local: "6 3", sliding_window: null, dilated: "2 3", global_window: "8 3 2 3" };
   const { clampInt, panes, loader, slider, memo, slidePart } = window.Lesson;
@@ -62,7 +76,7 @@
 
     const send = debounce(loader(p, {
       request: () => ({ length: state.length, reach: state.reach, block: state.block, dilation: state.dilation, n_global: state.n_global, causal: state.causal }),
-      fetch: (req) => postJSON("/api/lesson/variants", req),
+      fetch: async (req) => (await lessonMath).variants({ ...req, measured: await measured() }),
       done: (res, req) => { shown = res; asked = req; draw(); },
     }), 60);
 
