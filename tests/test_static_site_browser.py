@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from lesson_browser import AUTO_UNCOVER, BROWSER_MARKS, static_site_folder
+from lesson_browser import ARTIFACTS_ROOT, AUTO_UNCOVER, BROWSER_MARKS, static_site_folder
 from live_server import page_errors
 
 from attnlab.web import i18n
@@ -24,6 +24,7 @@ pytestmark = BROWSER_MARKS
 
 SUB = "attnlab/"  # the folder is served under a sub-path, like https://user.github.io/attnlab/
 TIMEOUT_MS = 60_000
+ARTIFACTS = ARTIFACTS_ROOT / "static-site"
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +217,35 @@ def test_a_model_downloaded_once_runs_offline(browser, folder, tmp_path):
     assert len(online[0]["ids"]) > 1
     ctx.close()
     assert not errors, errors
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_on_a_phone_a_models_loading_line_keeps_the_layout(browser, folder, lang):
+    """375 px: while a model downloads, the widget's status line (Lesson.modelProgress, the longest
+    form "Loading the model… 100% (11.9 MB)") wraps inside the screen; nothing sticks out sideways."""
+    with serve_folder(folder) as base:
+        ctx = browser.new_context(
+            viewport={"width": 375, "height": 812}, is_mobile=True, has_touch=True, device_scale_factor=2
+        )
+        ctx.add_init_script(AUTO_UNCOVER)
+        pg = ctx.new_page()
+        pg.set_default_timeout(TIMEOUT_MS)
+        errors = page_errors(pg)
+        pg.goto(f"{base}lesson/1.html?lang={lang}")
+        pg.wait_for_function("() => !document.querySelector('[aria-busy]')")
+        widths = "() => [document.documentElement.clientWidth, document.documentElement.scrollWidth]"
+        before = pg.evaluate(widths)
+        lines = pg.evaluate(
+            "() => Array.from(document.querySelectorAll('.widget [id$=-status]')).map((node) => {"
+            " Lesson.modelProgress({ status: node })(11.9e6, 11.9e6); const r = node.getBoundingClientRect();"
+            " return [node.id, node.textContent, r.left, r.right]; })"
+        )
+        assert lines, "no widget status line on §1"
+        for name, text, left, right in lines:
+            assert "11.9" in text and "100" in text, (name, text)
+            assert left >= 0 and right <= 375, (name, left, right)
+        assert pg.evaluate(widths) == before == [375, 375]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        pg.locator(".widget").first.screenshot(path=str(ARTIFACTS / f"phone-loading-{lang}.png"))
+        ctx.close()
+        assert not errors, errors
