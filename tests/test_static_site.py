@@ -179,3 +179,13 @@ def test_a_second_build_refuses_a_full_folder_and_leaves_nothing_behind(built, t
     with pytest.raises(FileNotFoundError, match="npm ci"):
         build_site(tmp_path / "again", models={}, repo=tmp_path)
     assert not (tmp_path / "again").exists()
+
+
+def test_force_replaces_a_built_site_whole(tmp_path):
+    out = tmp_path / "site"
+    build_site(out, models={})
+    (out / "stale.html").write_text("from an older build")
+    report = build_site(out, models={}, force=True)
+    assert not (out / "stale.html").exists() and (out / "index.html").is_file()
+    assert "static/models/demo/meta.json" not in report["files"]
+    assert [p.name for p in tmp_path.iterdir()] == ["site"]  # no temporary folder left beside it

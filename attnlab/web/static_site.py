@@ -182,12 +182,13 @@ def build_site(
         _service_worker(work)
         files = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
         total = sum((work / f).stat().st_size for f in files)
-        if out.exists():
-            if out.is_dir():
-                shutil.rmtree(out)
-            else:
-                out.unlink()
+        old = None
+        if out.exists():  # the old site moves aside first, so the folder is never half-written
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent)) / out.name
+            out.replace(old)
         work.replace(out)
+        if old is not None:
+            shutil.rmtree(old.parent, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

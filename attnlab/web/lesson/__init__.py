@@ -16,7 +16,10 @@ Where things live (one home each):
 - ``static/lesson/widgets/*.js``: the widgets, which only draw what the API returns.
 
 Pages: ``/`` (the index), ``/lesson/{n}`` (section ``n``, its state in the address, e.g.
-``?lang=ja&dk=512``), ``/lesson/glossary``.
+``?lang=ja&dk=512``), ``/lesson/glossary``, ``/lesson/plan`` (:data:`LESSON_PAGES`; the static build,
+:mod:`attnlab.web.static_site`, writes the same pages as ``index.html``, ``lesson/N.html`` …). The
+pages read the lesson's content from ``/static/data/lesson/NAME.json`` (:func:`lesson_data`), the
+files the static build writes at the same URLs.
 
 API (bad input gets a 4xx with a message, never a 500): ``GET /api/lesson/sections``,
 ``GET /api/lesson/sections/{n}``, ``GET /api/lesson/glossary``, and each section's endpoints
