@@ -90,6 +90,17 @@ def serving_lesson(app_factory=create_app):
             yield f"http://127.0.0.1:{port}"
 
 
+def lesson_href(path: str, query: str = "", *, on_index: bool = False) -> str:
+    """The href lesson.js writes for the lesson page whose explorer path is ``path`` (``/lesson/3``)
+    followed by ``query``: that path in the explorer; on the static build the page's file relative to
+    the page the link is on (``../lesson/3.html``; ``./lesson/3.html`` on the index)."""
+    if not STATIC_SITE:
+        return path + query
+    from attnlab.web.lesson.common import page_href
+
+    return page_href(path, "./" if on_index else "../", "static") + query
+
+
 @pytest.fixture(scope="module", name="base_url")
 def base_url_fixture():
     with serving_lesson() as url:

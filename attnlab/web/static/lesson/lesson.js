@@ -327,6 +327,13 @@
     "table", "thead", "tbody", "tr", "th", "td", "blockquote", "br", "hr", "sub", "sup", "span", "div"]);
   const SAFE_ATTRS = new Set(["href", "class", "data-term", "lang", "title", "start", "align"]);
 
+  // A link of the lesson's text to one of its pages is written as the explorer's path ("/lesson/3?…",
+  // "/lesson/glossary?…#term-softmax"): the same page on this site (Attn.pageURL).
+  function lessonHref(href) {
+    const m = /^(\/|\/lesson\/[a-z0-9-]+)([?#].*)?$/.exec(href);
+    return m ? pageURL(m[1]) + (m[2] || "") : href;
+  }
+
   function safeNodes(html) {
     const doc = new DOMParser().parseFromString("<body>" + html + "</body>", "text/html");
     const copy = (source) => {
@@ -339,7 +346,7 @@
         const value = attr.value;
         if (!SAFE_ATTRS.has(attr.name)) continue;
         if (attr.name === "href" && !/^(\/|#|https?:)/.test(value)) continue;
-        out.setAttribute(attr.name, value);
+        out.setAttribute(attr.name, attr.name === "href" ? lessonHref(value) : value);
       }
       for (const child of source.childNodes) {
         const c = copy(child);
