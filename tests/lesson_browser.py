@@ -101,6 +101,12 @@ def lesson_href(path: str, query: str = "", *, on_index: bool = False) -> str:
     return page_href(path, "./" if on_index else "../", "static") + query
 
 
+def lesson_path(path: str) -> str:
+    """The address path of the lesson page whose explorer path is ``path``, reached by following a
+    link: ``/lesson/3`` in the explorer, ``/lesson/3.html`` on the static build (served at the root)."""
+    return path if not STATIC_SITE else lesson_href(path, on_index=True).removeprefix(".")
+
+
 @pytest.fixture(scope="module", name="base_url")
 def base_url_fixture():
     with serving_lesson() as url:

@@ -25,6 +25,7 @@ from lesson_browser import (
     BROWSER_MARKS,
     assert_accessible,
     lesson_href,
+    lesson_path,
     make_page,
     open_section,
     params,
@@ -215,7 +216,7 @@ def test_the_final_check_is_listed_last_and_links_every_question_to_its_section(
     assert page.locator(".toc-final").count() == 1
     page.click(f"#toc-link-{FINAL}")
     page.wait_for_function("() => !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == f"/lesson/{FINAL}" and params(page)["lang"] == lang
+    assert urlparse(page.url).path == lesson_path(f"/lesson/{FINAL}") and params(page)["lang"] == lang
     assert page.text_content("#section-title") == pick(final.title)
     assert page.text_content("#check-title") == t(lang, "ls_final_check")
     assert page.get_attribute("#prev-section", "href") == lesson_href(f"/lesson/{FINAL - 1}", f"?lang={lang}")
@@ -329,7 +330,7 @@ def test_term_links_in_the_text_open_the_glossary_entry_in_the_pages_language(pa
     # The glossary leads back to the section.
     page.click('#term-softmax a.term-use[data-section="3"]')
     page.wait_for_function("() => !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == "/lesson/3" and params(page)["lang"] == lang
+    assert urlparse(page.url).path == lesson_path("/lesson/3") and params(page)["lang"] == lang
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,7 +362,7 @@ def test_keyboard_only_from_the_index_to_an_answer(page, lang):
     tab_to(page, f"#toc-link-{FINAL}")
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == f"/lesson/{FINAL}"
+    assert urlparse(page.url).path == lesson_path(f"/lesson/{FINAL}")
     # Question 1: Tab into its radio group, arrows to a wrong choice, Enter submits the form.
     q = final.check[0]
     wrong = wrong_choices(q)[0]
