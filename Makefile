@@ -35,7 +35,7 @@ define install
 	fi
 endef
 
-.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js js-packages format bench screenshots clean
+.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js js-packages format bench screenshots clean site
 
 venv: $(STAMP)
 
@@ -125,6 +125,13 @@ lint-js: node_modules/.attnlab-installed
 format: $(STAMP)
 	$(BIN)/ruff check --fix attnlab tests benchmarks examples docs/screenshots.py
 	$(BIN)/ruff format attnlab tests benchmarks examples docs/screenshots.py
+
+# The whole lesson as a static site (docs/site.md): a folder any web host serves, the models running
+# in the learner's browser. Needs the venv (with its web and site extras) and npm's onnxruntime-web; SITE=DIR
+# writes another folder (replaced if it exists).
+SITE ?= build/site
+site: $(STAMP) js-packages
+	$(BIN)/attnlab lesson build-site --out "$(SITE)" --force
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

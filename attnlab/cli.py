@@ -543,5 +543,31 @@ def lesson_handout_cmd(
     return 0
 
 
+@command("lesson build-site")
+def lesson_build_site_cmd(
+    *, out: Path = Path("build/site"), weights: Literal["auto", "fp16", "fp32", "int8"] = "auto", force: bool = False
+) -> int:
+    """Write the whole lesson as a static site: a folder any web host serves, nothing to install.
+
+    Both languages, every section, the glossary, the final check, the applications page, the
+    projector view and the teacher's plan and answer key (?teacher=1); the widgets' models run in
+    the learner's browser (onnxruntime-web, copied from node_modules: run `npm ci` first), and after
+    the first visit the site works offline (a service worker). Publish it by copying the folder to
+    any web space (GitHub Pages, a university's), or try it with `python -m http.server -d FOLDER`.
+
+    Args:
+        out: the folder to write (it must be new or empty, unless --force).
+        weights: how the models store their weights (auto: the smallest storage exact for each).
+        force: replace the folder if it has files.
+    """
+    from .web.static_site import build_site
+
+    report = build_site(out, weights=weights, force=force, progress=lambda line: print(f"  {line}"))
+    models = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in report["models"].items())
+    print(f"site: {report['folder']}  ({len(report['files'])} files, {report['bytes'] / 1e6:.1f} MB; models: {models})")
+    print(f"try it: python -m http.server -d {report['folder']}  then open http://localhost:8000/")
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,11 +11,20 @@ fixture comes from :func:`make_page`, which takes what differs between the modul
 screenshots' folder, the default timeout, the viewport).
 Playwright and axe are imported only when a browser is started, so importing this module never
 needs Chromium.
+
+``ATTNLAB_TEST_SITE=static`` runs the same tests against the static build instead of the explorer
+(:func:`static_site_folder`: ``attnlab lesson build-site``, built once per test session, or the
+folder ``ATTNLAB_TEST_SITE_DIR`` names), served by Python's ``http.server``
+(:func:`attnlab.web.site.serve_folder`, answering ``/lesson/3`` with ``lesson/3.html`` as GitHub
+Pages does, so the tests' addresses stay the same).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import tempfile
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -46,10 +55,62 @@ def shipped(name: str) -> Path:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 
 
+#: The lesson's browser tests run against the static build (see the module's docstring).
+STATIC_SITE = os.environ.get("ATTNLAB_TEST_SITE", "explorer") == "static"
+
+_built_site: list[Path] = []
+
+
+def static_site_folder() -> Path:
+    """The static build the tests serve: ``ATTNLAB_TEST_SITE_DIR`` when set (a folder written by
+    ``attnlab lesson build-site``), else the site built once in this session into a temporary folder."""
+    given = os.environ.get("ATTNLAB_TEST_SITE_DIR")
+    if given:
+        return Path(given)
+    if not _built_site:
+        from attnlab.web.static_site import build_site
+
+        out = Path(tempfile.mkdtemp(prefix="attnlab-test-site-")) / "site"
+        build_site(out)
+        _built_site.append(out)
+    return _built_site[0]
+
+
+@contextlib.contextmanager
+def serving_lesson(app_factory=create_app):
+    """The lesson's base URL (no trailing slash): the explorer (``app_factory()`` served by uvicorn),
+    or with ``ATTNLAB_TEST_SITE=static`` the static build served by Python's ``http.server``."""
+    if STATIC_SITE:
+        from attnlab.web.site import serve_folder
+
+        with serve_folder(static_site_folder(), pretty=True) as url:
+            yield url.rstrip("/")
+    else:
+        with serving(app_factory()) as port:
+            yield f"http://127.0.0.1:{port}"
+
+
+def lesson_href(path: str, query: str = "", *, on_index: bool = False) -> str:
+    """The href lesson.js writes for the lesson page whose explorer path is ``path`` (``/lesson/3``)
+    followed by ``query``: that path in the explorer; on the static build the page's file relative to
+    the page the link is on (``../lesson/3.html``; ``./lesson/3.html`` on the index)."""
+    if not STATIC_SITE:
+        return path + query
+    from attnlab.web.lesson.common import page_href
+
+    return page_href(path, "./" if on_index else "../", "static") + query
+
+
+def lesson_path(path: str) -> str:
+    """The address path of the lesson page whose explorer path is ``path``, reached by following a
+    link: ``/lesson/3`` in the explorer, ``/lesson/3.html`` on the static build (served at the root)."""
+    return path if not STATIC_SITE else lesson_href(path, on_index=True).removeprefix(".")
+
+
 @pytest.fixture(scope="module", name="base_url")
 def base_url_fixture():
-    with serving(create_app()) as port:
-        yield f"http://127.0.0.1:{port}"
+    with serving_lesson() as url:
+        yield url
 
 
 @pytest.fixture(scope="module", name="browser")
@@ -156,7 +217,22 @@ def section_drawn(pg) -> None:
 
 def widgets_answered(pg) -> None:
     """Wait until every widget on the page has shown its first answer (hidden slides included),
-    none of them an error."""
+    none of them an error. On the static build a widget that still needs the explorer's API says so
+    at once (``.needs-explorer``): the wait ends there and fails naming the widgets."""
+    if STATIC_SITE:
+        says = (
+            "(w) => w && Array.from(w.querySelectorAll('.error:not(.hidden)'))"
+            ".some((e) => e.textContent.includes(Attn.t('needs_explorer')))"
+        )
+        pg.wait_for_function(
+            f"() => {{ const says = {says}; return Array.from(document.querySelectorAll('.widget-out'))"
+            ".every((n) => n.dataset.seq !== '0' || says(n.closest('.widget'))); }"
+        )
+        needs = pg.evaluate(
+            f"() => {{ const says = {says}; return Array.from(document.querySelectorAll('.widget'))"
+            ".filter(says).map((w) => w.id); }"
+        )
+        assert not needs, f"on the static build these widgets still need the explorer: {needs}"
     pg.wait_for_function(
         "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')"
         " && document.querySelectorAll('.widget .error:not(.hidden)').length === 0"

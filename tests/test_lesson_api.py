@@ -63,10 +63,10 @@ def test_the_preferred_language_comes_from_accept_language(header, lang):
 
 def test_the_explorer_opens_on_the_lesson_in_the_browsers_language(client):
     ja = client.get("/", headers={"accept-language": "ja-JP,ja;q=0.9,en;q=0.8"})
-    assert ja.status_code == 200 and '<html lang="ja" data-lang="ja">' in ja.text
+    assert ja.status_code == 200 and '<html lang="ja" data-lang="ja" data-root="/" data-site="explorer">' in ja.text
     assert "/static/lesson/lesson.js" in ja.text and 'data-view="index"' in ja.text
     en = client.get("/", headers={"accept-language": "en-GB"})
-    assert '<html lang="en" data-lang="en">' in en.text
+    assert '<html lang="en" data-lang="en" data-root="/" data-site="explorer">' in en.text
     linked = client.get("/lesson/3?lang=ja&dk=512", headers={"accept-language": "en-GB"})
     assert linked.status_code == 200 and '<html lang="ja"' in linked.text  # the link's language wins
     assert 'data-view="section"' in linked.text and linked.headers["vary"] == "Accept-Language"

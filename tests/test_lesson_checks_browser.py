@@ -24,6 +24,8 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    lesson_href,
+    lesson_path,
     make_page,
     open_section,
     params,
@@ -214,17 +216,17 @@ def test_the_final_check_is_listed_last_and_links_every_question_to_its_section(
     assert page.locator(".toc-final").count() == 1
     page.click(f"#toc-link-{FINAL}")
     page.wait_for_function("() => !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == f"/lesson/{FINAL}" and params(page)["lang"] == lang
+    assert urlparse(page.url).path == lesson_path(f"/lesson/{FINAL}") and params(page)["lang"] == lang
     assert page.text_content("#section-title") == pick(final.title)
     assert page.text_content("#check-title") == t(lang, "ls_final_check")
-    assert page.get_attribute("#prev-section", "href") == f"/lesson/{FINAL - 1}?lang={lang}"
+    assert page.get_attribute("#prev-section", "href") == lesson_href(f"/lesson/{FINAL - 1}", f"?lang={lang}")
     assert page.locator("#next-section").count() == 0
     assert page.locator(".objectives li").count() == len(final.objectives)
     assert page.locator(".key-points li").count() == len(final.key_points)
     linked = []
     for i, q in enumerate(final.check):
         link = page.locator(f"#q{i}-section")
-        assert link.get_attribute("href") == f"/lesson/{q.section}?lang={lang}"
+        assert link.get_attribute("href") == lesson_href(f"/lesson/{q.section}", f"?lang={lang}")
         assert link.text_content() == t(lang, "ls_from_section", n=q.section, title=pick(SECTIONS[q.section].title))
         linked.append(q.section)
     assert sorted(set(linked)) == list(range(1, FINAL))
@@ -254,7 +256,7 @@ def test_the_final_check_is_listed_last_and_links_every_question_to_its_section(
     assert t(lang, "ls_tally", n=len(final.check), first=first, second=second) in tally.text_content()
     review = tally.locator("a.review-link")
     assert [review.nth(k).get_attribute("href") for k in range(review.count())] == [
-        f"/lesson/{n}?lang={lang}" for n in sorted(missed)
+        lesson_href(f"/lesson/{n}", f"?lang={lang}") for n in sorted(missed)
     ]
     # A predict question's "now try it" opens its own section with the question's settings.
     with_params = [(i, q) for i, q in enumerate(final.check) if q.params]
@@ -262,7 +264,7 @@ def test_the_final_check_is_listed_last_and_links_every_question_to_its_section(
     for i, q in with_params:
         href = page.get_attribute(f"#q{i}-try", "href")
         url = urlparse(href)
-        assert url.path == f"/lesson/{q.section}"
+        assert url.path == lesson_href(f"/lesson/{q.section}")
         assert {k: v[0] for k, v in parse_qs(url.query).items()} == {**q.params, "lang": lang}
     assert_accessible(page)
 
@@ -290,9 +292,9 @@ def test_the_glossary_lists_every_term_with_its_anchor_and_uses(page, lang):
         assert page.locator(f"#terms-{g.section} #term-{term}").count() == 1
         uses = entry.locator("a.term-use")
         assert [uses.nth(k).get_attribute("href") for k in range(uses.count())] == [
-            f"/lesson/{n}?lang={lang}" for n in USES.get(term, [])
+            lesson_href(f"/lesson/{n}", f"?lang={lang}") for n in USES.get(term, [])
         ]
-    assert page.locator(".term-group h2 a").first.get_attribute("href") == f"/lesson/1?lang={lang}"
+    assert page.locator(".term-group h2 a").first.get_attribute("href") == lesson_href("/lesson/1", f"?lang={lang}")
     # An anchor from the text: the term is marked and scrolled into view.
     target = "softmax"
     page.goto(f"/lesson/glossary?lang={lang}#term-{target}")
@@ -317,8 +319,10 @@ def test_term_links_in_the_text_open_the_glossary_entry_in_the_pages_language(pa
     assert terms <= set(GLOSSARY) and {"query", "key", "value", "softmax"} <= terms
     assert page.locator("#section h2 a.term, #section h3 a.term").count() == 0  # headings are not linked
     link = page.locator('#section a.term[data-term="softmax"]').first
-    assert link.get_attribute("href") == f"/lesson/glossary?lang={lang}#term-softmax"
-    assert page.get_attribute("#to-glossary", "href") == f"/lesson/glossary?lang={lang}"  # every page links it
+    assert link.get_attribute("href") == lesson_href("/lesson/glossary", f"?lang={lang}#term-softmax")
+    assert page.get_attribute("#to-glossary", "href") == lesson_href(
+        "/lesson/glossary", f"?lang={lang}"
+    )  # every page links it
     link.click()
     page.wait_for_selector("#term-softmax.term-target")
     assert page.get_attribute("html", "lang") == lang
@@ -326,7 +330,7 @@ def test_term_links_in_the_text_open_the_glossary_entry_in_the_pages_language(pa
     # The glossary leads back to the section.
     page.click('#term-softmax a.term-use[data-section="3"]')
     page.wait_for_function("() => !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == "/lesson/3" and params(page)["lang"] == lang
+    assert urlparse(page.url).path == lesson_path("/lesson/3") and params(page)["lang"] == lang
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,7 +362,7 @@ def test_keyboard_only_from_the_index_to_an_answer(page, lang):
     tab_to(page, f"#toc-link-{FINAL}")
     page.keyboard.press("Enter")
     page.wait_for_function("() => document.querySelector('#section') && !document.querySelector('#section[aria-busy]')")
-    assert urlparse(page.url).path == f"/lesson/{FINAL}"
+    assert urlparse(page.url).path == lesson_path(f"/lesson/{FINAL}")
     # Question 1: Tab into its radio group, arrows to a wrong choice, Enter submits the form.
     q = final.check[0]
     wrong = wrong_choices(q)[0]

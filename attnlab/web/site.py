@@ -212,8 +212,15 @@ class _Handler(SimpleHTTPRequestHandler):
     """Python's plain static file handler, quiet, with optional extra headers on every answer."""
 
     extra_headers: dict[str, str] = {}
+    pretty = False  # answer /lesson/3 with lesson/3.html, as GitHub Pages and Netlify do
     # .mjs is not in every system's MIME table; a module script must come as JavaScript.
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript", ".wasm": "application/wasm"}
+
+    def translate_path(self, path: str) -> str:
+        local = super().translate_path(path)
+        if self.pretty and not Path(local).exists() and Path(local + ".html").is_file():
+            return local + ".html"
+        return local
 
     def end_headers(self) -> None:
         for key, value in self.extra_headers.items():
@@ -225,10 +232,11 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve_folder(folder: str | Path, *, headers: dict[str, str] | None = None) -> Iterator[str]:
+def serve_folder(folder: str | Path, *, headers: dict[str, str] | None = None, pretty: bool = False) -> Iterator[str]:
     """Serve ``folder`` with Python's ``http.server`` (a plain static host) on a free loopback port,
     in a thread, while the ``with`` block runs; ``headers`` (e.g. :data:`ISOLATION_HEADERS`) are
-    added to every answer.
+    added to every answer. ``pretty``: an address without its ``.html`` finds the page
+    (``/lesson/3`` → ``lesson/3.html``), as GitHub Pages and Netlify serve a folder.
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder.
@@ -239,7 +247,7 @@ def serve_folder(folder: str | Path, *, headers: dict[str, str] | None = None) -
     root = Path(folder).resolve()  # the server's directory must not follow a later chdir
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder to serve")
-    handler = type("Handler", (_Handler,), {"extra_headers": dict(headers or {})})
+    handler = type("Handler", (_Handler,), {"extra_headers": dict(headers or {}), "pretty": pretty})
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import re
 import threading
 import zlib
 from collections.abc import Mapping
@@ -216,15 +217,57 @@ class LessonModels:
         return self.shipped_model(name, what, load_language_model)
 
 
+#: A shell's page links, ``{{page:/lesson/glossary}}``: the explorer's path of a lesson page.
+_PAGE_LINK = re.compile(r"\{\{page:(/[a-z0-9/]*)\}\}")
+
+#: A shell's line that only the explorer has (a link to its playground, model or masks tool).
+_SERVER_ONLY = re.compile(r"^[ \t]*<li data-server-only>.*</li>\n", re.MULTILINE)
+
+
+def page_href(path: str, root: str, site: str) -> str:
+    """The href of the lesson page whose explorer path is ``path`` (``/``, ``/lesson/3``,
+    ``/lesson/glossary``) from a page whose site root is ``root``: the explorer's own path under
+    ``root``, or on the static build (``site == "static"``) the file the build writes
+    (``index.html``, ``lesson/3.html``). The same rule as common.js's ``Attn.pageURL``.
+
+    Shape:
+        no tensors; returns a URL.
+    """
+    name = path.strip("/")
+    if site != "static":
+        return root + name
+    return root + ("index.html" if name in ("", "lesson") else name + ".html")
+
+
+def render_shell(text: str, lang: str | None, *, root: str = "/", site: str = "explorer") -> str:
+    """A lesson page's HTML from its shell ``text``: ``{{root}}`` becomes ``root`` (the site's root
+    as the page reaches it: ``/`` in the explorer, a relative prefix such as ``../`` in the static
+    build), ``{{site}}`` becomes ``site``, each ``{{page:PATH}}`` the link :func:`page_href` gives,
+    and the page is announced in ``lang`` (None: the static build, where lesson.js picks the
+    language from the address or the browser).
+
+    Shape:
+        no tensors; returns HTML text.
+    """
+    text = text.replace("{{root}}", root).replace("{{site}}", site)
+    if site == "static":  # the explorer's own tools run on its server: not on a static host
+        text = _SERVER_ONLY.sub("", text)
+    text = _PAGE_LINK.sub(lambda m: page_href(m.group(1), root, site), text)
+    if lang is not None:
+        # Only the language attribute follows the request, so the page is announced in the right
+        # language before lesson.js has run.
+        text = text.replace('<html lang="en"', f'<html lang="{lang}" data-lang="{lang}"', 1)
+    return text
+
+
 def page_shell(path: Path, lang: str) -> HTMLResponse:
-    """The lesson page at ``path`` (a static HTML shell) announced in ``lang``, not cached.
+    """The lesson page at ``path`` (a static HTML shell, :func:`render_shell`) as the explorer
+    serves it: at the site's root ``/``, announced in ``lang``, not cached.
 
     Shape:
         no tensors; returns an HTML response.
     """
-    # The page is a static shell; only its language attribute follows the request, so the page
-    # is announced in the right language before lesson.js has run.
-    text = path.read_text(encoding="utf-8").replace('<html lang="en">', f'<html lang="{lang}" data-lang="{lang}">', 1)
+    text = render_shell(path.read_text(encoding="utf-8"), lang)
     return HTMLResponse(text, headers={"Cache-Control": "no-cache", "Vary": "Accept-Language"})
 
 

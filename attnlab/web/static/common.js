@@ -6,6 +6,31 @@
 
   const LANGS = ["ja", "en"];
 
+  // Where this page lives. The same pages run in the explorer (`attnlab explore`: data-site
+  // "explorer", root "/") and in the static build (`attnlab lesson build-site`: data-site "static",
+  // root a relative prefix such as "../", so the folder works under any sub-path of any host).
+  // Every URL a page builds comes from these: siteURL("static/x.js") for a file, pageURL("/lesson/3")
+  // for a page (the explorer's /lesson/3; the static build's lesson/3.html), dataURL for the lesson's
+  // JSON (the same files in both: the explorer serves at those URLs what the build writes there).
+  const ROOT = document.documentElement.dataset.root || "/";
+  const STATIC_SITE = document.documentElement.dataset.site === "static";
+  // The explorer's own tools (playground, model, masks) need its server: not in the static build.
+  const SERVER_PAGES = ["/playground", "/model", "/masks"];
+
+  function siteURL(path) {
+    return ROOT + String(path).replace(/^\/+/, "");
+  }
+
+  function pageURL(path) {
+    const name = String(path).replace(/^\/+/, "").replace(/\/+$/, "");
+    if (!STATIC_SITE) return ROOT + name;
+    return ROOT + (name === "" || name === "lesson" ? "index.html" : name + ".html");
+  }
+
+  function dataURL(name) {
+    return siteURL("static/data/lesson/" + name + ".json");
+  }
+
   // The language in the address (?lang=ja) wins: a teacher's link shows what the teacher saw.
   function urlLang() {
     const value = new URLSearchParams(window.location.search).get("lang");
@@ -102,8 +127,8 @@
       ["/model", "model", "nav_model"],
       ["/masks", "masks", "nav_masks"],
       ["/lesson/glossary", "glossary", "nav_glossary"], // the lesson's terms, one click from every page
-    ].map(([href, id, key]) =>
-      el("a", { href, "data-i18n": key, "aria-current": id === page ? "page" : null, id: "nav-" + id })
+    ].filter(([href]) => !(STATIC_SITE && SERVER_PAGES.includes(href))).map(([href, id, key]) =>
+      el("a", { href: pageURL(href), "data-i18n": key, "aria-current": id === page ? "page" : null, id: "nav-" + id })
     );
     const switcher = el(
       "div",
@@ -115,7 +140,7 @@
       "header",
       { class: "top" },
       el("a", { class: "skip", href: "#main", "data-i18n": "skip_to_main" }),
-      el("a", { class: "brand", href: "/", "data-i18n": "app_title" }),
+      el("a", { class: "brand", href: pageURL("/"), "data-i18n": "app_title" }),
       el("nav", {}, links),
       switcher
     );
@@ -148,7 +173,22 @@
     note.classList.toggle("hidden", busyCount === 0);
   }
 
+  // On the static build there is no server: a widget that still asks the explorer's API (its
+  // computation not yet moved into the page) gets this error, which it shows as a plain sentence
+  // ("needs the explorer"), instead of the host's 404 or 405. The explorer's own answers are unchanged.
+  class NeedsExplorer extends Error {
+    constructor() {
+      super(t("needs_explorer"));
+      this.name = "NeedsExplorer";
+    }
+  }
+
+  function needsServer(url) {
+    return STATIC_SITE && /^\/api\//.test(String(url));
+  }
+
   async function request(url, init) {
+    if (needsServer(url)) throw new NeedsExplorer();
     for (let attempt = 1; ; attempt++) {
       const response = await fetch(url, init);
       if (response.status === 429 && attempt < BUSY_TRIES) {
@@ -190,13 +230,41 @@
     return Number(x).toFixed(digits);
   }
 
-  window.Attn = { lang, t, setLang, setParams, applyI18n, el, postJSON, getJSON, debounce, fmt };
+  // On the static build, a link a widget draws to the explorer's server (a figure of /api/..., the
+  // /playground tool) has nothing behind it: following it says so in place of the link.
+  function serverLink(ev) {
+    const a = ev.target instanceof Element ? ev.target.closest("a[href]") : null;
+    const href = a ? a.getAttribute("href") : "";
+    if (!a || !(needsServer(href) || SERVER_PAGES.some((p) => href === p || href.startsWith(p + "?")))) return;
+    ev.preventDefault();
+    a.replaceWith(el("span", { class: "needs-explorer", role: "status", text: t("needs_explorer") }));
+  }
+
+  // The static build works offline after the first visit: its service worker (sw.js at the
+  // folder's root, written by the build) keeps every file of the site in the browser's cache.
+  function registerOffline() {
+    if (!STATIC_SITE || !("serviceWorker" in navigator)) return;
+    navigator.serviceWorker.register(siteURL("sw.js")).catch(() => {
+      // file:// or an insecure http:// address (not localhost): the site still works online
+    });
+  }
+
+  window.Attn = {
+    lang, t, setLang, setParams, applyI18n, el, postJSON, getJSON, debounce, fmt,
+    siteURL, pageURL, dataURL, isStatic: STATIC_SITE, needsServer, NeedsExplorer,
+  };
 
   document.addEventListener("DOMContentLoaded", () => {
     // A language named in the address is remembered, like one picked with the switch.
     if (urlLang()) window.localStorage.setItem(STORE, urlLang());
     header();
+    // Links of the shells to the explorer's own tools: hidden where there is no explorer.
+    if (STATIC_SITE) {
+      document.querySelectorAll("[data-server-only]").forEach((node) => { node.hidden = true; });
+      document.addEventListener("click", serverLink, true);
+    }
     refreshLang();
+    registerOffline();
     // See html.fonts-ready in style.css: show the page once the Japanese font can draw it.
     const ready = () => document.documentElement.classList.add("fonts-ready");
     document.fonts.load("16px IPAexGothic", "日本語").then(ready, ready);

@@ -6,7 +6,8 @@
 
   async function show() {
     const box = document.getElementById("classroom");
-    if (!box) return;
+    // A class is the explorer's (--classroom): the static build has no server to ask.
+    if (!box || window.Attn.isStatic) return;
     let info;
     try {
       info = await getJSON("/api/classroom");

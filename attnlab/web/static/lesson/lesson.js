@@ -7,7 +7,7 @@
 // The answers a student gives are kept in this browser (localStorage) and ticked on the index.
 (function () {
   "use strict";
-  const { t, el, lang, getJSON, setParams } = window.Attn;
+  const { t, el, lang, getJSON, setParams, pageURL, dataURL } = window.Attn;
   const $ = (id) => document.getElementById(id);
 
   const widgets = {}; // name -> { mount(root, ctx) }
@@ -35,12 +35,16 @@
   const ui = (tag, attrs, key, vars) => bound(el(tag, attrs), () => t(key, vars));
 
   // A link into the lesson that keeps the current language (and, for "try" links, sets params).
+  // path: a page's explorer path ("/lesson/3"; Attn.pageURL makes it the static build's file), or
+  // HERE, this very page (its own address, whatever the host calls it).
+  const HERE = {};
+  const hrefOf = (path) => (path === HERE ? window.location.pathname : pageURL(path));
   function lessonLink(path, params, attrs, textOf) {
     const a = el("a", attrs || {});
     const apply = () => {
       const search = new URLSearchParams(params || {});
       search.set("lang", lang());
-      a.href = path + "?" + search.toString();
+      a.href = hrefOf(path) + "?" + search.toString();
       a.textContent = textOf();
     };
     apply();
@@ -190,12 +194,12 @@
     let sections;
     const glossary = $("to-glossary");
     if (glossary) {
-      const apply = () => { glossary.href = "/lesson/glossary?lang=" + lang(); };
+      const apply = () => { glossary.href = pageURL("/lesson/glossary") + "?lang=" + lang(); };
       apply();
       relabel.push(apply);
     }
     try {
-      sections = await getJSON("/api/lesson/sections");
+      sections = await getJSON(dataURL("sections"));
       toc.replaceChildren(
         ...sections.map((s) =>
           el("li", { class: s.final ? "toc-item toc-final" : "toc-item", id: "toc-" + s.id },
@@ -263,7 +267,7 @@
     const begun = progress.started();
     const counts = {}; // section id -> { answered, total }
     const fetched = await Promise.all(sections.filter((s) => begun.includes(s.id)).map((s) =>
-      getJSON("/api/lesson/sections/" + s.id).catch(() => null)));
+      getJSON(dataURL("sections/" + s.id)).catch(() => null)));
     for (const section of fetched.filter(Boolean)) {
       counts[section.id] = { answered: Object.keys(progress.answers(section)).length, total: section.check.length };
     }
@@ -323,6 +327,13 @@
     "table", "thead", "tbody", "tr", "th", "td", "blockquote", "br", "hr", "sub", "sup", "span", "div"]);
   const SAFE_ATTRS = new Set(["href", "class", "data-term", "lang", "title", "start", "align"]);
 
+  // A link of the lesson's text to one of its pages is written as the explorer's path ("/lesson/3?…",
+  // "/lesson/glossary?…#term-softmax"): the same page on this site (Attn.pageURL).
+  function lessonHref(href) {
+    const m = /^(\/|\/lesson\/[a-z0-9-]+)([?#].*)?$/.exec(href);
+    return m ? pageURL(m[1]) + (m[2] || "") : href;
+  }
+
   function safeNodes(html) {
     const doc = new DOMParser().parseFromString("<body>" + html + "</body>", "text/html");
     const copy = (source) => {
@@ -335,7 +346,7 @@
         const value = attr.value;
         if (!SAFE_ATTRS.has(attr.name)) continue;
         if (attr.name === "href" && !/^(\/|#|https?:)/.test(value)) continue;
-        out.setAttribute(attr.name, value);
+        out.setAttribute(attr.name, attr.name === "href" ? lessonHref(value) : value);
       }
       for (const child of source.childNodes) {
         const c = copy(child);
@@ -528,7 +539,7 @@
     const feedback = el("div", { class: "feedback", id: id + "-feedback", role: "status", tabindex: "-1" });
     const submit = mode.teacher ? null : ui("button", { type: "submit", class: "action", id: id + "-submit" }, "ls_predict_commit");
     const tryLink = Object.keys(p.params || {}).length
-      ? lessonLink(window.location.pathname, p.params, { class: "try-apply", id: id + "-try" }, () => t("ls_check_try_it"))
+      ? lessonLink(HERE, p.params, { class: "try-apply", id: id + "-try" }, () => t("ls_check_try_it"))
       : null;
     const form = el("form", { class: "prediction", id, novalidate: true, "data-widget": p.widget },
       el("fieldset", {},
@@ -661,7 +672,7 @@
     const feedback = el("div", { class: "feedback", id: `q${i}-feedback`, role: "status", tabindex: "-1" });
     const submit = options.teacher ? null : ui("button", { type: "submit", class: "action", id: `q${i}-submit` }, "ls_check_answer");
     const tryLink = Object.keys(q.params || {}).length
-      ? (options.link || lessonLink)(q.section ? "/lesson/" + q.section : window.location.pathname, q.params,
+      ? (options.link || lessonLink)(q.section ? "/lesson/" + q.section : HERE, q.params,
         { class: "try-apply", id: `q${i}-try` }, () => t("ls_check_try_it"), q.section)
       : null;
     const from = q.section
@@ -785,7 +796,7 @@
           ? el("p", {}, t("ls_review"), " ",
             again.map((n, k) => [k ? t("ls_list_sep") : "",
               // Redrawn whole on a language switch, so a plain link (not lessonLink, which relabels itself).
-              el("a", { class: "review-link", href: `/lesson/${n}?lang=${lang()}`, text: t("ls_section_title", { n, title: pick(titles[n]) }) })]))
+              el("a", { class: "review-link", href: `${pageURL("/lesson/" + n)}?lang=${lang()}`, text: t("ls_section_title", { n, title: pick(titles[n]) }) })]))
           : el("p", { text: t("ls_review_none") }));
     };
     relabel.push(apply);
@@ -846,7 +857,7 @@
     const search = new URLSearchParams({ view: "present", slide: String(slide) });
     if (mode.teacher) search.set("teacher", "1");
     search.set("lang", lang());
-    return "/lesson/" + id + "?" + search.toString();
+    return pageURL("/lesson/" + id) + "?" + search.toString();
   }
 
   // The header, the blocks, key points, try box and check of a section as a list of parts, each
@@ -898,7 +909,7 @@
     const tryItem = (item, i) =>
       el("li", { id: "try-" + i }, txt("span", {}, item.text),
         Object.keys(item.params).length
-          ? [" ", link(window.location.pathname, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
+          ? [" ", link(HERE, item.params, { class: "try-apply", id: "try-apply-" + i }, () => t("ls_try_apply"))]
           : null);
     const basicTries = section.try.map((item, i) => (item.further ? null : tryItem(item, i))).filter(Boolean);
     const furtherTries = mode.present ? [] : section.try.map((item, i) => (item.further ? tryItem(item, i) : null)).filter(Boolean);
@@ -1141,7 +1152,7 @@
         }
         if (mode.teacher) search.set("teacher", "1");
         search.set("lang", lang());
-        a.href = path + "?" + search.toString();
+        a.href = hrefOf(path) + "?" + search.toString();
         a.textContent = textOf();
       };
       let mounted = false; // which widget reads what is known once they are mounted
@@ -1357,10 +1368,11 @@
   }
 
   async function showSection() {
-    const n = window.location.pathname.split("/").filter(Boolean).pop();
+    // The section's number from the address: /lesson/3 (the explorer) or lesson/3.html (the static build).
+    const n = window.location.pathname.split("/").filter(Boolean).pop().replace(/\.html$/, "");
     const article = $("section");
     try {
-      const [section, all] = await Promise.all([getJSON("/api/lesson/sections/" + n), getJSON("/api/lesson/sections")]);
+      const [section, all] = await Promise.all([getJSON(dataURL("sections/" + n)), getJSON(dataURL("sections"))]);
       renderSection(section, all);
     } catch (err) {
       article.replaceChildren(el("p", { class: "error", role: "alert", text: t("error", { msg: err.message }) }));
@@ -1390,9 +1402,13 @@
     return Number.isFinite(x) ? Math.max(lo, Math.min(hi, x)) : fallback;
   }
 
-  // Show a failed request in a widget's error box.
+  // Show a failed request in a widget's error box. On the static build, a widget whose computation
+  // still needs the explorer's API says so in a plain sentence (Attn.NeedsExplorer), marked
+  // .needs-explorer, not as an error code.
   function fail(error, err) {
-    error.textContent = t("error", { msg: err.message });
+    const needs = Boolean(err && err.name === "NeedsExplorer");
+    error.textContent = needs ? err.message : t("error", { msg: err.message });
+    error.classList.toggle("needs-explorer", needs);
     error.classList.remove("hidden");
   }
 
@@ -1496,7 +1512,7 @@
   async function showGlossary() {
     const list = $("glossary");
     try {
-      const [terms, sections] = await Promise.all([getJSON("/api/lesson/glossary"), getJSON("/api/lesson/sections")]);
+      const [terms, sections] = await Promise.all([getJSON(dataURL("glossary")), getJSON(dataURL("sections"))]);
       const titles = Object.fromEntries(sections.map((s) => [s.id, s.title]));
       const other = () => (lang() === "ja" ? "en" : "ja");
       const entry = (g) => {
@@ -1556,7 +1572,7 @@
   async function showPlan() {
     const box = $("plan");
     try {
-      const plan = await getJSON("/api/lesson/plan");
+      const plan = await getJSON(dataURL("plan"));
       const clock = (m) => Math.floor(m / 60) + ":" + String(m % 60).padStart(2, "0");
       const table = (id, rows, total, params) => el("table", { class: "plan-table", id: "plan-" + id, "data-total": String(total) },
         el("thead", {}, el("tr", {}, ui("th", { scope: "col" }, "ls_plan_time"), ui("th", { scope: "col" }, "ls_plan_section"),
