@@ -45,7 +45,12 @@ def translator_alpha() -> float:
 
 
 def export_translator_onnx(
-    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+    model_dir_or_name: str | Path,
+    out_dir: str | Path,
+    *,
+    weights: str = "auto",
+    force: bool = False,
+    taps: bool = False,
 ) -> Path:
     """Write a translator's in-page models: ``out_dir`` gets ``encoder.onnx``, ``decoder.onnx``,
     ``meta.json`` and the tokenizer files (:func:`attnlab.onnx_graphs.export_onnx`).
@@ -57,6 +62,8 @@ def export_translator_onnx(
         weights: how the graphs store the weights: ``"auto"`` (the smallest storage that is exact
             for the model: int8 for ja-en and en-ja, fp16 for demo), ``"fp16"``, ``"fp32"``, ``"int8"``.
         force: replace an existing ``out_dir``.
+        taps: also give the encoder the first layer's intermediate tensors as outputs
+            (:data:`attnlab.onnx_graphs.ENCODER_TAPS`; §7's token walk reads them).
 
     Raises:
         ValueError: a model the graphs cannot express (an RNN, windowed attention), in one line.
@@ -72,7 +79,14 @@ def export_translator_onnx(
         "lowercase": translator.lowercase,
     }
     return export_onnx(
-        translator.model, translator.src_tok, translator.tgt_tok, out_dir, weights=weights, info=info, force=force
+        translator.model,
+        translator.src_tok,
+        translator.tgt_tok,
+        out_dir,
+        weights=weights,
+        info=info,
+        force=force,
+        taps=taps,
     )
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "OPSET",
     "WEIGHTS",
     "META_FILE",
+    "ENCODER_TAPS",
     "require_onnx",
     "check_onnx_exportable",
     "exact_storage",
@@ -79,6 +80,20 @@ WEIGHTS = ("auto", "fp16", "fp32", "int8")
 META_FILE = "meta.json"
 
 _ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+#: The encoder's optional outputs (``encoder_graph(..., taps=True)``), after the contract's three:
+#: each name → the letters of its last axes (D: ``(B, S, D)``, F: ``(B, S, F)``, P: ``(S, D)``).
+#: ``src_embed`` embedding·√D; ``src_positions`` the sinusoidal rows added to it; of the first
+#: encoder layer, its feed-forward's input (after the pre-norm LayerNorm), hidden layer after the
+#: activation and output, and the layer's output.
+ENCODER_TAPS = {
+    "src_embed": "D",
+    "src_positions": "P",
+    "enc0_ff_in": "D",
+    "enc0_ff_hidden": "F",
+    "enc0_ff_out": "D",
+    "enc0_out": "D",
+}
 
 
 def require_onnx():
@@ -273,14 +288,18 @@ def _activation(g: _Graph, x: str, name: str) -> str:
     return g.op("Mul", half, g.op("Add", inner, g.const(1.0)))
 
 
-def _feed_forward(g: _Graph, x: str, ff: nn.Module, activation: str, hint: str) -> str:
-    """``down(act(up(x)))`` (Vaswani et al. 2017, §3.3).
+def _feed_forward(g: _Graph, x: str, ff: nn.Module, activation: str, hint: str, taps: dict | None = None) -> str:
+    """``down(act(up(x)))`` (Vaswani et al. 2017, §3.3); ``taps`` (when given) gets the names of its
+    input, hidden layer (after the activation) and output as ``ff_in``, ``ff_hidden``, ``ff_out``.
 
     Shape:
         x ``(B, L, D)`` → ``(B, L, D)``; hidden ``(B, L, d_ff)``
     """
     hidden = _activation(g, _linear(g, x, ff.up_proj, hint + "_up"), activation)  # (B, L, d_ff)
-    return _linear(g, hidden, ff.down_proj, hint + "_down")  # (B, L, D)
+    out = _linear(g, hidden, ff.down_proj, hint + "_down")  # (B, L, D)
+    if taps is not None:
+        taps.update(ff_in=x, ff_hidden=hidden, ff_out=out)
+    return out
 
 
 def _split_heads(g: _Graph, x: str, H: int, Dh: int) -> str:
@@ -324,15 +343,20 @@ def _source_mask(g: _Graph, src_ids: str, pad_id: int) -> str:
     return g.op("Unsqueeze", real, g.const([1, 2], np.int64, "axes"))  # (B, 1, 1, S)
 
 
-def _embed(g: _Graph, ids: str, embedding: nn.Embedding, positions: str, D: int, hint: str) -> str:
+def _embed(
+    g: _Graph, ids: str, embedding: nn.Embedding, positions: str, D: int, hint: str, taps: dict | None = None
+) -> str:
     """``embedding[ids]·√D + PE`` (§3.4: the √D keeps the embeddings from being drowned by the
-    positional code).
+    positional code); ``taps`` (when given) gets the name of ``embedding[ids]·√D`` as ``embed``.
 
     Shape:
         ids ``(B, L)``; positions ``(L, D)`` or ``(1, D)`` → ``(B, L, D)``
     """
     x = g.op("Gather", g.weight(embedding.weight, hint), ids, axis=0)  # (B, L, D)
-    return g.op("Add", g.op("Mul", x, g.const(math.sqrt(D))), positions)  # (B, L, D)
+    scaled = g.op("Mul", x, g.const(math.sqrt(D)))  # (B, L, D)
+    if taps is not None:
+        taps["embed"] = scaled
+    return g.op("Add", scaled, positions)  # (B, L, D)
 
 
 def _stack(g: _Graph, parts: list[str], out: str) -> str:
@@ -358,11 +382,16 @@ def _positions_table(model: nn.Module) -> np.ndarray:
 # -- the two graphs ---------------------------------------------------------------------------------
 
 
-def encoder_graph(model: nn.Module, weights: str = "fp32"):
-    """The encoder as an ONNX model: ``src_ids`` → ``cross_k``, ``cross_v``, ``enc_attn``.
+def encoder_graph(model: nn.Module, weights: str = "fp32", *, taps: bool = False):
+    """The encoder as an ONNX model: ``src_ids`` → ``cross_k``, ``cross_v``, ``enc_attn``; with
+    ``taps``, also the first layer's intermediate tensors of :data:`ENCODER_TAPS`, as further
+    outputs after the contract's three (what §7's token walk prints; the same arithmetic, only
+    more of it named).
 
     Shape:
-        src_ids ``(B, S)`` int64 → cross_k, cross_v ``(Ld, B, H, S, Dh)``, enc_attn ``(Le, B, H, S, S)``
+        src_ids ``(B, S)`` int64 → cross_k, cross_v ``(Ld, B, H, S, Dh)``, enc_attn ``(Le, B, H, S, S)``;
+        taps: src_embed, enc0_ff_in, enc0_ff_out, enc0_out ``(B, S, D)``, src_positions ``(S, D)``,
+        enc0_ff_hidden ``(B, S, F)``
     """
     check_onnx_exportable(model)
     weights = _resolve_weights(model, weights)
@@ -376,11 +405,14 @@ def encoder_graph(model: nn.Module, weights: str = "fp32"):
     table = g.const(_positions_table(model), hint="positions")  # (max_len, D)
     positions = g.op("Slice", table, g.const([0], np.int64, "starts"), S, g.const([0], np.int64, "axes"))  # (S, D)
     mask = _source_mask(g, src, c.pad_id)  # (B, 1, 1, S)
-    x = _embed(g, src, model.src_embed, positions, D, "src_embed")  # (B, S, D)
+    named: dict[str, str] = {}
+    x = _embed(g, src, model.src_embed, positions, D, "src_embed", named)  # (B, S, D)
     attn = []
     for i, block in enumerate(model.encoder):
-        x, w = _encoder_block(g, x, mask, block, c.activation, H, Dh, D, f"enc{i}")
+        x, w = _encoder_block(g, x, mask, block, c.activation, H, Dh, D, f"enc{i}", named if i == 0 else None)
         attn.append(w)  # (B, H, S, S)
+        if i == 0:
+            named["out"] = x  # (B, S, D): the first layer's output
     memory = _layer_norm(g, x, model.encoder_norm, "enc_norm")  # (B, S, D)
     keys, values = [], []
     for i, block in enumerate(model.decoder):
@@ -390,22 +422,35 @@ def encoder_graph(model: nn.Module, weights: str = "fp32"):
     _stack(g, values, "cross_v")
     _stack(g, attn, "enc_attn")  # (Le, B, H, S, S)
     Ld, Le, f32 = c.n_decoder_layers, c.n_encoder_layers, TensorProto.FLOAT
-    return g.model(
-        [_value_info(src, TensorProto.INT64, ["B", "S"])],
-        [
-            _value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
-            _value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
-            _value_info("enc_attn", f32, [Le, "B", H, "S", "S"]),
-        ],
-        "attnlab_encoder",
-    )
+    outputs = [
+        _value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
+        _value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
+        _value_info("enc_attn", f32, [Le, "B", H, "S", "S"]),
+    ]
+    if taps:
+        shapes = {"D": ["B", "S", D], "F": ["B", "S", c.d_ff], "P": ["S", D]}
+        sources = {"src_embed": named["embed"], "src_positions": positions}
+        sources |= {f"enc0_{k}": named[k] for k in ("ff_in", "ff_hidden", "ff_out", "out")}
+        for tap, width in ENCODER_TAPS.items():
+            g.op("Identity", sources[tap], out=tap)
+            outputs.append(_value_info(tap, f32, shapes[width]))
+    return g.model([_value_info(src, TensorProto.INT64, ["B", "S"])], outputs, "attnlab_encoder")
 
 
 def _encoder_block(
-    g: _Graph, x: str, mask: str, block: nn.Module, activation: str, H: int, Dh: int, D: int, hint: str
+    g: _Graph,
+    x: str,
+    mask: str,
+    block: nn.Module,
+    activation: str,
+    H: int,
+    Dh: int,
+    D: int,
+    hint: str,
+    taps: dict | None = None,
 ) -> tuple[str, str]:
     """One :class:`attnlab.layers.EncoderBlock` (pre- or post-norm); returns the output and the
-    self-attention weights.
+    self-attention weights (``taps``: the feed-forward's tensors, :func:`_feed_forward`).
 
     Shape:
         x ``(B, S, D)``; mask ``(B, 1, 1, S)`` → ``(B, S, D)``, weights ``(B, H, S, S)``
@@ -423,14 +468,13 @@ def _encoder_block(
     if pre:
         a, w = self_attention(_layer_norm(g, x, block.attn_norm, hint + "_ln1"))
         x = g.op("Add", x, a)
-        x = g.op(
-            "Add", x, _feed_forward(g, _layer_norm(g, x, block.ff_norm, hint + "_ln2"), block.ff, activation, hint)
-        )
+        ff = _feed_forward(g, _layer_norm(g, x, block.ff_norm, hint + "_ln2"), block.ff, activation, hint, taps)
+        x = g.op("Add", x, ff)
     else:
         a, w = self_attention(x)
         x = _layer_norm(g, g.op("Add", x, a), block.attn_norm, hint + "_ln1")
         x = _layer_norm(
-            g, g.op("Add", x, _feed_forward(g, x, block.ff, activation, hint)), block.ff_norm, hint + "_ln2"
+            g, g.op("Add", x, _feed_forward(g, x, block.ff, activation, hint, taps)), block.ff_norm, hint + "_ln2"
         )
     return x, w
 
@@ -582,6 +626,7 @@ def export_onnx(
     weights: str = "auto",
     info: dict[str, Any] | None = None,
     force: bool = False,
+    taps: bool = False,
 ) -> Path:
     """Write ``model`` as the contract's folder: ``encoder.onnx``, ``decoder.onnx``, :data:`META_FILE`
     and attnlab's tokenizer files (one file for a joint vocabulary).
@@ -594,6 +639,8 @@ def export_onnx(
             ``"auto"``: :func:`exact_storage`, the smallest exact one.
         info: ``name``, ``src_lang``, ``tgt_lang``, ``lowercase`` for :data:`META_FILE`.
         force: replace an existing ``out``.
+        taps: give ``encoder.onnx`` the optional outputs of :data:`ENCODER_TAPS` (listed in
+            :data:`META_FILE`'s ``"taps"``; ``[]`` without).
 
     Raises:
         ImportError: onnx is not installed.
@@ -618,7 +665,10 @@ def export_onnx(
         if tok.pad_id != c.pad_id:
             raise ValueError(f"the {side} tokenizer pads with {tok.pad_id} but the model with {c.pad_id}")
     onnx = require_onnx()
-    encoder, decoder = encoder_graph(model, weights), decoder_graph(model, weights)  # before anything is deleted
+    encoder, decoder = (
+        encoder_graph(model, weights, taps=taps),
+        decoder_graph(model, weights),
+    )  # before anything is deleted
     if out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
     out.mkdir(parents=True)
@@ -651,6 +701,10 @@ def export_onnx(
         "tgt_tokenizer": "src_tokenizer.json" if tgt_tok is src_tok else "tgt_tokenizer.json",
         # attnlab's translators feed the source ids as the tokenizer gives them: no BOS, no EOS.
         "source_wrap": {"bos": False, "eos": False},
+        # The encoder's outputs beyond the contract's three (ENCODER_TAPS), and the model's whole
+        # config (what a page shows of the model: §7's sizes, activation, norm).
+        "taps": list(ENCODER_TAPS) if taps else [],
+        "config": {k: v for k, v in vars(c).items() if isinstance(v, (int, float, str, bool)) or v is None},
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
@@ -724,7 +778,7 @@ class OnnxSeq2Seq:
         src_ids = src.cpu().numpy().astype(np.int64)  # (B, S)
         if src_mask is not None and not np.array_equal(src_mask.cpu().numpy(), src_ids != self.meta["pad_id"]):
             raise ValueError("the exported graphs mask exactly the padding ids: give src_mask None or src != pad_id")
-        cross_k, cross_v, _ = self.encoder.run(None, {"src_ids": src_ids})
+        cross_k, cross_v = self.encoder.run(["cross_k", "cross_v"], {"src_ids": src_ids})
         return OnnxState(src_ids, cross_k, cross_v, self.meta["n_heads"])
 
     def step(self, tokens: torch.Tensor, state: OnnxState, *, need_weights: bool = False) -> StepOutput:

@@ -32,21 +32,18 @@ TARGET_MS = 300.0
 # (name, method, path, body or query): what the widgets send, at their defaults and at the
 # largest settings their controls allow.
 LONG_JA = "私たちは来週の日曜日に駅の近くの新しいレストランで友達と一緒に昼ご飯を食べる予定です。"
+# §1's translation and steps, §4's self vs source–target and §7's shapes and token walk compute in
+# the page (static/engine/translation_views.js); only §1's measured times come from the server, as
+# a file (data/parallel-steps.json, measured on its first ask).
 CASES = [
-    ("§1 translation + cross-attention", "post", "/api/lesson/translation", {}),
-    ("§1 translation (long sentence)", "post", "/api/lesson/translation", {"text": LONG_JA}),
-    ("§1 RNN vs Transformer steps (batch 32)", "post", "/api/lesson/parallel-steps", {}),
-    ("§1 RNN vs Transformer steps (batch 1)", "post", "/api/lesson/parallel-steps", {"batch": 1}),
+    ("§1 measured times (data file)", "get", "/static/data/parallel-steps.json", {}),
     ("§2 bottleneck (long example)", "post", "/api/lesson/bottleneck", {"example": 0}),
     ("§2 bottleneck (43 words, the longest)", "post", "/api/lesson/bottleneck", {"example": 45}),
     ("§2 BLEU by length (1000 pairs)", "get", "/api/lesson/bleu-by-length", {}),
     ("§3 additive vs dot-product (rnn-attention)", "post", "/api/lesson/additive-vs-dot", {}),
-    ("§4 self vs source–target (ja-en)", "post", "/api/lesson/translation", {"text": "この本はとても面白い。"}),
     ("§4 pronoun (MiniLM)", "post", "/api/lesson/pronoun", {}),
     ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),
     ("§6 word order", "post", "/api/lesson/word-order", {}),
-    ("§7 tensor shapes (ja-en)", "post", "/api/lesson/shapes", {}),
-    ("§7 tensor shapes (long sentence)", "post", "/api/lesson/shapes", {"text": LONG_JA}),
     ("§7 next character (GPT)", "post", "/api/lesson/next-token", {}),
     (
         "§7 next character (1000 chars, sample)",

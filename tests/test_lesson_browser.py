@@ -404,7 +404,7 @@ def _source_ids(translator, text: str) -> list[int]:
     return translator.src_tok.encode(normalize_input(text, "ja"))
 
 
-def test_translation_and_the_waiting_steps_equal_attnlab(page, lang, ja_en):
+def test_translation_and_the_waiting_steps_equal_attnlab(page, lang, ja_en, rnns):
     skip_without(1)
     sentence = getattr(SECTIONS[1].strings["default_sentence"], lang)
     page.goto("/lesson/1")
@@ -421,12 +421,14 @@ def test_translation_and_the_waiting_steps_equal_attnlab(page, lang, ja_en):
     assert (params(page)["tok"], params(page)["layer"], params(page)["head"]) == ("5", "1", "3")
     close(values(page, "[id^=tr-w-]"), cross[0][2][4].tolist(), tol=1e-5)
     same_map(page, "#tr-map", cross[0][2])
-    # What waits: T steps for one RNN layer, one for one Transformer layer; the times are the API's.
+    # What waits: T steps for one RNN layer, one for one Transformer layer; the times are the site's
+    # measurements (data/parallel-steps.json), as the Python view answers from them.
     wait_request(page, "#ps-out", {"text": sentence, "batch": 32})
     lengths = [8, 16, 32, 64, 128]
     assert values(page, "[id^=ps-rnn-]:not([id^=ps-rnn-ms-])") == lengths
     assert values(page, "[id^=ps-tr-]:not([id^=ps-tr-ms-])") == [1] * len(lengths)
-    api = page.request.post("/api/lesson/parallel-steps", data={"text": sentence}).json()
+    data = page.request.get("/static/data/parallel-steps.json").json()
+    api = L.parallel_steps(rnns["rnn-attention"], ja_en, L.StepsRequest(text=sentence), data).model_dump()
     assert (
         values(page, "[id^=ps-rnn-ms-]") == api["rnn_train_ms"]
         and values(page, "[id^=ps-tr-ms-]") == api["transformer_train_ms"]

@@ -16,6 +16,7 @@ import re
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 import attnlab.assets as assets_module
 from attnlab import checkpoint
@@ -96,10 +97,8 @@ def source_ids(translator, text: str) -> list[int]:
 
 @needs("ja-en")
 @pytest.mark.parametrize("text", [SENTENCE, "この本はとても面白い。"])
-def test_translation_view_is_the_translators_own_attention(client, ja_en, text):
-    r = client.post("/api/lesson/translation", json={"text": text})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_translation_view_is_the_translators_own_attention(ja_en, text):
+    got = LV.translation_view(ja_en, LV.TranslationRequest(text=text)).model_dump()
     want = ja_en.translate([text], beam_size=1, return_attention=True)[0]
     assert got["translation"] == want.text and got["decoding"] == "greedy" and got["model"] == "ja-en"
     assert got["src_tokens"] == want.src_tokens and got["tgt_tokens"] == want.tgt_tokens
@@ -125,10 +124,10 @@ def test_translation_view_is_the_translators_own_attention(client, ja_en, text):
 
 
 @needs("ja-en")
-def test_the_default_sentence_shows_the_jump_to_the_verb(client):
+def test_the_default_sentence_shows_the_jump_to_the_verb(ja_en):
     # The default (common.DEFAULT_SENTENCE, which ja-en translates correctly): the English verb,
     # second in its sentence, looks at the Japanese verb near the end of the source.
-    got = client.post("/api/lesson/translation", json={}).json()
+    got = LV.translation_view(ja_en, LV.TranslationRequest()).model_dump()
     assert got["source"] == DEFAULT_SENTENCE and got["tgt_tokens"][1] == "▁walk"
     last = got["cross_mean"][-1][1]  # "walk": its weights over the source
     peak = max(range(len(last)), key=last.__getitem__)
@@ -146,18 +145,27 @@ def test_the_default_sentence_shows_the_jump_to_the_verb(client):
         ({"text": "あ" * 201}, "at most 200 characters"),
     ],
 )
-def test_translation_bad_input_is_422(client, body, pattern):
-    if body.get("text") in ("   ", "私は毎朝コーヒーを飲みます。" * 12) and not present("ja-en"):
-        pytest.skip("needs the shipped model ja-en (make models ONLY=ja-en)")
-    r = client.post("/api/lesson/translation", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_translation_bad_input_is_refused_in_words(body, pattern):
+    # The view's request and the view refuse what the page refuses (the page's own messages are
+    # tested against these in tests/test_site_translate_browser.py).
+    if body.get("text") in ("   ", "私は毎朝コーヒーを飲みます。" * 12):
+        if not present("ja-en"):
+            pytest.skip("needs the shipped model ja-en (make models ONLY=ja-en)")
+        from attnlab.recipes.translate import load_translator
+
+        with pytest.raises(ValueError, match=pattern):
+            LV.translation_view(load_translator("ja-en"), LV.TranslationRequest(**body))
+        return
+    with pytest.raises(ValidationError, match=pattern):
+        LV.TranslationRequest(**body)
 
 
 @needs("ja-en", "rnn-attention")
-def test_parallel_steps_come_from_the_models_configs(client, ja_en, rnns):
+def test_parallel_steps_come_from_the_models_configs(ja_en, rnns):
     # The shipped models' part (batch 1, inference); the same-width comparison is tested in
     # tests/test_lesson_s01_s02.py.
-    got = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE}).json()
+    steps = lambda: LV.parallel_steps(rnns["rnn-attention"], ja_en, LV.StepsRequest(text=SENTENCE)).model_dump()  # noqa: E731
+    got = steps()
     n = len(source_ids(ja_en, SENTENCE))
     assert got["sentence_tokens"] == n and got["lengths"] == [8, 16, 32, 64, 128] and got["batch"] == 32
     assert got["rnn_steps"] == got["lengths"] and got["transformer_steps"] == [1] * 5  # one layer each
@@ -173,7 +181,7 @@ def test_parallel_steps_come_from_the_models_configs(client, ja_en, rnns):
     assert shipped["transformer"]["parameters"] == params(ja_en.model)
     assert shipped["rnn_steps"] == n * rnn.n_layers and shipped["transformer_steps"] == tr.n_encoder_layers
     assert shipped["rnn_ms"] > 0 and shipped["transformer_ms"] > 0 and shipped["repeats"] == 7
-    again = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE}).json()
+    again = steps()
     assert again["shipped"]["rnn_ms"] == shipped["rnn_ms"]  # measured once per length, then remembered
     assert again["rnn_train_ms"] == got["rnn_train_ms"]
 
@@ -332,8 +340,8 @@ def test_pronoun_bad_input_is_422(client, body, pattern):
 
 @needs("ja-en")
 @pytest.mark.parametrize("text", [LV.SHAPES_SENTENCE, "この本はとても面白い。", SENTENCE])
-def test_every_tensor_shape_follows_the_config_and_the_sentence(client, ja_en, text):
-    got = client.post("/api/lesson/shapes", json={"text": text}).json()
+def test_every_tensor_shape_follows_the_config_and_the_sentence(ja_en, text):
+    got = LV.shapes_view(ja_en, LV.ShapesRequest(text=text)).model_dump()
     c = ja_en.model.config
     want = ja_en.translate([text], beam_size=1, return_attention=True)[0]
     S, T = len(want.src_tokens), len(want.tgt_tokens)  # T: the output tokens, the end token last
@@ -408,9 +416,9 @@ def test_every_tensor_shape_follows_the_config_and_the_sentence(client, ja_en, t
     "body, pattern",
     [({"text": ""}, "at least 1 character"), ({"text": ["猫"]}, "valid string"), ({"part": "x"}, "Extra inputs")],
 )
-def test_shapes_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/shapes", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_shapes_bad_input_is_refused(body, pattern):
+    with pytest.raises(ValidationError, match=pattern):
+        LV.ShapesRequest(**body)
 
 
 @needs("shakespeare-char")
@@ -478,11 +486,8 @@ def test_next_token_bad_input_is_422(client, body, pattern):
 # --------------------------------------------------------------------------------------------
 
 LIVE = [
-    ("post", "/api/lesson/translation", "ja-en"),
-    ("post", "/api/lesson/parallel-steps", "rnn-attention"),
     ("post", "/api/lesson/bottleneck", "rnn-plain"),
     ("get", "/api/lesson/bleu-by-length", "rnn-plain"),
-    ("post", "/api/lesson/shapes", "ja-en"),
     ("post", "/api/lesson/next-token", "shakespeare-char"),
 ]
 

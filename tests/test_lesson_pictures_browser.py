@@ -15,6 +15,8 @@ Screenshots go to ``test-artifacts/lesson-pictures/`` (git-ignored). Without Chr
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from lesson_browser import ARTIFACTS_ROOT, BROWSER_MARKS, close, make_page, params, section_drawn, shipped
 
@@ -198,9 +200,18 @@ def test_the_projector_shows_the_picture_on_its_own_slide(page, lang):
 
 
 def walk_answer(page, base_url: str, text: str | None = None) -> dict:
-    got = page.request.post(base_url + "/api/lesson/token-walk", data={"text": text} if text else {})
-    assert got.ok, got.text()
-    return got.json()
+    """What the token walk must show: the Python view the page's own computation is held to
+    (tests/test_site_translate_browser.py)."""
+    from attnlab.web.lesson.s07_whole_transformer import TokenWalkRequest, token_walk_view
+
+    return token_walk_view(_ja_en(), TokenWalkRequest(**({"text": text} if text else {}))).model_dump()
+
+
+@functools.cache
+def _ja_en():
+    from attnlab.recipes.translate import load_translator
+
+    return load_translator("ja-en")
 
 
 def bars(page) -> list[tuple[str, str, float]]:

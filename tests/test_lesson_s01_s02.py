@@ -19,6 +19,7 @@ import re
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from attnlab import checkpoint
 from attnlab.data.enja import normalize_input
@@ -144,15 +145,19 @@ def test_which_is_faster_is_read_from_the_ratio():
 
 
 # --------------------------------------------------------------------------------------------
-# The endpoint.
+# The view (the page computes the same; tests/test_site_translate_browser.py).
 # --------------------------------------------------------------------------------------------
 
 
 @needs_models
-def test_parallel_steps_counts_and_layers_come_from_the_models(client, ja_en, rnn_attention):
-    r = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE, "batch": 1})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def steps(rnn_attention, ja_en, **body) -> dict:
+    """What §1's parallel-steps widget shows for ``body`` (the page computes the same from the
+    site's measurements): :func:`S1.parallel_steps`, the view the page is tested against."""
+    return S1.parallel_steps(rnn_attention, ja_en, S1.StepsRequest(**body)).model_dump()
+
+
+def test_parallel_steps_counts_and_layers_come_from_the_models(ja_en, rnn_attention):
+    got = steps(rnn_attention, ja_en, text=SENTENCE, batch=1)
     T = len(ja_en.src_tok.encode(normalize_input(SENTENCE, "ja")))
     assert got["sentence_tokens"] == T == 6
     assert (got["sentence_rnn_steps"], got["sentence_transformer_steps"]) == (T, 1)
@@ -202,12 +207,12 @@ def test_parallel_steps_counts_and_layers_come_from_the_models(client, ja_en, rn
     assert shipped["rnn_steps"] == T * rc.n_layers and shipped["transformer_steps"] == tc.n_encoder_layers == 4
     # The text quotes these sizes: one GRU layer 188 wide against four encoder layers 256 wide.
     assert (rc.n_layers, rc.hidden_size, tc.n_encoder_layers, tc.d_model) == (1, 188, 4, 256)
-    again = client.post("/api/lesson/parallel-steps", json={"text": SENTENCE, "batch": 1}).json()
+    again = steps(rnn_attention, ja_en, text=SENTENCE, batch=1)
     assert again["rnn_train_ms"] == got["rnn_train_ms"] and again["shipped"] == shipped  # measured once
 
 
 @needs_models
-def test_every_time_shown_is_what_the_timing_functions_returned(client, monkeypatch, ja_en, rnn_attention):
+def test_every_time_shown_is_what_the_timing_functions_returned(monkeypatch, ja_en, rnn_attention):
     asked: dict[str, object] = {}
 
     def training(batch, lengths):
@@ -221,10 +226,10 @@ def test_every_time_shown_is_what_the_timing_functions_returned(client, monkeypa
     monkeypatch.setattr(S1, "training_step_seconds", training)
     monkeypatch.setattr(S1, "encoder_seconds", shipped)
     text = "この本はとても面白い。"
-    got = client.post("/api/lesson/parallel-steps", json={"text": text, "batch": 8}).json()
+    got = steps(rnn_attention, ja_en, text=text, batch=8)
     T = len(ja_en.src_tok.encode(normalize_input(text, "ja")))
     assert asked["training"] == (8, [8, 16, 32, 64, 128])
-    rnn_model, transformer_model = asked["shipped"][0]  # the server's own copies of the shipped models
+    rnn_model, transformer_model = asked["shipped"][0]  # the shipped models given to the view
     assert rnn_model.config == rnn_attention.model.config and transformer_model.config == ja_en.model.config
     assert asked["shipped"][1] == [T]
     assert got["rnn_train_ms"] == pytest.approx([2.0, 4.0, 6.0, 8.0, 10.0])
@@ -248,9 +253,10 @@ def test_every_time_shown_is_what_the_timing_functions_returned(client, monkeypa
         ({"length": 8}, "Extra inputs"),
     ],
 )
-def test_parallel_steps_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/parallel-steps", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_parallel_steps_bad_input_is_refused(body, pattern):
+    with pytest.raises(ValidationError) as refused:
+        S1.StepsRequest(**body)
+    assert re.search(pattern, str(refused.value)), str(refused.value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,17 +333,16 @@ def test_section_1_puts_the_caveat_before_the_comparison(sections):
 
 
 # --------------------------------------------------------------------------------------------
-# What §1's text says the shipped ja-en does, computed through the endpoint the widget calls.
+# What §1's text says the shipped ja-en does, computed by the view the widget's page code mirrors.
 # --------------------------------------------------------------------------------------------
 
 needs_ja_en = pytest.mark.skipif(not present("ja-en"), reason="needs the shipped model ja-en (make models ONLY=ja-en)")
 
 
-def translated(client, text: str) -> dict:
-    """What §1's translation widget shows for ``text``: POST /api/lesson/translation."""
-    r = client.post("/api/lesson/translation", json={"text": text})
-    assert r.status_code == 200, r.text
-    return r.json()
+def translated(ja_en, text: str) -> dict:
+    """What §1's translation widget shows for ``text``: :func:`S1.translation_view`, which the
+    page's own computation is tested against (tests/test_site_translate_browser.py)."""
+    return S1.translation_view(ja_en, S1.TranslationRequest(text=text)).model_dump()
 
 
 def weights_of(view: dict, layer: int, token: str) -> dict[str, float]:
@@ -354,7 +359,7 @@ def body(section, lang: str) -> str:
 
 
 @needs_ja_en
-def test_section_1s_default_sentence_reads_as_the_text_says(client, sections):
+def test_section_1s_default_sentence_reads_as_the_text_says(ja_en, sections):
     """§1's default 「彼女は毎日学校まで歩いて行く。」 is translated "She walks to school every day."; the
     prediction above the map (as it opens: the last decoder layer, the mean of the heads) asks where
     '▁walk' (output token 2) looks, and its answer 歩いて takes nearly two thirds of the weight; the
@@ -362,7 +367,7 @@ def test_section_1s_default_sentence_reads_as_the_text_says(client, sections):
     'every' weighs まで most, not 毎日; 'walks' comes out as '▁walk' + 's'."""
     s1 = sections[1]
     assert s1.strings["default_sentence"].ja == s1.strings["default_sentence"].en == DEFAULT
-    view = translated(client, DEFAULT)
+    view = translated(ja_en, DEFAULT)
     assert view["translation"] == "She walks to school every day."
     last = view["n_decoder_layers"]
     assert last == 3  # "decoder layer 3", the map as it opens
@@ -388,7 +393,7 @@ def test_section_1s_default_sentence_reads_as_the_text_says(client, sections):
 
 
 @needs_ja_en
-def test_section_1s_try_item_on_the_book_sentence_holds(client, sections):
+def test_section_1s_try_item_on_the_book_sentence_holds(ja_en, sections):
     """The try item: 「この本はとても面白い。」 is translated "This book is very interesting.", and its
     output token ``tok`` (from 1) is 'interesting.', whose weights (as the map opens: last decoder
     layer, mean of the heads) are heaviest on 「面白い。」; the item asks, it does not tell."""
@@ -396,7 +401,7 @@ def test_section_1s_try_item_on_the_book_sentence_holds(client, sections):
     assert "「This book is very interesting.」の「interesting.」" in item.text.ja and "面白い" not in item.text.ja
     assert "'interesting.' in 'This book is very interesting.'" in item.text.en and "面白い" not in item.text.en
 
-    view = translated(client, item.params["text"])
+    view = translated(ja_en, item.params["text"])
     assert view["translation"] == "This book is very interesting."
     token = view["tgt_tokens"][int(item.params["tok"]) - 1]
     assert token == "▁interesting."
@@ -415,11 +420,11 @@ def test_section_1_explains_the_t_128_dip_by_the_transformers_t_squared_cost(sec
 
 
 @needs_models
-def test_a_speedup_beside_two_times_follows_from_the_times_shown(client, monkeypatch):
+def test_a_speedup_beside_two_times_follows_from_the_times_shown(monkeypatch, ja_en, rnn_attention):
     """3.76 ms against 0.59 ms reads 6.4 (3.76 / 0.59 = 6.37), not the 6.3 of the unrounded times."""
     monkeypatch.setattr(S1, "training_step_seconds", lambda batch, lengths: ([0.003764] * 5, [0.000594] * 5))
     monkeypatch.setattr(S1, "encoder_seconds", lambda models, lengths: [[0.0005944], [0.0037636]])
-    got = client.post("/api/lesson/parallel-steps", json={"batch": 1}).json()
+    got = steps(rnn_attention, ja_en, batch=1)
     assert got["rnn_train_ms"] == [3.76] * 5 and got["transformer_train_ms"] == [0.59] * 5
     assert got["speedup"] == pytest.approx([3.76 / 0.59] * 5) and f"{got['speedup'][0]:.1f}" == "6.4"
     sh = got["shipped"]

@@ -55,6 +55,13 @@ def rnns():
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)
 
 
+def steps_answer(pg, rnns, ja_en, **body) -> dict:
+    """What §1's parallel-steps widget must show for ``body``: the Python view over the same
+    measurements the page reads (the site's ``data/parallel-steps.json``, measured once)."""
+    data = pg.request.get("/static/data/parallel-steps.json").json()
+    return S1.parallel_steps(rnns["rnn-attention"], ja_en, S1.StepsRequest(**body), data).model_dump()
+
+
 def memos_are_folded(pg, widget: str, provenance: str) -> None:
     """The widget's provenance line is inside a closed 技術メモ, and nowhere else in the widget."""
     memo = pg.locator(f"{widget} details.memo")
@@ -96,14 +103,14 @@ def test_section_1_translation_steps_and_times_equal_attnlab(page, lang, ja_en, 
     want = ja_en.translate([sentence], beam_size=1, return_attention=True)[0]
     assert page.text_content("#tr-translation") == want.text
     close(values(page, "[id^=tr-w-]"), want.cross_attention[-1].mean(0)[1].tolist(), tol=1e-5)  # '▁walk'
-    memos_are_folded(page, "#widget-translation", "POST /api/lesson/translation")
+    memos_are_folded(page, "#widget-translation", "engine/translation_views.js")
 
     wait_request(page, "#ps-out", {"text": sentence, "batch": 32})
     T = len(ja_en.src_tok.encode(normalize_input(sentence, "ja")))
     lengths = list(S1.STEP_LENGTHS)
     assert values(page, "[id^=ps-rnn-]:not([id^=ps-rnn-ms-])") == lengths  # T steps in a row
     assert values(page, "[id^=ps-tr-]:not([id^=ps-tr-ms-])") == [1] * len(lengths)  # one step
-    api = page.request.post("/api/lesson/parallel-steps", data={"text": sentence, "batch": 32}).json()
+    api = steps_answer(page, rnns, ja_en, text=sentence, batch=32)
     assert values(page, "[id^=ps-rnn-ms-]") == api["rnn_train_ms"]  # measured once, then remembered
     assert values(page, "[id^=ps-tr-ms-]") == api["transformer_train_ms"]
     assert values(page, "[id^=ps-ratio-]") == api["ratio"]
@@ -125,7 +132,8 @@ def test_section_1_translation_steps_and_times_equal_attnlab(page, lang, ja_en, 
     assert float(shipped.get_attribute("data-transformer-ms")) == api["shipped"]["transformer_ms"]
     assert shipped.get_attribute("data-faster") == api["shipped"]["faster"]
     assert str(rnns["rnn-attention"].model.config.hidden_size) in shipped.text_content()
-    memos_are_folded(page, "#widget-parallel-steps", "POST /api/lesson/parallel-steps")
+    memos_are_folded(page, "#widget-parallel-steps", "data/parallel-steps.json")
+    assert api["machine"] in page.locator("#widget-parallel-steps details.memo").first.text_content()
 
     # The sentence typed above is the one counted here.
     longer = sentence + sentence
@@ -137,9 +145,7 @@ def test_section_1_translation_steps_and_times_equal_attnlab(page, lang, ja_en, 
     assert_accessible(page)
 
 
-def test_section_1_batch_from_the_keyboard_and_a_try_link(page, lang):
-    shipped("ja-en")
-    shipped("rnn-attention")
+def test_section_1_batch_from_the_keyboard_and_a_try_link(page, lang, ja_en, rnns):
     page.goto("/lesson/1")
     wait_request(page, "#ps-out", {"batch": 32})
     tab_to(page, "#ps-batch")
@@ -148,7 +154,7 @@ def test_section_1_batch_from_the_keyboard_and_a_try_link(page, lang):
     page.keyboard.press("ArrowUp")  # 8 → 1
     wait_request(page, "#ps-out", {"batch": 1})
     assert params(page)["batch"] == "1" and page.input_value("#ps-batch") == "1"
-    api = page.request.post("/api/lesson/parallel-steps", data={"batch": 1, "text": params(page)["text"]}).json()
+    api = steps_answer(page, rnns, ja_en, batch=1, text=params(page)["text"])
     assert values(page, "[id^=ps-rnn-ms-]") == api["rnn_train_ms"]
     assert values(page, "[id^=ps-ratio-]") == api["ratio"]
     assert f"{api['batch']}" in page.text_content("#ps-table caption")

@@ -183,30 +183,43 @@ def test_the_default_sentences_are_the_ones_tested_here(sections):
     for text in defaults.values():
         assert text.ja == text.en
     assert {t.ja for t in defaults.values()} == set(CORRECT)
-    assert common.DEFAULT_SENTENCE == defaults[1].ja  # the endpoint's default is §1's
+    assert common.DEFAULT_SENTENCE == defaults[1].ja  # the view's default is §1's
     assert OLD_SENTENCE not in CORRECT
+
+
+@pytest.fixture(scope="module")
+def ja_en():
+    from attnlab.recipes.translate import load_translator
+
+    return load_translator("ja-en")
+
+
+def translated(ja_en, **body) -> dict:
+    """What §1's and §4's translation widgets show (the page computes the same in the browser,
+    tests/test_site_translate_browser.py): :func:`translation_view`."""
+    from attnlab.web.lesson.s01_what_attention_does import TranslationRequest, translation_view
+
+    return translation_view(ja_en, TranslationRequest(**body)).model_dump()
 
 
 @needs_ja_en
 @pytest.mark.parametrize("text", sorted(CORRECT))
-def test_the_shipped_translator_translates_each_default_sentence_correctly(client, text):
-    r = client.post("/api/lesson/translation", json={"text": text})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_the_shipped_translator_translates_each_default_sentence_correctly(ja_en, text):
+    got = translated(ja_en, text=text)
     assert got["decoding"] == "greedy"
     assert got["translation"] == CORRECT[text]
 
 
 @needs_ja_en
-def test_the_endpoints_default_is_a_correct_translation(client):
-    got = client.post("/api/lesson/translation", json={}).json()
+def test_the_views_default_is_a_correct_translation(ja_en):
+    got = translated(ja_en)
     assert got["source"] == common.DEFAULT_SENTENCE and got["translation"] == CORRECT[common.DEFAULT_SENTENCE]
 
 
 @needs_ja_en
-def test_the_old_default_is_the_find_the_two_errors_question(client, sections):
+def test_the_old_default_is_the_find_the_two_errors_question(ja_en, sections):
     q = next(q for q in sections[1].check if q.params.get("text") == OLD_SENTENCE)
-    got = client.post("/api/lesson/translation", json={"text": OLD_SENTENCE}).json()
+    got = translated(ja_en, text=OLD_SENTENCE)
     assert got["translation"] == OLD_TRANSLATION
     assert "yesterday" not in got["translation"].lower() and "of mine" in got["translation"]  # the two errors
     for lang in ("ja", "en"):

@@ -55,6 +55,12 @@ def ja_en():
     return load_translator(checkpoint.shipped_model_dir("ja-en"))
 
 
+def shapes_of(ja_en, **body) -> dict:
+    """What §7's diagram shows: :func:`LV.shapes_view`, which the page's own computation is tested
+    against (tests/test_site_translate_browser.py)."""
+    return LV.shapes_view(ja_en, LV.ShapesRequest(**body)).model_dump()
+
+
 def shapes(got: dict) -> dict[str, dict[str, list[int]]]:
     return {p["id"]: {t["name"]: t["shape"] for t in p["tensors"]} for p in got["parts"]}
 
@@ -71,8 +77,8 @@ def test_the_page_and_the_api_share_the_default_sentence():
 
 
 @needs_ja_en
-def test_the_default_sentence_makes_s_t_h_and_dh_all_different(client, ja_en):
-    got = client.post("/api/lesson/shapes", json={}).json()
+def test_the_default_sentence_makes_s_t_h_and_dh_all_different(ja_en):
+    got = shapes_of(ja_en)
     z = got["sizes"]
     c = ja_en.model.config
     assert (z["H"], z["Dh"], z["D"], z["F"]) == (c.n_heads, c.d_model // c.n_heads, c.d_model, c.d_ff)
@@ -87,10 +93,10 @@ def test_the_default_sentence_makes_s_t_h_and_dh_all_different(client, ja_en):
 
 @needs_ja_en
 @pytest.mark.parametrize("text", [LV.SHAPES_SENTENCE, "彼は昨日駅で古い友達に会った。"])
-def test_the_shapes_are_the_models_real_tensors_in_the_models_order(client, ja_en, text):
-    """Layer 1 of each stack recomputed by hand in pre-norm order: every shape the API reports is
+def test_the_shapes_are_the_models_real_tensors_in_the_models_order(ja_en, text):
+    """Layer 1 of each stack recomputed by hand in pre-norm order: every shape the view reports is
     the shape of the tensor computed here, and the hand computation equals the model's blocks."""
-    got = client.post("/api/lesson/shapes", json={"text": text}).json()
+    got = shapes_of(ja_en, text=text)
     model = ja_en.model
     assert model.config.norm == got["norm"] == "pre"
     src = torch.tensor([LV.common.source_ids(ja_en, text)])  # (1, S)
@@ -147,8 +153,8 @@ def test_the_shapes_are_the_models_real_tensors_in_the_models_order(client, ja_e
 
 
 @needs_ja_en
-def test_the_parts_come_in_the_order_the_model_calls_its_modules(client, ja_en):
-    got = client.post("/api/lesson/shapes", json={}).json()
+def test_the_parts_come_in_the_order_the_model_calls_its_modules(ja_en):
+    got = shapes_of(ja_en)
     model = ja_en.model
     enc, dec = model.encoder[0], model.decoder[0]
     names = {
@@ -188,8 +194,8 @@ def test_the_parts_come_in_the_order_the_model_calls_its_modules(client, ja_en):
 
 
 @needs_ja_en
-def test_attention_weights_and_vectors_are_told_apart(client):
-    got = client.post("/api/lesson/shapes", json={}).json()
+def test_attention_weights_and_vectors_are_told_apart(ja_en):
+    got = shapes_of(ja_en)
     z = got["sizes"]
     kinds: dict[str, set[str]] = {}
     for part in got["parts"]:
@@ -224,14 +230,14 @@ def test_every_part_a_link_opens_exists():
 
 
 @needs_ja_en
-def test_what_section_4_says_about_the_translators_two_maps(client):
+def test_what_section_4_says_about_the_translators_two_maps(ja_en):
     """§4's default 「母はケーキを作った。それはとてもおいしかった。」 ("My mother made a cake. It was very
     good."): the encoder's diagonal dark in layer 1 and faded in layer 4; the row of 'cake.' on ケーキ;
     the prediction: the row of 'It' weighs それ most (decoder layers 2 and 3, the map as it opens at
     layer 3) and ケーキ hardly at all; それ gives ケーキ under a tenth of its weight in every encoder
     layer; layer 1's rows are more spread out than layers 2 and 3's."""
     sentence = SECTIONS[4].strings["default_sentence"].ja
-    got = client.post("/api/lesson/translation", json={"text": sentence}).json()
+    got = LV.translation_view(ja_en, LV.TranslationRequest(text=sentence)).model_dump()
     assert got["translation"] == "My mother made a cake. It was very good."
     src, tgt = got["src_tokens"], got["tgt_tokens"]
     enc = torch.tensor(got["encoder_self"])  # (L, H, S, S)

@@ -140,7 +140,10 @@ def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_e
     mask = [[page.get_attribute(f"#td-mask-{r}-{c}", "data-value") == "true" for c in range(T)] for r in range(T)]
     assert mask == want.causal_mask
     # The provenance is folded away; the text a student reads names no endpoint.
-    for widget, endpoint in (("transformer-diagram", "/api/lesson/shapes"), ("next-token", "/api/lesson/next-token")):
+    for widget, endpoint in (
+        ("transformer-diagram", "engine/translation_views.js"),
+        ("next-token", "/api/lesson/next-token"),
+    ):
         notes = technical_notes(page, widget)
         assert len(notes) == 1 and not notes[0][0] and endpoint in notes[0][1], widget
         assert "/api/" not in visible_text_outside_memos(page, widget)
@@ -212,7 +215,7 @@ def test_the_two_maps_and_the_pronoun_from_a_check_link(page, lang, ja_en, minil
         assert v == pytest.approx(float(layer1[r, c]), abs=1e-5)
     assert float(torch.diagonal(layer1).mean()) > 0.5
     notes = technical_notes(page, "self-vs-cross")
-    assert len(notes) == 1 and not notes[0][0] and "/api/lesson/translation" in notes[0][1]
+    assert len(notes) == 1 and not notes[0][0] and "engine/translation_views.js" in notes[0][1]
     assert "/api/" not in visible_text_outside_memos(page, "self-vs-cross")
     assert_accessible(page)
 

@@ -1,9 +1,12 @@
-"""§7's token walk (POST /api/lesson/token-walk): one sentence through the whole ja-en Transformer.
+"""§7's token walk (:func:`~attnlab.web.lesson.s07_whole_transformer.token_walk_view`, which the
+page's own computation is held to in tests/test_site_translate_browser.py): one sentence through
+the whole ja-en Transformer.
 
-Every number the endpoint gives is computed again here, independently, from the model's own pieces
+Every number the view gives is computed again here, independently, from the model's own pieces
 (its embedding table, its sine table, its first encoder layer's LayerNorm and feed-forward network
 called by hand, the forward pass's attention maps, the softmax of its logits), and the default
-sentence is one the model translates correctly. Bad input is a 4xx with a message, never a 500.
+sentence is one the model translates correctly. Bad input is refused with a message; the explorer
+no longer serves the walk (the page computes it).
 Tests of live numbers skip, naming the model, when ja-en is not built here.
 """
 
@@ -14,11 +17,18 @@ import math
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from attnlab import checkpoint
 from attnlab.web.app import create_app
 from attnlab.web.lesson.common import source_ids
-from attnlab.web.lesson.s07_whole_transformer import TOKEN_WALK_FIRST, TOKEN_WALK_SENTENCE, TOKEN_WALK_TOP
+from attnlab.web.lesson.s07_whole_transformer import (
+    TOKEN_WALK_FIRST,
+    TOKEN_WALK_SENTENCE,
+    TOKEN_WALK_TOP,
+    TokenWalkRequest,
+    token_walk_view,
+)
 
 LOCAL = "http://127.0.0.1:8000"
 
@@ -46,13 +56,17 @@ def ja_en():
     return load_translator(checkpoint.shipped_model_dir("ja-en"))
 
 
+def walk(ja_en, **body) -> dict:
+    return token_walk_view(ja_en, TokenWalkRequest(**body)).model_dump()
+
+
 def close(got, want, tol: float = 2e-5) -> None:
     torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), want.to(torch.float64), atol=tol, rtol=0)
 
 
 @needs_ja_en
-def test_the_default_sentence_is_translated_correctly(client):
-    got = client.post("/api/lesson/token-walk", json={}).json()
+def test_the_default_sentence_is_translated_correctly(ja_en):
+    got = walk(ja_en)
     assert got["translation"] == "I drink coffee every morning."
     assert got["tgt_tokens"][-1] == "[EOS]"
     assert got["tgt_in_tokens"][0] == "[BOS]" and got["tgt_in_tokens"][1:] == got["tgt_tokens"][:-1]
@@ -65,10 +79,8 @@ def test_the_default_sentence_is_translated_correctly(client):
 
 @needs_ja_en
 @pytest.mark.parametrize("text", [TOKEN_WALK_SENTENCE, "子供たちは公園で遊んでいる。"])
-def test_every_number_is_the_models_own(client, ja_en, text):
-    got = client.post("/api/lesson/token-walk", json={"text": text})
-    assert got.status_code == 200, got.text
-    got = got.json()
+def test_every_number_is_the_models_own(ja_en, text):
+    got = walk(ja_en, text=text)
     model = ja_en.model
     c = model.config
     ids = source_ids(ja_en, text)
@@ -141,27 +153,32 @@ def test_every_number_is_the_models_own(client, ja_en, text):
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "says"),
+    ("body", "says"),
     [
-        ({"text": ""}, 422, "at least 1"),
-        ({"text": "あ" * 201}, 422, "at most 200"),
-        ({"text": 5}, 422, "string"),
-        ({"text": "猫", "extra": 1}, 422, "xtra"),
+        ({"text": ""}, "at least 1"),
+        ({"text": "あ" * 201}, "at most 200"),
+        ({"text": 5}, "string"),
+        ({"text": "猫", "extra": 1}, "xtra"),
     ],
 )
-def test_bad_input_is_a_clear_4xx(client, body, status, says):
-    got = client.post("/api/lesson/token-walk", json=body)
-    assert got.status_code == status, got.text
-    assert says in got.text
+def test_bad_input_is_refused_in_words(body, says):
+    with pytest.raises(ValidationError) as refused:
+        TokenWalkRequest(**body)
+    assert says in str(refused.value)
 
 
-def test_malformed_json_is_a_400(client):
-    got = client.post("/api/lesson/token-walk", content=b"{", headers={"content-type": "application/json"})
-    assert got.status_code == 400 and "malformed JSON" in got.text
+def test_the_explorer_no_longer_serves_the_walk(client):
+    for path in (
+        "/api/lesson/token-walk",
+        "/api/lesson/shapes",
+        "/api/lesson/translation",
+        "/api/lesson/parallel-steps",
+    ):
+        got = client.post(path, json={})
+        assert got.status_code in (404, 405), (path, got.status_code)
 
 
 @needs_ja_en
-def test_a_sentence_too_long_for_the_walk_is_a_422_naming_the_limit(client):
-    got = client.post("/api/lesson/token-walk", json={"text": "猫が魚を食べた。" * 20})
-    assert got.status_code == 422
-    assert "at most 48" in got.json()["detail"]
+def test_a_sentence_too_long_for_the_walk_is_refused_naming_the_limit(ja_en):
+    with pytest.raises(ValueError, match="this view shows at most 48"):
+        walk(ja_en, text="猫が魚を食べた。" * 20)

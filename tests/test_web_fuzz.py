@@ -52,7 +52,7 @@ OPERATIONS = [
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("translation", "parallel-steps", "bottleneck", "pronoun", "shapes", "next-token")
+        for name in ("bottleneck", "pronoun", "next-token")
         for mode in (VALID, INVALID)
     ],
     ("/api/lesson/bleu-by-length", "GET", VALID),  # no parameters
@@ -64,11 +64,8 @@ OPERATIONS = [
 # The shipped models each lesson widget runs: where one is not built in this checkout, its
 # endpoint's answer is a 503 naming it and `make models ONLY=NAME` (tested in test_lesson_live.py).
 SHIPPED = {
-    "/api/lesson/translation": ("ja-en",),
-    "/api/lesson/parallel-steps": ("ja-en", "rnn-attention"),
     "/api/lesson/bottleneck": ("rnn-plain", "rnn-attention"),
     "/api/lesson/bleu-by-length": ("rnn-plain", "rnn-attention"),
-    "/api/lesson/shapes": ("ja-en",),
     "/api/lesson/next-token": ("shakespeare-char",),
 }
 

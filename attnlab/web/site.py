@@ -34,12 +34,15 @@ __all__ = [
     "ENGINE_FILES",
     "ISOLATION_HEADERS",
     "RUNTIME_FILES",
+    "SITE_DATA",
     "SITE_MODELS",
+    "DataFiles",
     "ModelFolders",
     "copy_runtime",
     "node_modules_runtime",
     "serve_folder",
     "write_engine_folder",
+    "write_site_data",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,10 +70,86 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: The static build writes each of them; ``attnlab explore`` exports one the first time a page
 #: asks for it (:class:`ModelFolders`), so both serve the same files at the same URLs.
 SITE_MODELS: dict[str, Callable[..., Path]] = {
-    "ja-en": export_translator_onnx,
+    # ja-en with its encoder's optional outputs (ENCODER_TAPS): §7's token walk prints them.
+    "ja-en": functools.partial(export_translator_onnx, taps=True),
     "en-ja": export_translator_onnx,
     "demo": export_translator_onnx,
 }
+
+
+def _parallel_steps(out: Path) -> Path:
+    from .lesson.s01_what_attention_does import write_steps_data
+
+    return write_steps_data(out)
+
+
+#: The site's data files: figures that are measurements of PyTorch on a machine (issue 36), which
+#: the page reads from ``data/NAME.json`` rather than computes: NAME → the function that measures
+#: and writes it (called as ``write(out_path)``; the file names the machine it was measured on).
+#: The static build writes each; ``attnlab explore`` measures one the first time a page asks for
+#: it (:class:`DataFiles`) and keeps it.
+SITE_DATA: dict[str, Callable[[Path], Path]] = {
+    "parallel-steps": _parallel_steps,  # §1: training-step and encoder times, RNN vs Transformer
+}
+
+
+class DataFiles:
+    """The explorer's ``static/data/NAME.json``: each file of ``data`` (default :data:`SITE_DATA`)
+    measured and written the first time it is asked for, into a temporary folder of this process
+    (removed at exit), then served as it is. Thread-safe: one measurement per file.
+
+    Shape:
+        no tensors.
+    """
+
+    def __init__(self, data: dict[str, Callable[[Path], Path]] | None = None) -> None:
+        self.data = dict(SITE_DATA if data is None else data)
+        self._root: Path | None = None
+        self._locks = {name: threading.Lock() for name in self.data}
+        self._lock = threading.Lock()
+
+    def file(self, filename: str) -> Path:
+        """The file ``NAME.json``, measured first if this process has not yet.
+
+        Raises:
+            KeyError: no such data file (the message lists them).
+
+        Shape:
+            no tensors; returns a file.
+        """
+        name = filename[: -len(".json")] if filename.endswith(".json") else None
+        if name not in self.data:
+            raise KeyError(f"no data file {filename[:40]!r}; the site's data files are {sorted(self.data)}")
+        with self._lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="attnlab-site-data-"))
+                atexit.register(shutil.rmtree, self._root, True)
+        out = self._root / filename
+        with self._locks[name]:
+            if not out.is_file():
+                work = self._root / f".{filename}.partial"
+                self.data[name](work)
+                work.replace(out)
+        return out
+
+
+def write_site_data(dest: str | Path, names: Sequence[str] | None = None) -> list[Path]:
+    """Measure and write the data files ``names`` (default: all of :data:`SITE_DATA`) as
+    ``dest/NAME.json`` (the static build's ``data/`` folder).
+
+    Raises:
+        KeyError: a name that is not in :data:`SITE_DATA`.
+
+    Shape:
+        no tensors; returns the files.
+    """
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = list(SITE_DATA) if names is None else list(names)
+    unknown = [n for n in wanted if n not in SITE_DATA]
+    if unknown:
+        raise KeyError(f"no data files {unknown}; the site's data files are {sorted(SITE_DATA)}")
+    return [SITE_DATA[name](out / f"{name}.json") for name in wanted]
 
 
 class ModelFolders:
@@ -200,7 +279,8 @@ def write_engine_folder(
             shutil.copy2(ENGINE_DIR / name, work / "engine" / name)
         copy_runtime(work / "vendor" / "onnxruntime-web", repo=repo)
         for model, name in zip(models, names):
-            export_translator_onnx(model, work / "models" / name, weights=weights)
+            export = SITE_MODELS.get(str(model), export_translator_onnx)  # a shipped name: as the explorer exports it
+            export(model, work / "models" / name, weights=weights)
         work.replace(out)  # an empty dest is replaced; a failed build leaves none of it there
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

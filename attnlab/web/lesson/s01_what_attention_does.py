@@ -1,32 +1,37 @@
 """§1 What attention does: the shipped ja→en translator's source–target attention, and what an
 RNN and a Transformer have to wait for.
 
-Two endpoints:
+Two views, computed in the page (``static/engine/translation_views.js``; these functions are the
+references it is tested against):
 
-- ``POST /api/lesson/translation``: one sentence through ``ja-en`` (greedy), with every layer's
-  and head's source–target attention and the encoder's self-attention (§1 and §4 draw them).
-- ``POST /api/lesson/parallel-steps``: the comparison of §1's second half. The steps that must
+- :func:`translation_view`: one sentence through ``ja-en`` (greedy), with every layer's and head's
+  source–target attention and the encoder's self-attention (§1 and §4 draw them).
+- :func:`parallel_steps`: the comparison of §1's second half. The steps that must
   wait for the one before (``T`` for one RNN layer, one for one Transformer layer) and the
   measured time of one training step (forward and backward) of two layers of the same width,
   built here from attnlab's own modules with fixed seeds (:func:`comparison_layers`), for a
   batch of sentences of each length; and, clearly apart, the shipped models' encoders reading
   one sentence (batch 1, inference), where the small shipped RNN is usually the faster one.
 
-Times are measured by this server, once per (batch, length), and then remembered: the first
-request at a batch size takes up to about a second on a quiet machine (batch 32), later ones
-only read the table.
+Times are measurements of PyTorch on a machine: :func:`steps_data` measures them all once (the
+static site's build writes them to ``data/parallel-steps.json`` with the machine's name; the
+explorer measures on the first ask of that file and keeps it), and :func:`steps_response` answers
+from them; the page does the same from the file.
 
 Shape letters: ``B`` batch, ``T`` length (tokens), ``D`` width.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import math
 import threading
 import time
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -38,7 +43,6 @@ from ...layers import EncoderBlock
 from ...models.rnn_seq2seq import recurrent_layer
 from .common import (
     DEFAULT_SENTENCE,
-    LIVE,
     MAX_SENTENCE_CHARS,
     MAX_TRANSLATION_TOKENS,
     RNN_ATTENTION,
@@ -46,7 +50,6 @@ from .common import (
     LessonModels,
     checked_source_ids,
     rounded,
-    run,
 )
 
 STEP_LENGTHS = (8, 16, 32, 64, 128)  # input lengths (tokens) of the training-step table
@@ -59,6 +62,10 @@ COMPARE_SEED = 0  # draws both layers' initial weights and the inputs
 TRAIN_REPEATS = 3  # timed training steps per (layer, batch, length); the fastest is shown
 TIMING_REPEATS = 7  # timed runs of a shipped encoder per length (after two warm-ups); the fastest is shown
 CLOSE = 1.2  # a ratio of times within [1/CLOSE, CLOSE] counts as "about the same"
+#: The site's table of the shipped encoders' times covers sentences of 1 … this many tokens: a
+#: measurement per length, up to the longest sentence the translation widget above draws (every
+#: length costs build time).
+STEPS_MAX_TOKENS = MAX_TRANSLATION_TOKENS
 MS_DECIMALS = 2  # the page shows milliseconds to two decimals; ratios are computed from those shown values
 
 
@@ -203,6 +210,7 @@ class StepsResponse(BaseModel):
     speedup: list[float] = Field(description="per length: the slower time over the faster one (≥ 1)")
     repeats: int
     threads: int = Field(description="torch threads of this process while timing")
+    machine: str = Field(description="the machine the times were measured on: CPU, cores, date")
     shipped: ShippedReading
 
 
@@ -411,7 +419,9 @@ def encoder_seconds(
         return [[_TIMES[m][n] for n in lengths] for m in models]
 
 
-def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) -> StepsResponse:
+def parallel_steps(
+    rnn_translator, transformer_translator, req: StepsRequest, data: dict | None = None
+) -> StepsResponse:
     """What waits, and what it costs.
 
     Counts: one RNN layer's state at position t needs its state at t − 1, so reading T tokens is
@@ -425,23 +435,125 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
     ``rnn-attention`` and ``ja-en`` reading one input of the typed sentence's length (batch 1,
     inference, :func:`encoder_seconds`). The shipped models differ in size, so the second pair
     of times says nothing about waiting; it is shown because it is what a reader of one
-    sentence meets.
+    sentence meets. ``data``: measurements written earlier by :func:`steps_data` (the site's
+    ``data/parallel-steps.json``, what the page reads); without it they are measured now.
 
     Shape:
         timed inputs ``(batch, T, D)`` for each T in :data:`STEP_LENGTHS`; the shipped encoders'
         ``(1, sentence_tokens)``
     """
     sentence = len(checked_source_ids(transformer_translator, req.text, transformer_translator.model.config.max_len))
-    lengths = list(STEP_LENGTHS)
-    rnn_s, tr_s = training_step_seconds(req.batch, lengths)
-    rnn_ms, tr_ms = [_shown_ms(t) for t in rnn_s], [_shown_ms(t) for t in tr_s]
-    ratio = [r / t for r, t in zip(rnn_ms, tr_ms)]
-    rnn_layer, transformer_layer = (layer_facts(layer) for layer in _timed_layers())
+    if data is None:
+        data = steps_data(rnn_translator, transformer_translator, batches=[req.batch], tokens=[sentence])
+    return steps_response(data, sentence, req.batch)
 
+
+def machine_label() -> str:
+    """The machine a measurement ran on, as the page names it: the CPU's model, its logical
+    cores and the date (UTC).
+
+    Shape:
+        no tensors.
+    """
+    import datetime
+    import os
+    import platform
+
+    cpu = ""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    cpu = cpu or platform.processor() or platform.machine() or "unknown CPU"
+    day = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return f"{cpu}, {os.cpu_count()} logical cores, {day}"
+
+
+def steps_data(
+    rnn_translator,
+    transformer_translator,
+    *,
+    batches: Sequence[int] = BATCHES,
+    tokens: Sequence[int] | None = None,
+) -> dict:
+    """Everything :func:`steps_response` needs that is measured: one training step of each
+    :func:`comparison_layers` layer for every batch of ``batches`` and length of
+    :data:`STEP_LENGTHS` (shown milliseconds), and the shipped encoders (``rnn-attention``,
+    ``ja-en``) reading one input of each length of ``tokens`` (default: 1 … :data:`STEPS_MAX_TOKENS`),
+    with the machine they ran on (:func:`machine_label`). The site writes it as
+    ``data/parallel-steps.json``.
+
+    Shape:
+        timed inputs ``(batch, T, D)`` and ``(1, tokens)``; returns a JSON-ready dict
+    """
+    lengths = list(STEP_LENGTHS)
+    tokens = list(range(1, STEPS_MAX_TOKENS + 1)) if tokens is None else list(tokens)
+    train = {}
+    for batch in batches:
+        rnn_s, tr_s = training_step_seconds(batch, lengths)
+        train[str(batch)] = {"rnn": [_shown_ms(t) for t in rnn_s], "transformer": [_shown_ms(t) for t in tr_s]}
     rnn, tr = rnn_translator.model, transformer_translator.model
-    (rnn_read,), (tr_read,) = encoder_seconds((rnn, tr), [sentence])
-    rnn_read, tr_read = _shown_ms(rnn_read), _shown_ms(tr_read)
-    shipped_rnn, shipped_tr = _encoder_facts(RNN_ATTENTION, rnn), _encoder_facts(TRANSLATOR, tr)
+    rnn_read, tr_read = encoder_seconds((rnn, tr), tokens)
+    rnn_layer, transformer_layer = (layer_facts(layer) for layer in _timed_layers())
+    return {
+        "machine": machine_label(),
+        "threads": torch.get_num_threads(),
+        "close": CLOSE,
+        "batches": list(BATCHES),  # offered by the widget; train_ms holds those measured
+        "lengths": lengths,
+        "rnn_layer": rnn_layer.model_dump(),
+        "transformer_layer": transformer_layer.model_dump(),
+        "repeats": TRAIN_REPEATS,
+        "train_ms": train,
+        "shipped": {
+            "rnn": _encoder_facts(RNN_ATTENTION, rnn).model_dump(),
+            "transformer": _encoder_facts(TRANSLATOR, tr).model_dump(),
+            "repeats": TIMING_REPEATS,
+            "rnn_ms": {str(n): _shown_ms(t) for n, t in zip(tokens, rnn_read)},
+            "transformer_ms": {str(n): _shown_ms(t) for n, t in zip(tokens, tr_read)},
+        },
+    }
+
+
+def write_steps_data(out: str | Path) -> Path:
+    """Measure :func:`steps_data` with the shipped ``rnn-attention`` and ``ja-en`` and write it as
+    JSON to ``out`` (the site's ``data/parallel-steps.json``).
+
+    Shape:
+        no tensors; returns ``out``.
+    """
+    from ...recipes.translate import load_translator
+
+    data = steps_data(load_translator(RNN_ATTENTION), load_translator(TRANSLATOR))
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def steps_response(data: dict, sentence: int, batch: int) -> StepsResponse:
+    """The parallel-steps answer for a sentence of ``sentence`` tokens and ``batch``, from the
+    measurements ``data`` (:func:`steps_data`); the page's engine computes the same
+    (``static/engine/translation_views.js``, ``stepsResponse``).
+
+    Raises:
+        ValueError: ``batch`` or ``sentence`` is not in ``data``.
+
+    Shape:
+        no tensors.
+    """
+    if str(batch) not in data["train_ms"]:
+        raise ValueError(f"batch must be one of {data['batches']}, got {batch}")
+    shipped = data["shipped"]
+    if str(sentence) not in shipped["rnn_ms"]:
+        most = max(int(n) for n in shipped["rnn_ms"])
+        raise ValueError(f"the sentence has {sentence} tokens; the measured times go up to {most} tokens")
+    lengths = list(data["lengths"])
+    rnn_ms, tr_ms = data["train_ms"][str(batch)]["rnn"], data["train_ms"][str(batch)]["transformer"]
+    ratio = [r / t for r, t in zip(rnn_ms, tr_ms)]
+    rnn_read, tr_read = shipped["rnn_ms"][str(sentence)], shipped["transformer_ms"][str(sentence)]
+    shipped_rnn, shipped_tr = EncoderFacts(**shipped["rnn"]), EncoderFacts(**shipped["transformer"])
     return StepsResponse(
         sentence_tokens=sentence,
         sentence_rnn_steps=sentence,
@@ -449,20 +561,21 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
         training_rnn_steps=sentence,
         training_transformer_steps=1,
         generation_steps=sentence,
-        batch=req.batch,
-        batches=list(BATCHES),
+        batch=batch,
+        batches=list(data["batches"]),
         lengths=lengths,
-        rnn_layer=rnn_layer,
-        transformer_layer=transformer_layer,
+        rnn_layer=LayerFacts(**data["rnn_layer"]),
+        transformer_layer=LayerFacts(**data["transformer_layer"]),
         rnn_steps=list(lengths),
         transformer_steps=[1] * len(lengths),
-        rnn_train_ms=rnn_ms,
-        transformer_train_ms=tr_ms,
+        rnn_train_ms=list(rnn_ms),
+        transformer_train_ms=list(tr_ms),
         ratio=ratio,
         faster=[which_is_faster(r) for r in ratio],
         speedup=[max(r, 1 / r) for r in ratio],
-        repeats=TRAIN_REPEATS,
-        threads=torch.get_num_threads(),
+        repeats=data["repeats"],
+        threads=data["threads"],
+        machine=data["machine"],
         shipped=ShippedReading(
             tokens=sentence,
             rnn=shipped_rnn,
@@ -473,29 +586,14 @@ def parallel_steps(rnn_translator, transformer_translator, req: StepsRequest) ->
             transformer_ms=tr_read,
             faster=which_is_faster(rnn_read / tr_read),
             speedup=max(rnn_read, tr_read) / min(rnn_read, tr_read),
-            repeats=TIMING_REPEATS,
+            repeats=shipped["repeats"],
         ),
     )
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§1's endpoints."""
-
-    @router.post("/api/lesson/translation", response_model=TranslationResponse, responses=LIVE)
-    async def api_translation(req: TranslationRequest) -> TranslationResponse:
-        """§1, §4: a sentence through the shipped ja→en translator (greedy): the source–target
-        attention of each output token and the encoder's self-attention, every layer and head."""
-        async with gate.slot():
-            translator = await run(models.translator, TRANSLATOR, "the translation view")
-            return await run(translation_view, translator, req)
-
-    @router.post("/api/lesson/parallel-steps", response_model=StepsResponse, responses=LIVE)
-    async def api_parallel_steps(req: StepsRequest) -> StepsResponse:
-        """§1: the steps that wait for the one before in one RNN layer and one Transformer layer;
-        one training step of two same-width layers timed on a batch of each length; and the
-        shipped encoders (rnn-attention, ja-en) reading one input of the sentence's length."""
-        async with gate.slot():
-            what = "the RNN vs Transformer comparison"
-            rnn = await run(models.translator, RNN_ATTENTION, what)
-            transformer = await run(models.translator, TRANSLATOR, what)
-            return await run(parallel_steps, rnn, transformer, req)
+    """§1's endpoints: none. Both widgets compute in the page (issue 36): the translation with the
+    ja-en translator exported to ONNX (``static/engine/translation_views.js``), the timings read
+    from the site's measurements (``data/parallel-steps.json``, :func:`steps_data`).
+    :func:`translation_view` and :func:`parallel_steps` stay as the references the page is
+    tested against (tests/test_site_translate_browser.py)."""

@@ -634,21 +634,10 @@ def next_token_view(model, tokenizer, req: NextTokenRequest, name: str = GPT_MOD
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§7's endpoints."""
-
-    @router.post("/api/lesson/shapes", response_model=ShapesResponse, responses=LIVE)
-    async def api_shapes(req: ShapesRequest) -> ShapesResponse:
-        """§7: the shape of every tensor in the shipped ja→en Transformer for a sentence."""
-        async with gate.slot():
-            translator = await run(models.translator, TRANSLATOR, "the Transformer diagram")
-            return await run(shapes_view, translator, req)
-
-    @router.post("/api/lesson/token-walk", response_model=TokenWalkResponse, responses=LIVE)
-    async def api_token_walk(req: TokenWalkRequest) -> TokenWalkResponse:
-        """§7: one sentence through the whole ja→en Transformer, step by step, with real numbers."""
-        async with gate.slot():
-            translator = await run(models.translator, TRANSLATOR, "the token walk")
-            return await run(token_walk_view, translator, req)
+    """§7's endpoints: the next-token chart's. The Transformer diagram and the token walk compute
+    in the page (issue 36: ``static/engine/translation_views.js`` over the ja-en translator
+    exported to ONNX); :func:`shapes_view` and :func:`token_walk_view` stay as the references the
+    page is tested against (tests/test_site_translate_browser.py)."""
 
     @router.post("/api/lesson/next-token", response_model=NextTokenResponse, responses=LIVE)
     async def api_next_token(req: NextTokenRequest) -> NextTokenResponse:

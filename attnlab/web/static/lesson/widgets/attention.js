@@ -2,12 +2,22 @@
 // source–target attention of each output token. parallel-steps: the steps that must wait for the
 // one before in one RNN layer and one Transformer layer, one training step of two same-width
 // layers timed for a batch of each length, and the shipped encoders reading one sentence (batch 1).
-// Every number comes from the lesson API. State: text (the sentence, shared by both), tok (the
+// Every number is computed in the page (engine/translation_views.js: the ja→en translator through
+// onnxruntime-web; the timings are the build's measurements of PyTorch, data/parallel-steps.json,
+// labelled with their machine). State: text (the sentence, shared by both), tok (the
 // output token, from 1), layer (from 1), head (0: the mean of the heads), batch (1, 8 or 32).
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const { clampInt, panes, loader, select, tokenButtons } = window.Lesson;
+
+  // The in-page views of the ja→en Transformer (imported once, relative to this script's URL).
+  let viewsModule = null;
+  const views = () => (viewsModule ||= import("../../engine/translation_views.js"));
+  async function jaEn(p) {
+    const models = await window.Lesson.inPageModels();
+    return models.translator("ja-en", { onProgress: window.Lesson.modelProgress(p) });
+  }
 
   // ---------------------------------------------------------------------------------------------
   // The translation and its source–target attention.
@@ -45,7 +55,7 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/translation", req),
+      fetch: async (req) => (await views()).translationView(await jaEn(p), req.text),
       busy: () => s("loading"),
       done: (res) => {
         shown = res;
@@ -131,7 +141,11 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text, batch: state.batch }),
-      fetch: (req) => postJSON("/api/lesson/parallel-steps", req),
+      fetch: async (req) => {
+        const v = await views();
+        const [t, data] = await Promise.all([jaEn(p), v.parallelStepsData()]);
+        return v.parallelStepsView(t, data, req.text, req.batch);
+      },
       busy: () => s("measuring"),
       done: (res) => { shown = res; draw(); },
     }), 300);
@@ -195,7 +209,7 @@
           tr: sh.transformer.model, tl: sh.transformer.layers, tw: sh.transformer.width, tp: big(sh.transformer.parameters), ts: sh.transformer_steps,
           rms: fmt(sh.rnn_ms, 2), tms: fmt(sh.transformer_ms, 2),
         }) + " " + s("shipped_" + sh.faster, { x: fmt(sh.speedup, 1) }) }),
-        window.Lesson.memo(el("p", { text: s("memo_steps", { repeats: r.repeats, threads: r.threads, srepeats: sh.repeats }) })));
+        window.Lesson.memo(el("p", { text: s("memo_steps", { repeats: r.repeats, threads: r.threads, srepeats: sh.repeats, machine: r.machine }) })));
     }
 
     function draw() {

@@ -1,4 +1,5 @@
-// §4 Self vs source–target attention. self-vs-cross (POST /api/lesson/translation): the same
+// §4 Self vs source–target attention. self-vs-cross (computed in the page: §1's translation view,
+// engine/translation_views.js, over the ja→en translator in onnxruntime-web): the same
 // sentence through the shipped ja→en translator, its encoder self-attention next to its
 // source–target attention. pronoun (POST /api/lesson/pronoun): where MiniLM's "it" looks, in every
 // layer and head. State: text, el (encoder layer), dl (decoder layer), head (0: mean) for the
@@ -34,7 +35,10 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/translation", req),
+      fetch: async (req) => {
+        const [views, models] = await Promise.all([import("../../engine/translation_views.js"), window.Lesson.inPageModels()]);
+        return views.translationView(await models.translator("ja-en", { onProgress: window.Lesson.modelProgress(p) }), req.text);
+      },
       busy: () => s("loading"),
       done: (res) => {
         shown = res;

@@ -1,4 +1,5 @@
-// §7 token-walk (POST /api/lesson/token-walk): one sentence through the whole shipped ja→en
+// §7 token-walk (computed in the page: engine/translation_views.js's tokenWalkView, the ja→en
+// translator through onnxruntime-web): one sentence through the whole shipped ja→en
 // Transformer, step by step, with the model's real numbers: (1) the source pieces, embedding +
 // position; (2) the encoder's self-attention; (3) the feed-forward network; (4) the decoder's
 // causal self-attention; (5) source–target attention onto the source; (6) the output
@@ -9,7 +10,7 @@
 // followed), walk_src (the source piece followed; -1: the one that output word looks at most).
 (function () {
   "use strict";
-  const { el, postJSON, debounce } = window.Attn;
+  const { el, debounce } = window.Attn;
   const { clampInt, panes, loader, memo } = window.Lesson;
 
   const STEP_PARTS = { 1: ["src_embed"], 2: ["enc_self"], 3: ["enc_ffn"], 4: ["tgt_embed", "dec_self"], 5: ["memory", "dec_cross"], 6: ["output"] };
@@ -46,7 +47,10 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/token-walk", req),
+      fetch: async (req) => {
+        const [views, models] = await Promise.all([import("../../engine/translation_views.js"), window.Lesson.inPageModels()]);
+        return views.tokenWalkView(await models.translator("ja-en", { onProgress: window.Lesson.modelProgress(p) }), req.text);
+      },
       busy: () => s("tw_loading"),
       done: (r) => { res = r; draw(); },
     }), 250);

@@ -1,4 +1,5 @@
-// §7 The whole Transformer. transformer-diagram (POST /api/lesson/shapes): a diagram of the shipped
+// §7 The whole Transformer. transformer-diagram (computed in the page: engine/translation_views.js's
+// shapesView over the ja→en translator in onnxruntime-web): a diagram of the shipped
 // ja→en Transformer whose boxes open the shapes of their tensors for the sentence typed, recorded
 // on a real forward pass. Every shape is drawn with the letter of each axis under its number, and
 // the shapes of the vectors that flow along the stack (B, S|T, D) are kept apart from those of the
@@ -61,7 +62,10 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/shapes", req),
+      fetch: async (req) => {
+        const [views, models] = await Promise.all([import("../../engine/translation_views.js"), window.Lesson.inPageModels()]);
+        return views.shapesView(await models.translator("ja-en", { onProgress: window.Lesson.modelProgress(p) }), req.text);
+      },
       busy: () => s("loading"),
       done: (res) => {
         shown = res;
