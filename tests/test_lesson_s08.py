@@ -22,8 +22,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import assets
-from attnlab import checkpoint as ckpt
 from attnlab import functional as AF
+from attnlab.assets import locate
 from attnlab.data.sentence_types import LABELS, japanese_markers
 from attnlab.experiments.assets import read_model_card
 from attnlab.web import lesson as L
@@ -42,7 +42,7 @@ def client() -> TestClient:
 @pytest.fixture(scope="module")
 def classifier():
     try:
-        ckpt.shipped_model_dir(NAME)
+        locate.shipped_model_dir(NAME)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {NAME} (make models ONLY={NAME})")
     from attnlab.recipes.classify import load_classifier

@@ -22,7 +22,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import assets
-from attnlab import checkpoint as ckpt
+from attnlab.assets import locate
 from attnlab.experiments.assets import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
@@ -40,7 +40,7 @@ def client() -> TestClient:
 
 def need(name: str):
     try:
-        return ckpt.shipped_model_dir(name)
+        return locate.shipped_model_dir(name)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.web.app import create_app
 from attnlab.web.lesson.common import source_ids
 from attnlab.web.lesson.s07_whole_transformer import TOKEN_WALK_FIRST, TOKEN_WALK_SENTENCE, TOKEN_WALK_TOP
@@ -25,7 +25,7 @@ LOCAL = "http://127.0.0.1:8000"
 
 def present(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -43,7 +43,7 @@ def client() -> TestClient:
 def ja_en():
     from attnlab.recipes.translate import load_translator
 
-    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+    return load_translator(locate.shipped_model_dir("ja-en"))
 
 
 def close(got, want, tol: float = 2e-5) -> None:

@@ -53,6 +53,7 @@ import torch
 
 from .. import assets, machine
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data import enja_mix, sentences
 from ..data.corpus import read_parallel, read_text
 from ..data.tasks import make_splits
@@ -445,7 +446,7 @@ class PresetTranslator:
         return [self._file(data, split, side) for split in splits for side in (self.src, self.tgt)]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -562,7 +563,7 @@ class EnjaTranslator:
         ]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -702,7 +703,7 @@ class DemoTranslator:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         return _translator_config(demo.demo_setup(None, minutes=self.minutes, seed=self.seed), directory)
@@ -781,7 +782,7 @@ class BottleneckRNN:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run / "models" / self.contestant)
+        return resolve_model_dir(run / "models" / self.contestant)
 
     def _splits(self):
         settings = self.settings()
@@ -856,7 +857,7 @@ class TextLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> lm_recipe.LMSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -1005,7 +1006,7 @@ class SentenceTypeClassifier:
         return [self._corpus(data) / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", "ja")]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> cl.ClassifySetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -1124,7 +1125,7 @@ class ShakespeareMLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> lm_recipe.MLMSetup:
         job = TrainJob("mini", _run_nothing, {"tokenizer": "char"}, list(self.overrides), seed=self.seed)
@@ -1207,7 +1208,7 @@ class FactsSummarizer:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self):
         from ..recipes import summarize as sm
@@ -1296,7 +1297,7 @@ class FactsQA:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self):
         from ..recipes import qa
@@ -1377,7 +1378,7 @@ class DigitsViT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         from ..recipes import vision
@@ -1452,7 +1453,7 @@ class KarateGAT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         from ..recipes import graph

@@ -41,7 +41,8 @@ from typing import Protocol
 import torch
 
 from .. import assets
-from ..checkpoint import CONFIG_FILE, resolve_model_dir, shipped_model_dir, shipped_models_present
+from ..assets.locate import resolve_model_dir, shipped_model_dir, shipped_models_present
+from ..checkpoint import CONFIG_FILE
 
 __all__ = [
     "GROUP_AXES",
@@ -127,7 +128,7 @@ def adapter(model_type: str) -> Callable[[Callable[[Path], ExplorerModel]], Call
 def checkpoint_dir(path: Path) -> Path:
     """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder); or
     the folder of the shipped model that ``path`` names (``ja-en``, ``minilm``; see
-    :func:`attnlab.checkpoint.resolve_model_dir`)."""
+    :func:`attnlab.assets.locate.resolve_model_dir`)."""
     return resolve_model_dir(path)
 
 

@@ -189,12 +189,12 @@ class LessonModels:
         Shape:
             no tensors; returns the loaded model.
         """
-        from ... import checkpoint
+        from ...assets.locate import shipped_model_dir
 
         with self._lock:
             if name not in self._shipped:
                 try:
-                    directory = checkpoint.shipped_model_dir(name)
+                    directory = shipped_model_dir(name)
                 except FileNotFoundError as err:
                     raise HTTPException(
                         503, f"{what} needs the shipped model {name}, which is not installed here: {err}"
