@@ -19,10 +19,11 @@ import it.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["contained_path", "fsync_dir", "new_file_mode"]
+__all__ = ["contained_path", "fsync_dir", "new_file_mode", "write_text_atomically"]
 
 _UMASK_LOCK = threading.Lock()
 
@@ -99,3 +100,18 @@ def new_file_mode() -> int:
         umask = os.umask(0o077)
         os.umask(umask)
     return 0o666 & ~umask
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary sibling and a rename: a reader sees
+    the old file or the new one, never half of one; the file gets :func:`new_file_mode`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, new_file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -222,7 +222,7 @@ for translations in results.values():
 
 # %%
 from attnlab.data.tasks import make_splits  # noqa: E402
-from attnlab.experiments.assets import RECIPES  # noqa: E402
+from attnlab.build_assets import RECIPES  # noqa: E402
 from attnlab.recipes.translate import load_translator as load_checkpoint  # noqa: E402
 
 rnn_models = {label: load_checkpoint(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}

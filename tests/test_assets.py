@@ -20,24 +20,21 @@ import torch
 from fastapi.testclient import TestClient
 from safetensors import safe_open
 
-from attnlab import assets
+from attnlab import assets, build_assets
 from attnlab import checkpoint as ckpt
 from attnlab.assets import locate
-from attnlab.cli import COMMANDS
-from attnlab.cli import main as cli_main
-from attnlab.experiments import assets as build_assets
-from attnlab.experiments.assets import (
+from attnlab.assets.cards import ModelCard, read_model_card, write_model_card
+from attnlab.build_assets import (
     RECIPES,
     BottleneckRNN,
     DemoTranslator,
     EnjaTranslator,
-    ModelCard,
     PresetTranslator,
     TextLM,
     config_differences,
-    read_model_card,
-    write_model_card,
 )
+from attnlab.cli import COMMANDS
+from attnlab.cli import main as cli_main
 from attnlab.recipes.translate import load_translator
 from attnlab.web.app import create_app
 from attnlab.web.models import load_model, shipped_explorer_models
@@ -145,7 +142,7 @@ def test_assets_are_package_data_in_the_wheel():
     )
     assert shipped and not [str(p.relative_to(REPO)) for p in shipped if p not in packaged]
     dry_run = subprocess.run(["make", "-n", "models"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "-m attnlab.experiments.assets" in dry_run
+    assert "-m attnlab.build_assets" in dry_run
 
 
 def test_the_shipped_models_fit_the_size_budget():

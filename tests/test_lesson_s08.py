@@ -24,8 +24,8 @@ from fastapi.testclient import TestClient
 from attnlab import assets
 from attnlab import functional as AF
 from attnlab.assets import locate
+from attnlab.assets.cards import read_model_card
 from attnlab.data.sentence_types import LABELS, japanese_markers
-from attnlab.experiments.assets import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from attnlab import assets
 from attnlab.assets import locate
-from attnlab.experiments.assets import read_model_card
+from attnlab.assets.cards import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
 

@@ -6,7 +6,7 @@ folder (its ``best/``), or the name of a shipped model (:mod:`attnlab.assets`:
 resolves names through it, :func:`attnlab.loading.load_model` among them.
 
 The registry itself (:mod:`attnlab.assets`) is data only, so that this lookup, the explorer and
-the asset build (:mod:`attnlab.assets.build`) all read one list of names.
+the asset build (:mod:`attnlab.build_assets`) all read one list of names.
 
 Shape:
     no tensors; names and paths in, directories out.

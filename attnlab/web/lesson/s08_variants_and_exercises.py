@@ -399,7 +399,7 @@ class PoolingCard(BaseModel):
 
 @functools.cache
 def _card(directory: Path) -> PoolingCard:
-    from ...experiments.assets import read_model_card
+    from ...assets.cards import read_model_card
 
     metrics = read_model_card(directory).metrics
     shares = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_on_marker/")}
