@@ -94,23 +94,23 @@ def minilm():
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(shipped("ja-en"))
+    return load_model(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_model(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 @pytest.fixture(scope="module")
 def gpt():
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    return load_language_model(shipped("shakespeare-char"))
+    return load_model(shipped("shakespeare-char"))
 
 
 @pytest.fixture(scope="module")

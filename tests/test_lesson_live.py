@@ -60,23 +60,23 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(locate.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(locate.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_model(locate.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 @pytest.fixture(scope="module")
 def gpt():
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    return load_language_model(locate.shipped_model_dir("shakespeare-char"))
+    return load_model(locate.shipped_model_dir("shakespeare-char"))
 
 
 def close(got, want, atol: float) -> None:

@@ -55,16 +55,16 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(locate.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnn_attention():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(locate.shipped_model_dir("rnn-attention"))
+    return load_model(locate.shipped_model_dir("rnn-attention"))
 
 
 def parameters(module: torch.nn.Module) -> int:

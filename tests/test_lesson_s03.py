@@ -48,9 +48,9 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def rnn():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(locate.shipped_model_dir("rnn-attention"))
+    return load_model(locate.shipped_model_dir("rnn-attention"))
 
 
 @pytest.fixture(scope="module")

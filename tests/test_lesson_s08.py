@@ -45,9 +45,9 @@ def classifier():
         locate.shipped_model_dir(NAME)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {NAME} (make models ONLY={NAME})")
-    from attnlab.recipes.classify import load_classifier
+    from attnlab.loading import load_model
 
-    return load_classifier(NAME)
+    return load_model(NAME)
 
 
 # --------------------------------------------------------------------------------------------

@@ -425,9 +425,7 @@ class PoolingResponse(BaseModel):
 
 def load_pooling_classifier(models: LessonModels, what: str = "the attention-pooling exercise"):
     """The shipped ``ja-sentence-type`` classifier, loaded once (503 naming it when not installed)."""
-    from ...recipes.classify import load_classifier
-
-    return models.shipped_model(CLASSIFIER, what, load_classifier)
+    return models.shipped_model(CLASSIFIER, what)
 
 
 def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
