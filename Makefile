@@ -60,7 +60,7 @@ DATA     ?= ../shared/data
 ONLY     ?=
 FROM_RUN ?=
 models: $(STAMP)
-	$(BIN)/python -m attnlab.experiments.assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
+	$(BIN)/python -m attnlab.build_assets --data "$(DATA)" $(if $(ONLY),--only $(ONLY)) $(if $(FROM_RUN),--from-run "$(FROM_RUN)")
 
 # The default test run (slow, browser and notebook runs excluded; see the targets below), on every
 # core (pytest-xdist; a test file's tests stay together in one worker, so its module fixtures are

@@ -23,13 +23,15 @@ final path ``run/last`` the sequence is:
 5. ``fsync(run)`` so both renames are durable, then delete ``run/.last.previous``.
 
 A crash during 1–2 leaves ``run/last`` untouched. A crash between 3 and 4 (two renames apart)
-leaves no ``run/last`` but the previous checkpoint complete in ``run/.last.previous``;
-:func:`load_checkpoint` says so in its error, :func:`resume_point` resumes a training run from
-there, and the next save finishes the job. One writer per checkpoint directory at a time.
+leaves no ``run/last`` but the previous checkpoint complete in ``run/.last.previous``
+(:func:`previous_path`); :func:`load_checkpoint` says so in its error,
+:func:`attnlab.runs.resume_point` resumes a training run from there, and the next save finishes
+the job. One writer per checkpoint directory at a time.
 
-**Run folders.** A training run (:func:`attnlab.train.train`) writes ``log.jsonl``, ``best/`` and
-``last/`` into its folder, one run per folder: :func:`check_run_folder` refuses a folder that holds
-another run unless the run resumes it or overwrites it (:func:`clear_run_folder`).
+This module reads and writes checkpoint *files*. Training run folders (``best/``, ``last/``,
+``log.jsonl``), resuming and RNG state are :mod:`attnlab.runs`; which folder a model name or path
+means (shipped models, run folders) is :mod:`attnlab.assets.locate`; loading any model by name or
+path is :mod:`attnlab.loading`.
 
 **Tied weights.** A decoder whose output projection shares the embedding matrix has two
 state_dict names for one tensor, and safetensors refuses shared memory. The file stores the tensor
@@ -46,7 +48,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import random
 import re
 import shutil
 import uuid
@@ -55,12 +56,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import torch
 from torch import nn
 
-from . import assets
-from .files import contained_path, new_file_mode
+from .files import contained_path, fsync_dir, new_file_mode
 
 T = TypeVar("T")
 
@@ -71,29 +70,21 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "load_weights",
-    "resolve_model_dir",
-    "shipped_model_dir",
-    "shipped_models_present",
     "pack_checkpoint",
     "tokenizer_paths",
-    "resume_point",
-    "check_run_folder",
-    "clear_run_folder",
-    "remove_save_leftovers",
-    "rng_state",
-    "set_rng_state",
+    "model_folder",
+    "is_checkpoint",
+    "previous_path",
     "WEIGHTS_FILE",
     "CONFIG_FILE",
     "TOKENIZERS_FILE",
     "TRAINER_STATE_FILE",
-    "RUN_LOG_FILE",
 ]
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TOKENIZERS_FILE = "tokenizers.json"
 TRAINER_STATE_FILE = "trainer_state.pt"
-RUN_LOG_FILE = "log.jsonl"  # a training run's JSON-lines log, beside its best/ and last/ checkpoints
 _RESERVED = (WEIGHTS_FILE, CONFIG_FILE, TOKENIZERS_FILE, TRAINER_STATE_FILE)
 _TIED_KEY = "attnlab.tied"  # safetensors metadata entry: JSON {alias name: stored name}
 # safetensors metadata entry of a packed checkpoint: JSON {stored name: dtype the model trained in},
@@ -168,21 +159,6 @@ def _fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (new files, renames) durable. Windows cannot open a directory
-    and some filesystems refuse to fsync one; there the rename's own guarantees are all we get."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _files_under(directory: Path) -> set[str]:
     return {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
 
@@ -236,11 +212,22 @@ def _check_config(config: Any, where: str) -> dict:
     return config
 
 
-def _is_checkpoint(directory: Path) -> bool:
+def is_checkpoint(directory: Path) -> bool:
+    """Whether ``directory`` holds a complete checkpoint's weights and config (it may still be damaged).
+
+    Shape:
+        no tensors.
+    """
     return (directory / WEIGHTS_FILE).is_file() and (directory / CONFIG_FILE).is_file()
 
 
-def _previous_path(directory: Path) -> Path:
+def previous_path(directory: Path) -> Path:
+    """Where an interrupted save of ``directory`` left the previous checkpoint (module docstring,
+    steps 3–4): the hidden sibling ``.NAME.previous``.
+
+    Shape:
+        no tensors.
+    """
     return directory.parent / f".{directory.name}.previous"
 
 
@@ -318,7 +305,7 @@ def _check_replaceable(final: Path) -> None:
     if final.exists():
         if not final.is_dir():
             raise FileExistsError(f"{final} exists and is not a directory")
-        if not _is_checkpoint(final) and any(final.iterdir()):
+        if not is_checkpoint(final) and any(final.iterdir()):
             raise FileExistsError(
                 f"{final} is a non-empty directory that is not a checkpoint (no {WEIGHTS_FILE} + "
                 f"{CONFIG_FILE}); refusing to replace it"
@@ -404,8 +391,8 @@ def _write_contents(
     for rel in _files_under(tmp):
         _fsync_file(tmp / rel)
     for sub in sorted((p for p in tmp.rglob("*") if p.is_dir()), reverse=True):
-        _fsync_dir(sub)
-    _fsync_dir(tmp)
+        fsync_dir(sub)
+    fsync_dir(tmp)
 
 
 def _same_files(root: Path, a: list[str], b: list[str]) -> bool:
@@ -415,7 +402,7 @@ def _same_files(root: Path, a: list[str], b: list[str]) -> bool:
 
 def _move_into_place(tmp: Path, final: Path) -> None:
     """Steps 3–5 of the save: swap the finished directory in under the final name."""
-    previous = _previous_path(final)
+    previous = previous_path(final)
     if final.exists() and previous.exists():
         # Left by an earlier save that died after step 4: `final` is the good one.
         shutil.rmtree(previous)
@@ -427,7 +414,7 @@ def _move_into_place(tmp: Path, final: Path) -> None:
         if previous.exists() and not final.exists():
             os.replace(previous, final)
         raise
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     shutil.rmtree(previous, ignore_errors=True)
 
 
@@ -456,8 +443,7 @@ def pack_checkpoint(
 ) -> Path:
     """Write a compact copy of a trained model: how the models shipped with attnlab are stored.
 
-    ``source`` is a checkpoint or a training output folder (its ``best/``, as
-    :func:`resolve_model_dir`). The copy at ``destination`` holds the config, the tokenizer files
+    ``source`` is a checkpoint or a training output folder (its ``best/``: :func:`model_folder`). The copy at ``destination`` holds the config, the tokenizer files
     and the weights, every fp32/fp64 tensor stored in ``dtype`` (half the bytes) with its original
     dtype recorded in the file's metadata, so that :func:`load_checkpoint` hands it back in that
     dtype: the model computes as it was trained, with its weights rounded to ``dtype``. Integer
@@ -484,7 +470,7 @@ def pack_checkpoint(
     if dtype not in (torch.float16, torch.bfloat16, torch.int8):
         raise ValueError(f"pack_checkpoint stores weights in float16, bfloat16 or int8, got {dtype}")
     final = Path(destination)
-    checkpoint = load_checkpoint(resolve_model_dir(source))
+    checkpoint = load_checkpoint(model_folder(source))
     _check_replaceable(final)
     stored, aliases = _dedupe_tied(checkpoint.state_dict)
     vector_dtype = torch.float16 if dtype == torch.int8 else dtype
@@ -519,28 +505,22 @@ def pack_checkpoint(
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_model_dir(path: str | os.PathLike) -> Path:
-    """The checkpoint a user means by ``path``: the folder itself when it holds a ``config.json``,
-    else its ``best/`` checkpoint (``path`` is then a training output folder); or, when no file or
-    folder of that name exists, the shipped model of that name (:mod:`attnlab.assets`: ``ja-en``,
-    ``demo``, ``minilm``...). An existing folder always wins over a shipped name.
+def model_folder(path: str | os.PathLike) -> Path:
+    """The checkpoint in the folder ``path``: the folder itself when it holds a ``config.json``,
+    else its ``best/`` checkpoint (``path`` is then a training output folder, :mod:`attnlab.runs`).
+    (A shipped model's name is resolved one level up, by :func:`attnlab.assets.locate.resolve_model_dir`.)
 
     Raises:
-        FileNotFoundError: ``path`` is neither a directory nor a shipped name (the message lists the
-            shipped names), neither it nor ``path/best`` holds a ``config.json``, or ``path`` names
-            a shipped model whose weights are not built yet (the message says ``make models``).
+        FileNotFoundError: ``path`` is not a directory, or neither it nor ``path/best`` holds a
+            ``config.json``.
 
     Shape:
         no tensors; returns a directory.
     """
-    entry = assets.shipped(path)
-    if entry is not None:
-        return shipped_model_dir(entry.name)
     path = Path(path)
     if not path.is_dir():
-        names = ", ".join(assets.SHIPPED)
         kind = "is not a directory" if path.exists() else "does not exist"
-        raise FileNotFoundError(f"model directory not found: {path} {kind}, and it is not a shipped model ({names})")
+        raise FileNotFoundError(f"model directory not found: {path} {kind}")
     for candidate in (path, path / "best"):
         if (candidate / CONFIG_FILE).is_file():
             return candidate
@@ -548,48 +528,6 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
         f"{path}: no model found ({path / CONFIG_FILE} not found, nor {path / 'best' / CONFIG_FILE}); "
         "expected an attnlab checkpoint or a training output folder holding best/"
     )
-
-
-def shipped_model_dir(name: str) -> Path:
-    """The checkpoint folder of the shipped model ``name`` (:data:`attnlab.assets.SHIPPED`).
-
-    Raises:
-        FileNotFoundError: ``name`` is not shipped (the message lists the names), its weights are not
-            built yet (``make models`` builds them), or the package that holds it is not installed.
-
-    Shape:
-        no tensors; returns a directory.
-    """
-    if name not in assets.SHIPPED:
-        raise FileNotFoundError(f"no shipped model is called {name!r}; shipped: {', '.join(assets.SHIPPED)}")
-    if name in assets.PACKAGED:
-        from .models.convert_hf import minilm_dir
-
-        return minilm_dir()
-    folder = assets.asset_folder(name)
-    if not _is_checkpoint(folder):
-        raise FileNotFoundError(
-            f"{name} is a shipped model, but its weights are not built in this installation ({folder} holds no "
-            f"{WEIGHTS_FILE}): run `make models ONLY={name}` in attnlab's source folder (see README, Ready-made models)"
-        )
-    return folder
-
-
-def shipped_models_present() -> list[str]:
-    """The names of the shipped models that can be loaded here: the assets whose weights are
-    built, and the packaged ones whose package is installed.
-
-    Shape:
-        no tensors.
-    """
-    present = []
-    for name in assets.SHIPPED:
-        try:
-            shipped_model_dir(name)
-        except FileNotFoundError:
-            continue
-        present.append(name)
-    return present
 
 
 def tokenizer_paths(directory: str | os.PathLike) -> dict[str, list[Path]]:
@@ -654,9 +592,9 @@ def load_checkpoint(
 
     directory = Path(directory)
     if not directory.is_dir():
-        previous = _previous_path(directory)
+        previous = previous_path(directory)
         hint = ""
-        if _is_checkpoint(previous):
+        if is_checkpoint(previous):
             hint = (
                 f"; a save was interrupted between its two renames and the previous checkpoint is "
                 f"intact at {previous} — rename it to {directory.name} or save again"
@@ -785,208 +723,3 @@ def load_weights(model: nn.Module, checkpoint: Checkpoint | Mapping[str, Tensor]
                 "in the checkpoint (was it saved from an untied model?)"
             )
     module.load_state_dict(state, strict=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Run folders: one run per folder, and where a run resumes from
-# --------------------------------------------------------------------------------------------
-
-# What a training run leaves in its folder (attnlab.train): the log, the best and the last
-# checkpoint, and the hidden siblings of an interrupted save (see the module docstring).
-_RUN_CHECKPOINTS = ("best", "last")
-
-
-def _run_entries(out: Path) -> list[Path]:
-    """The entries of a training run in ``out``, in the order :func:`clear_run_folder` deletes them."""
-    found = []
-    for name in _RUN_CHECKPOINTS:
-        found += [out / name, out / f".{name}.previous"]
-        if out.is_dir():
-            found += sorted(p for p in out.iterdir() if p.name.startswith(f".{name}.tmp-"))
-    found.append(out / RUN_LOG_FILE)  # last: a folder cleared halfway still shows a run
-    return [p for p in found if p.exists() or p.is_symlink()]
-
-
-def resume_point(out_dir: str | os.PathLike) -> Path:
-    """The checkpoint a training run in ``out_dir`` resumes from: ``out_dir/last``, or, when a save
-    was interrupted between its two renames (module docstring, steps 3–4), the intact previous
-    checkpoint ``out_dir/.last.previous``. The next save of ``last`` then completes the interrupted one.
-
-    Raises:
-        FileNotFoundError: neither exists (one line: there is nothing to resume).
-
-    Shape:
-        no tensors; returns a directory.
-    """
-    last = Path(out_dir) / "last"
-    if last.is_dir():
-        return last
-    previous = _previous_path(last)
-    if _is_checkpoint(previous):
-        return previous
-    raise FileNotFoundError(f"--resume: no checkpoint to resume from at {last}; start the run without --resume")
-
-
-def check_run_folder(out_dir: str | os.PathLike | None, resume: bool, overwrite: bool = False) -> Path | None:
-    """Check, before any work, that a run may write into ``out_dir``; return what it resumes from.
-
-    A folder holds at most one run. With ``resume`` the run continues the one there (the
-    checkpoint of :func:`resume_point` is returned); otherwise a folder already holding a run
-    (its ``log.jsonl``, ``last/`` or ``best/``) is refused, unless ``overwrite``, which lets
-    :func:`clear_run_folder` delete that run when training starts.
-
-    Raises:
-        ValueError: ``resume`` and ``overwrite`` together.
-        FileNotFoundError: ``resume`` without a checkpoint to resume from (or without ``out_dir``).
-        FileExistsError: ``out_dir`` holds another run, or is not a directory.
-
-    Shape:
-        no tensors.
-    """
-    if resume and overwrite:
-        raise ValueError("--resume continues the run in the output folder and --overwrite deletes it: give one")
-    if out_dir is None:
-        if resume:
-            raise FileNotFoundError("--resume: no checkpoint to resume from (no output folder given)")
-        return None
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a directory; give a folder for the run")
-    if resume:
-        return resume_point(out)
-    entries = _run_entries(out)
-    if entries and not overwrite:
-        names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in entries)
-        raise FileExistsError(
-            f"{out} already holds a training run ({names}); continue it with --resume, replace it with "
-            "--overwrite, or choose another folder"
-        )
-    if overwrite:
-        _check_removable(entries)
-    return None
-
-
-def _check_removable(entries: list[Path]) -> None:
-    for path in entries:
-        # best/ and last/ are deleted only when they are checkpoints: a folder of the user's that
-        # happens to be named so is never deleted. Hidden .previous/.tmp- folders are the saver's own.
-        if (
-            path.name in _RUN_CHECKPOINTS
-            and path.is_dir()
-            and not path.is_symlink()
-            and not _is_checkpoint(path)
-            and any(path.iterdir())
-        ):
-            raise FileExistsError(
-                f"{path} is not a checkpoint (no {WEIGHTS_FILE} + {CONFIG_FILE}); refusing to delete it "
-                "for --overwrite: move it away or choose another folder"
-            )
-        if path.name == RUN_LOG_FILE and path.is_dir() and not path.is_symlink():
-            raise FileExistsError(f"{path} is a directory, not a training log; move it away or choose another folder")
-
-
-def remove_save_leftovers(out_dir: str | os.PathLike) -> None:
-    """Finish the clean-up of saves of ``out_dir/best`` and ``out_dir/last`` that a crash interrupted:
-    delete their temporary ``.NAME.tmp-*`` folders, and a ``.NAME.previous`` whose ``NAME`` is in
-    place (the crash came after the second rename). A ``.NAME.previous`` without ``NAME`` is the
-    checkpoint to keep (:func:`resume_point`) and stays. The next save would do the same; a
-    resumed run that has nothing left to save needs it done here.
-
-    Shape:
-        no tensors.
-    """
-    out = Path(out_dir)
-    for name in _RUN_CHECKPOINTS:
-        previous = out / f".{name}.previous"
-        if (out / name).is_dir() and previous.is_dir() and not previous.is_symlink():
-            shutil.rmtree(previous, ignore_errors=True)
-        for stale in out.glob(f".{name}.tmp-*"):
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
-
-
-def clear_run_folder(out_dir: str | os.PathLike) -> None:
-    """Delete the training run in ``out_dir`` (``--overwrite``): its ``best/`` and ``last/``
-    checkpoints with their interrupted-save leftovers, then ``log.jsonl``. Nothing else in the folder
-    is touched, a symbolic link is removed without following it, and nothing is deleted unless
-    everything may be (see :func:`check_run_folder`). Interrupted, it leaves a folder that is still
-    seen as holding a run (the log goes last).
-
-    Shape:
-        no tensors.
-    """
-    out = Path(out_dir)
-    entries = _run_entries(out)
-    _check_removable(entries)
-    for path in entries:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    if entries:
-        _fsync_dir(out)
-
-
-# --------------------------------------------------------------------------------------------
-# Random number generator state (exact resume)
-# --------------------------------------------------------------------------------------------
-
-
-def rng_state() -> dict[str, Any]:
-    """The global RNG states of Python ``random``, NumPy's legacy ``np.random`` and PyTorch (CPU,
-    and every CUDA device when CUDA is available), as tensors and plain types so that
-    ``torch.load(..., weights_only=True)`` reads them back.
-
-    Generators you create yourself (``np.random.default_rng``, ``torch.Generator``) are not
-    global and are not included: save their state alongside.
-
-    Shape:
-        ``{"python": [...], "numpy": {...}, "torch": uint8 tensor, "cuda": [uint8 tensor, ...]}``.
-    """
-    version, internal, gauss_next = random.getstate()
-    kind, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
-    state: dict[str, Any] = {
-        "python": [version, list(internal), gauss_next],
-        "numpy": {
-            "bit_generator": str(kind),
-            "key": torch.from_numpy(key.astype(np.int64)),  # uint32 words, widened losslessly
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached_gaussian),
-        },
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: Mapping[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned. A ``"cuda"`` entry is ignored when CUDA is not
-    available (a GPU run resumed on a CPU has no CUDA generators to restore).
-
-    Shape:
-        as returned by :func:`rng_state`.
-    """
-    if not isinstance(state, Mapping):
-        raise TypeError(f"state must be the dict from rng_state(), got {type(state).__name__}")
-    missing = [k for k in ("python", "numpy", "torch") if k not in state]
-    if missing:
-        raise ValueError(f"RNG state lacks {missing}; expected the dict from rng_state()")
-    version, internal, gauss_next = state["python"]
-    random.setstate((version, tuple(int(x) for x in internal), gauss_next))
-    np_state = state["numpy"]
-    key = np_state["key"]
-    key = key.numpy() if isinstance(key, Tensor) else np.asarray(key)
-    np.random.set_state(
-        (
-            np_state["bit_generator"],
-            key.astype(np.uint32),
-            int(np_state["pos"]),
-            int(np_state["has_gauss"]),
-            float(np_state["cached_gaussian"]),
-        )
-    )
-    torch.set_rng_state(state["torch"].cpu().to(torch.uint8))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu().to(torch.uint8) for s in state["cuda"]])

@@ -190,8 +190,8 @@ _TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
 
 def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
     """Run a `train ...` command's job inside a distributed session, with the shared options on its TrainConfig."""
-    from .checkpoint import check_run_folder
     from .distributed import DEFAULT_TIMEOUT_S, session
+    from .runs import check_run_folder
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
     with session(options.pop("device"), timeout_s=timeout) as ctx:

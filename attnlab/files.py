@@ -10,6 +10,7 @@ applies to a name taken from a file.
 Files written through a temporary file and a rename (``tempfile.mkstemp``, safetensors'
 ``save_file``) are created with mode 0600, while a plain ``open()`` gives ``0o666`` less the
 umask, as ``config.json`` gets. :func:`new_file_mode` is that mode, to ``chmod`` such a file to.
+:func:`fsync_dir` makes a folder's new entries and renames durable (the atomic saves rely on it).
 
 This module uses the standard library only, so that every layer (checkpoint, data, models) can
 import it.
@@ -18,10 +19,11 @@ import it.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["contained_path", "new_file_mode"]
+__all__ = ["contained_path", "fsync_dir", "new_file_mode", "write_text_atomically"]
 
 _UMASK_LOCK = threading.Lock()
 
@@ -66,6 +68,21 @@ def contained_path(folder: str | os.PathLike, name: object, *, source: str | os.
     return path
 
 
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a directory's entries (new files, renames) durable. Windows cannot open a directory
+    and some filesystems refuse to fsync one; there the rename's own guarantees are all we get."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def new_file_mode() -> int:
     """The permission bits ``open()`` gives a new file: ``0o666`` less the process umask."""
     try:
@@ -83,3 +100,18 @@ def new_file_mode() -> int:
         umask = os.umask(0o077)
         os.umask(umask)
     return 0o666 & ~umask
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary sibling and a rename: a reader sees
+    the old file or the new one, never half of one; the file gets :func:`new_file_mode`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, new_file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from . import checkpoint as ckpt
-from . import distributed, machine, openmp
+from . import distributed, machine, openmp, runs
 from .accel import rules as accel_rules
 from .models.config import check_fields
 
@@ -524,7 +524,7 @@ class TrainState:
     strategy: str = "ddp"  # the run's TrainConfig.strategy
     optimizer: dict | None = None  # AdamW's state_dict (the whole, unsharded one under FSDP)
     scheduler: dict | None = None  # the learning-rate scheduler's state_dict
-    rng: dict | None = None  # rank 0's random states (checkpoint.rng_state())
+    rng: dict | None = None  # rank 0's random states (runs.rng_state())
     rng_per_rank: list[dict] | None = None  # every rank's random states, with several processes
 
     def to_dict(self) -> dict[str, Any]:
@@ -609,9 +609,9 @@ class Trainer:
         self.finished = saved.stop_reason if saved is not None and saved.stop_reason and self._limit(saved) else None
         if self.out is not None and engine.is_main:
             if resume:
-                ckpt.remove_save_leftovers(self.out)  # what a crash left of a save that has completed
+                runs.remove_save_leftovers(self.out)  # what a crash left of a save that has completed
             elif cfg.overwrite:
-                ckpt.clear_run_folder(self.out)  # checked by train(); deleted only now that training starts
+                runs.clear_run_folder(self.out)  # checked by train(); deleted only now that training starts
         engine.barrier("the start of training")
         # what task.loss calls
         self.forward = engine.wrap(
@@ -630,7 +630,7 @@ class Trainer:
             try:
                 engine.load_optimizer_state(self.optimizer, saved.optimizer)
                 self.scheduler.load_state_dict(saved.scheduler)
-                ckpt.set_rng_state(saved.rng_of(engine.rank))
+                runs.set_rng_state(saved.rng_of(engine.rank))
             except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
                 raise ValueError(
                     f"--resume: {self.resumed_from / ckpt.TRAINER_STATE_FILE}: its optimizer, schedule "
@@ -638,7 +638,7 @@ class Trainer:
                     f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}); "
                     f"{_START_AGAIN}"
                 ) from None
-        log = self.out / ckpt.RUN_LOG_FILE if (self.out and engine.is_main and not self.finished) else None
+        log = self.out / runs.RUN_LOG_FILE if (self.out and engine.is_main and not self.finished) else None
         self.log = TrainLog(log, self.state if resume else None)
         if self.state.log_records is None:  # a checkpoint from before the count: count what was kept
             self.state.log_records = self.log.kept
@@ -688,7 +688,7 @@ class Trainer:
 
     def _probe(self, batch: Any) -> dict[str, float]:
         """:func:`probe_precision` on the unwrapped model (no collectives) and one batch."""
-        rng = ckpt.rng_state()
+        rng = runs.rng_state()
 
         def step(precision: str) -> None:
             with _autocast(precision, self.engine.device):
@@ -700,7 +700,7 @@ class Trainer:
             return probe_precision(step)
         finally:
             self.model.zero_grad(set_to_none=True)
-            ckpt.set_rng_state(rng)
+            runs.set_rng_state(rng)
 
     def _time_progress(self) -> float | None:
         # Read when the scheduler steps: the share of the time budget trained before the current step.
@@ -718,7 +718,7 @@ class Trainer:
         back once those exist.
 
         The checkpoint is ``out_dir/last``, or the intact ``out_dir/.last.previous`` that a save
-        interrupted between its two renames left (:func:`attnlab.checkpoint.resume_point`).
+        interrupted between its two renames left (:func:`attnlab.runs.resume_point`).
 
         Raises:
             FileNotFoundError: neither exists.
@@ -728,7 +728,7 @@ class Trainer:
         out, cfg, engine = self.out, self.cfg, self.engine
         if out is None:
             raise FileNotFoundError("--resume: no checkpoint to resume from (no out_dir)")
-        where = self.resumed_from = ckpt.resume_point(out)
+        where = self.resumed_from = runs.resume_point(out)
         if where.name != "last" and engine.is_main:
             print(
                 f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
@@ -855,7 +855,7 @@ class Trainer:
         if self.out is not None:
             # Captured after the evaluation, as a one-process run does: resuming continues from
             # exactly the random state the uninterrupted run continued from.
-            rngs = engine.gather_to_main(ckpt.rng_state())
+            rngs = engine.gather_to_main(runs.rng_state())
             optimizer = engine.optimizer_state(self.optimizer)
             if engine.is_main:
                 snapshot = replace(
@@ -1140,7 +1140,7 @@ def train(
     (weights, config, tokenizers); ``out_dir/last`` additionally holds the optimizer, scheduler,
     data position and RNG states that ``resume=True`` continues from (a :class:`TrainState`).
 
-    One run per folder (:func:`attnlab.checkpoint.check_run_folder`, checked first): an
+    One run per folder (:func:`attnlab.runs.check_run_folder`, checked first): an
     ``out_dir`` that already holds a run is refused unless ``resume=True`` (continue it) or
     ``cfg.overwrite`` (delete it when training starts). Resuming a run that reached its limit under
     these settings trains and writes nothing and returns its saved state (``already_finished``); a
@@ -1155,7 +1155,7 @@ def train(
     Shape:
         batches are whatever the task yields; the loop only calls ``task.loss`` on them.
     """
-    ckpt.check_run_folder(cfg.out_dir, resume, cfg.overwrite)  # before any work
+    runs.check_run_folder(cfg.out_dir, resume, cfg.overwrite)  # before any work
     if cfg.grad_accum < 1:
         raise ValueError(f"grad_accum must be ≥ 1, got {cfg.grad_accum}")
     if cfg.strategy not in ("ddp", "fsdp"):

@@ -222,10 +222,10 @@ for translations in results.values():
 
 # %%
 from attnlab.data.tasks import make_splits  # noqa: E402
-from attnlab.experiments.assets import RECIPES  # noqa: E402
-from attnlab.recipes.translate import load_translator as load_checkpoint  # noqa: E402
+from attnlab.build_assets import RECIPES  # noqa: E402
+from attnlab.loading import load_model  # noqa: E402
 
-rnn_models = {label: load_checkpoint(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
+rnn_models = {label: load_model(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
 recipe = RECIPES["rnn-attention"]  # 二つのモデルを作った実験の設定（データの種類・数・種）
 settings = recipe.settings()
 test_pairs = make_splits(settings.task, recipe.n_train, recipe.n_valid, recipe.n_test, seed=recipe.seed).test

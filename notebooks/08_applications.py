@@ -69,8 +69,8 @@ from attnlab import viz
 from attnlab.data.squad import facts_splits as qa_splits
 from attnlab.data.summaries import facts_splits as summary_splits
 from attnlab.decode import generate
+from attnlab.loading import load_model
 from attnlab.models.bert import encode_with_masks, fill_mask
-from attnlab.recipes.summarize import load_summarizer as load_shipped_summarizer
 
 viz.display_options.lang = "ja"
 
@@ -103,7 +103,7 @@ show_translation(translation)
 
 # %%
 summarizer = (  # the lesson's §9 shows the same shipped model; a stand-in is trained where it is not built
-    Loaded(load_shipped_summarizer(shipped_model("facts-summarizer")), "同梱モデル 'facts-summarizer'", shipped=True)
+    Loaded(load_model(shipped_model("facts-summarizer")), "同梱モデル 'facts-summarizer'", shipped=True)
     if shipped_model("facts-summarizer") is not None
     else load_summarizer()
 )

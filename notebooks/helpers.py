@@ -94,16 +94,16 @@ FROM_RUNS = "（notebooks/runs から読み込み）"
 def shipped_model(name: str) -> Path | None:
     """The checkpoint folder attnlab ships under ``name``, or ``None`` if this install has none.
 
-    Names are resolved as ``--model NAME`` is (:func:`attnlab.web.models.checkpoint_dir`):
-    ``minilm`` is the all-MiniLM-L6-v2 package; the other names (``demo``, ``ja-en``, ``en-ja``,
+    Names are resolved as ``--model NAME`` is (:func:`attnlab.loading.model_dir`): ``minilm`` is
+    the all-MiniLM-L6-v2 package; the other names (``demo``, ``ja-en``, ``en-ja``,
     ``shakespeare-char`` …) come with attnlab's model assets.
     """
-    from attnlab.web.models import checkpoint_dir
+    from attnlab.loading import model_dir
 
     if Path(name).exists():  # a folder of that name in the working directory is not a shipped model
         return None
     try:
-        return checkpoint_dir(Path(name))
+        return model_dir(name)
     except (FileNotFoundError, ValueError):
         return None
 
@@ -131,17 +131,17 @@ def load_translator(name: str, *, steps: int = 900, log=print) -> Loaded:
     """
     from attnlab.data.tasks import make_splits
     from attnlab.experiments.demo import demo_setup
-    from attnlab.recipes.translate import load_translator as load
+    from attnlab.loading import load_model
     from attnlab.recipes.translate import train_translation
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load(path), f"同梱モデル {name!r}", shipped=True)
+        return Loaded(load_model(path), f"同梱モデル {name!r}", shipped=True)
     task = _TRANSLATION_TASKS[name]
     folder = _stand_in_folder(f"{task}-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: 生成データ {task!r} で {steps} 回更新した小さな Transformer"
     if _trained(folder):
-        return Loaded(load(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"{name!r} はこの attnlab に同梱されていません。代わりのモデルを {task!r} で {steps} 回の更新だけ学習します …")
     splits = make_splits(task, 20000, 200, 200, seed=0)
     setup = demo_setup(folder, seed=0)
@@ -181,17 +181,18 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
     """A character-level GPT: shipped as ``name``, or a small one trained for ``steps`` optimizer
     steps on :func:`sample_text` (150 steps: about 15 s on one busy CPU core).
     ``Loaded.model`` is ``(model, tokenizer)``."""
-    from attnlab.recipes.lm import LMSetup, load_language_model, train_lm
+    from attnlab.loading import load_model
+    from attnlab.recipes.lm import LMSetup, train_lm
     from attnlab.train import TrainConfig
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load_language_model(path), f"同梱モデル {name!r}", shipped=True)
+        return Loaded(load_model(path), f"同梱モデル {name!r}", shipped=True)
     text, text_name = sample_text()
     folder = _stand_in_folder(f"gpt-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: {text_name} で {steps} 回更新した 2 層の文字単位 GPT"
     if _trained(folder):
-        return Loaded(load_language_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"{name!r} はこの attnlab に同梱されていません。{text_name} で小さな GPT を {steps} 回の更新だけ学習します …")
     setup = LMSetup(
         model_preset="bench-small",
@@ -205,7 +206,7 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
         ),
     )  # fmt: skip
     train_lm(setup, text)
-    return Loaded(load_language_model(folder), source)
+    return Loaded(load_model(folder), source)
 
 
 def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
@@ -213,13 +214,14 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
     number words (1500 steps: about 20 s on one busy CPU core; attnlab ships no masked LM: MiniLM
     is a sentence encoder without its MLM head). ``Loaded.model`` is ``(model, tokenizer)``."""
     from attnlab.data.tasks import make_task
-    from attnlab.recipes.lm import MLMSetup, load_language_model, train_mlm
+    from attnlab.loading import load_model
+    from attnlab.recipes.lm import MLMSetup, train_mlm
     from attnlab.train import TrainConfig
 
     folder = _stand_in_folder(f"mlm-numbers-{steps}steps{_suffix()}")
     source = f"生成した英語の数詞で {steps} 回更新した 2 層の BERT（マスク言語モデル）"
     if _trained(folder):
-        return Loaded(load_language_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"生成した英語の数詞で小さなマスク言語モデルを {steps} 回の更新だけ学習します …")
     text = "\n".join(en for en, _ in make_task("numbers-en-ja", 20000, seed=2)) + "\n"
     setup = MLMSetup(
@@ -236,7 +238,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_mlm(setup, text)
-    return Loaded(load_language_model(folder), source)
+    return Loaded(load_model(folder), source)
 
 
 def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
@@ -244,13 +246,13 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
     core) on the generated "facts" task (invented names and numbers the model must copy);
     attnlab ships no summarizer."""
     from attnlab.data.summaries import facts_splits
+    from attnlab.loading import load_model
     from attnlab.recipes.summarize import RECIPES, train_summarizer
-    from attnlab.recipes.summarize import load_summarizer as load
 
     folder = _stand_in_folder(f"summarize-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）で {steps} 回更新したポインタ生成ネットワーク"
     if _trained(folder):
-        return Loaded(load(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"生成データ（facts）でポインタ生成ネットワークを {steps} 回の更新だけ学習します …")
     splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
     setup = RECIPES["facts"]
@@ -264,7 +266,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_summarizer(setup, splits.train, splits.valid)
-    return Loaded(load(folder), source)
+    return Loaded(load_model(folder), source)
 
 
 def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
@@ -272,12 +274,13 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
     busy CPU core) on the generated facts questions (attnlab ships no question answerer; the full
     recipe, ``attnlab train qa``, takes minutes)."""
     from attnlab.data.squad import facts_splits
-    from attnlab.recipes.qa import RECIPES, load_qa, train_qa
+    from attnlab.loading import load_model
+    from attnlab.recipes.qa import RECIPES, train_qa
 
     folder = _stand_in_folder(f"qa-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
     if _trained(folder):
-        return Loaded(load_qa(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"生成データ（facts）の質問で MiniLM を {steps} 回の更新だけ微調整します …")
     splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
     setup = RECIPES["facts"]
@@ -291,7 +294,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_qa(setup, splits.train, splits.valid)
-    return Loaded(load_qa(folder), source)
+    return Loaded(load_model(folder), source)
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import pytest
 import torch
 from live_server import page_errors, serving
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.web.app import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -50,7 +50,7 @@ BROWSER_MARKS = [
 def shipped(name: str) -> Path:
     """The shipped model ``name``'s directory; the test skips when it is not built here."""
     try:
-        return checkpoint.shipped_model_dir(name)
+        return locate.shipped_model_dir(name)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 

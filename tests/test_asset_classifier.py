@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab import assets
+from attnlab import assets, build_assets
 from attnlab import checkpoint as ckpt
+from attnlab.assets import cards
+from attnlab.assets.cards import read_model_card
+from attnlab.build_assets import SentenceTypeClassifier, pooling_peaks
 from attnlab.data.sentence_types import (
     LABELS,
     english_sentence_type,
@@ -29,8 +32,6 @@ from attnlab.data.sentence_types import (
     sentence_type,
     write_labelled_splits,
 )
-from attnlab.experiments import assets as build_assets
-from attnlab.experiments.assets import SentenceTypeClassifier, pooling_peaks, read_model_card
 from attnlab.recipes.classify import RECIPES as CLASSIFY_RECIPES
 from attnlab.recipes.classify import load_classifier
 
@@ -257,7 +258,7 @@ def test_the_shipped_weights_are_fp16_and_load_as_fp32(shipped):
 
 def test_the_card_says_what_it_was_trained_on_and_how_well_it_does():
     folder = assets.asset_folder(NAME)
-    if not (folder / build_assets.CARD_JSON).is_file():
+    if not (folder / cards.CARD_JSON).is_file():
         pytest.skip(f"{NAME}: not built yet (run `make models ONLY={NAME}`)")
     card = read_model_card(folder)
     m = card.metrics
@@ -272,7 +273,7 @@ def test_the_card_says_what_it_was_trained_on_and_how_well_it_does():
     t = card.training
     assert t["stop_reason"] == "early_stopping" and t["steps"] > 0 and t["minutes"] > 0
     assert "load_before" in t and "cores" in t  # whether the machine was shared while it trained
-    text = (folder / build_assets.CARD_FILE).read_text(encoding="utf-8")
+    text = (folder / cards.CARD_FILE).read_text(encoding="utf-8")
     assert "peak_on_marker/question" in text and "1-minute load average" in text
     assert card.parameters < 40_000 and card.weights_bytes < 100_000
 

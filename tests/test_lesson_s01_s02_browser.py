@@ -40,16 +40,16 @@ SECTIONS = LV.load_sections()
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(shipped("ja-en"))
+    return load_model(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")
 def rnns():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {name: load_model(shipped(name)) for name in ("rnn-plain", "rnn-attention")}
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)

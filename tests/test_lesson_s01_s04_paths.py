@@ -14,7 +14,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.web.app import create_app
 from attnlab.web.lesson import common, content
 
@@ -43,7 +43,7 @@ DEVELOPER = re.compile(r"ja-en|rnn-attention|rnn-plain|MiniLM|attnlab[./:]|\.py\
 
 def present(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True

@@ -18,8 +18,8 @@ import torch
 from fastapi.testclient import TestClient
 
 import attnlab.assets as assets_module
-from attnlab import checkpoint
 from attnlab import functional as AF
+from attnlab.assets import locate
 from attnlab.explain import compute_steps
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
@@ -30,7 +30,7 @@ LOCAL = "http://127.0.0.1:8000"
 
 def installed(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -48,9 +48,9 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def rnn():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(checkpoint.shipped_model_dir("rnn-attention"))
+    return load_model(locate.shipped_model_dir("rnn-attention"))
 
 
 @pytest.fixture(scope="module")

@@ -39,9 +39,9 @@ SECTION = L.load_sections()[3]
 
 @pytest.fixture(scope="module")
 def rnn():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(shipped("rnn-attention"))
+    return load_model(shipped("rnn-attention"))
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)

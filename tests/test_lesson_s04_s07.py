@@ -17,8 +17,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from attnlab import checkpoint
 from attnlab import functional as AF
+from attnlab.assets import locate
 from attnlab.web import lesson as LV
 from attnlab.web.app import create_app
 from attnlab.web.lesson.content import default_sections
@@ -31,7 +31,7 @@ WIDE = "The animal didn't cross the street because it was too wide"
 
 def present(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -50,9 +50,9 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"))
 
 
 def shapes_of(ja_en, **body) -> dict:

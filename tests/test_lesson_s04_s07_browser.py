@@ -38,9 +38,9 @@ WIDE = "The animal didn't cross the street because it was too wide"
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(shipped("ja-en"))
+    return load_model(shipped("ja-en"))
 
 
 @pytest.fixture(scope="module")

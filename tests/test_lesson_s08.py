@@ -22,10 +22,10 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import assets
-from attnlab import checkpoint as ckpt
 from attnlab import functional as AF
+from attnlab.assets import locate
+from attnlab.assets.cards import read_model_card
 from attnlab.data.sentence_types import LABELS, japanese_markers
-from attnlab.experiments.assets import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
 
@@ -42,12 +42,12 @@ def client() -> TestClient:
 @pytest.fixture(scope="module")
 def classifier():
     try:
-        ckpt.shipped_model_dir(NAME)
+        locate.shipped_model_dir(NAME)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {NAME} (make models ONLY={NAME})")
-    from attnlab.recipes.classify import load_classifier
+    from attnlab.loading import load_model
 
-    return load_classifier(NAME)
+    return load_model(NAME)
 
 
 # --------------------------------------------------------------------------------------------

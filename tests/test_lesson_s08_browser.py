@@ -40,9 +40,9 @@ EXAMPLES = assets.ASSETS[NAME].examples
 @pytest.fixture(scope="module")
 def classifier():
     shipped(NAME)
-    from attnlab.recipes.classify import load_classifier
+    from attnlab.loading import load_model
 
-    return load_classifier(NAME)
+    return load_model(NAME)
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)

@@ -22,8 +22,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import assets
-from attnlab import checkpoint as ckpt
-from attnlab.experiments.assets import read_model_card
+from attnlab.assets import locate
+from attnlab.assets.cards import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
 
@@ -40,7 +40,7 @@ def client() -> TestClient:
 
 def need(name: str):
     try:
-        return ckpt.shipped_model_dir(name)
+        return locate.shipped_model_dir(name)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 
@@ -68,9 +68,9 @@ QA_PASSAGE = (
      {"passage": QA_PASSAGE, "question": "In what year was Lirma Tovaskel born?"}],
 )  # fmt: skip
 def test_the_question_answerer_picks_the_span_the_model_scores_best(client, body):
-    from attnlab.recipes.qa import load_qa
+    from attnlab.loading import load_model
 
-    qa = load_qa(need("facts-qa"))
+    qa = load_model(need("facts-qa"))
     r = client.post("/api/lesson/apps/qa", json=body)
     assert r.status_code == 200, r.text
     got = r.json()
@@ -127,9 +127,9 @@ def test_the_question_answerer_picks_the_span_the_model_scores_best(client, body
 
 @pytest.mark.parametrize("text", ["ROMEO: I will l[MASK]ve thee, my lord.", "KING HENRY: What news is th[MASK]s?"])
 def test_the_masked_lm_fills_the_mask_as_the_model_does(client, text):
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model, tok = load_language_model(need("shakespeare-mlm"))
+    model, tok = load_model(need("shakespeare-mlm"))
     r = client.post("/api/lesson/apps/mlm", json={"text": text})
     assert r.status_code == 200, r.text
     got = r.json()
@@ -156,9 +156,9 @@ def test_the_masked_lm_fills_the_mask_as_the_model_does(client, text):
 
 
 def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models(client):
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model, tok = load_language_model(need("shakespeare-char"))
+    model, tok = load_model(need("shakespeare-char"))
     text = "ROMEO: What light through yon"
     got = client.post("/api/lesson/apps/gpt", json={"text": text}).json()
     ids = tok.encode(text)
@@ -176,9 +176,9 @@ def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models(client):
 
 def test_the_summary_shows_the_pointer_generators_switch_and_attention(client):
     from attnlab.data.text_tasks import make_summarization_task
-    from attnlab.recipes.summarize import load_summarizer
+    from attnlab.loading import load_model
 
-    summarizer = load_summarizer(need("facts-summarizer"))
+    summarizer = load_model(need("facts-summarizer"))
     docs = [e.document for e in make_summarization_task(3, seed=7)]
     got = client.post("/api/lesson/apps/summary", json={}).json()
     assert got["examples"] == docs and got["document"] == docs[0]

@@ -19,7 +19,7 @@ import torch
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.web.app import create_app
 from attnlab.web.lesson.common import source_ids
 from attnlab.web.lesson.s07_whole_transformer import (
@@ -35,7 +35,7 @@ LOCAL = "http://127.0.0.1:8000"
 
 def present(name: str) -> bool:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         return False
     return True
@@ -53,7 +53,7 @@ def client() -> TestClient:
 def ja_en():
     from attnlab.recipes.translate import load_translator
 
-    return load_translator(checkpoint.shipped_model_dir("ja-en"))
+    return load_translator(locate.shipped_model_dir("ja-en"))
 
 
 def walk(ja_en, **body) -> dict:

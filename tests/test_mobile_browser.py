@@ -43,7 +43,7 @@ pytestmark = BROWSER_MARKS
 from live_server import page_errors  # noqa: E402
 from test_lesson_browser import missing  # noqa: E402
 
-from attnlab import checkpoint  # noqa: E402
+from attnlab.assets import locate  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 from attnlab.web.classroom import Classroom  # noqa: E402
@@ -67,7 +67,7 @@ def base_url():
     try:
         from attnlab.web.models import load_model
 
-        models.append(load_model(checkpoint.shipped_model_dir("ja-en")))
+        models.append(load_model(locate.shipped_model_dir("ja-en")))
     except FileNotFoundError:
         pass
     room = Classroom(port=8000, addresses=("192.0.2.7", "198.51.100.3"))

@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attnlab import checkpoint as ckpt
+from attnlab import runs
 from attnlab.recipes import lm
 from attnlab.train import TrainConfig, train
 
@@ -82,8 +82,8 @@ def test_resume_after_a_crash_between_the_two_renames(tmp_path, capsys):
     run(tmp_path / "cut", max_steps=3, save_every_steps=3)
     cut = tmp_path / "cut"
     os.replace(cut / "last", cut / ".last.previous")
-    assert ckpt.resume_point(cut) == cut / ".last.previous"
-    assert ckpt.check_run_folder(cut, resume=True) == cut / ".last.previous"
+    assert runs.resume_point(cut) == cut / ".last.previous"
+    assert runs.check_run_folder(cut, resume=True) == cut / ".last.previous"
     capsys.readouterr()
     _, result = run(cut, resume=True, max_steps=6, save_every_steps=3)
     assert "resuming from" in capsys.readouterr().err
@@ -124,12 +124,12 @@ def test_lm_recipe_resumes_from_the_previous_checkpoint(tmp_path):
 def test_no_checkpoint_to_resume_from_is_one_line(tmp_path):
     for out in (tmp_path / "empty", None):
         with pytest.raises(FileNotFoundError) as err:
-            ckpt.check_run_folder(out, resume=True)
+            runs.check_run_folder(out, resume=True)
         one_line_error(err, "--resume", "no checkpoint")
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / ".last.previous").mkdir()  # not a checkpoint: nothing to resume from
     with pytest.raises(FileNotFoundError):
-        ckpt.resume_point(tmp_path / "half")
+        runs.resume_point(tmp_path / "half")
     with pytest.raises(FileNotFoundError, match="resume"):
         run(tmp_path / "none", resume=True, max_steps=2)
 
@@ -342,7 +342,7 @@ def test_a_folder_without_a_run_is_fine(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert ckpt.check_run_folder(out, resume=False) is None
+    assert runs.check_run_folder(out, resume=False) is None
     _, result = run(out, max_steps=2)
     assert result.best_saved and (out / "notes.txt").read_text() == "mine"
 
@@ -383,14 +383,14 @@ def test_overwrite_never_deletes_what_is_not_a_run(tmp_path):
     run(elsewhere, max_steps=1)
     (out / "best" / "holiday.jpg").unlink()
     (out / "last").symlink_to(elsewhere / "last", target_is_directory=True)
-    ckpt.check_run_folder(out, resume=False, overwrite=True)
-    ckpt.clear_run_folder(out)
+    runs.check_run_folder(out, resume=False, overwrite=True)
+    runs.clear_run_folder(out)
     assert sorted(os.listdir(out)) == [] and (elsewhere / "last" / "model.safetensors").is_file()
 
 
 def test_resume_and_overwrite_together_and_a_file_as_folder(tmp_path):
     with pytest.raises(ValueError) as err:
-        ckpt.check_run_folder(tmp_path, resume=True, overwrite=True)
+        runs.check_run_folder(tmp_path, resume=True, overwrite=True)
     one_line_error(err, "--resume", "--overwrite")
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError) as err:

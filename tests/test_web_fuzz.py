@@ -15,7 +15,7 @@ from hypothesis import strategies as st  # noqa: E402
 from schemathesis.generation.modes import GenerationMode  # noqa: E402
 from test_web_api import train_tiny_translator  # noqa: E402
 
-from attnlab.checkpoint import shipped_model_dir  # noqa: E402
+from attnlab.assets.locate import shipped_model_dir  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 from attnlab.web.models import load_model  # noqa: E402
 

@@ -1,9 +1,9 @@
 """The models shipped with attnlab, by the names users call them (``--model ja-en``).
 
 This module is data only (the standard library, nothing heavier), so that every layer can read it:
-:func:`attnlab.checkpoint.resolve_model_dir` turns a shipped name into its folder, the explorer
-offers every shipped model that is present, and ``make models``
-(:mod:`attnlab.experiments.assets`) trains, packs and describes each one.
+:func:`attnlab.assets.locate.resolve_model_dir` turns a shipped name into its folder, the explorer
+offers every shipped model that is present, and ``make models`` (:mod:`attnlab.build_assets`)
+trains, packs and describes each one (its cards: :mod:`attnlab.assets.cards`).
 
 Each model of :data:`ASSETS` lives in a sub-folder of this package: an attnlab checkpoint
 (``config.json``, ``model.safetensors`` with the weights in fp16, the tokenizer files), its
@@ -11,7 +11,7 @@ Each model of :data:`ASSETS` lives in a sub-folder of this package: an attnlab c
 written by ``make models``; a model whose folder holds no weights yet is listed but not present.
 Models in :data:`PACKAGED` come inside another installed package instead (MiniLM).
 
-Adding a model: an entry here, a recipe for it in :data:`attnlab.experiments.assets.RECIPES`
+Adding a model: an entry here, a recipe for it in :data:`attnlab.build_assets.RECIPES`
 (how ``make models`` trains, evaluates and checks it), and its name in the READMEs.
 """
 

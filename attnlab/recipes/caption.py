@@ -27,12 +27,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data import batching, tokenizers
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
 from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import exact_match
 from ..models.captioner import PRESETS, Captioner, CaptionerConfig
 from ..models.config import check_fields
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
@@ -180,7 +182,7 @@ def train_captioner(
     Shape:
         images ``(N, 8, 8)`` → captions of up to 5 characters
     """
-    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
+    check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     build_config(setup, STAND_IN_SIZE, 0)  # a bad model setting fails before any data is read
     names = _names(setup.lang)
     data = digits_splits(seed=setup.seed) if data is None else data
@@ -198,7 +200,7 @@ def train_captioner(
 
 def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptioner, dict]:
     """A captioner saved by :func:`train_captioner` (run folder or checkpoint), and its saved config dict."""
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "captioner":

@@ -23,11 +23,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data import batching, tokenizers
 from ..data.corpus import read_lines, read_tsv
 from ..functional import padding_mask
 from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
 from ..models.config import check_fields
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
@@ -266,7 +268,7 @@ def train_classifier(
     Shape:
         N ``(label, text)`` pairs → a classifier over the ``C`` labels seen in training.
     """
-    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
+    check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     build_config(setup, STAND_IN_SIZE, 2, 0)  # a bad model setting fails before the tokenizer is trained
     train_pairs = list(train_pairs)
     if valid_pairs is None:
@@ -299,7 +301,7 @@ def _config_and_labels(config_dict: dict) -> tuple[ClassifierConfig, list[str]]:
 
 def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     """A classifier saved by :func:`train_classifier` (a run folder or its ``best`` checkpoint)."""
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != ClassifierConfig.model_type:

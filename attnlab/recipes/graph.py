@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data.graphs import GraphData, karate_club
 from ..models.config import check_fields
 from ..models.gat import GAT, PRESETS, GATConfig
@@ -149,7 +150,7 @@ def save_gat(run: GATRun, directory: str | Path) -> Path:
 
 def load_gat(path: str | Path) -> tuple[GAT, dict]:
     """A GAT saved by :func:`save_gat` (a run folder holding ``best/`` or the checkpoint itself), and its config."""
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "gat":

@@ -33,6 +33,7 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..accel import precision as inference_precision
+from ..assets.locate import resolve_model_dir
 from ..data import tokenizers
 from ..data.corpus import read_text
 from ..data.streaming import TextStream
@@ -54,6 +55,7 @@ from ..models.convert_hf import (
     sentence_transformers_pooling,
 )
 from ..models.gpt import GPT, GPTConfig, gpt_config
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, apply_overrides, print_training
 
@@ -328,7 +330,7 @@ def _run_tokenizer(setup, resume_from: Path | None, train_text: str):
 def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, TrainResult, Any]:
     """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
+    resume_from = check_run_folder(out, resume, setup.train.overwrite)
     train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
     config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
@@ -476,7 +478,7 @@ class MLMTask:
 def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[BertForMaskedLM, TrainResult, Any]:
     """Pretrain a BERT on ``text`` with masked LM (and NSP); return the best model, the run, the tokenizer."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
+    resume_from = check_run_folder(out, resume, setup.train.overwrite)
     train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
     fields = {
@@ -555,7 +557,7 @@ def load_language_model(path: str | Path, device: str = "cpu", precision: str = 
     :class:`BertModel` (eval mode). A GPT is given in ``precision`` (:func:`gpt_precision`;
     ``"auto"``: bf16 where measured faster here); the others stay fp32."""
     inference_precision.check(precision)
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     if (directory / ckpt.TOKENIZERS_FILE).is_file():
         checkpoint = ckpt.load_checkpoint(directory)
         model_type = checkpoint.model_type
@@ -624,7 +626,7 @@ def load_encoder(path: str | Path | None = None, device: str = "cpu") -> Sentenc
     """A sentence encoder: the packaged all-MiniLM-L6-v2 by default, a HuggingFace BERT
     (sentence-transformers) directory, or an attnlab BERT checkpoint (mean pooling, normalised)."""
     if path is not None:
-        directory = ckpt.resolve_model_dir(path)
+        directory = resolve_model_dir(path)
         if (directory / ckpt.TOKENIZERS_FILE).is_file():
             model, tokenizer = load_language_model(directory, device)
             bert = getattr(model, "bert", model)

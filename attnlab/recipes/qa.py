@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data.squad import (
     QABatch,
     QAExample,
@@ -42,6 +43,7 @@ from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config
 from ..models.config import check_fields
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from . import Recipe, TrainJob, print_training
 
@@ -342,7 +344,7 @@ def train_qa(
     Shape:
         N training examples → a :class:`QuestionAnswerer`.
     """
-    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
+    check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     if setup.doc_stride < 1:
         raise ValueError(f"doc_stride must be ≥ 1, got {setup.doc_stride}")
     if not valid_examples:
@@ -367,7 +369,7 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     Shape:
         a checkpoint directory → a :class:`QuestionAnswerer`
     """
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != MODEL_TYPE:

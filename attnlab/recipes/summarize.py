@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data import batching
 from ..data.corpus import read_lines
 from ..data.summaries import facts_splits, read_jsonl
@@ -45,6 +46,7 @@ from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import rouge
 from ..models.config import check_fields
 from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 
@@ -305,7 +307,7 @@ def train_summarizer(
     Shape:
         N ``(document, summary)`` pairs → a :class:`Summarizer`.
     """
-    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
+    check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     build_config(setup, STAND_IN_SIZE, 0, 1)  # a bad model setting fails before the vocabulary is built
     train_pairs = list(train_pairs)
     if valid_pairs is None:
@@ -338,7 +340,7 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
     Shape:
         a checkpoint directory → a :class:`Summarizer`
     """
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != PointerGeneratorConfig.model_type:

@@ -26,6 +26,7 @@ from torch import nn
 
 from .. import checkpoint as ckpt
 from ..accel import precision as inference_precision
+from ..assets.locate import resolve_model_dir
 from ..data import batching, enja, sentences, tokenizers
 from ..data.corpus import read_lines, read_parallel, read_split
 from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
@@ -38,6 +39,7 @@ from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.transformer import Transformer, TransformerConfig
 from ..onnx_graphs import META_FILE, export_onnx
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
 from . import apply_overrides as _apply_overrides
@@ -342,7 +344,7 @@ def train_translation(
         ValueError: no training or no validation pairs (checked before any tokenizer is trained).
     """
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)  # before the data is looked at
+    resume_from = check_run_folder(out, resume, setup.train.overwrite)  # before the data is looked at
     train_pairs, valid_pairs = list(train_pairs), list(valid_pairs)
     if not train_pairs:
         raise ValueError("the training set is empty: no sentence pairs to train on")
@@ -445,7 +447,7 @@ def load_translator(path: str | Path, device: str = "cpu", precision: str = "aut
     it faster and the model's card allows it: :meth:`Translator.resolve_precision`), ``"fp32"``
     or ``"bf16"``."""
     inference_precision.check(precision)
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     model_type = config_dict.get("model_type")

@@ -22,9 +22,11 @@ import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
+from ..assets.locate import resolve_model_dir
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
 from ..models.config import check_fields
 from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
+from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
 from . import Recipe, TrainJob, print_training
@@ -155,7 +157,7 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
     Shape:
         images ``(N, 8, 8)`` → a classifier over the 10 digits
     """
-    ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
+    check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     config = build_config(setup)
     data = digits_splits(seed=setup.seed) if data is None else data
     torch.manual_seed(setup.train.seed)
@@ -170,7 +172,7 @@ def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, T
 
 def load_vit(path: str | Path, device: str = "cpu") -> tuple[ViT, dict]:
     """A ViT saved by :func:`train_vit` (run folder or checkpoint), and its saved config dict."""
-    directory = ckpt.resolve_model_dir(path)
+    directory = resolve_model_dir(path)
     checkpoint = ckpt.load_checkpoint(directory)
     config_dict = dict(checkpoint.config)
     if config_dict.get("model_type") != "vit":

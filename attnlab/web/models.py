@@ -32,7 +32,6 @@ Shape:
 from __future__ import annotations
 
 import contextvars
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +39,9 @@ from typing import Protocol
 
 import torch
 
-from .. import assets
-from ..checkpoint import CONFIG_FILE, resolve_model_dir, shipped_model_dir, shipped_models_present
+from .. import assets, loading
+from ..assets.locate import shipped_model_dir, shipped_models_present
+from ..checkpoint import CONFIG_FILE
 
 __all__ = [
     "GROUP_AXES",
@@ -124,24 +124,10 @@ def adapter(model_type: str) -> Callable[[Callable[[Path], ExplorerModel]], Call
     return register
 
 
-def checkpoint_dir(path: Path) -> Path:
-    """``path`` itself if it holds a checkpoint, else its ``best/`` (a training output folder); or
-    the folder of the shipped model that ``path`` names (``ja-en``, ``minilm``; see
-    :func:`attnlab.checkpoint.resolve_model_dir`)."""
-    return resolve_model_dir(path)
-
-
-def read_model_type(path: Path) -> str:
-    """The ``model_type`` recorded in the checkpoint's ``config.json``."""
-    config_file = checkpoint_dir(path) / CONFIG_FILE
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{config_file}:{err.lineno}: not valid JSON ({err.msg})") from None
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if not isinstance(model_type, str):
-        raise ValueError(f'{config_file}: no "model_type" string; cannot tell which model this is')
-    return model_type
+# Which folder a name or path means, and its model_type: attnlab.loading's, under the names this
+# module has always offered.
+checkpoint_dir = loading.model_dir
+read_model_type = loading.model_type
 
 
 #: The inference precision the translators and GPTs are loaded in ("auto", "fp32", "bf16";
@@ -153,8 +139,8 @@ def load_model(path: Path, precision: str = "auto") -> ExplorerModel:
     """Load the checkpoint at ``path`` (a folder, or a shipped model's name) through the adapter
     registered for its ``model_type``; translators and GPTs decode in ``precision``.
 
-    Encoder–decoders registered in :data:`attnlab.recipes.translate.ARCHS` (the Transformer, the
-    RNN translators) share the translator adapter.
+    The model itself comes from :func:`attnlab.loading.load_model`; encoder–decoders of its
+    ``translate`` family (the Transformer, the RNN translators) share the translator adapter.
     """
     token = _precision.set(precision)
     try:
@@ -168,16 +154,15 @@ def load_model(path: Path, precision: str = "auto") -> ExplorerModel:
 
 
 def _load_directory(directory: Path) -> ExplorerModel:
-    from ..recipes.translate import ARCHS
-
-    model_type = read_model_type(directory)
-    load = ADAPTERS.get(model_type)
-    if load is None and model_type in ARCHS:
+    found = loading.model_type(directory)
+    translators = loading.FAMILIES["translate"].model_types
+    load = ADAPTERS.get(found)
+    if load is None and found in translators:
         load = _translator
     if load is None:
         raise ValueError(
-            f"{directory / CONFIG_FILE}: the explorer has no adapter for model_type {model_type!r}; "
-            f"it knows {sorted(set(ADAPTERS) | set(ARCHS))}"
+            f"{directory / CONFIG_FILE}: the explorer has no adapter for model_type {found!r}; "
+            f"it knows {sorted(set(ADAPTERS) | set(translators))}"
         )
     model = load(directory)
     # "runs/de-en/best" is better called "de-en" in the picker.
@@ -286,11 +271,8 @@ class TranslatorModel:
 
 
 def _translator(path: Path) -> TranslatorModel:
-    from ..recipes.translate import load_translator
-
-    model_type = read_model_type(path)
-    kind = "rnn-translator" if model_type.startswith("rnn") else "translator"
-    translator = load_translator(path, precision=_precision.get())
+    kind = "rnn-translator" if loading.model_type(path).startswith("rnn") else "translator"
+    translator = loading.load_model(path, precision=_precision.get())
     translator.resolve_precision()  # now, not in the first request (the page reads translator.model)
     return TranslatorModel(translator, name=path.name, kind=kind)
 
@@ -378,16 +360,15 @@ class EncoderModel:
 
 def _language_model(path: Path) -> ExplorerModel:
     from ..models.gpt import GPT
-    from ..recipes.lm import load_language_model
 
-    model, tokenizer = load_language_model(path, precision=_precision.get())
+    model, tokenizer = loading.load_model(path, precision=_precision.get())
     if isinstance(model, GPT):
         return GeneratorModel(model, tokenizer, name=path.name)
     return EncoderModel(model, tokenizer, name=path.name)
 
 
 # attnlab's own GPT/BERT checkpoints, and HuggingFace GPT-2 / BERT folders (both name their
-# model_type in config.json; load_language_model tells them apart).
+# model_type in config.json; attnlab.loading's lm family tells them apart).
 for _model_type in ("gpt", "bert", "gpt2"):
     adapter(_model_type)(_language_model)
 
@@ -432,9 +413,7 @@ class QuestionAnswererModel:
 
 
 def _question_answerer(path: Path) -> ExplorerModel:
-    from ..recipes.qa import load_qa
-
-    return QuestionAnswererModel(load_qa(path), name=path.name)
+    return QuestionAnswererModel(loading.load_model(path), name=path.name)
 
 
 adapter("bert_qa")(_question_answerer)
@@ -474,9 +453,7 @@ class ClassifierModel:
 
 
 def _classifier(path: Path) -> ExplorerModel:
-    from ..recipes.classify import load_classifier
-
-    return ClassifierModel(load_classifier(path), name=path.name)
+    return ClassifierModel(loading.load_model(path), name=path.name)
 
 
 adapter("attention_pool_classifier")(_classifier)
@@ -507,9 +484,7 @@ class SummarizerModel:
 
 
 def _summarizer(path: Path) -> ExplorerModel:
-    from ..recipes.summarize import load_summarizer
-
-    return SummarizerModel(load_summarizer(path), name=path.name)
+    return SummarizerModel(loading.load_model(path), name=path.name)
 
 
 adapter("pointer_generator")(_summarizer)
@@ -555,9 +530,7 @@ class VitModel:
 
 
 def _vit(path: Path) -> ExplorerModel:
-    from ..recipes.vision import load_vit
-
-    model, config = load_vit(path)
+    model, config = loading.load_model(path)
     return VitModel(model, config, name=path.name)
 
 
@@ -592,9 +565,7 @@ class GatModel:
 
 
 def _gat(path: Path) -> ExplorerModel:
-    from ..recipes.graph import load_gat
-
-    model, _ = load_gat(path)
+    model, _ = loading.load_model(path)
     return GatModel(model, name=path.name)
 
 

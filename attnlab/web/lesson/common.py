@@ -183,38 +183,36 @@ class LessonModels:
                 self._minilm = model
             return self._minilm
 
-    def shipped_model(self, name: str, what: str, load) -> Any:
-        """The shipped model ``name`` as ``load(directory)`` returns it, loaded on first use and
-        kept; a 503 that names ``what`` needs it when it is not installed.
+    def shipped_model(self, name: str, what: str) -> Any:
+        """The shipped model ``name`` as :func:`attnlab.loading.load_model` gives it (a translator,
+        ``(model, tokenizer)``, a classifier...), loaded on first use and kept; a 503 that names
+        ``what`` needs it when it is not installed.
 
         Shape:
             no tensors; returns the loaded model.
         """
-        from ... import checkpoint
+        from ...assets.locate import shipped_model_dir
+        from ...loading import load_model
 
         with self._lock:
             if name not in self._shipped:
                 try:
-                    directory = checkpoint.shipped_model_dir(name)
+                    directory = shipped_model_dir(name)
                 except FileNotFoundError as err:
                     raise HTTPException(
                         503, f"{what} needs the shipped model {name}, which is not installed here: {err}"
                     ) from None
-                self._shipped[name] = load(directory)
+                self._shipped[name] = load_model(directory)
                 self.directories[name] = directory
             return self._shipped[name]
 
     def translator(self, name: str, what: str):
         """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
-        from ...recipes.translate import load_translator
-
-        return self.shipped_model(name, what, load_translator)
+        return self.shipped_model(name, what)
 
     def language_model(self, name: str, what: str) -> tuple[Any, Any]:
         """A shipped GPT and its tokenizer."""
-        from ...recipes.lm import load_language_model
-
-        return self.shipped_model(name, what, load_language_model)
+        return self.shipped_model(name, what)
 
 
 #: A shell's page links, ``{{page:/lesson/glossary}}``: the explorer's path of a lesson page.

@@ -52,9 +52,9 @@ LONG_WORDS = 30  # §2's examples: test sources of at least this many words
 @functools.cache
 def bottleneck_pairs() -> tuple[tuple[str, str], ...]:
     """The test pairs of the ``experiment bottleneck`` run the shipped RNNs come from (its
-    generated task, sizes and seed, as :mod:`attnlab.experiments.assets` runs it): never seen in
+    generated task, sizes and seed, as :mod:`attnlab.build_assets` runs it): never seen in
     training. Generating the task takes a few seconds; it is done once."""
-    from ...experiments.assets import RECIPES
+    from ...build_assets import RECIPES
 
     recipe = RECIPES[RNN_ATTENTION]
     settings = recipe.settings()
@@ -243,7 +243,7 @@ def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | No
                     drop=round(filled[0] - filled[-1], BLEU_DECIMALS) if len(filled) >= 2 else None,
                 )
             )
-        from ...experiments.assets import RECIPES
+        from ...build_assets import RECIPES
 
         recipe = RECIPES[RNN_ATTENTION]
         response = BleuByLengthResponse(

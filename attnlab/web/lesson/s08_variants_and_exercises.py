@@ -451,7 +451,7 @@ class PoolingCard(BaseModel):
 
 @functools.cache
 def _card(directory: Path) -> PoolingCard:
-    from ...experiments.assets import read_model_card
+    from ...assets.cards import read_model_card
 
     metrics = read_model_card(directory).metrics
     shares = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_on_marker/")}
@@ -477,9 +477,7 @@ class PoolingResponse(BaseModel):
 
 def load_pooling_classifier(models: LessonModels, what: str = "the attention-pooling exercise"):
     """The shipped ``ja-sentence-type`` classifier, loaded once (503 naming it when not installed)."""
-    from ...recipes.classify import load_classifier
-
-    return models.shipped_model(CLASSIFIER, what, load_classifier)
+    return models.shipped_model(CLASSIFIER, what)
 
 
 def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:

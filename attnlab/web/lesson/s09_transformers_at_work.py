@@ -77,47 +77,6 @@ SUMMARY_SEED = 7  # the facts task's seed of the offered documents (not a traini
 
 
 # --------------------------------------------------------------------------------------------
-# Loading.
-# --------------------------------------------------------------------------------------------
-
-
-def _load_mlm(directory):
-    from ...recipes.lm import load_language_model
-
-    return load_language_model(directory)
-
-
-def _load_qa(directory):
-    from ...recipes.qa import load_qa
-
-    return load_qa(directory)
-
-
-def _load_summarizer(directory):
-    from ...recipes.summarize import load_summarizer
-
-    return load_summarizer(directory)
-
-
-def _load_vit(directory):
-    from ...recipes.vision import load_vit
-
-    return load_vit(directory)
-
-
-def _load_gat(directory):
-    from ...recipes.graph import load_gat
-
-    return load_gat(directory)
-
-
-def _load_gpt(directory):
-    from ...recipes.lm import load_language_model
-
-    return load_language_model(directory)
-
-
-# --------------------------------------------------------------------------------------------
 # Encoder-only: the masked LM.
 # --------------------------------------------------------------------------------------------
 
@@ -567,40 +526,40 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     async def api_mlm(req: MLMRequest) -> MLMResponse:
         """§9: the shipped masked LM fills a [MASK]; the [MASK] row of every head."""
         async with gate.slot():
-            model, tok = await run(models.shipped_model, MLM_MODEL, "the masked-LM widget", _load_mlm)
+            model, tok = await run(models.shipped_model, MLM_MODEL, "the masked-LM widget")
             return await run(mlm_view, model, tok, req)
 
     @router.post("/api/lesson/apps/qa", response_model=QAResponse, responses=LIVE)
     async def api_qa(req: QARequest) -> QAResponse:
         """§9: the shipped question answerer's span, its start/end probabilities and each head's question → passage attention."""
         async with gate.slot():
-            answerer = await run(models.shipped_model, QA_MODEL, "the question-answering widget", _load_qa)
+            answerer = await run(models.shipped_model, QA_MODEL, "the question-answering widget")
             return await run(qa_view, answerer, req)
 
     @router.post("/api/lesson/apps/gpt", response_model=GPTResponse, responses=LIVE)
     async def api_gpt(req: GPTRequest) -> GPTResponse:
         """§9: the shipped character GPT's next character and its causal attention row."""
         async with gate.slot():
-            model, tok = await run(models.shipped_model, GPT_APP_MODEL, "the decoder-only widget", _load_gpt)
+            model, tok = await run(models.shipped_model, GPT_APP_MODEL, "the decoder-only widget")
             return await run(gpt_view, model, tok, req)
 
     @router.post("/api/lesson/apps/summary", response_model=SummaryResponse, responses=LIVE)
     async def api_summary(req: SummaryRequest) -> SummaryResponse:
         """§9: the shipped pointer-generator's summary, its copy switch and attention."""
         async with gate.slot():
-            summarizer = await run(models.shipped_model, SUMMARY_MODEL, "the summarizer widget", _load_summarizer)
+            summarizer = await run(models.shipped_model, SUMMARY_MODEL, "the summarizer widget")
             return await run(summary_view, summarizer, req)
 
     @router.post("/api/lesson/apps/vit", response_model=VitResponse, responses=LIVE)
     async def api_vit(req: VitRequest) -> VitResponse:
         """§9: the shipped ViT on a held-out digit: [CLS]'s attention over the patches."""
         async with gate.slot():
-            loaded = await run(models.shipped_model, VIT_MODEL, "the image widget", _load_vit)
+            loaded = await run(models.shipped_model, VIT_MODEL, "the image widget")
             return await run(vit_view, loaded, req)
 
     @router.post("/api/lesson/apps/gat", response_model=GatResponse, responses=LIVE)
     async def api_gat(req: GatRequest) -> GatResponse:
         """§9: the shipped GAT's attention over one member's neighbours."""
         async with gate.slot():
-            loaded = await run(models.shipped_model, GAT_MODEL, "the graph widget", _load_gat)
+            loaded = await run(models.shipped_model, GAT_MODEL, "the graph widget")
             return await run(gat_view, loaded, req)

@@ -1,5 +1,11 @@
 """``make models``: train, pack and describe the models shipped with attnlab (:mod:`attnlab.assets`).
 
+The build of the shipped assets sits at the top of attnlab's layers, above the experiments and
+the recipes it trains through, and outside the :mod:`attnlab.assets` package: the registry of
+names there, their lookup (:mod:`attnlab.assets.locate`, which every recipe's loader uses) and the
+cards (:mod:`attnlab.assets.cards`) sit low, and a package may not be both below the recipes and
+above them (the import contract against cycles).
+
 For each shipped model, its :data:`RECIPES` entry says how it is made and how it is judged:
 
 1. **train** it with the ordinary command (``attnlab train translate --preset ja-en ...``,
@@ -15,13 +21,13 @@ For each shipped model, its :data:`RECIPES` entry says how it is made and how it
 3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, or int8 with per-row
    scales for the ja⇄en translators, loaded back as fp32)
    into ``attnlab/assets/NAME``;
-4. **measure** the packed model on held-out data and write its card (:func:`write_model_card`):
+4. **measure** the packed model on held-out data and write its card (:func:`attnlab.assets.cards.write_model_card`):
    ``MODEL_CARD.md`` for people, ``card.json`` for the tests, which repeat the card's fast check on
    every model present (``tests/test_assets.py``).
 
 Finally the assets' total size is checked against :data:`attnlab.assets.BUDGET_BYTES`.
 
-Run it as ``python -m attnlab.experiments.assets [--only NAME ...] [--data DIR] [--from-run DIR]``
+Run it as ``python -m attnlab.build_assets [--only NAME ...] [--data DIR] [--from-run DIR]``
 (``make models`` does, with ``DATA``, ``ONLY`` and ``FROM_RUN``). Corpora are read from ``--data``
 (default ``../shared/data``); the generated tasks need nothing.
 
@@ -42,7 +48,6 @@ import random
 import shlex
 import subprocess
 import sys
-import tempfile
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,22 +56,23 @@ from typing import Any, Protocol
 
 import torch
 
-from .. import assets, machine
-from .. import checkpoint as ckpt
-from ..data import enja_mix, sentences
-from ..data.corpus import read_parallel, read_text
-from ..data.tasks import make_splits
-from ..files import new_file_mode
-from ..metrics import bleu, chrf, exact_match, rouge, sentence_form_share
-from ..models.gpt import gpt_config
-from ..recipes import TrainJob
-from ..recipes import classify as cl
-from ..recipes import lm as lm_recipe
-from ..recipes import translate as tr
-from . import bottleneck, demo
+from . import assets, machine
+from . import checkpoint as ckpt
+from .assets.cards import ModelCard, metric_text, write_model_card
+from .assets.locate import resolve_model_dir
+from .data import enja_mix, sentences
+from .data.corpus import read_parallel, read_text
+from .data.tasks import make_splits
+from .experiments import bottleneck, demo
+from .files import write_text_atomically
+from .metrics import bleu, chrf, exact_match, rouge, sentence_form_share
+from .models.gpt import gpt_config
+from .recipes import TrainJob
+from .recipes import classify as cl
+from .recipes import lm as lm_recipe
+from .recipes import translate as tr
 
 __all__ = [
-    "ModelCard",
     "Evaluation",
     "AssetRecipe",
     "PresetTranslator",
@@ -82,187 +88,13 @@ __all__ = [
     "KarateGAT",
     "pooling_peaks",
     "RECIPES",
-    "write_model_card",
-    "read_model_card",
     "config_differences",
     "build",
     "main",
 ]
 
-CARD_FILE = "MODEL_CARD.md"
-CARD_JSON = "card.json"
 EXAMPLE_TOKENS = 40  # continuation length of a generator's example outputs (the explorer's too)
-
-# --------------------------------------------------------------------------------------------
-# The model card.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ModelCard:
-    """The facts of one shipped model: written as ``MODEL_CARD.md`` and ``card.json``."""
-
-    name: str  # the shipped name (--model NAME)
-    description_en: str  # one line, as in attnlab.assets
-    description_ja: str  # the same in Japanese
-    usage: str  # a command that uses it
-    command: str  # the exact command that trained it
-    seed: int  # the training's random seed
-    data: str  # what it was trained and evaluated on
-    licence: str  # the data's licence or terms of use
-    date: str  # when the asset was packed (ISO date)
-    parameters: int  # stored parameters (a tied matrix counted once)
-    weights_bytes: int  # size of model.safetensors
-    metrics: dict[str, float]  # quality measured on held-out data, by metric name
-    evaluation: str  # how the metrics were measured: which data, how many, decoding, tokenizer
-    check: dict[str, Any]  # the fast check the tests repeat: metric, value, higher_is_better, tolerance, n, how
-    example_outputs: dict[str, str]  # the packed model's greedy output for each example input
-    reproduce: str | None = None  # a command that measures the metrics again (None: none exists)
-    packed_from: str | None = None  # the run folder packed with --from-run (None: trained by this build)
-    attnlab_version: str = "unknown"  # the attnlab that packed it
-    # How the training went, from its log: steps, minutes, target tokens/s, why it stopped, the CPU
-    # (None: no log found). Minutes depend on the machine and its load; steps do not.
-    training: dict[str, Any] | None = None
-    storage: str = "float16"  # how model.safetensors stores the weights ("float16", or "int8" with per-row scales)
-
-
-_STORAGE_WORDS = {"float16": "float16", "int8": "int8 with one float32 scale per row"}
 _STORAGE_DTYPES = {"float16": torch.float16, "int8": torch.int8}
-
-
-def _write_text_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, new_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _metric_value(value: float, name: str) -> str:
-    if name in ("exact_match", "loops_cut", "sentence_form") or name.startswith(("accuracy", "peak_on_marker")):
-        return f"{100 * value:.1f}%"
-    if name in ("n", "paragraphs") or name.startswith(("n/", "n_")):
-        return f"{int(value):,}"
-    return f"{value:.2f}" if abs(value) >= 10 else f"{value:.4g}"
-
-
-def render_model_card(card: ModelCard) -> str:
-    """``MODEL_CARD.md`` of ``card`` (Markdown)."""
-    mb = card.weights_bytes / 1e6
-    check = card.check
-    direction = "at least" if check["higher_is_better"] else "at most"
-    bound = check["value"] - check["tolerance"] if check["higher_is_better"] else check["value"] + check["tolerance"]
-    lines = [
-        f"# {card.name}",
-        "",
-        card.description_en,
-        "",
-        card.description_ja,
-        "",
-        "## Use",
-        "",
-        "```bash",
-        card.usage,
-        f"attnlab explore    # the model page offers {card.name} with example inputs",
-        "```",
-        "",
-        "## Data and licence",
-        "",
-        f"- Data: {card.data}",
-        f"- Licence: {card.licence}",
-        "",
-        "## Training",
-        "",
-        f"- Command: `{card.command}`",
-        f"- Seed: {card.seed}",
-    ]
-    if card.packed_from:
-        lines.append(
-            f"- Packed from the run folder `{card.packed_from}` (trained by the command above; config checked)"
-        )
-    if card.training:
-        t = card.training
-        load = ""
-        if t.get("load_before") is not None:
-            load = (
-                f"; 1-minute load average {t['load_before']:.1f} when it started and {t['load_after']:.1f} when it "
-                f"ended, on {t['cores']} cores (other jobs share them when it exceeds about 1)"
-            )
-        lines.append(
-            f"- Trained: {t['steps']:,} steps in {t['minutes']:.1f} min of training (evaluation excluded; "
-            f"{t['tokens_per_s']:,.0f} {t.get('tokens_counted', 'target tokens')}/s), stopped by "
-            f"{t['stop_reason'] or 'the end of its run'}, on {t['cpu']}{load}"
-        )
-    lines += [
-        f"- Packed: {card.date}, attnlab {card.attnlab_version}",
-        "",
-        "## Size",
-        "",
-        f"- {card.parameters:,} parameters; weights {mb:.2f} MB ({_STORAGE_WORDS.get(card.storage, card.storage)}, "
-        "loaded as float32)",
-        "",
-        "## Quality on held-out data",
-        "",
-        "| metric | value |",
-        "|---|---:|",
-    ]
-    lines += [f"| {name} | {_metric_value(value, name)} |" for name, value in card.metrics.items()]
-    lines += ["", f"Measured on the packed weights: {card.evaluation}."]
-    if card.reproduce:
-        lines += ["", f"Reproduce: `{card.reproduce}`"]
-    lines += [
-        "",
-        f"Fast check (repeated by the tests on every installed copy): {check['metric']} "
-        f"{_metric_value(check['value'], check['metric'])} {check['how']}; a copy passes with "
-        f"{direction} {_metric_value(bound, check['metric'])}.",
-        "",
-        "## Example outputs",
-        "",
-        "| input | output (greedy) |",
-        "|---|---|",
-    ]
-    lines += [f"| {_cell(src)} | {_cell(out)} |" for src, out in card.example_outputs.items()]
-    lines += ["", f"The same facts, machine-readable: `{CARD_JSON}`.", ""]
-    return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "↵")
-
-
-def write_model_card(directory: str | os.PathLike, card: ModelCard) -> Path:
-    """Write ``MODEL_CARD.md`` and ``card.json`` of ``card`` into the asset folder ``directory``.
-
-    Returns:
-        the path of ``MODEL_CARD.md``.
-    """
-    directory = Path(directory)
-    payload = json.dumps(dataclasses.asdict(card), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-    _write_text_atomically(directory / CARD_JSON, payload)
-    _write_text_atomically(directory / CARD_FILE, render_model_card(card))
-    return directory / CARD_FILE
-
-
-def read_model_card(directory: str | os.PathLike) -> ModelCard:
-    """The :class:`ModelCard` of the asset folder ``directory`` (from its ``card.json``).
-
-    Raises:
-        FileNotFoundError: no ``card.json``.
-        ValueError: not valid JSON, or not a card (a field missing or unknown).
-    """
-    path = Path(directory) / CARD_JSON
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    try:
-        return ModelCard(**payload)
-    except TypeError as err:
-        raise ValueError(f"{path}: not a model card ({err})") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,7 +277,7 @@ class PresetTranslator:
         return [self._file(data, split, side) for split in splits for side in (self.src, self.tgt)]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -562,7 +394,7 @@ class EnjaTranslator:
         ]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -702,7 +534,7 @@ class DemoTranslator:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         return _translator_config(demo.demo_setup(None, minutes=self.minutes, seed=self.seed), directory)
@@ -781,7 +613,7 @@ class BottleneckRNN:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run / "models" / self.contestant)
+        return resolve_model_dir(run / "models" / self.contestant)
 
     def _splits(self):
         settings = self.settings()
@@ -856,7 +688,7 @@ class TextLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> lm_recipe.LMSetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -903,7 +735,7 @@ class TextLM:
         return self._loss(directory, data, self.check_tokens)["loss"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..decode import generate
+        from .decode import generate
 
         model, tokenizer = lm_recipe.load_language_model(directory)
         outputs = {}
@@ -927,7 +759,7 @@ def pooling_peaks(classifier: cl.TextClassifier, pairs: Sequence[tuple[str, str]
     Shape:
         N pairs → two numbers per marked class.
     """
-    from ..data.sentence_types import LABELS, japanese_markers
+    from .data.sentence_types import LABELS, japanese_markers
 
     predictions = classifier.predict([text for _, text in pairs])
     hits: dict[str, int] = {}
@@ -990,7 +822,7 @@ class SentenceTypeClassifier:
 
     def prepare(self, data: Path, out: Path) -> None:
         """Write the labelled ``train.tsv``, ``dev.tsv``, ``test.tsv`` beside the run folder ``out``."""
-        from ..data.sentence_types import write_labelled_splits
+        from .data.sentence_types import write_labelled_splits
 
         write_labelled_splits(self._corpus(data), self._labelled(out))
 
@@ -1005,21 +837,21 @@ class SentenceTypeClassifier:
         return [self._corpus(data) / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", "ja")]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> cl.ClassifySetup:
         job = TrainJob(self.preset, _run_nothing, {}, list(self.overrides), seed=self.seed)
         return cl.CLASSIFY_JOB.setup(job)
 
     def expected_config(self, directory: Path) -> dict:
-        from ..data.sentence_types import LABELS
+        from .data.sentence_types import LABELS
 
         tokenizer = cl.load_classifier(directory).tokenizer
         config = dataclasses.asdict(cl.build_config(self.setup(), tokenizer.vocab_size, len(LABELS), tokenizer.pad_id))
         return {**config, "labels": sorted(LABELS)}
 
     def _test(self, data: Path, check_japanese: bool = True) -> list[tuple[str, str]]:
-        from ..data.sentence_types import labelled_split
+        from .data.sentence_types import labelled_split
 
         return labelled_split(self._corpus(data), "test", check_japanese=check_japanese)[0]
 
@@ -1124,14 +956,14 @@ class ShakespeareMLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self) -> lm_recipe.MLMSetup:
         job = TrainJob("mini", _run_nothing, {"tokenizer": "char"}, list(self.overrides), seed=self.seed)
         return lm_recipe.MLM_JOB.setup(job)
 
     def expected_config(self, directory: Path) -> dict:
-        from ..models.bert import bert_config
+        from .models.bert import bert_config
 
         setup = self.setup()
         fields = {**setup.model_overrides, **_config_from(directory, "vocab_size", "pad_id")}
@@ -1171,7 +1003,7 @@ class ShakespeareMLM:
         return self._scores(directory, data, self.check_sequences)["loss"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..models.bert import fill_mask
+        from .models.bert import fill_mask
 
         model, tokenizer = lm_recipe.load_language_model(directory)
         with torch.inference_mode():
@@ -1207,15 +1039,15 @@ class FactsSummarizer:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self):
-        from ..recipes import summarize as sm
+        from .recipes import summarize as sm
 
         return sm.SUMMARIZE_JOB.setup(TrainJob("facts", _run_nothing, {}, [], seed=self.seed))
 
     def expected_config(self, directory: Path) -> dict:
-        from ..recipes import summarize as sm
+        from .recipes import summarize as sm
 
         setup = self.setup()
         sizes = _config_from(directory, "vocab_size", "pad_id", "unk_id")
@@ -1224,12 +1056,12 @@ class FactsSummarizer:
         return config
 
     def _test(self):
-        from ..data.summaries import facts_splits
+        from .data.summaries import facts_splits
 
         return facts_splits(1, seed=self.seed).test
 
     def _scores(self, directory: Path, n: int | None) -> dict[str, float]:
-        from ..recipes import summarize as sm
+        from .recipes import summarize as sm
 
         summarizer = sm.load_summarizer(directory)
         test = self._test()[:n]
@@ -1262,7 +1094,7 @@ class FactsSummarizer:
         return self._scores(directory, self.check_documents)["rougeL"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..recipes import summarize as sm
+        from .recipes import summarize as sm
 
         summarizer = sm.load_summarizer(directory)
         with torch.inference_mode():
@@ -1296,15 +1128,15 @@ class FactsQA:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def setup(self):
-        from ..recipes import qa
+        from .recipes import qa
 
         return qa.QA_JOB.setup(TrainJob("toy", _run_nothing, {}, [], seed=self.seed))
 
     def expected_config(self, directory: Path) -> dict:
-        from ..recipes import qa
+        from .recipes import qa
 
         setup = self.setup()
         sizes = _config_from(directory, "vocab_size", "pad_id")
@@ -1312,8 +1144,8 @@ class FactsQA:
         return {**config, **qa.inference_settings(setup)}
 
     def _scores(self, directory: Path) -> dict[str, float]:
-        from ..data.squad import facts_splits
-        from ..recipes import qa
+        from .data.squad import facts_splits
+        from .recipes import qa
 
         test = facts_splits(1, seed=self.seed, n_valid=1).test  # the same test split as the training's
         with torch.inference_mode():
@@ -1341,7 +1173,7 @@ class FactsQA:
         return self._scores(directory)["exact_match"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..recipes import qa
+        from .recipes import qa
 
         answerer = qa.load_qa(directory)
         outputs = {}
@@ -1377,17 +1209,17 @@ class DigitsViT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
-        from ..recipes import vision
+        from .recipes import vision
 
         setup = vision.VIT_JOB.setup(TrainJob("digits", _run_nothing, {}, [], seed=self.seed))
         return {**dataclasses.asdict(vision.build_config(setup)), "split_seed": setup.seed}
 
     def _accuracy(self, directory: Path, n: int | None) -> dict[str, float]:
-        from ..data.digits import digits_splits
-        from ..recipes import vision
+        from .data.digits import digits_splits
+        from .recipes import vision
 
         model, config = vision.load_vit(directory)
         data = digits_splits(seed=config.get("split_seed", 0))
@@ -1415,8 +1247,8 @@ class DigitsViT:
         return self._accuracy(directory, self.check_images)["accuracy"]
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..data.digits import held_out_image
-        from ..recipes import vision
+        from .data.digits import held_out_image
+        from .recipes import vision
 
         model, config = vision.load_vit(directory)
         outputs = {}
@@ -1452,10 +1284,10 @@ class KarateGAT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return ckpt.resolve_model_dir(run)
+        return resolve_model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
-        from ..recipes import graph
+        from .recipes import graph
 
         setup = graph.GATSetup(seed=self.seed)
         config = dataclasses.asdict(graph.build_config(setup, 34, 2))
@@ -1463,8 +1295,8 @@ class KarateGAT:
         return {**config, "labelled": setup.labelled, "seed": setup.seed, **_config_from(directory, "accuracy")}
 
     def measure_check(self, directory: Path, data: Path) -> float:
-        from ..data.graphs import karate_club
-        from ..recipes import graph
+        from .data.graphs import karate_club
+        from .recipes import graph
 
         model, config = graph.load_gat(directory)
         g = karate_club()
@@ -1481,8 +1313,8 @@ class KarateGAT:
         )
 
     def example_outputs(self, directory: Path, inputs: Sequence[str]) -> dict[str, str]:
-        from ..data.graphs import karate_club
-        from ..recipes import graph
+        from .data.graphs import karate_club
+        from .recipes import graph
 
         model, _ = graph.load_gat(directory)
         g = karate_club()
@@ -1631,7 +1463,7 @@ def _write_load(run: Path, before: float) -> None:
     the card says whether the training shared the machine."""
     if run.is_dir():
         facts = {"load_before": before, "load_after": os.getloadavg()[0], "cores": os.cpu_count()}
-        _write_text_atomically(run / LOAD_FILE, json.dumps(facts) + "\n")
+        write_text_atomically(run / LOAD_FILE, json.dumps(facts) + "\n")
 
 
 def training_facts(checkpoint: Path) -> dict[str, Any] | None:
@@ -1791,7 +1623,7 @@ def build(
             packed_from=from_run,
             log=log,
         )
-        log(f"{recipe.name}: " + ", ".join(f"{k} {_metric_value(v, k)}" for k, v in card.metrics.items()))
+        log(f"{recipe.name}: " + ", ".join(f"{k} {metric_text(v, k)}" for k, v in card.metrics.items()))
         cards.append(card)
     total = assets.total_bytes(root)
     log(f"assets: {total / 1e6:.1f} MB of the {assets.BUDGET_BYTES / 1e6:.0f} MB budget")
@@ -1805,9 +1637,9 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m attnlab.experiments.assets``: the command line of ``make models``."""
+    """``python -m attnlab.build_assets``: the command line of ``make models``."""
     parser = argparse.ArgumentParser(
-        prog="python -m attnlab.experiments.assets",
+        prog="python -m attnlab.build_assets",
         description="Train, pack (fp16 or int8) and describe the models shipped in attnlab/assets (make models).",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help=f"build these models only ({', '.join(RECIPES)})")
