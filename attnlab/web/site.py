@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..export_onnx import export_translator_onnx
+from ..export_onnx import export_rnn_translator_onnx, export_translator_onnx
 
 __all__ = [
     "ENGINE_FILES",
@@ -70,6 +70,8 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "ja-en": export_translator_onnx,
     "en-ja": export_translator_onnx,
     "demo": export_translator_onnx,
+    "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
+    "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
 }
 
 
