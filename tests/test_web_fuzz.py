@@ -52,10 +52,9 @@ OPERATIONS = [
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("translation", "parallel-steps", "bottleneck", "pronoun", "shapes", "next-token")
+        for name in ("translation", "parallel-steps", "pronoun", "shapes", "next-token")
         for mode in (VALID, INVALID)
     ],
-    ("/api/lesson/bleu-by-length", "GET", VALID),  # no parameters
     ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
     ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
 ]
@@ -66,8 +65,6 @@ OPERATIONS = [
 SHIPPED = {
     "/api/lesson/translation": ("ja-en",),
     "/api/lesson/parallel-steps": ("ja-en", "rnn-attention"),
-    "/api/lesson/bottleneck": ("rnn-plain", "rnn-attention"),
-    "/api/lesson/bleu-by-length": ("rnn-plain", "rnn-attention"),
     "/api/lesson/shapes": ("ja-en",),
     "/api/lesson/next-token": ("shakespeare-char",),
 }

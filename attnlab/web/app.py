@@ -63,7 +63,7 @@ from .schemas import (
     run_request_model,
 )
 from .security import AllowedHosts, BodyLimit, GuardedFastAPI, Limits, WorkGate, check_port
-from .site import RUNTIME_FILES, ModelFolders, node_modules_runtime
+from .site import RUNTIME_FILES, DataFiles, ModelFolders, node_modules_runtime
 
 __all__ = ["STATIC_DIR", "create_app", "masks", "playground", "serve"]
 
@@ -250,6 +250,18 @@ def create_app(
         except KeyError as err:
             raise HTTPException(404, str(err.args[0])) from None
         return FileResponse(path, media_type=_MEDIA.get(path.suffix, "application/octet-stream"))
+
+    data_files = DataFiles()
+    app.state.data_files = data_files
+
+    @app.api_route("/static/data/{filename}", methods=["GET", "HEAD"], include_in_schema=False)
+    async def site_data_file(filename: str) -> FileResponse:
+        # Written on first ask (seconds of PyTorch), in a worker thread: the event loop stays free.
+        try:
+            path = await anyio.to_thread.run_sync(data_files.file, filename)
+        except KeyError as err:
+            raise HTTPException(404, str(err.args[0])) from None
+        return FileResponse(path, media_type="application/json")
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

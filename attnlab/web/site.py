@@ -34,7 +34,9 @@ __all__ = [
     "ENGINE_FILES",
     "ISOLATION_HEADERS",
     "RUNTIME_FILES",
+    "SITE_DATA",
     "SITE_MODELS",
+    "DataFiles",
     "ModelFolders",
     "copy_runtime",
     "node_modules_runtime",
@@ -73,6 +75,67 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
     "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
 }
+
+
+def _bottleneck_test(out: Path) -> Path:
+    from .lesson.s02_seq2seq_bottleneck import write_bottleneck_test
+
+    return write_bottleneck_test(out)
+
+
+def _bleu_by_length(out: Path) -> Path:
+    from .lesson.s02_seq2seq_bottleneck import write_bleu_by_length
+
+    return write_bleu_by_length(out)
+
+
+#: The lesson's data files: ``data/NAME.json`` → the function that writes it (called as
+#: ``write(out_path)``), for what the page reads rather than computes: measurements of PyTorch on
+#: a machine (labelled with it) and test sets. The static build writes each of them; ``attnlab
+#: explore`` writes one the first time a page asks for it (:class:`DataFiles`).
+SITE_DATA: dict[str, Callable[[Path], Path]] = {
+    "bottleneck-test.json": _bottleneck_test,  # §2: the RNN pair's test pairs (the long examples, references)
+    "bleu-by-length.json": _bleu_by_length,  # §2: both RNNs' BLEU by source length on those pairs
+}
+
+
+class DataFiles:
+    """The explorer's ``static/data/NAME`` files: each of ``files`` (default :data:`SITE_DATA`)
+    written the first time it is asked for, into a temporary folder of this process (removed at
+    exit), and kept. Thread-safe: one writer per file, whoever asks first.
+
+    Shape:
+        no tensors.
+    """
+
+    def __init__(self, files: dict[str, Callable[[Path], Path]] | None = None) -> None:
+        self.files = dict(SITE_DATA if files is None else files)
+        self._root: Path | None = None
+        self._locks = {name: threading.Lock() for name in self.files}
+        self._lock = threading.Lock()
+
+    def file(self, name: str) -> Path:
+        """The written file ``name``, writing it first if this process has not yet.
+
+        Raises:
+            KeyError: ``name`` is not one of the data files (the message lists them).
+
+        Shape:
+            no tensors; returns a file.
+        """
+        if name not in self.files:
+            raise KeyError(f"no data file {name[:40]!r}; the data files are {sorted(self.files)}")
+        with self._lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="attnlab-site-data-"))
+                atexit.register(shutil.rmtree, self._root, True)
+        out = self._root / name
+        with self._locks[name]:
+            if not out.is_file():
+                work = self._root / f".{name}.partial"
+                self.files[name](work)
+                work.replace(out)
+        return out
 
 
 class ModelFolders:
