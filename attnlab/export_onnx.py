@@ -27,12 +27,13 @@ import torch
 from .data import enja
 from .decode import beam_search, greedy_decode
 from .onnx_graphs import export_onnx
-from .onnx_rnn import export_rnn_onnx
+from .onnx_rnn import export_pointer_generator_onnx, export_rnn_onnx
 from .recipes.translate import Translator, load_translator, output_limit
 
 __all__ = [
     "FIXTURE_BEAM",
     "export_rnn_translator_onnx",
+    "export_summarizer_onnx",
     "export_translator_onnx",
     "write_decode_fixture",
     "source_ids",
@@ -165,3 +166,27 @@ def export_rnn_translator_onnx(
     return export_rnn_onnx(
         translator.model, translator.src_tok, translator.tgt_tok, out_dir, weights=weights, info=info, force=force
     )
+
+
+def export_summarizer_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write a pointer-generator summarizer's in-page models (``facts-summarizer`` or a folder of
+    ``attnlab train summarize``): ``encoder.onnx``, ``decoder.onnx``, ``meta.json`` (``kind:
+    "pointer_generator"``, with the summarizer's limits) and ``vocab.json``
+    (:func:`attnlab.onnx_rnn.export_pointer_generator_onnx`).
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    from .recipes.summarize import load_summarizer
+
+    s = load_summarizer(model_dir_or_name)
+    s.model.float()
+    info = {
+        "name": Path(str(model_dir_or_name)).name,
+        "max_src_len": s.max_src_len,
+        "max_summary_len": s.max_summary_len,
+        "beam_size": s.beam_size,
+    }
+    return export_pointer_generator_onnx(s.model, s.vocab, out_dir, weights=weights, info=info, force=force)

@@ -187,3 +187,45 @@ def test_shipped_rnn_folders_decode_as_the_translator(shipped):
             if name == "rnn-attention":
                 cross = want.cross_attention[0, 0].numpy()  # (T, S)
                 np.testing.assert_allclose(np.stack(attn), cross, atol=1e-4)
+
+
+def test_pointer_generator_graphs_summarize_as_the_summarizer(tmp_path):
+    """facts-summarizer exported: greedy decoding through onnxruntime over the document's extended
+    ids gives Summarizer.summarize's words; attention within 1e-4, p_gen within 1e-4; a word
+    outside the vocabulary is copied by its extended id."""
+    from attnlab.assets import asset_folder
+    from attnlab.data.text_tasks import make_summarization_task
+    from attnlab.export_onnx import export_summarizer_onnx
+    from attnlab.recipes.summarize import load_summarizer
+
+    if not (asset_folder("facts-summarizer") / "model.safetensors").is_file():
+        pytest.skip("facts-summarizer is not shipped here")
+    folder = export_summarizer_onnx("facts-summarizer", tmp_path / "fs")
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["kind"] == "pointer_generator" and (folder / "vocab.json").is_file()
+    s = load_summarizer("facts-summarizer")
+    enc, dec = _session_file(folder / "encoder.onnx"), _session_file(folder / "decoder.onnx")
+    docs = [e.document for e in make_summarization_task(6, seed=21)] + ["Zorblax of Quibbleton won the chess debate."]
+    for doc in docs:
+        want = s.summarize([doc], beam_size=1, return_attention=True)[0]
+        words = s.vocab.split(doc)[: s.max_src_len]
+        ids, oovs = s.vocab.encode_source(words)
+        src = np.array([ids], np.int64)
+        e = _run(enc, {"src_ids": src})
+        state = {"hidden": e["final_h"], "cell": e["final_c"]}
+        tok, out, attn, p_gen = meta["bos_id"], [], [], []
+        for _ in range(meta["max_summary_len"]):
+            o = _run(
+                dec, {"tokens": np.array([[tok]]), **state, "memory": e["memory"], "keys": e["keys"], "src_ids": src}
+            )
+            state = {"hidden": o["hidden_out"], "cell": o["cell_out"]}
+            assert o["log_probs"].shape == (1, max(meta["vocab_size"], max(ids) + 1))
+            attn.append(o["cross_attn"][0])
+            p_gen.append(float(o["p_gen"][0]))
+            tok = int(o["log_probs"][0].argmax())
+            if tok == meta["eos_id"]:
+                break
+            out.append(tok)
+        assert " ".join(s.vocab.decode(out, oovs)) == want.text, doc
+        np.testing.assert_allclose(np.stack(attn), want.attention.numpy()[: len(attn)], atol=1e-4)
+        np.testing.assert_allclose(p_gen, want.p_gen[: len(p_gen)], atol=1e-4)

@@ -191,3 +191,46 @@ def test_the_data_files_are_the_references(engine, rnn_models, tmp_path):
     measured = got.pop("measured")
     assert measured["machine"] and len(measured["date"]) == 10
     assert got == want
+
+
+@pytest.fixture(scope="module")
+def summarizer_py():
+    from attnlab.recipes.summarize import load_summarizer
+
+    s = load_summarizer(shipped("facts-summarizer"))
+    s.model.float()
+    return s
+
+
+def test_summary_in_the_page_is_the_view_function(engine, summarizer_py):
+    """§9's summary (engine/summary.js) against summary_view: the three example documents, other
+    generated documents (more than max_src_len words, words outside the vocabulary) and typed text."""
+    from attnlab.data.text_tasks import make_summarization_task
+    from attnlab.web.lesson import s09_transformers_at_work as S9
+
+    engine.evaluate(
+        """async () => {
+          const sum = await import('/static/engine/summary.js');
+          window.sumEngine = sum;
+          window.sumModel = await sum.summarizer('facts-summarizer');
+          window.sumDocs = await sum.summaryExamples();
+        }"""
+    )
+    assert engine.evaluate("() => window.sumDocs") == S9.summary_examples()
+    docs = [None] + S9.summary_examples() + [e.document for e in make_summarization_task(12, seed=11)]
+    docs += [
+        "Zorblax the mayor of Quibbleton won the chess debate on Friday, said the city.",
+        "the the the the",
+        "Hello!",
+        "café, naïve — 3.5 votes; 1,200 fans don't rose.",
+    ]
+    for doc in docs:
+        req = {} if doc is None else {"document": doc}
+        want = S9.summary_view(summarizer_py, S9.SummaryRequest(**req)).model_dump()
+        got = engine.evaluate("async (req) => window.sumEngine.summaryView(window.sumModel, window.sumDocs, req)", req)
+        assert_same(got, want, repr(doc))
+    got = engine.evaluate(
+        "async () => { try { await window.sumEngine.summaryView(window.sumModel, window.sumDocs, {document: '   '}); return 'ok'; }"
+        " catch (e) { return e.message; } }"
+    )
+    assert got == "the document has no words"

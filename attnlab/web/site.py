@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..export_onnx import export_rnn_translator_onnx, export_translator_onnx
+from ..export_onnx import export_rnn_translator_onnx, export_summarizer_onnx, export_translator_onnx
 
 __all__ = [
     "ENGINE_FILES",
@@ -74,6 +74,7 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "demo": export_translator_onnx,
     "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
     "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
+    "facts-summarizer": export_summarizer_onnx,  # §9 summary
 }
 
 
@@ -89,6 +90,12 @@ def _bleu_by_length(out: Path) -> Path:
     return write_bleu_by_length(out)
 
 
+def _summary_examples(out: Path) -> Path:
+    from .lesson.s09_transformers_at_work import write_summary_examples
+
+    return write_summary_examples(out)
+
+
 #: The lesson's data files: ``data/NAME.json`` → the function that writes it (called as
 #: ``write(out_path)``), for what the page reads rather than computes: measurements of PyTorch on
 #: a machine (labelled with it) and test sets. The static build writes each of them; ``attnlab
@@ -96,6 +103,7 @@ def _bleu_by_length(out: Path) -> Path:
 SITE_DATA: dict[str, Callable[[Path], Path]] = {
     "bottleneck-test.json": _bottleneck_test,  # §2: the RNN pair's test pairs (the long examples, references)
     "bleu-by-length.json": _bleu_by_length,  # §2: both RNNs' BLEU by source length on those pairs
+    "summary-examples.json": _summary_examples,  # §9: the documents the summarizer never saw
 }
 
 
