@@ -27,9 +27,18 @@ import torch
 from .data import enja
 from .decode import beam_search, greedy_decode
 from .onnx_graphs import export_onnx
+from .onnx_rnn import export_pointer_generator_onnx, export_rnn_onnx
 from .recipes.translate import Translator, load_translator, output_limit
 
-__all__ = ["FIXTURE_BEAM", "export_translator_onnx", "write_decode_fixture", "source_ids", "translator_alpha"]
+__all__ = [
+    "FIXTURE_BEAM",
+    "export_rnn_translator_onnx",
+    "export_summarizer_onnx",
+    "export_translator_onnx",
+    "write_decode_fixture",
+    "source_ids",
+    "translator_alpha",
+]
 
 #: The beam of the fixtures' beam search (the page's beam).
 FIXTURE_BEAM = 4
@@ -136,3 +145,62 @@ def write_decode_fixture(model_name: str | Path, sentences: Sequence[str], out_p
     lines = ",\n".join(json.dumps(r, ensure_ascii=False) for r in records)  # one sentence a line
     out.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
     return out
+
+
+# -- the RNN pair (§2, §3) ---------------------------------------------------------------------------
+
+
+def export_rnn_translator_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write an RNN translator's in-page models (``rnn-plain``, ``rnn-attention`` or a folder of
+    ``attnlab train translate --arch rnn``): ``encoder.onnx``, ``decoder.onnx``, ``meta.json``
+    (``kind: "rnn"``) and the tokenizer files (:func:`attnlab.onnx_rnn.export_rnn_onnx`).
+
+    Args:
+        model_dir_or_name: a shipped RNN's name or a model folder.
+        out_dir: the folder to write; it must not exist unless ``force``.
+        weights: ``"auto"`` (the smallest exact storage: fp16 for the shipped pair), ``"fp16"``,
+            ``"fp32"``, ``"int8"``.
+        force: replace an existing ``out_dir``.
+
+    Raises:
+        ValueError: not an RNN with attention "none" or "additive", in one line.
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    translator = load_translator(model_dir_or_name, precision="fp32")
+    info = {
+        "name": Path(str(model_dir_or_name)).name,
+        "src_lang": translator.src_lang,
+        "tgt_lang": translator.tgt_lang,
+        "lowercase": translator.lowercase,
+    }
+    return export_rnn_onnx(
+        translator.model, translator.src_tok, translator.tgt_tok, out_dir, weights=weights, info=info, force=force
+    )
+
+
+def export_summarizer_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write a pointer-generator summarizer's in-page models (``facts-summarizer`` or a folder of
+    ``attnlab train summarize``): ``encoder.onnx``, ``decoder.onnx``, ``meta.json`` (``kind:
+    "pointer_generator"``, with the summarizer's limits) and ``vocab.json``
+    (:func:`attnlab.onnx_rnn.export_pointer_generator_onnx`).
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    from .recipes.summarize import load_summarizer
+
+    s = load_summarizer(model_dir_or_name)
+    s.model.float()
+    info = {
+        "name": Path(str(model_dir_or_name)).name,
+        "max_src_len": s.max_src_len,
+        "max_summary_len": s.max_summary_len,
+        "beam_size": s.beam_size,
+    }
+    return export_pointer_generator_onnx(s.model, s.vocab, out_dir, weights=weights, info=info, force=force)

@@ -458,7 +458,7 @@ def test_fixed_vector_alignment_and_bleu_by_length_equal_attnlab(page, lang, rnn
     assert params(page)["ex"] == "1" and page.text_content("#bn-reference") == LV.long_examples()[1][1]
     page.wait_for_function("() => document.querySelector('#bl-out').dataset.seq === '1'", timeout=120_000)
     buckets, table = bleu_table
-    # The endpoint gives BLEU to the one decimal the page prints (so the drop quoted under the table
+    # The data file gives BLEU to the one decimal the page prints (so the drop quoted under the table
     # follows from the two scores shown: 89.6 − 31.5 reads 58.1): attnlab's scores, rounded so,
     # exactly, in the table's values and in its text.
     for name, scores in table.items():

@@ -206,12 +206,19 @@ def experiment_test_pairs() -> list[tuple[str, str]]:
     return splits.test
 
 
+def bottleneck_view(rnns, body: dict) -> dict:
+    """§2's bottleneck as the page receives it from engine/rnn.js: the Python reference it is
+    tested against (tests/test_site_rnn_browser.py; the endpoint is gone)."""
+    req = LV.BottleneckRequest(**body)
+    return LV.bottleneck_view(rnns["rnn-plain"], rnns["rnn-attention"], req).model_dump()
+
+
 @needs("rnn-plain", "rnn-attention")
-def test_bottleneck_view_is_the_rnns_own_numbers(client, rnns):
+def test_bottleneck_view_is_the_rnns_own_numbers(rnns):
     pairs = experiment_test_pairs()
     assert LV.bottleneck_pairs() == tuple(pairs)
     long = [p for p in pairs if len(p[0].split()) >= 30]
-    got = client.post("/api/lesson/bottleneck", json={"example": 2}).json()
+    got = bottleneck_view(rnns, {"example": 2})
     source, reference = long[2]
     assert (got["source"], got["reference"], got["example"], got["n_examples"]) == (source, reference, 2, len(long))
     assert got["words"] == len(source.split()) >= 30
@@ -229,20 +236,20 @@ def test_bottleneck_view_is_the_rnns_own_numbers(client, rnns):
     close(got["attention"]["alignment"], with_att.cross_attention[-1].mean(0), 1e-5)  # (T, S)
     assert got["src_tokens"] == with_att.src_tokens and got["attention"]["tgt_tokens"] == with_att.tgt_tokens
     assert got["attention"]["memory_shape"] == [len(ids), attention.model.config.hidden_size]
-    wrapped = client.post("/api/lesson/bottleneck", json={"example": 2 + len(long)}).json()
+    wrapped = bottleneck_view(rnns, {"example": 2 + len(long)})
     assert wrapped["source"] == source and wrapped["example"] == 2
 
 
 @needs("rnn-plain", "rnn-attention")
-def test_a_typed_list_has_a_reference_only_when_it_is_a_test_pair(client):
-    short = client.post("/api/lesson/bottleneck", json={"text": "twelve and three hundred"}).json()
+def test_a_typed_list_has_a_reference_only_when_it_is_a_test_pair(rnns):
+    short = bottleneck_view(rnns, {"text": "twelve and three hundred"})
     assert (
         short["example"] is None and short["plain"]["translation"] == short["attention"]["translation"] == "十二、三百"
     )
     if short["reference"] is None:
         assert short["plain"]["bleu"] is None and short["plain"]["exact"] is None
     source, reference = experiment_test_pairs()[0]
-    known = client.post("/api/lesson/bottleneck", json={"text": source}).json()
+    known = bottleneck_view(rnns, {"text": source})
     assert known["reference"] == reference and known["example"] is None
 
 
@@ -256,16 +263,24 @@ def test_a_typed_list_has_a_reference_only_when_it_is_a_test_pair(client):
         ({"words": 3}, "Extra inputs"),
     ],
 )
-def test_bottleneck_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/bottleneck", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_bottleneck_bad_input_is_refused_in_one_line(body, pattern):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=pattern):
+        LV.BottleneckRequest(**body)
+
+
+def test_the_rnn_pairs_endpoints_are_gone(client):
+    """Both §2 widgets compute in the page (engine/rnn.js, static/data/*.json)."""
+    assert client.post("/api/lesson/bottleneck", json={}).status_code in (404, 405)
+    assert client.get("/api/lesson/bleu-by-length").status_code in (404, 405)
 
 
 @needs("rnn-plain", "rnn-attention")
-def test_bleu_by_length_is_the_experiments_measurement_and_matches_the_cards(client, rnns):
-    r = client.get("/api/lesson/bleu-by-length")
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_bleu_by_length_is_the_experiments_measurement_and_matches_the_cards(rnns, tmp_path):
+    # The data file the page reads, as the site build (and the explorer, on first ask) writes it.
+    got = json.loads(LV.write_bleu_by_length(tmp_path / "bleu-by-length.json").read_text(encoding="utf-8"))
+    assert got.pop("measured")["machine"]
     pairs = experiment_test_pairs()
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     lengths = [len(s.split()) for s in sources]
@@ -486,8 +501,6 @@ def test_next_token_bad_input_is_422(client, body, pattern):
 # --------------------------------------------------------------------------------------------
 
 LIVE = [
-    ("post", "/api/lesson/bottleneck", "rnn-plain"),
-    ("get", "/api/lesson/bleu-by-length", "rnn-plain"),
     ("post", "/api/lesson/next-token", "shakespeare-char"),
 ]
 

@@ -68,6 +68,22 @@ def rnn_attention():
     return load_model(locate.shipped_model_dir("rnn-attention"))
 
 
+@pytest.fixture(scope="module")
+def rnn_pair():
+    from attnlab.recipes.translate import load_translator
+
+    return {name: load_translator(locate.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
+
+
+def bottleneck(rnn_pair, body: dict) -> dict:
+    """§2's bottleneck as the page receives it from engine/rnn.js: the Python reference it is
+    tested against (the endpoint is gone)."""
+    from attnlab.web.lesson import s02_seq2seq_bottleneck as S2
+
+    req = S2.BottleneckRequest(**body)
+    return S2.bottleneck_view(rnn_pair["rnn-plain"], rnn_pair["rnn-attention"], req).model_dump()
+
+
 def parameters(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
 
@@ -432,10 +448,14 @@ def test_a_speedup_beside_two_times_follows_from_the_times_shown(monkeypatch, ja
 
 
 @needs_models
-def test_the_bleu_drop_follows_from_the_two_scores_shown(client):
+def test_the_bleu_drop_follows_from_the_two_scores_shown(tmp_path):
     """The line under the BLEU table: "loses {drop} points", computed from the one-decimal scores shown
     (89.6 − 31.5 reads 58.1, not the 58.2 of the unrounded scores)."""
-    got = client.get("/api/lesson/bleu-by-length").json()
+    import json
+
+    from attnlab.web.lesson.s02_seq2seq_bottleneck import write_bleu_by_length
+
+    got = json.loads(write_bleu_by_length(tmp_path / "bleu-by-length.json").read_text(encoding="utf-8"))
     for m in got["models"]:
         shown = [b for b in m["by_length"] if b is not None]
         assert all(round(b, 1) == b for b in shown) and round(m["bleu"], 1) == m["bleu"]
@@ -443,23 +463,20 @@ def test_the_bleu_drop_follows_from_the_two_scores_shown(client):
 
 
 @needs_models
-def test_section_2s_prediction_holds_for_the_long_example_it_shows(client, sections):
+def test_section_2s_prediction_holds_for_the_long_example_it_shows(rnn_pair, sections):
     """The prediction above the bottleneck widget: on the long example it opens with (31 words), the
     model without attention starts like the reference (八万四千百) and then goes wrong; the model with
     attention writes the reference exactly."""
     p = sections[2].predict[0]
     assert p.widget == "bottleneck" and not p.params
-    got = client.post("/api/lesson/bottleneck", json={}).json()
+    got = bottleneck(rnn_pair, {})
     assert got["words"] == 31 and "31" in p.question.en and "31" in p.question.ja
     plain, reference = got["plain"]["translation"], got["reference"]
     assert plain != reference and plain[:5] == reference[:5] == "八万四千百"
     assert "八万四千百" in p.explanation.en and "八万四千百" in p.explanation.ja
     assert got["attention"]["translation"] == reference
     short = next(q for q in sections[2].check if q.params.get("nums") == "twelve and three hundred")
-    assert (
-        client.post("/api/lesson/bottleneck", json={"text": short.params["nums"]}).json()["plain"]["translation"]
-        == "十二、三百"
-    )
+    assert bottleneck(rnn_pair, {"text": short.params["nums"]})["plain"]["translation"] == "十二、三百"
 
 
 def test_section_2_describes_bleu_with_its_brevity_penalty(sections):

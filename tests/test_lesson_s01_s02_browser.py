@@ -190,13 +190,13 @@ def test_section_2_widgets_equal_attnlab_from_the_keyboard(page, lang, rnns):
     with torch.no_grad():
         final = plain.model.encode(torch.tensor([plain.src_tok.encode(source)])).final[0][-1][0]  # (D,)
     close(values(page, "#bn-vector rect"), final.tolist(), tol=6e-5)
-    memos_are_folded(page, "#widget-bottleneck", "POST /api/lesson/bottleneck")
+    memos_are_folded(page, "#widget-bottleneck", "engine/rnn.js")
     tab_to(page, "#bn-next")
     page.keyboard.press("Enter")
     wait_request(page, "#bn-out", {"example": 1})
     assert params(page)["ex"] == "1" and page.text_content("#bn-reference") == LV.long_examples()[1][1]
     page.wait_for_function("() => document.querySelector('#bl-out').dataset.seq === '1'", timeout=180_000)
-    memos_are_folded(page, "#widget-bleu-by-length", "GET /api/lesson/bleu-by-length")
+    memos_are_folded(page, "#widget-bleu-by-length", "static/data/bleu-by-length.json")
     assert str(len(LV.bottleneck_pairs())) in page.text_content("#bl-data")
     # The short-input question's try link: the same count of numbers, and the model's own output.
     q = next(q for q in SECTIONS[2].check if q.params.get("nums"))

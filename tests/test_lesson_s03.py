@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import pytest
 import torch
@@ -170,12 +169,16 @@ def queries_by_hook(rnn, text: str) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return queries, caught[0][1][0], caught[0][3][0], ids
 
 
+def additive_vs_dot(rnn, body: dict) -> dict:
+    """The reference the page's engine/rnn.js (additiveVsDot) is tested against, as the page
+    receives it (the endpoint is gone: the widget computes in the page)."""
+    return S3.additive_vs_dot(rnn, S3.AdditiveVsDotRequest(**body)).model_dump()
+
+
 @needs_rnn
 @pytest.mark.parametrize("text", [S3.DEFAULT_NUMBERS, "twelve and three hundred", "nine thousand and eight"])
-def test_additive_weights_are_the_models_own_attention(client, rnn, text):
-    r = client.post("/api/lesson/additive-vs-dot", json={"text": text})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_additive_weights_are_the_models_own_attention(rnn, text):
+    got = additive_vs_dot(rnn, {"text": text})
     want = rnn.translate([text], beam_size=1, return_attention=True)[0]
     assert got["translation"] == want.text and got["tgt_tokens"] == want.tgt_tokens
     assert got["src_tokens"] == want.src_tokens and got["source"] == text
@@ -185,8 +188,8 @@ def test_additive_weights_are_the_models_own_attention(client, rnn, text):
 
 @needs_rnn
 @pytest.mark.parametrize("text", [S3.DEFAULT_NUMBERS, "seven million and eighty-one thousand six hundred"])
-def test_both_scores_equal_attnlabs_functions_on_the_models_states(client, rnn, text):
-    got = client.post("/api/lesson/additive-vs-dot", json={"text": text}).json()
+def test_both_scores_equal_attnlabs_functions_on_the_models_states(rnn, text):
+    got = additive_vs_dot(rnn, {"text": text})
     queries, memory, keys, ids = queries_by_hook(rnn, text)  # (T, D), (S, D), (S, A)
     additive = rnn.model.decoder.attention.additive
     T, S, A = len(queries), len(ids), additive.score.shape[0]
@@ -221,10 +224,10 @@ def test_both_scores_equal_attnlabs_functions_on_the_models_states(client, rnn, 
 
 
 @needs_rnn
-def test_the_two_maps_disagree_as_the_page_says(client, section):
+def test_the_two_maps_disagree_as_the_page_says(rnn, section):
     """The text and the checks say the dot product of the same vectors puts its weight on other
     words in most rows; the "try" prompt says row 3 (千) of the default example looks at thousand."""
-    default = client.post("/api/lesson/additive-vs-dot", json={}).json()
+    default = additive_vs_dot(rnn, {})
     assert default["source"] == S3.DEFAULT_NUMBERS == section.strings["av_example_a"].en
     assert default["tgt_tokens"][3] == "千"
     add_row, dot_row = default["additive"]["weights"][3], default["dot"]["weights"][3]
@@ -232,7 +235,7 @@ def test_the_two_maps_disagree_as_the_page_says(client, section):
     assert dot_row.index(max(dot_row)) != add_row.index(max(add_row))
     assert 2 * default["same_top"] < len(default["tgt_tokens"])
     item = next(t for t in section.try_ if "numbers" in t.params)  # "in how many rows do the maps agree?"
-    example = client.post("/api/lesson/additive-vs-dot", json={"text": item.params["numbers"]}).json()
+    example = additive_vs_dot(rnn, {"text": item.params["numbers"]})
     assert 2 * example["same_top"] < len(example["tgt_tokens"])  # "in most rows, another word"
     dot = tensor(example["dot"]["weights"])
     assert float(dot.max(-1).values.mean()) > 0.5  # "the weights do not spread evenly"
@@ -250,19 +253,16 @@ def test_the_two_maps_disagree_as_the_page_says(client, section):
         ({"text": "twelve", "row": 2}, "Extra inputs"),
     ],
 )
-def test_additive_vs_dot_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/additive-vs-dot", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_additive_vs_dot_bad_input_is_refused_in_one_line(rnn, body, pattern):
+    from pydantic import ValidationError
+
+    with pytest.raises((ValidationError, ValueError), match=pattern):
+        additive_vs_dot(rnn, body)
 
 
-def test_additive_vs_dot_without_the_model_is_503_naming_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(assets_module, "ROOT", tmp_path)  # an installation whose assets are not built
-    client = TestClient(create_app(), base_url=LOCAL)
-    r = client.post("/api/lesson/additive-vs-dot", json={})
-    assert r.status_code == 503, r.text
-    detail = r.json()["detail"]
-    assert "the additive-vs-dot-product view needs the shipped model rnn-attention" in detail
-    assert "make models ONLY=rnn-attention" in detail
+def test_the_additive_vs_dot_endpoint_is_gone(client):
+    """The widget computes in the page (engine/rnn.js); the explorer no longer answers for it."""
+    assert client.post("/api/lesson/additive-vs-dot", json={}).status_code in (404, 405)
     assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works
 
 

@@ -182,7 +182,10 @@ def test_additive_and_dot_product_maps_equal_the_model(page, lang, rnn):
     wait_widgets(page)
     additive, dot, tokens = model_maps(rnn, S3.DEFAULT_NUMBERS)
     close(cells(page, "#av-map-add"), additive, tol=2e-6)
-    close(cells(page, "#av-map-dot"), dot, tol=2e-6)
+    # The page (engine/rnn.js) takes the dot products of the graph's float32 projected query and
+    # keys in float64; PyTorch sums them in float32, about 5e-6 apart on these weights (issue 36's
+    # in-page contract: within 1e-4).
+    close(cells(page, "#av-map-dot"), dot, tol=1e-5)
     assert page.text_content("#av-translation") == "四万七千九十三、四百五、九"
     same = int((additive.argmax(-1) == dot.argmax(-1)).sum())
     assert page.text_content("#av-same") == s("av_same_top", lang, n=same, t=len(tokens))
@@ -192,7 +195,7 @@ def test_additive_and_dot_product_maps_equal_the_model(page, lang, rnn):
     )
     assert page.is_visible("#av-not-used") and page.text_content("#av-not-used") == s("av_not_used", lang)
     close(values(page, "[id^=av-add-weight-]"), additive[0], tol=2e-6)
-    close(values(page, "[id^=av-dot-weight-]"), dot[0], tol=2e-6)
+    close(values(page, "[id^=av-dot-weight-]"), dot[0], tol=1e-5)
     # By keyboard: the output token 千 (row 3), as the "try this" prompt says.
     tab_to(page, "#av-row-3")
     page.keyboard.press("Enter")
@@ -209,7 +212,10 @@ def test_additive_and_dot_product_maps_equal_the_model(page, lang, rnn):
     assert params(page)["numbers"] == "twelve and three hundred" and "row" not in params(page)
     additive, dot, _ = model_maps(rnn, "twelve and three hundred")
     close(cells(page, "#av-map-add"), additive, tol=2e-6)
-    close(cells(page, "#av-map-dot"), dot, tol=2e-6)
+    # The page (engine/rnn.js) takes the dot products of the graph's float32 projected query and
+    # keys in float64; PyTorch sums them in float32, about 5e-6 apart on these weights (issue 36's
+    # in-page contract: within 1e-4).
+    close(cells(page, "#av-map-dot"), dot, tol=1e-5)
     assert page.input_value("#av-text") == "twelve and three hundred"
     assert_accessible(page)
 

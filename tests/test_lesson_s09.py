@@ -26,6 +26,7 @@ from attnlab.assets import locate
 from attnlab.assets.cards import read_model_card
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
+from attnlab.web.lesson import s09_transformers_at_work as S9
 
 LOCAL = "http://127.0.0.1:8000"
 SECTION = L.load_sections()[9]
@@ -174,16 +175,19 @@ def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models(client):
     assert long["truncated"] and len(long["tokens"]) == model.config.n_positions
 
 
-def test_the_summary_shows_the_pointer_generators_switch_and_attention(client):
+def test_the_summary_shows_the_pointer_generators_switch_and_attention():
+    """summary_view, the reference of the page's engine/summary.js (tests/test_site_rnn_browser.py;
+    the endpoint is gone)."""
     from attnlab.data.text_tasks import make_summarization_task
     from attnlab.loading import load_model
 
     summarizer = load_model(need("facts-summarizer"))
+    view = lambda body: S9.summary_view(summarizer, S9.SummaryRequest(**body)).model_dump()  # noqa: E731
     docs = [e.document for e in make_summarization_task(3, seed=7)]
-    got = client.post("/api/lesson/apps/summary", json={}).json()
+    got = view({})
     assert got["examples"] == docs and got["document"] == docs[0]
     for doc in docs[:2]:
-        got = client.post("/api/lesson/apps/summary", json={"document": doc}).json()
+        got = view({"document": doc})
         s = summarizer.summarize([doc], beam_size=1, return_attention=True)[0]
         assert got["tokens"] == s.tokens and got["src_tokens"] == s.src_tokens
         close(got["p_gen"], s.p_gen)
@@ -260,8 +264,6 @@ def test_the_gat_attends_only_to_friends_and_itself(client, node):
         ("/api/lesson/apps/gpt", {"text": ""}),
         ("/api/lesson/apps/gpt", {"text": "日本語だけ"}),
         ("/api/lesson/apps/gpt", {"nope": 1}),
-        ("/api/lesson/apps/summary", {"document": "   "}),
-        ("/api/lesson/apps/summary", {"document": ""}),
         ("/api/lesson/apps/vit", {"index": 359}),
         ("/api/lesson/apps/vit", {"index": -1}),
         ("/api/lesson/apps/vit", {"index": "3"}),
@@ -277,6 +279,22 @@ def test_bad_input_is_a_clear_4xx(client, url, body):
     assert r.json()["detail"]
 
 
+@pytest.mark.parametrize("body, pattern", [({"document": "   "}, "has no words"), ({"document": ""}, "at least 1")])
+def test_the_summary_refuses_a_document_without_words_in_one_line(body, pattern):
+    from pydantic import ValidationError
+
+    from attnlab.recipes.summarize import load_summarizer
+
+    summarizer = load_summarizer(need("facts-summarizer"))
+    with pytest.raises((ValidationError, ValueError), match=pattern):
+        S9.summary_view(summarizer, S9.SummaryRequest(**body))
+
+
+def test_the_summary_endpoint_is_gone(client):
+    """§9's summary computes in the page (engine/summary.js)."""
+    assert client.post("/api/lesson/apps/summary", json={}).status_code in (404, 405)
+
+
 def test_malformed_json_is_400(client):
     r = client.post("/api/lesson/apps/gat", content=b"{node: 3", headers={"content-type": "application/json"})
     assert r.status_code == 400
@@ -289,7 +307,6 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
     for url, name in (
         ("/api/lesson/apps/mlm", "shakespeare-mlm"),
         ("/api/lesson/apps/qa", "facts-qa"),
-        ("/api/lesson/apps/summary", "facts-summarizer"),
         ("/api/lesson/apps/vit", "digits-vit"),
         ("/api/lesson/apps/gat", "karate-gat"),
     ):
@@ -317,7 +334,6 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
             [{}, {"passage": QA_PASSAGE, "question": "Where was Lirma Tovaskel born?"}],
         ),
         ("/api/lesson/apps/gpt", [{"text": "KING HENRY: My lord, the"}, {"text": "ROMEO: What light through yon"}]),
-        ("/api/lesson/apps/summary", [{}]),
         ("/api/lesson/apps/vit", [{"index": 0}, {"index": 5}]),
         ("/api/lesson/apps/gat", [{"node": 0}, {"node": 8}]),
     ],

@@ -138,7 +138,7 @@ def test_the_explorer_serves_the_measurements_with_their_machine(tmp_path, monke
         files.file("nothing.json")
     with pytest.raises(KeyError, match="no data file"):
         files.file("../parallel-steps.json")
-    written = site.write_site_data(tmp_path / "data")
+    written = site.write_site_data(tmp_path / "data", ["parallel-steps.json"])
     assert [p.name for p in written] == ["parallel-steps.json"]
     assert json.loads(written[0].read_text(encoding="utf-8"))["train_ms"] == data["train_ms"]
     assert (tmp_path / "data" / "parallel-steps.json").is_file()

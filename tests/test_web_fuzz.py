@@ -52,10 +52,9 @@ OPERATIONS = [
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("bottleneck", "pronoun", "next-token")
+        for name in ("pronoun", "next-token")
         for mode in (VALID, INVALID)
     ],
-    ("/api/lesson/bleu-by-length", "GET", VALID),  # no parameters
     ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
     ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
 ]
@@ -64,8 +63,6 @@ OPERATIONS = [
 # The shipped models each lesson widget runs: where one is not built in this checkout, its
 # endpoint's answer is a 503 naming it and `make models ONLY=NAME` (tested in test_lesson_live.py).
 SHIPPED = {
-    "/api/lesson/bottleneck": ("rnn-plain", "rnn-attention"),
-    "/api/lesson/bleu-by-length": ("rnn-plain", "rnn-attention"),
     "/api/lesson/next-token": ("shakespeare-char",),
 }
 

@@ -256,9 +256,10 @@ def create_app(
     app.state.data_files = data_files
 
     @app.api_route("/static/data/{filename}", methods=["GET", "HEAD"], include_in_schema=False)
-    def site_data_file(filename: str) -> FileResponse:
+    async def site_data_file(filename: str) -> FileResponse:
+        # Written on first ask (seconds of PyTorch), in a worker thread: the event loop stays free.
         try:
-            path = data_files.file(filename)
+            path = await anyio.to_thread.run_sync(data_files.file, filename)
         except KeyError as err:
             raise HTTPException(404, str(err.args[0])) from None
         return FileResponse(path, media_type="application/json")

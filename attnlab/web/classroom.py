@@ -97,8 +97,6 @@ CACHED_PATHS = frozenset(
         "/api/mask",
         "/api/lesson/translation",
         "/api/lesson/parallel-steps",
-        "/api/lesson/bottleneck",
-        "/api/lesson/additive-vs-dot",
         "/api/lesson/pronoun",
         "/api/lesson/heads",
         "/api/lesson/shapes",
@@ -211,11 +209,8 @@ class ResponseCache:
 #: results (the §2 length table, the §1 timings, the §8 cost curves) are computed before the
 #: first student arrives.
 WARM_UP = (
-    ("GET", "/api/lesson/bleu-by-length"),
     ("POST", "/api/lesson/translation"),
     ("POST", "/api/lesson/parallel-steps"),
-    ("POST", "/api/lesson/bottleneck"),
-    ("POST", "/api/lesson/additive-vs-dot"),
     ("POST", "/api/lesson/pronoun"),
     ("POST", "/api/lesson/heads"),
     ("POST", "/api/lesson/shapes"),

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..export_onnx import export_translator_onnx
+from ..export_onnx import export_rnn_translator_onnx, export_summarizer_onnx, export_translator_onnx
 
 __all__ = [
     "ENGINE_FILES",
@@ -74,6 +74,9 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "ja-en": functools.partial(export_translator_onnx, taps=True),
     "en-ja": export_translator_onnx,
     "demo": export_translator_onnx,
+    "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
+    "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
+    "facts-summarizer": export_summarizer_onnx,  # §9 summary
 }
 
 
@@ -83,73 +86,73 @@ def _parallel_steps(out: Path) -> Path:
     return write_steps_data(out)
 
 
-#: The site's data files: figures that are measurements of PyTorch on a machine (issue 36), which
-#: the page reads from ``data/NAME.json`` rather than computes: NAME → the function that measures
-#: and writes it (called as ``write(out_path)``; the file names the machine it was measured on).
-#: The static build writes each; ``attnlab explore`` measures one the first time a page asks for
-#: it (:class:`DataFiles`) and keeps it.
+def _bottleneck_test(out: Path) -> Path:
+    from .lesson.s02_seq2seq_bottleneck import write_bottleneck_test
+
+    return write_bottleneck_test(out)
+
+
+def _bleu_by_length(out: Path) -> Path:
+    from .lesson.s02_seq2seq_bottleneck import write_bleu_by_length
+
+    return write_bleu_by_length(out)
+
+
+def _summary_examples(out: Path) -> Path:
+    from .lesson.s09_transformers_at_work import write_summary_examples
+
+    return write_summary_examples(out)
+
+
+#: The lesson's data files: ``data/NAME.json`` → the function that writes it (called as
+#: ``write(out_path)``), for what the page reads rather than computes: measurements of PyTorch on
+#: a machine (labelled with it) and test sets. The static build writes each of them; ``attnlab
+#: explore`` writes one the first time a page asks for it (:class:`DataFiles`).
 SITE_DATA: dict[str, Callable[[Path], Path]] = {
-    "parallel-steps": _parallel_steps,  # §1: training-step and encoder times, RNN vs Transformer
+    "parallel-steps.json": _parallel_steps,  # §1: training-step and encoder times, RNN vs Transformer
+    "bottleneck-test.json": _bottleneck_test,  # §2: the RNN pair's test pairs (the long examples, references)
+    "bleu-by-length.json": _bleu_by_length,  # §2: both RNNs' BLEU by source length on those pairs
+    "summary-examples.json": _summary_examples,  # §9: the documents the summarizer never saw
 }
 
 
 class DataFiles:
-    """The explorer's ``static/data/NAME.json``: each file of ``data`` (default :data:`SITE_DATA`)
-    measured and written the first time it is asked for, into a temporary folder of this process
-    (removed at exit), then served as it is. Thread-safe: one measurement per file.
+    """The explorer's ``static/data/NAME`` files: each of ``files`` (default :data:`SITE_DATA`)
+    written the first time it is asked for, into a temporary folder of this process (removed at
+    exit), and kept. Thread-safe: one writer per file, whoever asks first.
 
     Shape:
         no tensors.
     """
 
-    def __init__(self, data: dict[str, Callable[[Path], Path]] | None = None) -> None:
-        self.data = dict(SITE_DATA if data is None else data)
+    def __init__(self, files: dict[str, Callable[[Path], Path]] | None = None) -> None:
+        self.files = dict(SITE_DATA if files is None else files)
         self._root: Path | None = None
-        self._locks = {name: threading.Lock() for name in self.data}
+        self._locks = {name: threading.Lock() for name in self.files}
         self._lock = threading.Lock()
 
-    def file(self, filename: str) -> Path:
-        """The file ``NAME.json``, measured first if this process has not yet.
+    def file(self, name: str) -> Path:
+        """The written file ``name``, writing it first if this process has not yet.
 
         Raises:
-            KeyError: no such data file (the message lists them).
+            KeyError: ``name`` is not one of the data files (the message lists them).
 
         Shape:
             no tensors; returns a file.
         """
-        name = filename[: -len(".json")] if filename.endswith(".json") else None
-        if name not in self.data:
-            raise KeyError(f"no data file {filename[:40]!r}; the site's data files are {sorted(self.data)}")
+        if name not in self.files:
+            raise KeyError(f"no data file {name[:40]!r}; the data files are {sorted(self.files)}")
         with self._lock:
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix="attnlab-site-data-"))
                 atexit.register(shutil.rmtree, self._root, True)
-        out = self._root / filename
+        out = self._root / name
         with self._locks[name]:
             if not out.is_file():
-                work = self._root / f".{filename}.partial"
-                self.data[name](work)
+                work = self._root / f".{name}.partial"
+                self.files[name](work)
                 work.replace(out)
         return out
-
-
-def write_site_data(dest: str | Path, names: Sequence[str] | None = None) -> list[Path]:
-    """Measure and write the data files ``names`` (default: all of :data:`SITE_DATA`) as
-    ``dest/NAME.json`` (the static build's ``data/`` folder).
-
-    Raises:
-        KeyError: a name that is not in :data:`SITE_DATA`.
-
-    Shape:
-        no tensors; returns the files.
-    """
-    out = Path(dest)
-    out.mkdir(parents=True, exist_ok=True)
-    wanted = list(SITE_DATA) if names is None else list(names)
-    unknown = [n for n in wanted if n not in SITE_DATA]
-    if unknown:
-        raise KeyError(f"no data files {unknown}; the site's data files are {sorted(SITE_DATA)}")
-    return [SITE_DATA[name](out / f"{name}.json") for name in wanted]
 
 
 class ModelFolders:

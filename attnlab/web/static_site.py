@@ -93,12 +93,9 @@ def _copy_static(dest: Path) -> None:
 
 
 def _site_data(dest: Path) -> None:
-    # SITE_DATA (name → make(name, path)): the figures measured at build time, when the registry
-    # exists (the widgets' engineers add it beside SITE_MODELS).
-    for name, make in getattr(site, "SITE_DATA", {}).items():
-        target = dest / "static" / "data" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        make(name, target)
+    # SITE_DATA (file name → write(path)): measurements of PyTorch on this machine and test sets,
+    # written at build time (the explorer writes the same on first ask).
+    site.write_site_data(dest / "static" / "data")
 
 
 def _service_worker(dest: Path) -> None:

@@ -2,13 +2,17 @@
 and with additive attention (``rnn-attention``), on the long test inputs of the experiment they
 come from.
 
-Two endpoints:
+Both widgets compute in the page (issue 36); the functions here are the references their tests
+compare with:
 
-- ``POST /api/lesson/bottleneck``: one list of numbers (a long test example, or one typed)
-  through both models: their translations and scores, the one fixed-length vector the decoder
-  without attention reads, and the alignment (attention weights) of the one with it.
-- ``GET /api/lesson/bleu-by-length``: both models' BLEU by source length on every test pair of
-  ``attnlab experiment bottleneck`` (computed on first use, a few seconds, then kept).
+- :func:`bottleneck_view`: one list of numbers (a long test example, or one typed) through both
+  models: their translations and scores, the one fixed-length vector the decoder without attention
+  reads, and the alignment (attention weights) of the one with it. The page runs both models'
+  ONNX exports (``static/engine/rnn.js``, ``bottleneck``) on the test pairs of
+  :func:`write_bottleneck_test` (``static/data/bottleneck-test.json``).
+- :func:`bleu_by_length_view`: both models' BLEU by source length on every test pair of
+  ``attnlab experiment bottleneck``, a measurement written at build time by
+  :func:`write_bleu_by_length` (``static/data/bleu-by-length.json``) and read by the page.
 
 Shape letters: ``S`` source tokens, ``T`` target tokens (characters, the end token last), ``D``
 the RNN's state width.
@@ -30,14 +34,12 @@ from ...data.tasks import make_splits
 from ...experiments import bottleneck
 from ...metrics import bleu, bleu_by_length
 from .common import (
-    LIVE,
     MAX_SEED,
     RNN_ATTENTION,
     RNN_PLAIN,
     LessonModels,
     checked_source_ids,
     rounded,
-    run,
 )
 
 MAX_NUMBER_LIST_CHARS = 600
@@ -263,24 +265,53 @@ def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | No
         return response
 
 
+def _json_file(out: Path, value: dict) -> Path:
+    import json
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    return out
+
+
+def write_bottleneck_test(out: str | Path) -> Path:
+    """Write ``bottleneck-test.json``: the test pairs of :func:`bottleneck_pairs` (the page's long
+    examples are the ones of at least :data:`LONG_WORDS` words; a typed list that is a test source
+    gets its reference) and the page's limits.
+
+    Shape:
+        no tensors; ``{"pairs": [[source, target], …], "long_words", "max_chars", "max_tokens"}``
+    """
+    return _json_file(
+        Path(out),
+        {
+            "pairs": [list(p) for p in bottleneck_pairs()],
+            "long_words": LONG_WORDS,
+            "max_chars": MAX_NUMBER_LIST_CHARS,
+            "max_tokens": MAX_NUMBER_LIST_TOKENS,
+        },
+    )
+
+
+def write_bleu_by_length(out: str | Path) -> Path:
+    """Write ``bleu-by-length.json``: :func:`bleu_by_length_view` of the shipped pair (PyTorch,
+    greedy, on this machine), labelled with the machine and the date it was measured on.
+
+    Shape:
+        no tensors; the view's fields plus ``measured: {machine, date}``
+    """
+    import datetime
+
+    from ... import checkpoint
+    from ...machine import cpu_name
+    from ...recipes.translate import load_translator
+
+    directories = {name: checkpoint.shipped_model_dir(name) for name in (RNN_PLAIN, RNN_ATTENTION)}
+    models = {name: load_translator(folder, precision="fp32") for name, folder in directories.items()}
+    value = bleu_by_length_view(models, directories).model_dump()
+    value["measured"] = {"machine": cpu_name(), "date": datetime.date.today().isoformat()}
+    return _json_file(Path(out), value)
+
+
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§2's endpoints."""
-
-    @router.post("/api/lesson/bottleneck", response_model=BottleneckResponse, responses=LIVE)
-    async def api_bottleneck(req: BottleneckRequest) -> BottleneckResponse:
-        """§2: a long list of numbers through the shipped RNN without attention (its fixed vector)
-        and with it (its alignment map)."""
-        async with gate.slot():
-            what = "the bottleneck view"
-            plain = await run(models.translator, RNN_PLAIN, what)
-            attention = await run(models.translator, RNN_ATTENTION, what)
-            return await run(bottleneck_view, plain, attention, req)
-
-    @router.get("/api/lesson/bleu-by-length", response_model=BleuByLengthResponse, responses=LIVE)
-    async def api_bleu_by_length() -> BleuByLengthResponse:
-        """§2: BLEU by source length of both shipped RNNs on the bottleneck experiment's test pairs
-        (computed on first use, a few seconds, then kept)."""
-        async with gate.slot():
-            what = "the BLEU-by-length chart"
-            rnns = {name: await run(models.translator, name, what) for name in (RNN_PLAIN, RNN_ATTENTION)}
-            return await run(bleu_by_length_view, rnns, dict(models.directories))
+    """§2's endpoints: none; both widgets compute in the page (the module docstring)."""

@@ -10,8 +10,9 @@ Three things the section's widgets show, each computed by attnlab's own code:
 - random q and k with ``d_k`` components, computed in the page (``lessonmath.js``, ``dkSpread``)
   with :func:`dk_spread` here as its reference: q·k spreads like √d_k, and without the division
   the softmax saturates.
-- ``POST /api/lesson/additive-vs-dot``: the shipped ``rnn-attention`` translator (Bahdanau's
-  additive attention) on a list of numbers (:func:`additive_vs_dot`): its own additive scores and
+- the shipped ``rnn-attention`` translator (Bahdanau's additive attention) on a list of numbers,
+  computed in the page (``static/engine/rnn.js``, ``additiveVsDot``, over the model's ONNX
+  export) with :func:`additive_vs_dot` here as its reference: its own additive scores and
   weights, and beside them the scaled dot product of the same projected query and keys — a
   comparison, since the model was trained with the additive score.
 
@@ -36,15 +37,12 @@ from ...decode import greedy_decode
 from ...explain import compute_steps
 from ...recipes.translate import output_limit
 from .common import (
-    LIVE,
     MAX_SEED,
-    RNN_ATTENTION,
     LessonModels,
     check_whole,
     checked_source_ids,
     is_number,
     rounded,
-    run,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -423,12 +421,5 @@ def additive_vs_dot(translator, req: AdditiveVsDotRequest) -> AdditiveVsDotRespo
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§3's endpoints."""
-
-    @router.post("/api/lesson/additive-vs-dot", response_model=AdditiveVsDotResponse, responses=LIVE)
-    async def api_additive_vs_dot(req: AdditiveVsDotRequest) -> AdditiveVsDotResponse:
-        """§3: the shipped rnn-attention translator's additive attention on a list of numbers, and
-        a scaled dot product of the same projected query and keys beside it."""
-        async with gate.slot():
-            translator = await run(models.translator, RNN_ATTENTION, "the additive-vs-dot-product view")
-            return await run(additive_vs_dot, translator, req)
+    """§3's endpoints: none; the three books, the √d_k spread and the additive-vs-dot view all
+    compute in the page (the module docstring)."""

@@ -13,8 +13,9 @@ is a 503 naming it and ``make models ONLY=NAME``; bad input is a 4xx):
 - ``POST /api/lesson/apps/gpt``: the decoder-only ``shakespeare-char`` (§7's GPT): the next
   character's probabilities and the last position's row in every layer's and head's causal
   self-attention (only itself and the characters before it).
-- ``POST /api/lesson/apps/summary``: the encoder–decoder ``facts-summarizer`` (a pointer-generator,
-  See et al. 2017): the summary word by word with p_gen (generate) and 1 − p_gen (copy), and each
+- §9's summary, computed in the page (``static/engine/summary.js`` over the model's ONNX export)
+  with :func:`summary_view` as its reference: the encoder–decoder ``facts-summarizer`` (a
+  pointer-generator, See et al. 2017): the summary word by word with p_gen (generate) and 1 − p_gen (copy), and each
   word's source–target attention over the document.
 - ``POST /api/lesson/apps/vit``: ``digits-vit`` on one held-out 8 × 8 digit: the class
   probabilities and [CLS]'s attention over the 16 patches, per layer and head.
@@ -26,6 +27,8 @@ P patches, N nodes, Q question tokens, C passage tokens.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from fastapi import APIRouter
@@ -343,6 +346,21 @@ def summary_examples() -> list[str]:
     return [e.document for e in make_summarization_task(N_SUMMARY_EXAMPLES, seed=SUMMARY_SEED)]
 
 
+def write_summary_examples(out) -> Path:
+    """Write ``summary-examples.json`` for the page (``{"documents": [...]}``, :func:`summary_examples`):
+    generating the task is Python's; the page summarizes them itself (``static/engine/summary.js``).
+
+    Shape:
+        no tensors
+    """
+    import json
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"documents": summary_examples()}, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
 class SummaryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -543,12 +561,7 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
             model, tok = await run(models.shipped_model, GPT_APP_MODEL, "the decoder-only widget")
             return await run(gpt_view, model, tok, req)
 
-    @router.post("/api/lesson/apps/summary", response_model=SummaryResponse, responses=LIVE)
-    async def api_summary(req: SummaryRequest) -> SummaryResponse:
-        """§9: the shipped pointer-generator's summary, its copy switch and attention."""
-        async with gate.slot():
-            summarizer = await run(models.shipped_model, SUMMARY_MODEL, "the summarizer widget")
-            return await run(summary_view, summarizer, req)
+    # §9's summary computes in the page (static/engine/summary.js); summary_view is its reference.
 
     @router.post("/api/lesson/apps/vit", response_model=VitResponse, responses=LIVE)
     async def api_vit(req: VitRequest) -> VitResponse:

@@ -1,11 +1,12 @@
-// §3 Additive vs dot-product attention (POST /api/lesson/additive-vs-dot): the shipped
-// rnn-attention translator on a list of numbers. Left, the model's own additive attention; right,
-// a scaled dot product of the same projected query and keys, computed for comparison. Every number
-// comes from the API. State in the address: numbers (the list typed, when not the first example),
+// §3 Additive vs dot-product attention: the shipped rnn-attention translator on a list of
+// numbers, run in the page (engine/rnn.js, additiveVsDot: attnlab's ONNX export through
+// onnxruntime-web, the same numbers as the Python view it replaces). Left, the model's own
+// additive attention; right, a scaled dot product of the same projected query and keys, computed
+// for comparison. State in the address: numbers (the list typed, when not the first example),
 // row (the output token whose scores are listed).
 (function () {
   "use strict";
-  const { el, postJSON, debounce } = window.Attn;
+  const { el, debounce } = window.Attn;
   const { clampInt, panes, loader, tokenButtons, memo, keepFocus, slidePart } = window.Lesson;
   const num = (x, digits) => window.Charts.num(x, digits);
   const EXAMPLES = ["av_example_a", "av_example_b", "av_example_c"];
@@ -54,7 +55,12 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/additive-vs-dot", req),
+      fetch: async (req) => {
+        const rnn = await import("../../engine/rnn.js");
+        const attention = await rnn.rnnTranslator("rnn-attention", { onProgress: window.Lesson.modelProgress(p) });
+        p.status.textContent = s("av_loading");
+        return rnn.additiveVsDot(attention, req.text);
+      },
       busy: () => s("av_loading"),
       done: (res) => {
         shown = res;

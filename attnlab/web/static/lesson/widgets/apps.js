@@ -1,6 +1,6 @@
 // §9 Transformers at work. families: the three families' masks drawn side by side (no numbers:
 // which cell may attend). apps-mlm (POST /api/lesson/apps/mlm), apps-gpt (/apps/gpt),
-// apps-qa (/apps/qa), apps-summary (/apps/summary), apps-vit (/apps/vit) and apps-gat (/apps/gat): small shipped
+// apps-qa (/apps/qa), apps-summary (in the page: engine/summary.js), apps-vit (/apps/vit) and apps-gat (/apps/gat): small shipped
 // models doing their jobs, with the attention behind each answer. Every number comes from the API.
 // State in the address: mlm, gpt (the typed lines), qp, qq (the QA passage and question when not
 // the first example's), doc (the example document), img, node.
@@ -391,7 +391,17 @@
 
     const send = loader(p, {
       request: () => (examples ? { document: examples[state.doc] } : {}),
-      fetch: (req) => postJSON("/api/lesson/apps/summary", req),
+      fetch: async (req) => {
+        // In the page (engine/summary.js): the shipped pointer-generator's ONNX export through
+        // onnxruntime-web, the same numbers as the Python view it replaces.
+        const sum = await import("../../engine/summary.js");
+        const [model, docs] = await Promise.all([
+          sum.summarizer("facts-summarizer", { onProgress: window.Lesson.modelProgress(p) }),
+          sum.summaryExamples(),
+        ]);
+        p.status.textContent = s("loading");
+        return sum.summaryView(model, docs, req);
+      },
       busy: () => s("loading"),
       done: (res) => {
         const first = !examples;

@@ -1,13 +1,17 @@
 // §2 The Seq2Seq bottleneck. bottleneck: a long list of numbers through the shipped RNN without
 // attention (the one fixed-length vector its decoder reads) and with it (the alignment map).
 // bleu-by-length: both RNNs' BLEU by source length on the bottleneck experiment's test pairs.
-// Every number comes from the lesson API. State: ex (the long test example), nums (a list typed
-// instead).
+// The two RNNs run in the page (engine/rnn.js: attnlab's ONNX exports through onnxruntime-web,
+// the same numbers as the Python view it replaces); the BLEU table is a measurement made when the
+// site is built (static/data/bleu-by-length.json). State: ex (the long test example), nums (a
+// list typed instead).
 (function () {
   "use strict";
-  const { el, fmt, postJSON, getJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
   const { clampInt, fail, panes, loader, slidePart } = window.Lesson;
+  let engine = null; // engine/rnn.js, imported once (relative to this script's URL)
+  const rnnEngine = () => (engine = engine || import("../../engine/rnn.js"));
 
   // The fixed vector as a grid of coloured cells (blue negative, red positive), `perRow` a row.
   function vectorGrid(values, label) {
@@ -75,7 +79,17 @@
 
     const send = debounce(loader(p, {
       request: () => (state.text === null ? { example: state.example } : { text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/bottleneck", req),
+      fetch: async (req) => {
+        const rnn = await rnnEngine();
+        const onProgress = window.Lesson.modelProgress(p);
+        const [plain, attention, test] = await Promise.all([
+          rnn.rnnTranslator("rnn-plain", { onProgress }),
+          rnn.rnnTranslator("rnn-attention", { onProgress }),
+          rnn.dataJSON("bottleneck-test.json"),
+        ]);
+        p.status.textContent = s("loading");
+        return rnn.bottleneck(plain, attention, test, req);
+      },
       busy: () => s("loading"),
       done: (res) => {
         shown = res;
@@ -172,7 +186,7 @@
     async function load() {
       status.textContent = s("computing");
       try {
-        shown = await getJSON("/api/lesson/bleu-by-length");
+        shown = await (await rnnEngine()).dataJSON("bleu-by-length.json");
         status.textContent = "";
         draw();
         out.dataset.request = "{}";
