@@ -16,7 +16,6 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-import attnlab.assets as assets_module
 from attnlab import functional as AF
 from attnlab.assets import locate
 from attnlab.explain import compute_steps

@@ -50,11 +50,7 @@ OPERATIONS = [
         for mode in (VALID, INVALID)
     ],
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
-    *[
-        (f"/api/lesson/{name}", "POST", mode)
-        for name in ("pronoun", "next-token")
-        for mode in (VALID, INVALID)
-    ],
+    *[(f"/api/lesson/{name}", "POST", mode) for name in ("pronoun", "next-token") for mode in (VALID, INVALID)],
     ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
     ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
 ]

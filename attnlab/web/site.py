@@ -155,6 +155,25 @@ class DataFiles:
         return out
 
 
+def write_site_data(dest: str | Path, names: Sequence[str] | None = None) -> list[Path]:
+    """Write the data files ``names`` (default: all of :data:`SITE_DATA`) as ``dest/NAME`` (the
+    static build's ``static/data/`` folder).
+
+    Raises:
+        KeyError: a name that is not in :data:`SITE_DATA`.
+
+    Shape:
+        no tensors; returns the files.
+    """
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = list(SITE_DATA) if names is None else list(names)
+    unknown = [n for n in wanted if n not in SITE_DATA]
+    if unknown:
+        raise KeyError(f"no data files {unknown}; the site's data files are {sorted(SITE_DATA)}")
+    return [SITE_DATA[name](out / name) for name in wanted]
+
+
 class ModelFolders:
     """The explorer's ``static/models/NAME/`` folders: each model of ``models`` (default
     :data:`SITE_MODELS`) is exported the first time one of its files is asked for, into a
