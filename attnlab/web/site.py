@@ -29,6 +29,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..export_onnx import export_translator_onnx
+from ..onnx_apps import export_gat_onnx, export_gpt_onnx, export_vit_onnx
 
 __all__ = [
     "ENGINE_FILES",
@@ -70,6 +71,9 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "ja-en": export_translator_onnx,
     "en-ja": export_translator_onnx,
     "demo": export_translator_onnx,
+    "shakespeare-char": export_gpt_onnx,  # §7's next-token chart and §9's decoder-only widget
+    "digits-vit": export_vit_onnx,
+    "karate-gat": export_gat_onnx,
 }
 
 
@@ -200,7 +204,9 @@ def write_engine_folder(
             shutil.copy2(ENGINE_DIR / name, work / "engine" / name)
         copy_runtime(work / "vendor" / "onnxruntime-web", repo=repo)
         for model, name in zip(models, names):
-            export_translator_onnx(model, work / "models" / name, weights=weights)
+            # A model of SITE_MODELS by its own exporter (the GPT, ViT, GAT); a folder is a translator's.
+            export = SITE_MODELS.get(str(model), export_translator_onnx)
+            export(model, work / "models" / name, weights=weights)
         work.replace(out)  # an empty dest is replaced; a failed build leaves none of it there
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
