@@ -52,7 +52,7 @@ OPERATIONS = [
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("translation", "parallel-steps", "bottleneck", "pronoun", "shapes", "next-token")
+        for name in ("translation", "parallel-steps", "bottleneck", "pronoun", "shapes")
         for mode in (VALID, INVALID)
     ],
     ("/api/lesson/bleu-by-length", "GET", VALID),  # no parameters
@@ -69,7 +69,6 @@ SHIPPED = {
     "/api/lesson/bottleneck": ("rnn-plain", "rnn-attention"),
     "/api/lesson/bleu-by-length": ("rnn-plain", "rnn-attention"),
     "/api/lesson/shapes": ("ja-en",),
-    "/api/lesson/next-token": ("shakespeare-char",),
 }
 
 

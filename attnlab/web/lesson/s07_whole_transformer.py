@@ -5,8 +5,10 @@ shipped character GPT's next-character probabilities.
 part by part in the diagram's order, the shape of every tensor that really flowed, each with what
 its axes count (B, S, T, D, H, Dh, F, V) and its kind (token ids, vectors per position, vectors per
 head, attention weights, mask), so that the page never mixes an attention-weight shape with the
-shape of the vectors that flow along the stack. ``POST /api/lesson/next-token`` gives the GPT's
-distribution over the next character before and after the temperature and top-k.
+shape of the vectors that flow along the stack. :func:`next_token_view` gives the GPT's
+distribution over the next character before and after the temperature and top-k: the page
+computes it itself (``static/engine/gpt.js`` over the ONNX export of :mod:`attnlab.onnx_apps`),
+so it has no endpoint and stays as the reference the page's parity test compares with.
 
 The letters: B sentences (1), S source tokens, T decoder positions, D = d_model, H heads,
 Dh = D / H, F = d_ff, V the target vocabulary.
@@ -649,10 +651,3 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
         async with gate.slot():
             translator = await run(models.translator, TRANSLATOR, "the token walk")
             return await run(token_walk_view, translator, req)
-
-    @router.post("/api/lesson/next-token", response_model=NextTokenResponse, responses=LIVE)
-    async def api_next_token(req: NextTokenRequest) -> NextTokenResponse:
-        """§7: the shipped GPT's next-character probabilities, with temperature and top-k."""
-        async with gate.slot():
-            model, tokenizer = await run(models.language_model, GPT_MODEL, "the next-token chart")
-            return await run(next_token_view, model, tokenizer, req)

@@ -9,7 +9,7 @@
 
 import { meta, modelJSON, runtime, session } from "./models.js";
 import { roundTo } from "./lessonmath.js";
-import { argmax } from "./gpt.js";
+import { argmax, loadOnce } from "./small_models.js";
 
 export const GAT_MODEL = "karate-gat";
 const MAX_SEED = 1000000;
@@ -22,27 +22,22 @@ const loadedModels = new Map();
  * Shape: a name → the model.
  */
 export function loadGAT(name = GAT_MODEL, { onProgress = () => {} } = {}) {
-  if (!loadedModels.has(name)) {
-    const promise = (async () => {
-      const info = await meta(name);
-      const [ort, graph, sess] = await Promise.all([
-        runtime(),
-        modelJSON(name, info.graph),
-        session(name, "model.onnx", { onProgress }),
-      ]);
-      const N = graph.features.length;
-      const F = graph.features[0].length;
-      const out = await sess.run({
-        features: new ort.Tensor("float32", Float32Array.from(graph.features.flat()), [N, F]),
-        mask: new ort.Tensor("bool", Uint8Array.from(graph.mask.flat()), [N, N]),
-      });
-      const [H] = out.hidden_attn.dims;
-      return { name, meta: info, graph, logits: out.logits.data, attn: out.hidden_attn.data, H, N, C: out.logits.dims[1] };
-    })();
-    loadedModels.set(name, promise);
-    promise.catch(() => loadedModels.delete(name));
-  }
-  return loadedModels.get(name);
+  return loadOnce(loadedModels, name, async () => {
+    const info = await meta(name);
+    const [ort, graph, sess] = await Promise.all([
+      runtime(),
+      modelJSON(name, info.graph),
+      session(name, "model.onnx", { onProgress }),
+    ]);
+    const N = graph.features.length;
+    const F = graph.features[0].length;
+    const out = await sess.run({
+      features: new ort.Tensor("float32", Float32Array.from(graph.features.flat()), [N, F]),
+      mask: new ort.Tensor("bool", Uint8Array.from(graph.mask.flat()), [N, N]),
+    });
+    const [H] = out.hidden_attn.dims;
+    return { name, meta: info, graph, logits: out.logits.data, attn: out.hidden_attn.data, H, N, C: out.logits.dims[1] };
+  });
 }
 
 /**

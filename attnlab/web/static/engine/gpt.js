@@ -16,6 +16,7 @@
 
 import { meta, modelJSON, runtime, session } from "./models.js";
 import { TorchGenerator, roundTo } from "./lessonmath.js";
+import { argmax, loadOnce, softmax32 } from "./small_models.js";
 import { tokenizerFromJSON } from "./tokenizer.js";
 
 export const GPT_MODEL = "shakespeare-char";
@@ -34,30 +35,25 @@ const loadedModels = new Map();
  * Shape: a name → the model.
  */
 export function loadGPT(name = GPT_MODEL, { onProgress = () => {} } = {}) {
-  if (!loadedModels.has(name)) {
-    const promise = (async () => {
-      const info = await meta(name);
-      const [ort, tok, sess] = await Promise.all([
-        runtime(),
-        modelJSON(name, info.tokenizer),
-        session(name, "model.onnx", { onProgress }),
-      ]);
-      return {
-        name,
-        meta: info,
-        tokenizer: tokenizerFromJSON(tok),
-        async run(ids) {
-          const feeds = { ids: new ort.Tensor("int64", BigInt64Array.from(ids, (v) => BigInt(v)), [1, ids.length]) };
-          const out = await sess.run(feeds);
-          const [L, , H, T] = out.attn.dims;
-          return { logits: out.logits.data, attn: out.attn.data, L, H, T };
-        },
-      };
-    })();
-    loadedModels.set(name, promise);
-    promise.catch(() => loadedModels.delete(name));
-  }
-  return loadedModels.get(name);
+  return loadOnce(loadedModels, name, async () => {
+    const info = await meta(name);
+    const [ort, tok, sess] = await Promise.all([
+      runtime(),
+      modelJSON(name, info.tokenizer),
+      session(name, "model.onnx", { onProgress }),
+    ]);
+    return {
+      name,
+      meta: info,
+      tokenizer: tokenizerFromJSON(tok),
+      async run(ids) {
+        const feeds = { ids: new ort.Tensor("int64", BigInt64Array.from(ids, (v) => BigInt(v)), [1, ids.length]) };
+        const out = await sess.run(feeds);
+        const [L, , H, T] = out.attn.dims;
+        return { logits: out.logits.data, attn: out.attn.data, L, H, T };
+      },
+    };
+  });
 }
 
 const codePoints = (text) => [...text].length;
@@ -65,25 +61,6 @@ const codePoints = (text) => [...text].length;
 function checkText(text, max) {
   if (typeof text !== "string" || codePoints(text) < 1) throw new Error("write some text");
   if (codePoints(text) > max) throw new Error(`the text is longer than ${max} characters`);
-}
-
-/**
- * torch.softmax of one row of float32 logits, each probability rounded to float32.
- * Shape: (V,) → (V,)
- */
-export function softmax32(logits) {
-  let max = -Infinity;
-  for (const x of logits) if (x > max) max = x;
-  const e = Array.from(logits, (x) => (x === -Infinity ? 0 : Math.exp(x - max)));
-  const sum = e.reduce((a, b) => a + b, 0);
-  return Float32Array.from(e, (x) => x / sum);
-}
-
-/** The first index of the largest value (torch.argmax). Shape: (V,) → an index. */
-export function argmax(xs) {
-  let best = 0;
-  for (let i = 1; i < xs.length; i++) if (xs[i] > xs[best]) best = i;
-  return best;
 }
 
 /**

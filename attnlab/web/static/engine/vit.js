@@ -8,7 +8,7 @@
 
 import { meta, modelJSON, runtime, session } from "./models.js";
 import { roundTo } from "./lessonmath.js";
-import { softmax32 } from "./gpt.js";
+import { loadOnce, softmax32 } from "./small_models.js";
 
 export const VIT_MODEL = "digits-vit";
 const MAX_SEED = 1000000;
@@ -21,32 +21,27 @@ const loadedModels = new Map();
  * Shape: a name → the model.
  */
 export function loadViT(name = VIT_MODEL, { onProgress = () => {} } = {}) {
-  if (!loadedModels.has(name)) {
-    const promise = (async () => {
-      const info = await meta(name);
-      const [ort, data, sess] = await Promise.all([
-        runtime(),
-        modelJSON(name, info.images),
-        session(name, "model.onnx", { onProgress }),
-      ]);
-      const S = info.image_size;
-      return {
-        name,
-        meta: info,
-        images: data.images,
-        labels: data.labels,
-        async run(image) {
-          const pixels = Float32Array.from(image.flat());
-          const out = await sess.run({ images: new ort.Tensor("float32", pixels, [1, S, S]) });
-          const [L, , H, N] = out.cls_attn.dims;
-          return { logits: out.logits.data, cls: out.cls_attn.data, L, H, N };
-        },
-      };
-    })();
-    loadedModels.set(name, promise);
-    promise.catch(() => loadedModels.delete(name));
-  }
-  return loadedModels.get(name);
+  return loadOnce(loadedModels, name, async () => {
+    const info = await meta(name);
+    const [ort, data, sess] = await Promise.all([
+      runtime(),
+      modelJSON(name, info.images),
+      session(name, "model.onnx", { onProgress }),
+    ]);
+    const S = info.image_size;
+    return {
+      name,
+      meta: info,
+      images: data.images,
+      labels: data.labels,
+      async run(image) {
+        const pixels = Float32Array.from(image.flat());
+        const out = await sess.run({ images: new ort.Tensor("float32", pixels, [1, S, S]) });
+        const [L, , H, N] = out.cls_attn.dims;
+        return { logits: out.logits.data, cls: out.cls_attn.data, L, H, N };
+      },
+    };
+  });
 }
 
 /**
