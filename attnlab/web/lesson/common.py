@@ -209,12 +209,6 @@ class LessonModels:
 
         return self.shipped_model(name, what, load_translator)
 
-    def language_model(self, name: str, what: str) -> tuple[Any, Any]:
-        """A shipped GPT and its tokenizer."""
-        from ...recipes.lm import load_language_model
-
-        return self.shipped_model(name, what, load_language_model)
-
 
 def page_shell(path: Path, lang: str) -> HTMLResponse:
     """The lesson page at ``path`` (a static HTML shell) announced in ``lang``, not cached.
