@@ -72,7 +72,6 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
         6: [
             ("post", "/api/lesson/word-order", {}),
         ],
-        7: [("post", "/api/lesson/next-token", {})],
         8: [
             ("post", "/api/lesson/variants", {"length": rng.choice([16, 24, 32])} if own else {}),
             ("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {}),

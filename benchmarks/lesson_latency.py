@@ -44,13 +44,6 @@ CASES = [
     ("§4 pronoun (MiniLM)", "post", "/api/lesson/pronoun", {}),
     ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),
     ("§6 word order", "post", "/api/lesson/word-order", {}),
-    ("§7 next character (GPT)", "post", "/api/lesson/next-token", {}),
-    (
-        "§7 next character (1000 chars, sample)",
-        "post",
-        "/api/lesson/next-token",
-        {"text": "To be, or not to be, " * 47, "temperature": 0.8, "top_k": 5, "sample": True},
-    ),
     ("§8 variants (T = 16)", "post", "/api/lesson/variants", {"length": 16}),
     ("§8 variants (T = 32, causal)", "post", "/api/lesson/variants", {"length": 32, "causal": True}),
     ("§8 attention pooling (ja-sentence-type)", "post", "/api/lesson/pooling", {}),

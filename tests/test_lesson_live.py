@@ -447,12 +447,11 @@ def test_shapes_bad_input_is_refused(body, pattern):
         {"text": "ROMEO:\n" + "x" * 200, "top_k": 1},
     ],
 )
-def test_next_token_probabilities_are_what_sampling_draws_from(client, gpt, body):
+def test_next_token_probabilities_are_what_sampling_draws_from(gpt, body):
+    # The page computes it (engine/gpt.js; tests/test_site_gpt_browser.py): this is its reference.
     model, tok = gpt
-    r = client.post("/api/lesson/next-token", json=body)
-    assert r.status_code == 200, r.text
-    got = r.json()
     req = LV.NextTokenRequest(**body)
+    got = LV.next_token_view(model, tok, req).model_dump()
     ids = tok.encode(req.text)
     used = ids[-model.config.n_positions :]
     with torch.no_grad():
@@ -491,18 +490,20 @@ def test_next_token_probabilities_are_what_sampling_draws_from(client, gpt, body
         ({"top_p": 0.9}, "Extra inputs"),
     ],
 )
-def test_next_token_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/next-token", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_next_token_bad_input_is_refused_in_one_line(body, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        LV.NextTokenRequest(**body)
+
+
+def test_next_token_has_no_endpoint(client):
+    assert client.post("/api/lesson/next-token", json={}).status_code in (404, 405)
 
 
 # --------------------------------------------------------------------------------------------
 # A shipped model that is not installed.
 # --------------------------------------------------------------------------------------------
 
-LIVE = [
-    ("post", "/api/lesson/next-token", "shakespeare-char"),
-]
+LIVE = []
 
 
 @pytest.mark.parametrize("method, path, model", LIVE)

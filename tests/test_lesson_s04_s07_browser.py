@@ -139,10 +139,11 @@ def test_the_diagram_equals_attnlabs_shapes_in_the_models_order(page, lang, ja_e
     T = z["T"]
     mask = [[page.get_attribute(f"#td-mask-{r}-{c}", "data-value") == "true" for c in range(T)] for r in range(T)]
     assert mask == want.causal_mask
-    # The provenance is folded away; the text a student reads names no endpoint.
+    # The provenance is folded away; the text a student reads names no endpoint (the diagram and
+    # the next-token chart compute in the page: their notes name the modules).
     for widget, endpoint in (
         ("transformer-diagram", "engine/translation_views.js"),
-        ("next-token", "/api/lesson/next-token"),
+        ("next-token", "engine/gpt.js"),
     ):
         notes = technical_notes(page, widget)
         assert len(notes) == 1 and not notes[0][0] and endpoint in notes[0][1], widget

@@ -156,12 +156,12 @@ def test_the_masked_lm_fills_the_mask_as_the_model_does(client, text):
     assert st["weight"] == pytest.approx(float(weights[st["layer"], st["head"], st["position"]]), abs=1e-5)
 
 
-def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models(client):
+def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models():
     from attnlab.loading import load_model
 
     model, tok = load_model(need("shakespeare-char"))
     text = "ROMEO: What light through yon"
-    got = client.post("/api/lesson/apps/gpt", json={"text": text}).json()
+    got = S9.gpt_view(model, tok, S9.GPTRequest(text=text)).model_dump()  # the page's reference
     ids = tok.encode(text)
     assert got["tokens"] == [tok.id_to_token(i) for i in ids] and not got["truncated"]
     with torch.inference_mode():
@@ -171,7 +171,7 @@ def test_the_gpt_row_is_causal_and_its_probabilities_are_the_models(client):
     close(got["weights"], torch.stack([w[0, :, -1] for w in out.attentions]))
     # The full map is causal: the first position's row puts all its weight on itself.
     assert all(float(w[0, h, 0, 0]) == pytest.approx(1.0) for w in out.attentions for h in range(w.shape[1]))
-    long = client.post("/api/lesson/apps/gpt", json={"text": "a" * 190}).json()
+    long = S9.gpt_view(model, tok, S9.GPTRequest(text="a" * 190)).model_dump()
     assert long["truncated"] and len(long["tokens"]) == model.config.n_positions
 
 
@@ -200,13 +200,13 @@ def test_the_summary_shows_the_pointer_generators_switch_and_attention():
 
 
 @pytest.mark.parametrize("index", [0, 3, 358])
-def test_the_vit_shows_cls_attention_over_the_patches(client, index):
+def test_the_vit_shows_cls_attention_over_the_patches(index):
     from attnlab.data.digits import digits_splits
     from attnlab.recipes.vision import load_vit
 
     model, config = load_vit(need("digits-vit"))
     data = digits_splits(seed=0)
-    got = client.post("/api/lesson/apps/vit", json={"index": index}).json()
+    got = S9.vit_view((model, config), S9.VitRequest(index=index)).model_dump()  # the page's reference
     assert got["label"] == int(data.test_y[index]) and got["n_images"] == len(data.test_y) == 359
     with torch.inference_mode():
         out = model(data.test_x[index][None].float(), need_weights=True)
@@ -220,13 +220,13 @@ def test_the_vit_shows_cls_attention_over_the_patches(client, index):
 
 
 @pytest.mark.parametrize("node", [0, 8, 33])
-def test_the_gat_attends_only_to_friends_and_itself(client, node):
+def test_the_gat_attends_only_to_friends_and_itself(node):
     from attnlab.data.graphs import karate_club
     from attnlab.recipes.graph import load_gat
 
     model, config = load_gat(need("karate-gat"))
     g = karate_club()
-    got = client.post("/api/lesson/apps/gat", json={"node": node}).json()
+    got = S9.gat_view((model, config), S9.GatRequest(node=node)).model_dump()  # the page's reference
     friends = {int(b) if int(a) == node else int(a) for a, b in g.edges.T.tolist() if node in (int(a), int(b))}
     assert [n["node"] for n in got["neighbours"]] == sorted(friends | {node})
     with torch.inference_mode():
@@ -261,14 +261,6 @@ def test_the_gat_attends_only_to_friends_and_itself(client, node):
         ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": "q" * 121}),
         ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": 5}),
         ("/api/lesson/apps/qa", {"passage": "Oslo.", "question": "Where?", "nope": 1}),
-        ("/api/lesson/apps/gpt", {"text": ""}),
-        ("/api/lesson/apps/gpt", {"text": "日本語だけ"}),
-        ("/api/lesson/apps/gpt", {"nope": 1}),
-        ("/api/lesson/apps/vit", {"index": 359}),
-        ("/api/lesson/apps/vit", {"index": -1}),
-        ("/api/lesson/apps/vit", {"index": "3"}),
-        ("/api/lesson/apps/gat", {"node": 34}),
-        ("/api/lesson/apps/gat", {"node": 1.5}),
     ],
 )
 def test_bad_input_is_a_clear_4xx(client, url, body):
@@ -295,8 +287,43 @@ def test_the_summary_endpoint_is_gone(client):
     assert client.post("/api/lesson/apps/summary", json={}).status_code in (404, 405)
 
 
+@pytest.mark.parametrize(
+    ("view", "body", "pattern"),
+    [
+        ("gpt", {"text": ""}, "at least 1 character"),
+        ("gpt", {"text": "日本語だけ"}, "no character the model knows"),
+        ("gpt", {"nope": 1}, "Extra inputs"),
+        ("vit", {"index": 359}, "index must be below 359"),
+        ("vit", {"index": -1}, "greater than or equal to 0"),
+        ("vit", {"index": "3"}, "valid integer"),
+        ("gat", {"node": 34}, "node must be below 34"),
+        ("gat", {"node": 1.5}, "valid integer"),
+    ],
+)
+def test_the_in_page_widgets_references_refuse_bad_input_in_one_line(view, body, pattern):
+    """The GPT, ViT and GAT widgets compute in the page (engine/gpt.js, vit.js, gat.js; their
+    parity with these references is tests/test_site_gpt_browser.py): bad input is a ValueError
+    (pydantic's, or the view's own sentence) that the page's module answers in the same words."""
+    from attnlab.recipes.graph import load_gat
+    from attnlab.recipes.lm import load_language_model
+    from attnlab.recipes.vision import load_vit
+
+    with pytest.raises(ValueError, match=pattern):
+        if view == "gpt":
+            S9.gpt_view(*load_language_model(need("shakespeare-char")), S9.GPTRequest(**body))
+        elif view == "vit":
+            S9.vit_view(load_vit(need("digits-vit")), S9.VitRequest(**body))
+        else:
+            S9.gat_view(load_gat(need("karate-gat")), S9.GatRequest(**body))
+
+
+@pytest.mark.parametrize("url", ["/api/lesson/apps/gpt", "/api/lesson/apps/vit", "/api/lesson/apps/gat"])
+def test_the_in_page_widgets_have_no_endpoint(client, url):
+    assert client.post(url, json={}).status_code in (404, 405)
+
+
 def test_malformed_json_is_400(client):
-    r = client.post("/api/lesson/apps/gat", content=b"{node: 3", headers={"content-type": "application/json"})
+    r = client.post("/api/lesson/apps/mlm", content=b"{text: 3", headers={"content-type": "application/json"})
     assert r.status_code == 400
 
 
@@ -307,8 +334,6 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
     for url, name in (
         ("/api/lesson/apps/mlm", "shakespeare-mlm"),
         ("/api/lesson/apps/qa", "facts-qa"),
-        ("/api/lesson/apps/vit", "digits-vit"),
-        ("/api/lesson/apps/gat", "karate-gat"),
     ):
         r = client.post(url, json={})
         assert r.status_code == 503, r.text
@@ -333,9 +358,6 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
             "/api/lesson/apps/qa",
             [{}, {"passage": QA_PASSAGE, "question": "Where was Lirma Tovaskel born?"}],
         ),
-        ("/api/lesson/apps/gpt", [{"text": "KING HENRY: My lord, the"}, {"text": "ROMEO: What light through yon"}]),
-        ("/api/lesson/apps/vit", [{"index": 0}, {"index": 5}]),
-        ("/api/lesson/apps/gat", [{"node": 0}, {"node": 8}]),
     ],
 )
 def test_every_widget_answers_within_300_ms(client, url, bodies):

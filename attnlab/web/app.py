@@ -249,6 +249,10 @@ def create_app(
             path = model_folders.file(name, filename)
         except KeyError as err:
             raise HTTPException(404, str(err.args[0])) from None
+        except FileNotFoundError as err:  # a shipped model not built here: say which, and how to build it
+            raise HTTPException(
+                503, f"the in-page model {name} needs the shipped model {name}, which is not installed here: {err}"
+            ) from None
         return FileResponse(path, media_type=_MEDIA.get(path.suffix, "application/octet-stream"))
 
     # Figures that are measurements of PyTorch on a machine (site.SITE_DATA), measured on first ask.

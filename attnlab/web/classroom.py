@@ -214,7 +214,10 @@ WARM_UP = (
     ("POST", "/api/lesson/pronoun"),
     ("POST", "/api/lesson/heads"),
     ("POST", "/api/lesson/shapes"),
-    ("POST", "/api/lesson/next-token"),
+    # The in-page models' folders (exported on first ask): a class's first page load waits on none.
+    ("GET", "/static/models/shakespeare-char/meta.json"),
+    ("GET", "/static/models/digits-vit/meta.json"),
+    ("GET", "/static/models/karate-gat/meta.json"),
     ("POST", "/api/lesson/pooling"),
 )
 

@@ -29,6 +29,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..export_onnx import export_rnn_translator_onnx, export_summarizer_onnx, export_translator_onnx
+from ..onnx_apps import export_gat_onnx, export_gpt_onnx, export_vit_onnx
 
 __all__ = [
     "ENGINE_FILES",
@@ -77,6 +78,9 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
     "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
     "facts-summarizer": export_summarizer_onnx,  # §9 summary
+    "shakespeare-char": export_gpt_onnx,  # §7's next-token chart and §9's decoder-only widget
+    "digits-vit": export_vit_onnx,
+    "karate-gat": export_gat_onnx,
 }
 
 
@@ -301,7 +305,8 @@ def write_engine_folder(
             shutil.copy2(ENGINE_DIR / name, work / "engine" / name)
         copy_runtime(work / "vendor" / "onnxruntime-web", repo=repo)
         for model, name in zip(models, names):
-            export = SITE_MODELS.get(str(model), export_translator_onnx)  # a shipped name: as the explorer exports it
+            # A model of SITE_MODELS by its own exporter (the GPT, ViT, GAT); a folder is a translator's.
+            export = SITE_MODELS.get(str(model), export_translator_onnx)
             export(model, work / "models" / name, weights=weights)
         work.replace(out)  # an empty dest is replaced; a failed build leaves none of it there
     except BaseException:

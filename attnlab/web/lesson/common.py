@@ -210,10 +210,6 @@ class LessonModels:
         """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
         return self.shipped_model(name, what)
 
-    def language_model(self, name: str, what: str) -> tuple[Any, Any]:
-        """A shipped GPT and its tokenizer."""
-        return self.shipped_model(name, what)
-
 
 #: A shell's page links, ``{{page:/lesson/glossary}}``: the explorer's path of a lesson page.
 _PAGE_LINK = re.compile(r"\{\{page:(/[a-z0-9/]*)\}\}")

@@ -5,8 +5,10 @@ shipped character GPT's next-character probabilities.
 part by part in the diagram's order, the shape of every tensor that really flowed, each with what
 its axes count (B, S, T, D, H, Dh, F, V) and its kind (token ids, vectors per position, vectors per
 head, attention weights, mask), so that the page never mixes an attention-weight shape with the
-shape of the vectors that flow along the stack. ``POST /api/lesson/next-token`` gives the GPT's
-distribution over the next character before and after the temperature and top-k.
+shape of the vectors that flow along the stack. :func:`next_token_view` gives the GPT's
+distribution over the next character before and after the temperature and top-k: the page
+computes it itself (``static/engine/gpt.js`` over the ONNX export of :mod:`attnlab.onnx_apps`),
+so it has no endpoint and stays as the reference the page's parity test compares with.
 
 The letters: B sentences (1), S source tokens, T decoder positions, D = d_model, H heads,
 Dh = D / H, F = d_ff, V the target vocabulary.
@@ -24,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...decode import sample_next, sampling_probs
 from .common import (
     GPT_MODEL,
-    LIVE,
     MAX_SEED,
     MAX_SENTENCE_CHARS,
     MAX_TRANSLATION_TOKENS,
@@ -32,7 +33,6 @@ from .common import (
     LessonModels,
     checked_source_ids,
     rounded,
-    run,
 )
 
 # §7's default sentence: with ja-en it gives S = 5 source tokens and T = 8 decoder positions, so
@@ -634,14 +634,8 @@ def next_token_view(model, tokenizer, req: NextTokenRequest, name: str = GPT_MOD
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§7's endpoints: the next-token chart's. The Transformer diagram and the token walk compute
-    in the page (issue 36: ``static/engine/translation_views.js`` over the ja-en translator
-    exported to ONNX); :func:`shapes_view` and :func:`token_walk_view` stay as the references the
-    page is tested against (tests/test_site_translate_browser.py)."""
-
-    @router.post("/api/lesson/next-token", response_model=NextTokenResponse, responses=LIVE)
-    async def api_next_token(req: NextTokenRequest) -> NextTokenResponse:
-        """§7: the shipped GPT's next-character probabilities, with temperature and top-k."""
-        async with gate.slot():
-            model, tokenizer = await run(models.language_model, GPT_MODEL, "the next-token chart")
-            return await run(next_token_view, model, tokenizer, req)
+    """§7's endpoints: none. The Transformer diagram, the token walk and the next-token chart
+    compute in the page (issue 36: ``static/engine/translation_views.js`` over the ja-en translator
+    and ``static/engine/gpt.js`` over the character GPT, both exported to ONNX); :func:`shapes_view`,
+    :func:`token_walk_view` and :func:`next_token_view` stay as the references the page is tested
+    against."""

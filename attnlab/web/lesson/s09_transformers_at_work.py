@@ -10,16 +10,16 @@ is a 503 naming it and ``make models ONLY=NAME``; bad input is a 4xx):
   trained from scratch on generated facts) picks the answer span of a question in a passage: the
   start and end probabilities of every passage token, and per layer and head the question tokens'
   mean attention over the passage, with the head that puts most of it on the answer.
-- ``POST /api/lesson/apps/gpt``: the decoder-only ``shakespeare-char`` (§7's GPT): the next
+- ``gpt_view`` (in the page: ``static/engine/gpt.js``; no endpoint): the decoder-only ``shakespeare-char`` (§7's GPT): the next
   character's probabilities and the last position's row in every layer's and head's causal
   self-attention (only itself and the characters before it).
 - §9's summary, computed in the page (``static/engine/summary.js`` over the model's ONNX export)
   with :func:`summary_view` as its reference: the encoder–decoder ``facts-summarizer`` (a
   pointer-generator, See et al. 2017): the summary word by word with p_gen (generate) and 1 − p_gen (copy), and each
   word's source–target attention over the document.
-- ``POST /api/lesson/apps/vit``: ``digits-vit`` on one held-out 8 × 8 digit: the class
+- ``vit_view`` (in the page: ``static/engine/vit.js``; no endpoint): ``digits-vit`` on one held-out 8 × 8 digit: the class
   probabilities and [CLS]'s attention over the 16 patches, per layer and head.
-- ``POST /api/lesson/apps/gat``: ``karate-gat`` on Zachary's karate club: one member's attention
+- ``gat_view`` (in the page: ``static/engine/gat.js``; no endpoint): ``karate-gat`` on Zachary's karate club: one member's attention
   over its neighbours (itself included), per head of the first layer, and every member's faction.
 
 The letters: L layers, H heads, S tokens (or characters, or document words), T summary words,
@@ -538,7 +538,9 @@ def gat_view(loaded, req: GatRequest, name: str = GAT_MODEL) -> GatResponse:
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§9's endpoints."""
+    """§9's endpoints. The GPT, ViT and GAT widgets compute in the page (static/engine/gpt.js,
+    vit.js, gat.js over the ONNX exports of attnlab.onnx_apps): gpt_view, vit_view and gat_view
+    stay as the references their parity tests compare with, and have no endpoint."""
 
     @router.post("/api/lesson/apps/mlm", response_model=MLMResponse, responses=LIVE)
     async def api_mlm(req: MLMRequest) -> MLMResponse:
@@ -554,25 +556,5 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
             answerer = await run(models.shipped_model, QA_MODEL, "the question-answering widget")
             return await run(qa_view, answerer, req)
 
-    @router.post("/api/lesson/apps/gpt", response_model=GPTResponse, responses=LIVE)
-    async def api_gpt(req: GPTRequest) -> GPTResponse:
-        """§9: the shipped character GPT's next character and its causal attention row."""
-        async with gate.slot():
-            model, tok = await run(models.shipped_model, GPT_APP_MODEL, "the decoder-only widget")
-            return await run(gpt_view, model, tok, req)
-
-    # §9's summary computes in the page (static/engine/summary.js); summary_view is its reference.
-
-    @router.post("/api/lesson/apps/vit", response_model=VitResponse, responses=LIVE)
-    async def api_vit(req: VitRequest) -> VitResponse:
-        """§9: the shipped ViT on a held-out digit: [CLS]'s attention over the patches."""
-        async with gate.slot():
-            loaded = await run(models.shipped_model, VIT_MODEL, "the image widget")
-            return await run(vit_view, loaded, req)
-
-    @router.post("/api/lesson/apps/gat", response_model=GatResponse, responses=LIVE)
-    async def api_gat(req: GatRequest) -> GatResponse:
-        """§9: the shipped GAT's attention over one member's neighbours."""
-        async with gate.slot():
-            loaded = await run(models.shipped_model, GAT_MODEL, "the graph widget")
-            return await run(gat_view, loaded, req)
+    # §9's decoder-only, summary, image and graph widgets compute in the page (static/engine/gpt.js,
+    # summary.js, vit.js, gat.js); gpt_view, summary_view, vit_view and gat_view are their references.

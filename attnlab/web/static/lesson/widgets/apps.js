@@ -1,7 +1,7 @@
 // §9 Transformers at work. families: the three families' masks drawn side by side (no numbers:
-// which cell may attend). apps-mlm (POST /api/lesson/apps/mlm), apps-gpt (/apps/gpt),
-// apps-qa (/apps/qa), apps-summary (in the page: engine/summary.js), apps-vit (/apps/vit) and apps-gat (/apps/gat): small shipped
-// models doing their jobs, with the attention behind each answer. Every number comes from the API.
+// which cell may attend). apps-mlm (POST /api/lesson/apps/mlm), apps-gpt (in the page: engine/gpt.js),
+// apps-qa (/apps/qa), apps-summary (engine/summary.js), apps-vit (engine/vit.js) and apps-gat (engine/gat.js): small shipped
+// models doing their jobs, with the attention behind each answer. Every number comes from attnlab's models.
 // State in the address: mlm, gpt (the typed lines), qp, qq (the QA passage and question when not
 // the first example's), doc (the example document), img, node.
 (function () {
@@ -181,7 +181,7 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON(o.url, req),
+      fetch: (req) => (o.compute ? o.compute(req, p) : postJSON(o.url, req)),
       busy: () => s("loading"),
       done: (res) => { shown = res; draw(); },
     }), 200);
@@ -347,7 +347,13 @@
   function mountGPT(root, ctx) {
     const { s } = ctx;
     textWidget(root, ctx, {
-      prefix: "dec", param: "gpt", first: "gpt_ex_0", label: "gpt_label", max: 48, url: "/api/lesson/apps/gpt",
+      prefix: "dec", param: "gpt", first: "gpt_ex_0", label: "gpt_label", max: 48,
+      // In the page: the shipped character GPT through onnxruntime-web (engine/gpt.js, what
+      // s09_transformers_at_work.gpt_view computes), its download shown on the status line.
+      compute: async (req, p) => {
+        const engine = await import("../../engine/gpt.js");
+        return engine.gptApp(await engine.loadGPT(engine.GPT_MODEL, { onProgress: window.Lesson.modelProgress(p) }), req);
+      },
       examples: ["gpt_ex_0", "gpt_ex_1"],
       render(r) {
         const rows = [], labels = [];
@@ -476,7 +482,11 @@
 
     const send = loader(p, {
       request: () => ({ index: state.img }),
-      fetch: (req) => postJSON("/api/lesson/apps/vit", req),
+      // In the page: the shipped ViT (engine/vit.js, what s09's vit_view computes).
+      fetch: async (req) => {
+        const engine = await import("../../engine/vit.js");
+        return engine.vitApp(await engine.loadViT(engine.VIT_MODEL, { onProgress: window.Lesson.modelProgress(p) }), req);
+      },
       busy: () => s("loading"),
       done: (res) => { shown = res; draw(); },
     });
@@ -558,7 +568,11 @@
 
     const send = loader(p, {
       request: () => ({ node: state.node }),
-      fetch: (req) => postJSON("/api/lesson/apps/gat", req),
+      // In the page: the shipped GAT (engine/gat.js, what s09's gat_view computes).
+      fetch: async (req) => {
+        const engine = await import("../../engine/gat.js");
+        return engine.gatApp(await engine.loadGAT(engine.GAT_MODEL, { onProgress: window.Lesson.modelProgress(p) }), req);
+      },
       busy: () => s("loading"),
       done: (res) => { shown = res; draw(); },
     });

@@ -4,8 +4,9 @@
 // on a real forward pass. Every shape is drawn with the letter of each axis under its number, and
 // the shapes of the vectors that flow along the stack (B, S|T, D) are kept apart from those of the
 // attention weights (B, H, queries, keys). Each sublayer is drawn in the order the model runs it
-// (pre-norm: LayerNorm → sublayer → residual sum). next-token (POST /api/lesson/next-token): the
-// shipped character GPT's next-character probabilities, with temperature and top-k.
+// (pre-norm: LayerNorm → sublayer → residual sum). next-token (in the page: engine/gpt.js, what
+// s07's next_token_view computes): the shipped character GPT's next-character probabilities, with
+// temperature and top-k.
 // State: text, part (the box open); prompt, temp, k (0: every token), seed.
 (function () {
   "use strict";
@@ -217,6 +218,24 @@
     return token;
   }
 
+  // The GPT's distribution in the page (onnxruntime-web), the model loaded once; its download is
+  // shown on the widget's status line.
+  // p.loading is set while the download is shown, so that the line is cleared once it is done.
+  async function nextTokenInPage(req, p) {
+    const engine = await import("../../engine/gpt.js");
+    const progress = window.Lesson.modelProgress(p);
+    const onProgress = (loaded, total) => { p.loading = true; progress(loaded, total); };
+    return engine.nextToken(await engine.loadGPT(engine.GPT_MODEL, { onProgress }), req);
+  }
+
+  // A failure said plainly: a device that cannot run the model gets the lesson's own sentence.
+  function failModel(error, err) {
+    if (err && err.name === "DeviceError") {
+      error.textContent = window.Attn.t("ls_model_device");
+      error.classList.remove("hidden");
+    } else fail(error, err);
+  }
+
   function mountNext(root, ctx) {
     const { s } = ctx;
     const state = {
@@ -271,18 +290,19 @@
     async function append(sample) {
       const mine = ++p.seq;
       try {
-        const res = await postJSON("/api/lesson/next-token", request(sample));
+        const res = await nextTokenInPage(request(sample), p);
         if (mine !== p.seq) return;
         const token = sample ? res.sampled.token : res.tokens[0].token;
         if (sample) state.seed += 1;
         state.prompt += token;
         if (promptBox) promptBox.value = state.prompt;
+        p.loading = false;
         status.textContent = s(sample ? "sampled_line" : "greedy_line", { tok: label(token) });
         pendingDraw = true;
         changed();
       } catch (err) {
         if (mine !== p.seq) return;
-        fail(error, err);
+        failModel(error, err);
       }
     }
 
@@ -292,10 +312,11 @@
       if (!pendingDraw) status.textContent = s("loading");
       pendingDraw = false;
       try {
-        const res = await postJSON("/api/lesson/next-token", req);
+        const res = await nextTokenInPage(req, p);
         if (mine !== p.seq) return;
         error.classList.add("hidden");
-        if (status.textContent === s("loading")) status.textContent = "";
+        if (status.textContent === s("loading") || p.loading) status.textContent = "";
+        p.loading = false;
         shown = res;
         draw();
         out.dataset.request = JSON.stringify(req);
@@ -303,7 +324,7 @@
       } catch (err) {
         if (mine !== p.seq) return;
         status.textContent = "";
-        fail(error, err);
+        failModel(error, err);
       }
     }, 150);
 

@@ -1,0 +1,437 @@
+"""The lesson's small shipped models beside the translators as ONNX graphs: the character GPT
+(§7's next-token chart, §9's decoder-only widget), the digits ViT and the karate-club GAT (§9).
+
+As :mod:`attnlab.onnx_graphs` does for the translators, each graph is built node by node from the
+model's own weights (no tracer), with the same arithmetic as the PyTorch module, in the same order,
+and the attention weights the widgets draw are named outputs:
+
+- ``shakespeare-char/model.onnx`` (:func:`gpt_graph`): ``ids`` int64 ``(B, T)`` → ``logits``
+  ``(B, V)`` at the last position and ``attn`` ``(L, B, H, T)``, the last position's causal row
+  in every layer and head. The widgets read one text at a time and never generate step by step
+  in a loop (one character is appended per click, then the text is read again), so the graph
+  runs the whole text at once and needs no key/value cache: T ≤ ``n_positions`` (128).
+- ``digits-vit/model.onnx`` (:func:`vit_graph`): ``images`` float32 ``(B, 8, 8)`` →
+  ``logits`` ``(B, K)`` and ``cls_attn`` ``(L, B, H, 1 + P)``, [CLS]'s row of every map
+  (:func:`attnlab.models.vit.cls_attention`); ``images.json`` holds the held-out test digits.
+- ``karate-gat/model.onnx`` (:func:`gat_graph`): ``features`` float32 ``(N, F)`` and ``mask``
+  bool ``(N, N)`` → ``logits`` ``(N, C)``, ``hidden_attn`` ``(H, N, N)`` (the first layer's
+  coefficients) and ``output_attn`` ``(H', N, N)``; ``graph.json`` holds the club (features,
+  edges, factions, the members labelled in training, the drawing's fixed positions).
+
+Each folder has a ``meta.json`` (``"format": "attnlab.onnx"``, ``"kind"``: ``gpt`` | ``vit`` |
+``gat``, the sizes, ``"weights"``). Weights are stored as :func:`attnlab.onnx_graphs.exact_storage`
+picks (fp16 for all three shipped checkpoints, which are fp16-packed: exact).
+
+Shape letters: B batch, T characters, V vocabulary, D width, H heads, Dh = D / H, L layers,
+P patches, K classes, N nodes, F features, C classes of the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .onnx_graphs import (
+    META_FILE,
+    WEIGHTS,
+    _activation,
+    _attend,
+    _Graph,
+    _layer_norm,
+    _linear,
+    _merge_heads,
+    _split_heads,
+    _stack,
+    _value_info,
+    exact_storage,
+)
+
+__all__ = [
+    "gpt_graph",
+    "vit_graph",
+    "gat_graph",
+    "export_gpt_onnx",
+    "export_vit_onnx",
+    "export_gat_onnx",
+    "vit_images",
+    "gat_graph_data",
+]
+
+
+def _storage(model: nn.Module, weights: str) -> str:
+    if weights not in WEIGHTS:
+        raise ValueError(f"unknown weights {weights!r}; choose from {list(WEIGHTS)}")
+    return exact_storage(model) if weights == "auto" else weights
+
+
+def _pre_norm_block(
+    g: _Graph, x: str, block: nn.Module, mask: str | None, H: int, Dh: int, D: int, act: str, hint: str
+):
+    """One pre-norm :class:`attnlab.layers.EncoderBlock`: ``x + attn(LN(x))``, then
+    ``x + ff(LN(x))`` (GPT-2 §2.3; ViT §3.1). Returns the output and the attention weights.
+
+    Shape:
+        x ``(B, T, D)``; mask ``(T, T)`` bool or None → ``(B, T, D)``, weights ``(B, H, T, T)``
+    """
+    sa = block.self_attn
+    h = _layer_norm(g, x, block.attn_norm, hint + "_ln1")
+    q = _split_heads(g, _linear(g, h, sa.q_proj, hint + "_q"), H, Dh)  # (B, H, T, Dh)
+    k = _split_heads(g, _linear(g, h, sa.k_proj, hint + "_k"), H, Dh)  # (B, H, T, Dh)
+    v = _split_heads(g, _linear(g, h, sa.v_proj, hint + "_v"), H, Dh)  # (B, H, T, Dh)
+    out, w = _attend(g, q, k, v, mask, Dh)  # (B, H, T, Dh), (B, H, T, T)
+    x = g.op("Add", x, _linear(g, _merge_heads(g, out, D), sa.out_proj, hint + "_o"))  # (B, T, D)
+    ff = block.ff
+    h = _layer_norm(g, x, block.ff_norm, hint + "_ln2")
+    hidden = _activation(g, _linear(g, h, ff.up_proj, hint + "_up"), act)  # (B, T, d_ff)
+    return g.op("Add", x, _linear(g, hidden, ff.down_proj, hint + "_down")), w  # (B, T, D)
+
+
+# -- the character GPT ------------------------------------------------------------------------------
+
+
+def gpt_graph(model: nn.Module, weights: str = "auto"):
+    """:class:`attnlab.models.gpt.GPT` (learned positions, full causal attention) as one graph
+    over the whole text.
+
+    Shape:
+        ids ``(B, T)`` → logits ``(B, V)`` (last position), attn ``(L, B, H, T)`` (its causal row)
+    """
+    c = model.config
+    if c.positions != "learned" or c.attention != "full":
+        raise ValueError("only a GPT with learned positions and full causal attention can be exported to ONNX")
+    g = _Graph(_storage(model, weights))
+    TensorProto = g.onnx.TensorProto
+    D, H = c.d_model, c.n_heads
+    Dh = D // H
+    i64 = np.int64
+    T = g.op("Gather", g.op("Shape", "ids"), g.const(1, i64, "axis1"), axis=0)  # scalar T
+    positions = g.op("Range", g.const(0, i64, "zero"), T, g.const(1, i64, "one"))  # (T,)
+    x = g.op("Gather", g.weight(model.tok_emb.weight, "tok_emb"), "ids", axis=0)  # (B, T, D)
+    pos = g.op("Gather", g.weight(model.pos_emb.embedding.weight, "pos_emb"), positions, axis=0)  # (T, D)
+    x = g.op("Add", x, pos)  # (B, T, D): GPT-2 adds learned positions, no √D
+    # Causal mask, True = may attend: key position ≤ query position (bool, as the mask helpers).
+    mask = g.op(
+        "GreaterOrEqual",
+        g.op("Unsqueeze", positions, g.const([1], i64, "axes")),  # (T, 1) queries
+        g.op("Unsqueeze", positions, g.const([0], i64, "axes")),  # (1, T) keys
+    )  # (T, T)
+    last = g.const(-1, i64, "last")
+    rows = []
+    for i, block in enumerate(model.blocks):
+        x, w = _pre_norm_block(g, x, block, mask, H, Dh, D, c.activation, f"h{i}")
+        rows.append(g.op("Gather", w, last, axis=2))  # (B, H, T, T) -> (B, H, T): the last query
+    x = _layer_norm(g, x, model.final_norm, "final_norm")  # (B, T, D)
+    x = g.op("Gather", x, last, axis=1)  # (B, D)
+    g.op("Gemm", x, g.weight(model.tok_emb.weight, "tok_emb"), transB=1, out="logits")  # (B, V), tied
+    _stack(g, rows, "attn")  # (L, B, H, T)
+    f32 = TensorProto.FLOAT
+    return g.model(
+        [_value_info("ids", TensorProto.INT64, ["B", "T"])],
+        [_value_info("logits", f32, ["B", c.vocab_size]), _value_info("attn", f32, [c.n_layers, "B", H, "T"])],
+        "attnlab_gpt",
+    )
+
+
+def _fresh(out: str | Path, force: bool) -> Path:
+    out = Path(out)
+    if out.exists():
+        if not force:
+            raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    out.mkdir(parents=True)
+    return out
+
+
+def _write_meta(out: Path, meta: dict) -> None:
+    meta = {"format": "attnlab.onnx", "version": 1, **meta}
+    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def export_gpt_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write the character GPT's in-page folder: ``model.onnx``, ``tokenizer.json``, ``meta.json``.
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    import onnx
+
+    from .checkpoint import shipped_model_dir
+    from .recipes.lm import load_language_model
+
+    directory = model_dir_or_name
+    if not Path(str(directory)).is_dir():
+        directory = shipped_model_dir(str(model_dir_or_name))
+    model, tokenizer = load_language_model(directory)
+    if getattr(model.config, "model_type", None) != "gpt":
+        raise ValueError(f"{model_dir_or_name}: not a GPT (only a GPT has this in-page export)")
+    storage = _storage(model, weights)
+    graph = gpt_graph(model, storage)
+    out = _fresh(out_dir, force)
+    onnx.save(graph, str(out / "model.onnx"))
+    tokenizer.save(out, "tokenizer")
+    c = model.config
+    _write_meta(
+        out,
+        {
+            "kind": "gpt",
+            "name": Path(str(model_dir_or_name)).name,
+            "vocab_size": c.vocab_size,
+            "n_positions": c.n_positions,
+            "d_model": c.d_model,
+            "n_layers": c.n_layers,
+            "n_heads": c.n_heads,
+            "weights": storage,
+            "tokenizer": "tokenizer.json",
+        },
+    )
+    return out
+
+
+# -- the ViT ----------------------------------------------------------------------------------------
+
+
+def vit_graph(model: nn.Module, weights: str = "auto"):
+    """:class:`attnlab.models.vit.ViT` on grey images: patches in raster order
+    (:func:`attnlab.models.vit.patchify`), [CLS] first, learned positions, pre-norm blocks.
+
+    Shape:
+        images ``(B, S, S)`` → logits ``(B, K)``, cls_attn ``(L, B, H, 1 + P)``
+    """
+    c = model.config
+    if c.channels != 1:
+        raise ValueError("only a grey-image ViT (channels=1) has an in-page export")
+    g = _Graph(_storage(model, weights))
+    TensorProto = g.onnx.TensorProto
+    D, H, p, S = c.d_model, c.n_heads, c.patch_size, c.image_size
+    Dh, n = D // H, S // p
+    i64 = np.int64
+    x = g.op("Reshape", "images", g.const([-1, n, p, n, p], i64, "shape"))  # (B, r, i, c, j)
+    x = g.op("Transpose", x, perm=[0, 1, 3, 2, 4])  # (B, r, c, i, j): patch r·n + c, pixels row by row
+    x = g.op("Reshape", x, g.const([0, n * n, p * p], i64, "shape"))  # (B, P, p·p)
+    patches = _linear(g, x, model.patch_embed.patch_proj, "patch")  # (B, P, D)
+    batch = g.op("Slice", g.op("Shape", "images"), g.const([0], i64, "s"), g.const([1], i64, "e"))  # (1,) = [B]
+    shape = g.op("Concat", batch, g.const([1, D], i64, "shape"), axis=0)  # [B, 1, D]
+    cls = g.op("Expand", g.weight(model.cls_token, "cls"), shape)  # (B, 1, D)
+    x = g.op("Concat", cls, patches, axis=1)  # (B, 1 + P, D)
+    x = g.op("Add", x, g.weight(model.encoder.positions.embedding.weight, "pos"))  # (B, 1 + P, D)
+    first = g.const(0, i64, "first")
+    rows = []
+    for i, block in enumerate(model.encoder.blocks):
+        x, w = _pre_norm_block(g, x, block, None, H, Dh, D, "gelu", f"b{i}")
+        rows.append(g.op("Gather", w, first, axis=2))  # (B, H, N, N) -> (B, H, N): [CLS]'s row
+    x = _layer_norm(g, x, model.encoder.final_norm, "final_norm")  # (B, 1 + P, D)
+    x = g.op("Gather", x, first, axis=1)  # (B, D): [CLS]
+    g.op(
+        "Add",
+        g.op("MatMul", x, g.weight(model.head.weight, "head", transpose=True)),
+        g.weight(model.head.bias, "head_b"),
+        out="logits",
+    )
+    _stack(g, rows, "cls_attn")  # (L, B, H, 1 + P)
+    f32 = TensorProto.FLOAT
+    return g.model(
+        [_value_info("images", f32, ["B", S, S])],
+        [
+            _value_info("logits", f32, ["B", c.n_classes]),
+            _value_info("cls_attn", f32, [c.n_layers, "B", H, 1 + n * n]),
+        ],
+        "attnlab_vit",
+    )
+
+
+def vit_images(config: dict) -> dict:
+    """The held-out test digits the widget shows (the split of ``config["split_seed"]``).
+
+    Shape:
+        → images ``(N, 8, 8)`` grey levels as the model reads them, labels ``(N,)``
+    """
+    from .data.digits import digits_splits
+
+    data = digits_splits(seed=config.get("split_seed", 0))
+    return {
+        "split_seed": config.get("split_seed", 0),
+        "images": data.test_x.float().tolist(),
+        "labels": [int(y) for y in data.test_y],
+    }
+
+
+def export_vit_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write the digits ViT's in-page folder: ``model.onnx``, ``images.json``, ``meta.json``.
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    import onnx
+
+    from .checkpoint import shipped_model_dir
+    from .recipes.vision import load_vit
+
+    directory = model_dir_or_name
+    if not Path(str(directory)).is_dir():
+        directory = shipped_model_dir(str(model_dir_or_name))
+    model, config = load_vit(directory)
+    storage = _storage(model, weights)
+    graph = vit_graph(model, storage)
+    out = _fresh(out_dir, force)
+    onnx.save(graph, str(out / "model.onnx"))
+    (out / "images.json").write_text(json.dumps(vit_images(config), separators=(",", ":")) + "\n", encoding="utf-8")
+    c = model.config
+    _write_meta(
+        out,
+        {
+            "kind": "vit",
+            "name": Path(str(model_dir_or_name)).name,
+            "image_size": c.image_size,
+            "patch_size": c.patch_size,
+            "n_classes": c.n_classes,
+            "d_model": c.d_model,
+            "n_layers": c.n_layers,
+            "n_heads": c.n_heads,
+            "weights": storage,
+            "images": "images.json",
+        },
+    )
+    return out
+
+
+# -- the GAT ----------------------------------------------------------------------------------------
+
+
+def _gat_layer(g: _Graph, x: str, layer: nn.Module, hint: str) -> tuple[str, str]:
+    """One :class:`attnlab.models.gat.GATLayer` (Veličković et al. 2018, §2.1): additive scores
+    ``LeakyReLU(a_selfᵀz_i + a_neighbourᵀz_j)``, non-neighbours at float32's most negative number
+    (exactly 0 after the softmax, the module's rule), heads concatenated or averaged.
+
+    Shape:
+        x ``(N, F)``; mask ``(N, N)`` → hidden ``(N, H·F')`` or ``(N, F')``, weights ``(H, N, N)``
+    """
+    H, Fo = layer.n_heads, layer.out_features
+    i64 = np.int64
+    z = g.op("MatMul", x, g.weight(layer.node_proj.weight, hint + "_w", transpose=True))  # (N, H·F')
+    z = g.op("Transpose", g.op("Reshape", z, g.const([0, H, Fo], i64, "shape")), perm=[1, 0, 2])  # (H, N, F')
+    axis1, last = g.const([1], i64, "axes"), g.const([-1], i64, "axes")
+
+    def score(a: torch.Tensor, name: str) -> str:
+        a = g.op("Unsqueeze", g.weight(a, hint + name), axis1)  # (H, 1, F')
+        return g.op("ReduceSum", g.op("Mul", z, a), last, keepdims=0)  # (H, N)
+
+    s_self, s_neigh = score(layer.score_self, "_as"), score(layer.score_neighbour, "_an")
+    scores = g.op(
+        "Add",
+        g.op("Unsqueeze", s_self, g.const([2], i64, "axes")),  # (H, N, 1)
+        g.op("Unsqueeze", s_neigh, axis1),  # (H, 1, N)
+    )  # (H, N, N)
+    scores = g.op("LeakyRelu", scores, alpha=float(layer.negative_slope))
+    scores = g.op("Where", "mask", scores, g.const(np.finfo(np.float32).min))  # (H, N, N)
+    alpha = g.op("Softmax", scores, axis=-1)  # (H, N, N)
+    out = g.op("MatMul", alpha, z)  # (H, N, F')
+    if layer.combine == "concat":
+        hidden = g.op(
+            "Reshape", g.op("Transpose", out, perm=[1, 0, 2]), g.const([0, H * Fo], i64, "shape")
+        )  # (N, H·F')
+    else:
+        hidden = g.op("ReduceMean", out, axes=[0], keepdims=0)  # (N, F')
+    return g.op("Add", hidden, g.weight(layer.bias, hint + "_b")), alpha
+
+
+def gat_graph(model: nn.Module, weights: str = "auto"):
+    """:class:`attnlab.models.gat.GAT`: hidden layer (heads concatenated), ELU, output layer
+    (heads averaged).
+
+    Shape:
+        features ``(N, F)``; mask ``(N, N)`` bool → logits ``(N, C)``, hidden_attn ``(H, N, N)``,
+        output_attn ``(H', N, N)``
+    """
+    c = model.config
+    g = _Graph(_storage(model, weights))
+    TensorProto = g.onnx.TensorProto
+    hidden, a1 = _gat_layer(g, "features", model.hidden_layer, "l1")
+    hidden = g.op("Elu", hidden, alpha=1.0)  # F.elu's default α = 1
+    logits, a2 = _gat_layer(g, hidden, model.output_layer, "l2")
+    g.op("Identity", logits, out="logits")
+    g.op("Identity", a1, out="hidden_attn")
+    g.op("Identity", a2, out="output_attn")
+    f32 = TensorProto.FLOAT
+    return g.model(
+        [_value_info("features", f32, ["N", c.n_features]), _value_info("mask", TensorProto.BOOL, ["N", "N"])],
+        [
+            _value_info("logits", f32, ["N", c.n_classes]),
+            _value_info("hidden_attn", f32, [c.n_heads, "N", "N"]),
+            _value_info("output_attn", f32, [c.out_heads, "N", "N"]),
+        ],
+        "attnlab_gat",
+    )
+
+
+def gat_graph_data(config: dict) -> dict:
+    """Zachary's karate club as the widget draws it: features, neighbourhoods, edges, factions,
+    the members labelled in training, and the fixed drawing (spring layout, seed 0, scaled to
+    [0, 1], rounded to 4 decimals as the lesson's reference does).
+
+    Shape:
+        → features ``(N, F)``, mask ``(N, N)`` (0/1), edges ``(E, 2)``, positions ``(N, 2)``
+    """
+    from .data.graphs import karate_club
+    from .recipes.graph import spring_layout
+
+    data = karate_club()
+    n = data.features.shape[0]
+    pos = spring_layout(data.edges, n, seed=0)  # (N, 2)
+    pos = (pos - pos.min(0)) / np.maximum(pos.max(0) - pos.min(0), 1e-9)
+    return {
+        "features": data.features.float().tolist(),
+        "mask": data.mask.int().tolist(),
+        "edges": [[int(a), int(b)] for a, b in data.edges.T.tolist()],
+        "positions": [[round(float(x), 4), round(float(y), 4)] for x, y in pos],
+        "labelled": [int(i) for i in config.get("labelled", [])],
+        "truth": [int(v) for v in data.labels],
+        "class_names": list(data.class_names),
+    }
+
+
+def export_gat_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write the karate-club GAT's in-page folder: ``model.onnx``, ``graph.json``, ``meta.json``.
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    import onnx
+
+    from .checkpoint import shipped_model_dir
+    from .recipes.graph import load_gat
+
+    directory = model_dir_or_name
+    if not Path(str(directory)).is_dir():
+        directory = shipped_model_dir(str(model_dir_or_name))
+    model, config = load_gat(directory)
+    storage = _storage(model, weights)
+    graph = gat_graph(model, storage)
+    out = _fresh(out_dir, force)
+    onnx.save(graph, str(out / "model.onnx"))
+    (out / "graph.json").write_text(json.dumps(gat_graph_data(config), separators=(",", ":")) + "\n", encoding="utf-8")
+    c = model.config
+    _write_meta(
+        out,
+        {
+            "kind": "gat",
+            "name": Path(str(model_dir_or_name)).name,
+            "n_features": c.n_features,
+            "n_classes": c.n_classes,
+            "n_heads": c.n_heads,
+            "out_heads": c.out_heads,
+            "weights": storage,
+            "graph": "graph.json",
+        },
+    )
+    return out
