@@ -29,6 +29,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..export_onnx import export_translator_onnx
+from ..onnx_bert import export_bert_onnx, export_minilm_views
 
 __all__ = [
     "ENGINE_FILES",
@@ -70,7 +71,17 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "ja-en": export_translator_onnx,
     "en-ja": export_translator_onnx,
     "demo": export_translator_onnx,
+    "minilm": export_minilm_views,  # §4 pronoun, §5 heads: MiniLM's views of the page's sentences
+    "shakespeare-mlm": export_bert_onnx,  # §9 masked LM
+    "facts-qa": functools.partial(export_bert_onnx, extra=lambda: {"examples.json": _qa_examples()}),  # §9 QA
 }
+
+
+def _qa_examples() -> list[dict]:
+    """§9's question-answering examples (held-out passages with their questions), for the page."""
+    from .lesson.s09_transformers_at_work import qa_examples
+
+    return qa_examples()
 
 
 class ModelFolders:
