@@ -46,13 +46,13 @@ OPERATIONS = [
     ("/api/lesson/sections/{n}", "GET", INVALID),
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("heads", "word-order", "variants")
+        for name in ("word-order", "variants")  # §5's heads are computed in the page
         for mode in (VALID, INVALID)
     ],
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("translation", "parallel-steps", "bottleneck", "pronoun", "shapes", "next-token")
+        for name in ("translation", "parallel-steps", "bottleneck", "shapes", "next-token")  # §4's pronoun: in the page
         for mode in (VALID, INVALID)
     ],
     ("/api/lesson/bleu-by-length", "GET", VALID),  # no parameters
