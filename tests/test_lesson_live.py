@@ -54,6 +54,22 @@ needs_minilm = pytest.mark.skipif(
 )
 
 
+_MINILM = []
+
+
+def minilm_model():
+    """MiniLM as the lesson loads it (named "minilm"), once per module: the reference views'
+    model (the page reads the same numbers from the site's models/minilm folder)."""
+    if not _MINILM:
+        from attnlab.models.convert_hf import minilm_dir
+        from attnlab.web.models import load_model
+
+        model = load_model(minilm_dir())
+        model.name = "minilm"
+        _MINILM.append(model)
+    return _MINILM[0]
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     return TestClient(create_app(), base_url=LOCAL)
@@ -316,7 +332,7 @@ def test_the_pronoun_rows_are_minilms_own_maps(client):
     from attnlab.models.convert_hf import minilm_dir
     from attnlab.web.models import load_model
 
-    got = client.post("/api/lesson/pronoun", json={}).json()
+    got = LV.pronoun_view(minilm_model(), LV.PronounRequest()).model_dump()
     run = load_model(minilm_dir()).run(PRONOUN_SENTENCE)
     assert got["tokens"] == run.tokens["src"] and got["pronoun"] == 10 and got["tokens"][10] == "it"
     maps = run.attentions["self"].detach()  # (L, H, S, S)
@@ -343,9 +359,11 @@ def test_the_pronoun_rows_are_minilms_own_maps(client):
         ({"layer": 2}, "Extra inputs"),
     ],
 )
-def test_pronoun_bad_input_is_422(client, body, pattern):
-    r = client.post("/api/lesson/pronoun", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_pronoun_bad_input_is_a_clear_error(body, pattern):
+    # The reference of the page's pronounView refuses with the message the page shows.
+    with pytest.raises(ValueError) as err:
+        LV.pronoun_view(minilm_model(), LV.PronounRequest(**body))
+    assert re.search(pattern, str(err.value)), str(err.value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,22 @@ needs_minilm = pytest.mark.skipif(
 )
 
 
+_MINILM = []
+
+
+def minilm_model():
+    """MiniLM as the lesson loads it (named "minilm"), once per module: the reference views'
+    model (the page reads the same numbers from the site's models/minilm folder)."""
+    if not _MINILM:
+        from attnlab.models.convert_hf import minilm_dir
+        from attnlab.web.models import load_model
+
+        model = load_model(minilm_dir())
+        model.name = "minilm"
+        _MINILM.append(model)
+    return _MINILM[0]
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     return TestClient(create_app(), base_url=LOCAL)
@@ -271,7 +287,7 @@ def test_what_section_4_says_about_the_translators_two_maps(ja_en):
 def test_the_numbers_of_the_pronoun_note_are_minilms(client):
     rows = {}
     for name, text in (("tired", TIRED), ("wide", WIDE)):
-        got = client.post("/api/lesson/pronoun", json={"text": text}).json()
+        got = LV.pronoun_view(minilm_model(), LV.PronounRequest(text=text)).model_dump()
         assert got["n_layers"] == 6 and got["n_heads"] == 12
         rows[name] = (got, torch.tensor(got["weights"]))  # (L, H, S)
     animal, street = 2, 8

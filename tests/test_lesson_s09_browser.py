@@ -84,10 +84,12 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
     weights = torch.stack([w[0, :, at] for w in out.attentions]).reshape(-1, len(ids))  # (L·H, S)
     close(table(page, "mlm-w", weights.shape[0], len(ids)), weights.tolist(), tol=1e-5)
 
-    # Question answering: the page shows the endpoint's numbers (the API test recomputes those from
-    # the model): the start and end probabilities, every head's question → passage row, the span.
+    # Question answering: the page computes qa_view's numbers (tests/test_lesson_s09.py recomputes
+    # those from the model): the start and end probabilities, every head's question → passage row, the span.
     page.wait_for_selector("#qa-best")
-    qa = page.request.post("/api/lesson/apps/qa", data={}).json()
+    from attnlab.recipes.qa import load_qa
+
+    qa = L.qa_view(load_qa(shipped("facts-qa")), L.QARequest()).model_dump()  # the page's reference
     C = len(qa["passage_tokens"])
     close(table(page, "qa-p", 2, C), [qa["start_probs"], qa["end_probs"]], tol=1e-6)
     L_, H_ = qa["n_layers"], qa["n_heads"]

@@ -46,11 +46,10 @@ OPERATIONS = [
     ("/api/lesson/sections/{n}", "GET", INVALID),
     *[
         (f"/api/lesson/{name}", "POST", mode)
-        for name in ("heads", "word-order", "variants")
+        for name in ("word-order", "variants")  # §5's heads are computed in the page
         for mode in (VALID, INVALID)
     ],
     # The widgets that run the shipped models (attnlab/web/lesson_live.py).
-    *[(f"/api/lesson/{name}", "POST", mode) for name in ("pronoun",) for mode in (VALID, INVALID)],
     ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
     ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
 ]

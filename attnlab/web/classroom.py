@@ -97,8 +97,6 @@ CACHED_PATHS = frozenset(
         "/api/mask",
         "/api/lesson/translation",
         "/api/lesson/parallel-steps",
-        "/api/lesson/pronoun",
-        "/api/lesson/heads",
         "/api/lesson/shapes",
         "/api/lesson/pooling",
     }
@@ -211,8 +209,6 @@ class ResponseCache:
 WARM_UP = (
     ("POST", "/api/lesson/translation"),
     ("POST", "/api/lesson/parallel-steps"),
-    ("POST", "/api/lesson/pronoun"),
-    ("POST", "/api/lesson/heads"),
     ("POST", "/api/lesson/shapes"),
     # The in-page models' folders (exported on first ask): a class's first page load waits on none.
     ("GET", "/static/models/shakespeare-char/meta.json"),

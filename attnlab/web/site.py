@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..export_onnx import export_rnn_translator_onnx, export_summarizer_onnx, export_translator_onnx
 from ..onnx_apps import export_gat_onnx, export_gpt_onnx, export_vit_onnx
+from ..onnx_bert import export_bert_onnx, export_minilm_views
 
 __all__ = [
     "ENGINE_FILES",
@@ -81,7 +82,17 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "shakespeare-char": export_gpt_onnx,  # §7's next-token chart and §9's decoder-only widget
     "digits-vit": export_vit_onnx,
     "karate-gat": export_gat_onnx,
+    "minilm": export_minilm_views,  # §4 pronoun, §5 heads: MiniLM's views of the page's sentences
+    "shakespeare-mlm": export_bert_onnx,  # §9 masked LM
+    "facts-qa": functools.partial(export_bert_onnx, extra=lambda: {"examples.json": _qa_examples()}),  # §9 QA
 }
+
+
+def _qa_examples() -> list[dict]:
+    """§9's question-answering examples (held-out passages with their questions), for the page."""
+    from .lesson.s09_transformers_at_work import qa_examples
+
+    return qa_examples()
 
 
 def _parallel_steps(out: Path) -> Path:

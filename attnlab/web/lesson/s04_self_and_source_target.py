@@ -1,8 +1,9 @@
 """§4 Self-attention and source–target attention: where MiniLM's pronoun looks.
 
 The section's first widget (the translator's encoder self-attention beside its source–target
-attention) reads ``POST /api/lesson/translation``, registered by §1's module. This module serves
-``POST /api/lesson/pronoun``: the row of one token (the pronoun) in every attention map of MiniLM,
+attention) reads ``POST /api/lesson/translation``, registered by §1's module. This module holds
+:func:`pronoun_view`, the reference of the page's ``pronounView`` (``static/engine/bert.js``, which
+reads MiniLM's maps from the site's ``models/minilm`` folder): the row of one token (the pronoun) in every attention map of MiniLM,
 every layer and head, and for each token the head that gives it the largest weight. The page's
 note quotes these numbers for "…because it was too tired" and "…too wide"
 (``tests/test_lesson_s04_s07.py`` checks they stay true).
@@ -17,12 +18,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import (
-    LIVE,
     MAX_MINILM_TOKENS,
     LessonModels,
     english_sentence,
     rounded,
-    run,
 )
 
 
@@ -95,11 +94,6 @@ def pronoun_view(model, req: PronounRequest) -> PronounResponse:
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§4's endpoints (the translation view it shares with §1 is registered there)."""
-
-    @router.post("/api/lesson/pronoun", response_model=PronounResponse, responses=LIVE)
-    async def api_pronoun(req: PronounRequest) -> PronounResponse:
-        """§4: where MiniLM's pronoun looks, in every layer and head."""
-        async with gate.slot():
-            model = await run(models.minilm, "the pronoun view")
-            return await run(pronoun_view, model, req)
+    """§4's endpoints: none of its own. The translation view it shares with §1 is registered there;
+    the pronoun is computed in the page (``static/engine/bert.js``), :func:`pronoun_view` is its
+    reference."""

@@ -2,7 +2,8 @@
 version without ``transpose(1, 2)`` (what goes wrong when splitting and when joining the heads),
 and MiniLM's heads (head view and neuron view). The tiny example is computed in the page
 (``static/engine/lessonmath.js``, ``multihead``); :func:`multihead_example` is its reference. The
-heads run MiniLM on the explorer (``POST /api/lesson/heads``).
+heads are computed in the page too (``static/engine/bert.js``'s ``headsView``, from MiniLM's maps
+in the site's ``models/minilm`` folder); :func:`head_view` is its reference.
 
 Shape letters: ``T`` words, ``D`` model width, ``H`` heads, ``Dh = D / H`` head width, ``S``
 MiniLM tokens.
@@ -20,14 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ... import functional as AF
 from ...layers import MultiHeadAttention
 from .common import (
-    LIVE,
     MAX_SEED,
     LessonModels,
     check_sentence,
     check_whole,
     english_sentence,
     rounded,
-    run,
     seeded_attention,
     typed_words,
     word_vector,
@@ -370,11 +369,6 @@ def head_view(model, req: HeadsRequest) -> HeadsResponse:
 
 
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§5's endpoints."""
-
-    @router.post("/api/lesson/heads", response_model=HeadsResponse, responses=LIVE)
-    async def api_heads(req: HeadsRequest) -> HeadsResponse:
-        """§5: MiniLM's heads in one layer, and q, k, q⊙k of one head for one query token."""
-        async with gate.slot():
-            model = await run(models.minilm)
-            return await run(head_view, model, req)
+    """§5's endpoints: none. The tiny example and MiniLM's heads are computed in the page
+    (``static/engine/lessonmath.js``, ``static/engine/bert.js``); :func:`multihead_example` and
+    :func:`head_view` are their references."""

@@ -3,10 +3,12 @@
 Endpoints (each runs one shipped model of :mod:`attnlab.assets`; a model that is not installed
 is a 503 naming it and ``make models ONLY=NAME``; bad input is a 4xx):
 
-- ``POST /api/lesson/apps/mlm``: the encoder-only ``shakespeare-mlm`` fills the one ``[MASK]`` of a
+- the masked LM (computed in the page, ``static/engine/bert.js``; :func:`mlm_view` is its
+  reference): the encoder-only ``shakespeare-mlm`` fills the one ``[MASK]`` of a
   line: its candidates and probabilities, and the row of ``[MASK]`` in every layer's and head's
   self-attention (no mask: it sees both sides).
-- ``POST /api/lesson/apps/qa``: the encoder-only ``facts-qa`` (a small BERT with a span head,
+- question answering (computed in the page, ``static/engine/bert.js``; :func:`qa_view` is its
+  reference): the encoder-only ``facts-qa`` (a small BERT with a span head,
   trained from scratch on generated facts) picks the answer span of a question in a passage: the
   start and end probabilities of every passage token, and per layer and head the question tokens'
   mean attention over the passage, with the head that puts most of it on the answer.
@@ -34,7 +36,7 @@ import torch
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import LIVE, MAX_SEED, LessonModels, rounded, run
+from .common import MAX_SEED, LessonModels, rounded
 
 __all__ = [
     "MLMRequest",
@@ -542,19 +544,6 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     vit.js, gat.js over the ONNX exports of attnlab.onnx_apps): gpt_view, vit_view and gat_view
     stay as the references their parity tests compare with, and have no endpoint."""
 
-    @router.post("/api/lesson/apps/mlm", response_model=MLMResponse, responses=LIVE)
-    async def api_mlm(req: MLMRequest) -> MLMResponse:
-        """§9: the shipped masked LM fills a [MASK]; the [MASK] row of every head."""
-        async with gate.slot():
-            model, tok = await run(models.shipped_model, MLM_MODEL, "the masked-LM widget")
-            return await run(mlm_view, model, tok, req)
-
-    @router.post("/api/lesson/apps/qa", response_model=QAResponse, responses=LIVE)
-    async def api_qa(req: QARequest) -> QAResponse:
-        """§9: the shipped question answerer's span, its start/end probabilities and each head's question → passage attention."""
-        async with gate.slot():
-            answerer = await run(models.shipped_model, QA_MODEL, "the question-answering widget")
-            return await run(qa_view, answerer, req)
-
-    # §9's decoder-only, summary, image and graph widgets compute in the page (static/engine/gpt.js,
-    # summary.js, vit.js, gat.js); gpt_view, summary_view, vit_view and gat_view are their references.
+    # Every §9 widget computes in the page: the masked LM and QA (static/engine/bert.js), the
+    # decoder-only GPT (gpt.js), the summary (summary.js), the image (vit.js) and the graph (gat.js);
+    # mlm_view, qa_view, gpt_view, summary_view, vit_view and gat_view are their references.

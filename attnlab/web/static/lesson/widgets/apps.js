@@ -1,12 +1,15 @@
 // §9 Transformers at work. families: the three families' masks drawn side by side (no numbers:
-// which cell may attend). apps-mlm (POST /api/lesson/apps/mlm), apps-gpt (in the page: engine/gpt.js),
-// apps-qa (/apps/qa), apps-summary (engine/summary.js), apps-vit (engine/vit.js) and apps-gat (engine/gat.js): small shipped
-// models doing their jobs, with the attention behind each answer. Every number comes from attnlab's models.
+// which cell may attend). apps-mlm and apps-qa (engine/bert.js), apps-gpt (engine/gpt.js),
+// apps-summary (engine/summary.js), apps-vit (engine/vit.js) and apps-gat (engine/gat.js): small
+// shipped models doing their jobs in the page, with the attention behind each answer.
 // State in the address: mlm, gpt (the typed lines), qp, qq (the QA passage and question when not
 // the first example's), doc (the example document), img, node.
 (function () {
   "use strict";
   const { el, postJSON, debounce } = window.Attn;
+  // The BERT encoders' in-page module (static/engine/bert.js), imported when first needed.
+  let bertModule = null;
+  const bertEngine = () => (bertModule ||= import("../../engine/bert.js"));
   const { panes, loader, memo, keepFocus, slidePart } = window.Lesson;
   const { num, sequential, css, textOn } = window.Charts;
   const NS = "http://www.w3.org/2000/svg";
@@ -204,7 +207,9 @@
   function mountMLM(root, ctx) {
     const { s } = ctx;
     textWidget(root, ctx, {
-      prefix: "mlm", param: "mlm", first: "mlm_ex_0", label: "mlm_label", max: 60, url: "/api/lesson/apps/mlm",
+      prefix: "mlm", param: "mlm", first: "mlm_ex_0", label: "mlm_label", max: 60,
+      // In the page: engine/bert.js runs shakespeare-mlm (mlm_view's response).
+      compute: async (req, p) => (await bertEngine()).mlmView(req, { onProgress: window.Lesson.modelProgress(p) }),
       examples: ["mlm_ex_0", "mlm_ex_1", "mlm_ex_2"],
       render(r) {
         const rows = [], labels = [];
@@ -273,7 +278,8 @@
 
     const send = debounce(loader(p, {
       request: () => (state.passage && state.question ? { passage: state.passage, question: state.question } : {}),
-      fetch: (req) => postJSON("/api/lesson/apps/qa", req),
+      // In the page: engine/bert.js runs facts-qa (qa_view's response).
+      fetch: async (req) => (await bertEngine()).qaView(req, { onProgress: window.Lesson.modelProgress(p) }),
       busy: () => s("loading"),
       done: (res) => {
         const first = !examples;

@@ -1,10 +1,10 @@
-// §5 The heads of a real model (POST /api/lesson/heads, MiniLM): a head view (lines from one word
+// §5 The heads of a real model (MiniLM, computed in the page: engine/bert.js's headsView): a head view (lines from one word
 // to the words it attends to, one colour per head) and a neuron view (q, k and q⊙k of one head for
 // one query word). State in the address: text, layer and head (from 1), q (the query word), hv
 // (the heads drawn, e.g. "1,5,9").
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const NS = "http://www.w3.org/2000/svg";
   // One colour per head (12 for MiniLM), dark enough to read on white.
   // Heads: none of them the red or blue of the neuron view's signed values (figures.css has the same).
@@ -61,23 +61,29 @@
     }
 
     function buildControls() {
-      const text = el("input", { type: "text", id: "hv-text", value: state.text, class: "wide", "aria-label": s("text_label") });
+      const text = el("input", { type: "text", id: "hv-text", value: state.text, class: "wide", list: "hv-sentences", "aria-label": s("text_label") });
+      const sentences = el("datalist", { id: "hv-sentences" });
+      import("../../engine/bert.js").then((b) => b.minilmSentences()).then((ss) => sentences.replaceChildren(...ss.map((v) => el("option", { value: v })))).catch(() => {});
       text.addEventListener("input", () => { state.text = text.value; state.query = null; changed(); });
       const layers = shown ? shown.n_layers : 6;
       const layer = el("select", { id: "hv-layer", "aria-label": s("layer_label") },
         Array.from({ length: layers }, (_, l) => el("option", { value: String(l + 1), selected: l + 1 === state.layer, text: String(l + 1) })));
       layer.addEventListener("change", () => { state.layer = Number(layer.value); changed(); });
       controls.replaceChildren(
-        el("label", { class: "row grow" }, el("span", { text: s("text_label") }), text),
+        el("label", { class: "row grow" }, el("span", { text: s("text_label") }), text, sentences),
         el("label", { class: "row" }, el("span", { text: s("layer_label") }), layer));
     }
 
+    // In the page: engine/bert.js answers from MiniLM's views (head_view's response).
+    const view = async (req) => (await import("../../engine/bert.js")).headsView(req, {
+      onProgress: (loaded, total) => { status.textContent = window.Attn.t(total > 0 ? "ls_model_progress" : "ls_model_progress_mb", { pct: Math.min(100, Math.round((100 * loaded) / (total || 1))), mb: (loaded / 1e6).toFixed(1) }); },
+    });
     const send = debounce(async () => {
       const req = { text: state.text, layer: state.layer - 1, head: state.head - 1, query: state.query === null ? 0 : state.query };
       const mine = ++seq;
       status.textContent = s("loading");
       try {
-        let res = await postJSON("/api/lesson/heads", req);
+        let res = await view(req);
         if (mine !== seq) return;
         if (state.query === null) {
           // First look at a sentence: start from "it" when there is one (the pronoun example).
@@ -85,7 +91,7 @@
           state.query = it >= 0 ? it : Math.min(1, res.tokens.length - 1);
           if (state.query !== req.query) {
             req.query = state.query;
-            res = await postJSON("/api/lesson/heads", req);
+            res = await view(req);
             if (mine !== seq) return;
           }
           remember();
@@ -99,7 +105,7 @@
       } catch (err) {
         if (mine !== seq) return;
         status.textContent = "";
-        error.textContent = window.Attn.t("error", { msg: err.message });
+        error.textContent = err && err.name === "DeviceError" ? window.Attn.t("ls_model_device") : window.Attn.t("error", { msg: err.message });
         error.classList.remove("hidden");
       }
     }, 300);

@@ -1,7 +1,7 @@
 // §4 Self vs source–target attention. self-vs-cross (computed in the page: §1's translation view,
 // engine/translation_views.js, over the ja→en translator in onnxruntime-web): the same
 // sentence through the shipped ja→en translator, its encoder self-attention next to its
-// source–target attention. pronoun (POST /api/lesson/pronoun): where MiniLM's "it" looks, in every
+// source–target attention. pronoun (computed in the page: engine/bert.js): where MiniLM's "it" looks, in every
 // layer and head. State: text, el (encoder layer), dl (decoder layer), head (0: mean) for the
 // translator; en, pr, to (the word compared, a token position), pl, ph for MiniLM.
 (function () {
@@ -120,18 +120,21 @@
     }
 
     function buildControls() {
-      const text = el("input", { type: "text", id: "pr-text", value: state.text, class: "wide", lang: "en", "aria-label": s("english_label") });
+      const text = el("input", { type: "text", id: "pr-text", value: state.text, class: "wide", lang: "en", list: "pr-sentences", "aria-label": s("english_label") });
+      const sentences = el("datalist", { id: "pr-sentences" });
+      import("../../engine/bert.js").then((b) => b.minilmSentences()).then((ss) => sentences.replaceChildren(...ss.map((v) => el("option", { value: v })))).catch(() => {});
       text.addEventListener("input", () => { state.text = text.value; state.to = null; changed(); });
       const pronoun = el("input", { type: "text", id: "pr-pronoun", value: state.pronoun, size: "8", lang: "en", "aria-label": s("pronoun_label") });
       pronoun.addEventListener("input", () => { state.pronoun = pronoun.value; changed(); });
       controls.replaceChildren(
-        el("label", { class: "row grow" }, el("span", { text: s("english_label") }), text),
+        el("label", { class: "row grow" }, el("span", { text: s("english_label") }), text, sentences),
         el("label", { class: "row" }, el("span", { text: s("pronoun_label") }), pronoun));
     }
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text, pronoun: state.pronoun }),
-      fetch: (req) => postJSON("/api/lesson/pronoun", req),
+      // In the page: engine/bert.js answers from MiniLM's views (pronoun_view's response).
+      fetch: async (req) => (await import("../../engine/bert.js")).pronounView(req, { onProgress: window.Lesson.modelProgress(p) }),
       busy: () => s("loading"),
       done: (res) => {
         shown = res;
