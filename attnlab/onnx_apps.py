@@ -162,7 +162,7 @@ def export_gpt_onnx(
     """
     import onnx
 
-    from .checkpoint import shipped_model_dir
+    from .assets.locate import shipped_model_dir
     from .recipes.lm import load_language_model
 
     directory = model_dir_or_name
@@ -272,7 +272,7 @@ def export_vit_onnx(
     """
     import onnx
 
-    from .checkpoint import shipped_model_dir
+    from .assets.locate import shipped_model_dir
     from .recipes.vision import load_vit
 
     directory = model_dir_or_name
@@ -408,7 +408,7 @@ def export_gat_onnx(
     """
     import onnx
 
-    from .checkpoint import shipped_model_dir
+    from .assets.locate import shipped_model_dir
     from .recipes.graph import load_gat
 
     directory = model_dir_or_name

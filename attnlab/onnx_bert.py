@@ -169,7 +169,7 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
     Shape:
         no tensors; returns ``(model, tokenizer, settings)`` (settings: the QA window sizes, else {})
     """
-    from . import checkpoint as ckpt
+    from .assets import locate
     from .models.convert_hf import minilm_dir
     from .recipes.lm import load_language_model
     from .recipes.qa import load_qa
@@ -177,7 +177,7 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
     if str(name) == MINILM:
         model, tok = load_language_model(minilm_dir())
         return model.eval(), tok, {}
-    directory = ckpt.shipped_model_dir(str(name)) if not Path(str(name)).is_dir() else Path(name)
+    directory = locate.shipped_model_dir(str(name)) if not Path(str(name)).is_dir() else Path(name)
     config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     if config.get("model_type") == "bert_qa":
         qa = load_qa(directory)

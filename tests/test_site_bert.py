@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import checkpoint
+from attnlab.assets import locate
 from attnlab.models.bert import encode_with_masks
 
 onnx = pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
@@ -38,7 +38,7 @@ TOL = 1e-4
 
 def need(name: str) -> None:
     try:
-        checkpoint.shipped_model_dir(name)
+        locate.shipped_model_dir(name)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 

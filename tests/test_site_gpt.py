@@ -15,7 +15,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from attnlab import assets
-from attnlab import checkpoint as ckpt
+from attnlab.assets import locate
 from attnlab.web import site
 from attnlab.web.app import create_app
 
@@ -30,7 +30,7 @@ LOCAL = "http://127.0.0.1"
 
 def need(name: str):
     try:
-        return ckpt.shipped_model_dir(name)
+        return locate.shipped_model_dir(name)
     except FileNotFoundError:
         pytest.skip(f"needs the shipped model {name} (make models ONLY={name})")
 

@@ -91,7 +91,7 @@ def test_encoder_taps_are_pytorchs_tensors_and_the_contract_is_unchanged(norm):
 
 
 def test_site_ja_en_has_the_taps_and_the_models_config(tmp_path):
-    from attnlab.checkpoint import shipped_model_dir
+    from attnlab.assets.locate import shipped_model_dir
 
     try:
         shipped_model_dir("ja-en")
