@@ -76,11 +76,7 @@ function topk(probs, k) {
 // Running an exported BERT (attnlab.onnx_bert.bert_graph): one sequence, B = 1.
 // ---------------------------------------------------------------------------------------------
 
-// onnxruntime-web's WASM backend runs one inference at a time: two runs started together (the
-// masked LM and the question answerer share §9's page) fail inside the runtime, so this module's
-// runs wait for each other.
-let queue = Promise.resolve();
-
+// (Runs of every model on the page wait for each other: models.js queues onnxruntime-web's run().)
 async function runBert(name, ids, types, onProgress) {
   const ort = await runtime();
   const sess = await session(name, "model.onnx", { onProgress });
@@ -89,9 +85,7 @@ async function runBert(name, ids, types, onProgress) {
     input_ids: new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, S]),
     token_type_ids: new ort.Tensor("int64", BigInt64Array.from(types, BigInt), [1, S]),
   };
-  const mine = queue.then(() => sess.run(feeds));
-  queue = mine.catch(() => {});
-  return mine;
+  return sess.run(feeds);
 }
 
 // (L, 1, H, S, S) attn as a function (l, h, i, j) → weight.

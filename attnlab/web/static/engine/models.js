@@ -48,6 +48,23 @@ export function modelURL(name, file = "") {
 
 let runtimePromise = null;
 
+// onnxruntime-web's WASM backend runs one inference at a time: two run() calls that overlap, on any
+// sessions of the one runtime, fail inside it ("Cannot read properties of null"), and a lesson page
+// has several widgets computing at once (§9 has six). So every run() of every session waits for
+// the one before it: one queue for the page, whichever module asks.
+function queueRuns(ort) {
+  const proto = ort.InferenceSession.prototype;
+  if (proto.attnlabQueued) return;
+  const run = proto.run;
+  let last = Promise.resolve();
+  proto.run = function queuedRun(...args) {
+    const mine = last.then(() => run.apply(this, args));
+    last = mine.catch(() => {}); // a failed run does not block the ones after it
+    return mine;
+  };
+  proto.attnlabQueued = true;
+}
+
 /**
  * onnxruntime-web's WASM build, imported once. Threads need SharedArrayBuffer, which a page has
  * only when its host sends the cross-origin isolation headers; elsewhere it runs single-threaded.
@@ -58,6 +75,7 @@ export function runtime() {
   if (!runtimePromise) {
     runtimePromise = import("../vendor/onnxruntime-web/ort.wasm.min.mjs").then((ort) => {
       ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
+      queueRuns(ort);
       return ort;
     });
     runtimePromise.catch(() => { runtimePromise = null; }); // a failed load may be retried
