@@ -1432,10 +1432,15 @@
   }
 
   // A failure to run an in-page model, said plainly: a device that cannot run models at all gets
-  // its own sentence (not a stack of WebAssembly words); anything else is shown as fail() shows it.
+  // its own sentence (not a stack of WebAssembly words), an engine error with a code its sentence
+  // in the page's language (ls_err_CODE); anything else is shown as fail() shows it.
   function modelFail(error, err) {
     if (err && err.name === "DeviceError") {
       error.textContent = t("ls_model_device");
+      error.classList.remove("hidden");
+    } else if (err && err.code && t("ls_err_" + err.code) !== "ls_err_" + err.code) {
+      // An engine error the page can say in the reader's language (err.code names its sentence).
+      error.textContent = t("ls_err_" + err.code);
       error.classList.remove("hidden");
     } else fail(error, err);
   }
