@@ -201,7 +201,7 @@ def test_parallel_steps_in_the_page_are_the_view_over_the_same_measurements(page
         else:
             _same(g, w, "parallelStepsView")
             assert g == w  # not only close: the same numbers, read from the same file
-    long = "私は" * 40 + "。"
+    long = "あ" * 60  # 60 tokens or so: more than the table's lengths, fewer than max_len
     most = f"the measured times go up to {S1.STEPS_MAX_TOKENS} tokens"
     with pytest.raises(ValueError, match=most):
         S1.parallel_steps(rnn, translator, S1.StepsRequest(text=long, batch=1), data)
