@@ -224,6 +224,12 @@ def bars(page) -> list[tuple[str, str, float]]:
     )
 
 
+# The walk computes in the page (ja-en in onnxruntime-web, float32): its numbers equal the Python
+# view's within 1e-4 (issue 36's parity bound, tests/test_site_translate_browser.py), no longer to
+# the last digit the server sent.
+PAGE_TOL = 1e-4
+
+
 def check_bars(page, want: list[float | None]) -> None:
     got = bars(page)
     assert len(got) == len(want)
@@ -231,7 +237,7 @@ def check_bars(page, want: list[float | None]) -> None:
         if w is None:
             assert value == "" and share == -1  # hatched, no number, no bar
         else:
-            assert abs(float(value) - w) < 1e-9
+            assert abs(float(value) - w) <= PAGE_TOL
             assert abs(share - w) < 0.01  # the 0–1 scale: the track is 1
 
 
@@ -258,8 +264,14 @@ def test_the_token_walk_steps_through_the_models_numbers(page, lang, base_url, w
         if step == 1:
             e = res["embeddings"][src]
             for row, key in (("tw-emb", "embedding"), ("tw-pos", "position"), ("tw-sum", "sum")):
-                close([float(page.get_attribute(f"#{row}-{k}", "data-value")) for k in range(4)], e[key + "_first"])
-                assert float(page.get_attribute(f"#{row}-norm", "data-value")) == e[key + "_norm"]
+                close(
+                    [float(page.get_attribute(f"#{row}-{k}", "data-value")) for k in range(4)],
+                    e[key + "_first"],
+                    tol=PAGE_TOL,
+                )
+                assert float(page.get_attribute(f"#{row}-norm", "data-value")) == pytest.approx(
+                    e[key + "_norm"], abs=PAGE_TOL
+                )
             assert page.get_attribute(f"#tw-src-{src}", "aria-pressed") == "true"
         elif step == 2:
             check_bars(page, res["encoder_self"][0][src])
@@ -272,7 +284,9 @@ def test_the_token_walk_steps_through_the_models_numbers(page, lang, base_url, w
                 ("out", "out_norm"),
                 ("layer", "layer_out_norm"),
             ):
-                assert float(page.get_attribute(f"#tw-ffn-{row} td", "data-value")) == f[key]
+                assert float(page.get_attribute(f"#tw-ffn-{row} td", "data-value")) == pytest.approx(
+                    f[key], abs=PAGE_TOL
+                )
         elif step == 4:
             row = res["decoder_self"][0][out]
             check_bars(page, [w if j <= out else None for j, w in enumerate(row)])

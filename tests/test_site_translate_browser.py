@@ -201,7 +201,7 @@ def test_parallel_steps_in_the_page_are_the_view_over_the_same_measurements(page
         else:
             _same(g, w, "parallelStepsView")
             assert g == w  # not only close: the same numbers, read from the same file
-    long = "私は" * 40 + "。"
+    long = "あ" * 60  # 60 tokens or so: more than the table's lengths, fewer than max_len
     most = f"the measured times go up to {S1.STEPS_MAX_TOKENS} tokens"
     with pytest.raises(ValueError, match=most):
         S1.parallel_steps(rnn, translator, S1.StepsRequest(text=long, batch=1), data)
@@ -223,3 +223,16 @@ def test_bad_sentences_are_refused_in_one_line(page, translator):
         assert g["error"] == str(refused.value)
     assert "this view shows at most 48" in got[2]["error"] and "it has no tokens" in got[3]["error"]
     assert all("\n" not in g["error"] for g in got)
+
+
+def test_two_widgets_decoding_at_once_get_their_own_answers(page, translator):
+    """§7's diagram and token walk ask the one ja-en at the same moment (one page, two widgets):
+    onnxruntime-web runs a session's calls one at a time, so the views queue theirs."""
+    texts = [S7.SHAPES_SENTENCE, S7.TOKEN_WALK_SENTENCE]
+    shapes, walk = page.evaluate(
+        """async (texts) => Promise.all([window.views.shapesView(window.jaEn, texts[0]),
+                                         window.views.tokenWalkView(window.jaEn, texts[1])])""",
+        texts,
+    )
+    _same(shapes, S7.shapes_view(translator, S7.ShapesRequest(text=texts[0])).model_dump(), "shapes")
+    _same(walk, S7.token_walk_view(translator, S7.TokenWalkRequest(text=texts[1])).model_dump(), "walk")

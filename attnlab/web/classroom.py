@@ -22,6 +22,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .site import SITE_DATA, SITE_MODELS
+
 __all__ = ["WARM_UP", "warm_up", "Classroom", "lan_addresses", "qr_svg", "AnswerCache", "ResponseCache", "CACHED_PATHS"]
 
 _SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
@@ -95,9 +97,6 @@ CACHED_PATHS = frozenset(
     {
         "/api/playground",
         "/api/mask",
-        "/api/lesson/translation",
-        "/api/lesson/parallel-steps",
-        "/api/lesson/shapes",
         "/api/lesson/pooling",
     }
 )
@@ -207,13 +206,11 @@ class ResponseCache:
 #: results (the §2 length table, the §1 timings, the §8 cost curves) are computed before the
 #: first student arrives.
 WARM_UP = (
-    ("POST", "/api/lesson/translation"),
-    ("POST", "/api/lesson/parallel-steps"),
-    ("POST", "/api/lesson/shapes"),
-    # The in-page models' folders (exported on first ask): a class's first page load waits on none.
-    ("GET", "/static/models/shakespeare-char/meta.json"),
-    ("GET", "/static/models/digits-vit/meta.json"),
-    ("GET", "/static/models/karate-gat/meta.json"),
+    # Every widget but §8's pooling computes in the page: the explorer exports each in-page model and
+    # writes each data file (§1's times, §2's test pairs and BLEU) on its first ask, so ask for them
+    # all before the class does.
+    *(("GET", f"/static/models/{name}/meta.json") for name in SITE_MODELS),
+    *(("GET", f"/static/data/{name}") for name in SITE_DATA),
     ("POST", "/api/lesson/pooling"),
 )
 
