@@ -40,3 +40,12 @@ def test_the_explorer_serves_them_and_refuses_an_unknown_name():
     assert len(r.json()["documents"]) == 3
     r = client.get("/static/data/nope.json")
     assert r.status_code == 404 and "no data file 'nope.json'" in r.json()["detail"]
+
+
+def test_a_model_not_built_here_is_a_503_naming_it(monkeypatch, tmp_path):
+    import attnlab.assets as assets_module
+
+    monkeypatch.setattr(assets_module, "ROOT", tmp_path)  # an installation whose assets are not built
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    r = client.get("/static/models/rnn-plain/meta.json")
+    assert r.status_code == 503 and "rnn-plain" in r.json()["detail"], r.text

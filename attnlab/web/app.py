@@ -249,6 +249,8 @@ def create_app(
             path = model_folders.file(name, filename)
         except KeyError as err:
             raise HTTPException(404, str(err.args[0])) from None
+        except FileNotFoundError as err:  # a shipped model not built here: say which, never a 500
+            raise HTTPException(503, f"the in-page model {name} cannot be exported here: {err}") from None
         return FileResponse(path, media_type=_MEDIA.get(path.suffix, "application/octet-stream"))
 
     data_files = DataFiles()
