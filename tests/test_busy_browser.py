@@ -32,14 +32,15 @@ pytestmark = BROWSER_MARKS
 
 page = make_page(ARTIFACTS, timeout_ms=40_000, viewport={"width": 1100, "height": 800}, full_page=False)
 
-# §1's translation widget: a model the explorer still runs (§3's additive-vs-dot, the widget these
-# tests used before, computes in the page since issue 36, and so asks the server nothing).
-API = "**/api/lesson/translation"
+# §8's attention-pooling widget: the one model the explorer still runs for the lesson (its MeCab
+# markers cannot run in a page; every other widget computes in the page since issue 36 and so asks
+# the server nothing).
+API = "**/api/lesson/pooling"
 
 
 @pytest.fixture(autouse=True)
-def _ja_en():
-    shipped("ja-en")
+def _classifier():
+    shipped("ja-sentence-type")
 
 
 BUSY = {"status": 429, "headers": {"Retry-After": "1"}, "content_type": "application/json"}
@@ -63,7 +64,7 @@ def busy_then_through(pg, refusals: int) -> dict:
 
 def test_a_busy_answer_shows_the_note_then_the_widget(page, lang):
     seen = busy_then_through(page, refusals=2)
-    page.goto(f"/lesson/1?lang={lang}")
+    page.goto(f"/lesson/8?lang={lang}")
     section_drawn(page)
     note = page.locator("#busy-note")
     note.wait_for(state="visible")
@@ -74,21 +75,21 @@ def test_a_busy_answer_shows_the_note_then_the_widget(page, lang):
     # Meanwhile the widget shows nothing broken: no error box, no half-drawn answer.
     assert page.locator(".widget .error:not(.hidden)").count() == 0
     # The page tries again by itself; the third try goes through and the widget is drawn.
-    page.wait_for_selector("#tr-out[data-seq]:not([data-seq='0'])", state="attached")
+    page.wait_for_selector("#pool-out[data-seq]:not([data-seq='0'])", state="attached")
     widgets_answered(page)
     assert seen == {"refused": 2, "passed": 1}
     page.wait_for_selector("#busy-note.hidden", state="attached")
     assert not note.is_visible()
     assert page.locator(".widget .error:not(.hidden)").count() == 0
-    assert page.locator("#tr-translation").count() == 1  # the translation and its map are there
+    assert page.locator("#pool-weights").count() == 1  # the class and its pooling weights are there
 
 
 def test_a_class_busy_through_every_try_asks_to_try_again(page, lang):
     # common.js tries six times (waits of about 1, 2, … 5 s, jittered), then gives up politely.
     seen = busy_then_through(page, refusals=100)
-    page.goto(f"/lesson/1?lang={lang}")
+    page.goto(f"/lesson/8?lang={lang}")
     section_drawn(page)
-    error = page.locator("#tr-error")
+    error = page.locator("#pool-error")
     error.wait_for(state="visible", timeout=60_000)
     assert seen["refused"] == 6 and seen["passed"] == 0
     assert i18n.t(lang, "busy_failed") in error.inner_text()
@@ -96,6 +97,6 @@ def test_a_class_busy_through_every_try_asks_to_try_again(page, lang):
     assert not page.locator("#busy-note").is_visible()
     # The next move of the widget, once the class is quieter, draws it.
     page.unroute(API)
-    page.click("#tr-example-1")
-    page.wait_for_selector("#tr-out[data-seq]:not([data-seq='0'])", state="attached")
-    page.wait_for_selector("#tr-error.hidden", state="attached")
+    page.fill("#pool-text", "雨が降った。")
+    page.wait_for_selector("#pool-out[data-seq]:not([data-seq='0'])", state="attached")
+    page.wait_for_selector("#pool-error.hidden", state="attached")
