@@ -74,8 +74,7 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 SITE_MODELS: dict[str, Callable[..., Path]] = {
     # ja-en with its encoder's optional outputs (ENCODER_TAPS): §7's token walk prints them.
     "ja-en": functools.partial(export_translator_onnx, taps=True),
-    "en-ja": export_translator_onnx,
-    "demo": export_translator_onnx,
+    "demo": export_translator_onnx,  # the engine's check page (static/engine/check.html)
     "rnn-plain": export_rnn_translator_onnx,  # §2 bottleneck
     "rnn-attention": export_rnn_translator_onnx,  # §2 bottleneck, §3 additive-vs-dot
     "facts-summarizer": export_summarizer_onnx,  # §9 summary
