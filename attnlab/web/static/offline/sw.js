@@ -8,7 +8,7 @@
 //   rather than on install, so a phone downloads only the models it uses);
 // - activate: the caches of older builds are deleted (VERSION is a hash of the build's files, so a
 //   new build is a new service worker and a new cache).
-// Only GET requests inside the site's own folder are touched; the explorer never registers this.
+// Only GET and HEAD requests inside the site's own folder are touched; the explorer never registers this.
 "use strict";
 
 const VERSION = "__VERSION__";
@@ -56,8 +56,20 @@ async function answer(request) {
   return response;
 }
 
+// A HEAD request (the engine asks a model file's size first, for its progress line) is answered
+// from the cached file's headers when there is one, so it does not fail offline.
+async function head(request) {
+  const cache = await caches.open(CACHE);
+  const hit = await cache.match(request.url);
+  if (!hit) return fetch(request);
+  const headers = new Headers(hit.headers);
+  if (!headers.has("content-length")) headers.set("content-length", String((await hit.clone().arrayBuffer()).byteLength));
+  return new Response(null, { status: hit.status, headers });
+}
+
 self.addEventListener("fetch", (event) => {
   const request = event.request;
-  if (request.method !== "GET" || !request.url.startsWith(SCOPE)) return;
-  event.respondWith(answer(request));
+  if (!request.url.startsWith(SCOPE)) return;
+  if (request.method === "GET") event.respondWith(answer(request));
+  else if (request.method === "HEAD") event.respondWith(head(request));
 });
