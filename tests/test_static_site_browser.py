@@ -65,6 +65,12 @@ def _check_page(pg, folder, page: str, lang: str) -> dict:
     title = pg.title()
     assert title.endswith(i18n.t(lang, "app_title")) and len(title) > len(i18n.t(lang, "app_title")) + 3, title
     assert pg.locator("h1").first.inner_text().strip(), page
+    # Every widget computes its first answer in the page (its model downloaded, or offline taken from
+    # the service worker's cache), or says it needs the explorer: wait for each to do one or the other.
+    pg.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0'"
+        " || n.closest('.widget').querySelector('.error:not(.hidden)'))"
+    )
     # A widget still asking the explorer's API says so in the page's language (Lesson.fail marks it
     # .needs-explorer; a widget with its own error box shows the same sentence after "Error:").
     shown = pg.locator("main .error:not(.hidden)").all_inner_texts()
