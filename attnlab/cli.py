@@ -5,7 +5,7 @@ without a default is a positional argument; ``bool`` defaults become ``--flag`` 
 ``Literal[...]`` becomes a choice) and its docstring becomes the ``--help`` text: the summary line,
 and one line per argument from the ``Args:`` section.
 
-Most commands come from the recipes' descriptors (:class:`attnlab.recipes.Recipe`):
+Most commands come from the recipes' descriptors (:class:`attnlab.recipes.Job`):
 ``attnlab train <job>`` is the job's ``train_command`` plus the shared training options of
 :func:`train_options`, and the job's inference commands (``translate``, ``generate``, ...) are
 its ``commands``. The experiments' commands (``demo``, ``experiment ...``) are defined beside
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from .experiments import bottleneck, demo, variants
-from .recipes import Recipe, TrainJob
+from .recipes import Job, TrainJob
 from .recipes.caption import CAPTION_JOB
 from .recipes.classify import CLASSIFY_JOB
 from .recipes.graph import GAT_JOB
@@ -45,7 +45,7 @@ from .recipes.translate import TRANSLATE_JOB
 from .recipes.vision import VIT_JOB
 
 #: Every job whose commands the CLI makes (``attnlab train NAME`` and its inference commands).
-JOBS: tuple[Recipe, ...] = (
+JOBS: tuple[Job, ...] = (
     TRANSLATE_JOB,
     LM_JOB,
     MLM_JOB,
@@ -62,7 +62,7 @@ JOBS: tuple[Recipe, ...] = (
 COMMANDS: dict[str, Callable] = {f"train {job.name}": job.train_command for job in JOBS}
 COMMANDS.update((name, fn) for job in JOBS for name, fn in job.commands.items())
 COMMANDS.update((name, fn) for experiment in (demo, bottleneck, variants) for name, fn in experiment.COMMANDS.items())
-_RECIPE_OF: dict[str, Recipe] = {f"train {job.name}": job for job in JOBS}  # the job a train command runs
+_JOB_OF: dict[str, Job] = {f"train {job.name}": job for job in JOBS}  # the job a train command runs
 
 
 def command(name: str) -> Callable[[Callable], Callable]:
@@ -188,7 +188,7 @@ def train_options(
 _TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
 
 
-def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
+def _run_training(recipe: Job, job: TrainJob, options: dict) -> None:
     """Run a `train ...` command's job inside a distributed session, with the shared options on its TrainConfig."""
     from .checkpoint import check_run_folder
     from .distributed import DEFAULT_TIMEOUT_S, session
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
         # negative) as an unknown option; treat anything that starts like a negative number as a value.
         sub._negative_number_matcher = re.compile(r"^-\.?\d")
-        sub.set_defaults(_fn=fn, _train=words[0] == "train", _recipe=_RECIPE_OF.get(name))
+        sub.set_defaults(_fn=fn, _train=words[0] == "train", _recipe=_JOB_OF.get(name))
     return parser
 
 

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training data")
     parser.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the preset's)")
-    parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.RECIPES)))
+    parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.PRESETS)))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from attnlab.data.corpus import read_tsv
 
     train_pairs, valid_pairs, test_pairs = (read_tsv(files[s]).pairs for s in ("train", "valid", "test"))
-    base = C.RECIPES[args.preset]
+    base = C.PRESETS[args.preset]
     if args.max_tokens is not None:
         base = dataclasses.replace(base, max_tokens=args.max_tokens)
     setup = dataclasses.replace(

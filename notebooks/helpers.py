@@ -244,7 +244,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
     core) on the generated "facts" task (invented names and numbers the model must copy);
     attnlab ships no summarizer."""
     from attnlab.data.summaries import facts_splits
-    from attnlab.recipes.summarize import RECIPES, train_summarizer
+    from attnlab.recipes.summarize import PRESETS, train_summarizer
     from attnlab.recipes.summarize import load_summarizer as load
 
     folder = _stand_in_folder(f"summarize-facts-{steps}steps{_suffix()}")
@@ -253,7 +253,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
         return Loaded(load(folder), source + FROM_RUNS)
     log(f"生成データ（facts）でポインタ生成ネットワークを {steps} 回の更新だけ学習します …")
     splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
-    setup = RECIPES["facts"]
+    setup = PRESETS["facts"]
     setup = dataclasses.replace(
         setup,
         max_tokens=512,  # small batches: more updates in a short run (the preset's 2048 still repeats words then)
@@ -272,7 +272,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
     busy CPU core) on the generated facts questions (attnlab ships no question answerer; the full
     recipe, ``attnlab train qa``, takes minutes)."""
     from attnlab.data.squad import facts_splits
-    from attnlab.recipes.qa import RECIPES, load_qa, train_qa
+    from attnlab.recipes.qa import PRESETS, load_qa, train_qa
 
     folder = _stand_in_folder(f"qa-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
@@ -280,7 +280,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
         return Loaded(load_qa(folder), source + FROM_RUNS)
     log(f"生成データ（facts）の質問で MiniLM を {steps} 回の更新だけ微調整します …")
     splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
-    setup = RECIPES["facts"]
+    setup = PRESETS["facts"]
     setup = dataclasses.replace(
         setup,
         max_tokens=256,  # small batches: more updates in a short run

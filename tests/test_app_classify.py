@@ -66,7 +66,7 @@ def keyword_task(n: int, seed: int) -> list[tuple[str, str]]:
 
 def tiny_setup(out_dir=None, **model) -> cl.ClassifySetup:
     return dataclasses.replace(
-        cl.RECIPES["tiny"],
+        cl.PRESETS["tiny"],
         model_overrides=model,
         train=TrainConfig(
             out_dir=None if out_dir is None else str(out_dir),

@@ -31,7 +31,7 @@ from attnlab.data.sentence_types import (
 )
 from attnlab.experiments import assets as build_assets
 from attnlab.experiments.assets import SentenceTypeClassifier, pooling_peaks, read_model_card
-from attnlab.recipes.classify import RECIPES as CLASSIFY_RECIPES
+from attnlab.recipes.classify import PRESETS as CLASSIFY_PRESETS
 from attnlab.recipes.classify import load_classifier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,7 +283,7 @@ def test_the_classifier_fits_the_asset_budget_with_room_to_spare():
         pytest.skip(f"{NAME}: not built yet (run `make models ONLY={NAME}`)")
     assert size < 120_000, size
     assert assets.total_bytes() <= assets.BUDGET_BYTES
-    preset = CLASSIFY_RECIPES[NAME]
+    preset = CLASSIFY_PRESETS[NAME]
     assert preset.tokenizer == "char" and preset.vocab_size == 500 and preset.train.patience == 3
 
 

@@ -38,7 +38,7 @@ def data():
 @pytest.fixture(scope="module")
 def trained(data):
     setup = dataclasses.replace(
-        cp.RECIPES["tiny"],
+        cp.PRESETS["tiny"],
         lang="ja",
         train=TrainConfig(
             epochs=1000,
@@ -109,9 +109,9 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="patch_mask"):
         model.start(images.flatten(1), torch.ones(2, 64, dtype=torch.bool))
     with pytest.raises(ValueError, match="caption language"):
-        cp.train_captioner(dataclasses.replace(cp.RECIPES["tiny"], lang="fr"))
+        cp.train_captioner(dataclasses.replace(cp.PRESETS["tiny"], lang="fr"))
     with pytest.raises(ValueError, match="tokenizer"):
-        cp.train_captioner(dataclasses.replace(cp.RECIPES["tiny"], model_overrides={"vocab_size": 5}))
+        cp.train_captioner(dataclasses.replace(cp.PRESETS["tiny"], model_overrides={"vocab_size": 5}))
     with pytest.raises(ValueError, match="vocab_size"):
         CaptionerConfig(vocab_size=0)
 

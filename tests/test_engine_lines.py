@@ -262,8 +262,8 @@ def tiny_translator(precision):
     from attnlab.data.tasks import make_splits
 
     splits = make_splits("numbers-en-ja", 60, 5, 0, seed=5)
-    src_tok, tgt_tok = tr.train_tokenizers(tr.RECIPES["tiny"], *map(list, zip(*splits.train)))
-    model, _ = tr.build_model(tr.RECIPES["tiny"], src_tok.vocab_size, tgt_tok.vocab_size, src_tok.pad_id)
+    src_tok, tgt_tok = tr.train_tokenizers(tr.PRESETS["tiny"], *map(list, zip(*splits.train)))
+    model, _ = tr.build_model(tr.PRESETS["tiny"], src_tok.vocab_size, tgt_tok.vocab_size, src_tok.pad_id)
     return tr.Translator(model.eval(), src_tok, tgt_tok, precision=precision), splits
 
 

@@ -316,7 +316,7 @@ def tiny_trained(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qa-run")
     examples = facts_splits(4, seed=7).train  # 8 questions, learnt by heart
     setup = apply_overrides(
-        qa.RECIPES["facts"],
+        qa.PRESETS["facts"],
         TINY + [f"init={json.dumps(str(tiny_bert_dir))}", f"train.out_dir={json.dumps(str(out))}"],
         BertConfig,
     )
@@ -444,7 +444,7 @@ def test_explorer_adapter_shows_question_and_passage_tokens(tiny_trained):
 def test_minilm_fine_tunes_to_high_exact_match_on_held_out_generated_questions():
     # The default `attnlab train qa` run (400 paragraphs, 6 epochs): about 320 steps from MiniLM.
     splits = facts_splits(400, seed=0, n_valid=20, n_test=100)
-    setup = apply_overrides(qa.RECIPES["facts"], ["train.progress=false"], BertConfig)
+    setup = apply_overrides(qa.PRESETS["facts"], ["train.progress=false"], BertConfig)
     answerer, _ = qa.train_qa(setup, splits.train, splits.valid)
     scores = answerer.evaluate(splits.test)
     assert scores["exact_match"] >= 0.75 and scores["f1"] >= 0.8, scores

@@ -103,7 +103,7 @@ class _NoModel:
 
 
 def test_checkpoint_config_records_whether_the_english_was_lower_cased():
-    setup = tr.RECIPES["ja-en"]
+    setup = tr.PRESETS["ja-en"]
     config = tr.checkpoint_config(setup, tr.build_config(setup, 100, 100, 0))
     assert config["lowercase"] is False and config["src_lang"] == "ja" and config["tgt_lang"] == "en"
     old = tr.dataclasses.replace(setup, from_tokenized=True)

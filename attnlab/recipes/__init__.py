@@ -1,7 +1,7 @@
 """Recipes: how the building blocks and models fit together for one job (translation, language
 modelling, classification, ...). Nothing below this layer knows about recipes.
 
-Every job describes itself with one :class:`Recipe` at the end of its module: its presets, its
+Every job describes itself with one :class:`Job` at the end of its module: its presets, its
 setup dataclass, its model config, how it trains and loads, and the typed functions that make its
 commands. ``attnlab.cli`` builds ``attnlab train <job>`` and the job's inference commands from
 these descriptors, so a new job needs no code in the command line.
@@ -26,7 +26,7 @@ from typing import Any
 from ..models.config import renamed_field_error
 from ..train import TrainConfig, TrainResult
 
-__all__ = ["STAND_IN_SIZE", "Recipe", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
+__all__ = ["STAND_IN_SIZE", "Job", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
 
 #: The vocabulary (or class count) a recipe's ``check_model`` builds the model config with before
 #: the data decides the real one: any size will do to check the other fields.
@@ -209,7 +209,7 @@ def apply_overrides(setup: Any, overrides: Sequence[str], config_cls: ConfigClas
 
 @dataclass
 class TrainJob:
-    """What one ``attnlab train <job>`` command line asks for; :meth:`Recipe.setup` makes the setup."""
+    """What one ``attnlab train <job>`` command line asks for; :meth:`Job.setup` makes the setup."""
 
     preset: str  # key of the recipe's presets
     run: Callable[[Any], None]  # trains with the finished setup and prints what came of it
@@ -224,7 +224,7 @@ class TrainJob:
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Job:
     """One job, described: ``attnlab train <name>`` and the job's inference commands are made from it.
 
     ``train_command`` and each of ``commands`` are typed functions in the CLI's style: the

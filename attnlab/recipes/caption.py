@@ -31,18 +31,19 @@ from ..data import batching, tokenizers
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
 from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import exact_match
-from ..models.captioner import PRESETS, Captioner, CaptionerConfig
+from ..models.captioner import PRESETS as MODEL_PRESETS
+from ..models.captioner import Captioner, CaptionerConfig
 from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job, TrainJob, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
     "DIGIT_NAMES",
     "CaptionSetup",
-    "RECIPES",
+    "PRESETS",
     "CaptionTask",
     "train_captioner",
     "load_captioner",
@@ -75,11 +76,11 @@ class CaptionSetup:
             raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {self.lang!r}")
 
 
-#: Named recipes (``--preset``).
+#: Named presets (``--preset``).
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, CaptionSetup] = {
+PRESETS: dict[str, CaptionSetup] = {
     "digits": CaptionSetup(
         shift=0,
         train=TrainConfig(
@@ -162,13 +163,13 @@ class CaptionTask:
 
 def build_config(setup: CaptionSetup, vocab_size: int, pad_id: int) -> CaptionerConfig:
     """The captioner config of ``setup``: its preset, its overrides, and the caption tokenizer's sizes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
     return CaptionerConfig(
-        vocab_size=vocab_size, pad_id=pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        vocab_size=vocab_size, pad_id=pad_id, **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides}
     )
 
 
@@ -297,7 +298,7 @@ def train_command(
     Args:
         out: output folder.
         lang: caption language: en or ja.
-        preset: a named recipe (model size + training settings): digits, tiny.
+        preset: a named preset (model size + training settings): digits, tiny.
         patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
         max_steps: stop after this many optimizer steps.
         epochs: passes over the training images.
@@ -373,9 +374,9 @@ def caption_command(
     return 0
 
 
-CAPTION_JOB = Recipe(
+CAPTION_JOB = Job(
     name="caption",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=CaptionSetup,
     model_config=CaptionerConfig,
     train=train_captioner,

@@ -26,16 +26,17 @@ from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
 from ..data.corpus import read_lines, read_tsv
 from ..functional import padding_mask
-from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
+from ..models.classifier import PRESETS as MODEL_PRESETS
+from ..models.classifier import AttentionPoolClassifier, ClassifierConfig
 from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job, TrainJob, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
     "ClassifySetup",
-    "RECIPES",
+    "PRESETS",
     "ClassBatch",
     "ClassificationTask",
     "split_validation",
@@ -69,11 +70,11 @@ class ClassifySetup:
             raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, ClassifySetup] = {
+PRESETS: dict[str, ClassifySetup] = {
     "small": ClassifySetup(
         max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50, precision="auto")
     ),
@@ -236,8 +237,8 @@ def _train_tokenizer(setup: ClassifySetup, texts: list[str]):
 
 def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: int) -> ClassifierConfig:
     """The classifier config of ``setup``: its preset, its overrides, and the sizes the data decides."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
     if fixed:
         raise ValueError(
@@ -249,7 +250,7 @@ def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: 
         n_classes=n_classes,
         max_len=setup.max_len,
         pad_id=pad_id,
-        **{**PRESETS[setup.model_preset], **setup.model_overrides},
+        **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides},
     )
 
 
@@ -458,7 +459,7 @@ def train_command(
         data: training examples, one label<TAB>text per line.
         valid: validation examples in the same format (default: hold out 10% of --data).
         out: output folder.
-        preset: a named recipe (model size + training settings): small, tiny, ja-sentence-type.
+        preset: a named preset (model size + training settings): small, tiny, ja-sentence-type.
         tokenizer: bpe, unigram or char (default: the preset's, bpe).
         vocab_size: subword vocabulary size, or characters kept by char (default: the preset's).
         epochs: passes over the training data.
@@ -520,9 +521,9 @@ def classify_command(
     return 0
 
 
-CLASSIFY_JOB = Recipe(
+CLASSIFY_JOB = Job(
     name="classify",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=ClassifySetup,
     model_config=ClassifierConfig,
     train=train_classifier,

@@ -29,9 +29,10 @@ import torch
 from .. import checkpoint as ckpt
 from ..data.graphs import GraphData, karate_club
 from ..models.config import check_fields
-from ..models.gat import GAT, PRESETS, GATConfig
+from ..models.gat import GAT, GATConfig
+from ..models.gat import PRESETS as MODEL_PRESETS
 from ..train import seed_everything
-from . import STAND_IN_SIZE, Recipe, TrainJob
+from . import STAND_IN_SIZE, Job, TrainJob
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -97,13 +98,13 @@ def _check_labelled(labelled: Sequence[int], data: GraphData) -> None:
 
 def build_config(setup: GATSetup, n_features: int, n_classes: int) -> GATConfig:
     """The GAT config of ``setup``: its preset, its overrides, and the graph's feature width and classes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
     return GATConfig(
-        n_features=n_features, n_classes=n_classes, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        n_features=n_features, n_classes=n_classes, **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides}
     )
 
 
@@ -389,7 +390,7 @@ def gat_command(*, model: Path, node: int | None = None, layer: int = 0, plot: P
     return 0
 
 
-GAT_JOB = Recipe(
+GAT_JOB = Job(
     name="gat",
     presets={"karate": GATSetup()},
     setup_cls=GATSetup,

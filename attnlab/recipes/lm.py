@@ -55,15 +55,15 @@ from ..models.convert_hf import (
 )
 from ..models.gpt import GPT, GPTConfig, gpt_config
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, apply_overrides, print_training
+from . import STAND_IN_SIZE, Job, TrainJob, apply_overrides, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
     "LMSetup",
     "MLMSetup",
-    "LM_RECIPES",
-    "MLM_RECIPES",
+    "LM_PRESETS",
+    "MLM_PRESETS",
     "LMTask",
     "MLMTask",
     "MLMBatch",
@@ -169,7 +169,7 @@ _SHAKESPEARE_TRAIN = TrainConfig(
     precision="auto",
 )
 
-LM_RECIPES: dict[str, LMSetup] = {
+LM_PRESETS: dict[str, LMSetup] = {
     "shakespeare-char": LMSetup(
         model_preset="shakespeare-char", tokenizer="char", block_size=256, batch_size=16, train=_SHAKESPEARE_TRAIN
     ),
@@ -194,7 +194,7 @@ LM_RECIPES: dict[str, LMSetup] = {
 }
 
 #: Named MLM recipes (``--preset``).
-MLM_RECIPES: dict[str, MLMSetup] = {
+MLM_PRESETS: dict[str, MLMSetup] = {
     "mini": MLMSetup(
         train=TrainConfig(
             epochs=1000,
@@ -665,7 +665,7 @@ def train_lm_command(
         text: the training text (UTF-8), e.g. tinyshakespeare/input.txt.
         out: output folder.
         tokenizer: char (one token per character) or bpe (default: the preset's).
-        preset: a named recipe (model size + training settings): shakespeare-char, tiny.
+        preset: a named preset (model size + training settings): shakespeare-char, tiny.
         minutes: stop training after this many minutes (evaluation time excluded).
         epochs: passes over the training text.
         max_steps: stop after this many optimizer steps.
@@ -715,7 +715,7 @@ def train_mlm_command(
         text: the training text (UTF-8).
         out: output folder.
         tokenizer: bpe or char (default: the preset's).
-        preset: a named recipe (model size + training settings): mini, tiny.
+        preset: a named preset (model size + training settings): mini, tiny.
         next_sentence: also train next-sentence prediction on pairs of text segments.
         minutes: stop training after this many minutes (evaluation time excluded).
         epochs: passes over the training text.
@@ -868,9 +868,9 @@ def similarity_command(a: str, b: str, *, model: Path | None = None, device: str
     return 0
 
 
-LM_JOB = Recipe(
+LM_JOB = Job(
     name="lm",
-    presets=LM_RECIPES,
+    presets=LM_PRESETS,
     setup_cls=LMSetup,
     model_config=GPTConfig,
     train=train_lm,
@@ -880,9 +880,9 @@ LM_JOB = Recipe(
     check_model=_check_lm_model,
 )
 
-MLM_JOB = Recipe(
+MLM_JOB = Job(
     name="mlm",
-    presets=MLM_RECIPES,
+    presets=MLM_PRESETS,
     setup_cls=MLMSetup,
     model_config=BertConfig,
     train=train_mlm,

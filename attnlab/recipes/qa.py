@@ -43,12 +43,12 @@ from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config
 from ..models.config import check_fields
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, print_training
+from . import Job, TrainJob, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "RECIPES",
+    "PRESETS",
     "Answer",
     "QASetup",
     "QATask",
@@ -102,10 +102,10 @@ class QASetup:
         )
 
 
-#: Named recipes (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
+#: Named presets (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
-RECIPES: dict[str, QASetup] = {
+PRESETS: dict[str, QASetup] = {
     "squad": QASetup(
         train=TrainConfig(
             epochs=2,
@@ -682,9 +682,9 @@ def answer_command(
     return 0
 
 
-QA_JOB = Recipe(
+QA_JOB = Job(
     name="qa",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=QASetup,
     model_config=BertConfig,
     train=train_qa,

@@ -44,14 +44,15 @@ from ..data.tokenizers import WordVocab
 from ..decode import beam_search, check_beam, greedy_decode
 from ..metrics import rouge
 from ..models.config import check_fields
-from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
+from ..models.pointer_generator import PRESETS as MODEL_PRESETS
+from ..models.pointer_generator import PointerGenerator, PointerGeneratorConfig
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job, TrainJob, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "RECIPES",
+    "PRESETS",
     "SummarizationTask",
     "SummarizeSetup",
     "Summarizer",
@@ -108,11 +109,11 @@ class SummarizeSetup:
         check_beam(self.beam_size)
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
-RECIPES: dict[str, SummarizeSetup] = {
+PRESETS: dict[str, SummarizeSetup] = {
     "facts": SummarizeSetup(
         model_preset="tiny",
         vocab_size=2000,
@@ -282,13 +283,18 @@ class SummarizationTask:
 
 def build_config(setup: SummarizeSetup, vocab_size: int, pad_id: int, unk_id: int) -> PointerGeneratorConfig:
     """The pointer-generator config of ``setup``: its preset, its overrides, and the vocabulary's sizes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(
+            f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}"
+        )
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
     return PointerGeneratorConfig(
-        vocab_size=vocab_size, pad_id=pad_id, unk_id=unk_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        vocab_size=vocab_size,
+        pad_id=pad_id,
+        unk_id=unk_id,
+        **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides},
     )
 
 
@@ -670,9 +676,9 @@ def summarize_command(
     return 0
 
 
-SUMMARIZE_JOB = Recipe(
+SUMMARIZE_JOB = Job(
     name="summarize",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=SummarizeSetup,
     model_config=PointerGeneratorConfig,
     train=train_summarizer,

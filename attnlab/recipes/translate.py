@@ -39,7 +39,7 @@ from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.transformer import Transformer, TransformerConfig
 from ..onnx_graphs import META_FILE, export_onnx
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job, TrainJob, print_training
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -142,8 +142,8 @@ def _enja_setup(src_lang: str, tgt_lang: str) -> TranslationSetup:
     )
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
-RECIPES: dict[str, TranslationSetup] = {
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
+PRESETS: dict[str, TranslationSetup] = {
     "multi30k": TranslationSetup(
         model_preset="multi30k",
         tokenizer="bpe",
@@ -760,7 +760,7 @@ def train_command(
         valid_src: validation source sentences.
         valid_tgt: validation target sentences.
         valid_tsv: validation pairs as a TSV file.
-        preset: a named recipe (model size + training settings): multi30k, small, tiny.
+        preset: a named preset (model size + training settings): multi30k, small, tiny.
         arch: model architecture (default: the preset's; transformer, or rnn when installed).
         attention: attention kind for architectures that have several (e.g. the RNN's additive).
         minutes: stop training after this many minutes (evaluation time excluded).
@@ -971,9 +971,9 @@ def export_command(
     return 0
 
 
-TRANSLATE_JOB = Recipe(
+TRANSLATE_JOB = Job(
     name="translate",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=TranslationSetup,
     model_config=model_config,
     train=train_translation,

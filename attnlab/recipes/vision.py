@@ -24,16 +24,17 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
 from ..models.config import check_fields
-from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
+from ..models.vit import PRESETS as MODEL_PRESETS
+from ..models.vit import ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
 from ..viz import plot_image_attention
-from . import Recipe, TrainJob, print_training
+from . import Job, TrainJob, print_training
 
 Tensor = torch.Tensor
 
 __all__ = [
     "ViTSetup",
-    "RECIPES",
+    "PRESETS",
     "ImageClassificationTask",
     "train_vit",
     "load_vit",
@@ -58,12 +59,12 @@ class ViTSetup:
         check_fields(self, positive=("batch_size",), non_negative=("shift",))
 
 
-#: Named recipes (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
+#: Named presets (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
 #: its step budget (the comparison is in docs/applications.md).
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, ViTSetup] = {
+PRESETS: dict[str, ViTSetup] = {
     "digits": ViTSetup(
         shift=0,
         train=TrainConfig(
@@ -141,12 +142,12 @@ def evaluate_vit(model: nn.Module, images: Tensor, labels: Tensor, batch_size: i
 
 def build_config(setup: ViTSetup) -> ViTConfig:
     """The ViT config of ``setup``: its preset and its overrides."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"n_classes", "image_size", "channels"})
     if fixed:
         raise ValueError(f"model fields {fixed} are fixed by the digits (10 classes of 8×8 grey images)")
-    return ViTConfig(**{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return ViTConfig(**{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides})
 
 
 def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, TrainResult, DigitsSplits]:
@@ -228,7 +229,7 @@ def train_command(
 
     Args:
         out: output folder.
-        preset: a named recipe (model size + training settings): digits, tiny.
+        preset: a named preset (model size + training settings): digits, tiny.
         patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
         max_steps: stop after this many optimizer steps.
         epochs: passes over the training images.
@@ -298,9 +299,9 @@ def vit_command(
     return 0
 
 
-VIT_JOB = Recipe(
+VIT_JOB = Job(
     name="vit",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=ViTSetup,
     model_config=ViTConfig,
     train=train_vit,
