@@ -379,11 +379,11 @@ def three_books_playground(lang: str = "ja"):
 
 
 def translation_html(translation, lang: str = "ja") -> str:
-    """A :class:`attnlab.recipes.translate.Translation` as HTML in ``lang``: the sentence and its
+    """A :class:`attnlab.inference.translate.Translation` as HTML in ``lang``: the sentence and its
     translation, then the last layer's source–target attention averaged over the heads (the
     numbers as a table when the map is small, else a heatmap).
 
-    ``Translation._repr_html_`` (attnlab/recipes/translate.py) follows
+    ``Translation._repr_html_`` (attnlab/inference/translate.py) follows
     ``viz.display_options.lang`` too; this one's caption also says which axis is which (rows the
     translation's tokens as queries, columns the source's as keys), for the exercises' readers.
     """

@@ -204,7 +204,7 @@ class LessonModels:
             return self._shipped[name]
 
     def translator(self, name: str, what: str):
-        """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
+        """A shipped translator (:class:`attnlab.inference.translate.Translator`)."""
         from ...recipes.translate import load_translator
 
         return self.shipped_model(name, what, load_translator)
