@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from attnlab import cli
 from attnlab.functional import padding_mask
+from attnlab.inference.classify import Prediction
 from attnlab.models.classifier import (
     AttentionPoolClassifier,
     AttentionPooling,
@@ -227,7 +228,7 @@ def test_cli_trains_classifies_and_plots(tmp_path, capsys):
 
 
 def test_format_token_weights_scales_bars_to_the_largest_weight():
-    p = cl.Prediction("a b", "x", {"x": 0.75, "y": 0.25}, ["a", "b"], [0.25, 0.75])
+    p = Prediction("a b", "x", {"x": 0.75, "y": 0.25}, ["a", "b"], [0.25, 0.75])
     lines = cl.format_token_weights(p, width=12).splitlines()
     assert lines[0].startswith("x") and "x 0.75" in lines[0]
     assert lines[1].count("█") == 4 and lines[2].count("█") == 12

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -29,7 +28,8 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
 from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
-from ..decode import beam_search, check_beam, greedy_decode
+from ..decode import check_beam
+from ..inference.caption import DIGIT_NAMES, ImageCaptioner, digit_names
 from ..metrics import exact_match
 from ..models.captioner import PRESETS as MODEL_PRESETS
 from ..models.captioner import Captioner, CaptionerConfig
@@ -41,21 +41,12 @@ from . import STAND_IN_SIZE, Job, TrainJob, print_training
 Tensor = torch.Tensor
 
 __all__ = [
-    "DIGIT_NAMES",
     "CaptionSetup",
     "PRESETS",
     "CaptionTask",
     "train_captioner",
     "load_captioner",
-    "Caption",
-    "ImageCaptioner",
 ]
-
-#: The caption of each digit 0–9, per language.
-DIGIT_NAMES: dict[str, list[str]] = {
-    "en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
-    "ja": ["れい", "いち", "に", "さん", "よん", "ご", "ろく", "なな", "はち", "きゅう"],
-}
 
 
 @dataclass
@@ -102,12 +93,6 @@ PRESETS: dict[str, CaptionSetup] = {
 }
 
 
-def _names(lang: str) -> list[str]:
-    if lang not in DIGIT_NAMES:
-        raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {lang!r}")
-    return DIGIT_NAMES[lang]
-
-
 class CaptionTask:
     """Supplies :func:`attnlab.train.train` with (image, caption) batches, the loss and exact match."""
 
@@ -116,7 +101,7 @@ class CaptionTask:
 
     def __init__(self, setup: CaptionSetup, config: CaptionerConfig, tokenizer, data: DigitsSplits) -> None:
         self.setup, self.config, self.tokenizer, self.data = setup, config, tokenizer, data
-        self.names = _names(setup.lang)
+        self.names = digit_names(setup.lang)
         self.caption_ids = tokenizer.encode_batch(self.names)  # one id list per digit
         self.device = torch.device(setup.train.device)
 
@@ -183,7 +168,7 @@ def train_captioner(
     """
     ckpt.check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     build_config(setup, STAND_IN_SIZE, 0)  # a bad model setting fails before any data is read
-    names = _names(setup.lang)
+    names = digit_names(setup.lang)
     data = digits_splits(seed=setup.seed) if data is None else data
     tok = tokenizers.CharTokenizer.train(names)
     torch.manual_seed(setup.train.seed)
@@ -213,63 +198,6 @@ def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptione
     model.to(device).eval()
     tok = tokenizers.load_tokenizer(directory / "tokenizer.json")
     return ImageCaptioner(model, tok, lang), config_dict
-
-
-@dataclass
-class Caption:
-    text: str  # the generated caption
-    tokens: list[str]  # generated tokens incl. the end token (one per attention row)
-    cross_attention: Tensor | None = None  # (L, H, T, P) cross-attention of each generated token, if asked
-
-
-class ImageCaptioner:
-    """A trained :class:`~attnlab.models.captioner.Captioner` with its tokenizer: images in, captions out."""
-
-    def __init__(self, model: Captioner, tokenizer, lang: str) -> None:
-        self.model, self.tokenizer, self.lang = model, tokenizer, lang
-
-    @torch.no_grad()
-    def caption(self, images: Tensor, *, beam_size: int = 1, return_attention: bool = False) -> list[Caption]:
-        """Caption a batch of images with greedy (``beam_size=1``) or beam search.
-
-        Shape:
-            images ``(B, 8, 8)`` → ``B`` captions; cross_attention ``(L, H, T, P)`` each
-        """
-        check_beam(beam_size, vocab_size=self.tokenizer.vocab_size)
-        was_training = self.model.training
-        self.model.eval()
-        device = next(self.model.parameters()).device
-        images = images.to(device)
-        t = self.tokenizer
-        kw = dict(
-            bos_id=t.bos_id,
-            eos_id=t.eos_id,
-            pad_id=t.pad_id,
-            max_len=self.model.config.max_len - 1,
-            src_mask=self.model.patch_mask(images),
-            return_attention=return_attention,
-        )
-        src = images.flatten(1)  # (B, C·H·W): the decoder protocol's 2-D source
-        hyps = (
-            greedy_decode(self.model, src, **kw)
-            if beam_size == 1
-            else beam_search(self.model, src, beam_size=beam_size, **kw)
-        )
-        self.model.train(was_training)
-        out = []
-        for h in hyps:
-            labels = [t.id_to_token(i) for i in h.tokens] + [t.id_to_token(t.eos_id)]
-            cross = h.cross_attention
-            if cross is not None:
-                labels = labels[: cross.shape[2]]
-            out.append(Caption(t.decode(h.tokens), labels, cross))
-        return out
-
-    def evaluate(self, images: Tensor, labels: Sequence[int] | Tensor, *, beam_size: int = 1) -> dict[str, float]:
-        """Exact match of the captions against the digit names of ``labels``."""
-        names = _names(self.lang)
-        hyps = [c.text for c in self.caption(images, beam_size=beam_size)]
-        return {"exact_match": exact_match(hyps, [names[int(y)] for y in labels]), "n": len(hyps)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,13 +36,13 @@ from ..data import tokenizers
 from ..data.corpus import read_text
 from ..data.streaming import TextStream
 from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
+from ..inference.encoder import SentenceEncoder
 from ..models.bert import (
     BertConfig,
     BertForMaskedLM,
     BertModel,
     bert_config,
     mask_tokens,
-    sentence_embeddings,
 )
 from ..models.config import check_fields
 from ..models.convert_hf import (
@@ -580,26 +579,6 @@ def load_language_model(path: str | Path, device: str = "cpu", precision: str = 
     if isinstance(model, GPT) and precision != "fp32":
         model = gpt_precision(model, precision)[0]
     return model, tokenizer
-
-
-@dataclass
-class SentenceEncoder:
-    """A BERT encoder, its tokenizer and the sentence-transformers pooling settings.
-
-    Shape:
-        :meth:`embed`: N texts → ``(N, D)``
-    """
-
-    model: BertModel  # the encoder (eval mode)
-    tokenizer: PretrainedTokenizer  # with [CLS]/[SEP] as bos/eos
-    max_length: int  # longer inputs are cut to this many tokens (sentence-transformers' max_seq_length)
-    normalize: bool  # L2-normalise the pooled vectors (a Normalize module follows the pooling)
-
-    def embed(self, texts: Sequence[str]) -> Tensor:
-        """Shape: N texts → ``(N, D)``."""
-        return sentence_embeddings(
-            self.model, self.tokenizer, texts, max_length=self.max_length, normalize=self.normalize
-        )
 
 
 def load_sentence_encoder(path: str | Path | None = None) -> SentenceEncoder:
