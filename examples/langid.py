@@ -36,6 +36,7 @@ from pathlib import Path
 
 from attnlab.data.corpus import read_lines
 from attnlab.recipes import classify as C
+from attnlab.viz import format_token_weights, plot_token_weights
 
 SPLITS = {  # our split → (Multi30k file stem, small_parallel_enja file stem)
     "train": ("train", "train"),
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     examples = {label: next(text for y, text in test_pairs if y == label) for label in clf.labels}
     for label, text in examples.items():
         pred = clf.predict([text])[0]
-        print(C.format_token_weights(pred))
-        C.plot_token_weights(pred, args.out / f"weights_{label}.png")
+        print(format_token_weights(pred))
+        plot_token_weights(pred, args.out / f"weights_{label}.png")
     report = {
         "test": scores,
         "valid_best": result.best,

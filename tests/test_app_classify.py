@@ -22,6 +22,7 @@ from attnlab.models.classifier import (
 )
 from attnlab.recipes import classify as cl
 from attnlab.train import TrainConfig
+from attnlab.viz import format_token_weights
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FILLER = [
@@ -229,6 +230,6 @@ def test_cli_trains_classifies_and_plots(tmp_path, capsys):
 
 def test_format_token_weights_scales_bars_to_the_largest_weight():
     p = Prediction("a b", "x", {"x": 0.75, "y": 0.25}, ["a", "b"], [0.25, 0.75])
-    lines = cl.format_token_weights(p, width=12).splitlines()
+    lines = format_token_weights(p, width=12).splitlines()
     assert lines[0].startswith("x") and "x 0.75" in lines[0]
     assert lines[1].count("█") == 4 and lines[2].count("█") == 12

@@ -3,7 +3,7 @@
 ``attnlab train classify`` and ``attnlab classify`` are thin wrappers over
 :func:`train_classifier`, :func:`load_classifier` and :meth:`TextClassifier.predict`. Every
 prediction carries the pooling weights over its tokens, shown as terminal bars
-(:func:`format_token_weights`) or a one-row heatmap (:func:`plot_token_weights`).
+(:func:`attnlab.viz.format_token_weights`) or a one-row heatmap (:func:`attnlab.viz.plot_token_weights`).
 
 Shape letters: ``B`` batch, ``S`` tokens, ``C`` classes.
 """
@@ -25,11 +25,12 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..data import batching, tokenizers
 from ..data.corpus import read_lines, read_tsv
-from ..inference.classify import ClassBatch, Prediction, TextClassifier, collate_texts, encode_texts
+from ..inference.classify import ClassBatch, TextClassifier, collate_texts, encode_texts
 from ..models.classifier import PRESETS as MODEL_PRESETS
 from ..models.classifier import AttentionPoolClassifier, ClassifierConfig
 from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
+from ..viz import format_token_weights, plot_token_weights
 from . import STAND_IN_SIZE, Job, TrainJob, print_training
 
 Tensor = torch.Tensor
@@ -41,8 +42,6 @@ __all__ = [
     "split_validation",
     "train_classifier",
     "load_classifier",
-    "format_token_weights",
-    "plot_token_weights",
 ]
 
 
@@ -280,46 +279,6 @@ def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     model.to(device).eval()
     tok = tokenizers.load_tokenizer(directory / "tokenizer.json")
     return TextClassifier(model, tok, labels, max_len=config.max_len)
-
-
-def format_token_weights(prediction: Prediction, *, width: int = 30) -> str:
-    """Terminal bars: one line per token, the bar proportional to its pooling weight.
-
-    Shape:
-        ``S`` tokens → ``S`` lines plus a header line.
-    """
-    probs = ", ".join(f"{name} {p:.2f}" for name, p in sorted(prediction.probs.items(), key=lambda kv: -kv[1]))
-    lines = [f"{prediction.label}   ({probs})"]
-    top = max(prediction.weights)
-    label_width = min(max(len(t) for t in prediction.tokens), 20)
-    for token, w in zip(prediction.tokens, prediction.weights):
-        n = round(width * w / top) if top > 0 else 0
-        lines.append(f"  {token[:20]:<{label_width}} {'█' * n}{' ' * (width - n)} {w:.3f}")
-    return "\n".join(lines)
-
-
-def plot_token_weights(prediction: Prediction, path: str | Path) -> Path:
-    """A bar per token, its height the pooling weight (PNG or SVG); the title gives the prediction.
-
-    Shape:
-        weights ``(S,)`` → ``S`` bars
-    """
-    from ..viz import check_weights, figure_path, new_figure, save_figure
-
-    path = figure_path(path)
-    w = check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
-    S = len(w)
-    fig = new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
-    ax = fig.add_subplot()
-    ax.bar(range(S), w, color=[(0.16, 0.44, 0.70, 0.35 + 0.65 * x / max(w.max(), 1e-9)) for x in w])
-    ax.set_xticks(range(S))
-    ax.set_xticklabels(prediction.tokens, rotation=90 if S > 12 else 0, parse_math=False)
-    ax.set_xlim(-0.6, S - 0.4)
-    ax.set_ylabel("pooling weight")
-    ax.grid(True, axis="y", alpha=0.3)
-    p = prediction.probs[prediction.label]
-    ax.set_title(f"attention pooling → {prediction.label} ({p:.0%})", parse_math=False)
-    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,9 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 
 from .. import checkpoint as ckpt
@@ -32,6 +30,7 @@ from ..models.config import check_fields
 from ..models.gat import GAT, GATConfig
 from ..models.gat import PRESETS as MODEL_PRESETS
 from ..train import seed_everything
+from ..viz import plot_graph_attention
 from . import STAND_IN_SIZE, Job, TrainJob
 from . import apply_overrides as _apply_overrides
 
@@ -45,8 +44,6 @@ __all__ = [
     "save_gat",
     "load_gat",
     "node_attention",
-    "plot_graph_attention",
-    "spring_layout",
 ]
 
 
@@ -175,119 +172,6 @@ def node_attention(model: GAT, data: GraphData, layer: int = 0) -> tuple[Tensor,
     if not -len(out.attentions) <= layer < len(out.attentions):
         raise ValueError(f"layer must be in [0, {len(out.attentions)}), got {layer}")
     return out.attentions[layer].mean(0), out.logits.argmax(-1)  # (N, N), (N,)
-
-
-def spring_layout(edges: Tensor, n: int, seed: int) -> np.ndarray:
-    """Fixed drawing positions of a graph's ``n`` nodes (networkx's force-directed layout, seeded),
-    shared by the recipe's plot and the lesson's graph widget.
-
-    Shape:
-        edges: (2, E) node pairs; returns (N, 2) positions.
-    """
-    import networkx as nx
-
-    g = nx.Graph()
-    g.add_nodes_from(range(n))
-    g.add_edges_from(edges.T.tolist())  # (2, E) -> E pairs
-    pos = nx.spring_layout(g, seed=seed)
-    return np.array([pos[i] for i in range(n)])  # (N, 2)
-
-
-def plot_graph_attention(
-    data: GraphData,
-    weights: Any,
-    predictions: Any,
-    path: str | Path,
-    *,
-    labelled: Sequence[int] = (),
-    node: int | None = None,
-    title: str | None = None,
-    seed: int = 0,
-) -> Path:
-    """Draw the graph with each edge's width and colour set by its attention coefficient.
-
-    Without ``node``, an edge ``{i, j}`` shows the mean of ``α_ij`` and ``α_ji`` (how much the two
-    members listen to each other). With ``node = k``, only ``α_kj`` is drawn: whom ``k`` listens
-    to (its self-attention ``α_kk`` is written next to it). Nodes are coloured by predicted
-    faction; a wrong prediction has a red ring, a labelled node a thick black ring.
-
-    Args:
-        data: the graph.
-        weights: attention coefficients, rows are distributions over the neighbourhood.
-        predictions: predicted class of every node.
-        path: output ``.png`` or ``.svg`` file.
-        labelled: the nodes whose label was given in training.
-        node: draw only this node's attention.
-        title: figure title.
-        seed: seed of the spring layout.
-
-    Shape:
-        weights ``(N, N)``; predictions ``(N,)``
-    """
-    from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-
-    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
-
-    path = figure_path(path)
-    N = len(data.labels)
-    w = check_weights(weights, "weights", 2, "(N, N)")
-    if w.shape != (N, N):
-        raise ValueError(f"weights must be (N, N) = {(N, N)} for this graph, got {w.shape}")
-    pred = to_array(predictions, "predictions").astype(int)
-    if pred.shape != (N,):
-        raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
-    if node is not None and not 0 <= node < N:
-        raise ValueError(f"node must be in [0, {N}), got {node}")
-    xy = spring_layout(data.edges, N, seed)
-    edges = data.edges.T.tolist()  # (2, E) -> E pairs
-    if node is None:
-        strength = [(w[i, j] + w[j, i]) / 2 for i, j in edges]
-    else:
-        strength = [w[node, j if i == node else i] if node in (i, j) else 0.0 for i, j in edges]
-    vmax = max(max(strength), 1e-6)
-    cmap, norm = colormaps["viridis"], Normalize(0.0, vmax)
-    fig = new_figure(7.5, 6.0)
-    ax = fig.add_subplot()
-    for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
-        faded = node is not None and node not in (i, j)
-        ax.plot(
-            *xy[[i, j]].T,
-            color="0.85" if faded else cmap(norm(s)),
-            linewidth=0.6 if faded else 0.8 + 7.0 * s / vmax,
-            zorder=1,
-            solid_capstyle="round",
-        )
-    faction_colours = ["#f4a261", "#2a9d8f"]
-    for i in range(N):
-        ring = "black" if i in labelled else ("#d62828" if pred[i] != int(data.labels[i]) else "white")
-        ax.scatter(
-            *xy[i],
-            s=330,
-            color=faction_colours[pred[i] % 2],
-            edgecolors=ring,
-            linewidths=3.0 if ring != "white" else 1.0,
-            zorder=2,
-        )
-        ax.annotate(str(i), xy[i], ha="center", va="center", fontsize=8, zorder=3)
-    if node is not None:
-        ax.annotate(f"α_self = {w[node, node]:.2f}", xy[node], xytext=(12, 12), textcoords="offset points", fontsize=9)
-    for k, name in enumerate(data.class_names):
-        ax.scatter([], [], s=120, color=faction_colours[k], label=f"predicted {name}")
-    ax.scatter([], [], s=120, color="white", edgecolors="black", linewidths=3.0, label="labelled in training")
-    ax.scatter([], [], s=120, color="white", edgecolors="#d62828", linewidths=3.0, label="wrong prediction")
-    ax.legend(loc="lower left", fontsize=8, frameon=False)
-    ax.set_axis_off()
-    fig.colorbar(
-        ScalarMappable(norm=norm, cmap=cmap),
-        ax=ax,
-        shrink=0.7,
-        label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2",
-    )
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,12 +37,13 @@ from ..data.squad import (
     window_batches,
 )
 from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
-from ..inference.qa import Answer, QuestionAnswerer
+from ..inference.qa import QuestionAnswerer
 from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config
 from ..models.config import check_fields
 from ..models.qa import MODEL_TYPE, BertForQuestionAnswering
 from ..train import TrainConfig, TrainResult, train
+from ..viz import plot_question_attention
 from . import Job, TrainJob, print_training
 
 Tensor = torch.Tensor
@@ -52,7 +53,6 @@ __all__ = [
     "QASetup",
     "QATask",
     "load_qa",
-    "plot_question_attention",
     "inference_settings",
     "scratch_config",
     "train_qa",
@@ -377,36 +377,6 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     ckpt.load_weights(model, checkpoint)
     model.to(device).eval()
     return QuestionAnswerer(model, load_hf_tokenizer(directory, "bert"), settings)
-
-
-def plot_question_attention(answer: Answer, path: str | os.PathLike, *, layer: int = -1) -> Path:
-    """Heatmap of question tokens (rows) × passage tokens (columns), mean over the heads of ``layer``.
-
-    Each cell is the share of a question token's attention that goes to that passage token (the
-    rest goes to the question and the special tokens), so rows need not sum to 1. A layer × head
-    grid of the same maps is written beside it with the suffix ``_grid``.
-
-    Shape:
-        attention ``(L, H, Q, C)`` → a ``Q × C`` panel and an ``L × H`` grid
-    """
-    from ..viz import plot_attention, plot_attention_grid
-
-    if answer.attention is None:
-        raise ValueError("this answer has no attention; call answer(..., return_attention=True)")
-    L = answer.attention.shape[0]
-    if not -L <= layer < L:
-        raise ValueError(f"layer must be in [{-L}, {L}), got {layer}")
-    path = Path(path)
-    plot_attention(
-        answer.attention[layer].mean(0),
-        answer.context_tokens,
-        answer.question_tokens,
-        path,
-        title=f"question → passage attention (layer {layer % L + 1} of {L}, mean over heads); answer: {answer.text!r}",
-    )
-    grid = path.with_name(path.stem + "_grid" + path.suffix)
-    plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
-    return path
 
 
 # --------------------------------------------------------------------------------------------

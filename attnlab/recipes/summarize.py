@@ -42,12 +42,13 @@ from ..data.summaries import facts_splits, read_jsonl
 from ..data.text_tasks import SummaryExample
 from ..data.tokenizers import WordVocab
 from ..decode import check_beam
-from ..inference.summarize import Encoded, Summarizer, Summary, encode_example
+from ..inference.summarize import Encoded, Summarizer, encode_example
 from ..metrics import rouge
 from ..models.config import check_fields
 from ..models.pointer_generator import PRESETS as MODEL_PRESETS
 from ..models.pointer_generator import PointerGenerator, PointerGeneratorConfig
 from ..train import TrainConfig, TrainResult, train
+from ..viz import plot_summary_attention
 from . import STAND_IN_SIZE, Job, TrainJob, print_training
 
 Tensor = torch.Tensor
@@ -59,7 +60,6 @@ __all__ = [
     "copy_recall",
     "evaluate_facts",
     "load_summarizer",
-    "plot_summary_attention",
     "split_validation",
     "train_summarizer",
 ]
@@ -387,26 +387,6 @@ def copy_recall(summaries: Sequence[str], rare: Sequence[Sequence[str]]) -> floa
     if total == 0:
         raise ValueError("no rare words to look for")
     return hits / total
-
-
-def plot_summary_attention(summary: Summary, path: str | os.PathLike) -> Path:
-    """Heatmap of the summary words (rows, with their copy probability 1 − p_gen) over the document words.
-
-    Shape:
-        attention ``(T, S)`` → one ``T × S`` panel
-    """
-    from ..viz import plot_attention
-
-    if summary.attention is None or summary.p_gen is None:
-        raise ValueError("this summary has no attention; call summarize(..., return_attention=True)")
-    rows = [f"{w}  (copy {1 - p:.2f})" for w, p in zip(summary.tokens, summary.p_gen)]
-    return plot_attention(
-        summary.attention,
-        summary.src_tokens,
-        rows,
-        path,
-        title="pointer-generator attention (row: summary word, copy probability)",
-    )
 
 
 # --------------------------------------------------------------------------------------------

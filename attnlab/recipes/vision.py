@@ -40,7 +40,6 @@ __all__ = [
     "load_vit",
     "evaluate_vit",
     "patch_attention",
-    "plot_image_attention",
 ]
 
 
