@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
-from attnlab.cli import COMMANDS, JOBS
+from attnlab.cli import COMMANDS, JOBS, TRAIN_JOBS
 from attnlab.models.gat import GATConfig
 from attnlab.models.gpt import GPTConfig
 from attnlab.recipes import TrainJob, apply_overrides, graph, lm, replace_settings
@@ -121,6 +122,10 @@ def test_every_job_describes_itself_and_makes_its_commands():
         "qa",
     }
     for job in JOBS:
-        assert COMMANDS[f"train {job.name}"] is job.train_command
-        assert all(COMMANDS[name] is fn for name, fn in job.commands.items())
+        assert callable(COMMANDS[f"train {job.name}"]) and TRAIN_JOBS[f"train {job.name}"] is job
+    # Each job's commands (attnlab/cli/<recipe>.py) are the CLI's, train command and inference commands alike.
+    for name in ("translate", "lm", "classify", "vision", "caption", "graph", "summarize", "qa"):
+        module = importlib.import_module(f"attnlab.cli.{name}")
+        assert any(command.startswith("train ") for command in module.COMMANDS), name
+        assert all(COMMANDS[command] is fn for command, fn in module.COMMANDS.items()), name
         assert job.presets and all(isinstance(setup, job.setup_cls) for setup in job.presets.values())

@@ -247,7 +247,7 @@ def run_demo(
 
 
 # --------------------------------------------------------------------------------------------
-# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# The command line (attnlab.cli adds COMMANDS to its own, as it does those of each job in attnlab/cli/).
 # --------------------------------------------------------------------------------------------
 
 

@@ -12,23 +12,19 @@ Shape letters: ``B`` batch, ``P`` patches, ``L`` layers, ``H`` heads, ``K`` pane
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
-from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
+from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
 from ..models.config import check_fields
 from ..models.vit import PRESETS as MODEL_PRESETS
 from ..models.vit import ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
-from ..viz import plot_image_attention
-from . import Job, TrainJob, print_training
+from . import Job
 
 Tensor = torch.Tensor
 
@@ -204,100 +200,6 @@ def patch_attention(model: ViT, image: Tensor, method: str = "rollout") -> tuple
     return row[1:].cpu(), torch.softmax(out.logits[0].float(), -1).cpu()  # (P,), (10,)
 
 
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train vit` and `attnlab vit`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/vit"),
-    preset: str = "digits",
-    patch_size: int | None = None,
-    max_steps: int | None = None,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a small Vision Transformer on scikit-learn's 8×8 handwritten digits; report test accuracy.
-
-    The 1,797 images are split (stratified, seeded) into train / validation / test; the best
-    model by validation accuracy is scored once on the test split. Writes OUT/best, OUT/last,
-    OUT/log.jsonl and OUT/test.json. See where it looks with `attnlab vit --model OUT`.
-
-    Args:
-        out: output folder.
-        preset: a named preset (model size + training settings): digits, tiny.
-        patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
-        max_steps: stop after this many optimizer steps.
-        epochs: passes over the training images.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed of the training (the data split is fixed).
-        overrides: further settings as key=value: model.n_layers=3, train.lr=1e-3, shift=1.
-    """
-
-    def run(setup: ViTSetup) -> None:
-        model, result, data = train_vit(setup)
-        scores = evaluate_vit(model, data.test_x, data.test_y)
-        (out / "test.json").write_text(json.dumps({**scores, "n": len(data.test_y)}, indent=2))
-        print_training(result, out)
-        print(f"test accuracy {100 * scores['accuracy']:.2f}% on {len(data.test_y)} held-out images")
-
-    return TrainJob(
-        preset,
-        run,
-        {"model.patch_size": patch_size},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-    )
-
-
-def vit_command(
-    *,
-    model: Path,
-    index: int = 0,
-    method: Literal["rollout", "last"] = "rollout",
-    plot: Path | None = None,
-    device: str = "cpu",
-) -> int:
-    """Classify one held-out digit with a trained ViT and show which patches [CLS] attends to.
-
-    Prints the prediction and the patch weights as a grid; --plot draws them over the image.
-
-    Args:
-        model: a folder written by `attnlab train vit`.
-        index: which test image (0 … 358).
-        method: rollout (through all layers, Abnar & Zuidema 2020) or last (the last layer's [CLS] row).
-        plot: write the attention drawn over the image here (PNG or SVG).
-        device: cpu, cuda or mps.
-    """
-    vit, config = load_vit(model, device)
-    image, label = held_out_image(config, index)
-    weights, probs = patch_attention(vit, image, method)
-    side = config["image_size"] // config["patch_size"]
-    print(f"test image {index}: true {label}, predicted {int(probs.argmax())} ({float(probs.max()):.1%})")
-    kept = 1 - float(weights.sum())
-    print(f"[CLS] attention over the {side}×{side} patches ({method}; [CLS] itself keeps {kept:.2f}):")
-    for r in range(side):
-        print("  " + " ".join(f"{float(w):.2f}" for w in weights[r * side : (r + 1) * side]))
-    if plot is not None:
-        plot_image_attention(
-            image,
-            weights,
-            config["patch_size"],
-            plot,
-            titles=[f"predicted {int(probs.argmax())}"],
-            title=f"[CLS] attention ({method})",
-        )
-        print(f"attention written to {plot}", file=sys.stderr)
-    return 0
-
-
 VIT_JOB = Job(
     name="vit",
     presets=PRESETS,
@@ -305,7 +207,5 @@ VIT_JOB = Job(
     model_config=ViTConfig,
     train=train_vit,
     load=load_vit,
-    train_command=train_command,
-    commands={"vit": vit_command},
     check_model=build_config,
 )
