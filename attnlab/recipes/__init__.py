@@ -28,7 +28,7 @@ from typing import Any
 from ..models.config import renamed_field_error
 from ..train import TrainConfig
 
-__all__ = ["STAND_IN_SIZE", "Job", "TrainJob", "apply_overrides", "replace_settings"]
+__all__ = ["STAND_IN_SIZE", "Job", "TrainJob", "apply_overrides", "digit_image_presets", "replace_settings"]
 
 #: The vocabulary (or class count) a recipe's ``check_model`` builds the model config with before
 #: the data decides the real one: any size will do to check the other fields.
@@ -202,6 +202,43 @@ def apply_overrides(setup: Any, overrides: Sequence[str], config_cls: ConfigClas
             raise ValueError(f"override {item!r} is not key=value (e.g. model.d_model=256, train.lr=1e-3)")
         pairs.append(tuple(item.split("=", 1)))
     return _apply(setup, pairs, config_cls, parse=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Presets shared by jobs.
+# --------------------------------------------------------------------------------------------
+
+
+def digit_image_presets(setup_cls: type) -> dict[str, Any]:
+    """The named presets (``--preset``) of the two jobs on the 8×8 digit images (``vit`` and
+    ``caption``), as ``setup_cls`` instances: one model size and training schedule suits both.
+
+    "digits" trains without shifts: one-pixel shifts did not help the ViT within its step budget
+    (the comparison is in docs/applications.md). Every preset but tiny trains with
+    precision="auto": bf16 autocast only where a short probe of the model's steps on this machine
+    measures it faster (attnlab.train.Trainer.resolve_precision); tiny (tests and smoke runs of
+    seconds) stays fp32, so that its runs are the same on every machine.
+    """
+    return {
+        "digits": setup_cls(
+            shift=0,
+            train=TrainConfig(
+                epochs=100,
+                max_steps=1500,
+                lr=3e-3,
+                warmup_steps=50,
+                schedule="cosine",
+                weight_decay=0.05,
+                log_every=50,
+                precision="auto",
+            ),
+        ),
+        "tiny": setup_cls(
+            model_preset="tiny",
+            shift=0,
+            train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
+        ),
+    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ..models.captioner import PRESETS as MODEL_PRESETS
 from ..models.captioner import Captioner, CaptionerConfig
 from ..models.config import check_fields
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Job
+from . import STAND_IN_SIZE, Job, digit_image_presets
 
 Tensor = torch.Tensor
 
@@ -62,30 +62,8 @@ class CaptionSetup:
             raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {self.lang!r}")
 
 
-#: Named presets (``--preset``).
-#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
-#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-PRESETS: dict[str, CaptionSetup] = {
-    "digits": CaptionSetup(
-        shift=0,
-        train=TrainConfig(
-            epochs=100,
-            max_steps=1500,
-            lr=3e-3,
-            warmup_steps=50,
-            schedule="cosine",
-            weight_decay=0.05,
-            log_every=50,
-            precision="auto",
-        ),
-    ),
-    "tiny": CaptionSetup(
-        model_preset="tiny",
-        shift=0,
-        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
-    ),
-}
+#: Named presets (``--preset``): those of every job on the digit images (:func:`attnlab.recipes.digit_image_presets`).
+PRESETS: dict[str, CaptionSetup] = digit_image_presets(CaptionSetup)
 
 
 class CaptionTask:

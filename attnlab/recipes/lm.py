@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,20 +323,38 @@ def _run_tokenizer(setup, resume_from: Path | None, train_text: str):
     return _build_tokenizer(setup.tokenizer, train_text, setup.vocab_size)
 
 
-def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, TrainResult, Any]:
-    """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
+def _train_language_model(
+    setup: LMSetup | MLMSetup,
+    text: str,
+    resume: bool,
+    make_config: Callable[[Any], Any],
+    task_cls: Callable[..., Any],
+    model_cls: Callable[[Any], nn.Module],
+) -> tuple[nn.Module, TrainResult, Any]:
+    """The one training of :func:`train_lm` and :func:`train_mlm`, which differ only in the config,
+    the task and the model: the run folder checked, the text split, the tokenizer trained (or the
+    resumed run's), then the model trained and its best weights loaded."""
     out = Path(setup.train.out_dir) if setup.train.out_dir else None
     resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
     train_text, valid_text = split_text(text, setup.valid_fraction)
     tokenizer = _run_tokenizer(setup, resume_from, train_text)
-    config = gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
-    task = LMTask(setup, config, tokenizer, encode_text(tokenizer, train_text), encode_text(tokenizer, valid_text))
+    config = make_config(tokenizer)
+    task = task_cls(setup, config, tokenizer, encode_text(tokenizer, train_text), encode_text(tokenizer, valid_text))
     torch.manual_seed(setup.train.seed)
-    model = GPT(config)
+    model = model_cls(config)
     result = train(model, task, setup.train, resume=resume)
     if out is not None and (out / "best").is_dir():
         ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
     return model.eval(), result, tokenizer
+
+
+def train_lm(setup: LMSetup, text: str, *, resume: bool = False) -> tuple[GPT, TrainResult, Any]:
+    """Train a GPT on ``text``; return the best model (by validation loss), the run and the tokenizer."""
+
+    def make_config(tokenizer) -> GPTConfig:
+        return gpt_config(setup.model_preset, **{**setup.model_overrides, "vocab_size": tokenizer.vocab_size})
+
+    return _train_language_model(setup, text, resume, make_config, LMTask, GPT)
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,24 +491,17 @@ class MLMTask:
 
 def train_mlm(setup: MLMSetup, text: str, *, resume: bool = False) -> tuple[BertForMaskedLM, TrainResult, Any]:
     """Pretrain a BERT on ``text`` with masked LM (and NSP); return the best model, the run, the tokenizer."""
-    out = Path(setup.train.out_dir) if setup.train.out_dir else None
-    resume_from = ckpt.check_run_folder(out, resume, setup.train.overwrite)
-    train_text, valid_text = split_text(text, setup.valid_fraction)
-    tokenizer = _run_tokenizer(setup, resume_from, train_text)
-    fields = {
-        **setup.model_overrides,
-        "vocab_size": tokenizer.vocab_size,
-        "pad_id": tokenizer.pad_id,
-        "next_sentence_head": setup.next_sentence,
-    }
-    config = bert_config(setup.model_preset, **fields)
-    task = MLMTask(setup, config, tokenizer, encode_text(tokenizer, train_text), encode_text(tokenizer, valid_text))
-    torch.manual_seed(setup.train.seed)
-    model = BertForMaskedLM(config)
-    result = train(model, task, setup.train, resume=resume)
-    if out is not None and (out / "best").is_dir():
-        ckpt.load_weights(model, ckpt.load_checkpoint(out / "best"))
-    return model.eval(), result, tokenizer
+
+    def make_config(tokenizer) -> BertConfig:
+        fields = {
+            **setup.model_overrides,
+            "vocab_size": tokenizer.vocab_size,
+            "pad_id": tokenizer.pad_id,
+            "next_sentence_head": setup.next_sentence,
+        }
+        return bert_config(setup.model_preset, **fields)
+
+    return _train_language_model(setup, text, resume, make_config, MLMTask, BertForMaskedLM)
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..models.config import check_fields
 from ..models.vit import PRESETS as MODEL_PRESETS
 from ..models.vit import ViT, ViTConfig, attention_rollout, cls_attention
 from ..train import TrainConfig, TrainResult, train
-from . import Job
+from . import Job, digit_image_presets
 
 Tensor = torch.Tensor
 
@@ -54,31 +54,8 @@ class ViTSetup:
         check_fields(self, positive=("batch_size",), non_negative=("shift",))
 
 
-#: Named presets (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
-#: its step budget (the comparison is in docs/applications.md).
-#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
-#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-PRESETS: dict[str, ViTSetup] = {
-    "digits": ViTSetup(
-        shift=0,
-        train=TrainConfig(
-            epochs=100,
-            max_steps=1500,
-            lr=3e-3,
-            warmup_steps=50,
-            schedule="cosine",
-            weight_decay=0.05,
-            log_every=50,
-            precision="auto",
-        ),
-    ),
-    "tiny": ViTSetup(
-        model_preset="tiny",
-        shift=0,
-        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
-    ),
-}
+#: Named presets (``--preset``): those of every job on the digit images (:func:`attnlab.recipes.digit_image_presets`).
+PRESETS: dict[str, ViTSetup] = digit_image_presets(ViTSetup)
 
 
 class ImageClassificationTask:
