@@ -240,7 +240,7 @@ class PresetTranslator:
     ``DATA/corpus/{train,dev,test}.{src,tgt}`` (small_parallel_enja for ja-en and en-ja)."""
 
     name: str  # the shipped name
-    preset: str  # key of attnlab.recipes.translate.RECIPES
+    preset: str  # key of attnlab.recipes.translate.PRESETS
     src: str  # source file suffix, e.g. "ja"
     tgt: str  # target file suffix
     corpus: str = "small_parallel_enja"  # folder under the data folder
@@ -331,7 +331,7 @@ class EnjaTranslator:
     training reads them, and the evaluation makes the same splits again from the corpora."""
 
     name: str  # the shipped name
-    preset: str  # key of attnlab.recipes.translate.RECIPES
+    preset: str  # key of attnlab.recipes.translate.PRESETS
     src: str  # source language ("ja" or "en")
     tgt: str  # target language
     data: str = (
@@ -663,7 +663,7 @@ class TextLM:
     """A GPT trained by ``attnlab train lm --preset P`` on a text file (its last 10% validates)."""
 
     name: str  # the shipped name
-    preset: str = "shakespeare-char"  # key of attnlab.recipes.lm.LM_RECIPES
+    preset: str = "shakespeare-char"  # key of attnlab.recipes.lm.LM_PRESETS
     text: str = "tinyshakespeare/input.txt"  # the training text, under the data folder
     data: str = (
         "tinyshakespeare (1,115,394 characters of Shakespeare, as distributed with char-rnn): the first 90% "
@@ -788,7 +788,7 @@ class SentenceTypeClassifier:
     trains on them."""
 
     name: str = "ja-sentence-type"  # the shipped name
-    preset: str = "ja-sentence-type"  # key of attnlab.recipes.classify.RECIPES
+    preset: str = "ja-sentence-type"  # key of attnlab.recipes.classify.PRESETS
     corpus: str = "small_parallel_enja"  # folder under the data folder
     data: str = (
         "the Japanese side of small_parallel_enja (short sentences from the Tanaka corpus; commit 312408a), "

@@ -6,7 +6,7 @@ the model's weights: there is no intermediate OpenNMT-py, Fairseq or Marian chec
 of those converters reads attnlab's layout without a lossy detour (below). The folder it writes is a
 CTranslate2 model (``model.bin``, ``config.json``, the vocabularies as token lists) plus attnlab's
 own tokenizers, so :class:`CTranslate2Translator` can turn text into the token strings CTranslate2
-reads and its output back into text, exactly as :class:`attnlab.recipes.translate.Translator` does.
+reads and its output back into text, exactly as :class:`attnlab.inference.translate.Translator` does.
 (``--to hf``, a HuggingFace ``transformers`` model that ``generate`` runs, is :mod:`attnlab.export_hf`.)
 
 How attnlab's Transformer maps onto CTranslate2's ``TransformerSpec``:
@@ -299,7 +299,7 @@ class ExportedTranslator(abc.ABC):
 
     What every engine shares: reading :data:`EXPORT_INFO` and the tokenizers, normalising the input
     as the model's training text was, and cutting the sentences into batches as
-    :meth:`attnlab.recipes.translate.Translator.translate` does (sorted by length, the same length
+    :meth:`attnlab.inference.translate.Translator.translate` does (sorted by length, the same length
     limit per batch, ``min(2·S + 10, max_len − 1)``), so that greedy decoding gives the same tokens
     as attnlab. A subclass decodes one batch (:meth:`_decode`).
 

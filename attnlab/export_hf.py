@@ -6,7 +6,7 @@ weights into it and writes it with ``save_pretrained`` (``config.json``, ``gener
 ``model.safetensors``), plus attnlab's tokenizers and :data:`attnlab.export.EXPORT_INFO`.
 ``AutoModelForSeq2SeqLM.from_pretrained(OUT)`` loads it; :class:`HFTranslator` turns text into the
 ids it reads and its ``generate`` output back into text, as
-:class:`attnlab.recipes.translate.Translator` does.
+:class:`attnlab.inference.translate.Translator` does.
 
 Which architecture: both of ``transformers``' candidates have attnlab's block (separate Q, K, V
 and output projections with biases, LayerNorm ε = 1e-5, a two-layer feed-forward net), embeddings

@@ -9,7 +9,7 @@ them) and decodes with its own greedy and beam search. This module is what the s
   (``encoder.onnx``, ``decoder.onnx``, ``meta.json``, the tokenizer files);
 - :func:`write_decode_fixture` writes what the page's decoding must reproduce token for token:
   the greedy and beam-4 ids of :mod:`attnlab.decode` on the PyTorch model, with the settings
-  :class:`~attnlab.recipes.translate.Translator` decodes with (its ``alpha``, its output limit).
+  :class:`~attnlab.inference.translate.Translator` decodes with (its ``alpha``, its output limit).
 
 It sits above the recipes because it loads through them; ``attnlab export --to onnx`` (the
 recipe's command) calls :func:`attnlab.onnx_graphs.export_onnx` with the model it has loaded.
@@ -26,9 +26,10 @@ import torch
 
 from .data import enja
 from .decode import beam_search, greedy_decode
+from .inference.translate import Translator, output_limit
 from .onnx_graphs import export_onnx
 from .onnx_rnn import export_pointer_generator_onnx, export_rnn_onnx
-from .recipes.translate import Translator, load_translator, output_limit
+from .recipes.translate import load_translator
 
 __all__ = [
     "FIXTURE_BEAM",
@@ -121,7 +122,7 @@ def write_decode_fixture(model_name: str | Path, sentences: Sequence[str], out_p
     "beam4_score"}``, decoded one sentence at a time (the page's batch of one) by
     :func:`attnlab.decode.greedy_decode` and :func:`attnlab.decode.beam_search` (beam
     :data:`FIXTURE_BEAM`, :func:`translator_alpha`) on the fp32 PyTorch model, at most
-    :func:`attnlab.recipes.translate.output_limit` tokens as the translator allows. Ids are
+    :func:`attnlab.inference.translate.output_limit` tokens as the translator allows. Ids are
     without BOS and EOS; ``beam4_score`` is the chosen hypothesis' log-probability divided by the
     length penalty.
 

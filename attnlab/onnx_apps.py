@@ -381,7 +381,7 @@ def gat_graph_data(config: dict) -> dict:
         → features ``(N, F)``, mask ``(N, N)`` (0/1), edges ``(E, 2)``, positions ``(N, 2)``
     """
     from .data.graphs import karate_club
-    from .recipes.graph import spring_layout
+    from .viz import spring_layout
 
     data = karate_club()
     n = data.features.shape[0]

@@ -20,8 +20,10 @@ of the import layers), so every layer may use it; matplotlib is imported only wh
 Japanese labels render because every function calls :func:`use_cjk_font` first (IPAexGothic,
 shipped by ``matplotlib-fontja``, placed after DejaVu Sans in the fallback chain).
 
-Figures drawn elsewhere (the recipes' image-patch, graph and token-weight plots) use the same
-building blocks, so they follow the same rules: :func:`figure_path` (check the suffix first),
+The figures of a trained model's results (a classifier's pooling weights, an answer's and a
+summary's attention, a graph's attention coefficients; the image-patch overlays) live here too and
+read those results by their fields. Figures drawn elsewhere use the same building blocks, so they
+follow the same rules: :func:`figure_path` (check the suffix first),
 :func:`to_array` and :func:`check_weights` (inputs), :func:`new_figure` and :func:`save_figure`.
 
 Shape:
@@ -202,7 +204,7 @@ def use_cjk_font() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Building blocks, public for figures drawn elsewhere (the recipes' image, graph and bar plots):
+# Building blocks, public for figures drawn elsewhere (the explainer's steps, the variants' report):
 # input checks, figure creation, saving
 # --------------------------------------------------------------------------------------------
 
@@ -1116,3 +1118,212 @@ class ShowsAttention:
         if maps:
             parts.append(AttentionMaps(maps)._repr_html_() or "")
         return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures of a trained model's results: a classifier's pooling weights, an answer's and a
+# summary's attention, a graph's attention coefficients. They read the result objects of
+# attnlab.inference (and attnlab.data.graphs' GraphData) by their fields, importing none of them.
+# --------------------------------------------------------------------------------------------
+
+
+def format_token_weights(prediction: Any, *, width: int = 30) -> str:
+    """Terminal bars of a text classifier's prediction (:class:`attnlab.inference.classify.Prediction`):
+    one line per token, the bar proportional to its pooling weight.
+
+    Shape:
+        ``S`` tokens → ``S`` lines plus a header line.
+    """
+    probs = ", ".join(f"{name} {p:.2f}" for name, p in sorted(prediction.probs.items(), key=lambda kv: -kv[1]))
+    lines = [f"{prediction.label}   ({probs})"]
+    top = max(prediction.weights)
+    label_width = min(max(len(t) for t in prediction.tokens), 20)
+    for token, w in zip(prediction.tokens, prediction.weights):
+        n = round(width * w / top) if top > 0 else 0
+        lines.append(f"  {token[:20]:<{label_width}} {'█' * n}{' ' * (width - n)} {w:.3f}")
+    return "\n".join(lines)
+
+
+def plot_token_weights(prediction: Any, path: str | Path) -> Path:
+    """A bar per token of a prediction (:class:`attnlab.inference.classify.Prediction`), its height the
+    pooling weight (PNG or SVG); the title gives the prediction.
+
+    Shape:
+        weights ``(S,)`` → ``S`` bars
+    """
+
+    path = figure_path(path)
+    w = check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
+    S = len(w)
+    fig = new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
+    ax = fig.add_subplot()
+    ax.bar(range(S), w, color=[(0.16, 0.44, 0.70, 0.35 + 0.65 * x / max(w.max(), 1e-9)) for x in w])
+    ax.set_xticks(range(S))
+    ax.set_xticklabels(prediction.tokens, rotation=90 if S > 12 else 0, parse_math=False)
+    ax.set_xlim(-0.6, S - 0.4)
+    ax.set_ylabel("pooling weight")
+    ax.grid(True, axis="y", alpha=0.3)
+    p = prediction.probs[prediction.label]
+    ax.set_title(f"attention pooling → {prediction.label} ({p:.0%})", parse_math=False)
+    return save_figure(fig, path)
+
+
+def plot_question_attention(answer: Any, path: str | Path, *, layer: int = -1) -> Path:
+    """Heatmap of an answer's (:class:`attnlab.inference.qa.Answer`) question tokens (rows) × passage
+    tokens (columns), mean over the heads of ``layer``.
+
+    Each cell is the share of a question token's attention that goes to that passage token (the
+    rest goes to the question and the special tokens), so rows need not sum to 1. A layer × head
+    grid of the same maps is written beside it with the suffix ``_grid``.
+
+    Shape:
+        attention ``(L, H, Q, C)`` → a ``Q × C`` panel and an ``L × H`` grid
+    """
+
+    if answer.attention is None:
+        raise ValueError("this answer has no attention; call answer(..., return_attention=True)")
+    L = answer.attention.shape[0]
+    if not -L <= layer < L:
+        raise ValueError(f"layer must be in [{-L}, {L}), got {layer}")
+    path = Path(path)
+    plot_attention(
+        answer.attention[layer].mean(0),
+        answer.context_tokens,
+        answer.question_tokens,
+        path,
+        title=f"question → passage attention (layer {layer % L + 1} of {L}, mean over heads); answer: {answer.text!r}",
+    )
+    grid = path.with_name(path.stem + "_grid" + path.suffix)
+    plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
+    return path
+
+
+def plot_summary_attention(summary: Any, path: str | Path) -> Path:
+    """Heatmap of a summary's (:class:`attnlab.inference.summarize.Summary`) words (rows, with their copy
+    probability 1 − p_gen) over the document words.
+
+    Shape:
+        attention ``(T, S)`` → one ``T × S`` panel
+    """
+
+    if summary.attention is None or summary.p_gen is None:
+        raise ValueError("this summary has no attention; call summarize(..., return_attention=True)")
+    rows = [f"{w}  (copy {1 - p:.2f})" for w, p in zip(summary.tokens, summary.p_gen)]
+    return plot_attention(
+        summary.attention,
+        summary.src_tokens,
+        rows,
+        path,
+        title="pointer-generator attention (row: summary word, copy probability)",
+    )
+
+
+def spring_layout(edges: Any, n: int, seed: int) -> np.ndarray:
+    """Fixed drawing positions of a graph's ``n`` nodes (networkx's force-directed layout, seeded),
+    shared by :func:`plot_graph_attention` and the lesson's graph widget.
+
+    Shape:
+        edges: (2, E) node pairs; returns (N, 2) positions.
+    """
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(to_array(edges, "edges").astype(int).T.tolist())  # (2, E) -> E pairs
+    pos = nx.spring_layout(g, seed=seed)
+    return np.array([pos[i] for i in range(n)])  # (N, 2)
+
+
+def plot_graph_attention(
+    data: Any,
+    weights: Any,
+    predictions: Any,
+    path: str | Path,
+    *,
+    labelled: Sequence[int] = (),
+    node: int | None = None,
+    title: str | None = None,
+    seed: int = 0,
+) -> Path:
+    """Draw the graph with each edge's width and colour set by its attention coefficient.
+
+    Without ``node``, an edge ``{i, j}`` shows the mean of ``α_ij`` and ``α_ji`` (how much the two
+    members listen to each other). With ``node = k``, only ``α_kj`` is drawn: whom ``k`` listens
+    to (its self-attention ``α_kk`` is written next to it). Nodes are coloured by predicted
+    faction; a wrong prediction has a red ring, a labelled node a thick black ring.
+
+    Args:
+        data: the graph (:class:`attnlab.data.graphs.GraphData`: its ``labels``, ``edges`` and ``class_names``).
+        weights: attention coefficients, rows are distributions over the neighbourhood.
+        predictions: predicted class of every node.
+        path: output ``.png`` or ``.svg`` file.
+        labelled: the nodes whose label was given in training.
+        node: draw only this node's attention.
+        title: figure title.
+        seed: seed of the spring layout.
+
+    Shape:
+        weights ``(N, N)``; predictions ``(N,)``
+    """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    path = figure_path(path)
+    N = len(data.labels)
+    w = check_weights(weights, "weights", 2, "(N, N)")
+    if w.shape != (N, N):
+        raise ValueError(f"weights must be (N, N) = {(N, N)} for this graph, got {w.shape}")
+    pred = to_array(predictions, "predictions").astype(int)
+    if pred.shape != (N,):
+        raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
+    if node is not None and not 0 <= node < N:
+        raise ValueError(f"node must be in [0, {N}), got {node}")
+    xy = spring_layout(data.edges, N, seed)
+    edges = to_array(data.edges, "edges").astype(int).T.tolist()  # (2, E) -> E pairs
+    if node is None:
+        strength = [(w[i, j] + w[j, i]) / 2 for i, j in edges]
+    else:
+        strength = [w[node, j if i == node else i] if node in (i, j) else 0.0 for i, j in edges]
+    vmax = max(max(strength), 1e-6)
+    cmap, norm = colormaps["viridis"], Normalize(0.0, vmax)
+    fig = new_figure(7.5, 6.0)
+    ax = fig.add_subplot()
+    for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
+        faded = node is not None and node not in (i, j)
+        ax.plot(
+            *xy[[i, j]].T,
+            color="0.85" if faded else cmap(norm(s)),
+            linewidth=0.6 if faded else 0.8 + 7.0 * s / vmax,
+            zorder=1,
+            solid_capstyle="round",
+        )
+    faction_colours = ["#f4a261", "#2a9d8f"]
+    for i in range(N):
+        ring = "black" if i in labelled else ("#d62828" if pred[i] != int(data.labels[i]) else "white")
+        ax.scatter(
+            *xy[i],
+            s=330,
+            color=faction_colours[pred[i] % 2],
+            edgecolors=ring,
+            linewidths=3.0 if ring != "white" else 1.0,
+            zorder=2,
+        )
+        ax.annotate(str(i), xy[i], ha="center", va="center", fontsize=8, zorder=3)
+    if node is not None:
+        ax.annotate(f"α_self = {w[node, node]:.2f}", xy[node], xytext=(12, 12), textcoords="offset points", fontsize=9)
+    for k, name in enumerate(data.class_names):
+        ax.scatter([], [], s=120, color=faction_colours[k], label=f"predicted {name}")
+    ax.scatter([], [], s=120, color="white", edgecolors="black", linewidths=3.0, label="labelled in training")
+    ax.scatter([], [], s=120, color="white", edgecolors="#d62828", linewidths=3.0, label="wrong prediction")
+    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    ax.set_axis_off()
+    fig.colorbar(
+        ScalarMappable(norm=norm, cmap=cmap),
+        ax=ax,
+        shrink=0.7,
+        label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2",
+    )
+    if title:
+        ax.set_title(title)
+    return save_figure(fig, path)

@@ -25,8 +25,9 @@ import torch
 
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha
+from attnlab.inference.translate import output_limit
 from attnlab.onnx_graphs import OnnxSeq2Seq
-from attnlab.recipes.translate import load_translator, output_limit
+from attnlab.recipes.translate import load_translator
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from attnlab.data.corpus import read_lines
 from attnlab.recipes import classify as C
+from attnlab.viz import format_token_weights, plot_token_weights
 
 SPLITS = {  # our split → (Multi30k file stem, small_parallel_enja file stem)
     "train": ("train", "train"),
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training data")
     parser.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the preset's)")
-    parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.RECIPES)))
+    parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.PRESETS)))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from attnlab.data.corpus import read_tsv
 
     train_pairs, valid_pairs, test_pairs = (read_tsv(files[s]).pairs for s in ("train", "valid", "test"))
-    base = C.RECIPES[args.preset]
+    base = C.PRESETS[args.preset]
     if args.max_tokens is not None:
         base = dataclasses.replace(base, max_tokens=args.max_tokens)
     setup = dataclasses.replace(
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     examples = {label: next(text for y, text in test_pairs if y == label) for label in clf.labels}
     for label, text in examples.items():
         pred = clf.predict([text])[0]
-        print(C.format_token_weights(pred))
-        C.plot_token_weights(pred, args.out / f"weights_{label}.png")
+        print(format_token_weights(pred))
+        plot_token_weights(pred, args.out / f"weights_{label}.png")
     report = {
         "test": scores,
         "valid_best": result.best,

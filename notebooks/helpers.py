@@ -247,7 +247,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
     attnlab ships no summarizer."""
     from attnlab.data.summaries import facts_splits
     from attnlab.loading import load_model
-    from attnlab.recipes.summarize import RECIPES, train_summarizer
+    from attnlab.recipes.summarize import PRESETS, train_summarizer
 
     folder = _stand_in_folder(f"summarize-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）で {steps} 回更新したポインタ生成ネットワーク"
@@ -255,7 +255,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
         return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"生成データ（facts）でポインタ生成ネットワークを {steps} 回の更新だけ学習します …")
     splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
-    setup = RECIPES["facts"]
+    setup = PRESETS["facts"]
     setup = dataclasses.replace(
         setup,
         max_tokens=512,  # small batches: more updates in a short run (the preset's 2048 still repeats words then)
@@ -275,7 +275,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
     recipe, ``attnlab train qa``, takes minutes)."""
     from attnlab.data.squad import facts_splits
     from attnlab.loading import load_model
-    from attnlab.recipes.qa import RECIPES, train_qa
+    from attnlab.recipes.qa import PRESETS, train_qa
 
     folder = _stand_in_folder(f"qa-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
@@ -283,7 +283,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
         return Loaded(load_model(folder), source + FROM_RUNS)
     log(f"生成データ（facts）の質問で MiniLM を {steps} 回の更新だけ微調整します …")
     splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
-    setup = RECIPES["facts"]
+    setup = PRESETS["facts"]
     setup = dataclasses.replace(
         setup,
         max_tokens=256,  # small batches: more updates in a short run
@@ -382,11 +382,11 @@ def three_books_playground(lang: str = "ja"):
 
 
 def translation_html(translation, lang: str = "ja") -> str:
-    """A :class:`attnlab.recipes.translate.Translation` as HTML in ``lang``: the sentence and its
+    """A :class:`attnlab.inference.translate.Translation` as HTML in ``lang``: the sentence and its
     translation, then the last layer's source–target attention averaged over the heads (the
     numbers as a table when the map is small, else a heatmap).
 
-    ``Translation._repr_html_`` (attnlab/recipes/translate.py) follows
+    ``Translation._repr_html_`` (attnlab/inference/translate.py) follows
     ``viz.display_options.lang`` too; this one's caption also says which axis is which (rows the
     translation's tokens as queries, columns the source's as keys), for the exercises' readers.
     """

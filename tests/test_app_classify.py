@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from attnlab import cli
 from attnlab.functional import padding_mask
+from attnlab.inference.classify import Prediction
 from attnlab.models.classifier import (
     AttentionPoolClassifier,
     AttentionPooling,
@@ -21,6 +22,7 @@ from attnlab.models.classifier import (
 )
 from attnlab.recipes import classify as cl
 from attnlab.train import TrainConfig
+from attnlab.viz import format_token_weights
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FILLER = [
@@ -66,7 +68,7 @@ def keyword_task(n: int, seed: int) -> list[tuple[str, str]]:
 
 def tiny_setup(out_dir=None, **model) -> cl.ClassifySetup:
     return dataclasses.replace(
-        cl.RECIPES["tiny"],
+        cl.PRESETS["tiny"],
         model_overrides=model,
         train=TrainConfig(
             out_dir=None if out_dir is None else str(out_dir),
@@ -227,7 +229,7 @@ def test_cli_trains_classifies_and_plots(tmp_path, capsys):
 
 
 def test_format_token_weights_scales_bars_to_the_largest_weight():
-    p = cl.Prediction("a b", "x", {"x": 0.75, "y": 0.25}, ["a", "b"], [0.25, 0.75])
-    lines = cl.format_token_weights(p, width=12).splitlines()
+    p = Prediction("a b", "x", {"x": 0.75, "y": 0.25}, ["a", "b"], [0.25, 0.75])
+    lines = format_token_weights(p, width=12).splitlines()
     assert lines[0].startswith("x") and "x 0.75" in lines[0]
     assert lines[1].count("█") == 4 and lines[2].count("█") == 12

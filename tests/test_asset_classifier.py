@@ -32,7 +32,7 @@ from attnlab.data.sentence_types import (
     sentence_type,
     write_labelled_splits,
 )
-from attnlab.recipes.classify import RECIPES as CLASSIFY_RECIPES
+from attnlab.recipes.classify import PRESETS as CLASSIFY_PRESETS
 from attnlab.recipes.classify import load_classifier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -284,7 +284,7 @@ def test_the_classifier_fits_the_asset_budget_with_room_to_spare():
         pytest.skip(f"{NAME}: not built yet (run `make models ONLY={NAME}`)")
     assert size < 120_000, size
     assert assets.total_bytes() <= assets.BUDGET_BYTES
-    preset = CLASSIFY_RECIPES[NAME]
+    preset = CLASSIFY_PRESETS[NAME]
     assert preset.tokenizer == "char" and preset.vocab_size == 500 and preset.train.patience == 3
 
 

@@ -54,13 +54,13 @@ NUMBERS = ["three hundred", "seven", "forty-two thousand", "nine million", "five
 def train_tiny_translator(out: Path, steps: int) -> Path:
     """The "tiny" translation recipe on generated number pairs (as tests/test_web_api.py)."""
     from attnlab.data.tasks import make_splits
-    from attnlab.recipes.translate import RECIPES as TRANSLATE_RECIPES
+    from attnlab.recipes.translate import PRESETS as TRANSLATE_PRESETS
     from attnlab.recipes.translate import train_translation
     from attnlab.train import TrainConfig
 
     splits = make_splits("numbers-en-ja", 300, 8, 0, seed=0)
     setup = dataclasses.replace(
-        TRANSLATE_RECIPES["tiny"],
+        TRANSLATE_PRESETS["tiny"],
         eval_sentences=4,
         metric="loss",
         train=TrainConfig(

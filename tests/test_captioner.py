@@ -13,6 +13,7 @@ import torch
 from attnlab import cli
 from attnlab.data.digits import DigitsSplits, digits_splits
 from attnlab.decode import beam_search, greedy_decode
+from attnlab.inference.caption import DIGIT_NAMES
 from attnlab.models.captioner import Captioner, CaptionerConfig, captioner_config
 from attnlab.recipes import caption as cp
 from attnlab.train import TrainConfig
@@ -38,7 +39,7 @@ def data():
 @pytest.fixture(scope="module")
 def trained(data):
     setup = dataclasses.replace(
-        cp.RECIPES["tiny"],
+        cp.PRESETS["tiny"],
         lang="ja",
         train=TrainConfig(
             epochs=1000,
@@ -62,7 +63,7 @@ def test_learns_to_name_digits_in_japanese(trained, data):
     assert captioner.evaluate(data.test_x, data.test_y)["exact_match"] >= 0.85
     assert captioner.evaluate(data.test_x, data.test_y, beam_size=3)["exact_match"] >= 0.85
     texts = {c.text for c in captioner.caption(data.test_x)}
-    assert texts <= set(cp.DIGIT_NAMES["ja"])
+    assert texts <= set(DIGIT_NAMES["ja"])
 
 
 def test_cross_attention_is_a_distribution_over_the_patches(trained, data):
@@ -109,9 +110,9 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="patch_mask"):
         model.start(images.flatten(1), torch.ones(2, 64, dtype=torch.bool))
     with pytest.raises(ValueError, match="caption language"):
-        cp.train_captioner(dataclasses.replace(cp.RECIPES["tiny"], lang="fr"))
+        cp.train_captioner(dataclasses.replace(cp.PRESETS["tiny"], lang="fr"))
     with pytest.raises(ValueError, match="tokenizer"):
-        cp.train_captioner(dataclasses.replace(cp.RECIPES["tiny"], model_overrides={"vocab_size": 5}))
+        cp.train_captioner(dataclasses.replace(cp.PRESETS["tiny"], model_overrides={"vocab_size": 5}))
     with pytest.raises(ValueError, match="vocab_size"):
         CaptionerConfig(vocab_size=0)
 

@@ -391,7 +391,7 @@ def test_configs_refuse_bad_values_when_made():
         TrainConfig(schedule="cosine").check_schedule()
     TrainConfig(schedule="cosine", max_steps=10).check_schedule()
     with pytest.raises(ValueError, match="unknown metric"):
-        dataclasses.replace(tr.RECIPES["tiny"], metric="accuracy")
+        dataclasses.replace(tr.PRESETS["tiny"], metric="accuracy")
     with pytest.raises(ValueError, match="MAX_PARAMETERS"):
         TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=MAX_PARAMETERS, n_heads=1)
 

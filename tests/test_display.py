@@ -15,12 +15,12 @@ from attnlab import MultiHeadAttention, scaled_dot_product_attention
 from attnlab.experiments.demo import DemoReport
 from attnlab.experiments.variants import VariantResult, VariantsReport
 from attnlab.explain import compute_steps, plot_steps
+from attnlab.inference.classify import Prediction
+from attnlab.inference.qa import Answer
+from attnlab.inference.summarize import Summary
+from attnlab.inference.translate import Translation
 from attnlab.models.gpt import GPT, gpt_config
 from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
-from attnlab.recipes.classify import Prediction
-from attnlab.recipes.qa import Answer
-from attnlab.recipes.summarize import Summary
-from attnlab.recipes.translate import Translation
 from attnlab.viz import (
     AttentionMaps,
     Plot,

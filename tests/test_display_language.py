@@ -15,8 +15,8 @@ import torch
 from PIL import Image
 
 from attnlab import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.recipes.qa import Answer
-from attnlab.recipes.summarize import Summary
+from attnlab.inference.qa import Answer
+from attnlab.inference.summarize import Summary
 from attnlab.viz import (
     PNG_LABELS_KEY,
     AttentionMaps,

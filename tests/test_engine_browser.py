@@ -221,7 +221,8 @@ def test_attention_in_the_browser_equals_pytorch(engine):
     sentence equal PyTorch's within 1e-4."""
     from attnlab.decode import beam_search, greedy_decode
     from attnlab.export_onnx import source_ids, translator_alpha
-    from attnlab.recipes.translate import load_translator, output_limit
+    from attnlab.inference.translate import output_limit
+    from attnlab.recipes.translate import load_translator
 
     page, errors, _, _ = engine
     name, text = "ja-en", "猫が好きです。"

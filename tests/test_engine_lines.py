@@ -15,6 +15,7 @@ from pinned_lines import pin_lines
 from attnlab.accel import calibrate, kernels, rules
 from attnlab.accel import precision as P
 from attnlab.cli import main
+from attnlab.inference import translate as inf
 from attnlab.models.gpt import GPT, gpt_config
 from attnlab.recipes import lm
 from attnlab.recipes import translate as tr
@@ -262,9 +263,9 @@ def tiny_translator(precision):
     from attnlab.data.tasks import make_splits
 
     splits = make_splits("numbers-en-ja", 60, 5, 0, seed=5)
-    src_tok, tgt_tok = tr.train_tokenizers(tr.RECIPES["tiny"], *map(list, zip(*splits.train)))
-    model, _ = tr.build_model(tr.RECIPES["tiny"], src_tok.vocab_size, tgt_tok.vocab_size, src_tok.pad_id)
-    return tr.Translator(model.eval(), src_tok, tgt_tok, precision=precision), splits
+    src_tok, tgt_tok = tr.train_tokenizers(tr.PRESETS["tiny"], *map(list, zip(*splits.train)))
+    model, _ = tr.build_model(tr.PRESETS["tiny"], src_tok.vocab_size, tgt_tok.vocab_size, src_tok.pad_id)
+    return inf.Translator(model.eval(), src_tok, tgt_tok, precision=precision), splits
 
 
 def test_a_translator_on_auto_decodes_a_bf16_copy_where_it_is_faster(native, monkeypatch):
@@ -277,7 +278,7 @@ def test_a_translator_on_auto_decodes_a_bf16_copy_where_it_is_faster(native, mon
     assert given.out_proj.weight.dtype == torch.float32  # the model given stays as it was
     assert len(out) == len(splits.valid) and all(isinstance(t.text, str) for t in out)
     # The model as it is (no precision asked): no copy, no measurement.
-    plain = tr.Translator(given, translator.src_tok, translator.tgt_tok)
+    plain = inf.Translator(given, translator.src_tok, translator.tgt_tok)
     assert plain.resolve_precision() == "fp32" and plain.model is given
 
 

@@ -80,10 +80,10 @@ def test_ja_mecab_bleu_equals_the_sacrebleu_command_line(tmp_path):
 
 
 def test_presets_score_each_target_language_as_wat_does():
-    assert tr.RECIPES["en-ja"].bleu_tokenize == "ja-mecab"
-    assert tr.RECIPES["ja-en"].bleu_tokenize == "13a"
+    assert tr.PRESETS["en-ja"].bleu_tokenize == "ja-mecab"
+    assert tr.PRESETS["ja-en"].bleu_tokenize == "13a"
     for name, (src, tgt) in {"ja-en": ("ja", "en"), "en-ja": ("en", "ja")}.items():
-        setup = tr.RECIPES[name]
+        setup = tr.PRESETS[name]
         # They train on data/enja_mix.py's raw, cased text: nothing to detokenize, nothing lower-cased.
         assert (setup.src_lang, setup.tgt_lang, setup.from_tokenized, setup.lowercase) == (src, tgt, False, False)
 
@@ -97,7 +97,7 @@ def test_from_tokenized_needs_both_languages():
 
 def tiny_enja_setup(out_dir):
     return dataclasses.replace(
-        tr.RECIPES["tiny"],
+        tr.PRESETS["tiny"],
         joint_vocab=False,
         src_lang="en",
         tgt_lang="ja",

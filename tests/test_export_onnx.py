@@ -26,6 +26,7 @@ from attnlab.assets import ROOT as ASSETS_ROOT
 from attnlab.cli import main as cli_main
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha, write_decode_fixture
+from attnlab.inference.translate import output_limit
 from attnlab.models.transformer import Transformer
 from attnlab.onnx_graphs import (
     OnnxSeq2Seq,
@@ -35,7 +36,7 @@ from attnlab.onnx_graphs import (
     exact_storage,
     export_onnx,
 )
-from attnlab.recipes.translate import load_translator, output_limit
+from attnlab.recipes.translate import load_translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ for export_models
 from export_models import padded, tiny_config  # noqa: E402

@@ -40,8 +40,8 @@ from attnlab import decode
 from attnlab.accel import kernels
 from attnlab.data import enja, load_tokenizer
 from attnlab.data.tasks import make_task
+from attnlab.inference.translate import cut_loops, output_limit
 from attnlab.models.seq2seq import StepOutput
-from attnlab.recipes.translate import cut_loops, output_limit
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))

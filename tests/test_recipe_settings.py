@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
-from attnlab.cli import COMMANDS, JOBS
+from attnlab.cli import COMMANDS, JOBS, TRAIN_JOBS
 from attnlab.models.gat import GATConfig
 from attnlab.models.gpt import GPTConfig
 from attnlab.recipes import TrainJob, apply_overrides, graph, lm, replace_settings
@@ -15,7 +16,7 @@ from attnlab.recipes import translate as tr
 
 def test_override_values_are_read_as_the_declared_type():
     setup = apply_overrides(
-        lm.LM_RECIPES["tiny"],
+        lm.LM_PRESETS["tiny"],
         [
             "train.epochs=3",
             "train.lr=1e-2",
@@ -35,7 +36,7 @@ def test_override_values_are_read_as_the_declared_type():
     assert setup.train.betas == (0.9, 0.95) and isinstance(setup.train.betas, tuple)
     assert setup.train.precision == "bf16" and setup.train.schedule == "cosine" and setup.block_size is None
     assert setup.model_overrides == {"bias": False, "n_inner": 64}
-    assert lm.LM_RECIPES["tiny"].train.epochs == 1 and lm.LM_RECIPES["tiny"].model_overrides == {}
+    assert lm.LM_PRESETS["tiny"].train.epochs == 1 and lm.LM_PRESETS["tiny"].model_overrides == {}
 
 
 @pytest.mark.parametrize(
@@ -54,21 +55,21 @@ def test_override_values_are_read_as_the_declared_type():
 )
 def test_a_bad_override_is_a_clear_error(override, expected):
     with pytest.raises(ValueError, match=expected.replace("[", r"\[")):
-        apply_overrides(lm.LM_RECIPES["tiny"], [override], GPTConfig)
+        apply_overrides(lm.LM_PRESETS["tiny"], [override], GPTConfig)
 
 
 def test_model_fields_are_checked_against_the_architecture_the_overrides_pick():
-    setup = tr.apply_overrides(tr.RECIPES["tiny"], ["model.cell=lstm", "arch=rnn"])
+    setup = tr.apply_overrides(tr.PRESETS["tiny"], ["model.cell=lstm", "arch=rnn"])
     assert setup.arch == "rnn" and setup.model_overrides == {"cell": "lstm"}
     with pytest.raises(ValueError, match="unknown model field 'cell'"):
-        tr.apply_overrides(tr.RECIPES["tiny"], ["model.cell=lstm"])
+        tr.apply_overrides(tr.PRESETS["tiny"], ["model.cell=lstm"])
     with pytest.raises(ValueError, match="unknown architecture 'lstm'"):
-        tr.apply_overrides(tr.RECIPES["tiny"], ["arch=lstm", "model.cell=gru"])
+        tr.apply_overrides(tr.PRESETS["tiny"], ["arch=lstm", "model.cell=gru"])
 
 
 def test_replace_settings_takes_typed_values():
     setup = replace_settings(
-        tr.RECIPES["tiny"],
+        tr.PRESETS["tiny"],
         {"train.time_budget_s": 90.0, "arch": "rnn", "model.cell": "lstm", "vocab_size": 99},
         tr.model_config,
     )
@@ -78,9 +79,9 @@ def test_replace_settings_takes_typed_values():
         {"cell": "lstm"},
         99,
     )
-    assert tr.RECIPES["tiny"].arch == "transformer" and tr.RECIPES["tiny"].train.time_budget_s is None
+    assert tr.PRESETS["tiny"].arch == "transformer" and tr.PRESETS["tiny"].train.time_budget_s is None
     with pytest.raises(ValueError, match="unknown training field 'speed'"):
-        replace_settings(tr.RECIPES["tiny"], {"train.speed": 1}, tr.model_config)
+        replace_settings(tr.PRESETS["tiny"], {"train.speed": 1}, tr.model_config)
 
 
 def test_a_job_with_its_own_loop_takes_the_train_keys_it_has():
@@ -121,6 +122,10 @@ def test_every_job_describes_itself_and_makes_its_commands():
         "qa",
     }
     for job in JOBS:
-        assert COMMANDS[f"train {job.name}"] is job.train_command
-        assert all(COMMANDS[name] is fn for name, fn in job.commands.items())
+        assert callable(COMMANDS[f"train {job.name}"]) and TRAIN_JOBS[f"train {job.name}"] is job
+    # Each job's commands (attnlab/cli/<recipe>.py) are the CLI's, train command and inference commands alike.
+    for name in ("translate", "lm", "classify", "vision", "caption", "graph", "summarize", "qa"):
+        module = importlib.import_module(f"attnlab.cli.{name}")
+        assert any(command.startswith("train ") for command in module.COMMANDS), name
+        assert all(COMMANDS[command] is fn for command, fn in module.COMMANDS.items()), name
         assert job.presets and all(isinstance(setup, job.setup_cls) for setup in job.presets.values())

@@ -97,11 +97,11 @@ def test_lm_recipe_resumes_from_the_previous_checkpoint(tmp_path):
     # The recipes reload their tokenizers from the same place the trainer resumes from.
     def setup(out, max_steps):
         return dataclasses.replace(
-            lm.LM_RECIPES["tiny"],
+            lm.LM_PRESETS["tiny"],
             block_size=16,
             batch_size=4,
             train=dataclasses.replace(
-                lm.LM_RECIPES["tiny"].train,
+                lm.LM_PRESETS["tiny"].train,
                 out_dir=str(out),
                 epochs=50,
                 max_steps=max_steps,
@@ -182,11 +182,11 @@ def test_raising_the_limit_continues_a_finished_run(tmp_path):
 
 def test_lm_recipe_reports_a_finished_run_from_its_saved_state(tmp_path):
     setup = dataclasses.replace(
-        lm.LM_RECIPES["tiny"],
+        lm.LM_PRESETS["tiny"],
         block_size=16,
         batch_size=4,
         train=dataclasses.replace(
-            lm.LM_RECIPES["tiny"].train, out_dir=str(tmp_path), epochs=50, max_steps=3, progress=False, log_every=1
+            lm.LM_PRESETS["tiny"].train, out_dir=str(tmp_path), epochs=50, max_steps=3, progress=False, log_every=1
         ),
     )
     text = "the quick brown fox jumps over the lazy dog. " * 40
@@ -305,7 +305,7 @@ def test_a_folder_holding_a_run_is_refused_before_any_work(tmp_path):
     assert snapshot(out) == before
     # Every recipe checks first, before it reads or builds anything: here the data is not even valid.
     setup = dataclasses.replace(
-        lm.LM_RECIPES["tiny"], train=dataclasses.replace(lm.LM_RECIPES["tiny"].train, out_dir=str(out))
+        lm.LM_PRESETS["tiny"], train=dataclasses.replace(lm.LM_PRESETS["tiny"].train, out_dir=str(out))
     )
     with pytest.raises(FileExistsError):
         lm.train_lm(setup, None)
@@ -326,8 +326,8 @@ def test_a_folder_holding_a_run_is_refused_before_any_work(tmp_path):
         qa.QASetup(),
         summarize.SummarizeSetup(),
         vision.ViTSetup(),
-        translate.RECIPES["tiny"],
-        lm.MLM_RECIPES["tiny"],
+        translate.PRESETS["tiny"],
+        lm.MLM_PRESETS["tiny"],
     ]
     for call, recipe_setup in zip(calls, setups, strict=True):
         recipe_setup = dataclasses.replace(

@@ -22,9 +22,10 @@ import torch
 
 from attnlab import cli
 from attnlab.cli import JOBS
+from attnlab.cli import translate as translate_cli
+from attnlab.cli.training import STOPPED, print_training
 from attnlab.experiments import demo
-from attnlab.recipes import STOPPED, TrainJob, print_training
-from attnlab.recipes import translate as tr
+from attnlab.recipes import TrainJob
 from attnlab.train import STOP_REASONS, TrainConfig, TrainResult, train
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -199,7 +200,7 @@ def test_cli_train_translate_target_reaches_the_train_config(tmp_path, monkeypat
         result = TrainResult(12, 1.0, {"bleu": 31.0}, stop_reason="target", metric="bleu")
         return None, result, None
 
-    monkeypatch.setattr(tr, "train_translation", fake_train)
+    monkeypatch.setattr(translate_cli, "train_translation", fake_train)  # the name `attnlab train translate` calls
     argv = ["train", "translate", "--train-tsv", str(pairs), "--valid-tsv", str(pairs), "--out", str(tmp_path / "r")]
     assert cli.main([*argv, "--preset", "tiny", "--device", "cpu", "--target", "30"]) == 0
     assert seen["train"].target == 30.0 and seen["train"].out_dir == str(tmp_path / "r")

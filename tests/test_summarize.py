@@ -251,7 +251,7 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("summarize")
     splits = facts_splits(600, seed=0, n_valid=30, n_test=60, max_facts=1, max_fillers=2)
     setup = apply_overrides(
-        sm.RECIPES["facts"], FAST + [f"train.out_dir={json.dumps(str(out))}"], PointerGeneratorConfig
+        sm.PRESETS["facts"], FAST + [f"train.out_dir={json.dumps(str(out))}"], PointerGeneratorConfig
     )
     summarizer, result = sm.train_summarizer(setup, splits.train, splits.valid)
     return summarizer, result, splits.test, out

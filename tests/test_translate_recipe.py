@@ -21,7 +21,7 @@ def tiny_setup(out_dir, **train_overrides):
     fields = dict(out_dir=str(out_dir), epochs=3, lr=3e-3, warmup_steps=5, log_every=1, progress=False, seed=7)
     fields.update(train_overrides)
     return dataclasses.replace(
-        tr.RECIPES["tiny"],
+        tr.PRESETS["tiny"],
         tokenizer="bpe",
         vocab_size=120,
         tgt_tokenizer="char",
@@ -73,13 +73,13 @@ def test_checkpoint_round_trip_gives_identical_translations(tmp_path, splits):
 
 
 def test_overrides_are_applied_and_checked():
-    setup = tr.apply_overrides(tr.RECIPES["tiny"], ["model.d_model=48", "train.lr=0.01", "vocab_size=99"])
+    setup = tr.apply_overrides(tr.PRESETS["tiny"], ["model.d_model=48", "train.lr=0.01", "vocab_size=99"])
     assert setup.model_overrides["d_model"] == 48 and setup.train.lr == 0.01 and setup.vocab_size == 99
-    assert tr.RECIPES["tiny"].train.lr != 0.01  # the named recipe itself is untouched
+    assert tr.PRESETS["tiny"].train.lr != 0.01  # the named recipe itself is untouched
     with pytest.raises(ValueError, match="unknown model field 'widht'"):
-        tr.apply_overrides(tr.RECIPES["tiny"], ["model.widht=3"])
+        tr.apply_overrides(tr.PRESETS["tiny"], ["model.widht=3"])
     with pytest.raises(ValueError, match="not key=value"):
-        tr.apply_overrides(tr.RECIPES["tiny"], ["lr"])
+        tr.apply_overrides(tr.PRESETS["tiny"], ["lr"])
 
 
 def test_cli_train_translate_then_translate_and_evaluate(tmp_path, splits, capsys):

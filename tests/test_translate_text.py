@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from attnlab.data import enja
+from attnlab.inference import translate as inf
 from attnlab.metrics import bleu, repeated_span, repetition_rate, sentence_form_share
 from attnlab.recipes import translate as tr
 
 
-class _Echo(tr.Translator):
+class _Echo(inf.Translator):
     """A Translator whose sentence translation is a lookup: what translate_text does around it is tested."""
 
     def __init__(self, table: dict[str, str], src_lang: str, tgt_lang: str) -> None:
@@ -19,7 +20,7 @@ class _Echo(tr.Translator):
 
     def translate(self, texts, **kwargs):
         self.calls.append(list(texts))
-        return [tr.Translation(t, self.table[t], [], []) for t in texts]
+        return [inf.Translation(t, self.table[t], [], []) for t in texts]
 
 
 def test_a_text_of_several_sentences_and_lines_is_translated_in_one_batch_and_keeps_its_breaks():
@@ -41,15 +42,15 @@ def test_a_model_without_languages_takes_each_text_whole():
 
 
 def test_cut_loops_keeps_one_occurrence_of_a_run_and_leaves_ordinary_repeats():
-    assert tr.cut_loops([5, 7, 8, 7, 8, 7, 8, 7, 8, 9]) == [5, 7, 8, 9]
-    assert tr.cut_loops([1, 1, 1, 1, 2, 3, 3, 3]) == [1, 2, 3]
-    assert tr.cut_loops([4, 4, 5, 6, 5, 6]) == [4, 4, 5, 6, 5, 6]  # twice is not a loop
-    assert tr.cut_loops([]) == []
+    assert inf.cut_loops([5, 7, 8, 7, 8, 7, 8, 7, 8, 9]) == [5, 7, 8, 9]
+    assert inf.cut_loops([1, 1, 1, 1, 2, 3, 3, 3]) == [1, 2, 3]
+    assert inf.cut_loops([4, 4, 5, 6, 5, 6]) == [4, 4, 5, 6, 5, 6]  # twice is not a loop
+    assert inf.cut_loops([]) == []
 
 
 def test_the_output_bound_follows_the_input_within_the_models_positions():
-    assert tr.output_limit(5) == 20 and tr.output_limit(30) == 70
-    assert tr.output_limit(400, max_len=512) == 511
+    assert inf.output_limit(5) == 20 and inf.output_limit(30) == 70
+    assert inf.output_limit(400, max_len=512) == 511
 
 
 def test_repeated_span_and_repetition_rate_find_loops_in_words_and_characters():
@@ -89,7 +90,7 @@ def test_cased_models_read_english_as_typed_and_old_ones_lower_case_it():
 
     for lowercase, expected in ((False, "The Cat ran."), (True, "the cat ran.")):
         tok = Tok()
-        translator = tr.Translator(_NoModel(), tok, tok, src_lang="en", tgt_lang="ja", lowercase=lowercase)
+        translator = inf.Translator(_NoModel(), tok, tok, src_lang="en", tgt_lang="ja", lowercase=lowercase)
         with pytest.raises(ValueError, match="no tokens"):
             translator.translate(["The Cat ran."])
         assert tok.seen == [expected]
@@ -103,7 +104,7 @@ class _NoModel:
 
 
 def test_checkpoint_config_records_whether_the_english_was_lower_cased():
-    setup = tr.RECIPES["ja-en"]
+    setup = tr.PRESETS["ja-en"]
     config = tr.checkpoint_config(setup, tr.build_config(setup, 100, 100, 0))
     assert config["lowercase"] is False and config["src_lang"] == "ja" and config["tgt_lang"] == "en"
     old = tr.dataclasses.replace(setup, from_tokenized=True)

@@ -86,7 +86,7 @@ def test_accepts_grey_channel_and_flat_images_alike():
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("vit")
     setup = dataclasses.replace(
-        vision.RECIPES["tiny"],
+        vision.PRESETS["tiny"],
         train=TrainConfig(
             out_dir=str(out),
             epochs=100,

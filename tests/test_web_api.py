@@ -34,12 +34,12 @@ LOCAL = "http://127.0.0.1:8000"
 def train_tiny_translator(out: Path, steps: int = 40, arch: str = "transformer") -> Path:
     """Train the "tiny" recipe on generated number pairs; returns the checkpoint folder."""
     from attnlab.data.tasks import make_splits
-    from attnlab.recipes.translate import RECIPES, train_translation
+    from attnlab.recipes.translate import PRESETS, train_translation
     from attnlab.train import TrainConfig
 
     splits = make_splits("numbers-en-ja", 300, 8, 0, seed=0)
     setup = dataclasses.replace(
-        RECIPES["tiny"],
+        PRESETS["tiny"],
         arch=arch,
         eval_sentences=4,
         metric="loss",
@@ -459,10 +459,10 @@ LM_TEXT = " ".join(["the cat sat on the mat and the dog sat on the log."] * 40)
 
 @pytest.fixture(scope="module")
 def lm_dirs(tmp_path_factory) -> dict[str, Path]:
-    from attnlab.recipes.lm import LM_RECIPES, MLM_RECIPES, train_lm, train_mlm
+    from attnlab.recipes.lm import LM_PRESETS, MLM_PRESETS, train_lm, train_mlm
 
     out = {}
-    for name, recipes, train_fn in (("gpt", LM_RECIPES, train_lm), ("bert", MLM_RECIPES, train_mlm)):
+    for name, recipes, train_fn in (("gpt", LM_PRESETS, train_lm), ("bert", MLM_PRESETS, train_mlm)):
         setup = recipes["tiny"]
         out[name] = tmp_path_factory.mktemp(f"tiny-{name}")
         train_cfg = dataclasses.replace(setup.train, out_dir=str(out[name]), max_steps=15, progress=False)

@@ -657,7 +657,7 @@ def _write_report(report: BottleneckReport, settings: BottleneckSettings, senten
 
 
 # --------------------------------------------------------------------------------------------
-# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# The command line (attnlab.cli adds COMMANDS to its own, as it does those of each job in attnlab/cli/).
 # --------------------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import openmp
 from ..data.tasks import make_splits
-from ..recipes.translate import RECIPES, TranslationSetup, train_translation
+from ..recipes.translate import PRESETS, TranslationSetup, train_translation
 from ..train import TrainConfig
 
 TASK = "numbers-en-ja"  # the generated task (attnlab.data.tasks)
@@ -120,7 +120,7 @@ def demo_setup(
     Training stops once validation exact match reaches ``target`` (None: no target), after three
     evaluations without improvement, or after ``minutes`` of training, whichever comes first."""
     return dataclasses.replace(
-        RECIPES["small"],
+        PRESETS["small"],
         model_preset="demo",
         tokenizer="bpe",
         vocab_size=200,
@@ -247,7 +247,7 @@ def run_demo(
 
 
 # --------------------------------------------------------------------------------------------
-# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# The command line (attnlab.cli adds COMMANDS to its own, as it does those of each job in attnlab/cli/).
 # --------------------------------------------------------------------------------------------
 
 

@@ -407,7 +407,7 @@ def _plot(rows: Sequence[VariantResult], path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The command line (attnlab.cli adds COMMANDS to its own, as it does the recipes' commands).
+# The command line (attnlab.cli adds COMMANDS to its own, as it does those of each job in attnlab/cli/).
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,10 +1,12 @@
 """Recipes: how the building blocks and models fit together for one job (translation, language
 modelling, classification, ...). Nothing below this layer knows about recipes.
 
-Every job describes itself with one :class:`Recipe` at the end of its module: its presets, its
-setup dataclass, its model config, how it trains and loads, and the typed functions that make its
-commands. ``attnlab.cli`` builds ``attnlab train <job>`` and the job's inference commands from
-these descriptors, so a new job needs no code in the command line.
+A recipe only orchestrates: its presets, its setup dataclass, the training task, and how it trains
+and loads. Using a trained model is :mod:`attnlab.inference`'s (``Translator``, ...), drawing it
+:mod:`attnlab.viz`'s, and the command lines (``attnlab train <job>`` and the job's inference
+commands) :mod:`attnlab.cli`'s. Every job describes itself with one :class:`Job` at the end of its
+module (``TRANSLATE_JOB``, ...): its named presets (``PRESETS``), its setup dataclass, its model
+config, how it trains and loads.
 
 Settings stay typed: a command's options are set on the preset with :func:`replace_settings`
 (``dataclasses.replace``); only the user's own ``--overrides key=value`` strings are parsed, by
@@ -24,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..models.config import renamed_field_error
-from ..train import TrainConfig, TrainResult
+from ..train import TrainConfig
 
-__all__ = ["STAND_IN_SIZE", "Recipe", "TrainJob", "apply_overrides", "print_training", "replace_settings"]
+__all__ = ["STAND_IN_SIZE", "Job", "TrainJob", "apply_overrides", "digit_image_presets", "replace_settings"]
 
 #: The vocabulary (or class count) a recipe's ``check_model`` builds the model config with before
 #: the data decides the real one: any size will do to check the other fields.
@@ -203,13 +205,50 @@ def apply_overrides(setup: Any, overrides: Sequence[str], config_cls: ConfigClas
 
 
 # --------------------------------------------------------------------------------------------
+# Presets shared by jobs.
+# --------------------------------------------------------------------------------------------
+
+
+def digit_image_presets(setup_cls: type) -> dict[str, Any]:
+    """The named presets (``--preset``) of the two jobs on the 8×8 digit images (``vit`` and
+    ``caption``), as ``setup_cls`` instances: one model size and training schedule suits both.
+
+    "digits" trains without shifts: one-pixel shifts did not help the ViT within its step budget
+    (the comparison is in docs/applications.md). Every preset but tiny trains with
+    precision="auto": bf16 autocast only where a short probe of the model's steps on this machine
+    measures it faster (attnlab.train.Trainer.resolve_precision); tiny (tests and smoke runs of
+    seconds) stays fp32, so that its runs are the same on every machine.
+    """
+    return {
+        "digits": setup_cls(
+            shift=0,
+            train=TrainConfig(
+                epochs=100,
+                max_steps=1500,
+                lr=3e-3,
+                warmup_steps=50,
+                schedule="cosine",
+                weight_decay=0.05,
+                log_every=50,
+                precision="auto",
+            ),
+        ),
+        "tiny": setup_cls(
+            model_preset="tiny",
+            shift=0,
+            train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
+        ),
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # The descriptor of a job.
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass
 class TrainJob:
-    """What one ``attnlab train <job>`` command line asks for; :meth:`Recipe.setup` makes the setup."""
+    """What one ``attnlab train <job>`` command line asks for; :meth:`Job.setup` makes the setup."""
 
     preset: str  # key of the recipe's presets
     run: Callable[[Any], None]  # trains with the finished setup and prints what came of it
@@ -224,14 +263,11 @@ class TrainJob:
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """One job, described: ``attnlab train <name>`` and the job's inference commands are made from it.
+class Job:
+    """One job, described: its presets, its setup, its model config, how it trains and loads.
 
-    ``train_command`` and each of ``commands`` are typed functions in the CLI's style: the
-    signature gives the options (a parameter without a default is a positional argument, a
-    ``bool`` gives ``--flag``/``--no-flag``, a ``Literal`` a choice) and the docstring the help
-    (its first paragraph, and one line per option in ``Args:``). ``train_command`` returns a
-    :class:`TrainJob`; the CLI adds the shared training options (``attnlab.cli.train_options``).
+    ``attnlab train <name>`` (:mod:`attnlab.cli`) turns its options into a :class:`TrainJob` and
+    makes the setup with :meth:`setup`; the experiments and the shipped-asset builds do the same.
     """
 
     name: str  # the job, as in `attnlab train NAME`
@@ -240,8 +276,6 @@ class Recipe:
     model_config: ConfigClass  # the model's config class (checks the model.<field> settings)
     train: Callable[..., Any]  # trains from a setup and the data (the Python API)
     load: Callable[..., Any]  # loads a trained model from its folder
-    train_command: Callable[..., TrainJob]  # `attnlab train NAME`: its own options → what to train
-    commands: Mapping[str, Callable[..., int]] = field(default_factory=dict)  # inference commands by name
     # Builds a setup's model config with stand-ins for the sizes only the data decides (the
     # vocabulary), so that a bad model.* setting stops the run before any data is read (None: no check).
     check_model: Callable[[Any], Any] | None = None
@@ -288,30 +322,3 @@ class Recipe:
         if self.check_model is not None:
             self.check_model(setup)
         return setup
-
-
-#: Why a run stopped (``TrainResult.stop_reason``), in the words of :func:`print_training`.
-STOPPED = {
-    "epochs": "it ran all its epochs",
-    "max_steps": "it reached its step limit (max_steps)",
-    "time_budget": "its time budget (--minutes) ran out",
-    "early_stopping": "validation {metric} stopped improving (patience)",
-    "target": "validation {metric} reached the target (--target)",
-}
-
-
-def print_training(result: TrainResult, out: Path, *, unit: str = "tokens") -> None:
-    """What every ``attnlab train`` command prints at the end: steps, time, speed, why it stopped, the best scores."""
-    why = STOPPED.get(result.stop_reason, result.stop_reason).format(metric=result.metric or "the metric")
-    print(
-        f"trained {result.steps} steps in {result.train_seconds / 60:.1f} min "
-        f"({result.tokens_per_s:,.0f} {unit}/s, {result.precision or 'fp32'}); stopped: {why}"
-    )
-    if result.best:
-        print("best validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.best.items()))
-    if result.best_saved:
-        print(f"model saved in {out / 'best'}")
-    elif result.already_finished and (out / "best").is_dir():
-        print(f"the run was already finished; its model is in {out / 'best'}")
-    else:
-        print("no model saved (no evaluation ran)")

@@ -15,12 +15,8 @@ Shape letters: ``B`` batch, ``P`` patches, ``T`` caption length, ``L`` layers, `
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -29,34 +25,25 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..assets.locate import resolve_model_dir
 from ..data import batching, tokenizers
-from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
-from ..decode import beam_search, check_beam, greedy_decode
+from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
+from ..inference.caption import DIGIT_NAMES, ImageCaptioner, digit_names
 from ..metrics import exact_match
-from ..models.captioner import PRESETS, Captioner, CaptionerConfig
+from ..models.captioner import PRESETS as MODEL_PRESETS
+from ..models.captioner import Captioner, CaptionerConfig
 from ..models.config import check_fields
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from ..viz import plot_image_attention
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job, digit_image_presets
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "DIGIT_NAMES",
     "CaptionSetup",
-    "RECIPES",
+    "PRESETS",
     "CaptionTask",
     "train_captioner",
     "load_captioner",
-    "Caption",
-    "ImageCaptioner",
 ]
-
-#: The caption of each digit 0–9, per language.
-DIGIT_NAMES: dict[str, list[str]] = {
-    "en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
-    "ja": ["れい", "いち", "に", "さん", "よん", "ご", "ろく", "なな", "はち", "きゅう"],
-}
 
 
 @dataclass
@@ -77,36 +64,8 @@ class CaptionSetup:
             raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {self.lang!r}")
 
 
-#: Named recipes (``--preset``).
-#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
-#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, CaptionSetup] = {
-    "digits": CaptionSetup(
-        shift=0,
-        train=TrainConfig(
-            epochs=100,
-            max_steps=1500,
-            lr=3e-3,
-            warmup_steps=50,
-            schedule="cosine",
-            weight_decay=0.05,
-            log_every=50,
-            precision="auto",
-        ),
-    ),
-    "tiny": CaptionSetup(
-        model_preset="tiny",
-        shift=0,
-        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
-    ),
-}
-
-
-def _names(lang: str) -> list[str]:
-    if lang not in DIGIT_NAMES:
-        raise ValueError(f"caption language must be one of {sorted(DIGIT_NAMES)}, got {lang!r}")
-    return DIGIT_NAMES[lang]
+#: Named presets (``--preset``): those of every job on the digit images (:func:`attnlab.recipes.digit_image_presets`).
+PRESETS: dict[str, CaptionSetup] = digit_image_presets(CaptionSetup)
 
 
 class CaptionTask:
@@ -117,7 +76,7 @@ class CaptionTask:
 
     def __init__(self, setup: CaptionSetup, config: CaptionerConfig, tokenizer, data: DigitsSplits) -> None:
         self.setup, self.config, self.tokenizer, self.data = setup, config, tokenizer, data
-        self.names = _names(setup.lang)
+        self.names = digit_names(setup.lang)
         self.caption_ids = tokenizer.encode_batch(self.names)  # one id list per digit
         self.device = torch.device(setup.train.device)
 
@@ -164,13 +123,13 @@ class CaptionTask:
 
 def build_config(setup: CaptionSetup, vocab_size: int, pad_id: int) -> CaptionerConfig:
     """The captioner config of ``setup``: its preset, its overrides, and the caption tokenizer's sizes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown captioner preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the caption tokenizer and cannot be overridden")
     return CaptionerConfig(
-        vocab_size=vocab_size, pad_id=pad_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        vocab_size=vocab_size, pad_id=pad_id, **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides}
     )
 
 
@@ -184,7 +143,7 @@ def train_captioner(
     """
     check_run_folder(setup.train.out_dir, False, setup.train.overwrite)  # before any work
     build_config(setup, STAND_IN_SIZE, 0)  # a bad model setting fails before any data is read
-    names = _names(setup.lang)
+    names = digit_names(setup.lang)
     data = digits_splits(seed=setup.seed) if data is None else data
     tok = tokenizers.CharTokenizer.train(names)
     torch.manual_seed(setup.train.seed)
@@ -216,173 +175,12 @@ def load_captioner(path: str | Path, device: str = "cpu") -> tuple[ImageCaptione
     return ImageCaptioner(model, tok, lang), config_dict
 
 
-@dataclass
-class Caption:
-    text: str  # the generated caption
-    tokens: list[str]  # generated tokens incl. the end token (one per attention row)
-    cross_attention: Tensor | None = None  # (L, H, T, P) cross-attention of each generated token, if asked
-
-
-class ImageCaptioner:
-    """A trained :class:`~attnlab.models.captioner.Captioner` with its tokenizer: images in, captions out."""
-
-    def __init__(self, model: Captioner, tokenizer, lang: str) -> None:
-        self.model, self.tokenizer, self.lang = model, tokenizer, lang
-
-    @torch.no_grad()
-    def caption(self, images: Tensor, *, beam_size: int = 1, return_attention: bool = False) -> list[Caption]:
-        """Caption a batch of images with greedy (``beam_size=1``) or beam search.
-
-        Shape:
-            images ``(B, 8, 8)`` → ``B`` captions; cross_attention ``(L, H, T, P)`` each
-        """
-        check_beam(beam_size, vocab_size=self.tokenizer.vocab_size)
-        was_training = self.model.training
-        self.model.eval()
-        device = next(self.model.parameters()).device
-        images = images.to(device)
-        t = self.tokenizer
-        kw = dict(
-            bos_id=t.bos_id,
-            eos_id=t.eos_id,
-            pad_id=t.pad_id,
-            max_len=self.model.config.max_len - 1,
-            src_mask=self.model.patch_mask(images),
-            return_attention=return_attention,
-        )
-        src = images.flatten(1)  # (B, C·H·W): the decoder protocol's 2-D source
-        hyps = (
-            greedy_decode(self.model, src, **kw)
-            if beam_size == 1
-            else beam_search(self.model, src, beam_size=beam_size, **kw)
-        )
-        self.model.train(was_training)
-        out = []
-        for h in hyps:
-            labels = [t.id_to_token(i) for i in h.tokens] + [t.id_to_token(t.eos_id)]
-            cross = h.cross_attention
-            if cross is not None:
-                labels = labels[: cross.shape[2]]
-            out.append(Caption(t.decode(h.tokens), labels, cross))
-        return out
-
-    def evaluate(self, images: Tensor, labels: Sequence[int] | Tensor, *, beam_size: int = 1) -> dict[str, float]:
-        """Exact match of the captions against the digit names of ``labels``."""
-        names = _names(self.lang)
-        hyps = [c.text for c in self.caption(images, beam_size=beam_size)]
-        return {"exact_match": exact_match(hyps, [names[int(y)] for y in labels]), "n": len(hyps)}
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train caption` and `attnlab caption`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/caption"),
-    lang: Literal["en", "ja"] = "en",
-    preset: str = "digits",
-    patch_size: int | None = None,
-    max_steps: int | None = None,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a captioner that writes a digit's name from its image by cross-attending to the patches.
-
-    Captions are spelled character by character: English (seven) or Japanese hiragana (なな).
-    The best model by validation exact match is scored once on the held-out test images.
-    Writes OUT/best, OUT/last, OUT/log.jsonl and OUT/test.json. Try `attnlab caption --model OUT`.
-
-    Args:
-        out: output folder.
-        lang: caption language: en or ja.
-        preset: a named recipe (model size + training settings): digits, tiny.
-        patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
-        max_steps: stop after this many optimizer steps.
-        epochs: passes over the training images.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed of the training (the data split is fixed).
-        overrides: further settings as key=value: model.n_decoder_layers=1, train.lr=1e-3, shift=1.
-    """
-
-    def run(setup: CaptionSetup) -> None:
-        captioner, result, data = train_captioner(setup)
-        scores = {
-            "greedy": captioner.evaluate(data.test_x, data.test_y),
-            "beam4": captioner.evaluate(data.test_x, data.test_y, beam_size=4),
-        }
-        (out / "test.json").write_text(json.dumps(scores, indent=2))
-        print_training(result, out)
-        print(
-            f"test exact match {100 * scores['greedy']['exact_match']:.2f}% greedy, "
-            f"{100 * scores['beam4']['exact_match']:.2f}% beam 4, on {len(data.test_y)} held-out images"
-        )
-
-    return TrainJob(
-        preset,
-        run,
-        {"lang": lang, "model.patch_size": patch_size},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-    )
-
-
-def caption_command(
-    *,
-    model: Path,
-    index: list[int] | None = None,
-    beam: int = 1,
-    plot: Path | None = None,
-    device: str = "cpu",
-) -> int:
-    """Caption held-out digit images and draw where each generated token looked.
-
-    Args:
-        model: a folder written by `attnlab train caption`.
-        index: which test images (default: 0).
-        beam: beam size (1 = greedy).
-        plot: write the first image's cross-attention here, one panel per generated token
-            (last decoder layer, mean over heads; PNG or SVG).
-        device: cpu, cuda or mps.
-    """
-    check_beam(beam)  # before the model is loaded
-    captioner, config = load_captioner(model, device)
-    picked = [held_out_image(config, i) for i in (index or [0])]
-    images = torch.stack([image for image, _ in picked])  # (B, 8, 8)
-    results = captioner.caption(images, beam_size=beam, return_attention=plot is not None)
-    names = DIGIT_NAMES[captioner.lang]
-    for i, (r, (_, label)) in zip(index or [0], zip(results, picked)):
-        print(f"test image {i}: {r.text}   (true: {names[label]})")
-    if plot is not None:
-        first = results[0]
-        weights = first.cross_attention[-1].mean(0)  # (T, P)
-        plot_image_attention(
-            images[0],
-            weights,
-            config["patch_size"],
-            plot,
-            titles=first.tokens,
-            title=f"“{first.text}”: cross-attention per generated token",
-        )
-        print(f"attention written to {plot}", file=sys.stderr)
-    return 0
-
-
-CAPTION_JOB = Recipe(
+CAPTION_JOB = Job(
     name="caption",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=CaptionSetup,
     model_config=CaptionerConfig,
     train=train_captioner,
     load=load_captioner,
-    train_command=train_command,
-    commands={"caption": caption_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 0),
 )

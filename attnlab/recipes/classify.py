@@ -3,7 +3,7 @@
 ``attnlab train classify`` and ``attnlab classify`` are thin wrappers over
 :func:`train_classifier`, :func:`load_classifier` and :meth:`TextClassifier.predict`. Every
 prediction carries the pooling weights over its tokens, shown as terminal bars
-(:func:`format_token_weights`) or a one-row heatmap (:func:`plot_token_weights`).
+(:func:`attnlab.viz.format_token_weights`) or a one-row heatmap (:func:`attnlab.viz.plot_token_weights`).
 
 Shape letters: ``B`` batch, ``S`` tokens, ``C`` classes.
 """
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -25,28 +23,23 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..assets.locate import resolve_model_dir
 from ..data import batching, tokenizers
-from ..data.corpus import read_lines, read_tsv
-from ..functional import padding_mask
-from ..models.classifier import PRESETS, AttentionPoolClassifier, ClassifierConfig
+from ..inference.classify import ClassBatch, TextClassifier, collate_texts, encode_texts
+from ..models.classifier import PRESETS as MODEL_PRESETS
+from ..models.classifier import AttentionPoolClassifier, ClassifierConfig
 from ..models.config import check_fields
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job
 
 Tensor = torch.Tensor
 
 __all__ = [
     "ClassifySetup",
-    "RECIPES",
-    "ClassBatch",
+    "PRESETS",
     "ClassificationTask",
     "split_validation",
     "train_classifier",
     "load_classifier",
-    "Prediction",
-    "TextClassifier",
-    "format_token_weights",
-    "plot_token_weights",
 ]
 
 
@@ -71,11 +64,11 @@ class ClassifySetup:
             raise ValueError(f"valid_fraction must be between 0 and 1, got {self.valid_fraction}")
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, ClassifySetup] = {
+PRESETS: dict[str, ClassifySetup] = {
     "small": ClassifySetup(
         max_tokens=1024, train=TrainConfig(epochs=5, lr=2e-3, warmup_steps=50, log_every=50, precision="auto")
     ),
@@ -102,37 +95,6 @@ RECIPES: dict[str, ClassifySetup] = {
 }
 
 
-@dataclass
-class ClassBatch:
-    """Padded token ids with their labels.
-
-    Shape:
-        input_ids ``(B, S)`` int64; mask ``(B, S)`` bool (True = real token); labels ``(B,)`` int64
-    """
-
-    input_ids: Tensor  # (B, S) padded with pad_id
-    mask: Tensor  # (B, S) True at real tokens
-    labels: Tensor  # (B,) class indices
-
-    def to(self, device: torch.device | str) -> ClassBatch:
-        return ClassBatch(self.input_ids.to(device), self.mask.to(device), self.labels.to(device))
-
-
-def _collate(ids: Sequence[list[int]], labels: Sequence[int], pad_id: int) -> ClassBatch:
-    lengths = torch.tensor([len(x) for x in ids])  # (B,)
-    S = int(lengths.max())
-    input_ids = torch.tensor([list(x) + [pad_id] * (S - len(x)) for x in ids], dtype=torch.long)  # (B, S)
-    return ClassBatch(input_ids, padding_mask(lengths, max_len=S), torch.tensor(list(labels), dtype=torch.long))
-
-
-def _encode(tok, texts: Sequence[str], max_len: int) -> list[list[int]]:
-    encoded = [ids[:max_len] for ids in tok.encode_batch(list(texts))]
-    for text, ids in zip(texts, encoded):
-        if not ids:
-            raise ValueError(f"cannot classify {text!r}: it has no tokens")
-    return encoded
-
-
 class ClassificationTask:
     """Supplies :func:`attnlab.train.train` with batches, the loss and the evaluation (accuracy)."""
 
@@ -156,9 +118,9 @@ class ClassificationTask:
             if unknown:
                 raise ValueError(f"{what} labels {unknown} are not among the known labels {self.labels}")
         self.device = torch.device(setup.train.device)
-        self.train_ids = _encode(tokenizer, [t for _, t in train_pairs], setup.max_len)
+        self.train_ids = encode_texts(tokenizer, [t for _, t in train_pairs], setup.max_len)
         self.train_y = [index[label] for label, _ in train_pairs]
-        self.valid_ids = _encode(tokenizer, [t for _, t in valid_pairs], setup.max_len)
+        self.valid_ids = encode_texts(tokenizer, [t for _, t in valid_pairs], setup.max_len)
         self.valid_y = [index[label] for label, _ in valid_pairs]
         if not self.valid_ids:
             raise ValueError("the validation set is empty")
@@ -178,7 +140,7 @@ class ClassificationTask:
             world_size=world_size,
         )
         pad = self.tokenizer.pad_id
-        return [_collate([ids[i] for i in g], [ys[i] for i in g], pad).to(self.device) for g in groups]
+        return [collate_texts([ids[i] for i in g], [ys[i] for i in g], pad).to(self.device) for g in groups]
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[ClassBatch]:
         return self._batches(self.train_ids, self.train_y, shuffle=True, epoch=epoch, rank=rank, world_size=world_size)
@@ -238,8 +200,8 @@ def _train_tokenizer(setup: ClassifySetup, texts: list[str]):
 
 def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: int) -> ClassifierConfig:
     """The classifier config of ``setup``: its preset, its overrides, and the sizes the data decides."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown classifier preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "n_classes", "pad_id", "max_len"})
     if fixed:
         raise ValueError(
@@ -251,7 +213,7 @@ def build_config(setup: ClassifySetup, vocab_size: int, n_classes: int, pad_id: 
         n_classes=n_classes,
         max_len=setup.max_len,
         pad_id=pad_id,
-        **{**PRESETS[setup.model_preset], **setup.model_overrides},
+        **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides},
     )
 
 
@@ -317,219 +279,12 @@ def load_classifier(path: str | Path, device: str = "cpu") -> TextClassifier:
     return TextClassifier(model, tok, labels, max_len=config.max_len)
 
 
-@dataclass
-class Prediction:
-    text: str  # the input text
-    label: str  # the most probable label
-    probs: dict[str, float]  # label → probability
-    tokens: list[str]  # the tokens the model read (after cutting to max_len)
-    weights: list[float]  # pooling weight of each token; they sum to 1
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the label and probabilities, then each token shaded by its pooling weight."""
-        from html import escape
-
-        probs = ", ".join(f"{escape(k)} {p:.2f}" for k, p in sorted(self.probs.items(), key=lambda kv: -kv[1]))
-        top = max(self.weights, default=0.0) or 1.0
-        spans = "".join(
-            f'<span style="background-color:rgba(43,93,156,{0.85 * w / top:.3f});color:{"white" if w / top > 0.6 else "black"};'
-            f'padding:1px 3px;margin:1px;display:inline-block" title="{w:.3f}">{escape(t)}<sub>{w:.2f}</sub></span>'
-            for t, w in zip(self.tokens, self.weights)
-        )
-        return f"<div><b>{escape(self.label)}</b> ({probs})</div><div>{spans}</div>"
-
-
-class TextClassifier:
-    """A trained attention-pooling classifier with its tokenizer and label names."""
-
-    def __init__(self, model: AttentionPoolClassifier, tokenizer, labels: Sequence[str], *, max_len: int) -> None:
-        self.model, self.tokenizer, self.labels, self.max_len = model, tokenizer, list(labels), max_len
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @torch.no_grad()
-    def predict(self, texts: Sequence[str], *, batch_size: int = 64) -> list[Prediction]:
-        """Labels, probabilities and per-token pooling weights for each text."""
-        if isinstance(texts, str):
-            raise TypeError("predict takes a list of texts, not one string")
-        was_training = self.model.training
-        self.model.eval()
-        encoded = _encode(self.tokenizer, texts, self.max_len)
-        results: list[Prediction] = []
-        for start in range(0, len(encoded), batch_size):
-            chunk = encoded[start : start + batch_size]
-            b = _collate(chunk, [0] * len(chunk), self.tokenizer.pad_id).to(self.device)
-            out = self.model(b.input_ids, b.mask)
-            probs = torch.softmax(out.logits.float(), dim=-1).cpu()  # (B, C)
-            weights = out.pool_weights.float().cpu()  # (B, S)
-            for row, ids in enumerate(chunk):
-                text = texts[start + row]
-                results.append(
-                    Prediction(
-                        text=text,
-                        label=self.labels[int(probs[row].argmax())],
-                        probs={name: float(p) for name, p in zip(self.labels, probs[row])},
-                        tokens=[self.tokenizer.id_to_token(i) for i in ids],
-                        weights=weights[row, : len(ids)].tolist(),
-                    )
-                )
-        self.model.train(was_training)
-        return results
-
-    def evaluate(self, pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
-        """Accuracy on ``(label, text)`` pairs, overall and per label (``accuracy/<label>``)."""
-        if not pairs:
-            raise ValueError("nothing to evaluate: no pairs")
-        preds = self.predict([t for _, t in pairs])
-        scores = {"accuracy": sum(p.label == y for p, (y, _) in zip(preds, pairs)) / len(pairs), "n": len(pairs)}
-        for label in self.labels:
-            idx = [i for i, (y, _) in enumerate(pairs) if y == label]
-            if idx:
-                scores[f"accuracy/{label}"] = sum(preds[i].label == label for i in idx) / len(idx)
-        return scores
-
-
-def format_token_weights(prediction: Prediction, *, width: int = 30) -> str:
-    """Terminal bars: one line per token, the bar proportional to its pooling weight.
-
-    Shape:
-        ``S`` tokens → ``S`` lines plus a header line.
-    """
-    probs = ", ".join(f"{name} {p:.2f}" for name, p in sorted(prediction.probs.items(), key=lambda kv: -kv[1]))
-    lines = [f"{prediction.label}   ({probs})"]
-    top = max(prediction.weights)
-    label_width = min(max(len(t) for t in prediction.tokens), 20)
-    for token, w in zip(prediction.tokens, prediction.weights):
-        n = round(width * w / top) if top > 0 else 0
-        lines.append(f"  {token[:20]:<{label_width}} {'█' * n}{' ' * (width - n)} {w:.3f}")
-    return "\n".join(lines)
-
-
-def plot_token_weights(prediction: Prediction, path: str | Path) -> Path:
-    """A bar per token, its height the pooling weight (PNG or SVG); the title gives the prediction.
-
-    Shape:
-        weights ``(S,)`` → ``S`` bars
-    """
-    from ..viz import check_weights, figure_path, new_figure, save_figure
-
-    path = figure_path(path)
-    w = check_weights([prediction.weights], "weights", 2, "(1, S)")[0]
-    S = len(w)
-    fig = new_figure(min(max(0.38 * S + 1.6, 4.5), 24.0), 3.2)
-    ax = fig.add_subplot()
-    ax.bar(range(S), w, color=[(0.16, 0.44, 0.70, 0.35 + 0.65 * x / max(w.max(), 1e-9)) for x in w])
-    ax.set_xticks(range(S))
-    ax.set_xticklabels(prediction.tokens, rotation=90 if S > 12 else 0, parse_math=False)
-    ax.set_xlim(-0.6, S - 0.4)
-    ax.set_ylabel("pooling weight")
-    ax.grid(True, axis="y", alpha=0.3)
-    p = prediction.probs[prediction.label]
-    ax.set_title(f"attention pooling → {prediction.label} ({p:.0%})", parse_math=False)
-    return save_figure(fig, path)
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train classify` and `attnlab classify`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    data: Path,
-    valid: Path | None = None,
-    out: Path = Path("runs/classify"),
-    preset: str = "small",
-    tokenizer: Literal["bpe", "unigram", "char"] | None = None,
-    vocab_size: int | None = None,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train an attention-pooling text classifier on label<TAB>text lines.
-
-    A Transformer encoder reads each text and a learned query pools its token states by
-    attention; `attnlab classify` shows which tokens got the weight. Without --valid, 10% of each
-    label is held out for validation. Writes OUT/best (best validation accuracy), OUT/last and
-    OUT/log.jsonl.
-
-    Args:
-        data: training examples, one label<TAB>text per line.
-        valid: validation examples in the same format (default: hold out 10% of --data).
-        out: output folder.
-        preset: a named recipe (model size + training settings): small, tiny, ja-sentence-type.
-        tokenizer: bpe, unigram or char (default: the preset's, bpe).
-        vocab_size: subword vocabulary size, or characters kept by char (default: the preset's).
-        epochs: passes over the training data.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed (split, data order, initialisation, dropout).
-        overrides: further settings as key=value: model.n_layers=3, train.lr=1e-3, max_len=64.
-    """
-
-    def run(setup: ClassifySetup) -> None:
-        train_pairs = read_tsv(data).pairs
-        valid_pairs = None if valid is None else read_tsv(valid).pairs
-        clf, result = train_classifier(setup, train_pairs, valid_pairs)
-        print_training(result, out)
-        print(f"labels: {', '.join(clf.labels)}")
-
-    return TrainJob(
-        preset,
-        run,
-        {"tokenizer": tokenizer, "vocab_size": vocab_size},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        seed=seed,
-    )
-
-
-def classify_command(
-    text: list[str] | None = None,
-    /,
-    *,
-    model: Path,
-    input: Path | None = None,
-    plot: Path | None = None,
-    device: str = "cpu",
-) -> int:
-    """Classify texts with a trained attention-pooling classifier and show which tokens got the weight.
-
-    Prints the label, the probabilities and one bar per token (its pooling weight).
-
-    Args:
-        text: texts to classify (or use --input).
-        model: a folder written by `attnlab train classify`.
-        input: a file of texts, one per line.
-        plot: write a heatmap of the first text's token weights here (PNG or SVG).
-        device: cpu, cuda or mps.
-    """
-    texts = list(text or [])
-    if input is not None:
-        texts += [line for line in read_lines(input) if line.strip()]
-    if not texts:
-        raise ValueError("nothing to classify: give texts or --input FILE")
-    predictions = load_classifier(model, device).predict(texts)
-    for p in predictions:
-        print(format_token_weights(p), flush=True)
-    if plot is not None:
-        plot_token_weights(predictions[0], plot)
-        print(f"token weights written to {plot}", file=sys.stderr)
-    return 0
-
-
-CLASSIFY_JOB = Recipe(
+CLASSIFY_JOB = Job(
     name="classify",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=ClassifySetup,
     model_config=ClassifierConfig,
     train=train_classifier,
     load=load_classifier,
-    train_command=train_command,
-    commands={"classify": classify_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 2, 0),
 )

@@ -16,23 +16,20 @@ Shape letters: ``N`` nodes, ``F`` features, ``H`` heads, ``C`` classes, ``E`` ed
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 
 from .. import checkpoint as ckpt
 from ..assets.locate import resolve_model_dir
 from ..data.graphs import GraphData, karate_club
 from ..models.config import check_fields
-from ..models.gat import GAT, PRESETS, GATConfig
+from ..models.gat import GAT, GATConfig
+from ..models.gat import PRESETS as MODEL_PRESETS
 from ..train import seed_everything
-from . import STAND_IN_SIZE, Recipe, TrainJob
+from . import STAND_IN_SIZE, Job
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -45,8 +42,6 @@ __all__ = [
     "save_gat",
     "load_gat",
     "node_attention",
-    "plot_graph_attention",
-    "spring_layout",
 ]
 
 
@@ -98,13 +93,13 @@ def _check_labelled(labelled: Sequence[int], data: GraphData) -> None:
 
 def build_config(setup: GATSetup, n_features: int, n_classes: int) -> GATConfig:
     """The GAT config of ``setup``: its preset, its overrides, and the graph's feature width and classes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown GAT preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"n_features", "n_classes", "model_type"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the graph (features and classes)")
     return GATConfig(
-        n_features=n_features, n_classes=n_classes, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        n_features=n_features, n_classes=n_classes, **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides}
     )
 
 
@@ -177,227 +172,12 @@ def node_attention(model: GAT, data: GraphData, layer: int = 0) -> tuple[Tensor,
     return out.attentions[layer].mean(0), out.logits.argmax(-1)  # (N, N), (N,)
 
 
-def spring_layout(edges: Tensor, n: int, seed: int) -> np.ndarray:
-    """Fixed drawing positions of a graph's ``n`` nodes (networkx's force-directed layout, seeded),
-    shared by the recipe's plot and the lesson's graph widget.
-
-    Shape:
-        edges: (2, E) node pairs; returns (N, 2) positions.
-    """
-    import networkx as nx
-
-    g = nx.Graph()
-    g.add_nodes_from(range(n))
-    g.add_edges_from(edges.T.tolist())  # (2, E) -> E pairs
-    pos = nx.spring_layout(g, seed=seed)
-    return np.array([pos[i] for i in range(n)])  # (N, 2)
-
-
-def plot_graph_attention(
-    data: GraphData,
-    weights: Any,
-    predictions: Any,
-    path: str | Path,
-    *,
-    labelled: Sequence[int] = (),
-    node: int | None = None,
-    title: str | None = None,
-    seed: int = 0,
-) -> Path:
-    """Draw the graph with each edge's width and colour set by its attention coefficient.
-
-    Without ``node``, an edge ``{i, j}`` shows the mean of ``α_ij`` and ``α_ji`` (how much the two
-    members listen to each other). With ``node = k``, only ``α_kj`` is drawn: whom ``k`` listens
-    to (its self-attention ``α_kk`` is written next to it). Nodes are coloured by predicted
-    faction; a wrong prediction has a red ring, a labelled node a thick black ring.
-
-    Args:
-        data: the graph.
-        weights: attention coefficients, rows are distributions over the neighbourhood.
-        predictions: predicted class of every node.
-        path: output ``.png`` or ``.svg`` file.
-        labelled: the nodes whose label was given in training.
-        node: draw only this node's attention.
-        title: figure title.
-        seed: seed of the spring layout.
-
-    Shape:
-        weights ``(N, N)``; predictions ``(N,)``
-    """
-    from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-
-    from ..viz import check_weights, figure_path, new_figure, save_figure, to_array
-
-    path = figure_path(path)
-    N = len(data.labels)
-    w = check_weights(weights, "weights", 2, "(N, N)")
-    if w.shape != (N, N):
-        raise ValueError(f"weights must be (N, N) = {(N, N)} for this graph, got {w.shape}")
-    pred = to_array(predictions, "predictions").astype(int)
-    if pred.shape != (N,):
-        raise ValueError(f"predictions must have shape ({N},), got {pred.shape}")
-    if node is not None and not 0 <= node < N:
-        raise ValueError(f"node must be in [0, {N}), got {node}")
-    xy = spring_layout(data.edges, N, seed)
-    edges = data.edges.T.tolist()  # (2, E) -> E pairs
-    if node is None:
-        strength = [(w[i, j] + w[j, i]) / 2 for i, j in edges]
-    else:
-        strength = [w[node, j if i == node else i] if node in (i, j) else 0.0 for i, j in edges]
-    vmax = max(max(strength), 1e-6)
-    cmap, norm = colormaps["viridis"], Normalize(0.0, vmax)
-    fig = new_figure(7.5, 6.0)
-    ax = fig.add_subplot()
-    for (i, j), s in sorted(zip(edges, strength), key=lambda e: e[1]):
-        faded = node is not None and node not in (i, j)
-        ax.plot(
-            *xy[[i, j]].T,
-            color="0.85" if faded else cmap(norm(s)),
-            linewidth=0.6 if faded else 0.8 + 7.0 * s / vmax,
-            zorder=1,
-            solid_capstyle="round",
-        )
-    faction_colours = ["#f4a261", "#2a9d8f"]
-    for i in range(N):
-        ring = "black" if i in labelled else ("#d62828" if pred[i] != int(data.labels[i]) else "white")
-        ax.scatter(
-            *xy[i],
-            s=330,
-            color=faction_colours[pred[i] % 2],
-            edgecolors=ring,
-            linewidths=3.0 if ring != "white" else 1.0,
-            zorder=2,
-        )
-        ax.annotate(str(i), xy[i], ha="center", va="center", fontsize=8, zorder=3)
-    if node is not None:
-        ax.annotate(f"α_self = {w[node, node]:.2f}", xy[node], xytext=(12, 12), textcoords="offset points", fontsize=9)
-    for k, name in enumerate(data.class_names):
-        ax.scatter([], [], s=120, color=faction_colours[k], label=f"predicted {name}")
-    ax.scatter([], [], s=120, color="white", edgecolors="black", linewidths=3.0, label="labelled in training")
-    ax.scatter([], [], s=120, color="white", edgecolors="#d62828", linewidths=3.0, label="wrong prediction")
-    ax.legend(loc="lower left", fontsize=8, frameon=False)
-    ax.set_axis_off()
-    fig.colorbar(
-        ScalarMappable(norm=norm, cmap=cmap),
-        ax=ax,
-        shrink=0.7,
-        label="attention α_ij" if node is not None else "attention (α_ij + α_ji) / 2",
-    )
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train gat` and `attnlab gat`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/gat"),
-    labelled: list[int] | None = None,
-    epochs: int | None = None,
-    seed: int = 0,
-    seeds: int = 1,
-    plot: bool = True,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a graph attention network on Zachary's karate club: which faction did each member join?
-
-    Semi-supervised node classification: only the labelled members' factions are given (default:
-    node 0, the instructor, and node 33, the administrator); accuracy is over all the others.
-    Saves the model (first seed) to OUT/best and draws the attention on the graph to
-    OUT/attention.png. With --seeds N, trains N seeds and reports the mean accuracy.
-
-    Args:
-        out: output folder.
-        labelled: the nodes whose faction the model sees in training (default: 0 33).
-        epochs: full-batch training steps (default: 200).
-        seed: random seed of the first run.
-        seeds: how many seeds to train (seed, seed+1, ...) for a mean accuracy.
-        plot: draw the first layer's attention on the graph to OUT/attention.png.
-        overrides: further settings as key=value: model.hidden=16, model.n_heads=8, lr=0.01.
-    """
-    if seeds < 1:
-        raise ValueError(f"--seeds must be ≥ 1, got {seeds}")
-
-    def run(base: GATSetup) -> None:
-        data = karate_club()
-        runs = [train_gat(dataclasses.replace(base, seed=base.seed + k), data) for k in range(seeds)]
-        save_gat(runs[0], out / "best")
-        n_eval = len(data.labels) - len(set(base.labelled))
-        accs = [r.accuracy for r in runs]
-        for r in runs:
-            print(f"seed {r.setup.seed}: accuracy {100 * r.accuracy:.1f}% on the {n_eval} unlabelled members")
-        if seeds > 1:
-            mean = sum(accs) / seeds
-            sd = (sum((a - mean) ** 2 for a in accs) / (seeds - 1)) ** 0.5
-            print(f"mean accuracy over {seeds} seeds: {100 * mean:.1f}% ± {100 * sd:.1f}% (sd)")
-        (out / "results.json").write_text(json.dumps({"labelled": base.labelled, "accuracy": accs}, indent=2))
-        if plot:
-            weights, predictions = node_attention(runs[0].model, data)
-            plot_graph_attention(
-                data,
-                weights,
-                predictions,
-                out / "attention.png",
-                labelled=base.labelled,
-                title=f"GAT attention, layer 1 (accuracy {100 * runs[0].accuracy:.0f}%)",
-            )
-            print(f"attention drawn to {out / 'attention.png'}")
-        print(f"model saved in {out / 'best'}")
-
-    return TrainJob("karate", run, {"labelled": labelled}, overrides, epochs=epochs, seed=seed)
-
-
-def gat_command(*, model: Path, node: int | None = None, layer: int = 0, plot: Path | None = None) -> int:
-    """Show a trained GAT's predictions on the karate club and whom each member attends to.
-
-    Args:
-        model: a folder written by `attnlab train gat`.
-        node: list this member's attention over its friends (and draw only it with --plot).
-        layer: which GAT layer's attention: 0 (hidden) or 1 (output).
-        plot: draw the attention on the graph here (PNG or SVG).
-    """
-    gat, config = load_gat(model)
-    data = karate_club()
-    weights, predictions = node_attention(gat, data, layer)
-    names = data.class_names
-    wrong = [i for i in range(len(predictions)) if int(predictions[i]) != int(data.labels[i])]
-    print(f"labelled in training: {config['labelled']}; wrong: {wrong or 'none'}")
-    if node is not None:
-        if not 0 <= node < len(predictions):
-            raise ValueError(f"--node must be in [0, {len(predictions)}), got {node}")
-        print(f"member {node}: predicted {names[int(predictions[node])]}, joined {names[int(data.labels[node])]}")
-        row = weights[node]
-        for j in sorted(data.mask[node].nonzero().flatten().tolist(), key=lambda j: -float(row[j])):
-            who = "itself" if j == node else f"member {j} ({names[int(data.labels[j])]})"
-            print(f"  {float(row[j]):.3f}  {who}")
-    if plot is not None:
-        plot_graph_attention(
-            data,
-            weights,
-            predictions,
-            plot,
-            labelled=config["labelled"],
-            node=node,
-            title=f"GAT attention, layer {layer + 1}",
-        )
-        print(f"attention drawn to {plot}", file=sys.stderr)
-    return 0
-
-
-GAT_JOB = Recipe(
+GAT_JOB = Job(
     name="gat",
     presets={"karate": GATSetup()},
     setup_cls=GATSetup,
     model_config=GATConfig,
     train=train_gat,
     load=load_gat,
-    train_command=train_command,
-    commands={"gat": gat_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 2),
 )

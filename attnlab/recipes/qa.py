@@ -16,9 +16,7 @@ Shape:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,32 +29,27 @@ from ..assets.locate import resolve_model_dir
 from ..data.squad import (
     QABatch,
     QAExample,
-    QAWindow,
     collate_windows,
-    facts_splits,
     question_windows,
-    read_squad,
     window_batches,
 )
 from ..data.tokenizers import PretrainedTokenizer, load_hf_tokenizer
+from ..inference.qa import QuestionAnswerer
 from ..metrics import squad_scores
 from ..models.bert import BertConfig, BertForMaskedLM, BertModel, bert_config
 from ..models.config import check_fields
-from ..models.qa import MODEL_TYPE, BertForQuestionAnswering, best_spans
+from ..models.qa import MODEL_TYPE, BertForQuestionAnswering
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from . import Recipe, TrainJob, print_training
+from . import Job
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "RECIPES",
-    "Answer",
+    "PRESETS",
     "QASetup",
     "QATask",
-    "QuestionAnswerer",
     "load_qa",
-    "plot_question_attention",
     "inference_settings",
     "scratch_config",
     "train_qa",
@@ -104,10 +97,10 @@ class QASetup:
         )
 
 
-#: Named recipes (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
+#: Named presets (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
-RECIPES: dict[str, QASetup] = {
+PRESETS: dict[str, QASetup] = {
     "squad": QASetup(
         train=TrainConfig(
             epochs=2,
@@ -383,315 +376,12 @@ def load_qa(path: str | os.PathLike, device: str = "cpu") -> QuestionAnswerer:
     return QuestionAnswerer(model, load_hf_tokenizer(directory, "bert"), settings)
 
 
-# --------------------------------------------------------------------------------------------
-# Using a trained model.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Answer:
-    question: str
-    context: str
-    text: str  # the answer: context[start:end]
-    start: int  # character offset of the answer in the context
-    end: int  # one past its last character
-    score: float  # start logit + end logit of the chosen span
-    question_tokens: list[str] | None = None  # rows of `attention`
-    context_tokens: list[str] | None = None  # columns of `attention`: the passage tokens of the best window
-    attention: Tensor | None = None  # (L, H, Q, C) how much each question token attends to each passage token
-
-    def _repr_html_(self) -> str:
-        """Jupyter: :meth:`html` in ``attnlab.viz.display_options.lang``."""
-        return self.html()
-
-    def html(self, lang: str | None = None) -> str:
-        """The question and the answer, then where in the passage each question token looks: the
-        last layer's question → passage attention, averaged over its heads, each row
-        renormalised over the passage (most of a row's weight goes to the special tokens and the
-        question itself, which would leave the passage columns nearly blank); labelled in
-        ``lang`` ("en" or "ja"; default: ``attnlab.viz.display_options.lang``)."""
-        from html import escape
-
-        from ..viz import attention_html, display_options, labels_in
-
-        lang = display_options.lang if lang is None else lang
-        labels_in(lang)  # a ValueError naming the languages for any other
-
-        score = {"en": "score", "ja": "スコア"}[lang]
-        head = f"<div>{escape(self.question)} → <b>{escape(self.text)}</b> ({score} {self.score:.2f})</div>"
-        if self.attention is None:
-            return head
-        weights = self.attention[-1].float().mean(0)  # (H, Q, C) -> (Q, C)
-        share = weights.sum(-1, keepdim=True)  # (Q, 1): the part of each row that reaches the passage
-        weights = weights / share.clamp_min(1e-12)
-        caption = {
-            "en": "question → passage attention, last layer, mean over heads, each row renormalised over the passage "
-            f"(it holds {100 * share.mean():.0f}% of a row's weight on average)",
-            "ja": "質問 → 本文の注意の重み（最後の層、ヘッドの平均、各行を本文の中での割合に直したもの。"
-            f"本文に届くのは行の重みの平均 {100 * share.mean():.0f}%）",
-        }[lang]
-        return head + attention_html(weights, self.context_tokens, self.question_tokens, caption=caption, lang=lang)
-
-
-class QuestionAnswerer:
-    """A trained span-head BERT with its tokenizer: (question, passage) in, answer span (and attention) out."""
-
-    def __init__(self, model: BertForQuestionAnswering, tokenizer: PretrainedTokenizer, settings: dict) -> None:
-        self.model, self.tokenizer = model, tokenizer
-        self.setup = QASetup(**settings)  # the window and answer-length settings the model was trained with
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @torch.no_grad()
-    def answer(
-        self, questions: Sequence[str], contexts: Sequence[str], *, return_attention: bool = False
-    ) -> list[Answer]:
-        """Answer each question from its passage; with ``return_attention`` also the question × passage attention.
-
-        Shape:
-            N questions and N passages → N answers; attention ``(L, H, Q, C)`` each
-        """
-        if isinstance(questions, str) or isinstance(contexts, str):
-            raise TypeError("answer takes lists of questions and contexts, not single strings")
-        if len(questions) != len(contexts):
-            raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
-        was_training = self.model.training
-        self.model.eval()
-        windows = [
-            w
-            for i, (q, c) in enumerate(zip(questions, contexts))
-            for w in question_windows(self.tokenizer, self.setup, i, q, c)
-        ]
-        best: list[tuple[float, QAWindow, int, int] | None] = [None] * len(questions)
-        for group in window_batches(windows, self.setup.max_tokens, shuffle=False):
-            batch = collate_windows([windows[i] for i in group], self.tokenizer.pad_id).to(self.device)
-            out = self.model(
-                batch.input_ids,
-                token_type_ids=batch.token_type_ids,
-                attention_mask=batch.attention_mask,
-                span_mask=batch.span_mask,
-            )
-            spans = best_spans(out.start_logits, out.end_logits, batch.span_mask, self.setup.max_answer_tokens)
-            for row, i in enumerate(group):
-                w, score = windows[i], float(spans.score[row])
-                if best[w.example] is None or score > best[w.example][0]:
-                    best[w.example] = (score, w, int(spans.start[row]), int(spans.end[row]))
-        answers = []
-        for i, (score, w, s, e) in enumerate(best):
-            a, b = w.offsets[s - w.context_start][0], w.offsets[e - w.context_start][1]
-            answer = Answer(questions[i], contexts[i], contexts[i][a:b], a, b, score)
-            if return_attention:
-                self._attach_attention(answer, w)
-            answers.append(answer)
-        self.model.train(was_training)
-        return answers
-
-    @torch.no_grad()
-    def window_attention(self, window: QAWindow) -> Tensor:
-        """Every layer's and head's self-attention over one window ``[CLS] question [SEP] passage [SEP]``.
-
-        Shape:
-            one window of S tokens → ``(L, H, S, S)``
-        """
-        batch = collate_windows([window], self.tokenizer.pad_id).to(self.device)
-        out = self.model(
-            batch.input_ids,
-            token_type_ids=batch.token_type_ids,
-            attention_mask=batch.attention_mask,
-            span_mask=batch.span_mask,
-            need_weights=True,
-        )
-        return torch.stack([w[0] for w in out.attentions]).float().cpu()  # L × (H, S, S) -> (L, H, S, S)
-
-    def _attach_attention(self, answer: Answer, window: QAWindow) -> None:
-        maps = self.window_attention(window)  # (L, H, S, S)
-        q = slice(1, 1 + window.n_question)
-        c = slice(window.context_start, window.context_start + len(window.offsets))
-        answer.attention = maps[:, :, q, c]  # (L, H, Q, C)
-        ids = window.input_ids
-        answer.question_tokens = [self.tokenizer.id_to_token(t) for t in ids[q]]
-        answer.context_tokens = [self.tokenizer.id_to_token(t) for t in ids[c]]
-
-    def evaluate(self, examples: Sequence[QAExample]) -> dict[str, float]:
-        """Exact match and F1 (0–1, SQuAD v1.1 rules) on ``examples``.
-
-        Shape:
-            N examples → ``{"exact_match", "f1", "n"}``
-        """
-        if not examples:
-            raise ValueError("nothing to evaluate: no examples")
-        predictions = self.answer([ex.question for ex in examples], [ex.context for ex in examples])
-        scores = squad_scores([p.text for p in predictions], [[t for t, _ in ex.answers] for ex in examples])
-        return {**scores, "n": len(examples)}
-
-
-def plot_question_attention(answer: Answer, path: str | os.PathLike, *, layer: int = -1) -> Path:
-    """Heatmap of question tokens (rows) × passage tokens (columns), mean over the heads of ``layer``.
-
-    Each cell is the share of a question token's attention that goes to that passage token (the
-    rest goes to the question and the special tokens), so rows need not sum to 1. A layer × head
-    grid of the same maps is written beside it with the suffix ``_grid``.
-
-    Shape:
-        attention ``(L, H, Q, C)`` → a ``Q × C`` panel and an ``L × H`` grid
-    """
-    from ..viz import plot_attention, plot_attention_grid
-
-    if answer.attention is None:
-        raise ValueError("this answer has no attention; call answer(..., return_attention=True)")
-    L = answer.attention.shape[0]
-    if not -L <= layer < L:
-        raise ValueError(f"layer must be in [{-L}, {L}), got {layer}")
-    path = Path(path)
-    plot_attention(
-        answer.attention[layer].mean(0),
-        answer.context_tokens,
-        answer.question_tokens,
-        path,
-        title=f"question → passage attention (layer {layer % L + 1} of {L}, mean over heads); answer: {answer.text!r}",
-    )
-    grid = path.with_name(path.stem + "_grid" + path.suffix)
-    plot_attention_grid(answer.attention, answer.context_tokens, answer.question_tokens, grid)
-    return path
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train qa` and `attnlab answer`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/qa"),
-    train: Path | None = None,
-    valid: Path | None = None,
-    preset: str | None = None,
-    init: str | None = None,
-    n_train: int | None = None,
-    epochs: int | None = None,
-    max_steps: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Fine-tune an extractive question answerer (a span head on BERT, from all-MiniLM-L6-v2) on SQuAD-format JSON.
-
-    Without --train it trains on a generated SQuAD-format set of templated facts ("X was born in
-    Y in YEAR." → "Where was X born?") and then scores exact match and F1 on held-out generated
-    questions (OUT/test.json). Writes OUT/best (best validation F1: weights, config, tokenizer),
-    OUT/last and OUT/log.jsonl.
-
-    Args:
-        out: output folder.
-        train: training questions, SQuAD v1.1 JSON (data → paragraphs → context, qas) (default: generated).
-        valid: validation questions in the same format (needed with --train).
-        preset: squad, facts or toy (default: facts for the generated set, squad with --train); toy trains a
-            small encoder from scratch on the generated set.
-        init: encoder to start from: minilm (the packaged all-MiniLM-L6-v2), a HuggingFace BERT folder, or scratch.
-        n_train: generated paragraphs to train on (two questions each; without --train; default: the preset's).
-        epochs: passes over the training data.
-        max_steps: stop after this many optimizer steps.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed (generated data, data order, the span head's initialisation).
-        overrides: further settings as key=value: train.lr=5e-5, max_length=256, doc_stride=64, model.dropout=0.0.
-    """
-    if (train is None) != (valid is None):
-        raise ValueError("give both --train and --valid (SQuAD-format files), or neither for the generated set")
-
-    def run(setup: QASetup) -> None:
-        test = None
-        if train is None:
-            generated = facts_splits(setup.paragraphs, seed=setup.train.seed)
-            train_examples, valid_examples, test = generated.train, generated.valid, generated.test
-        else:
-            train_examples, valid_examples = read_squad(train), read_squad(valid)
-        answerer, result = train_qa(setup, train_examples, valid_examples)
-        print_training(result, out)
-        if test is not None:
-            scores = answerer.evaluate(test)
-            (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
-            print(
-                f"held-out generated questions: exact match {100 * scores['exact_match']:.1f}  "
-                f"F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)"
-            )
-
-    preset = preset or ("facts" if train is None else "squad")
-    return TrainJob(
-        preset,
-        run,
-        {"init": init, "paragraphs": n_train},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-    )
-
-
-def answer_command(
-    question: list[str] | None = None,
-    /,
-    *,
-    model: Path,
-    context: str | None = None,
-    context_file: Path | None = None,
-    input: Path | None = None,
-    attention_plot: Path | None = None,
-    layer: int = -1,
-    device: str = "cpu",
-) -> int:
-    """Answer questions from a passage with a trained question answerer; show the question–passage attention.
-
-    Prints one answer per question. With --input (a SQuAD-format file) it answers every question
-    in it and prints exact match and F1 instead.
-
-    Args:
-        question: questions about the passage.
-        model: a folder written by `attnlab train qa`.
-        context: the passage to find the answers in.
-        context_file: read the passage from this text file instead of --context.
-        input: a SQuAD-format JSON file to score (exact match and F1).
-        attention_plot: write the first answer's question × passage attention heatmap here (PNG or
-            SVG; mean over the heads of --layer); a layer × head grid is written beside it with the suffix _grid.
-        layer: encoder layer of the heatmap (0-based; -1 = the last).
-        device: cpu, cuda or mps.
-    """
-    answerer = load_qa(model, device=device)
-    if input is not None:
-        if question or context is not None or context_file is not None:
-            raise ValueError("--input scores a SQuAD file; do not also give questions or a context")
-        scores = answerer.evaluate(read_squad(input))
-        print(f"exact match {100 * scores['exact_match']:.1f}  F1 {100 * scores['f1']:.1f}  ({scores['n']} questions)")
-        return 0
-    if context_file is not None:
-        if context is not None:
-            raise ValueError("give --context or --context-file, not both")
-        context = context_file.read_text(encoding="utf-8")
-    if context is None or not context.strip():
-        raise ValueError("give the passage with --context TEXT or --context-file FILE")
-    questions = list(question or [])
-    if not questions:
-        raise ValueError("give at least one question")
-    answers = answerer.answer(questions, [context] * len(questions), return_attention=attention_plot is not None)
-    for a in answers:
-        print(a.text, flush=True)
-    if attention_plot is not None:
-        plot_question_attention(answers[0], attention_plot, layer=layer)
-        print(f"attention heatmaps written to {attention_plot} and its _grid companion", file=sys.stderr)
-    return 0
-
-
-QA_JOB = Recipe(
+QA_JOB = Job(
     name="qa",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=QASetup,
     model_config=BertConfig,
     train=train_qa,
     load=load_qa,
-    train_command=train_command,
-    commands={"answer": answer_command},
     check_model=_check_overrides,
 )

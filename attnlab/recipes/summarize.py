@@ -24,10 +24,8 @@ Shape:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,30 +36,27 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..assets.locate import resolve_model_dir
 from ..data import batching
-from ..data.corpus import read_lines
-from ..data.summaries import facts_splits, read_jsonl
 from ..data.text_tasks import SummaryExample
 from ..data.tokenizers import WordVocab
-from ..decode import beam_search, check_beam, greedy_decode
+from ..decode import check_beam
+from ..inference.summarize import Encoded, Summarizer, encode_example
 from ..metrics import rouge
 from ..models.config import check_fields
-from ..models.pointer_generator import PRESETS, PointerGenerator, PointerGeneratorConfig
+from ..models.pointer_generator import PRESETS as MODEL_PRESETS
+from ..models.pointer_generator import PointerGenerator, PointerGeneratorConfig
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job
 
 Tensor = torch.Tensor
 
 __all__ = [
-    "RECIPES",
+    "PRESETS",
     "SummarizationTask",
     "SummarizeSetup",
-    "Summarizer",
-    "Summary",
     "copy_recall",
     "evaluate_facts",
     "load_summarizer",
-    "plot_summary_attention",
     "split_validation",
     "train_summarizer",
 ]
@@ -110,11 +105,11 @@ class SummarizeSetup:
         check_beam(self.beam_size)
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
 #: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
-RECIPES: dict[str, SummarizeSetup] = {
+PRESETS: dict[str, SummarizeSetup] = {
     "facts": SummarizeSetup(
         model_preset="tiny",
         vocab_size=2000,
@@ -184,22 +179,6 @@ def split_validation(pairs: Sequence, fraction: float, seed: int = 0) -> tuple[l
     return [p for i, p in enumerate(pairs) if i not in held], [pairs[i] for i in sorted(held)]
 
 
-@dataclass
-class _Encoded:
-    src: list[int]  # document ids in the extended vocabulary (cut to max_src_len)
-    tgt: list[int]  # summary ids (extended where copied; cut to max_tgt_len for training)
-    oovs: list[str]  # the document's out-of-vocabulary words, by extended id
-
-
-def _encode(vocab: WordVocab, document: str, summary: str | None, max_src: int, max_tgt: int | None) -> _Encoded:
-    words = vocab.split(document)[:max_src]
-    if not words:
-        raise ValueError(f"document {document[:60]!r} has no words")
-    src, oovs = vocab.encode_source(words)
-    tgt = [] if summary is None else vocab.encode_target(vocab.split(summary)[:max_tgt], oovs)
-    return _Encoded(src, tgt, oovs)
-
-
 # --------------------------------------------------------------------------------------------
 # The trainer's task.
 # --------------------------------------------------------------------------------------------
@@ -221,22 +200,22 @@ class SummarizationTask:
     ) -> None:
         self.setup, self.model_config, self.vocab = setup, model_config, vocab
         self.device = torch.device(setup.train.device)
-        self.train_data = [_encode(vocab, d, s, setup.max_src_len, setup.max_tgt_len) for d, s in train_pairs]
+        self.train_data = [encode_example(vocab, d, s, setup.max_src_len, setup.max_tgt_len) for d, s in train_pairs]
         self.train_data = [e for e in self.train_data if e.tgt]
         if not self.train_data:
             raise ValueError("no training example has a non-empty summary")
         self.valid_pairs = list(valid_pairs)[: setup.eval_examples]
         if not self.valid_pairs:
             raise ValueError("the validation set is empty")
-        self.valid_data = [_encode(vocab, d, s, setup.max_src_len, None) for d, s in self.valid_pairs]
+        self.valid_data = [encode_example(vocab, d, s, setup.max_src_len, None) for d, s in self.valid_pairs]
 
-    def _collate(self, items: Sequence[_Encoded]) -> batching.Seq2SeqBatch:
+    def _collate(self, items: Sequence[Encoded]) -> batching.Seq2SeqBatch:
         v = self.vocab
         pairs = [(e.src, e.tgt) for e in items]
         return batching.collate_pairs(pairs, pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id).to(self.device)
 
     def _batches(
-        self, data: Sequence[_Encoded], *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1
+        self, data: Sequence[Encoded], *, shuffle: bool, epoch: int = 0, rank: int = 0, world_size: int = 1
     ) -> list[batching.Seq2SeqBatch]:
         groups = batching.bucket_batches(
             [len(e.src) for e in data],
@@ -284,13 +263,18 @@ class SummarizationTask:
 
 def build_config(setup: SummarizeSetup, vocab_size: int, pad_id: int, unk_id: int) -> PointerGeneratorConfig:
     """The pointer-generator config of ``setup``: its preset, its overrides, and the vocabulary's sizes."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(
+            f"unknown pointer-generator preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}"
+        )
     fixed = sorted(set(setup.model_overrides) & {"vocab_size", "pad_id", "unk_id"})
     if fixed:
         raise ValueError(f"model fields {fixed} come from the vocabulary; set the size with vocab_size=N")
     return PointerGeneratorConfig(
-        vocab_size=vocab_size, pad_id=pad_id, unk_id=unk_id, **{**PRESETS[setup.model_preset], **setup.model_overrides}
+        vocab_size=vocab_size,
+        pad_id=pad_id,
+        unk_id=unk_id,
+        **{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides},
     )
 
 
@@ -365,134 +349,6 @@ def load_summarizer(path: str | os.PathLike, device: str = "cpu") -> Summarizer:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Using a trained model.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Summary:
-    document: str  # the input document
-    text: str  # the summary: its words joined by spaces
-    src_tokens: list[str]  # the document words the model read (heatmap columns)
-    tokens: list[str]  # the summary words followed by [EOS] (heatmap rows)
-    p_gen: list[float] | None = None  # per row of `tokens`: probability of generating (1 − p_gen = copying)
-    attention: Tensor | None = None  # (T, S) attention of each summary word over the document words
-
-    def _repr_html_(self) -> str:
-        """Jupyter: :meth:`html` in ``attnlab.viz.display_options.lang``."""
-        return self.html()
-
-    def html(self, lang: str | None = None) -> str:
-        """The summary, then its attention over the document (rows: summary words with their
-        copy probability 1 − p_gen), labelled in ``lang`` ("en" or "ja"; default:
-        ``attnlab.viz.display_options.lang``)."""
-        from html import escape
-
-        from ..viz import attention_html, display_options, labels_in
-
-        lang = display_options.lang if lang is None else lang
-        labels_in(lang)  # a ValueError naming the languages for any other
-        head = f"<div><b>{escape(self.text)}</b></div>"
-        if self.attention is None or self.p_gen is None:
-            note = {"en": "(summarize(..., return_attention=True) adds the attention)",
-                    "ja": "（summarize(..., return_attention=True) で注意の重みが付きます）"}[lang]  # fmt: skip
-            return head + f"<div>{escape(note)}</div>"
-        copy, caption = {"en": ("copy", "attention over the document"),
-                         "ja": ("コピー", "文書への注意の重み（行の括弧内はコピーの確率 1 − p_gen）")}[lang]  # fmt: skip
-        rows = [f"{w} ({copy} {1 - p:.2f})" for w, p in zip(self.tokens, self.p_gen)]
-        return head + attention_html(self.attention, self.src_tokens, rows, caption=caption, lang=lang)
-
-
-class Summarizer:
-    """A trained pointer-generator with its vocabulary: documents in, summaries (and attention) out."""
-
-    def __init__(
-        self, model: PointerGenerator, vocab: WordVocab, *, max_src_len: int, max_summary_len: int, beam_size: int = 4
-    ) -> None:
-        self.model, self.vocab = model, vocab
-        self.max_src_len, self.max_summary_len, self.beam_size = max_src_len, max_summary_len, beam_size
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    def normalise(self, text: str) -> str:
-        """``text`` in the tokenization the summaries come out in (for ROUGE against references).
-
-        Shape:
-            str → str
-        """
-        return " ".join(self.vocab.split(text))
-
-    @torch.no_grad()
-    def summarize(
-        self,
-        documents: Sequence[str],
-        *,
-        beam_size: int | None = None,
-        max_len: int | None = None,
-        return_attention: bool = False,
-        batch_size: int = 32,
-    ) -> list[Summary]:
-        """Summarise documents (batched by length); with ``return_attention`` also p_gen and attention.
-
-        The attention and ``p_gen`` come from one teacher-forced pass over ``[BOS] + summary``,
-        which replays exactly the decoder states (and coverage) of the search.
-
-        Shape:
-            N documents → N summaries; attention ``(T, S)`` each
-        """
-        if isinstance(documents, str):
-            raise TypeError("summarize takes a list of documents, not one string")
-        beam = self.beam_size if beam_size is None else beam_size
-        check_beam(beam, vocab_size=self.vocab.vocab_size)
-        limit = max_len or self.max_summary_len
-        v = self.vocab
-        was_training = self.model.training
-        self.model.eval()
-        encoded = [_encode(v, d, None, self.max_src_len, None) for d in documents]
-        order = sorted(range(len(documents)), key=lambda i: len(encoded[i].src))
-        results: list[Summary | None] = [None] * len(documents)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            batch = batching.collate_pairs(
-                [(encoded[i].src, []) for i in idx], pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id
-            ).to(self.device)
-            kw = dict(bos_id=v.bos_id, eos_id=v.eos_id, pad_id=v.pad_id, max_len=limit, src_mask=batch.src_mask)
-            hyps = (
-                greedy_decode(self.model, batch.src, **kw)
-                if beam == 1
-                else beam_search(self.model, batch.src, beam_size=beam, **kw)
-            )
-            for row, (i, h) in enumerate(zip(idx, hyps)):
-                e = encoded[i]
-                words = v.decode(h.tokens, e.oovs)
-                src_words = v.decode(e.src, e.oovs)
-                summary = Summary(documents[i], " ".join(words), src_words, words + [v.SPECIALS[v.eos_id]])
-                if return_attention:
-                    src = batch.src[row : row + 1, : len(e.src)]  # (1, S)
-                    tgt_in = torch.tensor([[v.bos_id, *h.tokens]], device=self.device)  # (1, T)
-                    out = self.model(src, tgt_in, need_weights=True)
-                    summary.attention = out.attentions["cross"][0][0, 0].float().cpu()  # (T, S)
-                    summary.p_gen = out.p_gen[0].tolist()
-                    summary.tokens = summary.tokens[: tgt_in.shape[1]]  # no [EOS] row if max_len cut it
-                results[i] = summary
-        self.model.train(was_training)
-        return results  # type: ignore[return-value]
-
-    def evaluate(self, pairs: Sequence[tuple[str, str]], *, beam_size: int | None = None) -> dict[str, float]:
-        """ROUGE-1/2/L F1 (0–1) of the summaries of ``(document, reference)`` pairs.
-
-        Shape:
-            N pairs → ``{"rouge1", "rouge2", "rougeL", "n"}``
-        """
-        if not pairs:
-            raise ValueError("nothing to evaluate: no pairs")
-        hyps = [s.text for s in self.summarize([d for d, _ in pairs], beam_size=beam_size)]
-        return {**rouge(hyps, [self.normalise(r) for _, r in pairs]), "n": len(pairs)}
-
-
 def evaluate_facts(
     summarizer: Summarizer, examples: Sequence[SummaryExample], *, beam_size: int | None = None
 ) -> dict[str, float]:
@@ -530,156 +386,12 @@ def copy_recall(summaries: Sequence[str], rare: Sequence[Sequence[str]]) -> floa
     return hits / total
 
 
-def plot_summary_attention(summary: Summary, path: str | os.PathLike) -> Path:
-    """Heatmap of the summary words (rows, with their copy probability 1 − p_gen) over the document words.
-
-    Shape:
-        attention ``(T, S)`` → one ``T × S`` panel
-    """
-    from ..viz import plot_attention
-
-    if summary.attention is None or summary.p_gen is None:
-        raise ValueError("this summary has no attention; call summarize(..., return_attention=True)")
-    rows = [f"{w}  (copy {1 - p:.2f})" for w, p in zip(summary.tokens, summary.p_gen)]
-    return plot_attention(
-        summary.attention,
-        summary.src_tokens,
-        rows,
-        path,
-        title="pointer-generator attention (row: summary word, copy probability)",
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train summarize` and `attnlab summarize`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/summarize"),
-    train: Path | None = None,
-    valid: Path | None = None,
-    preset: str | None = None,
-    n_train: int = 4000,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a pointer-generator summarizer (attention that can copy) on JSON lines {"document", "summary"}.
-
-    Without --train it trains on the generated "facts" task — documents of news-like sentences
-    whose invented names and numbers must be copied into the summary — and then scores ROUGE and
-    the copy rate of those names on held-out documents (OUT/test.json). Writes OUT/best (the best
-    model by validation ROUGE-L: weights, config, word vocabulary), OUT/last and OUT/log.jsonl.
-
-    Args:
-        out: output folder.
-        train: training examples, one {"document": ..., "summary": ...} object per line (default: the
-            generated facts task).
-        valid: validation examples in the same format (default: 5% of --train held out; generated with the facts task).
-        preset: facts, small or see2017 (default: facts for the generated task, small with --train).
-        n_train: number of generated training documents (without --train).
-        epochs: passes over the training data.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed (generated data, split, data order, initialisation).
-        overrides: further settings as key=value: model.coverage=true, train.lr=1e-3, vocab_size=20000.
-    """
-    if train is None and valid is not None:
-        raise ValueError("--valid needs --train (the generated task makes its own validation documents)")
-
-    def run(setup: SummarizeSetup) -> None:
-        test = None
-        if train is None:
-            generated = facts_splits(n_train, seed=setup.train.seed)
-            train_pairs, valid_pairs, test = generated.train, generated.valid, generated.test
-        else:
-            train_pairs = read_jsonl(train)
-            valid_pairs = None if valid is None else read_jsonl(valid)
-        summarizer, result = train_summarizer(setup, train_pairs, valid_pairs)
-        print_training(result, out)
-        if test is not None:
-            scores = evaluate_facts(summarizer, test)
-            (out / "test.json").write_text(json.dumps(scores, indent=2) + "\n")
-            print(
-                f"held-out generated documents: ROUGE-1 {100 * scores['rouge1']:.1f}  "
-                f"ROUGE-2 {100 * scores['rouge2']:.1f}  ROUGE-L {100 * scores['rougeL']:.1f}  "
-                f"names/numbers copied {100 * scores['copy_recall']:.1f}%  "
-                f"({scores['n']} documents, beam {scores['beam']})"
-            )
-
-    preset = preset or ("facts" if train is None else "small")
-    return TrainJob(preset, run, {}, overrides, out=out, minutes=minutes, epochs=epochs, seed=seed)
-
-
-def summarize_command(
-    text: list[str] | None = None,
-    /,
-    *,
-    model: Path,
-    input: Path | None = None,
-    beam: int | None = None,
-    max_len: int | None = None,
-    attention_plot: Path | None = None,
-    device: str = "cpu",
-) -> int:
-    """Summarise documents with a trained pointer-generator; optionally draw where it looked and what it copied.
-
-    Prints one summary per document. With a JSON-lines --input whose records all have a
-    "summary", ROUGE-1/2/L against those references is printed too (to stderr).
-
-    Args:
-        text: documents to summarise (or use --input).
-        model: a folder written by `attnlab train summarize`.
-        input: documents as JSON lines {"document": ...} (.jsonl), or one document per line.
-        beam: beam size (default: the model's; 1 = greedy).
-        max_len: longest summary in words (default: the model's).
-        attention_plot: write the first summary's attention over its document here (PNG or SVG);
-            each row is labelled with the probability that the word was copied (1 − p_gen).
-        device: cpu, cuda or mps.
-    """
-    if beam is not None:
-        check_beam(beam)  # before the model is loaded
-    if max_len is not None and max_len < 1:
-        raise ValueError(f"--max-len must be ≥ 1, got {max_len}")
-    documents, references = list(text or []), []
-    if input is not None:
-        if input.suffix == ".jsonl":
-            records = read_jsonl(input, require_summary=False)
-            documents += [d for d, _ in records]
-            references = [s for _, s in records]
-        else:
-            documents += [line for line in read_lines(input) if line.strip()]
-    if not documents:
-        raise ValueError("nothing to summarise: give documents or --input FILE")
-    summarizer = load_summarizer(model, device=device)
-    results = summarizer.summarize(
-        documents, beam_size=beam, max_len=max_len, return_attention=attention_plot is not None
-    )
-    for r in results:
-        print(r.text, flush=True)
-    if references and not text and all(s is not None for s in references):
-        scores = rouge([r.text for r in results], [summarizer.normalise(s) for s in references])
-        print(
-            f"ROUGE-1 {100 * scores['rouge1']:.1f}  ROUGE-2 {100 * scores['rouge2']:.1f}  "
-            f"ROUGE-L {100 * scores['rougeL']:.1f}  ({len(results)} documents)",
-            file=sys.stderr,
-        )
-    if attention_plot is not None:
-        plot_summary_attention(results[0], attention_plot)
-        print(f"attention heatmap written to {attention_plot}", file=sys.stderr)
-    return 0
-
-
-SUMMARIZE_JOB = Recipe(
+SUMMARIZE_JOB = Job(
     name="summarize",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=SummarizeSetup,
     model_config=PointerGeneratorConfig,
     train=train_summarizer,
     load=load_summarizer,
-    train_command=train_command,
-    commands={"summarize": summarize_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, 0, 1),
 )

@@ -11,14 +11,13 @@ plugs into the same training, decoding, checkpoints and heatmaps by registering 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,21 +26,19 @@ from torch import nn
 from .. import checkpoint as ckpt
 from ..accel import precision as inference_precision
 from ..assets.locate import resolve_model_dir
-from ..data import batching, enja, sentences, tokenizers
-from ..data.corpus import read_lines, read_parallel, read_split
-from ..decode import Hypothesis, beam_search, check_beam, greedy_decode
-from ..export import export_ctranslate2
-from ..export_hf import export_hf, hf_architecture
-from ..metrics import bleu, chrf, exact_match, repeated_span
+from ..data import batching, enja, tokenizers
+from ..data.corpus import read_split
+from ..decode import check_beam
+from ..inference.translate import Translator
+from ..metrics import bleu, chrf, exact_match
 from ..models.config import check_fields
 from ..models.rnn_seq2seq import PRESETS as RNN_PRESETS
 from ..models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig
 from ..models.transformer import PRESETS as TRANSFORMER_PRESETS
 from ..models.transformer import Transformer, TransformerConfig
-from ..onnx_graphs import META_FILE, export_onnx
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from . import STAND_IN_SIZE, Recipe, TrainJob, print_training
+from . import STAND_IN_SIZE, Job
 from . import apply_overrides as _apply_overrides
 
 Tensor = torch.Tensor
@@ -144,8 +141,8 @@ def _enja_setup(src_lang: str, tgt_lang: str) -> TranslationSetup:
     )
 
 
-#: Named recipes (``--preset``): a model size plus the training settings that suit it.
-RECIPES: dict[str, TranslationSetup] = {
+#: Named presets (``--preset``): a model size plus the training settings that suit it.
+PRESETS: dict[str, TranslationSetup] = {
     "multi30k": TranslationSetup(
         model_preset="multi30k",
         tokenizer="bpe",
@@ -473,255 +470,6 @@ def load_translator(path: str | Path, device: str = "cpu", precision: str = "aut
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Using a trained model.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Translation:
-    source: str  # the input sentence
-    text: str  # the detokenized translation
-    src_tokens: list[str]  # source token labels (heatmap columns)
-    tgt_tokens: list[str]  # generated token labels incl. the end token (heatmap rows)
-    cross_attention: Tensor | None = None  # (L, H, T, S) for the chosen hypothesis, if asked
-    # A loop the decoder fell into (an n-gram three or more times in a row, metrics.repeated_span)
-    # was cut to one occurrence in ``text``; the tokens and attention show what was decoded.
-    loop_cut: bool = False
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the sentence and its translation, then the source–target (cross-) attention of
-        the last layer (averaged over its heads) with the tokens on the axes; the words in
-        ``attnlab.viz.display_options.lang`` (the lesson's terms in Japanese)."""
-        from html import escape
-
-        from ..viz import attention_html, display_options
-
-        ja = display_options.lang == "ja"
-        head = f"<div>{escape(self.source)} → <b>{escape(self.text)}</b></div>"
-        if self.cross_attention is None:
-            hint = (
-                "（translate(..., return_attention=True) でソース・ターゲット注意が付きます）"
-                if ja
-                else "(translate(..., return_attention=True) adds the cross-attention)"
-            )
-            return head + f"<div>{hint}</div>"
-        L = self.cross_attention.shape[0]
-        caption = (  # layers counted from 1, as the lesson counts them
-            f"ソース・ターゲット注意（デコーダの最後の層: {L} 層中の第 {L} 層）、ヘッドの平均"
-            if ja
-            else f"cross-attention (the decoder's last layer: layer {L} of {L}), mean over heads"
-        )
-        weights = self.cross_attention[-1].float().mean(0)  # (H, T, S) -> (T, S)
-        return head + attention_html(weights, self.src_tokens, self.tgt_tokens, caption=caption)
-
-
-class Translator:
-    """A trained encoder–decoder with its tokenizers: text in, text (and attention) out."""
-
-    def __init__(
-        self,
-        model: nn.Module,
-        src_tok,
-        tgt_tok,
-        *,
-        bleu_tokenize: str = "13a",
-        src_lang: str | None = None,
-        tgt_lang: str | None = None,
-        lowercase: bool = True,
-        precision: str | None = None,
-        bf16_allowed: bool = True,
-    ) -> None:
-        self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
-        self.bleu_tokenize = bleu_tokenize
-        # The precision asked for ("auto", "fp32", "bf16"; None: the model's as it is), resolved on
-        # the first translation (resolve_precision): the one used, and why.
-        self.precision = None if precision is None else inference_precision.check(precision)
-        self.precision_used: str | None = None
-        self.precision_reason = ""
-        self._bf16_allowed = bf16_allowed
-        # With a source language, a user's sentence is normalised as the training text was
-        # (data/enja.py: Japanese without word-splitting spaces; English lower-cased when the
-        # training English was).
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.lowercase = lowercase
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    def resolve_precision(self) -> str:
-        """The precision this translator decodes in (``"fp32"`` or ``"bf16"``), decided once: the
-        one asked for, or for ``"auto"`` bf16 only on a CPU with native bf16 where the model's card
-        allows it and a few beam-search steps (beam 4, one 12-token sentence) are measurably faster
-        in bf16 (:func:`attnlab.accel.precision.resolve`, cached per machine and model shape). The
-        model is then a bf16 copy of the one given (which stays as it was). Translating calls it
-        first; timed code calls it before timing."""
-        if self.precision_used is not None:
-            return self.precision_used
-        if self.precision is None:  # the model's own precision
-            bf16 = next(self.model.parameters()).dtype == torch.bfloat16
-            self.precision_used, self.precision_reason = ("bf16" if bf16 else "fp32"), "the model's own"
-            return self.precision_used
-        copies: dict[torch.dtype, nn.Module] = {}
-
-        def model_in(dtype: torch.dtype) -> nn.Module:
-            if next(self.model.parameters()).dtype == dtype:
-                return self.model
-            if dtype not in copies:
-                # Ordinary tensors even when called under inference_mode: the kernels' caches key
-                # the parameters by their version counters, which inference tensors lack.
-                with torch.inference_mode(False):
-                    copies[dtype] = copy.deepcopy(self.model).to(dtype).eval()
-            return copies[dtype]
-
-        V = self.tgt_tok.vocab_size
-        src = (torch.arange(12) % max(self.src_tok.vocab_size - 4, 1) + 4).unsqueeze(0).to(self.device)  # (1, 12)
-
-        def run(precision: str) -> None:
-            with torch.no_grad():  # an end token that never comes: always 12 steps
-                beam_search(model_in(inference_precision.dtype_of(precision)), src, beam_size=4, alpha=0.6,
-                            bos_id=self.tgt_tok.bos_id, eos_id=V, pad_id=self.tgt_tok.pad_id, max_len=12)  # fmt: skip
-
-        chosen, why = inference_precision.resolve(
-            self.precision, device=self.device, model=self.model, run=run, allowed=self._bf16_allowed
-        )
-        self.model = model_in(inference_precision.dtype_of(chosen))
-        self.precision_used, self.precision_reason = chosen, why
-        return chosen
-
-    @torch.no_grad()
-    def translate(
-        self,
-        texts: Sequence[str],
-        *,
-        beam_size: int = 1,
-        alpha: float = 0.6,
-        max_len: int | None = None,
-        return_attention: bool = False,
-        batch_size: int = 64,
-    ) -> list[Translation]:
-        """Translate sentences (batched, sorted by length for little padding).
-
-        Raises:
-            ValueError: a sentence with no tokens, or a beam or ``alpha`` that
-                :func:`attnlab.decode.check_beam` refuses (checked before any decoding).
-        """
-        check_beam(beam_size, alpha, self.tgt_tok.vocab_size)
-        inputs = (
-            [enja.normalize_input(x, self.src_lang, self.lowercase) for x in texts] if self.src_lang else list(texts)
-        )
-        encoded = self.src_tok.encode_batch(inputs)
-        for text, ids in zip(texts, encoded):
-            if not ids:
-                raise ValueError(f"cannot translate {text!r}: it has no tokens")
-        # Bad input is refused first; then the precision is settled (a probe may run once).
-        self.resolve_precision()
-        was_training = self.model.training
-        if was_training:  # (a walk over every module: a tenth of a short sentence's latency)
-            self.model.eval()
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        results: list[Translation | None] = [None] * len(texts)
-        t = self.tgt_tok
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            S = max(len(encoded[i]) for i in idx)
-            src = torch.full((len(idx), S), self.src_tok.pad_id, dtype=torch.long)
-            for row, i in enumerate(idx):
-                src[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            src = src.to(self.device)  # (B, S)
-            limit = max_len or output_limit(S, getattr(self.model.config, "max_len", 512))
-            kw = dict(
-                bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=limit, return_attention=return_attention
-            )
-            hyps: list[Hypothesis] = (
-                greedy_decode(self.model, src, **kw)
-                if beam_size == 1
-                else beam_search(self.model, src, beam_size=beam_size, alpha=alpha, **kw)
-            )
-            for i, h in zip(idx, hyps):
-                labels = [t.id_to_token(x) for x in h.tokens] + [t.id_to_token(t.eos_id)]
-                src_labels = [self.src_tok.id_to_token(x) for x in encoded[i]]
-                cross = h.cross_attention
-                if cross is not None:
-                    labels = labels[: cross.shape[2]]
-                kept = cut_loops(h.tokens)
-                results[i] = Translation(
-                    texts[i], t.decode(kept), src_labels, labels, cross, loop_cut=len(kept) < len(h.tokens)
-                )
-        if was_training:
-            self.model.train()
-        return results  # type: ignore[return-value]
-
-    def translate_text(
-        self, texts: Sequence[str], *, beam_size: int = 1, alpha: float = 0.6, batch_size: int = 64
-    ) -> list[str]:
-        """Translate whole texts: paragraphs, several sentences, line breaks.
-
-        Each text is cut into lines and sentences (:func:`attnlab.data.sentences.split_text`, for
-        the model's source language), every sentence of every text is translated in one
-        :meth:`translate` call (batched), and the translations are put back with the same line and
-        paragraph breaks. A model without a source language (``src_lang``) takes each text whole.
-
-        Raises:
-            ValueError: as :meth:`translate`.
-        """
-        if self.src_lang is None or self.tgt_lang is None:
-            return [r.text for r in self.translate(texts, beam_size=beam_size, alpha=alpha, batch_size=batch_size)]
-        layouts = [sentences.split_text(text, self.src_lang) for text in texts]
-        flat = [seg.text for layout in layouts for seg in layout if seg.is_sentence]
-        done = self.translate(flat, beam_size=beam_size, alpha=alpha, batch_size=batch_size) if flat else []
-        out, k = [], 0
-        for layout in layouts:
-            n = sum(seg.is_sentence for seg in layout)
-            out.append(sentences.join_text(layout, [r.text for r in done[k : k + n]], self.tgt_lang))
-            k += n
-        return out
-
-    def evaluate(self, sources: Sequence[str], references: Sequence[str], *, beam_size: int = 4) -> dict[str, float]:
-        """BLEU, chrF and exact match of the translations of ``sources`` against ``references``."""
-        if len(sources) != len(references):
-            raise ValueError(f"{len(sources)} sources but {len(references)} references")
-        hyps = [t.text for t in self.translate(sources, beam_size=beam_size)]
-        return {
-            "bleu": bleu(hyps, references, tokenize=self.bleu_tokenize),
-            "chrf": chrf(hyps, references),
-            "exact_match": exact_match(hyps, references),
-            "n": len(sources),
-        }
-
-
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train translate`, `attnlab translate` and `attnlab evaluate`.
-# --------------------------------------------------------------------------------------------
-
-
-def output_limit(src_tokens: int, max_len: int = 512) -> int:
-    """The most tokens a translation of a ``src_tokens``-token sentence may take: twice the source
-    and ten more, within the model's positions. Tied to the input so that a decoder that never
-    emits its end token stops near the source's length, not at the model's limit.
-
-    Shape:
-        two counts → a count
-    """
-    return min(2 * src_tokens + 10, max_len - 1)
-
-
-def cut_loops(tokens: Sequence[int], *, times: int = 3, max_n: int = 4) -> list[int]:
-    """``tokens`` with every loop (an n-gram repeated ``times`` or more times in a row,
-    :func:`attnlab.metrics.repeated_span`) cut to one occurrence: the guard against a decoder
-    that repeats itself once it has lost its place in the source.
-
-    Shape:
-        ``T`` ids → ``T' ≤ T`` ids
-    """
-    tokens = list(tokens)
-    while (span := repeated_span(tokens, times=times, max_n=max_n)) is not None:
-        start, n, count = span
-        tokens = tokens[: start + n] + tokens[start + count * n :]
-    return tokens
-
-
 def read_pairs(src: Path | None, tgt: Path | None, tsv: Path | None, split: str, on_empty: str = "skip"):
     """The sentence pairs of one split (:func:`attnlab.data.corpus.read_split`); the count skipped goes to stderr."""
     corpus = read_split(src, tgt, tsv, split=split, on_empty=on_empty)
@@ -730,257 +478,12 @@ def read_pairs(src: Path | None, tgt: Path | None, tsv: Path | None, split: str,
     return corpus.pairs
 
 
-def train_command(
-    *,
-    out: Path,
-    train_src: Path | None = None,
-    train_tgt: Path | None = None,
-    train_tsv: Path | None = None,
-    valid_src: Path | None = None,
-    valid_tgt: Path | None = None,
-    valid_tsv: Path | None = None,
-    preset: str = "small",
-    arch: str | None = None,
-    attention: str | None = None,
-    minutes: float | None = None,
-    epochs: int | None = None,
-    seed: int | None = None,
-    resume: bool = False,
-    on_empty: Literal["skip", "error"] = "skip",
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a translator on a parallel corpus (two line-aligned files or one TSV).
-
-    Writes OUT/best (the best model by validation BLEU: weights, config, tokenizers),
-    OUT/last (everything needed by --resume) and OUT/log.jsonl.
-
-    Args:
-        out: output folder.
-        train_src: training source sentences, one per line.
-        train_tgt: training target sentences, line-aligned with --train-src.
-        train_tsv: training pairs as source<TAB>target lines (instead of --train-src/--train-tgt).
-        valid_src: validation source sentences.
-        valid_tgt: validation target sentences.
-        valid_tsv: validation pairs as a TSV file.
-        preset: a named recipe (model size + training settings): multi30k, small, tiny.
-        arch: model architecture (default: the preset's; transformer, or rnn when installed).
-        attention: attention kind for architectures that have several (e.g. the RNN's additive).
-        minutes: stop training after this many minutes (evaluation time excluded).
-        epochs: number of passes over the training data.
-        seed: random seed (data order, initialisation, dropout).
-        resume: continue an interrupted run from OUT/last.
-        on_empty: pairs with an empty side: skip them (with a count) or stop with file:line.
-        overrides: further settings as key=value: model.d_model=512, train.lr=1e-3, vocab_size=4000.
-    """
-
-    def run(setup: TranslationSetup) -> None:
-        train_pairs = read_pairs(train_src, train_tgt, train_tsv, "train", on_empty)
-        valid_pairs = read_pairs(valid_src, valid_tgt, valid_tsv, "valid", on_empty)
-        _, result, _ = train_translation(setup, train_pairs, valid_pairs, resume=resume)
-        print_training(result, out, unit="target tokens")
-
-    return TrainJob(
-        preset,
-        run,
-        {"arch": arch, "model.attention": attention},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        seed=seed,
-        resume=resume,
-    )
-
-
-def translate_command(
-    text: list[str] | None = None,
-    /,
-    *,
-    model: Path,
-    input: Path | None = None,
-    beam: int = 4,
-    alpha: float = 0.6,
-    attention_plot: Path | None = None,
-    device: str = "cpu",
-    precision: Literal["auto", "fp32", "bf16"] = "auto",
-) -> int:
-    """Translate sentences with a trained model.
-
-    Args:
-        text: sentences to translate (or use --input).
-        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
-            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
-        input: a file of sentences, one per line.
-        beam: beam size (1 = greedy).
-        alpha: length-penalty exponent of beam search (GNMT; 0 disables it).
-        attention_plot: write the cross-attention heatmap of the first sentence here (PNG or SVG);
-            a layer × head grid is written beside it with the suffix _grid.
-        device: cpu, cuda or mps.
-        precision: the numbers the model decodes in: auto (bf16 where this CPU computes it natively, a
-            short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
-    """
-    check_beam(beam, alpha)  # before the model is loaded
-    sentences = list(text or [])
-    if input is not None:
-        sentences += [line for line in read_lines(input) if line.strip()]
-    if not sentences:
-        raise ValueError("nothing to translate: give sentences or --input FILE")
-    translator = load_translator(model, device=device, precision=precision)
-    # Each argument or input line is a text: several sentences are split, translated as one
-    # batch and joined again (Translator.translate_text); the heatmap is of the first text whole.
-    for line in translator.translate_text(sentences, beam_size=beam, alpha=alpha):
-        print(line, flush=True)
-    if attention_plot is not None:
-        results = translator.translate(sentences[:1], beam_size=beam, alpha=alpha, return_attention=True)
-        from ..viz import plot_attention, plot_attention_grid
-
-        first = results[0]
-        cross = first.cross_attention  # (L, H, T, S)
-        if cross is None:
-            raise ValueError(
-                f"{model}: this model has no attention (an RNN with attention='none' reads only the "
-                "encoder's final state), so there is no heatmap to draw"
-            )
-        plot_attention(
-            cross[-1].mean(0),
-            first.src_tokens,
-            first.tgt_tokens,
-            attention_plot,
-            title="cross-attention (last layer, mean over heads)",
-        )
-        grid = attention_plot.with_name(attention_plot.stem + "_grid" + attention_plot.suffix)
-        plot_attention_grid(cross, first.src_tokens, first.tgt_tokens, grid)
-        print(f"attention heatmaps written to {attention_plot} and {grid}", file=sys.stderr)
-    return 0
-
-
-def evaluate_command(
-    *,
-    model: Path,
-    src: Path,
-    ref: Path,
-    beam: int = 4,
-    from_tokenized: bool = False,
-    device: str = "cpu",
-    precision: Literal["auto", "fp32", "bf16"] = "auto",
-) -> int:
-    """Score a trained translator on a test set: BLEU and chrF (sacreBLEU) and exact match.
-
-    Args:
-        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
-            (ja-en, en-ja, demo, rnn-attention, rnn-plain).
-        src: source sentences, one per line.
-        ref: reference translations, line-aligned with --src.
-        beam: beam size (1 = greedy).
-        from_tokenized: the files are pre-tokenized like small_parallel_enja: make both sides raw text
-            first, as the model's training text was (needs a model that knows its languages).
-        device: cpu, cuda or mps.
-        precision: the numbers the model decodes in: auto (bf16 where this CPU computes it natively, a
-            short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
-    """
-    check_beam(beam)
-    corpus = read_parallel(src, ref, on_empty="error")
-    translator = load_translator(model, device=device, precision=precision)
-    sources, targets = corpus.sources, corpus.targets
-    if from_tokenized:
-        if not (translator.src_lang and translator.tgt_lang):
-            raise ValueError(f"{model}: --from-tokenized needs a model trained with src_lang and tgt_lang")
-        pairs = raw_pairs(list(zip(sources, targets)), translator.src_lang, translator.tgt_lang)
-        sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-    scores = translator.evaluate(sources, targets, beam_size=beam)
-    print(
-        f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  exact match {100 * scores['exact_match']:.1f}%  "
-        f"({scores['n']} sentences, BLEU tokenizer {translator.bleu_tokenize}, decoded in {translator.precision_used})"
-    )
-    return 0
-
-
-def export_command(
-    out: Path,
-    /,
-    *,
-    model: Path,
-    to: Literal["ctranslate2", "hf", "onnx"],
-    quantization: Literal["float32", "bfloat16", "float16", "int8", "int8_float32", "int8_bfloat16", "int16"]
-    | None = None,
-    weights: Literal["auto", "fp16", "fp32", "int8"] | None = None,
-    force: bool = False,
-) -> int:
-    """Export a trained translator to another inference engine: CTranslate2 (OpenNMT's C++ engine), HuggingFace transformers, or ONNX (the static site's in-page models).
-
-    --to ctranslate2: OUT becomes a CTranslate2 model folder (model.bin, config.json, the vocabularies
-    as token lists); load it with ctranslate2.Translator(OUT) or attnlab.export.CTranslate2Translator(OUT).
-    Needs the optional extra: pip install 'attnlab[ctranslate2]'. --to hf: OUT becomes a transformers
-    model folder (config.json, generation_config.json, model.safetensors: Pegasus for a pre-norm model,
-    Marian for a post-norm one); load it with AutoModelForSeq2SeqLM.from_pretrained(OUT) or
-    attnlab.export_hf.HFTranslator(OUT). Needs transformers 5 or newer: pip install 'attnlab[hf]'.
-    --to onnx: OUT gets encoder.onnx, decoder.onnx (one decoding step with its cache, the attention
-    weights as named outputs) and meta.json, what the static site runs with onnxruntime-web; needs
-    pip install 'attnlab[site]'. All three write attnlab's tokenizers beside the model. Pre-norm and post-norm Transformers export;
-    the RNN models and windowed attention do not (docs/export.md says why).
-
-    Args:
-        out: the folder to write.
-        model: a model folder written by `attnlab train translate` or `attnlab demo`, or a shipped model's name
-            (ja-en, en-ja, demo).
-        to: the engine: ctranslate2, hf (HuggingFace transformers) or onnx (the static site's models).
-        quantization: ctranslate2 only: store the weights in this type instead of fp32 (CTranslate2 can
-            also convert when it loads a model, with compute_type).
-        weights: onnx only: how the graphs store the weights (auto, the default: the smallest storage
-            that gives the model's weights back exactly; fp16; fp32; int8 with one scale per row).
-        force: replace OUT if it exists.
-    """
-    if to not in ("ctranslate2", "hf", "onnx"):
-        raise ValueError(f"unknown export target {to!r}; choose ctranslate2, hf or onnx")
-    if to != "ctranslate2" and quantization is not None:
-        raise ValueError(f"--quantization applies to --to ctranslate2 only, not --to {to}")
-    if to != "onnx" and weights is not None:
-        raise ValueError(f"--weights applies to --to onnx only, not --to {to}")
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    translator = load_translator(model)
-    info = {
-        "source_model": str(model),
-        "src_lang": translator.src_lang,
-        "tgt_lang": translator.tgt_lang,
-        "bleu_tokenize": translator.bleu_tokenize,
-        "lowercase": translator.lowercase,
-        "max_len": getattr(translator.model.config, "max_len", 512),
-    }
-    if to == "onnx":
-        info = {"name": Path(str(model)).name, **{k: info[k] for k in ("src_lang", "tgt_lang", "lowercase")}}
-        export_onnx(
-            translator.model,
-            translator.src_tok,
-            translator.tgt_tok,
-            out,
-            weights=weights or "auto",
-            info=info,
-            force=force,
-        )
-        stored = json.loads((out / META_FILE).read_text(encoding="utf-8"))["weights"]
-        print(f"exported {model} to {out} (ONNX encoder and decoder step, {stored} weights)")
-        return 0
-    if to == "hf":
-        export_hf(translator.model, translator.src_tok, translator.tgt_tok, out, info=info, force=force)
-        architecture = {"pegasus": "Pegasus", "marian": "Marian"}[hf_architecture(translator.model)]
-        print(f"exported {model} to {out} (HuggingFace transformers, {architecture}, float32 weights)")
-        return 0
-    export_ctranslate2(
-        translator.model, translator.src_tok, translator.tgt_tok, out, quantization=quantization, info=info, force=force
-    )
-    print(f"exported {model} to {out} (CTranslate2, {quantization or 'float32'} weights)")
-    return 0
-
-
-TRANSLATE_JOB = Recipe(
+TRANSLATE_JOB = Job(
     name="translate",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=TranslationSetup,
     model_config=model_config,
     train=train_translation,
     load=load_translator,
-    train_command=train_command,
-    commands={"translate": translate_command, "evaluate": evaluate_command, "export": export_command},
     check_model=lambda setup: build_config(setup, STAND_IN_SIZE, STAND_IN_SIZE, 0),
 )

@@ -12,36 +12,32 @@ Shape letters: ``B`` batch, ``P`` patches, ``L`` layers, ``H`` heads, ``K`` pane
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import nn
 
 from .. import checkpoint as ckpt
 from ..assets.locate import resolve_model_dir
-from ..data.digits import DigitsSplits, digits_splits, held_out_image, image_batches, random_shift
+from ..data.digits import DigitsSplits, digits_splits, image_batches, random_shift
 from ..models.config import check_fields
-from ..models.vit import PRESETS, ViT, ViTConfig, attention_rollout, cls_attention
+from ..models.vit import PRESETS as MODEL_PRESETS
+from ..models.vit import ViT, ViTConfig, attention_rollout, cls_attention
 from ..runs import check_run_folder
 from ..train import TrainConfig, TrainResult, train
-from ..viz import plot_image_attention
-from . import Recipe, TrainJob, print_training
+from . import Job, digit_image_presets
 
 Tensor = torch.Tensor
 
 __all__ = [
     "ViTSetup",
-    "RECIPES",
+    "PRESETS",
     "ImageClassificationTask",
     "train_vit",
     "load_vit",
     "evaluate_vit",
     "patch_attention",
-    "plot_image_attention",
 ]
 
 
@@ -60,31 +56,8 @@ class ViTSetup:
         check_fields(self, positive=("batch_size",), non_negative=("shift",))
 
 
-#: Named recipes (``--preset``). "digits" trains without shifts: one-pixel shifts did not help within
-#: its step budget (the comparison is in docs/applications.md).
-#: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
-#: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
-RECIPES: dict[str, ViTSetup] = {
-    "digits": ViTSetup(
-        shift=0,
-        train=TrainConfig(
-            epochs=100,
-            max_steps=1500,
-            lr=3e-3,
-            warmup_steps=50,
-            schedule="cosine",
-            weight_decay=0.05,
-            log_every=50,
-            precision="auto",
-        ),
-    ),
-    "tiny": ViTSetup(
-        model_preset="tiny",
-        shift=0,
-        train=TrainConfig(epochs=8, lr=3e-3, warmup_steps=10, schedule="constant", log_every=10, precision="fp32"),
-    ),
-}
+#: Named presets (``--preset``): those of every job on the digit images (:func:`attnlab.recipes.digit_image_presets`).
+PRESETS: dict[str, ViTSetup] = digit_image_presets(ViTSetup)
 
 
 class ImageClassificationTask:
@@ -143,12 +116,12 @@ def evaluate_vit(model: nn.Module, images: Tensor, labels: Tensor, batch_size: i
 
 def build_config(setup: ViTSetup) -> ViTConfig:
     """The ViT config of ``setup``: its preset and its overrides."""
-    if setup.model_preset not in PRESETS:
-        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(PRESETS)}")
+    if setup.model_preset not in MODEL_PRESETS:
+        raise ValueError(f"unknown ViT preset {setup.model_preset!r}; choose from {sorted(MODEL_PRESETS)}")
     fixed = sorted(set(setup.model_overrides) & {"n_classes", "image_size", "channels"})
     if fixed:
         raise ValueError(f"model fields {fixed} are fixed by the digits (10 classes of 8×8 grey images)")
-    return ViTConfig(**{**PRESETS[setup.model_preset], **setup.model_overrides})
+    return ViTConfig(**{**MODEL_PRESETS[setup.model_preset], **setup.model_overrides})
 
 
 def train_vit(setup: ViTSetup, data: DigitsSplits | None = None) -> tuple[ViT, TrainResult, DigitsSplits]:
@@ -206,108 +179,12 @@ def patch_attention(model: ViT, image: Tensor, method: str = "rollout") -> tuple
     return row[1:].cpu(), torch.softmax(out.logits[0].float(), -1).cpu()  # (P,), (10,)
 
 
-# --------------------------------------------------------------------------------------------
-# The recipe's descriptor: `attnlab train vit` and `attnlab vit`.
-# --------------------------------------------------------------------------------------------
-
-
-def train_command(
-    *,
-    out: Path = Path("runs/vit"),
-    preset: str = "digits",
-    patch_size: int | None = None,
-    max_steps: int | None = None,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    seed: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainJob:
-    """Train a small Vision Transformer on scikit-learn's 8×8 handwritten digits; report test accuracy.
-
-    The 1,797 images are split (stratified, seeded) into train / validation / test; the best
-    model by validation accuracy is scored once on the test split. Writes OUT/best, OUT/last,
-    OUT/log.jsonl and OUT/test.json. See where it looks with `attnlab vit --model OUT`.
-
-    Args:
-        out: output folder.
-        preset: a named recipe (model size + training settings): digits, tiny.
-        patch_size: side of a square patch in pixels, 2 (16 patches) or 4 (4 patches).
-        max_steps: stop after this many optimizer steps.
-        epochs: passes over the training images.
-        minutes: stop training after this many minutes (evaluation time excluded).
-        seed: random seed of the training (the data split is fixed).
-        overrides: further settings as key=value: model.n_layers=3, train.lr=1e-3, shift=1.
-    """
-
-    def run(setup: ViTSetup) -> None:
-        model, result, data = train_vit(setup)
-        scores = evaluate_vit(model, data.test_x, data.test_y)
-        (out / "test.json").write_text(json.dumps({**scores, "n": len(data.test_y)}, indent=2))
-        print_training(result, out)
-        print(f"test accuracy {100 * scores['accuracy']:.2f}% on {len(data.test_y)} held-out images")
-
-    return TrainJob(
-        preset,
-        run,
-        {"model.patch_size": patch_size},
-        overrides,
-        out=out,
-        minutes=minutes,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-    )
-
-
-def vit_command(
-    *,
-    model: Path,
-    index: int = 0,
-    method: Literal["rollout", "last"] = "rollout",
-    plot: Path | None = None,
-    device: str = "cpu",
-) -> int:
-    """Classify one held-out digit with a trained ViT and show which patches [CLS] attends to.
-
-    Prints the prediction and the patch weights as a grid; --plot draws them over the image.
-
-    Args:
-        model: a folder written by `attnlab train vit`.
-        index: which test image (0 … 358).
-        method: rollout (through all layers, Abnar & Zuidema 2020) or last (the last layer's [CLS] row).
-        plot: write the attention drawn over the image here (PNG or SVG).
-        device: cpu, cuda or mps.
-    """
-    vit, config = load_vit(model, device)
-    image, label = held_out_image(config, index)
-    weights, probs = patch_attention(vit, image, method)
-    side = config["image_size"] // config["patch_size"]
-    print(f"test image {index}: true {label}, predicted {int(probs.argmax())} ({float(probs.max()):.1%})")
-    kept = 1 - float(weights.sum())
-    print(f"[CLS] attention over the {side}×{side} patches ({method}; [CLS] itself keeps {kept:.2f}):")
-    for r in range(side):
-        print("  " + " ".join(f"{float(w):.2f}" for w in weights[r * side : (r + 1) * side]))
-    if plot is not None:
-        plot_image_attention(
-            image,
-            weights,
-            config["patch_size"],
-            plot,
-            titles=[f"predicted {int(probs.argmax())}"],
-            title=f"[CLS] attention ({method})",
-        )
-        print(f"attention written to {plot}", file=sys.stderr)
-    return 0
-
-
-VIT_JOB = Recipe(
+VIT_JOB = Job(
     name="vit",
-    presets=RECIPES,
+    presets=PRESETS,
     setup_cls=ViTSetup,
     model_config=ViTConfig,
     train=train_vit,
     load=load_vit,
-    train_command=train_command,
-    commands={"vit": vit_command},
     check_model=build_config,
 )

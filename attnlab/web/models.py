@@ -232,7 +232,7 @@ class TranslatorModel:
     def run(self, text: str) -> ModelRun:
         from ..data.enja import normalize_input
         from ..decode import greedy_decode
-        from ..recipes.translate import cut_loops, output_limit
+        from ..inference.translate import cut_loops, output_limit
 
         tr = self.translator
         model, src_tok, tgt_tok = tr.model, tr.src_tok, tr.tgt_tok

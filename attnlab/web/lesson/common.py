@@ -207,7 +207,7 @@ class LessonModels:
             return self._shipped[name]
 
     def translator(self, name: str, what: str):
-        """A shipped translator (:class:`attnlab.recipes.translate.Translator`)."""
+        """A shipped translator (:class:`attnlab.inference.translate.Translator`)."""
         return self.shipped_model(name, what)
 
 

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ... import functional as AF
 from ...decode import greedy_decode
 from ...explain import compute_steps
-from ...recipes.translate import output_limit
+from ...inference.translate import output_limit
 from .common import (
     MAX_SEED,
     LessonModels,

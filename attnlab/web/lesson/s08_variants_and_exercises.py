@@ -15,7 +15,7 @@ reference; ``GET /api/lesson/figures/attention-map.{png,svg}`` draws the same nu
 
 ``POST /api/lesson/pooling`` runs a Japanese sentence through ``ja-sentence-type`` (question /
 negation / past / other) and returns its class probabilities and the pooling weight of every
-character, as :meth:`attnlab.recipes.classify.TextClassifier.predict` gives them, with the
+character, as :meth:`attnlab.inference.classify.TextClassifier.predict` gives them, with the
 grammatical markers MeCab finds in the sentence (:func:`attnlab.data.sentence_types.japanese_markers`).
 
 Shape letters: T positions (query and key), C characters of a sentence.
@@ -482,7 +482,7 @@ def load_pooling_classifier(models: LessonModels, what: str = "the attention-poo
 
 def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
     """Classify ``req.text`` with ``classifier`` and return what it says, as
-    :meth:`attnlab.recipes.classify.TextClassifier.predict` gives it: the probabilities and the
+    :meth:`attnlab.inference.classify.TextClassifier.predict` gives it: the probabilities and the
     pooling weight of each character; with the markers MeCab finds, to compare the peak with.
 
     Raises:

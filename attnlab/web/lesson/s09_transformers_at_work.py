@@ -505,7 +505,7 @@ def gat_view(loaded, req: GatRequest, name: str = GAT_MODEL) -> GatResponse:
     import numpy as np
 
     from ...data.graphs import karate_club
-    from ...recipes.graph import spring_layout
+    from ...viz import spring_layout
 
     model, config = loaded
     data = karate_club()

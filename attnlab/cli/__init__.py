@@ -5,13 +5,15 @@ without a default is a positional argument; ``bool`` defaults become ``--flag`` 
 ``Literal[...]`` becomes a choice) and its docstring becomes the ``--help`` text: the summary line,
 and one line per argument from the ``Args:`` section.
 
-Most commands come from the recipes' descriptors (:class:`attnlab.recipes.Recipe`):
-``attnlab train <job>`` is the job's ``train_command`` plus the shared training options of
-:func:`train_options`, and the job's inference commands (``translate``, ``generate``, ...) are
-its ``commands``. The experiments' commands (``demo``, ``experiment ...``) are defined beside
-each experiment (its module's ``COMMANDS``, :mod:`attnlab.experiments`). The few commands that
-belong to neither are registered here with :func:`command`; their bodies import their heavy
-modules lazily. This module only parses the command line, runs the command and reports errors.
+Each job's commands live in this package, one module per recipe (:mod:`attnlab.cli.translate`,
+:mod:`attnlab.cli.lm`, ...), listed in its ``COMMANDS``: ``train <job>`` returns a
+:class:`~attnlab.recipes.TrainJob`, which the job's descriptor (:class:`attnlab.recipes.Job`, in
+:data:`JOBS`) turns into a setup with the shared training options of :func:`train_options`; the
+inference commands (``translate``, ``generate``, ...) load a model and print its results. The
+experiments' commands (``demo``, ``experiment ...``) are defined beside each experiment (its
+module's ``COMMANDS``, :mod:`attnlab.experiments`). The few commands that belong to neither are
+registered here with :func:`command`; their bodies import their heavy modules lazily. This module
+only parses the command line, runs the command and reports errors.
 
 Errors: :func:`main` is the one error boundary. A failure the user can fix (a missing or wrong
 file, a bad setting, a model folder that does not load; see :func:`_expected`) is one line,
@@ -33,19 +35,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from .experiments import bottleneck, demo, variants
-from .recipes import Recipe, TrainJob
-from .recipes.caption import CAPTION_JOB
-from .recipes.classify import CLASSIFY_JOB
-from .recipes.graph import GAT_JOB
-from .recipes.lm import LM_JOB, MLM_JOB
-from .recipes.qa import QA_JOB
-from .recipes.summarize import SUMMARIZE_JOB
-from .recipes.translate import TRANSLATE_JOB
-from .recipes.vision import VIT_JOB
+from ..experiments import bottleneck, demo, variants
+from ..recipes import Job, TrainJob
+from ..recipes.caption import CAPTION_JOB
+from ..recipes.classify import CLASSIFY_JOB
+from ..recipes.graph import GAT_JOB
+from ..recipes.lm import LM_JOB, MLM_JOB
+from ..recipes.qa import QA_JOB
+from ..recipes.summarize import SUMMARIZE_JOB
+from ..recipes.translate import TRANSLATE_JOB
+from ..recipes.vision import VIT_JOB
+from . import caption, classify, graph, lm, qa, summarize, translate, vision
 
 #: Every job whose commands the CLI makes (``attnlab train NAME`` and its inference commands).
-JOBS: tuple[Recipe, ...] = (
+JOBS: tuple[Job, ...] = (
     TRANSLATE_JOB,
     LM_JOB,
     MLM_JOB,
@@ -57,12 +60,17 @@ JOBS: tuple[Recipe, ...] = (
     QA_JOB,
 )
 
-#: Every command by name ("train translate" nests under "train"): the jobs' own, the experiments'
-#: (``demo``, ``experiment bottleneck``, ``experiment variants``), then those of @command.
-COMMANDS: dict[str, Callable] = {f"train {job.name}": job.train_command for job in JOBS}
-COMMANDS.update((name, fn) for job in JOBS for name, fn in job.commands.items())
-COMMANDS.update((name, fn) for experiment in (demo, bottleneck, variants) for name, fn in experiment.COMMANDS.items())
-_RECIPE_OF: dict[str, Recipe] = {f"train {job.name}": job for job in JOBS}  # the job a train command runs
+#: Every command by name ("train translate" nests under "train"): the jobs' own (this package's
+#: modules), the experiments' (``demo``, ``experiment bottleneck``, ``experiment variants``), then
+#: those of @command.
+COMMANDS: dict[str, Callable] = {
+    name: fn
+    for module in (translate, lm, classify, vision, caption, graph, summarize, qa, demo, bottleneck, variants)
+    for name, fn in module.COMMANDS.items()
+}
+
+#: The job each ``train <job>`` command runs.
+TRAIN_JOBS: dict[str, Job] = {f"train {job.name}": job for job in JOBS}
 
 
 def command(name: str) -> Callable[[Callable], Callable]:
@@ -188,10 +196,10 @@ def train_options(
 _TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
 
 
-def _run_training(recipe: Recipe, job: TrainJob, options: dict) -> None:
+def _run_training(recipe: Job, job: TrainJob, options: dict) -> None:
     """Run a `train ...` command's job inside a distributed session, with the shared options on its TrainConfig."""
-    from .distributed import DEFAULT_TIMEOUT_S, session
-    from .runs import check_run_folder
+    from ..distributed import DEFAULT_TIMEOUT_S, session
+    from ..runs import check_run_folder
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
     with session(options.pop("device"), timeout_s=timeout) as ctx:
@@ -254,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
         # negative) as an unknown option; treat anything that starts like a negative number as a value.
         sub._negative_number_matcher = re.compile(r"^-\.?\d")
-        sub.set_defaults(_fn=fn, _train=words[0] == "train", _recipe=_RECIPE_OF.get(name))
+        sub.set_defaults(_fn=fn, _train=words[0] == "train", _recipe=TRAIN_JOBS.get(name))
     return parser
 
 
@@ -265,7 +273,7 @@ def _check_options(fn: Callable, args: dict) -> None:
     if isinstance(out, Path) and out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file of that name exists; the output must be a folder")
     if isinstance(args.get("device"), str):
-        from .distributed import resolve_device
+        from ..distributed import resolve_device
 
         args["device"] = resolve_device(args["device"])
 
@@ -374,7 +382,7 @@ def explain_cmd(
         lang: language of the explanation, en or ja.
         plot: also write a figure of the steps to this PNG/SVG file.
     """
-    from .explain import explain
+    from ..explain import explain
 
     print(explain(scores=scores, query=query, keys=keys, values=values, d_k=d_k, scale=scale, lang=lang, plot=plot))
     return 0
@@ -418,10 +426,10 @@ def explore_cmd(
         precision: the numbers the translators and GPTs run in: auto (bf16 where this CPU computes it natively,
             a short measurement shows it faster and the model card allows it; else fp32), fp32 or bf16.
     """
-    from .web.app import serve
-    from .web.classroom import Classroom
-    from .web.models import load_model, shipped_explorer_models
-    from .web.security import Limits, check_address
+    from ..web.app import serve
+    from ..web.classroom import Classroom
+    from ..web.models import load_model, shipped_explorer_models
+    from ..web.security import Limits, check_address
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
     if host is None and not classroom:
@@ -459,7 +467,7 @@ def explore_cmd(
         else:
             print("attnlab: note: no network address found: students cannot reach this machine", file=sys.stderr)
         print(f"this machine:   http://{own}:{port}/")
-    from .accel import calibrate
+    from ..accel import calibrate
 
     calibrate.ensure()  # the engine's lines measured (or read from the cache) now, not in a first request
     serve(models, host=host, port=port, limits=limits, allow_hosts=allow_host or (), classroom=room)
@@ -484,8 +492,8 @@ def calibrate_cmd(*, threads: list[int] | None = None, show: bool = False) -> in
 
     import torch
 
-    from .accel import calibrate, rules
-    from .accel import precision as inference_precision
+    from ..accel import calibrate, rules
+    from ..accel import precision as inference_precision
 
     counts = threads or sorted({1, torch.get_num_threads()})
     if min(counts) < 1:
@@ -531,7 +539,7 @@ def lesson_handout_cmd(
         chromium: the Chromium or Chrome program (default: chromium, chromium-browser or google-chrome on PATH).
         timeout: seconds to wait for one section's widgets to draw.
     """
-    from .web.handout import make_handout
+    from ..web.handout import make_handout
 
     # `out` is a file, not a run folder, so it is a str here: the run-folder check of _check_options
     # would refuse to replace an existing handout.
@@ -560,14 +568,10 @@ def lesson_build_site_cmd(
         weights: how the models store their weights (auto: the smallest storage exact for each).
         force: replace the folder if it has files.
     """
-    from .web.static_site import build_site
+    from ..web.static_site import build_site
 
     report = build_site(out, weights=weights, force=force, progress=lambda line: print(f"  {line}"))
     models = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in report["models"].items())
     print(f"site: {report['folder']}  ({len(report['files'])} files, {report['bytes'] / 1e6:.1f} MB; models: {models})")
     print(f"try it: python -m http.server -d {report['folder']}  then open http://localhost:8000/")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
