@@ -7,6 +7,12 @@ insides: ``model.start(src, src_mask)`` encodes the source once, ``model.step(to
 need_weights=...)`` advances every row by one token, and ``state.reorder(index)`` keeps the given
 rows (beam search).
 
+Every search and :func:`generate` take ``engine``, the key that picks what computes the model's
+steps (as Hugging Face picks an attention implementation and CTranslate2 a compute type):
+``"auto"``, attnlab's native engine where it can run (:mod:`attnlab.accel.engine`: one call of its
+C kernels per step), else the model's modules; ``"modules"``, the modules alone (the reference).
+Both give the same numbers up to rounding (tests/test_native_paths.py).
+
 Decoder-only language models (GPT) are sampled by :func:`generate` / :func:`iter_generate`
 (greedy, temperature, top-k, top-p) with a key/value cache; see the section at the end.
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .accel import engine as engines
 from .accel import kernels
 from .models.seq2seq import Seq2SeqModel
 
@@ -87,14 +94,17 @@ def greedy_decode(
     max_len: int = 128,
     src_mask: Tensor | None = None,
     return_attention: bool = False,
+    engine: str = "auto",
 ) -> list[Hypothesis]:
-    """Pick the most likely next token at every step, for a whole batch at once.
+    """Pick the most likely next token at every step, for a whole batch at once. ``engine``:
+    ``"auto"`` or ``"modules"`` (see the module docstring).
 
     Shape:
         src ``(B, S)`` → ``B`` hypotheses; cross_attention ``(L, H, T, S_b)`` each
     """
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
+    model = engines.decoder(model, engine)
     B = src.shape[0]
     state = model.start(src, src_mask)
     tokens = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -203,6 +213,7 @@ def beam_search(
     alpha: float = 0.6,
     src_mask: Tensor | None = None,
     return_attention: bool = False,
+    engine: str = "auto",
 ) -> list[Hypothesis]:
     """Keep the ``beam_size`` best partial translations per sentence, batched over sentences.
 
@@ -213,7 +224,8 @@ def beam_search(
     hypotheses has ended, or earlier once no live one can still beat its best finished one (the
     same result, fewer steps); done sentences leave the batch, so that a batch costs the sum of
     its sentences' searches rather than its size times the longest one. With ``beam_size=1``
-    this is exactly :func:`greedy_decode`.
+    this is exactly :func:`greedy_decode`. ``engine``: ``"auto"`` or ``"modules"`` (see the module
+    docstring).
 
     Raises:
         ValueError: a beam size or ``alpha`` that :func:`check_beam` refuses, a beam wider than the
@@ -225,6 +237,7 @@ def beam_search(
     check_beam(beam_size, alpha)
     _check_length("max_len", max_len, 1)
     src_mask = _check_src(src, src_mask, pad_id)
+    model = engines.decoder(model, engine)
     B, K, dev = src.shape[0], beam_size, src.device
     # Encode each sentence once, and run the first step on one row per sentence: its K beams
     # would all be the same hypothesis, BOS. The K rows appear after it, when the K best first
@@ -364,7 +377,8 @@ def _finish(
 # Protocol: ``model(input_ids (B, T), caches=...) -> output with .logits (B, T, V)``,
 # ``model.new_caches() -> list[KVCache]`` (one per layer) and ``model.config.n_positions``;
 # optionally ``model.token_stepper() -> step or None``, where ``step(input_ids (B, 1), caches)``
-# computes ``model(input_ids, caches=caches).logits[:, -1]`` faster (attnlab.models.gpt.GPT).
+# computes ``model(input_ids, caches=caches).logits[:, -1]`` (attnlab.models.gpt.GPT); the engine
+# (attnlab.accel.engine.stepper) may give a faster one.
 # The prompt is fed once ("prefill"); after that each step feeds only the newest token and the
 # caches supply the keys/values of everything before it.
 # --------------------------------------------------------------------------------------------
@@ -459,6 +473,7 @@ def iter_generate(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
     eos_id: int | None = None,
+    engine: str = "auto",
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Generate continuations token by token, yielding each new token as soon as it is chosen.
 
@@ -468,7 +483,8 @@ def iter_generate(
     (``n_positions``), the uncached path looks at the last ``n_positions`` tokens; the cached path
     re-fills its caches from the last ``n_positions // 2`` tokens whenever they are full, so the
     cost per token stays constant. Rows that emit ``eos_id`` keep emitting it; the iteration
-    ends early once every row has.
+    ends early once every row has. ``engine``: what computes a cached step, ``"auto"`` (attnlab's
+    native engine where it can run, else the model's own step) or ``"modules"``.
 
     Shape:
         input_ids ``(B, T0)`` → yields ``(token (B,), logits (B, V))`` up to ``max_new_tokens`` times
@@ -477,6 +493,7 @@ def iter_generate(
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must have shape (B, T0) with T0 ≥ 1, got {tuple(input_ids.shape)}")
     _check_length("max_new_tokens", max_new_tokens, 0)
+    engines.check_engine(engine)
     n_ctx = model.config.n_positions
     B, T0 = input_ids.shape
     seq = input_ids.new_empty((B, T0 + max_new_tokens))  # (B, T0 + N), filled as we go
@@ -485,8 +502,8 @@ def iter_generate(
     caches = None
     was_training = model.training
     model.eval()
-    # A model may offer a shorter computation of one cached step (GPT.token_stepper).
-    stepper = model.token_stepper() if use_cache and hasattr(model, "token_stepper") else None
+    # The engine's computation of one cached step (attnlab.accel.engine.stepper), or the model's own.
+    stepper = engines.stepper(model, engine) if use_cache else None
     try:
         for n in range(T0, T0 + max_new_tokens):  # n = tokens in the sequence so far
             if not use_cache:
@@ -525,6 +542,7 @@ def generate(
     eos_id: int | None = None,
     stream: Callable[[Tensor], None] | None = None,
     return_logits: bool = False,
+    engine: str = "auto",
 ) -> Generation:
     """Continue ``input_ids`` by up to ``max_new_tokens`` tokens (see :func:`iter_generate`).
 
@@ -541,6 +559,7 @@ def generate(
         eos_id: stop a row when it emits this token.
         stream: called with each new token ``(B,)`` as soon as it is chosen.
         return_logits: also return the logits of every step.
+        engine: ``"auto"`` (attnlab's native engine where it can run) or ``"modules"``.
 
     Shape:
         input_ids ``(B, T0)`` → tokens ``(B, T0 + N)``, logits ``(B, N, V)``
@@ -556,6 +575,7 @@ def generate(
         generator=generator,
         use_cache=use_cache,
         eos_id=eos_id,
+        engine=engine,
     ):
         new_tokens.append(token)
         if return_logits:

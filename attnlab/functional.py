@@ -30,8 +30,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from . import accel
-
 Tensor = torch.Tensor
 
 __all__ = [
@@ -39,6 +37,7 @@ __all__ = [
     "attention_result_html",
     "scaled_dot_product_attention",
     "pick_backend",
+    "set_auto_rule",
     "additive_attention",
     "causal_mask",
     "padding_mask",
@@ -330,8 +329,8 @@ def scaled_dot_product_attention(
             ``"auto"``).
         backend: ``"math"`` (the readable reference), ``"sdpa"``
             (``torch.nn.functional.scaled_dot_product_attention``) or ``"auto"`` (sdpa, except
-            math when weights are requested or where math is measurably faster: bf16/fp16 on a
-            CPU with few keys, see :func:`attnlab.accel.prefer_math`), or any other name in
+            math when weights are requested or where the engine's rule says math is faster: bf16/fp16
+            on a CPU with few keys, see :func:`set_auto_rule`), or any other name in
             :data:`BACKENDS`. The online-softmax computation of the same function is
             :func:`attnlab.variants.chunked_attention`.
 
@@ -356,6 +355,28 @@ def scaled_dot_product_attention(
     return fn(q, k, v, mask, scale, dropout_p, is_causal, return_weights)
 
 
+#: Whether ``backend="auto"`` takes ``"math"`` rather than ``"sdpa"`` for ``(q, k)`` when no weights
+#: are asked for (see :func:`set_auto_rule`); ``None``: always ``"sdpa"``.
+_auto_rule: Callable[[Tensor, Tensor], bool] | None = None
+
+
+def set_auto_rule(rule: Callable[[Tensor, Tensor], bool] | None) -> None:
+    """Let ``rule(q, k)`` decide where ``backend="auto"`` takes the explicit matmuls (``"math"``)
+    rather than PyTorch's fused kernel (``"sdpa"``) when no weights are asked for.
+
+    Both compute the same attention (tested against each other), so the choice is only about
+    speed, and it is the engine's: :mod:`attnlab.accel` sets its measured rule
+    (:func:`attnlab.accel.rules.prefer_math`: bf16/fp16 on a CPU with few keys) when it is
+    imported, as attnlab's training, decoding, recipes and CLI do. The maths here knows nothing of
+    the engine; without a rule, "auto" is the fused kernel. ``None`` removes the rule.
+
+    Shape:
+        q ``(..., T, Dh)``, k ``(..., S, Dh)`` (what ``rule`` receives)
+    """
+    global _auto_rule
+    _auto_rule = rule
+
+
 def pick_backend(backend: str, q: Tensor, k: Tensor, return_weights: bool = False) -> AttentionBackend:
     """The function in :data:`BACKENDS` that :func:`scaled_dot_product_attention` runs for
     ``backend`` (resolving ``"auto"``), called as ``fn(q, k, v, mask, scale, dropout_p,
@@ -366,7 +387,8 @@ def pick_backend(backend: str, q: Tensor, k: Tensor, return_weights: bool = Fals
         q ``(..., T, Dh)``, k ``(..., S, Dh)``
     """
     if backend == "auto":
-        backend = "math" if return_weights or accel.prefer_math(q, k) else "sdpa"
+        rule = _auto_rule
+        backend = "math" if return_weights or (rule is not None and rule(q, k)) else "sdpa"
     try:
         return BACKENDS[backend]
     except KeyError:

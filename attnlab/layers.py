@@ -4,22 +4,22 @@ Shape letters: ``B`` batch, ``T`` query length, ``S`` key length, ``H`` heads, `
 ``Dh`` head width. Tensors are batch-first. Masks are boolean with ``True`` = may attend (see
 :mod:`attnlab.functional`).
 
-The projections are :class:`attnlab.accel.Linear`, a :class:`torch.nn.Linear` (same numbers,
-parameters and state-dict names) that takes a faster kernel for the few-row products of
-decoding; :func:`attnlab.accel.apply_dropout` is ``dropout(x)`` without the call when it is
-inactive. :mod:`attnlab.accel` documents this fast path and how to turn it off.
+These modules are the reference: plain :class:`torch.nn.Linear` projections and
+:class:`torch.nn.Dropout`, nothing of attnlab's engine. The engine (:mod:`attnlab.accel`) sits
+above them and reads their parameters where it computes the same numbers faster (decoding on a
+CPU); :mod:`attnlab.decode` chooses it by name.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import accel
 from . import functional as AF
 from .variants import AttentionSpec
 
@@ -113,12 +113,18 @@ class KVCache:
             self._make_room(like, like, 1)
         return self._k, self._v, self.length
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps); only the
-        positions filled so far are copied (:func:`attnlab.accel.reorder_rows`)."""
+    def reorder(self, index: Tensor, gather: Callable[[Tensor, Tensor, int], Tensor] | None = None) -> None:
+        """Keep batch rows ``index`` (beam search re-ranks hypotheses between steps).
+
+        ``gather(x, index, filled)`` copies the rows: by default ``x.index_select(0, index)``; an
+        engine may pass one that copies only the ``filled`` positions decoded so far
+        (:func:`attnlab.accel.reorder_rows`), the positions after them being unset."""
         if self._k is not None:
-            self._k = accel.reorder_rows(self._k, index, self.length)  # (B', H, capacity, Dh)
-            self._v = accel.reorder_rows(self._v, index, self.length)
+            if gather is None:
+                self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
+            else:
+                self._k = gather(self._k, index, self.length)  # (B', H, capacity, Dh)
+                self._v = gather(self._v, index, self.length)
 
     def cast(self, dtype: torch.dtype) -> None:
         """Store the keys and values in ``dtype`` from now on (the attention reading them computes
@@ -246,10 +252,10 @@ class MultiHeadAttention(nn.Module):
         self.attention = attention if isinstance(attention, AttentionSpec) else AttentionSpec(attention)
         self.backend = backend
         self.rotary = rotary
-        self.q_proj = accel.Linear(d_model, d_model, bias=bias)
-        self.k_proj = accel.Linear(kdim or d_model, d_model, bias=bias)
-        self.v_proj = accel.Linear(vdim or d_model, d_model, bias=bias)
-        self.out_proj = accel.Linear(d_model, d_model, bias=bias)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._stackable = (kdim or d_model) == (vdim or d_model) == d_model  # see _project_qkv
 
     @property
@@ -293,8 +299,7 @@ class MultiHeadAttention(nn.Module):
         projections = (self.q_proj, self.k_proj, self.v_proj)
         if not torch.is_grad_enabled():
             # Inference: stacking copies the three weight matrices at every call, which for a
-            # short sentence costs more than the products; each projection alone (few rows: the
-            # kernel of attnlab.accel.linear) needs no copy.
+            # short sentence costs more than the products; each projection alone needs no copy.
             return tuple(self.split_heads(p(x)) for p in projections)  # 3 × (B, H, T, Dh)
         weight = torch.cat([p.weight for p in projections])  # (3D, D)
         bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])  # (3D,)
@@ -465,70 +470,24 @@ class MultiHeadAttention(nn.Module):
         """One step of incremental self-attention decoding: one new position per sequence, no
         masks, no weights asked for, the keys and values before it in ``cache``.
 
-        The general path of :meth:`forward` computes the same attention, but decoding runs this
-        once per layer and token, where the fixed cost of each call is a large part of the step:
-        the three projections are one call of :func:`attnlab.accel.stacked_linear`; under
-        ``backend="auto"`` the attention is :func:`attnlab.accel.attend_one_query`, a kernel
-        for a single query (the same numbers as PyTorch's fused kernel up to rounding), else the
-        backend's usual kernel; and the checks and masks are left out, as :meth:`forward` has
-        made the cheap checks that this case needs. A single new query may see every cached
-        key, so causal decoding needs no mask.
+        The general path of :meth:`forward` computes the same attention (the same operations, so
+        the same numbers), but decoding runs this once per layer and token, where the fixed cost
+        of each call is a large part of the step: the checks and masks are left out, as
+        :meth:`forward` has made the cheap checks that this case needs. A single new query may see
+        every cached key, so causal decoding needs no mask.
 
         Shape:
             x ``(B, 1, D)``; cache holding ``S - 1`` positions → output ``(B, 1, D)``
         """
         B = x.shape[0]
-        q_proj, k_proj, v_proj = self.q_proj, self.k_proj, self.v_proj
-        weights = (q_proj.weight, k_proj.weight, v_proj.weight)
-        biases = None if q_proj.bias is None else (q_proj.bias, k_proj.bias, v_proj.bias)
-        qkv = accel.stacked_linear(x, weights, biases)  # (B, 1, 3D)
-        q, k, v = qkv.view(B, 1, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × (B, H, 1, Dh)
+        q, k, v = self._project_qkv(x)  # (B, H, 1, Dh) each
         if self.rotary is not None:
             offset = len(cache)
             q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, 1, Dh)
         k, v = cache.extend(k, v)  # (B, H, S, Dh)
         scale = 1.0 / math.sqrt(self.head_dim)  # the default of AF.scaled_dot_product_attention
         dropout_p = self.dropout if self.training else 0.0
-        out = None
-        if self.backend == "auto" and dropout_p == 0.0:
-            out = accel.attend_one_query(q, k, v, scale)  # (B, H, 1, Dh), or None: not its case
-        if out is None:
-            out, _ = AF.pick_backend(self.backend, q, k)(q, k, v, None, scale, dropout_p, False, False)
-        out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
-        return AttentionOutput(self.out_proj(out), None)
-
-    def attend_source_row(
-        self, x: Tensor, kv: tuple[Tensor, Tensor], key_padding_mask: Tensor, lengths: Tensor
-    ) -> AttentionOutput:
-        """One step of source–target (cross) attention while decoding: one new position per row,
-        attending to the projected source ``kv``, which consecutive groups of rows share (the
-        hypotheses of one sentence in beam search), no weights asked for.
-
-        ``lengths`` counts the real tokens of each source, which must be its first ones (a
-        right-padded batch, as ``key_padding_mask`` says). Under ``backend="auto"`` the attention
-        is :func:`attnlab.accel.attend_one_query` over those positions, the numbers of
-        :meth:`forward` up to rounding, without its checks, masks and module calls; elsewhere, or
-        where the kernel does not apply, it is :meth:`forward`.
-
-        Shape:
-            x ``(B, 1, D)``; kv 2 × ``(B / G, H, S, Dh)``; key_padding_mask ``(B / G, S)``;
-            lengths ``(B / G,)`` → output ``(B, 1, D)``
-        """
-        B = x.shape[0]
-        k, v = kv
-        out = None
-        # (Without the kernel, straight to forward: projecting q here would be work done twice.)
-        if (
-            self.backend == "auto"
-            and self.rotary is None
-            and not (self.training and self.dropout > 0)
-            and accel.kernels.available()
-        ):
-            q = self.q_proj(x).view(B, 1, self.n_heads, self.head_dim).transpose(1, 2)  # (B, 1, D) -> (B, H, 1, Dh)
-            scale = 1.0 / math.sqrt(self.head_dim)  # the default of AF.scaled_dot_product_attention
-            out = accel.attend_one_query(q, k, v, scale, B // k.shape[0], lengths)  # (B, H, 1, Dh)
-        if out is None:
-            return self(x, kv=kv, key_padding_mask=key_padding_mask)
+        out, _ = AF.pick_backend(self.backend, q, k)(q, k, v, None, scale, dropout_p, False, False)  # (B, H, 1, Dh)
         out = out.transpose(1, 2).reshape(B, 1, self.d_model)  # (B, H, 1, Dh) -> (B, 1, D)
         return AttentionOutput(self.out_proj(out), None)
 
@@ -621,13 +580,13 @@ class FeedForward(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
-        self.up_proj = accel.Linear(d_model, d_ff, bias=bias)
-        self.down_proj = accel.Linear(d_ff, d_model, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.act = ACTIVATIONS[activation]
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(accel.apply_dropout(self.dropout, self.act(self.up_proj(x))))
+        return self.down_proj(self.dropout(self.act(self.up_proj(x))))
 
 
 class BlockOutput(NamedTuple):
@@ -700,12 +659,12 @@ class EncoderBlock(nn.Module):
 
         if self.norm == "pre":
             a = attend(self.attn_norm(x))
-            x = x + accel.apply_dropout(self.dropout, a.output)
-            x = x + accel.apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + self.dropout(a.output)
+            x = x + self.dropout(self.ff(self.ff_norm(x)))
         else:
             a = attend(x)
-            x = self.attn_norm(x + accel.apply_dropout(self.dropout, a.output))
-            x = self.ff_norm(x + accel.apply_dropout(self.dropout, self.ff(x)))
+            x = self.attn_norm(x + self.dropout(a.output))
+            x = self.ff_norm(x + self.dropout(self.ff(x)))
         return BlockOutput(x, a.weights)
 
 
@@ -775,14 +734,14 @@ class DecoderBlock(nn.Module):
 
         if self.norm == "pre":
             s = self_attend(self.self_norm(x))
-            x = x + accel.apply_dropout(self.dropout, s.output)
+            x = x + self.dropout(s.output)
             c = cross_attend(self.cross_norm(x))
-            x = x + accel.apply_dropout(self.dropout, c.output)
-            x = x + accel.apply_dropout(self.dropout, self.ff(self.ff_norm(x)))
+            x = x + self.dropout(c.output)
+            x = x + self.dropout(self.ff(self.ff_norm(x)))
         else:
             s = self_attend(x)
-            x = self.self_norm(x + accel.apply_dropout(self.dropout, s.output))
+            x = self.self_norm(x + self.dropout(s.output))
             c = cross_attend(x)
-            x = self.cross_norm(x + accel.apply_dropout(self.dropout, c.output))
-            x = self.ff_norm(x + accel.apply_dropout(self.dropout, self.ff(x)))
+            x = self.cross_norm(x + self.dropout(c.output))
+            x = self.ff_norm(x + self.dropout(self.ff(x)))
         return BlockOutput(x, s.weights, c.weights)

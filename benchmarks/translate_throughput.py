@@ -42,12 +42,12 @@ during the run; ``--out`` also writes it with ``results.json``.
 
 ``--step-rows R …`` measures instead the time of one fp32 decoding step of the model by rows
 (sentences × beams): attnlab's one-call C step (its products of many rows by the BLAS PyTorch uses,
-and by its packed panels alone) against the step of tensor operations (whose products are the
+and by its packed panels alone) against the modules' step (whose products are the
 BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of ``--threads``. Where
 the BLAS is found the one call takes every row count; else :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS`
 (and ``…_ONE_THREAD``) are the row counts past which the tensor operations take over. Then the
 other lines drawn the same way: the C encoder against the modules by source tokens
-(``NATIVE_ENCODER_MAX_TOKENS_ONE_CALL``, ``NATIVE_ENCODER_MAX_TOKENS``), the C step's products by rows,
+(``encoder_max_tokens_one_call``, ``encoder_max_tokens`` of attnlab.accel.rules.Lines), the C step's products by rows,
 packed panels against the BLAS (``accel.rules.BLAS_MIN_ROWS``, ``BLAS_MIN_ROWS_LARGE``), and oneDNN's
 product against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
 """
@@ -439,10 +439,11 @@ def step_rows(args) -> str:
     """The ``--step-rows`` table: milliseconds of one fp32 decoding step by rows, the one C call
     (its products of many rows by the BLAS, and by its packed panels alone) against the tensor
     operations, side by side; then the encoder's, the products' and oneDNN's lines."""
-    from attnlab.accel import kernels, rules
+    from attnlab.accel import engine, kernels, rules
 
     translator = load_translator(args.model)
     model = translator.model.eval().float()
+    native = engine.decoder(model)  # the native engine's start/step (the "ops" path: the modules')
     sources, _ = load_data(args, translator.src_lang, translator.tgt_lang)
     encoded = translator.src_tok.encode_batch(sources)
     S = 12  # every row's source: its first 12 tokens (sentences of at least 12)
@@ -477,10 +478,10 @@ def step_rows(args) -> str:
                 states = {}
                 for path in paths:
                     with take(path):
-                        state = model.start(src)
+                        state = native.start(src)
                         tokens = torch.full((rows, 1), translator.tgt_tok.bos_id)
                         for _ in range(8):  # a cache of 8 positions, as early in a sentence
-                            model.step(tokens, state)
+                            native.step(tokens, state)
                     states[path] = (state, tokens)
                 for _ in range(args.step_repeats):
                     for path in paths:  # alternating: a busy moment falls on all
@@ -490,7 +491,7 @@ def step_rows(args) -> str:
                         state.length = 8
                         with take(path):
                             start = time.perf_counter()
-                            model.step(tokens, state)
+                            native.step(tokens, state)
                             times[path].append(time.perf_counter() - start)
             c, packed, ops = (1e3 * statistics.median(times[p]) for p in paths)
             lines.append(f"| {threads} | {rows} | {c:.2f} | {packed:.2f} | {ops:.2f} | {c / ops:.2f} |")
@@ -516,10 +517,11 @@ def _median_ms(fn, repeats: int) -> float:
 def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
     """``model.start`` (the source encoded, every decoder layer's source keys/values) with the C
     encoder against the modules, by source tokens (sentences × 12 tokens), on the last of
-    ``--threads``; attnlab takes the C encoder up to ``NATIVE_ENCODER_MAX_TOKENS_ONE_CALL`` tokens
-    where its products have the BLAS, else ``NATIVE_ENCODER_MAX_TOKENS``."""
-    from attnlab.accel import kernels, rules
+    ``--threads``; attnlab takes the C encoder up to ``encoder_max_tokens_one_call`` tokens where
+    its products have the BLAS, else ``encoder_max_tokens`` (attnlab.accel.rules.Lines)."""
+    from attnlab.accel import engine, kernels, rules
 
+    native = engine.decoder(model)
     torch.set_num_threads(args.threads[-1])
     table = rules.lines()
     lines = [
@@ -534,10 +536,10 @@ def encoder_tokens(model, sources: list[list[int]], args) -> list[str]:
         with torch.inference_mode():
             for path, limit in (("C", 1 << 30), ("modules", 0)):
                 with rules.using(table, encoder_max_tokens=limit, encoder_max_tokens_one_call=limit):
-                    ms[path] = _median_ms(lambda src=src: model.start(src), args.step_repeats)
+                    ms[path] = _median_ms(lambda src=src: native.start(src), args.step_repeats)
         lines.append(f"| {n} | {src.numel()} | {ms['C']:.2f} | {ms['modules']:.2f} | {ms['C'] / ms['modules']:.2f} |")
     limit = table.encoder_max_tokens_one_call if kernels.blas() else table.encoder_max_tokens
-    return lines + ["", f"attnlab takes the C encoder up to {limit} tokens here (attnlab.models.native)."]
+    return lines + ["", f"attnlab takes the C encoder up to {limit} tokens here (attnlab.accel.engine)."]
 
 
 def product_rows(model, args) -> list[str]:

@@ -192,6 +192,20 @@ def test_auto_backend_takes_math_for_short_low_precision_attention_on_cpu(monkey
     torch.testing.assert_close(out.double(), ref, atol=3e-2, rtol=3e-2)
 
 
+def test_auto_backend_without_the_engines_rule_is_the_fused_kernel(monkeypatch):
+    # The plain maths knows nothing of the engine: without a rule (attnlab.accel installs its own
+    # when imported), "auto" is PyTorch's fused kernel, where the engine's rule would take math.
+    calls = []
+    for name, fn in list(AF.BACKENDS.items()):
+        monkeypatch.setitem(AF.BACKENDS, name, lambda *a, _n=name, _f=fn: calls.append(_n) or _f(*a))
+    monkeypatch.setattr(AF, "_auto_rule", None)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=torch.Generator().manual_seed(1)).bfloat16() for n in (3, 16, 16))
+    scaled_dot_product_attention(q, k, v)
+    AF.set_auto_rule(lambda q, k: True)
+    scaled_dot_product_attention(q, k, v)
+    assert calls == ["sdpa", "math"]
+
+
 def test_dropout_is_applied_to_weights_and_rescaled():
     q, k = torch.zeros(1, 1, 4), torch.zeros(1, 400, 4)  # uniform weights 1/400
     v = torch.ones(1, 400, 1)

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import accel
+from attnlab.accel import engine
 from attnlab.decode import generate, iter_generate, sample_next, sampling_probs
 from attnlab.models.gpt import GPT, gpt_config
 
@@ -58,14 +59,14 @@ def test_cached_generation_equals_uncached(positions, t0, n, seed):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_generation_takes_the_token_stepper_with_the_same_result(native, monkeypatch):
-    # The Python stepper gives forward's numbers bit for bit; the native one (one C call per step)
-    # up to rounding, and the same tokens.
+    # The model's own stepper gives forward's numbers bit for bit; the native engine's (one C call
+    # per step) up to rounding, and the same tokens.
     # (native=False: every native kernel switched off, as on a machine without a compiler)
     switch = contextlib.nullcontext() if native else accel.disabled()
     model = tiny()
     prompt = torch.randint(0, 29, (2, 5), generator=torch.Generator().manual_seed(0))
     with switch:
-        assert model.token_stepper().engine == ("native" if native and accel.isas() else "python")
+        assert engine.stepper(model).engine == ("native" if native and accel.isas() else "modules")
         with_stepper = generate(model, prompt, max_new_tokens=12, temperature=0, return_logits=True)
         calls = []
         real = GPT.token_stepper

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import accel
+from attnlab.accel import engine
 from attnlab.layers import KVCache, MultiHeadAttention
 from attnlab.models.gpt import GPT, PRESETS, GPTConfig, LMOutput, gpt_config
 from attnlab.positional import RotaryEmbedding
@@ -98,20 +99,20 @@ def test_cached_chunks_equal_full_forward(positions, cuts, seed):
         (torch.bfloat16, {}),
     ],
 )
-@pytest.mark.parametrize("path", ["native", "python"])
+@pytest.mark.parametrize("path", ["native", "modules"])
 def test_token_stepper_equals_forward(positions, batch, dtype, kw, path):
-    """The Python stepper runs forward's operations on forward's parameters: the same logits, bit
-    for bit (here with every native kernel switched off, as on a machine without a compiler; with
-    them: tests/test_native_paths.py). The native one (fp32 or bf16, learned positions, attnlab's
+    """The model's own stepper is forward: the same logits, bit for bit (here with every native
+    kernel switched off, as on a machine without a compiler; with them: tests/test_native_paths.py).
+    The native engine's (attnlab.accel.engine.stepper: fp32 or bf16, learned positions, attnlab's
     kernels built) is one C call per step: the same logits up to rounding."""
     native = path == "native" and dtype != torch.float64 and positions == "learned" and accel.isas()
     if path == "native" and not native:
         pytest.skip("the native step is for fp32 or bf16 models with learned positions, where the kernels are built")
-    with accel.disabled() if path == "python" else contextlib.nullcontext():
+    with accel.disabled() if path == "modules" else contextlib.nullcontext():
         model = tiny(positions, **kw).to(dtype)
-        step = model.token_stepper()
+        step = engine.stepper(model) if native else model.token_stepper()
         assert step is not None
-        assert step.engine == ("native" if native else "python")
+        assert step.engine == ("native" if native else "modules")
         # The native step reads bf16 weights as they are and computes in fp32: forward in fp32 on
         # the same weights widened to fp32 (exact) is its reference; the BF16 dot product (the
         # avx512_bf16 kernels) rounds the activations to bf16 too.

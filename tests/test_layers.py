@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from pinned_lines import pin_lines
 from torch import nn
 
-from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear
+from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear, reorder_rows
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -480,10 +480,13 @@ def test_cache_reorder():
     KVCache().reorder(index)  # an empty cache has nothing to reorder
 
 
+@pytest.mark.parametrize("gather", [None, reorder_rows], ids=["index_select", "engine"])
 @pytest.mark.parametrize("grad", [False, True])
-def test_cache_reorders_every_step_follow_the_rows(grad):
+def test_cache_reorders_every_step_follow_the_rows(grad, gather):
     # Beam search reorders after every step, growing the batch (K beams) then shrinking it
-    # (finished sentences) while the capacity doubles: each step equals the full recomputation.
+    # (finished sentences) while the capacity doubles: each step equals the full recomputation,
+    # whether the rows are copied whole (the modules) or only their filled positions (the engine's
+    # gather, attnlab.accel.reorder_rows).
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).double()
     seqs = torch.randn(3, 1, 8, dtype=torch.float64)  # (B, t, D) every row's inputs so far
@@ -492,7 +495,7 @@ def test_cache_reorders_every_step_follow_the_rows(grad):
         mha(seqs, is_causal=True, cache=cache)
         for index in ([0, 0, 1, 1, 2, 2], [1, 0, 3, 3, 5, 4], [2, 2, 5, 4], [1, 0, 3, 2], [3, 0], [1, 0, 0]) * 3:
             index = torch.tensor(index)
-            cache.reorder(index)
+            cache.reorder(index, gather=gather)
             nxt = torch.randn(len(index), 1, 8, dtype=torch.float64)
             seqs = torch.cat([seqs[index], nxt], dim=1)
             step = mha(nxt, is_causal=True, cache=cache).output

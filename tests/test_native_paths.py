@@ -22,10 +22,10 @@ import torch.nn.functional as F
 from pinned_lines import pin_lines
 
 from attnlab import accel
-from attnlab.accel import kernels
+from attnlab.accel import engine, kernels
+from attnlab.accel.engine import NativeDecoderState
 from attnlab.decode import beam_search
 from attnlab.models.gpt import GPT, gpt_config
-from attnlab.models.native import NativeDecoderState
 from attnlab.models.seq2seq import DecoderState
 from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
 
@@ -148,7 +148,8 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
     real = (src != PAD)[:, None, :, None]  # (B, 1, S, 1): padded positions are never attended to
     tol = tolerance(dtype, isa)
     with torch.no_grad(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
-        fast = model.start(src)
+        native = engine.decoder(model)
+        fast = native.start(src)
         assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
@@ -157,67 +158,53 @@ def test_translator_native_path_equals_the_modules(norm, activation, dtype, widt
             torch.testing.assert_close(k * real, rk * real, **tol)
             torch.testing.assert_close(v * real, rv * real, **tol)
         kernel_rows = count_kernel_steps(monkeypatch)
-        run_steps(model, fast, wide, plain, tol)
+        run_steps(native, fast, wide, plain, tol)
     assert kernel_rows == [3, 6, 6, 4] + [4] * 16  # every step was the one C call (a few rows each)
-
-
-def count_linear_rows(monkeypatch) -> list[int]:
-    """The rows of every ``accel.linear`` call from now on (the tensor operations' step looks it up;
-    the C step and the modules do not), in a list that the calls fill."""
-    rows_seen: list[int] = []
-    plain_linear = accel.linear
-
-    def counted(x, weight, bias=None):
-        rows_seen.append(x.shape[0])
-        return plain_linear(x, weight, bias)
-
-    monkeypatch.setattr(accel, "linear", counted)
-    return rows_seen
 
 
 @needs_kernels
 @pytest.mark.parametrize("blas", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_many_rows_take_the_tensor_operations_step_only_without_a_blas(dtype, blas, monkeypatch):
-    # Where the C step's products cannot go to a BLAS, an fp32 step past accel.ONE_CALL_STEP_MAX_ROWS
-    # rows (accel.prefer_one_call_step) is the tensor operations' (the BLAS's products), with fewer it
-    # is the one C call again; both extend the same caches, so a decoding that crosses the line
-    # either way keeps the modules' numbers. With the BLAS the one call takes every row count, and
-    # bf16 weights always stay on the C step (its fp32 arithmetic). The tensor operations' step
-    # calls accel.linear (counted here); the C step and the modules do not look it up.
+    # Where the C step's products cannot go to a BLAS, an fp32 step past the table's
+    # one_call_step_max_rows rows (attnlab.accel.rules.prefer_one_call_step) is the modules' (the
+    # BLAS's products), with fewer it is the one C call again; both extend the same caches, so a
+    # decoding that crosses the line either way keeps the modules' numbers. With the BLAS the one
+    # call takes every row count, and bf16 weights always stay on the C step (its fp32
+    # arithmetic). The rows of every C step are counted here.
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
-    rows_seen = count_linear_rows(monkeypatch)
+    kernel_rows = count_kernel_steps(monkeypatch)
     pin_lines(monkeypatch, one_call_step_max_rows=4, one_call_step_max_rows_one_thread=4)  # run_steps: 3, 6, 4 rows
     model = translator(dtype=dtype)
     wide = copy.deepcopy(model).float()
     src = sources()
     with torch.no_grad(), kernels.using_blas(blas):
-        fast = model.start(src)
+        native = engine.decoder(model)
+        fast = native.start(src)
         assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
-        run_steps(model, fast, wide, plain, tolerance(dtype, ISAS[-1]))
-    assert set(rows_seen) == ({6} if dtype == torch.float32 and not blas else set())
+        run_steps(native, fast, wide, plain, tolerance(dtype, ISAS[-1]))
+    assert set(kernel_rows) == ({3, 4} if dtype == torch.float32 and not blas else {3, 4, 6})
 
 
 @needs_kernels
 @pytest.mark.parametrize("blas", [False, True])
 def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas, monkeypatch):
-    # GPT's stepper as the translator's: without a BLAS, three rows past the line run forward's
-    # operations (their numbers bit for bit), two rows the one C call, on the same caches; with the
-    # BLAS the one call takes both. The tensor operations' step calls accel.linear (counted here,
-    # looked up when the stepper is built); the C step does not.
+    # GPT's stepper as the translator's: without a BLAS, three rows past the line run forward
+    # (its numbers bit for bit), two rows the one C call, on the same caches; with the BLAS the one
+    # call takes both. The rows of every C step are counted here.
     if blas and not kernels.blas():
         pytest.skip("no BLAS found for the kernels' products here")
-    rows_seen = count_linear_rows(monkeypatch)
+    kernel_rows = count_kernel_steps(monkeypatch)
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37)).eval()
     ids = torch.randint(0, 37, (3, 20), generator=torch.Generator().manual_seed(3))
     pin_lines(monkeypatch, one_call_step_max_rows=2, one_call_step_max_rows_one_thread=2)
     tol = tolerance(torch.float32, ISAS[-1])
     with torch.inference_mode(), kernels.using_blas(blas):
-        step = model.token_stepper()
+        step = engine.stepper(model)
         assert step.engine == "native"
         a, b = model.new_caches(), model.new_caches()
         model(ids[:, :3], caches=a)
@@ -228,13 +215,13 @@ def test_gpt_many_rows_take_the_tensor_operations_step_only_without_a_blas(blas,
                 torch.testing.assert_close(got, want, **tol)
             else:
                 assert torch.equal(got, want)
-        assert set(rows_seen) == (set() if blas else {3})
+        assert set(kernel_rows) == ({3} if blas else set())
         for c in a + b:
             c.reorder(torch.tensor([0, 2]))
         for t in range(10, 20):  # two rows: the C step on the caches the other step filled
             want = model(ids[[0, 2], t : t + 1], caches=a).logits[:, -1]
             torch.testing.assert_close(step(ids[[0, 2], t : t + 1], b), want, **tol)
-    assert set(rows_seen) == (set() if blas else {3})
+    assert set(kernel_rows) == ({3, 2} if blas else {2})
 
 
 @needs_kernels
@@ -256,7 +243,8 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
     tol = tolerance(dtype, ISAS[-1])
     src = sources()
     with torch.no_grad(), kernels.using_blas(blas != "never"):
-        fast = model.start(src)
+        native = engine.decoder(model)
+        fast = native.start(src)
         assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "native"
         with accel.disabled():
             plain = plain_state(wide, src)
@@ -264,7 +252,7 @@ def test_translator_native_path_equals_the_modules_with_and_without_the_blas(nor
             real = (src != PAD)[:, None, :, None]  # (B, 1, S, 1)
             torch.testing.assert_close(k * real, rk * real, **tol)
             torch.testing.assert_close(v * real, rv * real, **tol)
-        run_steps(model, fast, wide, plain, tol)
+        run_steps(native, fast, wide, plain, tol)
 
 
 @needs_kernels
@@ -309,27 +297,19 @@ def test_blas_products_equal_torch_and_follow_the_row_lines(n, out, rows, dtype,
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
 @pytest.mark.parametrize("kernels_on", [True, False])
-def test_translator_python_step_equals_the_modules(norm, activation, kernels_on):
-    # Where the C step does not apply, an fp32 model still decodes without module calls: with the
-    # one-row kernels (here: LayerNorms of different eps, which the C step does not take), or with
-    # none at all (switched off: a machine without a C compiler).
+def test_translator_engine_falls_back_to_the_modules(norm, activation, kernels_on):
+    # Where the C step does not apply (here: LayerNorms of different eps, which it does not take),
+    # or no kernel is in use (switched off: a machine without a C compiler), the "auto" engine
+    # decodes by the model's modules: their state, their numbers bit for bit.
     model = translator(norm=norm, activation=activation)
     model.decoder[1].ff_norm.eps = 1e-6
     src = sources()
-    with torch.no_grad():
-        if kernels_on:
-            fast = model.start(src)
-        else:
-            with accel.disabled():
-                fast = model.start(src)
-        assert isinstance(fast, NativeDecoderState) and fast.fast.engine == "python"
-        with accel.disabled():
-            plain = plain_state(model, src)
-        if kernels_on:
-            run_steps(model, fast, model, plain, tolerance(torch.float32, "avx2"))
-        else:
-            with accel.disabled():
-                run_steps(model, fast, model, plain, tolerance(torch.float32, "avx2"))
+    with torch.no_grad(), contextlib.nullcontext() if kernels_on else accel.disabled():
+        native = engine.decoder(model)
+        fast = native.start(src)
+        assert type(fast) is DecoderState
+        plain = plain_state(model, src)
+        run_steps(native, fast, model, plain, dict(atol=0, rtol=0))
 
 
 def uncached_score(model: Transformer, src: torch.Tensor, tokens: list[int], max_len: int) -> float:
@@ -375,7 +355,7 @@ def test_gpt_native_step_equals_forward(kw, dtype, width, isa):
     wide = copy.deepcopy(model).float()
     ids = torch.randint(0, 37, (3, 24), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode(), accel.using_isa(isa), kernels.using_blas(isa == ISAS[-1]):
-        step = model.token_stepper()
+        step = engine.stepper(model)
         assert step.engine == "native"
         a, b = wide.new_caches(), model.new_caches()
         with accel.disabled():
@@ -389,17 +369,17 @@ def test_gpt_native_step_equals_forward(kw, dtype, width, isa):
 
 
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
-def test_gpt_python_step_equals_forward_bit_for_bit(positions):
-    # Without the C step (rotary positions; or every kernel switched off) the stepper runs forward's
-    # operations on forward's parameters: the same bits.
+def test_gpt_stepper_without_the_c_step_is_forward_bit_for_bit(positions):
+    # Without the C step (rotary positions; or every kernel switched off) the "auto" engine's
+    # stepper is the model's own (forward): the same bits.
     torch.manual_seed(0)
     model = GPT(gpt_config("tiny", vocab_size=37, positions=positions)).eval()
     ids = torch.randint(0, 37, (2, 20), generator=torch.Generator().manual_seed(2))
     for off in (True, False):
         with torch.inference_mode(), accel.disabled() if off else contextlib.nullcontext():
-            step = model.token_stepper()
-            assert step.engine == ("python" if off or positions == "rotary" else "native")
-            if step.__name__ != "step":
+            step = engine.stepper(model)
+            assert step.engine == ("modules" if off or positions == "rotary" else "native")
+            if step.engine != "modules":
                 continue
             a, b = model.new_caches(), model.new_caches()
             model(ids[:, :3], caches=a)
@@ -417,11 +397,11 @@ def test_disabled_switches_every_kernel_off_inside_the_block_only():
             assert not kernels.available()
             assert kernels.matvec(x, w) is None and kernels.pack(w) is None
             assert kernels.top_k_log_softmax(torch.randn(2, 9), 2) is None
-            assert model.start(src).fast.engine == "python"  # the fp32 step without module calls
-            assert GPT(gpt_config("tiny", vocab_size=37)).eval().token_stepper().engine == "python"
+            assert type(engine.decoder(model).start(src)) is DecoderState  # the modules' state
+            assert engine.stepper(GPT(gpt_config("tiny", vocab_size=37)).eval()).engine == "modules"
         if ISAS:
             assert kernels.available() and kernels.matvec(x, w) is not None
-            assert model.start(src).fast.engine == "native"
+            assert engine.decoder(model).start(src).fast.engine == "native"
 
 
 @needs_kernels
@@ -498,3 +478,35 @@ def test_the_c_and_ctypes_sides_lay_the_structures_out_alike():
 
     assert kernels.c_layout() == layout.ctypes_layout()
     assert "#define ACT_GELU_TANH 3" in layout.header()  # the activation codes, defined once
+
+
+def test_decoding_picks_the_engine_by_key():
+    # "auto" (the native engine where it can run) and "modules" (the reference) decode the same
+    # sentences; the key is checked with a one-line error; "modules" hands the model itself to the
+    # search, and a model other than a Transformer or GPT always decodes by its own steps.
+    from attnlab.decode import generate, greedy_decode
+
+    model = translator()
+    src = sources()
+    kw = dict(bos_id=BOS, eos_id=EOS, max_len=8)
+    assert engine.decoder(model, "modules") is model
+    assert isinstance(engine.decoder(model), engine.NativeTranslator)
+    with torch.no_grad():
+        auto = greedy_decode(model, src, **kw)
+        plain = greedy_decode(model, src, engine="modules", **kw)
+        beams = beam_search(model, src, beam_size=2, engine="modules", **kw)
+    assert [h.tokens for h in auto] == [h.tokens for h in plain]
+    assert [h.score for h in auto] == pytest.approx([h.score for h in plain], abs=1e-4)
+    assert len(beams) == len(src)
+    with pytest.raises(ValueError, match="unknown decoding engine 'fast'"):
+        greedy_decode(model, src, engine="fast", **kw)
+    torch.manual_seed(0)
+    lm = GPT(gpt_config("tiny", vocab_size=37)).eval()
+    prompt = torch.randint(0, 37, (2, 4), generator=torch.Generator().manual_seed(4))
+    runs = {
+        e: generate(lm, prompt, max_new_tokens=6, temperature=0, return_logits=True, engine=e) for e in engine.ENGINES
+    }
+    assert torch.equal(runs["auto"].tokens, runs["modules"].tokens)
+    torch.testing.assert_close(runs["auto"].logits, runs["modules"].logits, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="unknown decoding engine"):
+        generate(lm, prompt, max_new_tokens=1, engine="native-only")

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from attnlab import accel
+from attnlab.accel import engine
+from attnlab.accel.engine import NativeDecoderState
 from attnlab.decode import beam_search, greedy_decode
-from attnlab.models.native import NativeDecoderState
 from attnlab.models.seq2seq import DecoderState
 from attnlab.models.transformer import PRESETS, Transformer, TransformerConfig
 
@@ -218,7 +219,7 @@ def test_beam_search_stops_early_only_when_the_result_is_decided(alpha, monkeypa
 
 
 def fast(state):
-    """The fast step that Transformer.start chose for this state (attnlab.models.native), or None."""
+    """The fast step that the native engine's start chose for this state (attnlab.accel.engine), or None."""
     return state.fast if isinstance(state, NativeDecoderState) else None
 
 
@@ -234,28 +235,28 @@ def test_fast_decoding_step_only_where_it_computes_the_same():
     # (The fast steps against the blocks, for every configuration: tests/test_native_paths.py.)
     model = make_model(n_decoder_layers=2)
     src, tgt_in, _ = random_batch(B=3)
-    assert fast(model.start(src)) is None  # autograd on: the blocks
+    assert fast(engine.decoder(model).start(src)) is None  # autograd on: the blocks
     with torch.no_grad():
-        assert fast(model.start(src)) is not None
+        assert fast(engine.decoder(model).start(src)) is not None
         left = torch.cat([torch.full((3, 2), PAD), src[:, :-2]], dim=1)  # padding first: not its layout
-        assert fast(model.start(left)) is None
+        assert fast(engine.decoder(model).start(left)) is None
         state = model.start(src)
         with_weights = model.step(tgt_in[:, :1], state, need_weights=True)  # the maps need the blocks
         assert with_weights.cross_weights is not None
         model.train()
-        assert fast(model.start(src)) is None
+        assert fast(engine.decoder(model).start(src)) is None
         model.eval()
         handle = model.decoder[0].ff.register_forward_hook(lambda *a: None)
-        assert fast(model.start(src)) is None  # a hook would not run
+        assert fast(engine.decoder(model).start(src)) is None  # a hook would not run
         handle.remove()
         model.encoder[0].register_forward_hook(lambda *a: None)  # the encoder has run by then
-        assert fast(model.start(src)) is not None
-        assert fast(make_model(n_decoder_layers=2).double().start(src)) is None
+        assert fast(engine.decoder(model).start(src)) is not None
+        assert fast(engine.decoder(make_model(n_decoder_layers=2).double()).start(src)) is None
         # bf16 weights: only the native step reads them (in fp32 arithmetic), where it is built
-        bf16 = fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src))
+        bf16 = fast(engine.decoder(make_model(n_decoder_layers=2).to(torch.bfloat16)).start(src))
         assert (bf16 is not None and bf16.engine == "native") if accel.isas() else bf16 is None
         with accel.disabled():
-            assert fast(make_model(n_decoder_layers=2).to(torch.bfloat16).start(src)) is None
+            assert fast(engine.decoder(make_model(n_decoder_layers=2).to(torch.bfloat16)).start(src)) is None
 
 
 def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules(monkeypatch):
@@ -271,9 +272,11 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules(mon
     model = make_model(n_decoder_layers=2)
     src, tgt_in, _ = random_batch(B=2)
 
+    native = engine.decoder(model)
+
     def logits():
-        fast_state, plain = model.start(src), plain_state(model, src)
-        return model.step(tgt_in[:, :1], fast_state).logits, model.step(tgt_in[:, :1], plain).logits
+        fast_state, plain = native.start(src), plain_state(model, src)
+        return native.step(tgt_in[:, :1], fast_state).logits, model.step(tgt_in[:, :1], plain).logits
 
     with torch.no_grad():
         a, b = logits()
@@ -289,7 +292,7 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules(mon
         assert not torch.allclose(a, a2)
         calls = []
         model.encoder[0].register_forward_hook(lambda *args: calls.append(1))
-        model.start(src)
+        native.start(src)
         assert calls == [1]  # the module ran, not the kernel
         # A module replaced after the kernels were built (the structure is read again) ...
         new_ff = type(model.decoder[1].ff)(32, 64)
@@ -298,9 +301,9 @@ def test_native_kernels_follow_the_parameters_and_leave_hooks_to_the_modules(mon
         torch.testing.assert_close(a3, b3, atol=1e-5, rtol=1e-5)
         assert not torch.allclose(a2, a3)
         new_ff.register_forward_hook(lambda *args: calls.append(2))
-        assert fast(model.start(src)) is None  # ... and its hooks are seen
+        assert fast(engine.decoder(model).start(src)) is None  # ... and its hooks are seen
         # ... and parameters converted in place to another dtype: no fp32 kernels for them
-        assert fast(model.double().start(src)) is None
+        assert fast(engine.decoder(model.double()).start(src)) is None
 
 
 def test_beam_search_with_the_fast_step_batched_equals_one_by_one_and_beam_one_greedy():

@@ -1,8 +1,10 @@
-"""The fast path: the places where attnlab computes the same numbers as plain PyTorch, faster.
+"""The engine: the places where attnlab computes the same numbers as plain PyTorch, faster.
 
-Everything else in attnlab is written to be read; this package holds the few spots where the
-plain call was measurably slow on a CPU, each behind one function whose contract is the plain
-call it replaces:
+Everything else in attnlab is written to be read, and the models (:mod:`attnlab.functional`,
+:mod:`attnlab.layers`, :mod:`attnlab.models`, plain ``nn.Linear`` and dropout) are the reference:
+they import nothing from here (an import contract in pyproject.toml says so). This package sits
+above them and holds the few spots where the plain call was measurably slow on a CPU, each behind
+one function whose contract is the plain call it replaces:
 
 - :func:`linear` ``==`` :func:`torch.nn.functional.linear` (and :class:`Linear` ``==``
   :class:`torch.nn.Linear`, same parameters and state-dict names). Without autograd, on a CPU and
@@ -25,16 +27,18 @@ call it replaces:
   (:data:`attnlab.accel.rules.BLAS_MIN_ROWS`; :func:`attnlab.accel.kernels.using_blas` turns it
   off for a block); :class:`attnlab.accel.kernels.EncoderStack` the same for the
   encoder, and :func:`attnlab.accel.kernels.beam_step` for one step of beam search's
-  bookkeeping. :mod:`attnlab.models.native` hands a Transformer's or GPT's tensors to them where
-  they apply (at inference, on a CPU, no hooks), so that a decoding step is one call instead of
-  ~100 tensor operations. Their parameters and arguments are laid out once, in
-  :mod:`attnlab.accel.layout`, for both the C and the Python side.
+  bookkeeping. :mod:`attnlab.accel.engine` (the native engine) hands a Transformer's or GPT's
+  tensors to them where they apply (at inference, on a CPU, no hooks), so that a decoding step is
+  one call instead of ~100 tensor operations; :mod:`attnlab.decode` chooses it by the key
+  ``engine="auto"`` (``"modules"``: the model's own modules). Their parameters and arguments are
+  laid out once, in :mod:`attnlab.accel.layout`, for both the C and the Python side.
 - :func:`reorder_rows` ``==`` ``x.index_select(0, index)`` on the positions of a key/value cache
   decoded so far (beam search's reorder between steps), copying only those, on all threads.
 - :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
   dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of
-  :func:`attnlab.functional.scaled_dot_product_attention` takes when no weights are asked for.
+  :func:`attnlab.functional.scaled_dot_product_attention` takes when no weights are asked for,
+  installed there by importing this package (:func:`attnlab.functional.set_auto_rule`).
   For bf16/fp16 on a CPU with at most :data:`MATH_MAX_KEYS_LOW_PRECISION` keys the explicit
   matmuls beat PyTorch's fused kernel, so "auto" takes them there; elsewhere the fused kernel.
 
@@ -48,10 +52,10 @@ All of it is on by default, exactly where it was measured faster (docs/foundatio
 docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 ``benchmarks/lm.py`` measure them again). To turn parts off:
 
+- ``engine="modules"`` of :mod:`attnlab.decode`'s searches and generation: the models' modules.
 - :func:`disabled` (``with attnlab.accel.disabled(): …``): inside the block, in this thread, no
   native kernel is used, as on a machine without a C compiler: single rows take oneDNN like the
-  few-row products, and the models run their modules (or, in fp32, the same operations without
-  the module calls). The tests compare the two paths so.
+  few-row products, and the models run their modules. The tests compare the two paths so.
 - ``ATTNLAB_NATIVE=0`` in the environment: nothing is compiled or loaded (the same happens without
   a C compiler with OpenMP); :func:`attnlab.accel.kernels.status` says which. The kernels are
   cached under ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), keyed by their sources, flags,
@@ -63,16 +67,18 @@ docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 - ``backend="sdpa"`` (or ``"math"``) instead of ``"auto"`` on ``MultiHeadAttention`` /
   ``scaled_dot_product_attention`` (``backend`` of ``GPTConfig`` and ``BertConfig``) fixes the
   attention kernel.
-- :func:`linear` only leaves ``F.linear`` without autograd; code that wants the plain product
-  everywhere uses ``nn.Linear`` / ``F.linear`` directly.
+- :func:`linear` only leaves ``F.linear`` without autograd; the models use ``nn.Linear`` /
+  ``F.linear`` directly.
 
-Each fast path is tested against the plain one (``tests/test_kernels.py``, ``tests/test_layers.py``,
-``tests/test_functional.py``). This package imports only torch and the standard library, so the
-bottom of the model stack (:mod:`attnlab.functional`) can use it.
+Each fast path is tested against the plain one (``tests/test_kernels.py``,
+``tests/test_native_paths.py``, ``tests/test_functional.py``). Apart from :mod:`.engine`, which
+reads the models' modules, this package imports only torch, the standard library and attnlab's
+machine facts.
 """
 
 from __future__ import annotations
 
+from .. import functional as _functional
 from . import calibrate  # noqa: F401  (registers the calibration that rules.lines() runs on first use)
 from .inference import (
     KERNEL_MAX_ROWS,
@@ -119,3 +125,7 @@ __all__ = [
     "ONE_CALL_STEP_MAX_ROWS",
     "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD",
 ]
+
+# "auto" attention in the plain maths takes the explicit matmuls where this engine's table says
+# they are the faster (the maths itself knows nothing of the engine).
+_functional.set_auto_rule(prefer_math)

@@ -73,7 +73,7 @@ class Lines:
     blas_large_weights: int = 1 << 20
     blas_min_rows_bf16: int = 8
     # Most source tokens (batch × length, padding included) the C encoder takes for an fp32 model
-    # without the BLAS, and otherwise (attnlab.models.native.start; its working memory bound).
+    # without the BLAS, and otherwise (attnlab.accel.engine.start; its working memory bound).
     encoder_max_tokens: int = 32
     encoder_max_tokens_one_call: int = 4096
     # Most rows for which accel.linear takes attnlab's kernel on several threads and on one; most

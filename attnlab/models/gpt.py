@@ -31,11 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..accel import apply_dropout, linear
 from ..layers import EncoderBlock, KVCache
 from ..positional import LearnedPositionalEmbedding, RotaryEmbedding
 from ..viz import ShowsAttention
-from . import native
 from .config import StackConfig, check_fields, preset_config
 
 Tensor = torch.Tensor
@@ -197,7 +195,7 @@ class GPT(nn.Module):
         x = self.tok_emb(input_ids)  # (B, T, D)
         if self.pos_emb is not None:
             x = self.pos_emb(x, offset)  # (B, T, D)
-        x = apply_dropout(self.embed_dropout, x)
+        x = self.embed_dropout(x)
         # A single new position after a cache may see every cached key, so the causal mask would
         # be all True: skip building it (one mask per layer per generated token).
         # A window needs is_causal even then: it decides the window's shape (causal, not symmetric).
@@ -210,27 +208,35 @@ class GPT(nn.Module):
             if need_weights:
                 attentions.append(weights)
         x = self.final_norm(x)
-        logits = linear(x, self.tok_emb.weight)  # (B, T, D) x (V, D)ᵀ -> (B, T, V), tied output
+        logits = F.linear(x, self.tok_emb.weight)  # (B, T, D) x (V, D)ᵀ -> (B, T, V), tied output
         loss = None if labels is None else causal_lm_loss(logits, labels)
         return LMOutput(logits, loss, attentions)
 
     def token_stepper(self) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
         """A function ``step(input_ids, caches)`` equal to ``self(input_ids,
         caches=caches).logits[:, -1]`` for one new token per row, or ``None`` where this model
-        needs :meth:`forward` (training mode, forward hooks, autocast or mixed dtypes, an
-        attention variant with a window or the online softmax). :func:`attnlab.decode.iter_generate`
-        takes it when there is one.
+        needs :meth:`forward` with its full checks (training mode, forward hooks, autocast or
+        mixed dtypes, an attention variant with a window or the online softmax).
 
-        One generated token passes ~60 module calls, checks and attribute look-ups, which for a
-        small model cost as much time as reading its weights (docs/gpt-bert.md): the step is one
-        call of attnlab's C decoder step where it applies, else :meth:`forward`'s operations
-        without the machinery around them (:func:`attnlab.models.native.gpt_stepper`). Use it only
-        while the model is not modified.
+        This is the model's own step: :meth:`forward` itself, marked ``engine = "modules"``.
+        A faster engine is chosen outside the model: :func:`attnlab.decode.iter_generate`'s
+        ``engine`` (:func:`attnlab.accel.engine.gpt_stepper`, attnlab's C decoder step).
 
         Shape:
             input_ids ``(B, 1)``; caches holding ``P`` positions → logits ``(B, V)`` at position ``P``
         """
-        return native.gpt_stepper(self)
+        if self.training or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
+            return None
+        if torch.is_autocast_enabled(self.tok_emb.weight.device.type) or len({p.dtype for p in self.parameters()}) > 1:
+            return None
+        if not all(block.norm == "pre" and block.self_attn.has_short_decoding_path for block in self.blocks):
+            return None
+
+        def step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
+            return self(input_ids, caches=caches).logits[:, -1]  # (B, V)
+
+        step.engine = "modules"  # type: ignore[attr-defined]
+        return step
 
 
 def causal_lm_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:

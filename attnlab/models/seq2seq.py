@@ -156,8 +156,17 @@ class DecoderState:
         if self.length:
             rows = torch.arange(self.src_mask.shape[0], device=self.src_mask.device).repeat_interleave(beam_size)
             for c in self.caches:
-                c.reorder(rows)
+                self.reorder_cache(c, rows)
         self.beams = beam_size
+
+    def reorder_cache(self, cache: KVCache, index: Tensor) -> None:
+        """Keep rows ``index`` of one layer's cache (:meth:`KVCache.reorder`); an engine's state
+        may copy them its own way.
+
+        Shape:
+            index ``(B',)`` → the cache's batch dimension becomes ``B'``
+        """
+        cache.reorder(index)
 
     def reorder(self, index: Tensor) -> None:
         """Keep decoder rows ``index`` (greedy decoding drops finished rows, beam search moves
@@ -173,7 +182,7 @@ class DecoderState:
             ``B' / beams``
         """
         for c in self.caches:
-            c.reorder(index)
+            self.reorder_cache(c, index)
         K = self.beams
         if K == 1:
             sentences = index

@@ -11,9 +11,9 @@ Decoding (greedy and beam search live in :mod:`attnlab.decode`) goes through the
 :mod:`attnlab.models.seq2seq`, :meth:`Transformer.start` and :meth:`Transformer.step`: the encoder
 output is projected to each layer's cross-attention keys/values once, and the decoder's
 self-attention keys/values are kept in a :class:`~attnlab.layers.KVCache`, so each new token
-costs one position of work instead of re-running the whole prefix. At inference, where attnlab's
-native kernels compute what the modules do, ``start`` and ``step`` hand the work to them
-(:mod:`attnlab.models.native`; :func:`attnlab.accel.disabled` keeps it in the modules).
+costs one position of work instead of re-running the whole prefix. ``start`` and ``step`` are
+the modules, the reference; attnlab's faster engine (:mod:`attnlab.accel.engine`, its C kernels)
+is chosen outside the model, by the ``engine`` key of :mod:`attnlab.decode`'s searches.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .. import accel
 from ..layers import ACTIVATIONS, DecoderBlock, EncoderBlock
 from ..positional import SinusoidalPositionalEncoding
 from ..variants import AttentionSpec
-from . import native
 from .config import check_fields
 from .seq2seq import DecoderState, Seq2SeqOutput, StepOutput, token_cross_entropy
 
@@ -143,8 +141,7 @@ class Transformer(nn.Module):
         # Pre-norm stacks end un-normalised; a final LayerNorm brings the output to scale.
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
-        # accel.Linear: the few rows of beam search at batch 1 read this large matrix on every thread.
-        self.out_proj = accel.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self._init_weights()
         if c.tie_output:
             self.out_proj.weight = self.tgt_embed.weight
@@ -266,12 +263,9 @@ class Transformer(nn.Module):
             src ``(B, S)`` → state with memory_kv ``L × 2 × (B, H, S, Dh)``
         """
         src_mask = src != self.config.pad_id if src_mask is None else src_mask  # (B, S)
-        state = native.start(self, src, src_mask)  # attnlab's fast path, where it computes the same
-        if state is None:
-            memory, _ = self.encode(src, src_mask)  # (B, S, D)
-            memory_kv = [block.cross_attn.project_kv(memory) for block in self.decoder]  # L × 2 × (B, H, S, Dh)
-            state = DecoderState(memory_kv, src_mask, [block.self_attn.new_cache() for block in self.decoder])
-        return state
+        memory, _ = self.encode(src, src_mask)  # (B, S, D)
+        memory_kv = [block.cross_attn.project_kv(memory) for block in self.decoder]  # L × 2 × (B, H, S, Dh)
+        return DecoderState(memory_kv, src_mask, [block.self_attn.new_cache() for block in self.decoder])
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = False) -> StepOutput:
         """Feed the next target token(s); return the logits of the last one.
@@ -279,9 +273,6 @@ class Transformer(nn.Module):
         Shape:
             tokens ``(B, t)`` (usually ``t = 1``) → logits ``(B, V)``, cross weights ``(B, L, H, S)``
         """
-        logits = native.step(self, tokens, state, need_weights)  # attnlab's fast path, or None: the blocks
-        if logits is not None:
-            return StepOutput(logits, None)  # (B, V)
         x = self.embed(self.tgt_embed, tokens, offset=state.length)  # (B, t, D)
         cross = []
         for block, cache, kv in zip(self.decoder, state.caches, state.memory_kv):

@@ -1,29 +1,35 @@
-"""The models' fast decoding steps: where attnlab's native kernels (:mod:`attnlab.accel.kernels`)
-compute what a model's modules compute, the one place that says so and hands the model's tensors to
-them.
+"""attnlab's native engine: where its C kernels (:mod:`attnlab.accel.kernels`) compute what a
+model's modules compute, the one place that says so and hands the model's tensors to them.
+
+The models (:mod:`attnlab.models`) are the reference and know nothing of this module; decoding
+chooses the engine by a key (:data:`ENGINES`), as Hugging Face picks an attention implementation
+and CTranslate2 a compute type:
+
+- ``"auto"`` (the default of :mod:`attnlab.decode`'s searches and generation): the native engine
+  where it can run, else the modules;
+- ``"modules"``: the model's own modules, the reference.
 
 A decoding step of a few rows is mostly the fixed cost of each module call and tensor operation.
 So, at inference:
 
-- :func:`start` and :func:`step` are the fast path of :meth:`Transformer.start
-  <attnlab.models.transformer.Transformer.start>` and :meth:`~attnlab.models.transformer.Transformer.step`:
-  the encoder and the decoder layers' source keys/values in one call of the C encoder
-  (:class:`~attnlab.accel.kernels.EncoderStack`), and each step in one call of the C decoder step
-  (:class:`~attnlab.accel.kernels.DecoderStep`), the vocabulary projection included; where the
-  kernels are not built (or switched off by :func:`attnlab.accel.disabled`) but the model is fp32,
-  a step of the same operations as the blocks without their module calls and checks;
-- :func:`gpt_stepper` is :meth:`GPT.token_stepper <attnlab.models.gpt.GPT.token_stepper>`: the C
-  decoder step without cross-attention, or the same operations as ``GPT.forward`` without its
-  module calls.
+- :func:`decoder` wraps a :class:`~attnlab.models.transformer.Transformer` for the seq2seq search
+  (its ``start`` and ``step``): :func:`start` encodes the source and projects the decoder layers'
+  source keys/values in one call of the C encoder (:class:`~attnlab.accel.kernels.EncoderStack`),
+  :func:`step` runs each step in one call of the C decoder step
+  (:class:`~attnlab.accel.kernels.DecoderStep`), the vocabulary projection included;
+- :func:`stepper` / :func:`gpt_stepper` give a GPT's one-token step as one call of the C decoder
+  step without cross-attention.
 
-Every step these return names its engine in its ``engine`` attribute (:data:`ENGINES`): ``"native"``
-for the C decoder step, ``"python"`` for the operations without module calls.
+Every step these make names its engine in its ``engine`` attribute: ``"native"``.
 
 Each declines (returns ``None``) where it would not compute what the modules do: training or
 autograd, hooks (they must see their calls), autocast, mixed or other dtypes, an attention variant
 other than full, rotary positions (the C kernels), LayerNorms without weights or of different
-``eps``. The models then run their modules. tests/test_native_paths.py compares every path with
-the modules, for every configuration the kernels take and each instruction set the machine has.
+``eps``, the kernels not built here or switched off (:func:`attnlab.accel.disabled`). The model's
+modules then run. An fp32 step of many rows without a BLAS for the C products also goes to the
+modules, whose products are the BLAS's (:func:`attnlab.accel.rules.prefer_one_call_step`).
+tests/test_native_paths.py compares every path with the modules, for every configuration the
+kernels take and each instruction set the machine has.
 
 Shape letters: ``B`` rows (sentences × beams), ``N`` sentences, ``S`` source length, ``D`` width,
 ``H`` heads, ``Dh`` head width, ``V`` vocabulary, ``L`` layers.
@@ -36,41 +42,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .. import accel
-from ..accel import kernels, layout
 from ..layers import ACTIVATIONS, KVCache
-from .seq2seq import DecoderState
+from ..models.gpt import GPT
+from ..models.seq2seq import DecoderState, StepOutput
+from ..models.transformer import Transformer
+from . import kernels, layout, rules
+from .inference import reorder_rows
 
 Tensor = torch.Tensor
 
 __all__ = [
+    "ENGINES",
+    "check_engine",
+    "decoder",
+    "stepper",
+    "NativeTranslator",
     "start",
     "step",
     "gpt_stepper",
-    "NATIVE_ENCODER_MAX_TOKENS",
-    "NATIVE_ENCODER_MAX_TOKENS_ONE_CALL",
     "NativeDecoderState",
-    "ENGINES",
 ]
-
-#: Most source tokens (batch × length, padding included) that :func:`start` encodes with the C
-#: encoder of an fp32 model whose C products cannot go to a BLAS (:func:`attnlab.accel.kernels.blas`).
-#: A sentence or a few are mostly the fixed cost of each module call, which the one call does not
-#: pay; past a few dozen tokens every product is a real matrix product, where the BLAS behind the
-#: modules is faster than the kernels' packed products (the same line as
-#: accel.ONE_CALL_STEP_MAX_ROWS for the decoder; docs/measured.md has the measurements). The default:
-#: ``encoder_max_tokens`` of attnlab.accel.rules.lines() is the line in force.
-NATIVE_ENCODER_MAX_TOKENS = accel.rules.DEFAULTS.encoder_max_tokens
-
-#: Most source tokens the C encoder takes otherwise: a bf16 model (its modules compute in bf16,
-#: the C encoder keeps fp32 arithmetic on the weights as they are) and an fp32 one whose C products
-#: of many rows go to the BLAS (then as fast as the modules or faster at every batch measured). The
-#: bound keeps the encoder's working memory ((8·D + d_ff) floats a token) small: 40 MB for the
-#: Multi30k preset. The default, as above (``encoder_max_tokens_one_call``).
-NATIVE_ENCODER_MAX_TOKENS_ONE_CALL = accel.rules.DEFAULTS.encoder_max_tokens_one_call
 
 #: The activation functions of attnlab.layers by the names the kernels know them by
 #: (attnlab.accel.layout.ACTIVATIONS).
@@ -78,16 +71,20 @@ _ACTIVATION_NAMES = {fn: name for name, fn in ACTIVATIONS.items()}
 
 _FP32, _BF16 = {(torch.float32, True)}, {(torch.bfloat16, True)}
 
-#: The engines of the fast steps, by the name each step carries in its ``engine`` attribute:
-#: ``"native"``, one call of the C decoder step (:class:`attnlab.accel.kernels.DecoderStep`) per
-#: step (a batch of many rows without a BLAS for its products goes to the Python one's tensor
-#: operations, whose products are the BLAS's); ``"python"``, the blocks' operations on their
-#: parameters without module calls and checks.
-ENGINES = ("native", "python")
+#: The keys that choose a decoding engine (``engine=`` of :mod:`attnlab.decode`): ``"auto"``, the
+#: native engine where it can run, else the modules; ``"modules"``, the model's modules alone.
+ENGINES = ("auto", "modules")
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it is one of :data:`ENGINES`, else a one-line ``ValueError``."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown decoding engine {engine!r}; choose from {list(ENGINES)}")
+    return engine
 
 
 def _engine(name: str, step: Callable) -> Callable:
-    """``step`` marked with its engine (one of :data:`ENGINES`)."""
+    """``step`` marked with the engine that computes it."""
     step.engine = name  # type: ignore[attr-defined]
     return step
 
@@ -98,6 +95,11 @@ class NativeDecoderState(DecoderState):
     fast step for it (chosen once per source batch: it depends on the batch's padding)."""
 
     fast: Callable[[Tensor, DecoderState], Tensor] | None = None
+
+    def reorder_cache(self, cache: KVCache, index: Tensor) -> None:
+        """As the modules' state, copying only the positions decoded so far, on all threads
+        (:func:`attnlab.accel.reorder_rows`)."""
+        cache.reorder(index, gather=reorder_rows)
 
 
 # -- what the kernels compute --------------------------------------------------------------------
@@ -299,9 +301,8 @@ def _native_encoder(model):
 
 
 def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
-    """A Transformer's step for one new token per row without weights, or ``None`` where the blocks
-    must run: the C decoder step where the kernels apply, else (fp32) the blocks' operations on
-    their parameters without module calls and checks. Logits equal the blocks' up to rounding."""
+    """A Transformer's step for one new token per row without weights by the C decoder step, or
+    ``None`` where the modules must run. Logits equal the modules' up to rounding."""
     if model.training or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu"):
         return None
     # The modules that decoding runs (not the encoder's: start() has run it), listed once per
@@ -313,77 +314,34 @@ def _transformer_step(model) -> Callable[[Tensor, DecoderState], Tensor] | None:
     if dtypes not in (_FP32, _BF16):
         return None
     native = _native(model, "decoder")
-    if native is not None:
-        H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
-        seen: list = [None, None]  # the source mask last seen and its row lengths
-        # Many rows without a BLAS for the C step's products: the step of tensor operations, whose
-        # products are the BLAS's (accel.prefer_one_call_step). It reads and extends the same fp32
-        # caches; built on first need (a sentence or a few never need it).
-        many_rows: list = []
+    if native is None:
+        return None
+    H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
+    seen: list = [None, None]  # the source mask last seen and its row lengths
 
-        def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
-            if dtypes == _FP32 and not accel.prefer_one_call_step(tokens.shape[0], kernels.blas()):
-                if not many_rows:
-                    many_rows.append(_transformer_python_step(model))
-                return many_rows[0](tokens, state)  # (B, V)
-            if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
-                seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
-            buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
-            filled = buffers[0][2]  # positions already in the caches (every layer alike)
-            logits = native(tokens, [(k, v) for k, v, _ in buffers], filled, state.memory_kv, seen[1])  # (B, V)
-            for cache in state.caches:
-                cache.length = filled + 1
-            state.length += 1
-            return logits
-
-        return _engine("native", native_step)
-    if dtypes != _FP32:
-        return None  # (bf16 weights: only the C step reads them in fp32 arithmetic)
-    return _transformer_python_step(model)
-
-
-def _transformer_python_step(model) -> Callable[[Tensor, DecoderState], Tensor]:
-    """The decoder blocks' operations on their parameters without module calls and checks: the
-    self-attention by :meth:`MultiHeadAttention.attend_cached_row` (GPT's decoding step), the
-    cross-attention by :meth:`MultiHeadAttention.attend_source_row` (attnlab's one-query kernel over
-    each sentence's real source tokens, shared by its hypotheses, where it is built)."""
-
-    def norm(module: nn.LayerNorm) -> tuple:
-        return module.normalized_shape, module.weight, module.bias, module.eps
-
-    layers = [
-        (b.norm == "pre", b.self_attn, b.cross_attn, norm(b.self_norm), norm(b.cross_norm), norm(b.ff_norm))
-        + (b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act, b.ff.down_proj.weight, b.ff.down_proj.bias)
-        for b in model.decoder
-    ]
-    linear = accel.linear
-
-    def step(tokens: Tensor, state: DecoderState) -> Tensor:
-        x = model.embed(model.tgt_embed, tokens, offset=state.length)  # (B, 1, D)
-        mask = state.src_mask  # (N, S)
-        lengths = mask.sum(1)  # (N,) real source tokens, the first ones of each row
-        for layer, cache, kv in zip(layers, state.caches, state.memory_kv):
-            pre, self_attn, cross_attn, self_norm, cross_norm, ff_norm, w_up, b_up, act, w_down, b_down = layer
-            if pre:
-                x = x + self_attn.attend_cached_row(F.layer_norm(x, *self_norm), cache).output  # (B, 1, D)
-                x = x + cross_attn.attend_source_row(F.layer_norm(x, *cross_norm), kv, mask, lengths).output
-                h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
-                x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
-            else:
-                x = F.layer_norm(x + self_attn.attend_cached_row(x, cache).output, *self_norm)
-                x = F.layer_norm(x + cross_attn.attend_source_row(x, kv, mask, lengths).output, *cross_norm)
-                x = F.layer_norm(x + linear(act(linear(x, w_up, b_up)), w_down, b_down), *ff_norm)
+    def native_step(tokens: Tensor, state: DecoderState) -> Tensor:
+        if dtypes == _FP32 and not rules.prefer_one_call_step(tokens.shape[0], kernels.blas()):
+            # Many rows without a BLAS for the C step's products: the modules, whose products are
+            # the BLAS's. They read and extend the same fp32 caches.
+            return model.step(tokens, state).logits  # (B, V)
+        if seen[0] is not state.src_mask:  # (a new mask after sentences left the batch)
+            seen[:] = state.src_mask, state.src_mask.sum(1)  # (N,) real source tokens, the first ones
+        buffers = [c.storage_for_one(tokens.shape[0], H, Dh, state.memory_kv[0][0]) for c in state.caches]
+        filled = buffers[0][2]  # positions already in the caches (every layer alike)
+        logits = native(tokens, [(k, v) for k, v, _ in buffers], filled, state.memory_kv, seen[1])  # (B, V)
+        for cache in state.caches:
+            cache.length = filled + 1
         state.length += 1
-        return model.out_proj(model.decoder_norm(x[:, -1]))  # (B, V)
+        return logits
 
-    return _engine("python", step)
+    return _engine("native", native_step)
 
 
 def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     """:meth:`Transformer.start` where a fast step applies to this batch (see the module
     docstring), else ``None`` (the model encodes through its modules): the source encoded once (by
-    the C encoder for up to :data:`NATIVE_ENCODER_MAX_TOKENS_ONE_CALL` tokens, or
-    :data:`NATIVE_ENCODER_MAX_TOKENS` for an fp32 model without the BLAS) and projected to every
+    the C encoder for up to ``encoder_max_tokens_one_call`` tokens, or ``encoder_max_tokens`` for
+    an fp32 model without the BLAS: :class:`attnlab.accel.rules.Lines`) and projected to every
     decoder layer's cross-attention keys/values, contiguous and fp32, as the kernels read them.
     The fast step needs each source's padding at its end (its real tokens are counted, not masked).
 
@@ -397,7 +355,7 @@ def start(model, src: Tensor, src_mask: Tensor) -> NativeDecoderState | None:
     if fast is None:
         return None
     one_call = model.src_embed.weight.dtype == torch.bfloat16 or kernels.blas()
-    table = accel.rules.lines(measured=False)
+    table = rules.lines(measured=False)
     limit = table.encoder_max_tokens_one_call if one_call else table.encoder_max_tokens
     encoder = _native_encoder(model) if src.numel() <= limit else None
     if encoder is not None:
@@ -471,81 +429,104 @@ def _gpt_native(model):
 
 
 def gpt_stepper(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
-    """:meth:`GPT.token_stepper <attnlab.models.gpt.GPT.token_stepper>`: ``step(input_ids, caches)``
-    equal to ``model(input_ids, caches=caches).logits[:, -1]`` for one new token per row, or
-    ``None`` where the model needs ``forward`` (training mode, forward hooks, autocast or mixed
-    dtypes, an attention variant with a window or the online softmax).
-
-    Where attnlab's kernels are in use and the model has learned positions, the step is one call of
-    the C decoder step (the numbers of ``forward`` up to rounding); otherwise it runs ``forward``'s
-    operations on ``forward``'s parameters without the machinery around them (the same numbers, bit
-    for bit). The parameters are looked up here, once, so use the function only while the model is
-    not modified; a step of several tokens or past the context window goes to ``forward`` (which
-    names the problem).
+    """GPT's step by the native engine: ``step(input_ids, caches)`` equal to ``model(input_ids,
+    caches=caches).logits[:, -1]`` (up to rounding) for one new token per row, one call of the C
+    decoder step; ``None`` where the model's own step must run (where
+    :meth:`GPT.token_stepper <attnlab.models.gpt.GPT.token_stepper>` is ``None``, rotary
+    positions, the kernels not in use). A step of several tokens, past the context window, or of
+    many fp32 rows without a BLAS for the C products goes to ``forward``. The parameters are looked
+    up here, once, so use the function only while the model is not modified.
 
     Shape:
         input_ids ``(B, 1)``; caches holding ``P`` positions → logits ``(B, V)`` at position ``P``
     """
-    if model.training or any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
-        return None
-    if torch.is_autocast_enabled(model.tok_emb.weight.device.type) or len({p.dtype for p in model.parameters()}) > 1:
-        return None  # forward's attention checks the dtypes; with one dtype and no autocast they agree
-    if not all(block.norm == "pre" and block.self_attn.has_short_decoding_path for block in model.blocks):
-        return None
-    n_positions = model.config.n_positions
+    if model.token_stepper() is None:
+        return None  # training, hooks, autocast, mixed dtypes, another attention: forward
+    return _gpt_native_step(model)
+
+
+def _gpt_native_step(model) -> Callable[[Tensor, list[KVCache]], Tensor] | None:
+    """:func:`gpt_stepper` for a model whose own step exists (its checks made)."""
     native = _gpt_native(model)
-    step = _gpt_python_step(model)  # (a list of each block's parameters: cheap to build)
-    if native is not None:
-        H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
-        fp32 = model.tok_emb.weight.dtype == torch.float32
-
-        def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
-            offset = len(caches[0])
-            if fp32 and not accel.prefer_one_call_step(input_ids.shape[0], kernels.blas()):
-                return step(input_ids, caches)  # many rows: the BLAS's products (as the translator's)
-            if input_ids.shape[1] != 1 or offset >= n_positions:
-                for c in caches:
-                    c.cast(model.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
-                return model(input_ids, caches=caches).logits[:, -1]  # forward names the problem
-            buffers = [c.storage_for_one(input_ids.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
-            logits = native(input_ids, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
-            for c in caches:
-                c.length = offset + 1
-            return logits
-
-        return _engine("native", native_step)
-    return step
-
-
-def _gpt_python_step(model) -> Callable[[Tensor, list[KVCache]], Tensor]:
-    """GPT's ``forward`` operations for one new token per row on its parameters, without the module
-    calls and checks around them (the same numbers, bit for bit)."""
+    if native is None:
+        return None
     n_positions = model.config.n_positions
+    H, Dh = model.config.n_heads, model.config.d_model // model.config.n_heads
+    fp32 = model.tok_emb.weight.dtype == torch.float32
 
-    def norm(module: nn.LayerNorm) -> tuple:
-        return module.normalized_shape, module.weight, module.bias, module.eps
-
-    layers = [
-        (norm(b.attn_norm), b.self_attn, norm(b.ff_norm), b.ff.up_proj.weight, b.ff.up_proj.bias, b.ff.act)
-        + (b.ff.down_proj.weight, b.ff.down_proj.bias)
-        for b in model.blocks
-    ]
-    final_norm, embedding = norm(model.final_norm), model.tok_emb.weight
-    positions = None if model.pos_emb is None else model.pos_emb.embedding.weight  # (n_positions, D)
-    linear = accel.linear
-
-    def step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
+    def native_step(input_ids: Tensor, caches: list[KVCache]) -> Tensor:
         offset = len(caches[0])
+        if fp32 and not rules.prefer_one_call_step(input_ids.shape[0], kernels.blas()):
+            return model(input_ids, caches=caches).logits[:, -1]  # many rows: the BLAS's products
         if input_ids.shape[1] != 1 or offset >= n_positions:
+            for c in caches:
+                c.cast(model.tok_emb.weight.dtype)  # the modules' dtype (fp32 below: the kernel's)
             return model(input_ids, caches=caches).logits[:, -1]  # forward names the problem
-        x = F.embedding(input_ids, embedding)  # (B, 1, D)
-        if positions is not None:
-            x = x + positions[offset]  # (B, 1, D)
-        for (attn_norm, attn, ff_norm, w_up, b_up, act, w_down, b_down), cache in zip(layers, caches):
-            x = x + attn.attend_cached_row(F.layer_norm(x, *attn_norm), cache).output  # (B, 1, D)
-            h = F.layer_norm(x, *ff_norm)  # (B, 1, D)
-            x = x + linear(act(linear(h, w_up, b_up)), w_down, b_down)  # (B, 1, D)
-        x = F.layer_norm(x, *final_norm)
-        return linear(x, embedding)[:, -1]  # (B, 1, D) x (V, D)ᵀ -> (B, V)
+        buffers = [c.storage_for_one(input_ids.shape[0], H, Dh, native.embedding) for c in caches]  # fp32
+        logits = native(input_ids, [(k, v) for k, v, _ in buffers], offset, [], None)  # (B, V)
+        for c in caches:
+            c.length = offset + 1
+        return logits
 
-    return _engine("python", step)
+    return _engine("native", native_step)
+
+
+# -- choosing the engine ---------------------------------------------------------------------------
+
+
+class NativeTranslator:
+    """A :class:`~attnlab.models.transformer.Transformer`'s decoding protocol
+    (:class:`~attnlab.models.seq2seq.Seq2SeqModel`) by the native engine where it applies to a
+    batch, else by the model's own :meth:`~attnlab.models.transformer.Transformer.start` and
+    :meth:`~attnlab.models.transformer.Transformer.step` (the same numbers up to rounding).
+
+    Shape:
+        as :class:`~attnlab.models.seq2seq.Seq2SeqModel`
+    """
+
+    engine = "native"
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+
+    def start(self, src: Tensor, src_mask: Tensor | None = None) -> DecoderState:
+        """:meth:`Transformer.start`, by the C encoder where the native step applies."""
+        src_mask = src != self.model.config.pad_id if src_mask is None else src_mask  # (N, S)
+        state = start(self.model, src, src_mask)
+        return self.model.start(src, src_mask) if state is None else state
+
+    def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = False) -> StepOutput:
+        """:meth:`Transformer.step`, by the C decoder step where it applies."""
+        logits = step(self.model, tokens, state, need_weights)
+        if logits is not None:
+            return StepOutput(logits, None)  # (B, V)
+        return self.model.step(tokens, state, need_weights=need_weights)
+
+
+def decoder(model, engine: str = "auto"):
+    """What a seq2seq search decodes ``model`` through for the engine key ``engine``
+    (:data:`ENGINES`): a :class:`NativeTranslator` for a Transformer under ``"auto"``, else the
+    model itself (its modules).
+
+    Shape:
+        no tensors.
+    """
+    if check_engine(engine) == "modules" or not isinstance(model, Transformer):
+        return model
+    return NativeTranslator(model)
+
+
+def stepper(model, engine: str = "auto") -> Callable[[Tensor, list[KVCache]], Tensor] | None:
+    """A language model's one-token step for the engine key ``engine`` (:data:`ENGINES`): under
+    ``"auto"`` the native engine's (:func:`gpt_stepper`) where it applies, else the model's own
+    (``model.token_stepper()``, or ``None``: ``forward``).
+
+    Shape:
+        input_ids ``(B, 1)``; caches holding ``P`` positions → logits ``(B, V)`` at position ``P``
+    """
+    own = model.token_stepper() if hasattr(model, "token_stepper") else None
+    if check_engine(engine) == "auto" and own is not None and isinstance(model, GPT):
+        native = _gpt_native_step(model)
+        if native is not None:
+            return native
+    return own
