@@ -39,16 +39,16 @@ from torch import nn
 from .onnx_graphs import (
     META_FILE,
     WEIGHTS,
-    _activation,
-    _attend,
-    _Graph,
-    _layer_norm,
-    _linear,
-    _merge_heads,
-    _split_heads,
-    _stack,
-    _value_info,
+    Graph,
+    apply_activation,
+    attend_heads,
     exact_storage,
+    layer_norm,
+    linear,
+    merge_heads,
+    split_heads,
+    stack_outputs,
+    value_info,
 )
 
 __all__ = [
@@ -69,9 +69,7 @@ def _storage(model: nn.Module, weights: str) -> str:
     return exact_storage(model) if weights == "auto" else weights
 
 
-def _pre_norm_block(
-    g: _Graph, x: str, block: nn.Module, mask: str | None, H: int, Dh: int, D: int, act: str, hint: str
-):
+def _pre_norm_block(g: Graph, x: str, block: nn.Module, mask: str | None, H: int, Dh: int, D: int, act: str, hint: str):
     """One pre-norm :class:`attnlab.layers.EncoderBlock`: ``x + attn(LN(x))``, then
     ``x + ff(LN(x))`` (GPT-2 §2.3; ViT §3.1). Returns the output and the attention weights.
 
@@ -79,16 +77,16 @@ def _pre_norm_block(
         x ``(B, T, D)``; mask ``(T, T)`` bool or None → ``(B, T, D)``, weights ``(B, H, T, T)``
     """
     sa = block.self_attn
-    h = _layer_norm(g, x, block.attn_norm, hint + "_ln1")
-    q = _split_heads(g, _linear(g, h, sa.q_proj, hint + "_q"), H, Dh)  # (B, H, T, Dh)
-    k = _split_heads(g, _linear(g, h, sa.k_proj, hint + "_k"), H, Dh)  # (B, H, T, Dh)
-    v = _split_heads(g, _linear(g, h, sa.v_proj, hint + "_v"), H, Dh)  # (B, H, T, Dh)
-    out, w = _attend(g, q, k, v, mask, Dh)  # (B, H, T, Dh), (B, H, T, T)
-    x = g.op("Add", x, _linear(g, _merge_heads(g, out, D), sa.out_proj, hint + "_o"))  # (B, T, D)
+    h = layer_norm(g, x, block.attn_norm, hint + "_ln1")
+    q = split_heads(g, linear(g, h, sa.q_proj, hint + "_q"), H, Dh)  # (B, H, T, Dh)
+    k = split_heads(g, linear(g, h, sa.k_proj, hint + "_k"), H, Dh)  # (B, H, T, Dh)
+    v = split_heads(g, linear(g, h, sa.v_proj, hint + "_v"), H, Dh)  # (B, H, T, Dh)
+    out, w = attend_heads(g, q, k, v, mask, Dh)  # (B, H, T, Dh), (B, H, T, T)
+    x = g.op("Add", x, linear(g, merge_heads(g, out, D), sa.out_proj, hint + "_o"))  # (B, T, D)
     ff = block.ff
-    h = _layer_norm(g, x, block.ff_norm, hint + "_ln2")
-    hidden = _activation(g, _linear(g, h, ff.up_proj, hint + "_up"), act)  # (B, T, d_ff)
-    return g.op("Add", x, _linear(g, hidden, ff.down_proj, hint + "_down")), w  # (B, T, D)
+    h = layer_norm(g, x, block.ff_norm, hint + "_ln2")
+    hidden = apply_activation(g, linear(g, h, ff.up_proj, hint + "_up"), act)  # (B, T, d_ff)
+    return g.op("Add", x, linear(g, hidden, ff.down_proj, hint + "_down")), w  # (B, T, D)
 
 
 # -- the character GPT ------------------------------------------------------------------------------
@@ -104,7 +102,7 @@ def gpt_graph(model: nn.Module, weights: str = "auto"):
     c = model.config
     if c.positions != "learned" or c.attention != "full":
         raise ValueError("only a GPT with learned positions and full causal attention can be exported to ONNX")
-    g = _Graph(_storage(model, weights))
+    g = Graph(_storage(model, weights))
     TensorProto = g.onnx.TensorProto
     D, H = c.d_model, c.n_heads
     Dh = D // H
@@ -125,14 +123,14 @@ def gpt_graph(model: nn.Module, weights: str = "auto"):
     for i, block in enumerate(model.blocks):
         x, w = _pre_norm_block(g, x, block, mask, H, Dh, D, c.activation, f"h{i}")
         rows.append(g.op("Gather", w, last, axis=2))  # (B, H, T, T) -> (B, H, T): the last query
-    x = _layer_norm(g, x, model.final_norm, "final_norm")  # (B, T, D)
+    x = layer_norm(g, x, model.final_norm, "final_norm")  # (B, T, D)
     x = g.op("Gather", x, last, axis=1)  # (B, D)
     g.op("Gemm", x, g.weight(model.tok_emb.weight, "tok_emb"), transB=1, out="logits")  # (B, V), tied
-    _stack(g, rows, "attn")  # (L, B, H, T)
+    stack_outputs(g, rows, "attn")  # (L, B, H, T)
     f32 = TensorProto.FLOAT
     return g.model(
-        [_value_info("ids", TensorProto.INT64, ["B", "T"])],
-        [_value_info("logits", f32, ["B", c.vocab_size]), _value_info("attn", f32, [c.n_layers, "B", H, "T"])],
+        [value_info("ids", TensorProto.INT64, ["B", "T"])],
+        [value_info("logits", f32, ["B", c.vocab_size]), value_info("attn", f32, [c.n_layers, "B", H, "T"])],
         "attnlab_gpt",
     )
 
@@ -207,7 +205,7 @@ def vit_graph(model: nn.Module, weights: str = "auto"):
     c = model.config
     if c.channels != 1:
         raise ValueError("only a grey-image ViT (channels=1) has an in-page export")
-    g = _Graph(_storage(model, weights))
+    g = Graph(_storage(model, weights))
     TensorProto = g.onnx.TensorProto
     D, H, p, S = c.d_model, c.n_heads, c.patch_size, c.image_size
     Dh, n = D // H, S // p
@@ -215,7 +213,7 @@ def vit_graph(model: nn.Module, weights: str = "auto"):
     x = g.op("Reshape", "images", g.const([-1, n, p, n, p], i64, "shape"))  # (B, r, i, c, j)
     x = g.op("Transpose", x, perm=[0, 1, 3, 2, 4])  # (B, r, c, i, j): patch r·n + c, pixels row by row
     x = g.op("Reshape", x, g.const([0, n * n, p * p], i64, "shape"))  # (B, P, p·p)
-    patches = _linear(g, x, model.patch_embed.patch_proj, "patch")  # (B, P, D)
+    patches = linear(g, x, model.patch_embed.patch_proj, "patch")  # (B, P, D)
     batch = g.op("Slice", g.op("Shape", "images"), g.const([0], i64, "s"), g.const([1], i64, "e"))  # (1,) = [B]
     shape = g.op("Concat", batch, g.const([1, D], i64, "shape"), axis=0)  # [B, 1, D]
     cls = g.op("Expand", g.weight(model.cls_token, "cls"), shape)  # (B, 1, D)
@@ -226,7 +224,7 @@ def vit_graph(model: nn.Module, weights: str = "auto"):
     for i, block in enumerate(model.encoder.blocks):
         x, w = _pre_norm_block(g, x, block, None, H, Dh, D, "gelu", f"b{i}")
         rows.append(g.op("Gather", w, first, axis=2))  # (B, H, N, N) -> (B, H, N): [CLS]'s row
-    x = _layer_norm(g, x, model.encoder.final_norm, "final_norm")  # (B, 1 + P, D)
+    x = layer_norm(g, x, model.encoder.final_norm, "final_norm")  # (B, 1 + P, D)
     x = g.op("Gather", x, first, axis=1)  # (B, D): [CLS]
     g.op(
         "Add",
@@ -234,13 +232,13 @@ def vit_graph(model: nn.Module, weights: str = "auto"):
         g.weight(model.head.bias, "head_b"),
         out="logits",
     )
-    _stack(g, rows, "cls_attn")  # (L, B, H, 1 + P)
+    stack_outputs(g, rows, "cls_attn")  # (L, B, H, 1 + P)
     f32 = TensorProto.FLOAT
     return g.model(
-        [_value_info("images", f32, ["B", S, S])],
+        [value_info("images", f32, ["B", S, S])],
         [
-            _value_info("logits", f32, ["B", c.n_classes]),
-            _value_info("cls_attn", f32, [c.n_layers, "B", H, 1 + n * n]),
+            value_info("logits", f32, ["B", c.n_classes]),
+            value_info("cls_attn", f32, [c.n_layers, "B", H, 1 + n * n]),
         ],
         "attnlab_vit",
     )
@@ -306,7 +304,7 @@ def export_vit_onnx(
 # -- the GAT ----------------------------------------------------------------------------------------
 
 
-def _gat_layer(g: _Graph, x: str, layer: nn.Module, hint: str) -> tuple[str, str]:
+def _gat_layer(g: Graph, x: str, layer: nn.Module, hint: str) -> tuple[str, str]:
     """One :class:`attnlab.models.gat.GATLayer` (Veličković et al. 2018, §2.1): additive scores
     ``LeakyReLU(a_selfᵀz_i + a_neighbourᵀz_j)``, non-neighbours at float32's most negative number
     (exactly 0 after the softmax, the module's rule), heads concatenated or averaged.
@@ -352,7 +350,7 @@ def gat_graph(model: nn.Module, weights: str = "auto"):
         output_attn ``(H', N, N)``
     """
     c = model.config
-    g = _Graph(_storage(model, weights))
+    g = Graph(_storage(model, weights))
     TensorProto = g.onnx.TensorProto
     hidden, a1 = _gat_layer(g, "features", model.hidden_layer, "l1")
     hidden = g.op("Elu", hidden, alpha=1.0)  # F.elu's default α = 1
@@ -362,11 +360,11 @@ def gat_graph(model: nn.Module, weights: str = "auto"):
     g.op("Identity", a2, out="output_attn")
     f32 = TensorProto.FLOAT
     return g.model(
-        [_value_info("features", f32, ["N", c.n_features]), _value_info("mask", TensorProto.BOOL, ["N", "N"])],
+        [value_info("features", f32, ["N", c.n_features]), value_info("mask", TensorProto.BOOL, ["N", "N"])],
         [
-            _value_info("logits", f32, ["N", c.n_classes]),
-            _value_info("hidden_attn", f32, [c.n_heads, "N", "N"]),
-            _value_info("output_attn", f32, [c.out_heads, "N", "N"]),
+            value_info("logits", f32, ["N", c.n_classes]),
+            value_info("hidden_attn", f32, [c.n_heads, "N", "N"]),
+            value_info("output_attn", f32, [c.out_heads, "N", "N"]),
         ],
         "attnlab_gat",
     )

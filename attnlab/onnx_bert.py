@@ -41,16 +41,16 @@ from .models.qa import BertForQuestionAnswering
 from .onnx_graphs import (
     META_FILE,
     WEIGHTS,
-    _activation,
-    _encoder_block,
-    _Graph,
-    _layer_norm,
-    _linear,
-    _split_heads,
-    _stack,
-    _value_info,
+    Graph,
+    apply_activation,
+    encoder_block,
     exact_storage,
+    layer_norm,
+    linear,
     require_onnx,
+    split_heads,
+    stack_outputs,
+    value_info,
 )
 
 __all__ = [
@@ -111,7 +111,7 @@ def bert_graph(model: nn.Module, weights: str = "fp32"):
     c = bert.config
     D, H, L = c.d_model, c.n_heads, c.n_layers
     Dh = D // H
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     ids, types = "input_ids", "token_type_ids"
     S = g.op("Shape", ids, start=1, end=2)  # (1,) the sequence length
@@ -119,34 +119,34 @@ def bert_graph(model: nn.Module, weights: str = "fp32"):
     positions = g.op("Slice", g.weight(bert.pos_emb.embedding.weight, "pos_emb"), zero, S, zero)  # (S, D)
     x = g.op("Gather", g.weight(bert.tok_emb.weight, "tok_emb"), ids, axis=0)  # (B, S, D)
     x = g.op("Add", x, g.op("Gather", g.weight(bert.type_emb.weight, "type_emb"), types, axis=0))  # (B, S, D)
-    x = _layer_norm(g, g.op("Add", x, positions), bert.emb_norm, "emb_norm")  # (B, S, D)
+    x = layer_norm(g, g.op("Add", x, positions), bert.emb_norm, "emb_norm")  # (B, S, D)
     attn, queries, keys = [], [], []
     for i, block in enumerate(bert.blocks):
         # §5's neuron view: this layer's query and key vectors from the layer's input (bias included).
-        queries.append(_split_heads(g, _linear(g, x, block.self_attn.q_proj, f"l{i}_nq"), H, Dh))  # (B, H, S, Dh)
-        keys.append(_split_heads(g, _linear(g, x, block.self_attn.k_proj, f"l{i}_nk"), H, Dh))
-        x, w = _encoder_block(g, x, None, block, c.activation, H, Dh, D, f"l{i}")  # (B, S, D), (B, H, S, S)
+        queries.append(split_heads(g, linear(g, x, block.self_attn.q_proj, f"l{i}_nq"), H, Dh))  # (B, H, S, Dh)
+        keys.append(split_heads(g, linear(g, x, block.self_attn.k_proj, f"l{i}_nk"), H, Dh))
+        x, w = encoder_block(g, x, None, block, c.activation, H, Dh, D, f"l{i}")  # (B, S, D), (B, H, S, S)
         attn.append(w)
-    _stack(g, attn, "attn")  # (L, B, H, S, S)
-    _stack(g, queries, "queries")  # (L, B, H, S, Dh)
-    _stack(g, keys, "keys")
+    stack_outputs(g, attn, "attn")  # (L, B, H, S, S)
+    stack_outputs(g, queries, "queries")  # (L, B, H, S, Dh)
+    stack_outputs(g, keys, "keys")
     g.op("Identity", x, out="hidden")  # (B, S, D)
     f32 = TensorProto.FLOAT
     outputs = [
-        _value_info("attn", f32, [L, "B", H, "S", "S"]),
-        _value_info("queries", f32, [L, "B", H, "S", Dh]),
-        _value_info("keys", f32, [L, "B", H, "S", Dh]),
-        _value_info("hidden", f32, ["B", "S", D]),
+        value_info("attn", f32, [L, "B", H, "S", "S"]),
+        value_info("queries", f32, [L, "B", H, "S", Dh]),
+        value_info("keys", f32, [L, "B", H, "S", Dh]),
+        value_info("hidden", f32, ["B", "S", D]),
     ]
     if isinstance(model, BertForMaskedLM):
         head = model.mlm
-        h = _layer_norm(g, _activation(g, _linear(g, x, head.transform, "mlm_t"), "gelu"), head.norm, "mlm_ln")
+        h = layer_norm(g, apply_activation(g, linear(g, x, head.transform, "mlm_t"), "gelu"), head.norm, "mlm_ln")
         emb = g.weight(bert.tok_emb.weight, "tok_emb")  # (V, D) tied: the same initializer as the input's
         logits = g.op("MatMul", h, g.op("Transpose", emb, perm=[1, 0]))  # (B, S, D) @ (D, V) -> (B, S, V)
         g.op("Add", logits, g.weight(head.bias, "mlm_bias"), out="logits")
-        outputs.append(_value_info("logits", f32, ["B", "S", c.vocab_size]))
+        outputs.append(value_info("logits", f32, ["B", "S", c.vocab_size]))
     elif isinstance(model, BertForQuestionAnswering):
-        span = _linear(g, x, model.span_proj, "span")  # (B, S, 2): start and end scores
+        span = linear(g, x, model.span_proj, "span")  # (B, S, 2): start and end scores
         g.nodes.append(
             g.onnx.helper.make_node(
                 "Split", [span, g.const([1, 1], np.int64, "split")], ["start_3d", "end_3d"], axis=-1
@@ -155,11 +155,9 @@ def bert_graph(model: nn.Module, weights: str = "fp32"):
         last = g.const([-1], np.int64, "axes")
         g.op("Squeeze", "start_3d", last, out="start_logits")  # (B, S)
         g.op("Squeeze", "end_3d", last, out="end_logits")
-        outputs += [_value_info("start_logits", f32, ["B", "S"]), _value_info("end_logits", f32, ["B", "S"])]
+        outputs += [value_info("start_logits", f32, ["B", "S"]), value_info("end_logits", f32, ["B", "S"])]
     int64 = TensorProto.INT64
-    return g.model(
-        [_value_info(ids, int64, ["B", "S"]), _value_info(types, int64, ["B", "S"])], outputs, "attnlab_bert"
-    )
+    return g.model([value_info(ids, int64, ["B", "S"]), value_info(types, int64, ["B", "S"])], outputs, "attnlab_bert")
 
 
 def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:

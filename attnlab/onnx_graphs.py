@@ -54,6 +54,18 @@ from .models.seq2seq import StepOutput
 from .positional import sinusoidal_encoding
 
 __all__ = [
+    # The graph-building blocks the other in-page exporters (onnx_rnn, onnx_apps, onnx_bert) share.
+    "Graph",
+    "value_info",
+    "linear",
+    "layer_norm",
+    "apply_activation",
+    "split_heads",
+    "merge_heads",
+    "attend_heads",
+    "stack_outputs",
+    "encoder_block",
+    "resolve_weights",
     "ONNX_INSTALL",
     "OPSET",
     "WEIGHTS",
@@ -170,7 +182,7 @@ def exact_storage(model: nn.Module) -> str:
     return "fp32"
 
 
-class _Graph:
+class Graph:
     """Nodes and initializers of one graph being built, with automatic names.
 
     ``weight`` stores a parameter once (tied parameters share one initializer) in the chosen
@@ -241,7 +253,7 @@ class _Graph:
 # -- the pieces -------------------------------------------------------------------------------------
 
 
-def _linear(g: _Graph, x: str, lin: nn.Linear, hint: str) -> str:
+def linear(g: Graph, x: str, lin: nn.Linear, hint: str) -> str:
     """``x Wᵀ + b`` (ONNX MatMul broadcasts over the leading dimensions).
 
     Shape:
@@ -251,7 +263,7 @@ def _linear(g: _Graph, x: str, lin: nn.Linear, hint: str) -> str:
     return y if lin.bias is None else g.op("Add", y, g.weight(lin.bias, hint + "_b"))
 
 
-def _layer_norm(g: _Graph, x: str, norm: nn.Module, hint: str) -> str:
+def layer_norm(g: Graph, x: str, norm: nn.Module, hint: str) -> str:
     """LayerNorm over the last axis with the module's ε (ONNX LayerNormalization, opset 17:
     https://onnx.ai/onnx/operators/onnx__LayerNormalization.html, the biased variance as
     ``nn.LayerNorm``); the identity for the post-norm stacks' missing final norm.
@@ -271,7 +283,7 @@ def _layer_norm(g: _Graph, x: str, norm: nn.Module, hint: str) -> str:
     )
 
 
-def _activation(g: _Graph, x: str, name: str) -> str:
+def apply_activation(g: Graph, x: str, name: str) -> str:
     """relu; gelu with erf, ``x·(1 + erf(x/√2))/2``; gelu_tanh, ``x·(1 + tanh(√(2/π)(x + 0.044715x³)))/2``
     (Hendrycks & Gimpel 2016). Opset 17 has no Gelu operator (it came in opset 20)."""
     if name == "relu":
@@ -288,33 +300,33 @@ def _activation(g: _Graph, x: str, name: str) -> str:
     return g.op("Mul", half, g.op("Add", inner, g.const(1.0)))
 
 
-def _feed_forward(g: _Graph, x: str, ff: nn.Module, activation: str, hint: str, taps: dict | None = None) -> str:
+def _feed_forward(g: Graph, x: str, ff: nn.Module, activation: str, hint: str, taps: dict | None = None) -> str:
     """``down(act(up(x)))`` (Vaswani et al. 2017, §3.3); ``taps`` (when given) gets the names of its
     input, hidden layer (after the activation) and output as ``ff_in``, ``ff_hidden``, ``ff_out``.
 
     Shape:
         x ``(B, L, D)`` → ``(B, L, D)``; hidden ``(B, L, d_ff)``
     """
-    hidden = _activation(g, _linear(g, x, ff.up_proj, hint + "_up"), activation)  # (B, L, d_ff)
-    out = _linear(g, hidden, ff.down_proj, hint + "_down")  # (B, L, D)
+    hidden = apply_activation(g, linear(g, x, ff.up_proj, hint + "_up"), activation)  # (B, L, d_ff)
+    out = linear(g, hidden, ff.down_proj, hint + "_down")  # (B, L, D)
     if taps is not None:
         taps.update(ff_in=x, ff_hidden=hidden, ff_out=out)
     return out
 
 
-def _split_heads(g: _Graph, x: str, H: int, Dh: int) -> str:
+def split_heads(g: Graph, x: str, H: int, Dh: int) -> str:
     """Shape: x ``(B, L, D)`` → ``(B, H, L, Dh)``."""
     x = g.op("Reshape", x, g.const([0, -1, H, Dh], np.int64, "shape"))  # (B, L, H, Dh); 0 keeps B
     return g.op("Transpose", x, perm=[0, 2, 1, 3])  # (B, H, L, Dh)
 
 
-def _merge_heads(g: _Graph, x: str, D: int) -> str:
+def merge_heads(g: Graph, x: str, D: int) -> str:
     """Shape: x ``(B, H, L, Dh)`` → ``(B, L, D)``."""
     x = g.op("Transpose", x, perm=[0, 2, 1, 3])  # (B, L, H, Dh)
     return g.op("Reshape", x, g.const([0, -1, D], np.int64, "shape"))  # (B, L, D)
 
 
-def _attend(g: _Graph, q: str, k: str, v: str, mask: str | None, Dh: int) -> tuple[str, str]:
+def attend_heads(g: Graph, q: str, k: str, v: str, mask: str | None, Dh: int) -> tuple[str, str]:
     """``softmax(QKᵀ/√Dh)·V`` per head; keys where ``mask`` is False get −∞ before the softmax
     (weight exactly 0; a source row always has a real token, so no row is all −∞). Returns the
     output and the weights. ONNX Softmax (opset ≥ 13) normalises along ``axis`` alone
@@ -332,7 +344,7 @@ def _attend(g: _Graph, q: str, k: str, v: str, mask: str | None, Dh: int) -> tup
     return g.op("MatMul", weights, v), weights  # (B, H, T, Dh)
 
 
-def _source_mask(g: _Graph, src_ids: str, pad_id: int) -> str:
+def _source_mask(g: Graph, src_ids: str, pad_id: int) -> str:
     """True where a source token may be attended to (``id != pad``), for the keys of every head
     and query.
 
@@ -344,7 +356,7 @@ def _source_mask(g: _Graph, src_ids: str, pad_id: int) -> str:
 
 
 def _embed(
-    g: _Graph, ids: str, embedding: nn.Embedding, positions: str, D: int, hint: str, taps: dict | None = None
+    g: Graph, ids: str, embedding: nn.Embedding, positions: str, D: int, hint: str, taps: dict | None = None
 ) -> str:
     """``embedding[ids]·√D + PE`` (§3.4: the √D keeps the embeddings from being drowned by the
     positional code); ``taps`` (when given) gets the name of ``embedding[ids]·√D`` as ``embed``.
@@ -359,7 +371,7 @@ def _embed(
     return g.op("Add", scaled, positions)  # (B, L, D)
 
 
-def _stack(g: _Graph, parts: list[str], out: str) -> str:
+def stack_outputs(g: Graph, parts: list[str], out: str) -> str:
     """Per-layer tensors stacked on a new first axis.
 
     Shape:
@@ -369,7 +381,7 @@ def _stack(g: _Graph, parts: list[str], out: str) -> str:
     return g.op("Concat", *[g.op("Unsqueeze", p, axes) for p in parts], axis=0, out=out)
 
 
-def _value_info(name: str, elem: int, shape: list):
+def value_info(name: str, elem: int, shape: list):
     onnx = require_onnx()
     return onnx.helper.make_tensor_value_info(name, elem, shape)
 
@@ -394,11 +406,11 @@ def encoder_graph(model: nn.Module, weights: str = "fp32", *, taps: bool = False
         enc0_ff_hidden ``(B, S, F)``
     """
     check_onnx_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
     D, H = c.d_model, c.n_heads
     Dh = D // H
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     src = "src_ids"
     S = g.op("Shape", src, start=1, end=2)  # (1,) the source length
@@ -409,23 +421,23 @@ def encoder_graph(model: nn.Module, weights: str = "fp32", *, taps: bool = False
     x = _embed(g, src, model.src_embed, positions, D, "src_embed", named)  # (B, S, D)
     attn = []
     for i, block in enumerate(model.encoder):
-        x, w = _encoder_block(g, x, mask, block, c.activation, H, Dh, D, f"enc{i}", named if i == 0 else None)
+        x, w = encoder_block(g, x, mask, block, c.activation, H, Dh, D, f"enc{i}", named if i == 0 else None)
         attn.append(w)  # (B, H, S, S)
         if i == 0:
             named["out"] = x  # (B, S, D): the first layer's output
-    memory = _layer_norm(g, x, model.encoder_norm, "enc_norm")  # (B, S, D)
+    memory = layer_norm(g, x, model.encoder_norm, "enc_norm")  # (B, S, D)
     keys, values = [], []
     for i, block in enumerate(model.decoder):
-        keys.append(_split_heads(g, _linear(g, memory, block.cross_attn.k_proj, f"dec{i}_cross_k"), H, Dh))
-        values.append(_split_heads(g, _linear(g, memory, block.cross_attn.v_proj, f"dec{i}_cross_v"), H, Dh))
-    _stack(g, keys, "cross_k")  # (Ld, B, H, S, Dh)
-    _stack(g, values, "cross_v")
-    _stack(g, attn, "enc_attn")  # (Le, B, H, S, S)
+        keys.append(split_heads(g, linear(g, memory, block.cross_attn.k_proj, f"dec{i}_cross_k"), H, Dh))
+        values.append(split_heads(g, linear(g, memory, block.cross_attn.v_proj, f"dec{i}_cross_v"), H, Dh))
+    stack_outputs(g, keys, "cross_k")  # (Ld, B, H, S, Dh)
+    stack_outputs(g, values, "cross_v")
+    stack_outputs(g, attn, "enc_attn")  # (Le, B, H, S, S)
     Ld, Le, f32 = c.n_decoder_layers, c.n_encoder_layers, TensorProto.FLOAT
     outputs = [
-        _value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
-        _value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
-        _value_info("enc_attn", f32, [Le, "B", H, "S", "S"]),
+        value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
+        value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
+        value_info("enc_attn", f32, [Le, "B", H, "S", "S"]),
     ]
     if taps:
         shapes = {"D": ["B", "S", D], "F": ["B", "S", c.d_ff], "P": ["S", D]}
@@ -433,12 +445,12 @@ def encoder_graph(model: nn.Module, weights: str = "fp32", *, taps: bool = False
         sources |= {f"enc0_{k}": named[k] for k in ("ff_in", "ff_hidden", "ff_out", "out")}
         for tap, width in ENCODER_TAPS.items():
             g.op("Identity", sources[tap], out=tap)
-            outputs.append(_value_info(tap, f32, shapes[width]))
-    return g.model([_value_info(src, TensorProto.INT64, ["B", "S"])], outputs, "attnlab_encoder")
+            outputs.append(value_info(tap, f32, shapes[width]))
+    return g.model([value_info(src, TensorProto.INT64, ["B", "S"])], outputs, "attnlab_encoder")
 
 
-def _encoder_block(
-    g: _Graph,
+def encoder_block(
+    g: Graph,
     x: str,
     mask: str,
     block: nn.Module,
@@ -459,21 +471,21 @@ def _encoder_block(
     attn = block.self_attn
 
     def self_attention(h: str) -> tuple[str, str]:
-        q = _split_heads(g, _linear(g, h, attn.q_proj, hint + "_q"), H, Dh)  # (B, H, S, Dh)
-        k = _split_heads(g, _linear(g, h, attn.k_proj, hint + "_k"), H, Dh)
-        v = _split_heads(g, _linear(g, h, attn.v_proj, hint + "_v"), H, Dh)
-        out, w = _attend(g, q, k, v, mask, Dh)  # (B, H, S, Dh), (B, H, S, S)
-        return _linear(g, _merge_heads(g, out, D), attn.out_proj, hint + "_o"), w  # (B, S, D)
+        q = split_heads(g, linear(g, h, attn.q_proj, hint + "_q"), H, Dh)  # (B, H, S, Dh)
+        k = split_heads(g, linear(g, h, attn.k_proj, hint + "_k"), H, Dh)
+        v = split_heads(g, linear(g, h, attn.v_proj, hint + "_v"), H, Dh)
+        out, w = attend_heads(g, q, k, v, mask, Dh)  # (B, H, S, Dh), (B, H, S, S)
+        return linear(g, merge_heads(g, out, D), attn.out_proj, hint + "_o"), w  # (B, S, D)
 
     if pre:
-        a, w = self_attention(_layer_norm(g, x, block.attn_norm, hint + "_ln1"))
+        a, w = self_attention(layer_norm(g, x, block.attn_norm, hint + "_ln1"))
         x = g.op("Add", x, a)
-        ff = _feed_forward(g, _layer_norm(g, x, block.ff_norm, hint + "_ln2"), block.ff, activation, hint, taps)
+        ff = _feed_forward(g, layer_norm(g, x, block.ff_norm, hint + "_ln2"), block.ff, activation, hint, taps)
         x = g.op("Add", x, ff)
     else:
         a, w = self_attention(x)
-        x = _layer_norm(g, g.op("Add", x, a), block.attn_norm, hint + "_ln1")
-        x = _layer_norm(
+        x = layer_norm(g, g.op("Add", x, a), block.attn_norm, hint + "_ln1")
+        x = layer_norm(
             g, g.op("Add", x, _feed_forward(g, x, block.ff, activation, hint, taps)), block.ff_norm, hint + "_ln2"
         )
     return x, w
@@ -489,11 +501,11 @@ def decoder_graph(model: nn.Module, weights: str = "fp32"):
         ``(Ld, B, H, T + 1, Dh)``, self_attn ``(Ld, B, H, T + 1)``, cross_attn ``(Ld, B, H, S)``
     """
     check_onnx_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
     D, H = c.d_model, c.n_heads
     Dh = D // H
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     table = g.const(_positions_table(model), hint="positions")  # (max_len, D)
     position = g.op("Gather", table, "step", axis=0)  # (1, D): broadcasts over (B, 1, D)
@@ -512,7 +524,7 @@ def decoder_graph(model: nn.Module, weights: str = "fp32"):
         squeeze = g.const([2], np.int64, "axes")
         self_w.append(g.op("Squeeze", sw, squeeze))  # (B, H, 1, T + 1) -> (B, H, T + 1)
         cross_w.append(g.op("Squeeze", cw, squeeze))  # (B, H, 1, S) -> (B, H, S)
-    x = _layer_norm(g, x, model.decoder_norm, "dec_norm")  # (B, 1, D)
+    x = layer_norm(g, x, model.decoder_norm, "dec_norm")  # (B, 1, D)
     x = g.op("Squeeze", x, g.const([1], np.int64, "axes"))  # (B, D)
     # Gemm with transB: logits = x · Wᵀ reading the (V, D) matrix as stored, so a tied output
     # projection shares the target embedding's initializer (Press & Wolf 2017;
@@ -522,34 +534,34 @@ def decoder_graph(model: nn.Module, weights: str = "fp32"):
     if model.out_proj.bias is not None:
         logits = g.op("Add", logits, g.weight(model.out_proj.bias, "out_b"))
     g.op("LogSoftmax", logits, axis=-1, out="log_probs")  # (B, V), as attnlab.decode scores them
-    _stack(g, keys, "present_k")  # (Ld, B, H, T + 1, Dh)
-    _stack(g, values, "present_v")
-    _stack(g, self_w, "self_attn")  # (Ld, B, H, T + 1)
-    _stack(g, cross_w, "cross_attn")  # (Ld, B, H, S)
+    stack_outputs(g, keys, "present_k")  # (Ld, B, H, T + 1, Dh)
+    stack_outputs(g, values, "present_v")
+    stack_outputs(g, self_w, "self_attn")  # (Ld, B, H, T + 1)
+    stack_outputs(g, cross_w, "cross_attn")  # (Ld, B, H, S)
     Ld, f32, i64 = c.n_decoder_layers, TensorProto.FLOAT, TensorProto.INT64
     return g.model(
         [
-            _value_info("tokens", i64, ["B", 1]),
-            _value_info("step", i64, [1]),
-            _value_info("past_k", f32, [Ld, "B", H, "T", Dh]),
-            _value_info("past_v", f32, [Ld, "B", H, "T", Dh]),
-            _value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
-            _value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
-            _value_info("src_ids", i64, ["B", "S"]),
+            value_info("tokens", i64, ["B", 1]),
+            value_info("step", i64, [1]),
+            value_info("past_k", f32, [Ld, "B", H, "T", Dh]),
+            value_info("past_v", f32, [Ld, "B", H, "T", Dh]),
+            value_info("cross_k", f32, [Ld, "B", H, "S", Dh]),
+            value_info("cross_v", f32, [Ld, "B", H, "S", Dh]),
+            value_info("src_ids", i64, ["B", "S"]),
         ],
         [
-            _value_info("log_probs", f32, ["B", c.tgt_vocab_size]),
-            _value_info("present_k", f32, [Ld, "B", H, "T_next", Dh]),
-            _value_info("present_v", f32, [Ld, "B", H, "T_next", Dh]),
-            _value_info("self_attn", f32, [Ld, "B", H, "T_next"]),
-            _value_info("cross_attn", f32, [Ld, "B", H, "S"]),
+            value_info("log_probs", f32, ["B", c.tgt_vocab_size]),
+            value_info("present_k", f32, [Ld, "B", H, "T_next", Dh]),
+            value_info("present_v", f32, [Ld, "B", H, "T_next", Dh]),
+            value_info("self_attn", f32, [Ld, "B", H, "T_next"]),
+            value_info("cross_attn", f32, [Ld, "B", H, "S"]),
         ],
         "attnlab_decoder_step",
     )
 
 
 def _decoder_block(
-    g: _Graph,
+    g: Graph,
     x: str,
     past: tuple[str, str],
     cross: tuple[str, str],
@@ -576,38 +588,34 @@ def _decoder_block(
     grown: list[str] = []
 
     def self_attention(h: str) -> tuple[str, str]:
-        q = _split_heads(g, _linear(g, h, sa.q_proj, hint + "_q"), H, Dh)  # (B, H, 1, Dh)
-        k = g.op("Concat", past[0], _split_heads(g, _linear(g, h, sa.k_proj, hint + "_k"), H, Dh), axis=2)
-        v = g.op("Concat", past[1], _split_heads(g, _linear(g, h, sa.v_proj, hint + "_v"), H, Dh), axis=2)
+        q = split_heads(g, linear(g, h, sa.q_proj, hint + "_q"), H, Dh)  # (B, H, 1, Dh)
+        k = g.op("Concat", past[0], split_heads(g, linear(g, h, sa.k_proj, hint + "_k"), H, Dh), axis=2)
+        v = g.op("Concat", past[1], split_heads(g, linear(g, h, sa.v_proj, hint + "_v"), H, Dh), axis=2)
         grown.extend((k, v))  # (B, H, T + 1, Dh) each
-        out, w = _attend(g, q, k, v, None, Dh)  # (B, H, 1, Dh), (B, H, 1, T + 1)
-        return _linear(g, _merge_heads(g, out, D), sa.out_proj, hint + "_o"), w  # (B, 1, D)
+        out, w = attend_heads(g, q, k, v, None, Dh)  # (B, H, 1, Dh), (B, H, 1, T + 1)
+        return linear(g, merge_heads(g, out, D), sa.out_proj, hint + "_o"), w  # (B, 1, D)
 
     def cross_attention(h: str) -> tuple[str, str]:
-        q = _split_heads(g, _linear(g, h, ca.q_proj, hint + "_cq"), H, Dh)  # (B, H, 1, Dh)
-        out, w = _attend(g, q, cross[0], cross[1], mask, Dh)  # (B, H, 1, Dh), (B, H, 1, S)
-        return _linear(g, _merge_heads(g, out, D), ca.out_proj, hint + "_co"), w  # (B, 1, D)
+        q = split_heads(g, linear(g, h, ca.q_proj, hint + "_cq"), H, Dh)  # (B, H, 1, Dh)
+        out, w = attend_heads(g, q, cross[0], cross[1], mask, Dh)  # (B, H, 1, Dh), (B, H, 1, S)
+        return linear(g, merge_heads(g, out, D), ca.out_proj, hint + "_co"), w  # (B, 1, D)
 
     if pre:
-        s, sw = self_attention(_layer_norm(g, x, block.self_norm, hint + "_ln1"))
+        s, sw = self_attention(layer_norm(g, x, block.self_norm, hint + "_ln1"))
         x = g.op("Add", x, s)
-        c, cw = cross_attention(_layer_norm(g, x, block.cross_norm, hint + "_ln2"))
+        c, cw = cross_attention(layer_norm(g, x, block.cross_norm, hint + "_ln2"))
         x = g.op("Add", x, c)
-        x = g.op(
-            "Add", x, _feed_forward(g, _layer_norm(g, x, block.ff_norm, hint + "_ln3"), block.ff, activation, hint)
-        )
+        x = g.op("Add", x, _feed_forward(g, layer_norm(g, x, block.ff_norm, hint + "_ln3"), block.ff, activation, hint))
     else:
         s, sw = self_attention(x)
-        x = _layer_norm(g, g.op("Add", x, s), block.self_norm, hint + "_ln1")
+        x = layer_norm(g, g.op("Add", x, s), block.self_norm, hint + "_ln1")
         c, cw = cross_attention(x)
-        x = _layer_norm(g, g.op("Add", x, c), block.cross_norm, hint + "_ln2")
-        x = _layer_norm(
-            g, g.op("Add", x, _feed_forward(g, x, block.ff, activation, hint)), block.ff_norm, hint + "_ln3"
-        )
+        x = layer_norm(g, g.op("Add", x, c), block.cross_norm, hint + "_ln2")
+        x = layer_norm(g, g.op("Add", x, _feed_forward(g, x, block.ff, activation, hint)), block.ff_norm, hint + "_ln3")
     return x, grown[0], grown[1], sw, cw
 
 
-def _resolve_weights(model: nn.Module, weights: str) -> str:
+def resolve_weights(model: nn.Module, weights: str) -> str:
     """``weights`` checked, ``"auto"`` replaced by :func:`exact_storage`."""
     if weights not in WEIGHTS:
         raise ValueError(f"unknown weights {weights!r}; choose from {list(WEIGHTS)}")
@@ -651,7 +659,7 @@ def export_onnx(
         no tensors; returns ``out``.
     """
     check_onnx_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     out = Path(out)
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .onnx_graphs import META_FILE, _Graph, _linear, _resolve_weights, _value_info, require_onnx
+from .onnx_graphs import META_FILE, Graph, linear, require_onnx, resolve_weights, value_info
 
 __all__ = [
     "RNN_KINDS",
@@ -90,8 +90,8 @@ def _gates(w: torch.Tensor, cell: str) -> torch.Tensor:
     return torch.cat([blocks[i] for i in _GATE_ORDER[cell]], dim=0)
 
 
-def _rnn_layer(
-    g: _Graph, x: str, rnn: nn.RNNBase, layer: int, state: tuple[str, ...] | None, lens: str | None, hint: str
+def rnn_layer(
+    g: Graph, x: str, rnn: nn.RNNBase, layer: int, state: tuple[str, ...] | None, lens: str | None, hint: str
 ) -> tuple[str, tuple[str, ...]]:
     """One layer of ``rnn`` (both directions when it is bidirectional) as ONNX's GRU/LSTM node.
 
@@ -130,7 +130,7 @@ def _rnn_layer(
     return y, tuple(outs[1:])
 
 
-def _pair_directions(g: _Graph, h: str, H: int) -> str:
+def _pair_directions(g: Graph, h: str, H: int) -> str:
     """A bidirectional layer's final state as one vector per row, forward half first.
 
     Shape:
@@ -141,7 +141,7 @@ def _pair_directions(g: _Graph, h: str, H: int) -> str:
     return h
 
 
-def _src_mask(g: _Graph, src_ids: str, pad_id: int) -> str:
+def _src_mask(g: Graph, src_ids: str, pad_id: int) -> str:
     """True where the source token is real. Shape: src_ids ``(B, S)`` → ``(B, S)`` bool."""
     return g.op("Not", g.op("Equal", src_ids, g.const(pad_id, np.int64, "pad")))
 
@@ -154,9 +154,9 @@ def rnn_encoder_graph(model: nn.Module, weights: str = "fp32"):
         keys ``(B, S, A)``
     """
     check_rnn_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     real = _src_mask(g, "src_ids", c.pad_id)  # (B, S)
     lens = g.op("Cast", real, to=TensorProto.INT32)  # (B, S) int32
@@ -167,7 +167,7 @@ def rnn_encoder_graph(model: nn.Module, weights: str = "fp32"):
     H = rnn.hidden_size
     finals: list[list[str]] = []
     for layer in range(c.n_layers):
-        x, state = _rnn_layer(g, x, rnn, layer, None, lens, f"enc{layer}")  # (S, B, dirs·H)
+        x, state = rnn_layer(g, x, rnn, layer, None, lens, f"enc{layer}")  # (S, B, dirs·H)
         finals.append([_pair_directions(g, s, H) if rnn.bidirectional else s for s in state])  # (1, B, D)
     # Padded positions: ONNX leaves zeros after a row's length, as pad_packed_sequence does.
     memory = g.op("Transpose", x, perm=[1, 0, 2], out="memory")  # (B, S, D)
@@ -175,14 +175,14 @@ def rnn_encoder_graph(model: nn.Module, weights: str = "fp32"):
     names = ["final_h", "final_c"][: len(finals[0])]
     for k, name in enumerate(names):
         g.op("Concat", *[f[k] for f in finals], axis=0, out=name)  # (L, B, D)
-    outputs = [_value_info("memory", f32, ["B", "S", c.hidden_size])]
-    outputs += [_value_info(n, f32, [c.n_layers, "B", c.hidden_size]) for n in names]
+    outputs = [value_info("memory", f32, ["B", "S", c.hidden_size])]
+    outputs += [value_info(n, f32, [c.n_layers, "B", c.hidden_size]) for n in names]
     if c.attention == "additive":
         g.op(
-            "Identity", _linear(g, memory, model.decoder.attention.additive.k_proj, "keys_proj"), out="keys"
+            "Identity", linear(g, memory, model.decoder.attention.additive.k_proj, "keys_proj"), out="keys"
         )  # (B, S, A)
-        outputs.append(_value_info("keys", f32, ["B", "S", c.attn_dim]))
-    return g.model([_value_info("src_ids", TensorProto.INT64, ["B", "S"])], outputs, "attnlab_rnn_encoder")
+        outputs.append(value_info("keys", f32, ["B", "S", c.attn_dim]))
+    return g.model([value_info("src_ids", TensorProto.INT64, ["B", "S"])], outputs, "attnlab_rnn_encoder")
 
 
 def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
@@ -194,9 +194,9 @@ def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
         cross_attn, attn_scores ``(B, S)``, query_proj ``(B, A)``
     """
     check_rnn_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     f32, i64 = TensorProto.FLOAT, TensorProto.INT64
     lstm = c.cell == "lstm"
@@ -204,22 +204,22 @@ def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
     dec = model.decoder
     emb = g.op("Gather", g.weight(model.tgt_embed.weight, "tgt_embed"), "tokens", axis=0)  # (B, 1, E)
     emb = g.op("Squeeze", emb, g.const([1], np.int64, "axes"))  # (B, E)
-    inputs = [_value_info("tokens", i64, ["B", 1]), _value_info("hidden", f32, [L, "B", D])]
+    inputs = [value_info("tokens", i64, ["B", 1]), value_info("hidden", f32, [L, "B", D])]
     if lstm:
-        inputs.append(_value_info("cell", f32, [L, "B", D]))
+        inputs.append(value_info("cell", f32, [L, "B", D]))
     outputs = []
     if c.attention == "none":
         context = "context"  # (B, D): the encoder's final state, the same at every step
-        inputs.append(_value_info("context", f32, ["B", D]))
+        inputs.append(value_info("context", f32, ["B", D]))
     else:
         inputs += [
-            _value_info("memory", f32, ["B", "S", D]),
-            _value_info("keys", f32, ["B", "S", c.attn_dim]),
-            _value_info("src_ids", i64, ["B", "S"]),
+            value_info("memory", f32, ["B", "S", D]),
+            value_info("keys", f32, ["B", "S", c.attn_dim]),
+            value_info("src_ids", i64, ["B", "S"]),
         ]
         additive = dec.attention.additive
         top = g.op("Gather", "hidden", g.const(L - 1, np.int64, "layer"), axis=0)  # (B, D) s_{i-1}
-        q = _linear(g, top, additive.q_proj, "attn_q")  # (B, A)
+        q = linear(g, top, additive.q_proj, "attn_q")  # (B, A)
         g.op("Identity", q, out="query_proj")
         hidden = g.op("Tanh", g.op("Add", g.op("Unsqueeze", q, g.const([1], np.int64, "axes")), "keys"))  # (B, S, A)
         v = g.op("Unsqueeze", g.weight(additive.score, "attn_v"), g.const([1], np.int64, "axes"))  # (A, 1)
@@ -230,9 +230,9 @@ def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
         w3 = g.op("Unsqueeze", weights_, g.const([1], np.int64, "axes"))  # (B, 1, S)
         context = g.op("Squeeze", g.op("MatMul", w3, "memory"), g.const([1], np.int64, "axes"))  # (B, D)
         outputs += [
-            _value_info("cross_attn", f32, ["B", "S"]),
-            _value_info("attn_scores", f32, ["B", "S"]),
-            _value_info("query_proj", f32, ["B", c.attn_dim]),
+            value_info("cross_attn", f32, ["B", "S"]),
+            value_info("attn_scores", f32, ["B", "S"]),
+            value_info("query_proj", f32, ["B", c.attn_dim]),
         ]
     x = g.op("Unsqueeze", g.op("Concat", emb, context, axis=-1), g.const([0], np.int64, "axes"))  # (1, B, E + D)
     new_h, new_c = [], []
@@ -241,7 +241,7 @@ def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
         state = [g.op("Gather", "hidden", idx, axis=0)]  # (1, B, D)
         if lstm:
             state.append(g.op("Gather", "cell", idx, axis=0))
-        x, final = _rnn_layer(g, x, dec.rnn, layer, tuple(state), None, f"dec{layer}")  # (1, B, D)
+        x, final = rnn_layer(g, x, dec.rnn, layer, tuple(state), None, f"dec{layer}")  # (1, B, D)
         new_h.append(final[0])
         if lstm:
             new_c.append(final[1])
@@ -249,13 +249,13 @@ def rnn_decoder_graph(model: nn.Module, weights: str = "fp32"):
     if lstm:
         g.op("Concat", *new_c, axis=0, out="cell_out")
     out = g.op("Squeeze", x, g.const([0], np.int64, "axes"))  # (B, D) s_i
-    readout = g.op("Tanh", _linear(g, g.op("Concat", out, context, emb, axis=-1), dec.readout, "readout"))  # (B, E)
+    readout = g.op("Tanh", linear(g, g.op("Concat", out, context, emb, axis=-1), dec.readout, "readout"))  # (B, E)
     tied = model.out_proj.weight is model.tgt_embed.weight
     logits = g.op("Gemm", readout, g.weight(model.out_proj.weight, "tgt_embed" if tied else "out"), transB=1)  # (B, V)
     g.op("LogSoftmax", logits, axis=-1, out="log_probs")  # (B, V), as attnlab.decode scores them
     outputs = (
-        [_value_info("log_probs", f32, ["B", c.tgt_vocab_size]), _value_info("hidden_out", f32, [L, "B", D])]
-        + ([_value_info("cell_out", f32, [L, "B", D])] if lstm else [])
+        [value_info("log_probs", f32, ["B", c.tgt_vocab_size]), value_info("hidden_out", f32, [L, "B", D])]
+        + ([value_info("cell_out", f32, [L, "B", D])] if lstm else [])
         + outputs
     )
     return g.model(inputs, outputs, "attnlab_rnn_decoder_step")
@@ -283,7 +283,7 @@ def export_rnn_onnx(
         no tensors; returns ``out``.
     """
     check_rnn_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     out = Path(out)
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
@@ -344,7 +344,7 @@ def check_pointer_generator_exportable(model: nn.Module) -> None:
         raise ValueError("a pointer-generator with coverage has no ONNX export (the step would carry the coverage)")
 
 
-def _in_vocab(g: _Graph, ids: str, vocab_size: int, unk_id: int) -> str:
+def _in_vocab(g: Graph, ids: str, vocab_size: int, unk_id: int) -> str:
     """Extended ids → fixed-vocabulary ids (every id ≥ V read as [UNK], as the model embeds them).
 
     Shape:
@@ -362,9 +362,9 @@ def pointer_generator_encoder_graph(model: nn.Module, weights: str = "fp32"):
         src_ids ``(B, S)`` → memory ``(B, S, D)``, final_h/final_c ``(L, B, D)``, keys ``(B, S, A)``
     """
     check_pointer_generator_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     f32 = TensorProto.FLOAT
     real = _src_mask(g, "src_ids", c.pad_id)  # (B, S)
@@ -376,19 +376,17 @@ def pointer_generator_encoder_graph(model: nn.Module, weights: str = "fp32"):
     rnn = model.encoder.rnn
     finals: list[list[str]] = []
     for layer in range(c.n_layers):
-        x, state = _rnn_layer(g, x, rnn, layer, None, lens, f"enc{layer}")  # (S, B, D)
+        x, state = rnn_layer(g, x, rnn, layer, None, lens, f"enc{layer}")  # (S, B, D)
         finals.append([_pair_directions(g, s, rnn.hidden_size) for s in state])  # (1, B, D) each
     memory = g.op("Transpose", x, perm=[1, 0, 2], out="memory")  # (B, S, D)
     names = ["final_h", "final_c"][: len(finals[0])]
     for k, name in enumerate(names):
         g.op("Concat", *[f[k] for f in finals], axis=0, out=name)  # (L, B, D)
-    g.op("Identity", _linear(g, memory, model.attention.k_proj, "keys_proj"), out="keys")  # (B, S, A)
-    outputs = [_value_info("memory", f32, ["B", "S", c.hidden_size])]
-    outputs += [_value_info(n, f32, [c.n_layers, "B", c.hidden_size]) for n in names]
-    outputs.append(_value_info("keys", f32, ["B", "S", c.attn_dim]))
-    return g.model(
-        [_value_info("src_ids", TensorProto.INT64, ["B", "S"])], outputs, "attnlab_pointer_generator_encoder"
-    )
+    g.op("Identity", linear(g, memory, model.attention.k_proj, "keys_proj"), out="keys")  # (B, S, A)
+    outputs = [value_info("memory", f32, ["B", "S", c.hidden_size])]
+    outputs += [value_info(n, f32, [c.n_layers, "B", c.hidden_size]) for n in names]
+    outputs.append(value_info("keys", f32, ["B", "S", c.attn_dim]))
+    return g.model([value_info("src_ids", TensorProto.INT64, ["B", "S"])], outputs, "attnlab_pointer_generator_encoder")
 
 
 def pointer_generator_decoder_graph(model: nn.Module, weights: str = "fp32"):
@@ -402,9 +400,9 @@ def pointer_generator_decoder_graph(model: nn.Module, weights: str = "fp32"):
         hidden_out/cell_out ``(L, B, D)``, cross_attn ``(B, S)``, p_gen ``(B,)``
     """
     check_pointer_generator_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     c = model.config
-    g = _Graph(weights)
+    g = Graph(weights)
     TensorProto = g.onnx.TensorProto
     f32, i64 = TensorProto.FLOAT, TensorProto.INT64
     lstm = c.cell == "lstm"
@@ -417,7 +415,7 @@ def pointer_generator_decoder_graph(model: nn.Module, weights: str = "fp32"):
     for layer in range(L):
         idx = g.const([layer], np.int64, "layer")
         state = [g.op("Gather", "hidden", idx, axis=0)] + ([g.op("Gather", "cell", idx, axis=0)] if lstm else [])
-        h, final = _rnn_layer(g, h, model.decoder_rnn, layer, tuple(state), None, f"dec{layer}")  # (1, B, D)
+        h, final = rnn_layer(g, h, model.decoder_rnn, layer, tuple(state), None, f"dec{layer}")  # (1, B, D)
         new_h.append(final[0])
         if lstm:
             new_c.append(final[1])
@@ -425,16 +423,16 @@ def pointer_generator_decoder_graph(model: nn.Module, weights: str = "fp32"):
     if lstm:
         g.op("Concat", *new_c, axis=0, out="cell_out")
     s = g.op("Squeeze", h, ax(0))  # (B, D) s_t
-    q = _linear(g, s, model.attention.q_proj, "attn_q")  # (B, A)
+    q = linear(g, s, model.attention.q_proj, "attn_q")  # (B, A)
     hidden = g.op("Tanh", g.op("Add", g.op("Unsqueeze", q, ax(1)), "keys"))  # (B, S, A)
     v = g.op("Unsqueeze", g.weight(model.attention.score, "attn_v"), ax(1))  # (A, 1)
     scores = g.op("Squeeze", g.op("MatMul", hidden, v), ax(2))  # (B, S)
     masked = g.op("Where", _src_mask(g, "src_ids", c.pad_id), scores, g.const(-np.inf))  # (B, S)
     attn = g.op("Softmax", masked, axis=-1, out="cross_attn")  # (B, S)
     context = g.op("Squeeze", g.op("MatMul", g.op("Unsqueeze", attn, ax(1)), "memory"), ax(1))  # (B, D)
-    readout = _linear(g, g.op("Concat", s, context, axis=-1), model.readout, "readout")  # (B, E): no tanh (eq. 4)
-    p_vocab = g.op("Softmax", _linear(g, readout, model.out_proj, "out"), axis=-1)  # (B, V)
-    p_gen = g.op("Sigmoid", _linear(g, g.op("Concat", context, s, emb, axis=-1), model.p_gen_proj, "p_gen"))  # (B, 1)
+    readout = linear(g, g.op("Concat", s, context, axis=-1), model.readout, "readout")  # (B, E): no tanh (eq. 4)
+    p_vocab = g.op("Softmax", linear(g, readout, model.out_proj, "out"), axis=-1)  # (B, V)
+    p_gen = g.op("Sigmoid", linear(g, g.op("Concat", context, s, emb, axis=-1), model.p_gen_proj, "p_gen"))  # (B, 1)
     g.op("Squeeze", p_gen, ax(1), out="p_gen")  # (B,)
     # eq. 9: p_gen·P_vocab padded with zeros up to V_ext, plus (1 − p_gen)·a added at each source
     # word's extended id (ScatterElements with reduction "add", opset 16).
@@ -449,16 +447,16 @@ def pointer_generator_decoder_graph(model: nn.Module, weights: str = "fp32"):
     copy = g.op("Mul", g.op("Sub", g.const(1.0), p_gen), attn)  # (B, S)
     final = g.op("ScatterElements", gen, "src_ids", copy, axis=1, reduction="add")  # (B, V_ext)
     g.op("Log", final, out="log_probs")  # (B, V_ext): −inf where no word of this row fills a slot
-    inputs = [_value_info("tokens", i64, ["B", 1]), _value_info("hidden", f32, [L, "B", D])]
-    inputs += [_value_info("cell", f32, [L, "B", D])] if lstm else []
+    inputs = [value_info("tokens", i64, ["B", 1]), value_info("hidden", f32, [L, "B", D])]
+    inputs += [value_info("cell", f32, [L, "B", D])] if lstm else []
     inputs += [
-        _value_info("memory", f32, ["B", "S", D]),
-        _value_info("keys", f32, ["B", "S", c.attn_dim]),
-        _value_info("src_ids", i64, ["B", "S"]),
+        value_info("memory", f32, ["B", "S", D]),
+        value_info("keys", f32, ["B", "S", c.attn_dim]),
+        value_info("src_ids", i64, ["B", "S"]),
     ]
-    outputs = [_value_info("log_probs", f32, ["B", "V_ext"]), _value_info("hidden_out", f32, [L, "B", D])]
-    outputs += [_value_info("cell_out", f32, [L, "B", D])] if lstm else []
-    outputs += [_value_info("cross_attn", f32, ["B", "S"]), _value_info("p_gen", f32, ["B"])]
+    outputs = [value_info("log_probs", f32, ["B", "V_ext"]), value_info("hidden_out", f32, [L, "B", D])]
+    outputs += [value_info("cell_out", f32, [L, "B", D])] if lstm else []
+    outputs += [value_info("cross_attn", f32, ["B", "S"]), value_info("p_gen", f32, ["B"])]
     return g.model(inputs, outputs, "attnlab_pointer_generator_step")
 
 
@@ -483,7 +481,7 @@ def export_pointer_generator_onnx(
         no tensors; returns ``out``.
     """
     check_pointer_generator_exportable(model)
-    weights = _resolve_weights(model, weights)
+    weights = resolve_weights(model, weights)
     out = Path(out)
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")

@@ -42,41 +42,23 @@ POOLING = [
     "私たちは駅まで歩いた。",
     "私は毎朝コーヒーを飲みます。",
 ]
-ENGLISH = [
-    "The animal didn't cross the street because it was too tired",
-    "The animal didn't cross the street because it was too wide",
-]
 
 
 def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, str, dict]]:
     """The widget requests of section ``n``: the defaults, or (``own``) a student's own input."""
+    # Every widget but §8's attention pooling computes in the page: a student's page asks the server
+    # for its models' files (exported on the first ask, then kept) and its data files once, then
+    # computes. What the class costs the server is those files and the pooling widget.
     table = {
-        # §1, §4's self vs source–target and §7's diagram compute in the page (ja-en in
-        # onnxruntime-web); the server sends §1's measured times as a file.
-        1: [
-            ("get", "/static/data/parallel-steps.json", {}),
-        ],
-        2: [
-            ("post", "/api/lesson/bottleneck", {"example": rng.randrange(20)} if own else {}),
-            ("get", "/api/lesson/bleu-by-length", {}),
-        ],
-        3: [
-            ("post", "/api/lesson/additive-vs-dot", {}),
-        ],
-        4: [
-            ("post", "/api/lesson/pronoun", {"text": rng.choice(ENGLISH)} if own else {}),
-        ],
-        5: [
-            ("post", "/api/lesson/heads", {"layer": rng.randrange(6)} if own else {}),
-        ],
-        6: [
-            ("post", "/api/lesson/word-order", {}),
-        ],
-        8: [
-            ("post", "/api/lesson/variants", {"length": rng.choice([16, 24, 32])} if own else {}),
-            ("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {}),
-        ],
-        9: [],
+        1: [("get", "/static/models/ja-en/meta.json", {}), ("get", "/static/data/parallel-steps.json", {})],
+        2: [("get", "/static/models/rnn-plain/meta.json", {}), ("get", "/static/data/bottleneck-test.json", {})],
+        3: [("get", "/static/models/rnn-attention/meta.json", {})],
+        4: [("get", "/static/models/minilm/meta.json", {})],
+        5: [("get", "/static/models/minilm/meta.json", {})],
+        6: [],
+        7: [("get", "/static/models/shakespeare-char/meta.json", {})],
+        8: [("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {})],
+        9: [("get", f"/static/models/{name}/meta.json", {}) for name in ("shakespeare-mlm", "facts-qa", "digits-vit")],
     }
     return table[n]
 

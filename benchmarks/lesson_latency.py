@@ -32,20 +32,16 @@ TARGET_MS = 300.0
 # (name, method, path, body or query): what the widgets send, at their defaults and at the
 # largest settings their controls allow.
 LONG_JA = "私たちは来週の日曜日に駅の近くの新しいレストランで友達と一緒に昼ご飯を食べる予定です。"
-# §1's translation and steps, §4's self vs source–target and §7's shapes and token walk compute in
-# the page (static/engine/translation_views.js); only §1's measured times come from the server, as
-# a file (data/parallel-steps.json, measured on its first ask).
+# Every widget but §8's attention pooling computes in the page (static/engine/*.js over the models
+# exported to ONNX): the server's part of the lesson is its files — each in-page model's folder and
+# each data file, exported or measured on the first ask and then kept — and the pooling widget.
 CASES = [
     ("§1 measured times (data file)", "get", "/static/data/parallel-steps.json", {}),
-    ("§2 bottleneck (long example)", "post", "/api/lesson/bottleneck", {"example": 0}),
-    ("§2 bottleneck (43 words, the longest)", "post", "/api/lesson/bottleneck", {"example": 45}),
-    ("§2 BLEU by length (1000 pairs)", "get", "/api/lesson/bleu-by-length", {}),
-    ("§3 additive vs dot-product (rnn-attention)", "post", "/api/lesson/additive-vs-dot", {}),
-    ("§4 pronoun (MiniLM)", "post", "/api/lesson/pronoun", {}),
-    ("§5 head + neuron view (MiniLM)", "post", "/api/lesson/heads", {"query": 10, "layer": 2}),
-    ("§6 word order", "post", "/api/lesson/word-order", {}),
-    ("§8 variants (T = 16)", "post", "/api/lesson/variants", {"length": 16}),
-    ("§8 variants (T = 32, causal)", "post", "/api/lesson/variants", {"length": 32, "causal": True}),
+    ("§2 test pairs (data file)", "get", "/static/data/bottleneck-test.json", {}),
+    ("§2 BLEU by length (data file)", "get", "/static/data/bleu-by-length.json", {}),
+    ("§1 §4 §7 ja-en encoder (in-page model)", "get", "/static/models/ja-en/encoder.onnx", {}),
+    ("§2 §3 rnn-attention step (in-page model)", "get", "/static/models/rnn-attention/decoder.onnx", {}),
+    ("§4 §5 MiniLM views (in-page data)", "get", "/static/models/minilm/meta.json", {}),
     ("§8 attention pooling (ja-sentence-type)", "post", "/api/lesson/pooling", {}),
     ("§8 heatmap PNG (matplotlib)", "get", "/api/lesson/figures/attention-map.png", {"lang": "ja"}),
     ("§8 heatmap SVG (matplotlib)", "get", "/api/lesson/figures/attention-map.svg", {"lang": "ja"}),

@@ -45,7 +45,7 @@ DEMO_SENTENCES = [src for src, _ in make_task("numbers-en-ja", 30, seed=11)]
 TOL = 1e-4
 
 
-def _ensure_runtime() -> None:
+def ensure_runtime() -> None:
     """node_modules' onnxruntime-web, installed by ``npm ci`` if it is missing; skip without npm."""
     try:
         site.node_modules_runtime()
@@ -65,7 +65,7 @@ def _ensure_runtime() -> None:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
-    _ensure_runtime()
+    ensure_runtime()
     return site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", MODELS)
 
 
@@ -111,7 +111,7 @@ def _check_decoding(page, name: str, sentences: list[str], path: Path) -> None:
         assert b["score"] == pytest.approx(want["beam4_score"], abs=TOL), f"{name} {text!r}: beam 4 score"
 
 
-def _split_sentences(lang: str, n: int) -> list[str]:
+def split_sentences(lang: str, n: int) -> list[str]:
     """``n`` sentences of small_parallel_enja in ``lang``: the test split spread evenly (its short
     and long sentences alike), then the dev split where ``n`` is more than the test split's 500."""
     lines = []
@@ -142,7 +142,7 @@ def test_bad_model_names_and_unexportable_models_leave_no_folder(tmp_path):
         with pytest.raises(ValueError, match="not a model name"):
             site.write_engine_folder(tmp_path / "site", models=(bad,))
         assert not (tmp_path / "site").exists()
-    _ensure_runtime()
+    ensure_runtime()
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="recurrent"):
         site.write_engine_folder(tmp_path / "empty", models=("rnn-plain",))
@@ -202,7 +202,7 @@ def test_demo_decodes_in_the_browser_as_in_pytorch(engine, tmp_path):
 @pytest.mark.parametrize("name", ["ja-en", "en-ja"])
 def test_translators_decode_in_the_browser_as_in_pytorch(engine, name, tmp_path):
     page, errors, _, _ = engine
-    _check_decoding(page, name, _split_sentences(LANG[name], 50), tmp_path / f"{name}.json")
+    _check_decoding(page, name, split_sentences(LANG[name], 50), tmp_path / f"{name}.json")
     assert errors == []
 
 
@@ -211,7 +211,7 @@ def test_translators_decode_in_the_browser_as_in_pytorch(engine, name, tmp_path)
 @pytest.mark.parametrize("name", ["ja-en", "en-ja"])
 def test_translators_decode_1000_sentences_in_the_browser_as_in_pytorch(engine, name, tmp_path):
     page, errors, _, _ = engine
-    _check_decoding(page, name, _split_sentences(LANG[name], 1000), tmp_path / f"{name}.json")
+    _check_decoding(page, name, split_sentences(LANG[name], 1000), tmp_path / f"{name}.json")
     assert errors == []
 
 

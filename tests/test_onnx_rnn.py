@@ -15,10 +15,16 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from attnlab.models.rnn_seq2seq import RNNSeq2Seq, RNNSeq2SeqConfig  # noqa: E402
-from attnlab.onnx_graphs import _Graph, _value_info  # noqa: E402
-from attnlab.onnx_rnn import _rnn_layer, check_rnn_exportable, rnn_decoder_graph, rnn_encoder_graph  # noqa: E402
+from attnlab.onnx_graphs import Graph, value_info  # noqa: E402
+from attnlab.onnx_rnn import check_rnn_exportable, rnn_decoder_graph, rnn_encoder_graph, rnn_layer  # noqa: E402
 
-torch.set_grad_enabled(False)
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    # No autograd in these comparisons; scoped to each test (a module-level switch would leak into
+    # every other test the same worker runs).
+    with torch.no_grad():
+        yield
 
 
 def _session(model):
@@ -41,20 +47,20 @@ def test_onnx_recurrent_operator_with_reordered_gates_is_torchs_cell(cell, bidir
     for p in rnn.parameters():
         nn.init.uniform_(p, -0.8, 0.8)  # larger than the default, so that every gate matters
     dirs = 2 if bidirectional else 1
-    g = _Graph("fp32")
+    g = Graph("fp32")
     f32 = g.onnx.TensorProto.FLOAT
     x = "x"
     outs = []
     for layer in range(2):
         state = tuple(f"{n}{layer}" for n in (("h",) if cell == "gru" else ("h", "c")))
-        x, final = _rnn_layer(g, x, rnn, layer, state, None, f"l{layer}")
+        x, final = rnn_layer(g, x, rnn, layer, state, None, f"l{layer}")
         for k, name in enumerate(final):
             outs.append(g.op("Identity", name, out=f"final{k}_{layer}"))
     g.op("Identity", x, out="y")
-    inputs = [_value_info("x", f32, ["S", "B", 5])]
+    inputs = [value_info("x", f32, ["S", "B", 5])]
     kinds = ("h",) if cell == "gru" else ("h", "c")
-    inputs += [_value_info(f"{n}{layer}", f32, [dirs, "B", 7]) for layer in range(2) for n in kinds]
-    outputs = [_value_info("y", f32, ["S", "B", dirs * 7])] + [_value_info(o, f32, [dirs, "B", 7]) for o in outs]
+    inputs += [value_info(f"{n}{layer}", f32, [dirs, "B", 7]) for layer in range(2) for n in kinds]
+    outputs = [value_info("y", f32, ["S", "B", dirs * 7])] + [value_info(o, f32, [dirs, "B", 7]) for o in outs]
     sess = _session(g.model(inputs, outputs, "rnn_check"))
     xs = torch.randn(6, 3, 5)  # (S, B, I)
     h0 = torch.randn(2 * dirs, 3, 7)

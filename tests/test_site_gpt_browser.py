@@ -18,7 +18,7 @@ import pytest
 import torch
 from lesson_browser import BROWSER_MARKS, shipped
 from live_server import page_errors
-from test_engine_browser import _ensure_runtime
+from test_engine_browser import ensure_runtime
 
 from attnlab.web import lesson as L
 from attnlab.web import site
@@ -57,7 +57,7 @@ def folder(tmp_path_factory):
     pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
     for name in MODELS:
         shipped(name)
-    _ensure_runtime()
+    ensure_runtime()
     return site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", MODELS)
 
 

@@ -30,7 +30,7 @@ from attnlab.web.lesson import s01_what_attention_does as S1
 from attnlab.web.lesson import s07_whole_transformer as S7
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_engine_browser import _ensure_runtime, _split_sentences  # noqa: E402
+from test_engine_browser import ensure_runtime, split_sentences  # noqa: E402
 
 pytestmark = BROWSER_MARKS
 
@@ -71,7 +71,7 @@ def translator():
 def page(browser, tmp_path_factory):
     """The static folder's check page, with ja-en and the views module loaded, then offline."""
     pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
-    _ensure_runtime()
+    ensure_runtime()
     folder = site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", ["ja-en"])
     with site.serve_folder(folder) as base:
         context = browser.new_context()
@@ -124,7 +124,7 @@ def _same(got, want, where: str = "") -> None:
 
 
 def _sentences() -> list[str]:
-    return _widget_sentences() + TYPED + _split_sentences("ja", 50)
+    return _widget_sentences() + TYPED + split_sentences("ja", 50)
 
 
 def _python(view, request, translator, texts: list[str]) -> list[dict]:

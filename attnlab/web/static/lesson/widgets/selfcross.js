@@ -6,7 +6,7 @@
 // translator; en, pr, to (the word compared, a token position), pl, ph for MiniLM.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const { clampInt, panes, loader, select, tokenButtons, memo } = window.Lesson;
 
   function mountSelfCross(root, ctx) {

@@ -10,7 +10,7 @@
 // State: text, part (the box open); prompt, temp, k (0: every token), seed.
 (function () {
   "use strict";
-  const { el, fmt, postJSON, debounce } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const { clampInt, fail, panes, loader, memo } = window.Lesson;
 
   // The sublayers of one encoder and one decoder layer; each comes with a LayerNorm (…_norm) and
