@@ -101,9 +101,9 @@ def test_with_two_heads_the_first_row_holds_head_1_of_the_first_two_words():
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_causal_mask_breaks_the_symmetry_only_where_the_earlier_words_differ(client):
+def test_a_causal_mask_breaks_the_symmetry_only_where_the_earlier_words_differ():
     a, b = "猫 が 犬 を 追う", "犬 が 猫 を 追う"
-    got = client.post("/api/lesson/word-order", json={"a": a, "b": b}).json()
+    got = L.word_order_view(a=a, b=b).model_dump(mode="json")  # the page's wordOrder is held to it
     causal = got["causal_without_positions"]
     mha = L.seeded_attention(16, 2, 0)
     xa = torch.stack([L.word_vector(w, 16, 0) for w in a.split()])  # (T, D)

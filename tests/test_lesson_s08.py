@@ -110,7 +110,7 @@ def test_pooling_without_the_classifier_is_503_naming_it_and_the_command(monkeyp
     assert r.status_code == 503, r.text
     detail = r.json()["detail"]
     assert f"needs the shipped model {NAME}" in detail and f"make models ONLY={NAME}" in detail
-    assert client.post("/api/lesson/variants", json={}).status_code == 200  # the rest of §8 works
+    assert client.get("/api/lesson/sections/8").status_code == 200  # the rest of §8 works
 
 
 def test_pooling_answers_within_the_lessons_300_ms(client, classifier):
@@ -130,8 +130,8 @@ def test_pooling_answers_within_the_lessons_300_ms(client, classifier):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("reach", [1, 2, 3, 8])
-def test_a_window_of_reach_r_sees_what_its_label_says(client, reach, causal):
-    got = client.post("/api/lesson/variants", json={"length": 32, "reach": reach, "causal": causal}).json()
+def test_a_window_of_reach_r_sees_what_its_label_says(reach, causal):
+    got = L.variants_view(**{"length": 32, "reach": reach, "causal": causal}).model_dump(mode="json")
     keys = reach + 1 if causal else 2 * reach + 1  # itself and r back (causal), or r on each side
     mask = torch.tensor(got["masks"]["sliding_window"])
     middle = 16
@@ -145,8 +145,8 @@ def test_a_window_of_reach_r_sees_what_its_label_says(client, reach, causal):
     assert got["keys_per_row"]["local"] == 4  # the block size (default 4), set apart from the window
 
 
-def test_the_measured_memory_covers_the_time_tables_lengths_and_tells_the_machine(client):
-    got = client.post("/api/lesson/variants", json={}).json()
+def test_the_measured_memory_covers_the_time_tables_lengths_and_tells_the_machine():
+    got = L.variants_view(**{}).model_dump(mode="json")
     memory = got["measured"]["memory"]
     rows = memory["rows"]
     assert [r["length"] for r in rows] == [r["length"] for r in got["measured"]["rows"]]
@@ -254,8 +254,8 @@ def test_section_8_teaches_the_stacked_reach_with_attnlabs_masks(lang):
     assert all("one window per layer" not in k.en for k in final.key_points)
 
 
-def test_the_measured_times_come_as_seconds_and_ratios_apart(client):
-    got = client.post("/api/lesson/variants", json={}).json()
+def test_the_measured_times_come_as_seconds_and_ratios_apart():
+    got = L.variants_view(**{}).model_dump(mode="json")
     rows, tables = got["measured"]["rows"], got["measured_tables"]
     assert tables["lengths"] == [r["length"] for r in rows] == [1024, 4096, 16384, 32768]
     assert tables["seconds"]["sdpa"] == [r["sdpa_s"] for r in rows]
@@ -268,8 +268,8 @@ def test_the_measured_times_come_as_seconds_and_ratios_apart(client):
     assert max(tables["speedup"]["chunked"]) < 1.1 and min(tables["speedup"]["chunked"]) < 1.0
 
 
-def test_the_local_variant_is_the_block_mask(client):
-    got = client.post("/api/lesson/variants", json={"length": 12, "block": 3}).json()
+def test_the_local_variant_is_the_block_mask():
+    got = L.variants_view(**{"length": 12, "block": 3}).model_dump(mode="json")
     assert got["masks"]["local"] == AF.block_local_mask(12, block=3, causal=False).tolist()
 
 

@@ -321,38 +321,38 @@ const tensor = (name, kind, axes, sizes) => ({ name, kind, shape: axes.split(" "
  * Shape: sizes → parts.
  */
 export function shapeParts(sizes, normOrder) {
-  const t = (name, kind, axes) => tensor(name, kind, axes, sizes);
+  const sized = (name, kind, axes) => tensor(name, kind, axes, sizes); // (not the i18n sized(): a tensor entry)
   const attention = (q, k, causal) => [
-    t("query_in", "vectors", `B ${q} D`),
-    t("key_in", "vectors", `B ${k} D`),
-    t("q_heads", "heads", `B H ${q} Dh`),
-    t("k_heads", "heads", `B H ${k} Dh`),
-    t("v_heads", "heads", `B H ${k} Dh`),
-    ...(causal ? [t("causal_mask", "mask", "T T")] : []),
-    t("weights", "weights", `B H ${q} ${k}`),
-    t("attn_out", "vectors", `B ${q} D`),
+    sized("query_in", "vectors", `B ${q} D`),
+    sized("key_in", "vectors", `B ${k} D`),
+    sized("q_heads", "heads", `B H ${q} Dh`),
+    sized("k_heads", "heads", `B H ${k} Dh`),
+    sized("v_heads", "heads", `B H ${k} Dh`),
+    ...(causal ? [sized("causal_mask", "mask", "T T")] : []),
+    sized("weights", "weights", `B H ${q} ${k}`),
+    sized("attn_out", "vectors", `B ${q} D`),
   ];
-  const ffn = (side) => [t("ffn_in", "vectors", `B ${side} D`), t("ffn_hidden", "vectors", `B ${side} F`), t("ffn_out", "vectors", `B ${side} D`)];
+  const ffn = (side) => [sized("ffn_in", "vectors", `B ${side} D`), sized("ffn_hidden", "vectors", `B ${side} F`), sized("ffn_out", "vectors", `B ${side} D`)];
   const wrapped = (sub, part, side) => {
     const last = part.tensors[part.tensors.length - 1];
-    const normPart = { id: `${sub}_norm`, kind: "norm", tensors: [t("norm_in", "vectors", `B ${side} D`), t("norm_out", "vectors", `B ${side} D`)] };
+    const normPart = { id: `${sub}_norm`, kind: "norm", tensors: [sized("norm_in", "vectors", `B ${side} D`), sized("norm_out", "vectors", `B ${side} D`)] };
     const add = {
       id: `${sub}_add`,
       kind: "add",
-      tensors: [t("residual_in", "vectors", `B ${side} D`), { ...last, name: "sublayer_out" }, t("residual_out", "vectors", `B ${side} D`)],
+      tensors: [sized("residual_in", "vectors", `B ${side} D`), { ...last, name: "sublayer_out" }, sized("residual_out", "vectors", `B ${side} D`)],
     };
     return normOrder === "pre" ? [normPart, part, add] : [part, add, normPart];
   };
   const embed = (id, side) => ({
     id,
     kind: "embed",
-    tensors: [t("ids", "ids", `B ${side}`), t("embedding", "vectors", `B ${side} D`), t("with_positions", "vectors", `B ${side} D`)],
+    tensors: [sized("ids", "ids", `B ${side}`), sized("embedding", "vectors", `B ${side} D`), sized("with_positions", "vectors", `B ${side} D`)],
   });
   return [
     embed("src_embed", "S"),
     ...wrapped("enc_self", { id: "enc_self", kind: "attention", tensors: attention("S", "S", false) }, "S"),
     ...wrapped("enc_ffn", { id: "enc_ffn", kind: "ffn", tensors: ffn("S") }, "S"),
-    { id: "memory", kind: "memory", tensors: [t("block_out", "vectors", "B S D"), t("memory", "vectors", "B S D")] },
+    { id: "memory", kind: "memory", tensors: [sized("block_out", "vectors", "B S D"), sized("memory", "vectors", "B S D")] },
     embed("tgt_embed", "T"),
     ...wrapped("dec_self", { id: "dec_self", kind: "attention", tensors: attention("T", "T", true) }, "T"),
     ...wrapped("dec_cross", { id: "dec_cross", kind: "attention", tensors: attention("T", "S", false) }, "T"),
@@ -361,11 +361,11 @@ export function shapeParts(sizes, normOrder) {
       id: "output",
       kind: "output",
       tensors: [
-        t("block_out", "vectors", "B T D"),
-        t("final_norm", "vectors", "B T D"),
-        t("logits", "vectors", "B T V"),
-        t("probs", "vectors", "B T V"),
-        t("next_token", "vectors", "V"),
+        sized("block_out", "vectors", "B T D"),
+        sized("final_norm", "vectors", "B T D"),
+        sized("logits", "vectors", "B T V"),
+        sized("probs", "vectors", "B T V"),
+        sized("next_token", "vectors", "V"),
       ],
     },
   ];
