@@ -261,13 +261,13 @@ function checkMeta(meta) {
  *
  * options: {ort (default: the global ort), sessionOptions (default: the wasm backend),
  * onProgress(loaded, total): called as the two models download (total 0 when the server gives
- * no sizes)}.
+ * no sizes), warmUp (default true): one throw-away search on load, so the first sentence is fast}.
  * Returns {meta, srcTokenizer, tgtTokenizer, model, translate(text, {beamSize, alpha})}.
  * Shape: a folder URL → a translator.
  */
 export async function loadTranslator(
   baseUrl,
-  { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] }, onProgress = () => {} } = {},
+  { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] }, onProgress = () => {}, warmUp = true } = {},
 ) {
   if (!ort) throw new Error("onnxruntime-web is not loaded");
   const base = baseUrl.endsWith("/") ? baseUrl : baseUrl + "/";
@@ -285,7 +285,18 @@ export async function loadTranslator(
   const [encoder, decoder] = await Promise.all(
     urls.map(async (url) => ort.InferenceSession.create(await fetchBytes(url, count), sessionOptions)),
   );
-  return makeTranslator(ort, encoder, decoder, meta, tokenizerFromJSON(srcJSON), tokenizerFromJSON(tgtJSON));
+  const translator = makeTranslator(ort, encoder, decoder, meta, tokenizerFromJSON(srcJSON), tokenizerFromJSON(tgtJSON));
+  if (warmUp) await warm(translator);
+  return translator;
+}
+
+// One short beam-4 search on a one-token source, thrown away: onnxruntime-web's first run of a
+// session grows its memory and sets up its kernels (hundreds of ms), so a learner's first
+// sentence would pay it; paid here, it is part of loading the model.
+async function warm({ model, meta }) {
+  const id = [meta.pad_id, meta.bos_id, meta.eos_id].includes(4) ? 5 : 4; // an ordinary token
+  const opts = { bosId: meta.bos_id, eosId: meta.eos_id, padId: meta.pad_id, maxLen: 2, beamSize: 4, alpha: DEFAULT_ALPHA };
+  await beamSearch(model, [id], opts);
 }
 
 /**
