@@ -457,7 +457,7 @@ def test_an_edited_question_does_not_keep_its_old_answer(page, lang):
         body["check"][0]["question"]["en"] += " (edited)"
         route.fulfill(json=body)
 
-    page.route("**/api/lesson/sections/4", edited)
+    page.route("**/static/data/lesson/sections/4.json", edited)
     page.reload()
     section_drawn(page)
     assert page.get_attribute("#question-0", "data-done") is None and page.is_enabled("#q0-submit")
@@ -574,7 +574,7 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
         route.fulfill(json=body)
 
     if not with_notes:
-        page.route(f"**/api/lesson/sections/{n}", fake)
+        page.route(f"**/static/data/lesson/sections/{n}.json", fake)
     page.goto(f"/lesson/{n}")
     section_drawn(page)
     notes = page.locator("#teacher-notes")
@@ -604,19 +604,19 @@ def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, l
         body.pop("teacher", None)
         route.fulfill(json=body)
 
-    page.unroute(f"**/api/lesson/sections/{n}")
-    page.route(f"**/api/lesson/sections/{n}", strip)
+    page.unroute(f"**/static/data/lesson/sections/{n}.json")
+    page.route(f"**/static/data/lesson/sections/{n}.json", strip)
     page.goto(f"/lesson/{n}")
     section_drawn(page)
     assert page.locator("#teacher-notes").count() == 0 and page.locator(".question").count() == len(SECTIONS[n].check)
-    page.unroute(f"**/api/lesson/sections/{n}")
+    page.unroute(f"**/static/data/lesson/sections/{n}.json")
 
     def null(route):
         body = json.loads(route.fetch().text())
         body["teacher"] = None
         route.fulfill(json=body)
 
-    page.route(f"**/api/lesson/sections/{n}", null)
+    page.route(f"**/static/data/lesson/sections/{n}.json", null)
     page.goto(f"/lesson/{n}")
     section_drawn(page)
     assert page.locator("#teacher-notes").count() == 0

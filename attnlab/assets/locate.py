@@ -66,10 +66,12 @@ def shipped_model_dir(name: str) -> Path:
         return minilm_dir()
     folder = asset_folder(name)
     if not is_checkpoint(folder):
-        raise FileNotFoundError(
+        err = FileNotFoundError(
             f"{name} is a shipped model, but its weights are not built in this installation ({folder} holds no "
             f"{WEIGHTS_FILE}): run `make models ONLY={name}` in attnlab's source folder (see README, Ready-made models)"
         )
+        err.model = name  # which shipped model is missing, for an answer that names it
+        raise err
     return folder
 
 

@@ -266,6 +266,12 @@ def create_app(
             path = await anyio.to_thread.run_sync(data_files.file, filename)
         except KeyError as err:
             raise HTTPException(404, str(err.args[0])) from None
+        except FileNotFoundError as err:  # measured on a shipped model not built here: say which, never a 500
+            model = getattr(err, "model", None)
+            needs = (
+                f"needs the shipped model {model}, which is not installed here" if model else "cannot be written here"
+            )
+            raise HTTPException(503, f"the data file {filename} {needs}: {err}") from None
         return FileResponse(path, media_type="application/json")
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

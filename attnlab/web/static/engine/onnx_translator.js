@@ -200,9 +200,17 @@ export function cutLoops(tokens, opts = {}) {
   return out;
 }
 
+// The error of a failed request: the explorer's own sentence when it sends one (e.g. a shipped
+// model not built here, and the command that builds it), else the address and the status.
+async function responseError(url, response) {
+  const body = await response.json().catch(() => null);
+  if (body && typeof body.detail === "string") return new Error(body.detail);
+  return new Error(`${url}: ${response.status} ${response.statusText}`);
+}
+
 export async function fetchJSON(url) {
   const response = await fetch(url);
-  if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
+  if (!response.ok) throw await responseError(url, response);
   return response.json();
 }
 
@@ -210,7 +218,7 @@ export async function fetchJSON(url) {
 // how far the download is, issue 36 item 6). Shape: a URL → a Uint8Array.
 export async function fetchBytes(url, onChunk) {
   const response = await fetch(url);
-  if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
+  if (!response.ok) throw await responseError(url, response);
   if (!response.body) {
     const bytes = new Uint8Array(await response.arrayBuffer());
     onChunk(bytes.length);

@@ -1,25 +1,14 @@
-// What the lesson's small in-page models share (gpt.js, vit.js, gat.js): one load per page, a
-// failed load said in the server's own words, and the two reductions their references use.
-
-import { modelURL } from "./models.js";
+// What the lesson's small in-page models share (gpt.js, vit.js, gat.js): one load per page and
+// the two reductions their references use. (A failed load is said in the server's own words by
+// the fetches of models.js / onnx_translator.js.)
 
 /**
- * make() once per key for the page (a failed load may be retried). When it fails because the
- * model's folder cannot be had (the explorer answers why, e.g. a shipped model not built here
- * and the command that builds it), the error carries that answer instead of a bare status.
+ * make() once per key for the page (a failed load may be retried).
  * Shape: a key, a model name and a function → a Promise of its result.
  */
 export function loadOnce(cache, name, make) {
   if (!cache.has(name)) {
-    const promise = make().catch(async (err) => {
-      if (err && err.name === "DeviceError") throw err;
-      const answer = await fetch(modelURL(name, "meta.json")).catch(() => null);
-      if (answer && !answer.ok) {
-        const body = await answer.json().catch(() => null);
-        if (body && typeof body.detail === "string") throw new Error(body.detail);
-      }
-      throw err;
-    });
+    const promise = make();
     cache.set(name, promise);
     promise.catch(() => cache.delete(name));
   }
