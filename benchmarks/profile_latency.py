@@ -87,11 +87,14 @@ def main() -> None:
         text = args.text or SHORT.get(translator.src_lang or "en", SHORT["en"])
         clock = StageClock()
         if args.stages:
-            model = translator.model
+            from attnlab.accel.engine import NativeTranslator
+
             clock.wrap(translator.src_tok, "encode_batch", "tokenize")
             clock.wrap(translator.tgt_tok, "decode", "detokenize")
-            clock.wrap(model, "start", "encoder (start)")
-            clock.wrap(model, "step", "decoder steps")
+            # The searches decode through the engine the key picks (accel.engine.decoder): its
+            # start and step are the encoder and the decoder steps, whichever path runs inside.
+            clock.wrap(NativeTranslator, "start", "encoder (start)")
+            clock.wrap(NativeTranslator, "step", "decoder steps")
 
         texts = batch_texts(args, translator) or [text]
 
