@@ -29,7 +29,6 @@ P patches, K classes, N nodes, F features, C classes of the graph.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,6 @@ import torch
 from torch import nn
 
 from .onnx_graphs import (
-    META_FILE,
     WEIGHTS,
     Graph,
     apply_activation,
@@ -46,9 +44,11 @@ from .onnx_graphs import (
     layer_norm,
     linear,
     merge_heads,
+    replace_folder,
     split_heads,
     stack_outputs,
     value_info,
+    write_meta,
 )
 
 __all__ = [
@@ -137,17 +137,15 @@ def gpt_graph(model: nn.Module, weights: str = "auto"):
 
 def _fresh(out: str | Path, force: bool) -> Path:
     out = Path(out)
-    if out.exists():
-        if not force:
-            raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
+    replace_folder(out)
     return out
 
 
 def _write_meta(out: Path, meta: dict) -> None:
     meta = {"format": "attnlab.onnx", "version": 1, **meta}
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
 
 
 def export_gpt_onnx(

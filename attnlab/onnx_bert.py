@@ -27,7 +27,6 @@ site carries MiniLM's views of the page's sentences instead (:func:`export_minil
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from torch import nn
 from .models.bert import BertForMaskedLM, BertModel
 from .models.qa import BertForQuestionAnswering
 from .onnx_graphs import (
-    META_FILE,
     WEIGHTS,
     Graph,
     apply_activation,
@@ -47,10 +45,12 @@ from .onnx_graphs import (
     exact_storage,
     layer_norm,
     linear,
+    replace_folder,
     require_onnx,
     split_heads,
     stack_outputs,
     value_info,
+    write_meta,
 )
 
 __all__ = [
@@ -223,9 +223,7 @@ def export_bert_onnx(
         weights = "int8" if str(name) == MINILM else exact_storage(model)
     graph = bert_graph(model, weights)
     onnx = require_onnx()
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    replace_folder(out)
     onnx.save(graph, str(out / "model.onnx"))
     tok.save(out, "tokenizer")
     c = bert.config
@@ -253,7 +251,7 @@ def export_bert_onnx(
         "mask_id": tok.mask_id,
         **settings,
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
     for file, obj in (extra() if extra else {}).items():
         (out / file).write_text(json.dumps(obj, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
@@ -338,9 +336,7 @@ def export_minilm_views(name: str, out_dir: str | Path, *, weights: str = "auto"
     model, tok, _ = load_bert_model(MINILM)
     bert = _encoder_of(model)
     views = minilm_views(bert, tok)
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    replace_folder(out)
     tok.save(out, "tokenizer")
     (out / "views.json").write_text(json.dumps(views) + "\n", encoding="utf-8")
     c = bert.config
@@ -362,5 +358,5 @@ def export_minilm_views(name: str, out_dir: str | Path, *, weights: str = "auto"
         "sep_id": tok.eos_id,
         "mask_id": tok.mask_id,
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
     return out

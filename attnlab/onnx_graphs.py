@@ -66,6 +66,8 @@ __all__ = [
     "stack_outputs",
     "encoder_block",
     "resolve_weights",
+    "replace_folder",
+    "write_meta",
     "ONNX_INSTALL",
     "OPSET",
     "WEIGHTS",
@@ -625,6 +627,27 @@ def resolve_weights(model: nn.Module, weights: str) -> str:
 # -- the folder -------------------------------------------------------------------------------------
 
 
+def replace_folder(out: Path) -> None:
+    """Make ``out`` an empty folder, removing what is there (a folder or a file): every in-page
+    exporter calls it once its graphs are built, so a failed build deletes nothing.
+
+    Shape:
+        no tensors
+    """
+    if out.exists():
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    out.mkdir(parents=True)
+
+
+def write_meta(out: Path, meta: dict) -> None:
+    """Write ``meta`` as ``out``'s :data:`META_FILE` (UTF-8, indented, non-ASCII kept).
+
+    Shape:
+        no tensors
+    """
+    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def export_onnx(
     model: nn.Module,
     src_tok,
@@ -677,9 +700,7 @@ def export_onnx(
         encoder_graph(model, weights, taps=taps),
         decoder_graph(model, weights),
     )  # before anything is deleted
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    replace_folder(out)
     onnx.save(encoder, str(out / "encoder.onnx"))
     onnx.save(decoder, str(out / "decoder.onnx"))
     src_tok.save(out, "src_tokenizer")
@@ -714,7 +735,7 @@ def export_onnx(
         "taps": list(ENCODER_TAPS) if taps else [],
         "config": {k: v for k, v in vars(c).items() if isinstance(v, (int, float, str, bool)) or v is None},
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
     return out
 
 

@@ -37,8 +37,6 @@ document's extended ids, its attention and its switch ``p_gen``.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .onnx_graphs import META_FILE, Graph, linear, require_onnx, resolve_weights, value_info
+from .onnx_graphs import Graph, linear, replace_folder, require_onnx, resolve_weights, value_info, write_meta
 
 __all__ = [
     "RNN_KINDS",
@@ -289,9 +287,7 @@ def export_rnn_onnx(
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
     onnx = require_onnx()
     encoder, decoder = rnn_encoder_graph(model, weights), rnn_decoder_graph(model, weights)
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    replace_folder(out)
     onnx.save(encoder, str(out / "encoder.onnx"))
     onnx.save(decoder, str(out / "decoder.onnx"))
     src_tok.save(out, "src_tokenizer")
@@ -323,7 +319,7 @@ def export_rnn_onnx(
         "tgt_tokenizer": "tgt_tokenizer.json",
         "source_wrap": {"bos": False, "eos": False},
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
     return out
 
 
@@ -488,9 +484,7 @@ def export_pointer_generator_onnx(
     onnx = require_onnx()
     encoder = pointer_generator_encoder_graph(model, weights)
     decoder = pointer_generator_decoder_graph(model, weights)
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    out.mkdir(parents=True)
+    replace_folder(out)
     onnx.save(encoder, str(out / "encoder.onnx"))
     onnx.save(decoder, str(out / "decoder.onnx"))
     vocab.save(out, "vocab")
@@ -516,5 +510,5 @@ def export_pointer_generator_onnx(
         "weights": weights,
         "vocab": "vocab.json",
     }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_meta(out, meta)
     return out
