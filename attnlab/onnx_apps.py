@@ -158,13 +158,9 @@ def export_gpt_onnx(
     """
     import onnx
 
-    from .assets.locate import shipped_model_dir
-    from .recipes.lm import load_language_model
+    from .loading import load_model  # a shipped name or a folder, as everywhere else
 
-    directory = model_dir_or_name
-    if not Path(str(directory)).is_dir():
-        directory = shipped_model_dir(str(model_dir_or_name))
-    model, tokenizer = load_language_model(directory)
+    model, tokenizer = load_model(model_dir_or_name)
     if getattr(model.config, "model_type", None) != "gpt":
         raise ValueError(f"{model_dir_or_name}: not a GPT (only a GPT has this in-page export)")
     storage = _storage(model, weights)
@@ -268,13 +264,9 @@ def export_vit_onnx(
     """
     import onnx
 
-    from .assets.locate import shipped_model_dir
-    from .recipes.vision import load_vit
+    from .loading import load_model  # a shipped name or a folder, as everywhere else
 
-    directory = model_dir_or_name
-    if not Path(str(directory)).is_dir():
-        directory = shipped_model_dir(str(model_dir_or_name))
-    model, config = load_vit(directory)
+    model, config = load_model(model_dir_or_name)
     storage = _storage(model, weights)
     graph = vit_graph(model, storage)
     out = _fresh(out_dir, force)
@@ -404,13 +396,9 @@ def export_gat_onnx(
     """
     import onnx
 
-    from .assets.locate import shipped_model_dir
-    from .recipes.graph import load_gat
+    from .loading import load_model  # a shipped name or a folder, as everywhere else
 
-    directory = model_dir_or_name
-    if not Path(str(directory)).is_dir():
-        directory = shipped_model_dir(str(model_dir_or_name))
-    model, config = load_gat(directory)
+    model, config = load_model(model_dir_or_name)
     storage = _storage(model, weights)
     graph = gat_graph(model, storage)
     out = _fresh(out_dir, force)
