@@ -51,9 +51,11 @@
         state.text = input.value;
         changed();
       });
+      // The example buttons come with the first answer (none before it: replaceChildren would
+      // write a null as the text "null").
       controls.replaceChildren(
         el("label", { class: "row grow" }, el("span", { text: s("pool_input_label") }), input),
-        exampleButtons());
+        ...[exampleButtons()].filter(Boolean));
     }
 
     const send = debounce(loader(p, {
