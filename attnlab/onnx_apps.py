@@ -18,17 +18,24 @@ and the attention weights the widgets draw are named outputs:
   coefficients) and ``output_attn`` ``(H', N, N)``; ``graph.json`` holds the club (features,
   edges, factions, the members labelled in training, the drawing's fixed positions).
 
+- ``ja-sentence-type/model.onnx`` (:func:`classifier_graph`, §8's attention-pooling exercise):
+  ``ids`` int64 ``(B, S)`` (padded with ``pad_id``) → ``logits`` ``(B, C)``, ``probs`` ``(B, C)``
+  (their softmax) and ``pool_weights`` ``(B, S)``, the attention pooling's weight of every
+  character (0 on padding); ``tokenizer.json`` is the character tokenizer.
+
 Each folder has a ``meta.json`` (``"format": "attnlab.onnx"``, ``"kind"``: ``gpt`` | ``vit`` |
-``gat``, the sizes, ``"weights"``). Weights are stored as :func:`attnlab.onnx_graphs.exact_storage`
+``gat`` | ``classifier``, the sizes, ``"weights"``). Weights are stored as :func:`attnlab.onnx_graphs.exact_storage`
 picks (fp16 for all three shipped checkpoints, which are fp16-packed: exact).
 
 Shape letters: B batch, T characters, V vocabulary, D width, H heads, Dh = D / H, L layers,
-P patches, K classes, N nodes, F features, C classes of the graph.
+P patches, K classes, N nodes, F features, C classes of the graph (or of the classifier),
+S characters of the classifier's input.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +47,7 @@ from .onnx_graphs import (
     Graph,
     apply_activation,
     attend_heads,
+    encoder_block,
     exact_storage,
     layer_norm,
     linear,
@@ -58,6 +66,8 @@ __all__ = [
     "export_gpt_onnx",
     "export_vit_onnx",
     "export_gat_onnx",
+    "classifier_graph",
+    "export_classifier_onnx",
     "vit_images",
     "gat_graph_data",
 ]
@@ -416,6 +426,132 @@ def export_gat_onnx(
             "out_heads": c.out_heads,
             "weights": storage,
             "graph": "graph.json",
+        },
+    )
+    return out
+
+
+# -- the attention-pooling classifier ---------------------------------------------------------------
+
+
+def classifier_graph(model: nn.Module, weights: str = "auto"):
+    """:class:`attnlab.models.classifier.AttentionPoolClassifier`: embeddings · √D plus the
+    sinusoidal table, pre-norm encoder blocks over the real characters, the final LayerNorm, then
+    attention pooling (Yang et al. 2016, §2.2): ``α = softmax_i(uᵀ tanh(W_k h_i + b))`` over the
+    real characters (``scale = 1``, as the module's call), ``c = Σ α_i h_i``, logits ``c W_oᵀ + b``.
+    Padding (``ids == pad_id``) is masked as the module's ``padding_mask`` masks it.
+
+    Shape:
+        ids ``(B, S)`` → logits ``(B, C)``, probs ``(B, C)``, pool_weights ``(B, S)``
+    """
+    from .layers import ACTIVATIONS
+    from .models.classifier import AttentionPoolClassifier
+
+    if not isinstance(model, AttentionPoolClassifier):
+        raise ValueError(f"not an attention-pooling classifier: {type(model).__name__}")
+    c = model.config
+    for block in model.blocks:
+        if block.norm != "pre" or block.ff.act is not ACTIVATIONS["relu"]:
+            raise ValueError("only a classifier of pre-norm ReLU blocks (the recipe's) has an in-page export")
+    g = Graph(_storage(model, weights))
+    TensorProto = g.onnx.TensorProto
+    D, H = c.d_model, c.n_heads
+    Dh = D // H
+    i64 = np.int64
+    S = g.op("Shape", "ids", start=1, end=2)  # (1,) the length
+    table = g.const(model.positions.table.detach().cpu().numpy(), hint="positions")  # (max_len, D), fp32 always
+    positions = g.op("Slice", table, g.const([0], i64, "starts"), S, g.const([0], i64, "axes"))  # (S, D)
+    real = g.op("Not", g.op("Equal", "ids", g.const(c.pad_id, i64, "pad")))  # (B, S) True = a character
+    mask = g.op("Unsqueeze", real, g.const([1, 2], i64, "axes"))  # (B, 1, 1, S): keys of every head and query
+    x = g.op("Gather", g.weight(model.embed.weight, "embed"), "ids", axis=0)  # (B, S, D)
+    x = g.op("Add", g.op("Mul", x, g.const(math.sqrt(D))), positions)  # (B, S, D)
+    for i, block in enumerate(model.blocks):
+        x, _ = encoder_block(g, x, mask, block, "relu", H, Dh, D, f"b{i}")  # (B, S, D)
+    states = layer_norm(g, x, model.final_norm, "final_norm")  # (B, S, D)
+    keys = g.op("Tanh", linear(g, states, model.pool.k_proj, "pool_k"))  # (B, S, D)
+    query = g.op("Unsqueeze", g.weight(model.pool.query, "pool_query"), g.const([1], i64, "axes"))  # (D, 1)
+    scores = g.op("Squeeze", g.op("MatMul", keys, query), g.const([2], i64, "axes"))  # (B, S)
+    scores = g.op("Where", real, scores, g.const(-np.inf))  # (B, S): padding gets exactly 0
+    alpha = g.op("Softmax", scores, axis=-1, out="pool_weights")  # (B, S)
+    pooled = g.op("MatMul", g.op("Unsqueeze", alpha, g.const([1], i64, "axes")), states)  # (B, 1, D)
+    pooled = g.op("Squeeze", pooled, g.const([1], i64, "axes"))  # (B, D)
+    g.op("Identity", linear(g, pooled, model.out_proj, "out"), out="logits")  # (B, C)
+    g.op("Softmax", "logits", axis=-1, out="probs")  # (B, C)
+    f32 = TensorProto.FLOAT
+    return g.model(
+        [value_info("ids", TensorProto.INT64, ["B", "S"])],
+        [
+            value_info("logits", f32, ["B", c.n_classes]),
+            value_info("probs", f32, ["B", c.n_classes]),
+            value_info("pool_weights", f32, ["B", "S"]),
+        ],
+        "attnlab_classifier",
+    )
+
+
+def classifier_card(directory: Path) -> dict | None:
+    """The held-out scores of a classifier's model card (``card.json``) that §8's widget quotes:
+    accuracy, the number of test sentences and, per class with a marker, the share of correctly
+    classified test sentences whose heaviest character is the marker; None without a card.
+
+    Shape:
+        no tensors
+    """
+    from .assets.cards import read_model_card
+
+    if not (directory / "card.json").is_file():
+        return None
+    metrics = read_model_card(directory).metrics
+    shares = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("peak_on_marker/")}
+    return {"accuracy": metrics["accuracy"], "n": int(metrics["n"]), "peak_on_marker": shares}
+
+
+def export_classifier_onnx(
+    model_dir_or_name: str | Path, out_dir: str | Path, *, weights: str = "auto", force: bool = False
+) -> Path:
+    """Write an attention-pooling classifier's in-page folder: ``model.onnx``, ``tokenizer.json``,
+    ``meta.json`` (its labels, ``max_len``, ``pad_id``/``unk_id``, a shipped model's example
+    sentences and its model card's held-out scores).
+
+    Shape:
+        no tensors; returns ``out_dir``.
+    """
+    import onnx
+
+    from . import assets
+    from .assets.locate import resolve_model_dir
+    from .loading import load_model  # a shipped name or a folder, as everywhere else
+    from .recipes.classify import TextClassifier
+
+    classifier = load_model(model_dir_or_name)
+    if not isinstance(classifier, TextClassifier):
+        raise ValueError(f"{model_dir_or_name}: not a text classifier (only one has this in-page export)")
+    model, tok = classifier.model, classifier.tokenizer
+    storage = _storage(model, weights)
+    graph = classifier_graph(model, storage)
+    name = Path(str(model_dir_or_name)).name
+    shipped = assets.ASSETS.get(str(model_dir_or_name))
+    card = classifier_card(resolve_model_dir(model_dir_or_name))
+    out = _fresh(out_dir, force)
+    onnx.save(graph, str(out / "model.onnx"))
+    tok.save(out, "tokenizer")
+    c = model.config
+    _write_meta(
+        out,
+        {
+            "kind": "classifier",
+            "name": name,
+            "labels": list(classifier.labels),
+            "max_len": classifier.max_len,
+            "pad_id": tok.pad_id,
+            "unk_id": tok.unk_id,
+            "d_model": c.d_model,
+            "n_layers": c.n_layers,
+            "n_heads": c.n_heads,
+            "weights": storage,
+            "tokenizer": "tokenizer.json",
+            "examples": list(shipped.examples) if shipped else [],
+            "card": card,
         },
     )
     return out

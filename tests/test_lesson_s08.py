@@ -1,9 +1,11 @@
-"""§8 of the lesson (variants and exercises), through the API and in its content files:
+"""§8 of the lesson (variants and exercises), through its Python references and in its content files:
 
-- the attention-pooling exercise answers with exactly what the shipped classifier ``ja-sentence-type``
-  computes (its class probabilities and per-character pooling weights), a clear 422 for bad input,
-  a 503 naming the model and ``make models ONLY=ja-sentence-type`` where it is not installed, and
-  within the lesson's 300 ms;
+- the attention-pooling exercise's reference (``pooling_view``, which the page's engine/pooling.js
+  is held to in tests/test_site_pooling_browser.py) answers with exactly what the shipped classifier
+  ``ja-sentence-type`` computes (its class probabilities and per-character pooling weights), a clear
+  one-line error for bad input, and within the lesson's 300 ms; the explorer has no endpoint for it
+  (nor for the heatmap's download) and serves the model's folder, a 503 naming the model and
+  ``make models ONLY=ja-sentence-type`` where it is not installed;
 - the variants widget: a window's label ("reach r") and its mask agree, and the measured times
   come as two tables, seconds apart from ratios;
 - the content: no placeholder, the corrected statements (chunking saves memory, sparse attention
@@ -28,6 +30,7 @@ from attnlab.assets.cards import read_model_card
 from attnlab.data.sentence_types import LABELS, japanese_markers
 from attnlab.web import lesson as L
 from attnlab.web.app import create_app
+from attnlab.web.lesson import s08_variants_and_exercises as S8
 
 LOCAL = "http://127.0.0.1:8000"
 NAME = "ja-sentence-type"
@@ -55,13 +58,16 @@ def classifier():
 # --------------------------------------------------------------------------------------------
 
 
+def pool(classifier, **body) -> dict:
+    """What the page's widget shows for ``body`` (the reference of engine/pooling.js)."""
+    return S8.pooling_view(classifier, S8.PoolingRequest(**body)).model_dump()
+
+
 @pytest.mark.parametrize(
     "text", [*assets.ASSETS[NAME].examples, "明日は雨が降りますか。", "私は行きたい。", "𠮷野家は閉まっていない。"]
 )
-def test_the_pooling_widget_shows_the_classifiers_own_numbers(client, classifier, text):
-    r = client.post("/api/lesson/pooling", json={"text": text})
-    assert r.status_code == 200, r.text
-    got = r.json()
+def test_the_pooling_widget_shows_the_classifiers_own_numbers(classifier, text):
+    got = pool(classifier, text=text)
     want = classifier.predict([text])[0]
     assert got["model"] == NAME and got["text"] == text and got["labels"] == list(LABELS)
     assert got["label"] == want.label
@@ -74,8 +80,8 @@ def test_the_pooling_widget_shows_the_classifiers_own_numbers(client, classifier
     assert sum(got["probs"]) == pytest.approx(1.0, abs=1e-5) and sum(got["weights"]) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_the_pooling_widget_names_its_examples_and_quotes_the_model_card(client, classifier):
-    got = client.post("/api/lesson/pooling", json={}).json()
+def test_the_pooling_widget_names_its_examples_and_quotes_the_model_card(classifier):
+    got = pool(classifier)
     assert got["text"] == assets.ASSETS[NAME].examples[0]
     assert got["examples"] == dict(zip(LABELS, assets.ASSETS[NAME].examples))
     metrics = read_model_card(assets.asset_folder(NAME)).metrics
@@ -84,7 +90,7 @@ def test_the_pooling_widget_names_its_examples_and_quotes_the_model_card(client,
         "n": metrics["n"],
         "peak_on_marker": {label: metrics[f"peak_on_marker/{label}"] for label in ("question", "negation", "past")},
     }
-    unknown = client.post("/api/lesson/pooling", json={"text": "𠮷は来た。"}).json()
+    unknown = pool(classifier, text="𠮷は来た。")
     assert unknown["known"][0] is False and all(unknown["known"][1:])
 
 
@@ -98,27 +104,30 @@ def test_the_pooling_widget_names_its_examples_and_quotes_the_model_card(client,
         ({"text": "これは本ですか。", "model": "ja-en"}, "Extra inputs"),
     ],
 )
-def test_pooling_bad_input_is_422(client, classifier, body, pattern):
-    r = client.post("/api/lesson/pooling", json=body)
-    assert r.status_code == 422 and re.search(pattern, r.text), r.text
+def test_pooling_bad_input_is_a_one_line_error(classifier, body, pattern):
+    # pydantic's ValidationError is a ValueError: the request's checks, then the view's own.
+    with pytest.raises(ValueError, match=pattern):
+        pool(classifier, **body)
 
 
-def test_pooling_without_the_classifier_is_503_naming_it_and_the_command(monkeypatch, tmp_path):
-    monkeypatch.setattr(assets, "ROOT", tmp_path)  # an installation whose assets are not built
+def test_the_explorer_has_no_pooling_endpoint_and_serves_the_model_folder(monkeypatch, tmp_path):
     client = TestClient(create_app(), base_url=LOCAL)
-    r = client.post("/api/lesson/pooling", json={})
+    assert client.post("/api/lesson/pooling", json={}).status_code in (404, 405)
+    for fmt in ("png", "svg"):  # the heatmap's download is drawn in the page too
+        assert client.get(f"/api/lesson/figures/attention-map.{fmt}?variant=full").status_code == 404
+    monkeypatch.setattr(assets, "ROOT", tmp_path)  # an installation whose assets are not built
+    bare = TestClient(create_app(), base_url=LOCAL)
+    r = bare.get(f"/static/models/{NAME}/meta.json")
     assert r.status_code == 503, r.text
-    detail = r.json()["detail"]
-    assert f"needs the shipped model {NAME}" in detail and f"make models ONLY={NAME}" in detail
-    assert client.get("/api/lesson/sections/8").status_code == 200  # the rest of §8 works
+    assert f"make models ONLY={NAME}" in r.json()["detail"]
 
 
-def test_pooling_answers_within_the_lessons_300_ms(client, classifier):
-    client.post("/api/lesson/pooling", json={})  # loads the model once
+def test_pooling_answers_within_the_lessons_300_ms(classifier):
+    pool(classifier)  # the first call warms up
     times = []
     for text in assets.ASSETS[NAME].examples * 3:
         start = time.perf_counter()
-        assert client.post("/api/lesson/pooling", json={"text": text}).status_code == 200
+        pool(classifier, text=text)
         times.append(time.perf_counter() - start)
     assert statistics.median(times) < 0.3, times
 

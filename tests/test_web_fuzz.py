@@ -44,18 +44,14 @@ OPERATIONS = [
     ("/api/lesson/sections", "GET", VALID),
     ("/api/lesson/sections/{n}", "GET", VALID),
     ("/api/lesson/sections/{n}", "GET", INVALID),
-    # The one lesson widget that still runs its model on the server (§8's pooling: MeCab's markers
-    # cannot run in a page); every other widget computes in the page.
-    ("/api/lesson/pooling", "POST", VALID),
-    ("/api/lesson/pooling", "POST", INVALID),
-    ("/api/lesson/figures/attention-map.{fmt}", "GET", VALID),
-    ("/api/lesson/figures/attention-map.{fmt}", "GET", INVALID),
+    # No widget's endpoint: every lesson widget computes in the page, §8's pooling and heatmap
+    # download included (MeCab's markers are written when the site is built).
 ]
 
 
 # The shipped models each lesson widget runs: where one is not built in this checkout, its
 # endpoint's answer is a 503 naming it and `make models ONLY=NAME` (tested in test_lesson_live.py).
-SHIPPED = {"/api/lesson/pooling": ("ja-sentence-type",)}
+SHIPPED: dict[str, tuple[str, ...]] = {}
 
 
 def _missing(path: str) -> list[str]:

@@ -29,7 +29,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..export_onnx import export_rnn_translator_onnx, export_summarizer_onnx, export_translator_onnx
-from ..onnx_apps import export_gat_onnx, export_gpt_onnx, export_vit_onnx
+from ..onnx_apps import export_classifier_onnx, export_gat_onnx, export_gpt_onnx, export_vit_onnx
 from ..onnx_bert import export_bert_onnx, export_minilm_views
 
 __all__ = [
@@ -84,6 +84,7 @@ SITE_MODELS: dict[str, Callable[..., Path]] = {
     "minilm": export_minilm_views,  # §4 pronoun, §5 heads: MiniLM's views of the page's sentences
     "shakespeare-mlm": export_bert_onnx,  # §9 masked LM
     "facts-qa": functools.partial(export_bert_onnx, extra=lambda: {"examples.json": _qa_examples()}),  # §9 QA
+    "ja-sentence-type": export_classifier_onnx,  # §8 attention pooling
 }
 
 
@@ -112,6 +113,12 @@ def _bleu_by_length(out: Path) -> Path:
     return write_bleu_by_length(out)
 
 
+def _pooling_sentences(out: Path) -> Path:
+    from .lesson.s08_variants_and_exercises import write_pooling_sentences
+
+    return write_pooling_sentences(out)
+
+
 def _summary_examples(out: Path) -> Path:
     from .lesson.s09_transformers_at_work import write_summary_examples
 
@@ -127,6 +134,9 @@ SITE_DATA: dict[str, Callable[[Path], Path]] = {
     "bottleneck-test.json": _bottleneck_test,  # §2: the RNN pair's test pairs (the long examples, references)
     "bleu-by-length.json": _bleu_by_length,  # §2: both RNNs' BLEU by source length on those pairs
     "summary-examples.json": _summary_examples,  # §9: the documents the summarizer never saw
+    # §8: the pooling widget's sentences with MeCab's markers (MeCab cannot run in a page); the
+    # classifier's held-out test sentences among them where the corpus is found (ATTNLAB_DATA).
+    "pooling-sentences.json": _pooling_sentences,
 }
 
 

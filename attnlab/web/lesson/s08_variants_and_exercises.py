@@ -11,12 +11,18 @@ before (``r + 1`` keys); the block-local variant has its own block size.
 
 The heatmap exercise: random q and k over the typed words, under a variant's mask, computed in the
 page (``static/engine/lessonmath.js``, ``attentionMap``) with :func:`attention_map_view` as its
-reference; ``GET /api/lesson/figures/attention-map.{png,svg}`` draws the same numbers for download.
+reference; the page draws its PNG/SVG download itself (``heatmap.js``, titled as :func:`variant_title`).
 
-``POST /api/lesson/pooling`` runs a Japanese sentence through ``ja-sentence-type`` (question /
-negation / past / other) and returns its class probabilities and the pooling weight of every
-character, as :meth:`attnlab.inference.classify.TextClassifier.predict` gives them, with the
-grammatical markers MeCab finds in the sentence (:func:`attnlab.data.sentence_types.japanese_markers`).
+The attention-pooling exercise runs a Japanese sentence through ``ja-sentence-type`` (question /
+negation / past / other) in the page (``static/engine/pooling.js`` over the ONNX export of
+:func:`attnlab.onnx_apps.export_classifier_onnx`); :func:`pooling_view` is its reference: the class
+probabilities and the pooling weight of every character, as
+:meth:`attnlab.inference.classify.TextClassifier.predict` gives them, with the grammatical markers
+MeCab finds in the sentence (:func:`attnlab.data.sentence_types.japanese_markers`). MeCab cannot run
+in a page, so the markers of the sentences the widget lists are written when the site is built
+(:func:`write_pooling_sentences`, ``static/data/pooling-sentences.json``).
+
+§8 has no endpoint: every widget computes in the page.
 
 Shape letters: T positions (query and key), C characters of a sentence.
 """
@@ -24,27 +30,22 @@ Shape letters: T positions (query and key), C characters of a sentence.
 from __future__ import annotations
 
 import functools
-import tempfile
-import threading
 import unicodedata
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import torch
-from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from ... import functional as AF
 from .common import (
     LESSON_DIR,
-    LIVE,
     MAX_SEED,
     LessonModels,
     Seed,
     check_sentence,
     check_whole,
-    run,
     typed_words,
 )
 from .content import default_sections
@@ -356,8 +357,7 @@ def attention_map_view(
     """The heatmap exercise's words, mask and weights (:func:`attention_map`).
 
     The reference for the page's ``attentionMap`` (``static/engine/lessonmath.js``); the
-    downloadable figure (``GET /api/lesson/figures/attention-map.{png,svg}``) stays on the
-    explorer, drawn by :func:`attnlab.viz.plot_attention` from the same numbers.
+    downloadable figure is drawn by the page from the same numbers (``heatmap.js``).
 
     Shape:
         mask, weights ``(T, T)``
@@ -377,17 +377,6 @@ def attention_map_view(
     return AttentionMapResponse(tokens=tokens, variant=variant, mask=mask.tolist(), weights=weights.tolist())
 
 
-class FigureQuery(AttentionMapRequest):
-    # Query strings carry text: numbers and flags are converted here, unlike the JSON bodies.
-    reach: int = Field(2, ge=1, le=16)
-    block: int = Field(4, ge=1, le=32)
-    dilation: int = Field(2, ge=1, le=4)
-    n_global: int = Field(1, ge=0, le=4)
-    causal: bool = False
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    lang: Literal["ja", "en"] = "en"
-
-
 def variant_title(lang: str, variant: str, p: VariantParams) -> str:
     """The heatmap's title in ``lang`` for ``variant`` with the settings ``p``, from the section's
     ``strings:`` (``fig_title_VARIANT``, with ``{side}`` the window's side: ``fig_side_both``, or
@@ -395,24 +384,6 @@ def variant_title(lang: str, variant: str, p: VariantParams) -> str:
     strings = default_sections()[_SECTION].strings
     side = getattr(strings["fig_side_back" if p.causal else "fig_side_both"], lang)
     return getattr(strings[f"fig_title_{variant}"], lang).format(side=side, **p.model_dump())
-
-
-_FIGURE_LOCK = threading.Lock()  # one matplotlib figure at a time: the font cache is shared
-
-
-def attention_figure(req: FigureQuery, fmt: str) -> bytes:
-    """The heatmap exercise as a PNG or SVG from :func:`attnlab.viz.plot_attention`, labelled in ``req.lang``.
-
-    Shape:
-        weights ``(T, T)`` drawn; bytes out
-    """
-    from ...viz import plot_attention
-
-    tokens, _, weights = attention_map(req)
-    title = variant_title(req.lang, req.variant, req)
-    with _FIGURE_LOCK, tempfile.TemporaryDirectory() as tmp:
-        path = plot_attention(weights, tokens, tokens, Path(tmp) / f"map.{fmt}", title=title, lang=req.lang)
-        return path.read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,16 +439,12 @@ class PoolingResponse(BaseModel):
     known: list[bool] = Field(description="False where the character is not in the vocabulary (read as unk)")
     weights: list[float] = Field(description="the pooling weight of each character; they sum to 1")
     peak: int = Field(description="the character with the highest pooling weight")
-    markers: dict[str, list[int]] = Field(
-        description="positions of the question / negation / past markers MeCab finds (the model never sees them)"
+    markers: dict[str, list[int]] | None = Field(
+        description="positions of the question / negation / past markers MeCab finds (the model never sees them); "
+        "the page gives None for a sentence off the build's list (pooling-sentences.json): MeCab runs at build time"
     )
     examples: dict[str, str] = Field(description="one example sentence per class (the model's own)")
     card: PoolingCard = Field(description="the model card's held-out scores")
-
-
-def load_pooling_classifier(models: LessonModels, what: str = "the attention-pooling exercise"):
-    """The shipped ``ja-sentence-type`` classifier, loaded once (503 naming it when not installed)."""
-    return models.shipped_model(CLASSIFIER, what)
 
 
 def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
@@ -519,25 +486,83 @@ def pooling_view(classifier, req: PoolingRequest) -> PoolingResponse:
     )
 
 
+#: The pooling widget's data file (attnlab.web.site's SITE_DATA): its listed sentences with MeCab's markers.
+POOLING_SENTENCES_FILE = "pooling-sentences.json"
+
+
+def corpus_folder() -> Path:
+    """Where the corpora are read at build time: ``ATTNLAB_DATA`` when set, else ``../shared/data``
+    beside the checkout (``attnlab.build_assets``'s default ``--data``).
+
+    Shape:
+        no tensors
+    """
+    import os
+
+    given = os.environ.get("ATTNLAB_DATA")
+    return Path(given) if given else LESSON_DIR.parents[3].parent / "shared" / "data"
+
+
+def held_out_sentences(data: Path | None = None) -> list[tuple[str, str]]:
+    """The classifier's test sentences, ``(label, sentence)``: small_parallel_enja's test split
+    labelled as its training sentences were, none of them in its training split
+    (:func:`attnlab.data.sentence_types.labelled_split`, what the model card measured); empty when
+    the corpus is not on this machine (it is not shipped).
+
+    Shape:
+        no tensors
+    """
+    from ...data.sentence_types import labelled_split
+
+    corpus = (corpus_folder() if data is None else Path(data)) / "small_parallel_enja"
+    if not all((corpus / f"{split}.{side}").is_file() for split in ("train", "test") for side in ("en", "ja")):
+        return []
+    return labelled_split(corpus, "test")[0]
+
+
+def pooling_sentences(data: Path | None = None) -> dict:
+    """The sentences the pooling widget lists, each with the markers MeCab finds in it
+    (:func:`attnlab.data.sentence_types.japanese_markers`; MeCab runs here, at build time, never in
+    the page): the classifier's example sentences, always, then its held-out test sentences where
+    the corpus is found (:func:`held_out_sentences`).
+
+    Shape:
+        no tensors; ``{"labels", "held_out_source", "sentences": [{"text", "source", "label",
+        "markers"}, …]}`` (``source`` "example" or "test"; ``label`` the test set's, null for an example)
+    """
+    from ... import assets
+    from ...data.sentence_types import LABELS, japanese_markers
+
+    rows, seen = [], set()
+    listed = [(None, "example", t) for t in assets.ASSETS[CLASSIFIER].examples]
+    listed += [(label, "test", t) for label, t in held_out_sentences(data)]
+    for label, source, raw in listed:
+        text = unicodedata.normalize("NFC", raw).strip()
+        if text in seen or not text or len(text) > MAX_POOLING_CHARS:
+            continue
+        seen.add(text)
+        rows.append({"text": text, "source": source, "label": label, "markers": japanese_markers(text)})
+    tests = sum(r["source"] == "test" for r in rows)
+    return {
+        "labels": list(LABELS),
+        "held_out_source": "small_parallel_enja's test split (attnlab.data.sentence_types)" if tests else None,
+        "sentences": rows,
+    }
+
+
+def write_pooling_sentences(out: str | Path) -> Path:
+    """Write :data:`POOLING_SENTENCES_FILE` (:func:`pooling_sentences`) as ``out``.
+
+    Shape:
+        no tensors
+    """
+    import json
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(pooling_sentences(), ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    return out
+
+
 def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
-    """§8's endpoints."""
-
-    @router.post("/api/lesson/pooling", response_model=PoolingResponse, responses=LIVE)
-    async def api_pooling(req: PoolingRequest) -> PoolingResponse:
-        """§8: the shipped classifier's class probabilities and per-character pooling weights."""
-        async with gate.slot():
-            classifier = await run(load_pooling_classifier, models)
-            return await run(pooling_view, classifier, req)
-
-    @router.get(
-        "/api/lesson/figures/attention-map.{fmt}",
-        response_class=Response,
-        responses={200: {"content": {"image/png": {}, "image/svg+xml": {}}}, 503: {"description": "busy"}},
-    )
-    async def api_attention_figure(fmt: Literal["png", "svg"], query: Annotated[FigureQuery, Query()]) -> Response:
-        """§8: the heatmap exercise drawn by attnlab.viz (PNG or SVG), labels in ``lang``."""
-        async with gate.slot():
-            data = await run(attention_figure, query, fmt)
-        media = "image/png" if fmt == "png" else "image/svg+xml"
-        name = f"attention-{query.variant}-{query.lang}.{fmt}"
-        return Response(data, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    """§8's endpoints: none; every widget computes in the page (the module docstring)."""

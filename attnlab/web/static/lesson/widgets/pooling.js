@@ -1,15 +1,21 @@
-// §8 Exercise 2, attention pooling (POST /api/lesson/pooling): the shipped classifier
+// §8 Exercise 2, attention pooling, computed in the page (engine/pooling.js, whose reference is
+// attnlab/web/lesson/s08_variants_and_exercises.pooling_view): the shipped classifier
 // ja-sentence-type reads a Japanese sentence character by character and says whether it is a
 // question, a negation, in the past or none of these. The widget shows the class probabilities
 // and each character's pooling weight as a one-row heatmap, with the grammatical markers MeCab
-// finds (which the model never sees) to compare the peak with. Every number comes from the API.
+// finds (which the model never sees) to compare the peak with. MeCab runs when the site is built:
+// the markers are there for the listed sentences (the examples and the held-out test sentences,
+// "another test sentence"); a typed sentence off that list gets its numbers and a note saying so.
 // State in the address: pool (the sentence, when it is not the first example).
 (function () {
   "use strict";
-  const { el, postJSON, debounce } = window.Attn;
+  const { el, debounce } = window.Attn;
   const { panes, loader, memo, keepFocus } = window.Lesson;
   const { num, sequential, css, textOn } = window.Charts;
-  const FIRST = "この電車は京都に行きますか。"; // the API's default, until it names its examples
+  const FIRST = "この電車は京都に行きますか。"; // the model's first example, until it names them
+  // The in-page module (static/engine/pooling.js), imported when first needed.
+  let engineModule = null;
+  const engine = () => (engineModule ||= import("../../engine/pooling.js"));
   const percent = (p) => (100 * p).toFixed(p > 0.995 || p < 0.005 ? 0 : 1) + "%";
 
   function mount(root, ctx) {
@@ -18,6 +24,8 @@
     const state = { text: typed && typed.trim() ? typed : FIRST };
     let shown = null;
     let examples = null; // {label: sentence}, from the first answer
+    let heldOut = []; // the listed test sentences (the model never read them), from the first answer
+    let nextTest = 0; // which of them "another test sentence" shows next
     const controls = el("div", { class: "widget-controls inline pool-controls" });
     const p = panes("pool");
     let input = null;
@@ -27,20 +35,31 @@
       ctx.setParams({ pool: state.text === first ? null : state.text });
     }
 
+    function choose(sentence) {
+      state.text = sentence;
+      input.value = sentence;
+      changed();
+    }
+
     function exampleButtons() {
       if (!examples) return null;
+      const another = heldOut.length ? el("button", { type: "button", class: "plain pool-another", id: "pool-another", text: s("pool_another") }) : null;
+      if (another) {
+        another.addEventListener("click", () => {
+          const row = heldOut[nextTest % heldOut.length];
+          nextTest += 1;
+          choose(row.text);
+        });
+      }
       return el("div", { class: "examples", role: "group", "aria-label": s("pool_examples") },
         el("span", { class: "note", text: s("pool_examples") }),
         Object.entries(examples).map(([label, sentence]) => {
           const b = el("button", { type: "button", class: "plain pool-example", id: "pool-ex-" + label, lang: "ja" },
             el("span", { class: "pool-example-class", lang: ctx.lang(), text: s("pool_class_" + label) + s("pool_example_sep") }), sentence);
-          b.addEventListener("click", () => {
-            state.text = sentence;
-            input.value = sentence;
-            changed();
-          });
+          b.addEventListener("click", () => choose(sentence));
           return b;
-        }));
+        }),
+        another);
     }
 
     function buildControls() {
@@ -60,7 +79,14 @@
 
     const send = debounce(loader(p, {
       request: () => ({ text: state.text }),
-      fetch: (req) => postJSON("/api/lesson/pooling", req),
+      // In the page: the shipped classifier's ONNX export through onnxruntime-web, and the
+      // markers MeCab found when the site was built (engine/pooling.js).
+      fetch: async (req) => {
+        const m = await engine();
+        const model = await m.loadPooling(m.POOLING_MODEL, { onProgress: window.Lesson.modelProgress(p) });
+        heldOut = model.sentences.filter((row) => row.source === "test");
+        return m.classify(model, req);
+      },
       busy: () => s("pool_loading"),
       done: (res) => {
         shown = res;
@@ -78,7 +104,7 @@
     }
 
     function weightsTable(r) {
-      const marked = new Set(Object.values(r.markers).flat()); // every marker MeCab found
+      const marked = new Set(Object.values(r.markers || {}).flat()); // every marker MeCab found
       const head = el("tr", {}, el("td"), r.chars.map((ch, i) => el("th", {
         scope: "col", lang: "ja", id: "pool-ch-" + i,
         class: ["pool-char", i === r.peak ? "pool-peak" : "", marked.has(i) ? "pool-marker" : ""].join(" ").trim(),
@@ -102,6 +128,8 @@
     }
 
     function markerLine(r) {
+      // A typed sentence off the build's list: MeCab (which runs when the site is built) never read it.
+      if (r.markers === null) return el("p", { id: "pool-markers", class: "note pool-unlisted", "data-value": "unlisted", text: s("pool_markers_unlisted") });
       const found = r.labels.filter((label) => r.markers[label]);
       if (!found.length) return el("p", { id: "pool-markers", "data-value": "", text: s("pool_markers_none") });
       const items = found.map((label) => s("pool_marker_item", {

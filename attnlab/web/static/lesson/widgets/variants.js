@@ -5,11 +5,12 @@
 // separate tables) and peak memory.
 // attention-map (computed in the page: lessonmath.js's attentionMap, whose reference is
 // attnlab/web/lesson/s08_variants_and_exercises.attention_map_view): the heatmap exercise,
-// downloadable as PNG/SVG drawn by attnlab.viz on the explorer. State: len, r (a window's reach), b (block size), dil, g, causal,
+// downloadable as SVG and PNG drawn in the page from the same scene as the picture on the screen
+// (heatmap.js: the same word labels and 0–1 colour key, with the variant's title). State: len, r (a window's reach), b (block size), dil, g, causal,
 // variant, words, seed.
 (function () {
   "use strict";
-  const { el, fmt, debounce, lang } = window.Attn;
+  const { el, fmt, debounce } = window.Attn;
   const NAMES = ["full", "local", "sliding_window", "dilated", "global_window"];
   // The lesson's arithmetic (an ES module), resolved against this script's address.
   const lessonMath = import("../../engine/lessonmath.js");
@@ -176,6 +177,7 @@
       seed: clampInt(ctx.param("seed", "0"), 0, 1000000, 0),
     }, params(ctx));
     let shown = null;
+    let asked = null; // the request `shown` answers
     const controls = el("div", { class: "widget-controls inline" });
     const p = panes("map", false);
     const out = p.out;
@@ -184,11 +186,13 @@
       return { text: state.text, variant: state.variant, reach: state.reach, block: state.block, dilation: state.dilation, n_global: state.n_global, causal: state.causal, seed: state.seed };
     }
 
-    function figureURL(fmtName) {
-      const q = new URLSearchParams();
-      for (const [k, val] of Object.entries(request())) q.set(k, String(val));
-      q.set("lang", lang());
-      return "/api/lesson/figures/attention-map." + fmtName + "?" + q.toString();
+    // The downloaded figure's title: the variant and its settings (fig_title_VARIANT, {side} the
+    // window's side; s08_variants_and_exercises.variant_title is the Python reference), then what
+    // rows and columns are.
+    function figureTitle(r, req) {
+      const side = s(req.causal ? "fig_side_back" : "fig_side_both");
+      return s("fig_title_" + r.variant, { side, reach: req.reach, block: req.block, dilation: req.dilation, n_global: req.n_global }) +
+        s("map_axes");
     }
 
     function buildControls() {
@@ -211,7 +215,7 @@
     const send = debounce(loader(p, {
       request,
       fetch: async (req) => (await lessonMath).attentionMap(req),
-      done: (res) => { shown = res; draw(); },
+      done: (res, req) => { shown = res; asked = req; draw(); },
     }), 120);
 
     function changed() {
@@ -223,14 +227,20 @@
       const r = shown;
       if (!r) return;
       // A masked pair is hatched and has no number: its weight is not a small one, it is never computed.
-      const sc = window.Heatmap.scene({ matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
-        masked: (i, j) => !r.mask[i][j], format: (x) => (x === 0 ? "0" : fmt(x, 2)) });
+      const opts = { matrix: r.weights, rowLabels: r.tokens, colLabels: r.tokens, cell: 34, values: true,
+        masked: (i, j) => !r.mask[i][j], format: (x) => (x === 0 ? "0" : fmt(x, 2)) };
+      const sc = window.Heatmap.scene(opts);
       const svg = window.Charts.picture(sc, "map-svg", s("map_label", { name: s("name_" + r.variant) }));
+      // The download: the same scene with the title, drawn as SVG or onto a canvas (PNG).
+      const saved = () => window.Heatmap.scene(Object.assign({}, opts, { title: figureTitle(r, asked) }));
+      const name = `attention-${r.variant}-${ctx.lang()}`;
+      const png = el("button", { type: "button", class: "plain", id: "map-png", text: s("download_png") });
+      png.addEventListener("click", () => window.Heatmap.downloadPNG(saved(), name + ".png"));
+      const svgLink = el("button", { type: "button", class: "plain", id: "map-svg-link", text: s("download_svg") });
+      svgLink.addEventListener("click", () => window.Heatmap.downloadSVG(saved(), name + ".svg"));
       out.replaceChildren(
         el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": s("map_label", { name: s("name_" + r.variant) }) }, svg),
-        el("p", { class: "row" },
-          el("a", { class: "plain", id: "map-png", href: figureURL("png"), download: `attention-${r.variant}.png`, text: s("download_png") }),
-          el("a", { class: "plain", id: "map-svg-link", href: figureURL("svg"), download: `attention-${r.variant}.svg`, text: s("download_svg") })),
+        el("p", { class: "row" }, png, svgLink),
         el("p", { class: "note", text: s("map_note") }),
         memo(el("p", { text: s("map_source") })));
     }
