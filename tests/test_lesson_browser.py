@@ -42,7 +42,7 @@ from live_server import serving  # noqa: E402
 from attnlab.assets import locate  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.positional import sinusoidal_encoding  # noqa: E402
-from attnlab.viz import LABELS  # noqa: E402
+from attnlab.web import i18n  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
 from attnlab.web import lesson as LV  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
@@ -387,10 +387,18 @@ def test_variant_masks_costs_and_the_downloadable_heatmap(page, lang):
     assert len(shown) == len(tokens) ** 2
     for r, c, v in shown:
         assert v == pytest.approx(float(weights[r, c]), abs=1e-12)
+    # The downloads are drawn in the page (heatmap.js): the same words, the variant's title in the
+    # page's language, the 0–1 colour key.
     with page.expect_download() as svg_download:
         page.click("#map-svg-link")
     svg = Path(svg_download.value.path()).read_text(encoding="utf-8")
-    assert f"<!-- {LABELS[lang]['source']} -->" in svg and f"<!-- {LABELS[lang]['weight']} -->" in svg
+    strings = SECTIONS[8].strings
+    title = L.variant_title(lang, "sliding_window", L.VariantParams(causal=True)) + getattr(strings["map_axes"], lang)
+    assert f">{html.escape(title, quote=False)}</text>" in svg
+    assert all(f">{html.escape(t, quote=False)}</text>" in svg for t in tokens)
+    assert svg.count('class="cell') == len(tokens) ** 2
+    key = html.escape(i18n.catalog(lang)["fig_key_weight"], quote=False)
+    assert f">{key}</text>" in svg and ">0.5</text>" in svg
     with page.expect_download() as png_download:
         page.click("#map-png")
     assert Path(png_download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
