@@ -36,19 +36,12 @@ import httpx
 GOAL_P95_S = 1.0
 MAX_TRIES = 6  # as static/common.js
 
-POOLING = [
-    "この電車は京都に行きますか。",
-    "私はその映画を見ない。",
-    "私たちは駅まで歩いた。",
-    "私は毎朝コーヒーを飲みます。",
-]
-
 
 def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, str, dict]]:
     """The widget requests of section ``n``: the defaults, or (``own``) a student's own input."""
-    # Every widget but §8's attention pooling computes in the page: a student's page asks the server
-    # for its models' files (exported on the first ask, then kept) and its data files once, then
-    # computes. What the class costs the server is those files and the pooling widget.
+    # Every widget computes in the page: a student's page asks the server for its models' files
+    # (exported on the first ask, then kept) and its data files once, then computes. What the class
+    # costs the server is those files.
     table = {
         1: [("get", "/static/models/ja-en/meta.json", {}), ("get", "/static/data/parallel-steps.json", {})],
         2: [("get", "/static/models/rnn-plain/meta.json", {}), ("get", "/static/data/bottleneck-test.json", {})],
@@ -57,7 +50,10 @@ def section_requests(n: int, rng: random.Random, own: bool) -> list[tuple[str, s
         5: [("get", "/static/models/minilm/meta.json", {})],
         6: [],
         7: [("get", "/static/models/shakespeare-char/meta.json", {})],
-        8: [("post", "/api/lesson/pooling", {"text": rng.choice(POOLING)} if own else {})],
+        8: [
+            ("get", "/static/models/ja-sentence-type/meta.json", {}),
+            ("get", "/static/data/pooling-sentences.json", {}),
+        ],
         9: [("get", f"/static/models/{name}/meta.json", {}) for name in ("shakespeare-mlm", "facts-qa", "digits-vit")],
     }
     return table[n]

@@ -32,9 +32,9 @@ TARGET_MS = 300.0
 # (name, method, path, body or query): what the widgets send, at their defaults and at the
 # largest settings their controls allow.
 LONG_JA = "私たちは来週の日曜日に駅の近くの新しいレストランで友達と一緒に昼ご飯を食べる予定です。"
-# Every widget but §8's attention pooling computes in the page (static/engine/*.js over the models
-# exported to ONNX): the server's part of the lesson is its files — each in-page model's folder and
-# each data file, exported or measured on the first ask and then kept — and the pooling widget.
+# Every widget computes in the page (static/engine/*.js over the models exported to ONNX): the
+# server's part of the lesson is its files — each in-page model's folder and each data file,
+# exported or measured on the first ask and then kept.
 CASES = [
     ("§1 measured times (data file)", "get", "/static/data/parallel-steps.json", {}),
     ("§2 test pairs (data file)", "get", "/static/data/bottleneck-test.json", {}),
@@ -42,9 +42,8 @@ CASES = [
     ("§1 §4 §7 ja-en encoder (in-page model)", "get", "/static/models/ja-en/encoder.onnx", {}),
     ("§2 §3 rnn-attention step (in-page model)", "get", "/static/models/rnn-attention/decoder.onnx", {}),
     ("§4 §5 MiniLM views (in-page data)", "get", "/static/models/minilm/meta.json", {}),
-    ("§8 attention pooling (ja-sentence-type)", "post", "/api/lesson/pooling", {}),
-    ("§8 heatmap PNG (matplotlib)", "get", "/api/lesson/figures/attention-map.png", {"lang": "ja"}),
-    ("§8 heatmap SVG (matplotlib)", "get", "/api/lesson/figures/attention-map.svg", {"lang": "ja"}),
+    ("§8 attention pooling (in-page model)", "get", "/static/models/ja-sentence-type/model.onnx", {}),
+    ("§8 pooling sentences, MeCab's markers (data file)", "get", "/static/data/pooling-sentences.json", {}),
 ]
 
 

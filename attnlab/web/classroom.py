@@ -97,7 +97,6 @@ CACHED_PATHS = frozenset(
     {
         "/api/playground",
         "/api/mask",
-        "/api/lesson/pooling",
     }
 )
 
@@ -206,12 +205,11 @@ class ResponseCache:
 #: results (the §2 length table, the §1 timings, the §8 cost curves) are computed before the
 #: first student arrives.
 WARM_UP = (
-    # Every widget but §8's pooling computes in the page: the explorer exports each in-page model and
-    # writes each data file (§1's times, §2's test pairs and BLEU) on its first ask, so ask for them
-    # all before the class does.
+    # Every widget computes in the page: the explorer exports each in-page model and writes each data
+    # file (§1's times, §2's test pairs and BLEU, §8's pooling sentences) on its first ask, so ask
+    # for them all before the class does.
     *(("GET", f"/static/models/{name}/meta.json") for name in SITE_MODELS),
     *(("GET", f"/static/data/{name}") for name in SITE_DATA),
-    ("POST", "/api/lesson/pooling"),
 )
 
 
