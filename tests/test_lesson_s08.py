@@ -110,7 +110,7 @@ def test_pooling_without_the_classifier_is_503_naming_it_and_the_command(monkeyp
     assert r.status_code == 503, r.text
     detail = r.json()["detail"]
     assert f"needs the shipped model {NAME}" in detail and f"make models ONLY={NAME}" in detail
-    assert client.get("/api/lesson/sections/8").status_code == 200  # the rest of §8 works
+    assert client.get("/static/data/lesson/sections/8.json").status_code == 200  # the rest of §8 works
 
 
 def test_pooling_answers_within_the_lessons_300_ms(client, classifier):

@@ -40,10 +40,7 @@ OPERATIONS = [
     ("/api/run", "POST", VALID),
     ("/api/run", "POST", INVALID),
     ("/api/models", "GET", VALID),  # no parameters: nothing to make invalid
-    # The lesson's API (attnlab/web/lesson.py).
-    ("/api/lesson/sections", "GET", VALID),
-    ("/api/lesson/sections/{n}", "GET", VALID),
-    ("/api/lesson/sections/{n}", "GET", INVALID),
+    # The lesson's API (attnlab/web/lesson/): its content is static/data/lesson/*.json, not an endpoint.
     # The one lesson widget that still runs its model on the server (§8's pooling: MeCab's markers
     # cannot run in a page); every other widget computes in the page.
     ("/api/lesson/pooling", "POST", VALID),
