@@ -28,7 +28,10 @@ from lesson_browser import (
 from attnlab.web import i18n
 
 ARTIFACTS = ARTIFACTS_ROOT / "busy"
-pytestmark = BROWSER_MARKS
+pytestmark = [
+    *BROWSER_MARKS,
+    pytest.mark.explorer_only("the explorer's busy gate (429 + Retry-After): a static host runs no widget's model"),
+]
 
 page = make_page(ARTIFACTS, timeout_ms=40_000, viewport={"width": 1100, "height": 800}, full_page=False)
 
