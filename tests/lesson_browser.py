@@ -12,7 +12,12 @@ screenshots' folder, the default timeout, the viewport).
 Playwright and axe are imported only when a browser is started, so importing this module never
 needs Chromium.
 
-``ATTNLAB_TEST_SITE=static`` runs the same tests against the static build instead of the explorer
+Every browser test of the lesson's pages opens them through ONE fixture, ``lesson_site`` (a
+:class:`LessonSite`: the base URL and the mode; ``base_url`` is its URL); a module changes what is
+served by overriding ``lesson_app`` (the explorer's app factory) or ``lesson_sections`` (its own
+content, in both modes). A test about the explorer's server itself is marked
+``explorer_only(reason)`` (tests/conftest.py skips it on the static build, saying why).
+``ATTNLAB_TEST_SITE=static`` (``make test-site``) runs the same tests against the static build instead of the explorer
 (:func:`static_site_folder`: ``attnlab lesson build-site``, built once per test session, or the
 folder ``ATTNLAB_TEST_SITE_DIR`` names), served by Python's ``http.server``
 (:func:`attnlab.web.site.serve_folder`, answering ``/lesson/3`` with ``lesson/3.html`` as GitHub
