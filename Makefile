@@ -35,7 +35,7 @@ define install
 	fi
 endef
 
-.PHONY: venv demo models test test-slow test-browser test-notebooks notebooks lab lint lint-js js-packages format bench screenshots clean site
+.PHONY: venv demo models test test-slow test-browser test-site test-notebooks notebooks lab lint lint-js js-packages format bench screenshots clean site
 
 venv: $(STAMP)
 
@@ -73,6 +73,18 @@ test-slow: $(STAMP)
 
 test-browser: $(STAMP) js-packages
 	$(BIN)/python -m pytest -q -m "browser"
+
+# The lesson's browser tests against the static build (docs/site.md, "Testing against the static
+# build"): the site built into a temporary folder (removed after), served by a plain static server
+# (Python's http.server), every browser test of the lesson's pages run on it (the tests of the
+# explorer's own server skip, saying why; tests that serve their own folder are deselected).
+# SITE_WORKERS=N runs N pytest-xdist workers (a test file's tests stay together; 0: none).
+SITE_WORKERS ?= 2
+test-site: $(STAMP) js-packages
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	$(BIN)/attnlab lesson build-site --out "$$tmp/site" && \
+	ATTNLAB_TEST_SITE=static ATTNLAB_TEST_SITE_DIR="$$tmp/site" $(BIN)/python -m pytest -q --durations=10 -m "browser" \
+		$(if $(filter 0,$(SITE_WORKERS)),,-n $(SITE_WORKERS) --dist loadfile)
 
 # The notebooks (notebooks/NN_*.py, jupytext percent format) need the extra `.[notebooks]`.
 $(NB_STAMP): $(STAMP)

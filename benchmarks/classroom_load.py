@@ -78,7 +78,7 @@ def free_port() -> int:
 
 def start_explorer(port: int, extra: list[str]) -> subprocess.Popen:
     """``attnlab explore`` on loopback ``port`` as its own process (the real command, with its thread
-    and OpenMP settings) with the ``extra`` arguments; returns it once the lesson's API answers.
+    and OpenMP settings) with the ``extra`` arguments; returns it once the lesson's data answers.
     benchmarks/web_load.py starts its explorer here too."""
     cmd = [sys.executable, "-m", "attnlab", "explore", "--host", "127.0.0.1", "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -87,7 +87,7 @@ def start_explorer(port: int, extra: list[str]) -> subprocess.Popen:
         if proc.poll() is not None:
             raise SystemExit(f"the explorer did not start: {proc.stderr.read()[-2000:]}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/lesson/sections", timeout=2).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/static/data/lesson/sections.json", timeout=2).status_code == 200:
                 return proc
         except httpx.HTTPError:
             time.sleep(0.3)
@@ -147,7 +147,7 @@ async def student(
             if time.monotonic() > stop_at:
                 return
             await ask(client, tally, "get", f"/lesson/{n}", {}, rng)
-            await ask(client, tally, "get", f"/api/lesson/sections/{n}", {}, rng)
+            await ask(client, tally, "get", f"/static/data/lesson/sections/{n}.json", {}, rng)
             for method, path, body in section_requests(n, rng, rng.random() < own_share):
                 if time.monotonic() > stop_at:
                     return
@@ -183,9 +183,7 @@ def run_once(base: str, students: int, think: tuple[float, float], duration: flo
             "server_errors": tally.server_errors.get(path, 0),
             "lost": tally.lost.get(path, 0),
         }
-    widget_rows = {
-        p: r for p, r in rows.items() if p.startswith("/api/lesson/") and not p.startswith("/api/lesson/sections")
-    }
+    widget_rows = {p: r for p, r in rows.items() if p.startswith("/api/lesson/")}
     worst = max((r["p95_s"] or 0.0 for r in widget_rows.values()), default=0.0)
     return {
         "students": students,

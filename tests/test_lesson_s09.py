@@ -342,7 +342,7 @@ def test_a_missing_model_is_503_naming_it_and_the_rest_works(monkeypatch, tmp_pa
         assert r.status_code == 503, r.text
         detail = r.json()["detail"]
         assert f"needs the shipped model {name}" in detail and f"make models ONLY={name}" in detail
-    assert client.get("/api/lesson/sections/9").status_code == 200
+    assert client.get("/static/data/lesson/sections/9.json").status_code == 200
 
 
 # --------------------------------------------------------------------------------------------

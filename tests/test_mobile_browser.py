@@ -29,10 +29,11 @@ import re
 import pytest
 from lesson_browser import (
     ARTIFACTS_ROOT,
+    AUTO_UNCOVER,
     BROWSER_MARKS,
     STATIC_SITE,
     assert_accessible,
-    serving_lesson,
+    section_drawn,
     widgets_answered,
 )
 
@@ -44,6 +45,7 @@ from live_server import page_errors  # noqa: E402
 from test_lesson_browser import missing  # noqa: E402
 
 from attnlab.assets import locate  # noqa: E402
+from attnlab.web import i18n  # noqa: E402
 from attnlab.web import lesson as L  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
 from attnlab.web.classroom import Classroom  # noqa: E402
@@ -55,32 +57,44 @@ TABLET = {"width": 768, "height": 1024}
 TARGET = 44  # CSS px: buttons, selects, fields, sliders, links that stand alone
 BOX = 24  # CSS px: a checkbox or radio button itself (its label makes up the rest)
 SECTIONS = sorted(L.load_sections())
-PAGES = ["/", *[f"/lesson/{n}" for n in SECTIONS], "/lesson/glossary", "/playground", "/model", "/masks"]
+EXPLORER_TOOLS = ("/playground", "/model", "/masks")  # the explorer's own pages: not in the static build
+PAGES = [
+    "/",
+    *[f"/lesson/{n}" for n in SECTIONS],
+    "/lesson/glossary",
+    *(pytest.param(p, marks=pytest.mark.explorer_only(f"{p} is the explorer's own tool")) for p in EXPLORER_TOOLS),
+]
 FULL_PAGE = {"/", "/lesson/3", "/lesson/7", "/lesson/8"}
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    """The explorer serving a class (the index shows the address and QR code students use), with
-    the shipped ja-en translator on its model page when it is installed."""
-    models = []
+def explorer_models() -> list:
+    """The shipped ja-en translator for the explorer's model page, when it is installed."""
     try:
         from attnlab.web.models import load_model
 
-        models.append(load_model(locate.shipped_model_dir("ja-en")))
+        return [load_model(locate.shipped_model_dir("ja-en"))]
     except FileNotFoundError:
-        pass
+        return []
+
+
+@pytest.fixture(scope="module")
+def lesson_app(explorer_models):
+    """The explorer serving a class (the index shows the address and QR code students use); the
+    shared ``lesson_site`` serves it, or with ATTNLAB_TEST_SITE=static the static build."""
     room = Classroom(port=8000, addresses=("192.0.2.7", "198.51.100.3"))
-    # ATTNLAB_TEST_SITE=static: the static build instead (lesson_browser.serving_lesson)
-    with serving_lesson(lambda: create_app(models, classroom=room)) as url:
-        yield url, bool(models) and not STATIC_SITE
+    return lambda: create_app(explorer_models, classroom=room)
+
+
+@pytest.fixture(scope="module")
+def base_url(lesson_site, explorer_models):
+    """The lesson's address, and whether the explorer's model page has a model to run."""
+    return lesson_site.url, bool(explorer_models) and not lesson_site.static
 
 
 def open_page(browser, base_url, path: str, lang: str, viewport: dict):
     """A new touch-screen browser page showing ``path`` in ``lang``, every widget drawn."""
     url, has_model = base_url
-    if STATIC_SITE and path in ("/playground", "/model", "/masks"):
-        pytest.skip(f"{path} is the explorer's own tool: not in the static build")
     if path.startswith("/lesson/") and path[len("/lesson/") :].isdigit():
         absent = missing(int(path.rsplit("/", 1)[1]))
         if absent:
@@ -290,6 +304,121 @@ def test_tablet(browser, base_url, path):
         shoot(pg, f"tablet-en-{slug(path)}")
         assert_no_page_scroll(pg, TABLET["width"])
         assert_targets(pg)
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def phone_context(browser, url: str, lang: str, **context):
+    return browser.new_context(
+        viewport=PHONE,
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
+        base_url=url,
+        locale="ja-JP" if lang == "ja" else "en-US",
+        **context,
+    )
+
+
+def answer_first_question(pg) -> None:
+    """Answer the section's first check question by touch and see its feedback: the page works."""
+    pg.locator("#question-0 input[type=radio]").first.tap()
+    pg.locator("#q0-submit").tap()
+    pg.wait_for_function("() => ['correct', 'retry'].includes(document.querySelector('#q0-feedback').dataset.result)")
+
+
+def test_phone_a_section_stays_usable_while_its_model_loads(browser, base_url, lang):
+    """Issue 36, item 6: on a phone, while §1's translator (ja-en, ~12 MB) downloads, the page is
+    there to read and use (its text, its check, no sideways scroll) and the widgets say they are
+    loading; once the download runs, the status line shows its progress ("Loading the model… 42%"),
+    then the widgets answer."""
+    url, _ = base_url
+    if missing(1):
+        pytest.skip(f"§1 runs models not installed here: {', '.join(missing(1))}")
+    # Requests of a service worker escape page.route: without one, every model byte passes here.
+    context = phone_context(browser, url, lang, service_workers="block")
+    context.add_init_script(AUTO_UNCOVER)
+    held = []
+    hold = lambda route: held.append(route)  # noqa: E731  (a bound method cannot be a handler)
+    context.route("**/static/models/ja-en/*.onnx", hold)  # the download waits until released
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors = page_errors(pg)
+    try:
+        # Every text a widget's status line shows, from the first one on.
+        pg.add_init_script(
+            "window.statusTexts = []; new MutationObserver(() => document.querySelectorAll('.widget [id$=-status]')"
+            ".forEach((n) => { const t = n.textContent; if (t && window.statusTexts.at(-1) !== t) window.statusTexts.push(t); }))"
+            ".observe(document, { childList: true, subtree: true, characterData: true });"
+        )
+        pg.goto(f"/lesson/1?lang={lang}")
+        section_drawn(pg)
+        pg.wait_for_function("() => window.statusTexts.length > 0")
+        for _ in range(TIMEOUT_MS // 100):  # the graphs are asked for after meta.json and the tokenizer
+            if held:
+                break
+            pg.wait_for_timeout(100)
+        assert held, "§1 asked for no ONNX file of ja-en"
+        statuses = pg.eval_on_selector_all(".widget [id$=-status]", "ns => ns.map((n) => n.textContent)")
+        assert statuses and all(statuses), statuses
+        assert pg.locator(".widget .error:not(.hidden)").count() == 0
+        assert pg.locator("#section h1").first.is_visible() and pg.inner_text("#section").strip()
+        answer_first_question(pg)
+        assert_no_page_scroll(pg, PHONE["width"])
+        shoot(pg, f"phone-{lang}-loading")
+        assert pg.evaluate(
+            "() => Array.from(document.querySelectorAll('.widget-out')).some((n) => n.dataset.seq === '0')"
+        )
+        for route in held:
+            route.continue_()
+        context.unroute("**/static/models/ja-en/*.onnx", hold)
+        pg.wait_for_function(
+            "() => Array.from(document.querySelectorAll('.widget-out')).every((n) => n.dataset.seq !== '0')",
+            timeout=WIDGET_TIMEOUT_MS,
+        )
+        assert pg.locator(".widget .error:not(.hidden)").count() == 0
+        shown = pg.evaluate("() => window.statusTexts")
+        # "Loading the model… 42% (11.9 MB)" / 「モデルを読み込み中… 42%（11.9 MB）」, any numbers
+        progress = re.compile(
+            re.escape(i18n.t(lang, "ls_model_progress", pct="PCT", mb="MB_"))
+            .replace("PCT", r"\d{1,3}")
+            .replace("MB_", r"\d+\.\d")
+        )
+        assert any(progress.fullmatch(t) for t in shown), (progress.pattern, shown)
+        assert_no_page_scroll(pg, PHONE["width"])
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_phone_a_device_that_cannot_run_the_models_is_told_plainly(browser, base_url, lang):
+    """Issue 36, item 6: a phone whose browser has no WebAssembly (or none with SIMD) cannot run the
+    in-page models: each model widget says so in one plain sentence of the page's language, nothing
+    sticks out sideways, and the rest of the page (text, pictures, the check) works."""
+    url, _ = base_url
+    context = phone_context(browser, url, lang)
+    context.add_init_script(AUTO_UNCOVER)
+    context.add_init_script("Object.defineProperty(window, 'WebAssembly', { value: undefined })")
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors = page_errors(pg)
+    try:
+        pg.goto(f"/lesson/1?lang={lang}")
+        section_drawn(pg)
+        sentence = i18n.t(lang, "ls_model_device")
+        pg.wait_for_function(
+            "(s) => Array.from(document.querySelectorAll('.widget .error:not(.hidden)')).some((e) => e.textContent === s)",
+            arg=sentence,
+        )
+        told = pg.eval_on_selector_all(".widget .error:not(.hidden)", "ns => ns.map((n) => n.textContent)")
+        assert told and all(t == sentence for t in told), told
+        for box in pg.locator(".widget .error:not(.hidden)").all():
+            b = box.bounding_box()
+            assert b and b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"]
+        answer_first_question(pg)
+        assert_no_page_scroll(pg, PHONE["width"])
+        shoot(pg, f"phone-{lang}-no-wasm", full_page=True)
     finally:
         context.close()
     assert not errors, errors

@@ -127,9 +127,9 @@ def test_the_lesson_data_files_are_what_the_explorer_serves_at_the_same_urls(bui
         assert written == obj
         served = client.get(f"/{LESSON_DATA_DIR}/{name}.json")
         assert served.status_code == 200 and served.json() == written
-    # the same objects the lesson's API answers
-    assert client.get("/api/lesson/sections/3").json() == data["sections/3"]
-    assert client.get("/api/lesson/glossary").json() == data["glossary"]
+    # the lesson's old content endpoints are gone: the data files are the one source
+    for gone in ("/api/lesson/sections", "/api/lesson/sections/3", "/api/lesson/glossary", "/api/lesson/plan"):
+        assert client.get(gone).status_code == 404, gone
     assert client.get(f"/{LESSON_DATA_DIR}/nothing.json").status_code == 404
     assert client.get(f"/{LESSON_DATA_DIR}/sections/99.json").status_code == 404
 

@@ -214,10 +214,10 @@ def test_glossary_terms_in_the_notes_link_to_the_glossary_in_their_language():
     assert linked > 50
 
 
-def test_the_api_serves_the_notes():
+def test_the_data_files_serve_the_notes():
     client = TestClient(create_app(), base_url="http://127.0.0.1:8000")
     for n in (1, max(SECTIONS)):
-        body = client.get(f"/api/lesson/sections/{n}").json()
+        body = client.get(f"/static/data/lesson/sections/{n}.json").json()
         assert body["teacher"]["minutes"] == SECTIONS[n].teacher.minutes
         assert set(body["teacher"]["html"]) == {"ja", "en"}
         assert "<h4>" in body["teacher"]["html"]["ja"] and "<script" not in body["teacher"]["html"]["en"]

@@ -21,6 +21,7 @@ pytestmark = [
     pytest.mark.skipif(
         not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
     ),
+    pytest.mark.explorer_only("the explorer's own tools (playground, model, masks), not pages of the lesson"),
 ]
 
 import playwright.sync_api as playwright_api  # noqa: E402

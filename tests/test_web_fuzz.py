@@ -40,12 +40,9 @@ OPERATIONS = [
     ("/api/run", "POST", VALID),
     ("/api/run", "POST", INVALID),
     ("/api/models", "GET", VALID),  # no parameters: nothing to make invalid
-    # The lesson's API (attnlab/web/lesson.py).
-    ("/api/lesson/sections", "GET", VALID),
-    ("/api/lesson/sections/{n}", "GET", VALID),
-    ("/api/lesson/sections/{n}", "GET", INVALID),
-    # No widget's endpoint: every lesson widget computes in the page, §8's pooling and heatmap
-    # download included (MeCab's markers are written when the site is built).
+    # The lesson has no endpoint: its content is static/data/lesson/*.json, and every widget, §8's
+    # pooling and heatmap download included, computes in the page (MeCab's markers are written when
+    # the site is built).
 ]
 
 

@@ -222,7 +222,7 @@ def warm_up(base_url: str, timeout_s: float = 120.0) -> dict[str, int]:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            urllib.request.urlopen(base_url + "/api/lesson/sections", timeout=5).close()
+            urllib.request.urlopen(base_url + "/static/data/lesson/sections.json", timeout=5).close()
             break
         except (urllib.error.URLError, OSError):
             if time.monotonic() > deadline:

@@ -21,10 +21,10 @@ Pages: ``/`` (the index), ``/lesson/{n}`` (section ``n``, its state in the addre
 pages read the lesson's content from ``/static/data/lesson/NAME.json`` (:func:`lesson_data`), the
 files the static build writes at the same URLs.
 
-API (bad input gets a 4xx with a message, never a 500): ``GET /api/lesson/sections``,
-``GET /api/lesson/sections/{n}``, ``GET /api/lesson/glossary``, and each section's endpoints
-(see the ``sNN_*`` modules). A widget whose shipped model is not installed answers 503 naming it
-and ``make models ONLY=NAME``; the rest of the lesson works.
+API (bad input gets a 4xx with a message, never a 500): the sections' endpoints that remain (see the
+``sNN_*`` modules; the content itself is the data files above, a missing one a 404). A widget whose
+shipped model is not installed answers 503 naming it and ``make models ONLY=NAME``; the rest of the
+lesson works.
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ from .common import *  # noqa: F403
 from .common import LESSON_DIR, LessonModels, page_language, page_shell
 from .content import *  # noqa: F403
 from .content import (
-    GlossaryEntry,
-    LessonPlan,
     Section,
     SectionSummary,
     default_glossary,
@@ -126,8 +124,6 @@ def lesson_router(
 ) -> APIRouter:
     """The lesson's pages and API. ``gate`` bounds model and figure work (the app's ``WorkGate``)."""
     sections = dict(default_sections() if sections is None else sections)
-    uses = term_uses(sections, default_glossary())
-    glossary = {i: e.model_copy(update={"used_in": uses.get(i, [])}) for i, e in default_glossary().items()}
     lesson_models = LessonModels(models)
     router = APIRouter()
     data: dict[str, Any] | None = None  # lesson_data(sections), made on the first ask
@@ -164,31 +160,6 @@ def lesson_router(
         if not n.isdigit() or int(n) not in sections:
             raise HTTPException(404, f"no lesson section {n[:20]!r}; the sections are 1–{len(sections)}")
         return page_shell(LESSON_DIR / "section.html", page_language(request))
-
-    @router.get("/api/lesson/sections", response_model=list[SectionSummary])
-    def api_sections() -> list[SectionSummary]:
-        """The lesson's sections in order: title, summary, the seed section it follows, whether it is
-        the final check."""
-        return [SectionSummary.of(s) for s in sections.values()]
-
-    @router.get("/api/lesson/sections/{n}", response_model=Section, response_model_by_alias=True)
-    def api_section(n: int) -> Section:
-        """One section's content: texts in both languages, blocks, prompts, the check."""
-        if n not in sections:
-            raise HTTPException(404, f"no lesson section {n}; the sections are 1–{len(sections)}")
-        return sections[n]
-
-    @router.get("/api/lesson/glossary", response_model=list[GlossaryEntry])
-    def api_glossary() -> list[GlossaryEntry]:
-        """The glossary (用語集): every term in both languages, its definition, the section that
-        introduces it and the sections whose text links it."""
-        return list(glossary.values())
-
-    @router.get("/api/lesson/plan", response_model=LessonPlan)
-    def api_plan() -> LessonPlan:
-        """The teacher's plans: the 90-minute first session (the 基礎 path) and the second session
-        (発展), each section with its minutes (from its teacher notes) and its place on the clock."""
-        return lesson_plan(sections)
 
     for module in SECTION_MODULES:
         module.add_routes(router, lesson_models, gate)
