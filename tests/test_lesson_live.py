@@ -18,7 +18,6 @@ import torch
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-import attnlab.assets as assets_module
 from attnlab import functional as AF
 from attnlab.assets import locate
 from attnlab.data.enja import normalize_input
@@ -515,21 +514,3 @@ def test_next_token_bad_input_is_refused_in_one_line(body, pattern):
 
 def test_next_token_has_no_endpoint(client):
     assert client.post("/api/lesson/next-token", json={}).status_code in (404, 405)
-
-
-# --------------------------------------------------------------------------------------------
-# A shipped model that is not installed.
-# --------------------------------------------------------------------------------------------
-
-LIVE = []
-
-
-@pytest.mark.parametrize("method, path, model", LIVE)
-def test_a_missing_shipped_model_is_503_naming_it_and_the_command(monkeypatch, tmp_path, method, path, model):
-    monkeypatch.setattr(assets_module, "ROOT", tmp_path)  # an installation whose assets are not built
-    client = TestClient(create_app(), base_url=LOCAL)
-    r = client.post(path, json={}) if method == "post" else client.get(path)
-    assert r.status_code == 503, r.text
-    detail = r.json()["detail"]
-    assert f"needs the shipped model {model}" in detail and f"make models ONLY={model}" in detail
-    assert client.post("/api/lesson/word-order", json={}).status_code == 200  # the rest of the lesson works

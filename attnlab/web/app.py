@@ -3,7 +3,8 @@
 Pages (plain HTML/CSS/JS under ``static/``, no build step, nothing fetched from the network):
 
 - ``/``             the lesson (授業): its index, and ``/lesson/{n}`` for each section
-  (:mod:`attnlab.web.lesson`, which also holds the lesson's API under ``/api/lesson/``)
+  (:mod:`attnlab.web.lesson`: the pages, their content as ``static/data/lesson/*.json``, and the
+  in-page models' folders; the lesson has no widget endpoint)
 - ``/playground``   the "three books" query/key/value walk-through, live
 - ``/model``        a model's output and the attention maps of every layer and head
 - ``/masks``        causal, padding and sliding-window masks on a token grid

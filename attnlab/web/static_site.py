@@ -19,9 +19,9 @@ root), so there is one implementation of each page::
     fonts/ipaexg.ttf                the Japanese font
     sw.js                           the service worker (offline after the first visit)
 
-A widget whose computation has not moved into the page yet still asks the explorer's
-``/api/lesson/...``; on the static site it says in the widget that it needs the explorer
-(common.js's ``NeedsExplorer``). The classroom's QR code and the handout's PDF stay the explorer's.
+Every widget computes in the page. Should a page still ask the explorer's ``/api/...`` (a tool
+page's request), the static site says in the widget that it needs the explorer (common.js's
+``NeedsExplorer``). The classroom's QR code and the handout's PDF stay the explorer's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """§4 Self-attention and source–target attention: where MiniLM's pronoun looks.
 
 The section's first widget (the translator's encoder self-attention beside its source–target
-attention) reads ``POST /api/lesson/translation``, registered by §1's module. This module holds
+attention) is computed in the page (``static/engine/translation_views.js``; its reference is §1's
+``translation_view``). This module holds
 :func:`pronoun_view`, the reference of the page's ``pronounView`` (``static/engine/bert.js``, which
 reads MiniLM's maps from the site's ``models/minilm`` folder): the row of one token (the pronoun) in every attention map of MiniLM,
 every layer and head, and for each token the head that gives it the largest weight. The page's

@@ -1,8 +1,8 @@
 """§6 Positional encoding: why self-attention needs positions (the same words in two orders,
-without and with positions, and with a causal mask: ``POST /api/lesson/word-order``), the
-sinusoid table and how alike its positions are (:func:`positions`), and rotary position embedding
-(RoPE) scores (:func:`rope_scores`). The last two are computed in the page
-(``static/engine/lessonmath.js``); the functions here are their reference.
+without and with positions, and with a causal mask: :func:`word_order_view`), the sinusoid table
+and how alike its positions are (:func:`positions`), and rotary position embedding (RoPE) scores
+(:func:`rope_scores`). All three are computed in the page (``static/engine/lessonmath.js``); the
+functions here are their reference.
 
 Shape letters: ``T`` positions (words), ``D`` width.
 """

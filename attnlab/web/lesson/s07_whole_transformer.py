@@ -1,7 +1,8 @@
 """§7 The whole Transformer: the shapes of every tensor in the shipped ``ja-en`` translator, and the
 shipped character GPT's next-character probabilities.
 
-``POST /api/lesson/shapes`` runs a sentence through ``ja-en`` with hooks on its modules and returns,
+:func:`shapes_view` (the reference of the page's ``static/engine/translation_views.js``) runs a
+sentence through ``ja-en`` with hooks on its modules and returns,
 part by part in the diagram's order, the shape of every tensor that really flowed, each with what
 its axes count (B, S, T, D, H, Dh, F, V) and its kind (token ids, vectors per position, vectors per
 head, attention weights, mask), so that the page never mixes an attention-weight shape with the

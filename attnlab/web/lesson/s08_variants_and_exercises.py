@@ -1,7 +1,7 @@
 """§8 Variants of attention, and exercises: the sparse-attention masks and what they cost, the
 heatmap exercise, and attention pooling on the shipped classifier ``ja-sentence-type``.
 
-``POST /api/lesson/variants`` builds the masks of full, block-local, sliding-window, dilated and
+:func:`variants_view` (the reference of the page's ``static/engine/lessonmath.js``) builds the masks of full, block-local, sliding-window, dilated and
 global + window attention with :mod:`attnlab.functional`'s mask helpers, counts the scores each
 computes at several lengths, and returns the measured long-context times of docs/variants.md
 (seconds and ratios apart) with the peak memory of full (every score stored), chunked and SDPA
