@@ -176,6 +176,16 @@ def test_the_heatmap_downloads_are_drawn_in_the_page(page, lang):
     key = i18n.catalog(lang)["fig_key_weight"]
     assert key in texts and {"0", "0.5", "1"} <= set(texts)  # the colour key on its 0–1 scale
     assert i18n.catalog(lang)["fig_key_masked"] in texts
+    # Nothing cut: drawn on its own, every text of the file lies inside its picture.
+    viewer = page.context.new_page()
+    viewer.set_content(Path(svg_download.value.path()).read_text(encoding="utf-8"))
+    right, bottom, width, height = viewer.evaluate(
+        "() => { const svg = document.querySelector('svg'); const boxes = [...svg.querySelectorAll('text')]"
+        ".map((t) => t.getBBox()); return [Math.max(...boxes.map((b) => b.x + b.width)),"
+        " Math.max(...boxes.map((b) => b.y + b.height)), svg.width.baseVal.value, svg.height.baseVal.value]; }"
+    )
+    viewer.close()
+    assert right <= width and bottom <= height, (right, bottom, width, height)
     with page.expect_download() as png_download:
         page.click("#map-png")
     assert png_download.value.suggested_filename == f"attention-local-{lang}.png"

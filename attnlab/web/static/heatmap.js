@@ -10,8 +10,8 @@
   // Label widths for the layout. Measured without the web font: asking a canvas for a web font
   // that is still loading leaves Chromium drawing that font's glyphs as empty boxes on the page.
   // Japanese characters are a full em wide in any font, so the estimate holds.
-  function textWidth(text, size) {
-    measure.font = size + 'px "DejaVu Sans", Arial, sans-serif';
+  function textWidth(text, size, bold = false) {
+    measure.font = (bold ? "bold " : "") + size + 'px "DejaVu Sans", Arial, sans-serif';
     let width = 0;
     for (const ch of text) width += /[\u3000-\u9fff\uff00-\uffef]/.test(ch) ? size : measure.measureText(ch).width;
     return width * 1.08 + 2; // a margin for fonts wider than the one measured
@@ -73,7 +73,7 @@
     const masked = opts.masked || (() => false);
     const anyMasked = !!opts.masked && m.some((row, r) => row.some((_, c) => masked(r, c)));
     const key = keyFor(opts, fill, anyMasked, left, top + rows * cell + 10, left + cols * cell + overhang);
-    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size) + 8 : 0, key ? key.x + key.width + 6 : 0);
+    const width = Math.max(left + cols * cell + overhang + 4, opts.title ? textWidth(opts.title, size, true) + 8 : 0, key ? key.x + key.width + 6 : 0);
     const height = top + rows * cell + 4 + (key ? key.height + 8 : 0);
     const items = [];
     if (opts.title) items.push({ t: "text", x: 4, y: size + 2, s: opts.title, size, anchor: "start", weight: "bold" });
