@@ -193,6 +193,10 @@ PAGE_START = """([jobs, top]) => {
       const out = (window.parity.results[name] = []);
       const start = performance.now();
       for (const text of texts) {
+        // Back to the event loop between sentences: the search's awaits resolve as microtasks, so
+        // without this the page would answer no other call (this one's return included) until
+        // the whole job is done, and Python could not compute its side meanwhile.
+        await new Promise((resolve) => setTimeout(resolve, 0));
         try {
           const b = await t.translate(text);
           const g = await views.decodeGreedy(t, views.sourceIds(t, text), { logProbs: true });
@@ -249,7 +253,6 @@ def runs(browser, tmp_path_factory) -> dict[str, tuple[Path, list[dict], float]]
     with site.serve_folder(folder) as base:
         context = browser.new_context()
         page = context.new_page()
-        page.set_default_timeout(0)  # the page's job takes minutes on a busy machine
         errors = page_errors(page)
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
