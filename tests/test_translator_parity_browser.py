@@ -8,24 +8,25 @@ none of whose sentences is in the training data), made again from the corpora in
 ``ATTNLAB_DATA`` (default ``../shared/data``); the tests skip, naming the missing file, without
 them. The shipped assets hold no held-out sentences (only the models and their cards).
 
-The reference (:func:`reference`, a module-scoped fixture writing JSON to ``tmp``): for each
+The reference (written as JSON to ``tmp`` by the module-scoped fixture :func:`runs`): for each
 sentence, one at a time (the page's batch of one), on the fp32 PyTorch model
 
 - beam 4 as the page's ``translate`` decodes (:func:`attnlab.decode.beam_search`, the Translator's
   ``alpha``, :func:`~attnlab.inference.translate.output_limit`): the chosen ids and score, every
   one of the K hypotheses of the last step (ids, float32 log-probability and score / length
-  penalty; read from the search's own ``_finish``), the chosen hypothesis' source–target
-  attention (every layer and head, the EOS step included) and, at each of its steps, the
-  probability of the token it took and the five most likely tokens with their probabilities
-  (teacher-forced through the model along the hypothesis);
+  penalty, observed in the search's own ``_finish`` by ``test_js_engine.final_beams``), the chosen
+  hypothesis' source–target attention (every layer and head, the EOS step included) and, at each
+  of its steps, the probability of the token it took and the five most likely tokens with their
+  probabilities (teacher-forced through the model along the hypothesis);
 - greedy as §1's and §7's widgets decode (:func:`attnlab.decode.greedy_decode`): ids,
   source–target attention and the same probabilities.
 
 The page: the static folder of :func:`attnlab.web.site.write_engine_folder` (both translators,
 exported as the site exports them; en-ja only for this test, the site itself ships ja-en) served
-by a plain static server, the network cut after load; the translators from ``engine/models.js``'s
-``translator(name)`` and decoded by the functions the widgets call: ``translate(text)`` with its
-defaults (beam 4) and ``translation_views.js``'s ``decodeGreedy``. The test only reads what they
+by a plain static server, the network cut after load (it decodes while Python computes the
+reference); the translators from ``engine/models.js``'s ``translator(name)`` and decoded by the
+functions the widgets call: ``translate(text)`` with its defaults (beam 4) and
+``translation_views.js``'s ``decodeGreedy``. The test only reads what they
 return, plus each step's log-probabilities (a wrapper around the model's ``step`` that copies
 them beside the step's attention report).
 
@@ -52,6 +53,7 @@ from attnlab.web import site
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_engine_browser import ensure_runtime  # noqa: E402
+from test_js_engine import final_beams  # noqa: E402
 
 pytestmark = BROWSER_MARKS
 
@@ -116,40 +118,19 @@ def _reference_records(name: str, sentences: list[str]) -> list[dict]:
     model, tgt = translator.model, translator.tgt_tok
     model.eval()
     alpha = translator_alpha()
-    final_beams: list = []
-    finish = decode._finish
-
-    def recording_finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha_):
-        # Every hypothesis the search chooses from (one sentence: gone = [0]), as it chooses.
-        K, t = scores.shape[1], history.shape[1]
-        penalty = ((5.0 + lengths[0].double()) / 6.0).pow(alpha_).to(scores.dtype)  # (K,)
-        beams = []
-        for i in range(K):
-            s = scores[0, i]
-            beams.append(
-                {
-                    "ids": history[i, : min(int(ended[i]), t)].tolist(),
-                    "score": float(s) if torch.isfinite(s) else None,
-                    "final": float(s / penalty[i]) if torch.isfinite(s) else None,
-                }
-            )
-        final_beams.append(beams)
-        return finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha_)
-
     records = []
     threads = torch.get_num_threads()
-    with pytest.MonkeyPatch.context() as patch:
-        # One thread, as the page runs: on a shared machine more threads than free cores make
-        # PyTorch's small matrices several times slower, not faster.
-        torch.set_num_threads(1)
-        patch.setattr(decode, "_finish", recording_finish)
+    # One thread, as the page runs: on a shared machine more threads than free cores make
+    # PyTorch's small matrices several times slower, not faster.
+    torch.set_num_threads(1)
+    try:
         for text, ids in zip(sentences, source_ids(translator, sentences)):
             src = torch.tensor([ids])  # (1, S)
             limit = output_limit(len(ids), getattr(model.config, "max_len", 512))
             kw = dict(bos_id=tgt.bos_id, eos_id=tgt.eos_id, pad_id=tgt.pad_id, max_len=limit, return_attention=True)
-            final_beams.clear()
-            beam = decode.beam_search(model, src, beam_size=FIXTURE_BEAM, alpha=alpha, **kw)[0]
-            assert len(final_beams) == 1, "one sentence, one final choice"
+            with final_beams() as seen:
+                beam = decode.beam_search(model, src, beam_size=FIXTURE_BEAM, alpha=alpha, **kw)[0]
+            (beams,) = seen  # one sentence, one final choice
             greedy = decode.greedy_decode(model, src, **kw)[0]
             record = {"text": text, "src_ids": ids}
             for key, hyp in (("beam", beam), ("greedy", greedy)):
@@ -161,9 +142,10 @@ def _reference_records(name: str, sentences: list[str]) -> list[dict]:
                     "cross": _steps(hyp.cross_attention),
                     "probs": _probabilities(model, src, produced, tgt.bos_id),
                 }
-            record["beam"]["beams"] = final_beams[0]
+            record["beam"]["beams"] = beams
             records.append(record)
-    torch.set_num_threads(threads)
+    finally:
+        torch.set_num_threads(threads)
     return records
 
 
@@ -187,8 +169,11 @@ PAGE_START = """([jobs, top]) => {
   };
   window.parity.results = {};
   window.parity.seconds = {};
-  window.parity.job = (async () => {
-    for (const [name, texts] of jobs) {
+  window.parity.done = {};
+  // One translator after the other; each one's promise settles when its sentences are done.
+  let before = Promise.resolve();
+  for (const [name, texts] of jobs) {
+    before = window.parity.done[name] = before.then(async () => {
       const t = translators[name];
       const out = (window.parity.results[name] = []);
       const start = performance.now();
@@ -208,13 +193,13 @@ PAGE_START = """([jobs, top]) => {
         }
       }
       window.parity.seconds[name] = (performance.now() - start) / 1000;
-    }
-  })();
+    });
+  }
 }"""
 
-# The page's answers for sentences i … i + n of a translator, once the job is done.
+# The page's answers for sentences i … i + n of a translator, once its sentences are done.
 PAGE_COLLECT = """async ([name, i, n]) => {
-  await window.parity.job;
+  await window.parity.done[name];
   return window.parity.results[name].slice(i, i + n);
 }"""
 
