@@ -55,7 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_engine_browser import ensure_runtime  # noqa: E402
 from test_js_engine import final_beams  # noqa: E402
 
-pytestmark = BROWSER_MARKS
+# In CI's browser run (``-m browser``); also ``slow``: 2 × 1,000 sentences, beam 4 and greedy, on
+# both sides take over five minutes on two cores (measured figures: docs/site.md).
+pytestmark = [*BROWSER_MARKS, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))
