@@ -23,6 +23,7 @@ Node runs the scripts in ``tests/js/``; the tests skip, saying so, where ``node`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -260,6 +261,43 @@ def _log_probs(logits: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(logits).scatter_(1, fast[1], fast[0])
 
 
+@contextlib.contextmanager
+def final_beams():
+    """Every hypothesis :func:`attnlab.decode.beam_search` chooses from when a sentence is done,
+    as it chooses (its ``_finish``, observed, not replaced): a list that gets, per finished
+    sentence, its K hypotheses in beam order, each ``{"ids", "score", "final"}`` (ids cut before
+    EOS; the float32 log-probability and that divided by the length penalty, as ``_finish``
+    computes them; None where the score is -inf), what decode.js's beamSearch returns as ``beams``.
+
+    Shape:
+        per sentence K entries of ids (T_k,)
+    """
+    seen: list[list[dict]] = []
+    finish = decode._finish
+
+    def recording(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha):
+        K, t = scores.shape[1], history.shape[1]
+        penalty = ((5.0 + lengths.double()) / 6.0).pow(alpha).to(scores.dtype)  # (n, K), as _finish
+        for j in gone.tolist():
+            beams = []
+            for i in range(K):
+                score, row = scores[j, i], j * K + i
+                finite = bool(torch.isfinite(score))
+                beams.append(
+                    {
+                        "ids": history[row, : min(int(ended[row]), t)].tolist(),
+                        "score": float(score) if finite else None,
+                        "final": float(score / penalty[j, i]) if finite else None,
+                    }
+                )
+            seen.append(beams)
+        return finish(hyps, gone, sentence, scores, lengths, ended, history, attn_hist, src_mask, alpha)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "_finish", recording)
+        yield seen
+
+
 def _tables(n: int, ties: bool) -> list[torch.Tensor]:
     """``n`` logit tables of different sizes; with ``ties``, logits on a grid of 0.5 so that equal
     scores meet within a row and across rows. EOS grows likelier with the step at a rate of its
@@ -297,11 +335,14 @@ def test_greedy_and_beam_search_match_attnlab_decode(tmp_path):
             common = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_len=max_len, return_attention=attn)
             if kind == "greedy":
                 (hyp,) = decode.greedy_decode(model, src, **common)
+                beams = None
             else:
-                (hyp,) = decode.beam_search(model, src, beam_size=beam, alpha=alpha, **common)
+                with final_beams() as seen:
+                    (hyp,) = decode.beam_search(model, src, beam_size=beam, alpha=alpha, **common)
+                (beams,) = seen
             cases.append(dict(table=i, kind=kind, beam=beam, alpha=alpha, maxLen=max_len, bos=BOS, eos=EOS, pad=PAD))
             cross = None if hyp.cross_attention is None else hyp.cross_attention[0, 0].tolist()  # (T, 3)
-            expected.append((hyp.tokens, hyp.score, cross if attn else None, model.steps))
+            expected.append((hyp.tokens, hyp.score, cross if attn else None, model.steps, beams))
     # A beam wider than the vocabulary is refused on both sides.
     with pytest.raises(ValueError, match="larger than the vocabulary"):
         decode.beam_search(TableModel(tables[0]), src, bos_id=BOS, eos_id=EOS, beam_size=6)
@@ -324,7 +365,7 @@ def test_greedy_and_beam_search_match_attnlab_decode(tmp_path):
         if want == "error":
             assert "error" in have and "larger than the vocabulary" in have["error"], f"{where}: JS gave {have}"
             continue
-        ids, score, cross, steps = want
+        ids, score, cross, steps, beams = want
         assert "error" not in have, f"{where}: JS failed: {have}"
         assert have["ids"] == ids, f"{where}: JS ids {have['ids']} != Python {ids}"
         js_score = float("-inf") if have["score"] is None else have["score"]
@@ -334,6 +375,11 @@ def test_greedy_and_beam_search_match_attnlab_decode(tmp_path):
         assert have["steps"] == steps, f"{where}: JS decoded {have['steps']} steps, Python {steps}"
         if cross is not None:
             assert have["attention"] == cross, f"{where}: JS attention {have['attention']} != Python {cross}"
+        # Every hypothesis the final choice was made from: the same ids in the same beam order (ties
+        # included), the same float32 scores.
+        assert have.get("beams") == beams, f"{where}: JS beams {have.get('beams')} != Python {beams}"
+        if beams is not None:
+            assert [b for b in beams if b["final"] == score][:1] and len(beams) == case["beam"]
         lengths[len(ids) == case["maxLen"]] += 1
     # The cases reach both ends: translations that stop at EOS and ones cut at max_len.
     assert lengths[True] >= 50 and lengths[False] >= 50, lengths

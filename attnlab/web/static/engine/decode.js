@@ -141,9 +141,11 @@ function decided(scores, finished, lengths, alpha, maxLen) {
  * equal ones. beamSize 1 gives greedy's translation.
  *
  * opts: {bosId, eosId, padId = 0, beamSize = 4, maxLen = 128, alpha = 0.6}.
- * Returns {ids, score, attention}: ids (T,) without BOS and EOS; score, the log-probability
+ * Returns {ids, score, attention, beams}: ids (T,) without BOS and EOS; score, the log-probability
  * divided by the length penalty; attention, the model's per-step report along the chosen
- * hypothesis, the EOS step included.
+ * hypothesis, the EOS step included; beams, the K hypotheses of the last step in beam order (best
+ * raw score first), each {ids, score: its float32 log-probability, final: score / length penalty
+ * (null where the score is -∞)}, the chosen one among them (what attnlab.decode._finish chooses from).
  * Shape: src → T ids (T ≤ maxLen); internally R = 1 row at the first step, then K rows.
  */
 export async function beamSearch(model, src, { bosId, eosId, padId = 0, beamSize = 4, maxLen = 128, alpha = 0.6 } = {}) {
@@ -200,18 +202,22 @@ export async function beamSearch(model, src, { bosId, eosId, padId = 0, beamSize
 
 // The best hypothesis by score / length penalty (penalty in double precision, rounded to float32;
 // the first of equal ones), cut before its EOS (attnlab.decode._finish).
-// Shape: scores, lengths, ended (K,), history (K, steps) → {ids (T,), score, attention (T + 1 or T,)}.
+// Shape: scores, lengths, ended (K,), history (K, steps) → {ids (T,), score, attention (T + 1 or T,),
+// beams (K,)}.
 function finish(scores, lengths, ended, history, attn, alpha, steps) {
   let best = 0;
   let bestScore = -Infinity;
+  const beams = [];
   for (let i = 0; i < scores.length; i++) {
     const final = Number.isFinite(scores[i]) ? f32(scores[i] / f32(lengthPenalty(lengths[i], alpha))) : -Infinity;
     if (i === 0 || final > bestScore) {
       best = i;
       bestScore = final;
     }
+    const ids = history[i].slice(0, Math.min(ended[i], steps));
+    beams.push({ ids, score: Number.isFinite(scores[i]) ? scores[i] : null, final: Number.isFinite(final) ? final : null });
   }
   const real = Math.min(ended[best], steps); // tokens before EOS (all of them when it never came)
   const decoded = Math.min(real + 1, steps); // steps decoded, the EOS step included
-  return { ids: history[best].slice(0, real), score: bestScore, attention: attn[best].slice(0, decoded) };
+  return { ids: history[best].slice(0, real), score: bestScore, attention: attn[best].slice(0, decoded), beams };
 }

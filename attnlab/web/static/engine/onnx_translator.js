@@ -310,9 +310,10 @@ async function warm({ model, meta }) {
 /**
  * The translator of loaded parts (loadTranslator's second half; tests build it from files).
  * translate(text, {beamSize = 4, alpha}) → {text, ids, score, srcIds, srcTokens, tgtTokens,
- * attention, loopCut}: the source normalised and encoded as the Python Translator does, decoded
+ * attention, loopCut, beams}: the source normalised and encoded as the Python Translator does, decoded
  * by greedy (beam 1) or beam search within outputLimit, loops cut, and the labels and per-step
- * attention of the heatmaps (tgtTokens: the output tokens and EOS, one per decoded step).
+ * attention of the heatmaps (tgtTokens: the output tokens and EOS, one per decoded step); beams,
+ * beam search's K final hypotheses (decode.js's beamSearch; absent for greedy).
  * Shape: a string → a translation of T ids.
  */
 export function makeTranslator(ort, encoder, decoder, meta, srcTokenizer, tgtTokenizer) {
@@ -345,6 +346,7 @@ export function makeTranslator(ort, encoder, decoder, meta, srcTokenizer, tgtTok
       tgtTokens: labels.slice(0, hyp.attention.length),
       attention: hyp.attention,
       loopCut: kept.length < hyp.ids.length,
+      beams: hyp.beams,
     };
   }
   return { meta, srcTokenizer, tgtTokenizer, model, translate };
