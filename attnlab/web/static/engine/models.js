@@ -10,7 +10,7 @@
 //   const models = import("../../engine/models.js");
 //   const { translator } = await models;  const t = await translator("ja-en", { onProgress });
 
-import { announcedSize, fetchBytes, fetchJSON, loadTranslator } from "./onnx_translator.js";
+import { announcedSize, fetchBytes, fetchJSON, loadTranslator, timed } from "./onnx_translator.js";
 
 // The smallest WebAssembly module that uses a SIMD instruction (v128.const; drop): the runtime's
 // one WASM build needs SIMD, so a browser that cannot validate this cannot run the models.
@@ -73,7 +73,7 @@ function queueRuns(ort) {
 export function runtime() {
   if (!canRunModels()) return Promise.reject(new DeviceError("WebAssembly with SIMD is not available in this browser"));
   if (!runtimePromise) {
-    runtimePromise = import("../vendor/onnxruntime-web/ort.wasm.min.mjs").then((ort) => {
+    runtimePromise = timed("runtime import", () => import("../vendor/onnxruntime-web/ort.wasm.min.mjs")).then((ort) => {
       ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
       queueRuns(ort);
       return ort;
@@ -115,8 +115,8 @@ export function session(name, file, { onProgress = () => {} } = {}) {
     const url = modelURL(name, file);
     const total = await announcedSize([url]);
     let got = 0;
-    const bytes = await fetchBytes(url, (n) => { got += n; onProgress(got, total); });
-    return ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+    const bytes = await timed(`fetch ${name}/${file}`, () => fetchBytes(url, (n) => { got += n; onProgress(got, total); }));
+    return timed(`session ${name}/${file}`, () => ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] }));
   });
 }
 
@@ -126,5 +126,5 @@ export function session(name, file, { onProgress = () => {} } = {}) {
  * Shape: a name → a translator.
  */
 export function translator(name, { onProgress = () => {} } = {}) {
-  return once(`translator:${name}`, async () => loadTranslator(modelURL(name), { ort: await runtime(), onProgress }));
+  return once(`translator:${name}`, () => timed(`translator ${name}`, async () => loadTranslator(modelURL(name), { ort: await runtime(), onProgress })));
 }

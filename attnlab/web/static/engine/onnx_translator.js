@@ -200,6 +200,24 @@ export function cutLoops(tokens, opts = {}) {
   return out;
 }
 
+/**
+ * work() timed as a User Timing measure "attnlab LABEL" (benchmarks/site_load.py --profile reads
+ * them: where a page's first seconds go); a browser without measure options just runs work.
+ * Shape: a label and a function → its result.
+ */
+export async function timed(label, work) {
+  const start = performance.now();
+  try {
+    return await work();
+  } finally {
+    try {
+      performance.measure(`attnlab ${label}`, { start, end: performance.now() });
+    } catch {
+      // User Timing Level 3 is missing: nothing is recorded
+    }
+  }
+}
+
 // The error of a failed request: the explorer's own sentence when it sends one (e.g. a shipped
 // model not built here, and the command that builds it), else the address and the status.
 async function responseError(url, response) {
@@ -291,10 +309,14 @@ export async function loadTranslator(
     onProgress(loaded, total);
   };
   const [encoder, decoder] = await Promise.all(
-    urls.map(async (url) => ort.InferenceSession.create(await fetchBytes(url, count), sessionOptions)),
+    urls.map(async (url) => {
+      const file = `${meta.name}/${url.slice(base.length)}`;
+      const bytes = await timed(`fetch ${file}`, () => fetchBytes(url, count));
+      return timed(`session ${file}`, () => ort.InferenceSession.create(bytes, sessionOptions));
+    }),
   );
   const translator = makeTranslator(ort, encoder, decoder, meta, tokenizerFromJSON(srcJSON), tokenizerFromJSON(tgtJSON));
-  if (warmUp) await warm(translator);
+  if (warmUp) await timed("warm-up", () => warm(translator));
   return translator;
 }
 
