@@ -11,6 +11,7 @@
 //   const { translator } = await models;  const t = await translator("ja-en", { onProgress });
 
 import { announcedSize, fetchBytes, fetchJSON, loadTranslator, timed } from "./onnx_translator.js";
+import { tokenizerFromJSON } from "./tokenizer.js";
 
 // The smallest WebAssembly module that uses a SIMD instruction (v128.const; drop): the runtime's
 // one WASM build needs SIMD, so a browser that cannot validate this cannot run the models.
@@ -94,37 +95,72 @@ function once(key, make) {
   return loaded.get(key);
 }
 
+// One fetch per JSON file of the page, whoever asks: meta(), modelJSON() and the translators' loading.
+const jsonAt = (url) => once(`json:${url}`, () => fetchJSON(url));
+
 /** A model's meta.json (cached). Shape: a name → an object. */
 export function meta(name) {
-  return once(`meta:${name}`, () => fetchJSON(modelURL(name, "meta.json")));
+  return jsonAt(modelURL(name, "meta.json"));
 }
 
 /** Any JSON file of a model's folder, e.g. a tokenizer (cached). Shape: names → an object. */
 export function modelJSON(name, file) {
-  return once(`json:${name}:${file}`, () => fetchJSON(modelURL(name, file)));
+  return jsonAt(modelURL(name, file));
 }
 
 /**
  * One ONNX graph of a model's folder as an onnxruntime-web session (cached), its download reported
- * to onProgress(loadedBytes, totalBytes) (total 0 when the server gives no size).
+ * to onProgress(loadedBytes, totalBytes) (total 0 when the server gives no size). The download
+ * starts at once, beside the runtime's loading; the session is made when both are there.
  * Shape: names → an InferenceSession.
  */
 export function session(name, file, { onProgress = () => {} } = {}) {
   return once(`session:${name}:${file}`, async () => {
-    const ort = await runtime();
+    if (!canRunModels()) return runtime(); // its DeviceError, before any download
+    const ort = runtime();
+    ort.catch(() => {}); // awaited below, after the download
     const url = modelURL(name, file);
-    const total = await announcedSize([url]);
     let got = 0;
-    const bytes = await timed(`fetch ${name}/${file}`, () => fetchBytes(url, (n) => { got += n; onProgress(got, total); }));
-    return timed(`session ${name}/${file}`, () => ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] }));
+    let total = null;
+    const sized = announcedSize([url]).then((n) => {
+      total = n;
+      if (got) onProgress(got, total);
+    });
+    const report = (n) => {
+      got += n;
+      if (total !== null) onProgress(got, total);
+    };
+    const bytes = await timed(`fetch ${name}/${file}`, () => fetchBytes(url, report));
+    await sized;
+    const runtimeModule = await ort;
+    return timed(`session ${name}/${file}`, () => runtimeModule.InferenceSession.create(bytes, { executionProviders: ["wasm"] }));
   });
 }
 
 /**
  * One of the lesson's translators (ja-en, en-ja, demo), loaded once per page (onnx_translator.js);
- * translate(text, {beamSize, alpha}) decodes as attnlab.decode does.
+ * translate(text, {beamSize, alpha}) decodes as attnlab.decode does. Its graphs download beside
+ * the runtime's loading. No warm-up search: every lesson widget that uses a translator decodes its
+ * own sentence as soon as it is loaded, and that first answer is what a warm-up would have paid
+ * for, so a throw-away search before it would only make the page's first answer later.
  * Shape: a name → a translator.
  */
 export function translator(name, { onProgress = () => {} } = {}) {
-  return once(`translator:${name}`, () => timed(`translator ${name}`, async () => loadTranslator(modelURL(name), { ort: await runtime(), onProgress })));
+  return once(`translator:${name}`, () => {
+    if (!canRunModels()) return runtime(); // its DeviceError, before any download
+    return timed(`translator ${name}`, () => loadTranslator(modelURL(name), { ort: runtime(), onProgress, warmUp: false, json: jsonAt }));
+  });
+}
+
+/**
+ * What a translator reads a sentence with, without its graphs: {meta, srcTokenizer} (cached;
+ * meta.json and the tokenizer file are the translator's own fetches). A widget that only counts a
+ * sentence's tokens (§1's parallel steps) answers with it while the graphs are still loading.
+ * Shape: a name → {meta, srcTokenizer}.
+ */
+export function sourceTokenizer(name) {
+  return once(`source:${name}`, async () => {
+    const m = await meta(name);
+    return { meta: m, srcTokenizer: tokenizerFromJSON(await modelJSON(name, m.src_tokenizer)) };
+  });
 }
