@@ -10,7 +10,8 @@
 //   const models = import("../../engine/models.js");
 //   const { translator } = await models;  const t = await translator("ja-en", { onProgress });
 
-import { announcedSize, fetchBytes, fetchJSON, loadTranslator } from "./onnx_translator.js";
+import { announcedSize, fetchBytes, fetchJSON, loadTranslator, timed } from "./onnx_translator.js";
+import { tokenizerFromJSON } from "./tokenizer.js";
 
 // The smallest WebAssembly module that uses a SIMD instruction (v128.const; drop): the runtime's
 // one WASM build needs SIMD, so a browser that cannot validate this cannot run the models.
@@ -48,6 +49,24 @@ export function modelURL(name, file = "") {
 
 let runtimePromise = null;
 
+// A one-node ONNX graph (Identity of a float32 vector), made into a session as soon as the runtime
+// is imported: onnxruntime-web downloads, compiles and starts its WebAssembly on the first
+// InferenceSession.create, so without it that start (seconds on a loaded machine) waited for a
+// model's bytes; with it, it runs while the models download (benchmarks/site_load.py --profile).
+const START_GRAPH = new Uint8Array([
+  8, 8, 58, 55, 10, 16, 10, 1, 120, 18, 1, 121, 34, 8, 73, 100, 101, 110, 116, 105, 116, 121, 18, 1, 116, 90, 15, 10,
+  1, 120, 18, 10, 10, 8, 8, 1, 18, 4, 10, 2, 8, 1, 98, 15, 10, 1, 121, 18, 10, 10, 8, 8, 1, 18, 4, 10, 2, 8, 1, 66, 4,
+  10, 0, 16, 17,
+]);
+
+// Start onnxruntime's WebAssembly (its download, compile and start) without waiting for it: the
+// models' sessions wait for it inside onnxruntime; a failure here is theirs to report.
+function startWebAssembly(ort) {
+  timed("runtime start", () => ort.InferenceSession.create(START_GRAPH, { executionProviders: ["wasm"] }))
+    .then((s) => s.release())
+    .catch(() => {});
+}
+
 // onnxruntime-web's WASM backend runs one inference at a time: two run() calls that overlap, on any
 // sessions of the one runtime, fail inside it ("Cannot read properties of null"), and a lesson page
 // has several widgets computing at once (§9 has six). So every run() of every session waits for
@@ -73,9 +92,10 @@ function queueRuns(ort) {
 export function runtime() {
   if (!canRunModels()) return Promise.reject(new DeviceError("WebAssembly with SIMD is not available in this browser"));
   if (!runtimePromise) {
-    runtimePromise = import("../vendor/onnxruntime-web/ort.wasm.min.mjs").then((ort) => {
+    runtimePromise = timed("runtime import", () => import("../vendor/onnxruntime-web/ort.wasm.min.mjs")).then((ort) => {
       ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1)) : 1;
       queueRuns(ort);
+      startWebAssembly(ort);
       return ort;
     });
     runtimePromise.catch(() => { runtimePromise = null; }); // a failed load may be retried
@@ -94,37 +114,72 @@ function once(key, make) {
   return loaded.get(key);
 }
 
+// One fetch per JSON file of the page, whoever asks: meta(), modelJSON() and the translators' loading.
+const jsonAt = (url) => once(`json:${url}`, () => fetchJSON(url));
+
 /** A model's meta.json (cached). Shape: a name → an object. */
 export function meta(name) {
-  return once(`meta:${name}`, () => fetchJSON(modelURL(name, "meta.json")));
+  return jsonAt(modelURL(name, "meta.json"));
 }
 
 /** Any JSON file of a model's folder, e.g. a tokenizer (cached). Shape: names → an object. */
 export function modelJSON(name, file) {
-  return once(`json:${name}:${file}`, () => fetchJSON(modelURL(name, file)));
+  return jsonAt(modelURL(name, file));
 }
 
 /**
  * One ONNX graph of a model's folder as an onnxruntime-web session (cached), its download reported
- * to onProgress(loadedBytes, totalBytes) (total 0 when the server gives no size).
+ * to onProgress(loadedBytes, totalBytes) (total 0 when the server gives no size). The download
+ * starts at once, beside the runtime's loading; the session is made when both are there.
  * Shape: names → an InferenceSession.
  */
 export function session(name, file, { onProgress = () => {} } = {}) {
   return once(`session:${name}:${file}`, async () => {
-    const ort = await runtime();
+    if (!canRunModels()) return runtime(); // its DeviceError, before any download
+    const ort = runtime();
+    ort.catch(() => {}); // awaited below, after the download
     const url = modelURL(name, file);
-    const total = await announcedSize([url]);
     let got = 0;
-    const bytes = await fetchBytes(url, (n) => { got += n; onProgress(got, total); });
-    return ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+    let total = null;
+    const sized = announcedSize([url]).then((n) => {
+      total = n;
+      if (got) onProgress(got, total);
+    });
+    const report = (n) => {
+      got += n;
+      if (total !== null) onProgress(got, total);
+    };
+    const bytes = await timed(`fetch ${name}/${file}`, () => fetchBytes(url, report));
+    await sized;
+    const runtimeModule = await ort;
+    return timed(`session ${name}/${file}`, () => runtimeModule.InferenceSession.create(bytes, { executionProviders: ["wasm"] }));
   });
 }
 
 /**
  * One of the lesson's translators (ja-en, en-ja, demo), loaded once per page (onnx_translator.js);
- * translate(text, {beamSize, alpha}) decodes as attnlab.decode does.
+ * translate(text, {beamSize, alpha}) decodes as attnlab.decode does. Its graphs download beside
+ * the runtime's loading. No warm-up search: every lesson widget that uses a translator decodes its
+ * own sentence as soon as it is loaded, and that first answer is what a warm-up would have paid
+ * for, so a throw-away search before it would only make the page's first answer later.
  * Shape: a name → a translator.
  */
 export function translator(name, { onProgress = () => {} } = {}) {
-  return once(`translator:${name}`, async () => loadTranslator(modelURL(name), { ort: await runtime(), onProgress }));
+  return once(`translator:${name}`, () => {
+    if (!canRunModels()) return runtime(); // its DeviceError, before any download
+    return timed(`translator ${name}`, () => loadTranslator(modelURL(name), { ort: runtime(), onProgress, warmUp: false, json: jsonAt }));
+  });
+}
+
+/**
+ * What a translator reads a sentence with, without its graphs: {meta, srcTokenizer} (cached;
+ * meta.json and the tokenizer file are the translator's own fetches). A widget that only counts a
+ * sentence's tokens (§1's parallel steps) answers with it while the graphs are still loading.
+ * Shape: a name → {meta, srcTokenizer}.
+ */
+export function sourceTokenizer(name) {
+  return once(`source:${name}`, async () => {
+    const m = await meta(name);
+    return { meta: m, srcTokenizer: tokenizerFromJSON(await modelJSON(name, m.src_tokenizer)) };
+  });
 }

@@ -200,6 +200,24 @@ export function cutLoops(tokens, opts = {}) {
   return out;
 }
 
+/**
+ * work() timed as a User Timing measure "attnlab LABEL" (benchmarks/site_load.py --profile reads
+ * them: where a page's first seconds go); a browser without measure options just runs work.
+ * Shape: a label and a function → its result.
+ */
+export async function timed(label, work) {
+  const start = performance.now();
+  try {
+    return await work();
+  } finally {
+    try {
+      performance.measure(`attnlab ${label}`, { start, end: performance.now() });
+    } catch {
+      // User Timing Level 3 is missing: nothing is recorded
+    }
+  }
+}
+
 // The error of a failed request: the explorer's own sentence when it sends one (e.g. a shipped
 // model not built here, and the command that builds it), else the address and the status.
 async function responseError(url, response) {
@@ -267,34 +285,54 @@ function checkMeta(meta) {
  * A translator from a site folder written by attnlab.export_onnx: meta.json, encoder.onnx,
  * decoder.onnx and the two tokenizer files.
  *
- * options: {ort (default: the global ort), sessionOptions (default: the wasm backend),
- * onProgress(loaded, total): called as the two models download (total 0 when the server gives
- * no sizes), warmUp (default true): one throw-away search on load, so the first sentence is fast}.
+ * options: {ort (default: the global ort; or a Promise of it, still loading), sessionOptions
+ * (default: the wasm backend), onProgress(loaded, total): called as the two models download
+ * (total 0 when the server gives no sizes), warmUp (default true): one throw-away search on load,
+ * so the first sentence is fast, json(url): how a JSON file of the folder is fetched (default:
+ * fetchJSON; models.js passes its per-page cache, so meta.json and a tokenizer are fetched once)}.
+ * Every file is asked for at once (the graphs are most of the bytes, so their download starts
+ * first, beside the runtime's own loading); each graph's session is made as soon as its bytes and
+ * the runtime are there.
  * Returns {meta, srcTokenizer, tgtTokenizer, model, translate(text, {beamSize, alpha})}.
  * Shape: a folder URL → a translator.
  */
 export async function loadTranslator(
   baseUrl,
-  { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] }, onProgress = () => {}, warmUp = true } = {},
+  { ort = globalThis.ort, sessionOptions = { executionProviders: ["wasm"] }, onProgress = () => {}, warmUp = true, json = fetchJSON } = {},
 ) {
   if (!ort) throw new Error("onnxruntime-web is not loaded");
   const base = baseUrl.endsWith("/") ? baseUrl : baseUrl + "/";
-  const meta = await fetchJSON(base + "meta.json");
-  checkMeta(meta);
-  const srcJSON = await fetchJSON(base + meta.src_tokenizer);
-  const tgtJSON = meta.tgt_tokenizer === meta.src_tokenizer ? srcJSON : await fetchJSON(base + meta.tgt_tokenizer);
+  const name = base.split("/").slice(-2)[0];
   const urls = [base + "encoder.onnx", base + "decoder.onnx"];
-  const total = await announcedSize(urls);
+  // The progress line counts against the announced total: chunks that arrive before the sizes do
+  // are counted, and shown once the total is known.
   let loaded = 0;
+  let total = null;
+  const sized = announcedSize(urls).then((n) => {
+    total = n;
+    if (loaded) onProgress(loaded, total);
+  });
   const count = (n) => {
     loaded += n;
-    onProgress(loaded, total);
+    if (total !== null) onProgress(loaded, total);
   };
-  const [encoder, decoder] = await Promise.all(
-    urls.map(async (url) => ort.InferenceSession.create(await fetchBytes(url, count), sessionOptions)),
-  );
-  const translator = makeTranslator(ort, encoder, decoder, meta, tokenizerFromJSON(srcJSON), tokenizerFromJSON(tgtJSON));
-  if (warmUp) await warm(translator);
+  const ready = Promise.resolve(ort);
+  const sessions = urls.map(async (url) => {
+    const file = `${name}/${url.slice(base.length)}`;
+    const bytes = await timed(`fetch ${file}`, () => fetchBytes(url, count));
+    const runtime = await ready;
+    return timed(`session ${file}`, () => runtime.InferenceSession.create(bytes, sessionOptions));
+  });
+  sessions.forEach((s) => s.catch(() => {})); // a failure is thrown below, once
+  const meta = await json(base + "meta.json");
+  checkMeta(meta);
+  const srcJSON = json(base + meta.src_tokenizer);
+  const tgtJSON = meta.tgt_tokenizer === meta.src_tokenizer ? srcJSON : json(base + meta.tgt_tokenizer);
+  const [src, tgt] = await Promise.all([srcJSON, tgtJSON]);
+  const [encoder, decoder] = await Promise.all(sessions);
+  await sized;
+  const translator = makeTranslator(await ready, encoder, decoder, meta, tokenizerFromJSON(src), tokenizerFromJSON(tgt));
+  if (warmUp) await timed(`warm-up ${name}`, () => warm(translator));
   return translator;
 }
 

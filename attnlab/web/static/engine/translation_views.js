@@ -112,12 +112,29 @@ export function checkedSourceIds(t, text, limit) {
 /**
  * Greedy decoding of srcIds with decode.js's greedy over the translator's graphs, keeping what
  * the views draw: per step the cross- and self-attention rows, the encoder's self-attention, and
- * (logProbs) each step's log-probabilities. `produced` is what each decoder position wrote: the
+ * (logProbs) each step's log-probabilities, V each. `produced` is what each decoder position wrote: the
  * ids, then EOS when decoding stopped on it (s07._greedy).
  * Shape: S ids → T steps; attention[t] {cross (Ld, H, S), self (Ld, H, t + 1)}; encoder (Le, 1, H, S, S);
  * crossDims the dims of cross_k (Ld, 1, H, S, Dh).
  */
-export async function decodeGreedy(t, srcIds, { logProbs = false } = {}) {
+export function decodeGreedy(t, srcIds) {
+  // §7's diagram and token walk (and any two views of one page) decode the same sentence on
+  // load: the translator's last decoding is kept and given again for the same ids, so the page
+  // decodes it once. Nothing of it is changed by the views that read it.
+  const key = srcIds.join(" ");
+  const last = lastDecoding.get(t);
+  if (last && last.key === key) return last.run;
+  const mine = { key, run: decodeOnce(t, srcIds) };
+  lastDecoding.set(t, mine);
+  mine.run.catch(() => {
+    if (lastDecoding.get(t) === mine) lastDecoding.delete(t); // a failed decoding may be tried again
+  });
+  return mine.run;
+}
+
+const lastDecoding = new WeakMap(); // translator → {key: the ids, run: a Promise of decodeOnce's result}
+
+async function decodeOnce(t, srcIds) {
   const { meta, model } = t;
   const kept = { encoder: null, crossDims: null, logProbs: [] };
   const recording = {
@@ -129,7 +146,7 @@ export async function decodeGreedy(t, srcIds, { logProbs = false } = {}) {
     },
     step: async (tokens, state) => {
       const out = await model.step(tokens, state);
-      if (logProbs) kept.logProbs.push(Float32Array.from(out.logProbs));
+      kept.logProbs.push(Float32Array.from(out.logProbs));
       return out;
     },
     reorder: (state, rows) => model.reorder(state, rows),
@@ -418,7 +435,7 @@ export async function tokenWalkView(t, text, { name = "ja-en" } = {}) {
   const ids = checkedSourceIds(t, text, MAX_TRANSLATION_TOKENS);
   const S = ids.length, D = c.d_model, F = c.d_ff, H = meta.n_heads, n = TOKEN_WALK_FIRST;
   const src = new model.ort.Tensor("int64", BigInt64Array.from(ids, (v) => BigInt(v)), [1, S]);
-  const [taps, run] = await exclusive(t, async () => [await model.encoder.run({ src_ids: src }, TAPS), await decodeGreedy(t, ids, { logProbs: true })]);
+  const [taps, run] = await exclusive(t, async () => [await model.encoder.run({ src_ids: src }, TAPS), await decodeGreedy(t, ids)]);
   const emb = taps.src_embed.data, pe = taps.src_positions.data; // (1, S, D), (S, D)
   const ffIn = taps.enc0_ff_in.data, hidden = taps.enc0_ff_hidden.data; // (1, S, D), (1, S, F)
   const ffOut = taps.enc0_ff_out.data, layerOut = taps.enc0_out.data; // (1, S, D) each

@@ -53,9 +53,14 @@
         el("div", { class: "row examples" }, el("span", { text: s("examples") }), examples));
     }
 
-    const send = debounce(loader(p, {
+    // The first answer is asked for at once (the model starts loading with the page); typing is
+    // debounced.
+    const load = loader(p, {
       request: () => ({ text: state.text }),
-      fetch: async (req) => (await views()).translationView(await jaEn(p), req.text),
+      fetch: async (req) => {
+        const [v, t] = await Promise.all([views(), jaEn(p)]);
+        return v.translationView(t, req.text);
+      },
       busy: () => s("loading"),
       done: (res) => {
         shown = res;
@@ -64,7 +69,8 @@
         state.head = Math.min(state.head, res.n_heads);
         draw();
       },
-    }), 250);
+    });
+    const send = debounce(load, 250);
 
     function changed() {
       remember();
@@ -121,7 +127,8 @@
     root.replaceChildren(controls, p.status, p.error, out);
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
-    changed();
+    remember();
+    load();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -139,16 +146,19 @@
     const controls = el("div", { class: "widget-controls inline" });
     const big = (n) => Number(n).toLocaleString(ctx.lang() === "ja" ? "ja-JP" : "en-US");
 
-    const send = debounce(loader(p, {
+    // Counting a sentence's tokens needs the ja→en tokenizer, not the model: this widget answers
+    // while the translator's graphs are still loading. The first answer is asked for at once.
+    const load = loader(p, {
       request: () => ({ text: state.text, batch: state.batch }),
       fetch: async (req) => {
-        const v = await views();
-        const [t, data] = await Promise.all([jaEn(p), v.parallelStepsData()]);
+        const [v, models] = await Promise.all([views(), window.Lesson.inPageModels()]);
+        const [t, data] = await Promise.all([models.sourceTokenizer("ja-en"), v.parallelStepsData()]);
         return v.parallelStepsView(t, data, req.text, req.batch);
       },
       busy: () => s("measuring"),
       done: (res) => { shown = res; draw(); },
-    }), 300);
+    });
+    const send = debounce(load, 300);
 
     function buildControls() {
       const batch = el("select", { id: "ps-batch", "aria-label": s("batch_label") },
@@ -226,7 +236,7 @@
         send();
       }
     });
-    send();
+    load();
   }
 
   window.Lesson.register("translation", { mount: mountTranslation });

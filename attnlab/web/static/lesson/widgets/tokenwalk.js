@@ -45,7 +45,9 @@
       controls.replaceChildren(el("label", { class: "row grow" }, el("span", { text: s("tw_sentence_label") }), input));
     }
 
-    const send = debounce(loader(p, {
+    // The first answer is asked for at once (the model starts loading with the page); typing is
+    // debounced.
+    const load = loader(p, {
       request: () => ({ text: state.text }),
       fetch: async (req) => {
         const [views, models] = await Promise.all([import("../../engine/translation_views.js"), window.Lesson.inPageModels()]);
@@ -53,7 +55,8 @@
       },
       busy: () => s("tw_loading"),
       done: (r) => { res = r; draw(); },
-    }), 250);
+    });
+    const send = debounce(load, 250);
 
     const argmax = (row) => row.reduce((best, v, i) => (v > row[best] ? i : best), 0);
     const outPos = () => Math.min(state.out, res.tgt_tokens.length - 1);
@@ -192,7 +195,7 @@
     buildControls();
     render();
     ctx.onLang(() => { buildControls(); render(); });
-    send();
+    load();
   }
 
   window.Lesson.register("token-walk", { mount });

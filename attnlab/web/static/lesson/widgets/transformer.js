@@ -61,7 +61,9 @@
       controls.replaceChildren(el("label", { class: "row grow" }, el("span", { text: s("sentence_label") }), text));
     }
 
-    const send = debounce(loader(p, {
+    // The first answer is asked for at once (the model starts loading with the page); typing is
+    // debounced.
+    const load = loader(p, {
       request: () => ({ text: state.text }),
       fetch: async (req) => {
         const [views, models] = await Promise.all([import("../../engine/translation_views.js"), window.Lesson.inPageModels()]);
@@ -74,7 +76,8 @@
         remember();
         draw();
       },
-    }), 250);
+    });
+    const send = debounce(load, 250);
 
     const partOf = (r, id) => r.parts.find((x) => x.id === id);
     const tensor = (part, name) => part.tensors.find((t) => t.name === name);
@@ -201,7 +204,7 @@
     buildControls();
     ctx.onLang(() => { buildControls(); draw(); });
     remember();
-    send();
+    load();
   }
 
   // ---------------------------------------------------------------------------------------------
