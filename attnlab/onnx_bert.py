@@ -167,18 +167,14 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
     Shape:
         no tensors; returns ``(model, tokenizer, settings)`` (settings: the QA window sizes, else {})
     """
-    from .assets import locate
+    from .loading import family_of, load_model
     from .models.convert_hf import minilm_dir
-    from .recipes.lm import load_language_model
-    from .recipes.qa import load_qa
 
     if str(name) == MINILM:
-        model, tok = load_language_model(minilm_dir())
+        model, tok = load_model(minilm_dir(), family="lm")
         return model.eval(), tok, {}
-    directory = locate.shipped_model_dir(str(name)) if not Path(str(name)).is_dir() else Path(name)
-    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    if config.get("model_type") == "bert_qa":
-        qa = load_qa(directory)
+    if family_of(name).name == "qa":
+        qa = load_model(name, family="qa")
         s = qa.setup
         settings = {
             "max_length": s.max_length,
@@ -187,7 +183,7 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
             "max_answer_tokens": s.max_answer_tokens,
         }
         return qa.model.eval(), qa.tokenizer, settings
-    model, tok = load_language_model(directory)
+    model, tok = load_model(name, family="lm")
     return model.eval(), tok, {}
 
 

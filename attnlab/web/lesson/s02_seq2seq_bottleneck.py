@@ -303,11 +303,11 @@ def write_bleu_by_length(out: str | Path) -> Path:
     import datetime
 
     from ...assets import locate
+    from ...loading import load_model
     from ...machine import cpu_name
-    from ...recipes.translate import load_translator
 
     directories = {name: locate.shipped_model_dir(name) for name in (RNN_PLAIN, RNN_ATTENTION)}
-    models = {name: load_translator(folder, precision="fp32") for name, folder in directories.items()}
+    models = {name: load_model(folder, precision="fp32", family="translate") for name, folder in directories.items()}
     value = bleu_by_length_view(models, directories).model_dump()
     value["measured"] = {"machine": cpu_name(), "date": datetime.date.today().isoformat()}
     return _json_file(Path(out), value)
