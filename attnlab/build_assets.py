@@ -2,21 +2,21 @@
 
 The build of the shipped assets sits at the top of attnlab's layers, above the experiments and
 the recipes it trains through, and outside the :mod:`attnlab.assets` package: the registry of
-names there, their lookup (:mod:`attnlab.assets.locate`, which every recipe's loader uses) and the
+names there, their lookup (:mod:`attnlab.assets.locate`, which every loader uses) and the
 cards (:mod:`attnlab.assets.cards`) sit low, and a package may not be both below the recipes and
 above them (the import contract against cycles).
 
-For each shipped model, its :data:`RECIPES` entry says how it is made and how it is judged:
+For each shipped model, its :data:`BUILDS` entry says how it is made and how it is judged:
 
 1. **train** it with the ordinary command (``attnlab train translate --preset ja-en ...``,
    ``attnlab demo``, ``attnlab experiment bottleneck``, ``attnlab train lm ...``,
    ``attnlab train classify ...``), run as a subprocess so that the command in the card is exactly
-   what ran; a recipe whose command reads files made from a corpus (the sentence-type classifier's
+   what ran; a build whose command reads files made from a corpus (the sentence-type classifier's
    labelled sentences) writes them first. Two trainings sized for one thread each (ja-en and
    en-ja) run side by side, each with ``OMP_NUM_THREADS=1``; the others one after another. The two
    RNNs come from one bottleneck run. The machine's load when each training starts and ends is
    recorded for its card;
-2. **check** that the trained model's ``config.json`` is the one the recipe makes (a run packed
+2. **check** that the trained model's ``config.json`` is the one the build makes (a run packed
    with ``--from-run`` must come from the same settings);
 3. **pack** it (:func:`attnlab.checkpoint.pack_checkpoint`: weights in fp16, or int8 with per-row
    scales for the ja⇄en translators, loaded back as fp32)
@@ -74,7 +74,7 @@ from .recipes import translate as tr
 
 __all__ = [
     "Evaluation",
-    "AssetRecipe",
+    "AssetBuild",
     "PresetTranslator",
     "EnjaTranslator",
     "DemoTranslator",
@@ -87,7 +87,7 @@ __all__ = [
     "DigitsViT",
     "KarateGAT",
     "pooling_peaks",
-    "RECIPES",
+    "BUILDS",
     "config_differences",
     "build",
     "main",
@@ -104,7 +104,7 @@ _STORAGE_DTYPES = {"float16": torch.float16, "int8": torch.int8}
 
 @dataclass
 class Evaluation:
-    """What :meth:`AssetRecipe.evaluate` measured on a packed model."""
+    """What :meth:`AssetBuild.evaluate` measured on a packed model."""
 
     metrics: dict[str, float]  # by metric name, on the whole held-out set
     evaluation: str  # how: data, size, decoding
@@ -112,10 +112,10 @@ class Evaluation:
     reproduce: str | None = None  # a command that measures `metrics` again
 
 
-class AssetRecipe(Protocol):
+class AssetBuild(Protocol):
     """How ``make models`` makes one shipped model, and how the tests judge an installed copy.
 
-    A recipe whose command reads files made from the corpora (not the corpora themselves) also has
+    A build whose command reads files made from the corpora (not the corpora themselves) also has
     ``prepare(data, out)``, which writes them before the command runs (:class:`SentenceTypeClassifier`).
     """
 
@@ -127,7 +127,7 @@ class AssetRecipe(Protocol):
 
     @property
     def run_key(self) -> str:
-        """The training this model comes from: recipes with one key share one run."""
+        """The training this model comes from: builds with one key share one run."""
         ...
 
     def command(self, data: Path, out: Path) -> list[str]:
@@ -143,7 +143,7 @@ class AssetRecipe(Protocol):
         ...
 
     def expected_config(self, directory: Path) -> dict:
-        """The ``config.json`` this recipe makes, for the tokenizers of the model at ``directory``."""
+        """The ``config.json`` this build makes, for the tokenizers of the model at ``directory``."""
         ...
 
     def evaluate(self, directory: Path, data: Path) -> Evaluation:
@@ -1329,7 +1329,7 @@ class KarateGAT:
 
 
 #: How ``make models`` makes each shipped model (:data:`attnlab.assets.ASSETS`), by name.
-RECIPES: dict[str, AssetRecipe] = {
+BUILDS: dict[str, AssetBuild] = {
     "demo": DemoTranslator(),
     "ja-en": EnjaTranslator("ja-en", preset="ja-en", src="ja", tgt="en"),
     "en-ja": EnjaTranslator("en-ja", preset="en-ja", src="en", tgt="ja"),
@@ -1405,7 +1405,7 @@ def _attnlab(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "attnlab.cli", *args]
 
 
-def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Callable[[str], None]) -> dict[str, Path]:
+def _train(trainings: Mapping[str, AssetBuild], data: Path, runs: Path, log: Callable[[str], None]) -> dict[str, Path]:
     """Run each training (one per run key) into ``runs/KEY``; return the run folders by key.
 
     The one-thread trainings run side by side first, each with its output in ``runs/KEY.log``
@@ -1417,8 +1417,8 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     """
     runs.mkdir(parents=True, exist_ok=True)
     folders = {key: runs / key for key in trainings}
-    for key, recipe in trainings.items():
-        prepare = getattr(recipe, "prepare", None)
+    for key, asset_build in trainings.items():
+        prepare = getattr(asset_build, "prepare", None)
         if prepare is not None:
             log(f"preparing the data of {key}")
             prepare(data, folders[key])
@@ -1429,10 +1429,10 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
     load_before = os.getloadavg()[0]
     try:
         for key in side:
-            recipe, logfile = trainings[key], runs / f"{key}.log"
+            asset_build, logfile = trainings[key], runs / f"{key}.log"
             log(f"training {key} (1 thread, beside {', '.join(k for k in side if k != key)}); output: {logfile}")
             with open(logfile, "w", encoding="utf-8") as out:
-                command = _attnlab(recipe.command(data, folders[key]))
+                command = _attnlab(asset_build.command(data, folders[key]))
                 started.append((key, logfile, subprocess.Popen(command, env=_threads_env(1), stdout=out, stderr=out)))
         statuses = [(key, logfile, process.wait()) for key, logfile, process in started]
     except BaseException:
@@ -1443,12 +1443,12 @@ def _train(trainings: Mapping[str, AssetRecipe], data: Path, runs: Path, log: Ca
         if status != 0:
             raise RuntimeError(f"the training of {key} failed (exit status {status}); see {logfile}")
         _write_load(folders[key], load_before)
-    for key, recipe in trainings.items():
+    for key, asset_build in trainings.items():
         if key in side:
             continue
-        log(f"training {key}: attnlab {shlex.join(recipe.command(data, folders[key]))}")
+        log(f"training {key}: attnlab {shlex.join(asset_build.command(data, folders[key]))}")
         load_before = os.getloadavg()[0]
-        done = subprocess.run(_attnlab(recipe.command(data, folders[key])), env=_threads_env(recipe.threads))
+        done = subprocess.run(_attnlab(asset_build.command(data, folders[key])), env=_threads_env(asset_build.threads))
         if done.returncode != 0:
             raise RuntimeError(f"the training of {key} failed (exit status {done.returncode}); see its output above")
         _write_load(folders[key], load_before)
@@ -1501,7 +1501,7 @@ def training_facts(checkpoint: Path) -> dict[str, Any] | None:
 
 
 def pack_asset(
-    recipe: AssetRecipe,
+    asset_build: AssetBuild,
     run: Path,
     destination: Path,
     data: Path,
@@ -1511,50 +1511,50 @@ def pack_asset(
     date: str | None = None,
     log: Callable[[str], None] = print,
 ) -> ModelCard:
-    """Check the model in the run folder ``run`` against ``recipe``, pack it into ``destination``,
+    """Check the model in the run folder ``run`` against ``asset_build``, pack it into ``destination``,
     measure the packed model and write its card.
 
     Raises:
-        ValueError: the trained model's config is not the one the recipe makes (e.g. a run of other
+        ValueError: the trained model's config is not the one the build makes (e.g. a run of other
             settings given with --from-run); nothing is written then.
     """
-    source = recipe.checkpoint(run)
-    wrong = config_differences(recipe.expected_config(source), _read_config(source))
+    source = asset_build.checkpoint(run)
+    wrong = config_differences(asset_build.expected_config(source), _read_config(source))
     if wrong:
         raise ValueError(
-            f"{source} is not what the {recipe.name} recipe makes ({len(wrong)} config.json entries differ: "
+            f"{source} is not what the {asset_build.name} build makes ({len(wrong)} config.json entries differ: "
             f"{'; '.join(wrong[:5])}); train it with: attnlab {command}"
         )
-    storage = getattr(recipe, "storage", "float16")
+    storage = getattr(asset_build, "storage", "float16")
     log(f"packing {source} → {destination} ({storage})")
     ckpt.pack_checkpoint(source, destination, dtype=_STORAGE_DTYPES[storage])
-    log(f"measuring {recipe.name} on held-out data")
-    evaluation = recipe.evaluate(destination, data)
-    entry = assets.ASSETS[recipe.name]
+    log(f"measuring {asset_build.name} on held-out data")
+    evaluation = asset_build.evaluate(destination, data)
+    entry = assets.ASSETS[asset_build.name]
     card = ModelCard(
-        name=recipe.name,
+        name=asset_build.name,
         description_en=entry.description_en,
         description_ja=entry.description_ja,
         usage=_usage(entry),
         command=f"attnlab {command}",
-        seed=recipe.seed,
-        data=recipe.data,
-        licence=recipe.licence,
+        seed=asset_build.seed,
+        data=asset_build.data,
+        licence=asset_build.licence,
         date=date or datetime.date.today().isoformat(),
         parameters=_parameter_count(destination),
         weights_bytes=(destination / ckpt.WEIGHTS_FILE).stat().st_size,
         metrics=evaluation.metrics,
         evaluation=evaluation.evaluation,
         check=evaluation.check,
-        example_outputs=recipe.example_outputs(destination, entry.examples),
+        example_outputs=asset_build.example_outputs(destination, entry.examples),
         reproduce=evaluation.reproduce,
         packed_from=None if packed_from is None else str(packed_from),
         attnlab_version=_attnlab_version(),
         training=training_facts(source),
         storage=storage,
     )
-    if card.training is not None and hasattr(recipe, "tokens_counted"):
-        card.training["tokens_counted"] = recipe.tokens_counted
+    if card.training is not None and hasattr(asset_build, "tokens_counted"):
+        card.training["tokens_counted"] = asset_build.tokens_counted
     write_model_card(destination, card)
     return card
 
@@ -1566,35 +1566,35 @@ def build(
     runs: Path = Path("runs/models"),
     from_run: Path | None = None,
     root: Path | None = None,
-    recipes: Mapping[str, AssetRecipe] | None = None,
+    builds: Mapping[str, AssetBuild] | None = None,
     log: Callable[[str], None] = print,
 ) -> list[ModelCard]:
     """Train (or, with ``from_run``, take), pack and describe the shipped models ``names`` (all by
     default); returns their cards.
 
     Args:
-        names: which models (keys of ``recipes``); default all.
+        names: which models (keys of ``builds``); default all.
         data: the folder holding the corpora (``small_parallel_enja/``, ``tinyshakespeare/``).
         runs: where the trainings write their run folders (``runs/NAME``).
         from_run: pack this already-trained run folder instead of training (one model only): for
             ja-en a folder written by `attnlab train translate --preset ja-en`, for the RNNs a
             bottleneck report folder.
         root: the assets folder (default: :data:`attnlab.assets.ROOT`, inside the package).
-        recipes: how each model is made (default :data:`RECIPES`; the tests pass tiny stand-ins).
+        builds: how each model is made (default :data:`BUILDS`; the tests pass tiny stand-ins).
 
     Raises:
         ValueError: an unknown name, ``from_run`` with other than one model, a run that does not
-            match its recipe, or assets over :data:`attnlab.assets.BUDGET_BYTES` (after packing).
+            match its build, or assets over :data:`attnlab.assets.BUDGET_BYTES` (after packing).
         FileNotFoundError: a data file or the ``from_run`` folder is missing (checked before any training).
         RuntimeError: a training failed.
     """
-    recipes = RECIPES if recipes is None else recipes
+    builds = BUILDS if builds is None else builds
     root = assets.ROOT if root is None else Path(root)
-    names = list(names or recipes)
-    unknown = [n for n in names if n not in recipes]
+    names = list(names or builds)
+    unknown = [n for n in names if n not in builds]
     if unknown:
-        raise ValueError(f"no shipped model is called {', '.join(unknown)}; choose from {', '.join(recipes)}")
-    chosen = [recipes[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"no shipped model is called {', '.join(unknown)}; choose from {', '.join(builds)}")
+    chosen = [builds[n] for n in dict.fromkeys(names)]
     if from_run is not None:
         if len(chosen) != 1:
             raise ValueError("--from-run packs one model's run: name that model alone with --only NAME")
@@ -1612,18 +1612,18 @@ def build(
     else:
         folders = {chosen[0].run_key: Path(from_run)}
     cards = []
-    for recipe in chosen:
-        folder = folders[recipe.run_key]
+    for asset_build in chosen:
+        folder = folders[asset_build.run_key]
         card = pack_asset(
-            recipe,
+            asset_build,
             folder,
-            root / assets.ASSETS[recipe.name].folder,
+            root / assets.ASSETS[asset_build.name].folder,
             data,
-            command=shlex.join(recipe.command(data, folder)),
+            command=shlex.join(asset_build.command(data, folder)),
             packed_from=from_run,
             log=log,
         )
-        log(f"{recipe.name}: " + ", ".join(f"{k} {metric_text(v, k)}" for k, v in card.metrics.items()))
+        log(f"{asset_build.name}: " + ", ".join(f"{k} {metric_text(v, k)}" for k, v in card.metrics.items()))
         cards.append(card)
     total = assets.total_bytes(root)
     log(f"assets: {total / 1e6:.1f} MB of the {assets.BUDGET_BYTES / 1e6:.0f} MB budget")
@@ -1642,7 +1642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m attnlab.build_assets",
         description="Train, pack (fp16 or int8) and describe the models shipped in attnlab/assets (make models).",
     )
-    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"build these models only ({', '.join(RECIPES)})")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"build these models only ({', '.join(BUILDS)})")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder holding the corpora")
     parser.add_argument("--runs", type=Path, default=Path("runs/models"), help="where the trainings write their runs")
     parser.add_argument(

@@ -548,7 +548,7 @@ def tokenizer_paths(directory: str | os.PathLike) -> dict[str, list[Path]]:
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{manifest_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+            raise ValueError(f"{manifest_path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(manifest, dict) or not all(isinstance(files, list) for files in manifest.values()):
             raise ValueError(f"{manifest_path}: must map each tokenizer name to a list of file names")
         tokenizer_files = {
@@ -608,7 +608,7 @@ def load_checkpoint(
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{config_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise ValueError(f"{config_path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"{config_path}: not UTF-8 text ({exc.reason})") from None
     _check_config(config, str(config_path))

@@ -5,7 +5,7 @@ translator (an encoder, and one decoder step with its cache: :mod:`attnlab.onnx_
 them) and decodes with its own greedy and beam search. This module is what the site build calls:
 
 - :func:`export_translator_onnx` loads a translator the way ``attnlab translate`` does
-  (:func:`attnlab.recipes.translate.load_translator`, in fp32) and writes its folder
+  (:func:`attnlab.loading.load_model`, in fp32) and writes its folder
   (``encoder.onnx``, ``decoder.onnx``, ``meta.json``, the tokenizer files);
 - :func:`write_decode_fixture` writes what the page's decoding must reproduce token for token:
   the greedy and beam-4 ids of :mod:`attnlab.decode` on the PyTorch model, with the settings
@@ -27,9 +27,9 @@ import torch
 from .data import enja
 from .decode import beam_search, greedy_decode
 from .inference.translate import Translator, output_limit
+from .loading import load_model
 from .onnx_graphs import export_onnx
 from .onnx_rnn import export_pointer_generator_onnx, export_rnn_onnx
-from .recipes.translate import load_translator
 
 __all__ = [
     "FIXTURE_BEAM",
@@ -81,7 +81,7 @@ def export_translator_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    translator = load_translator(model_dir_or_name, precision="fp32")
+    translator = load_model(model_dir_or_name, precision="fp32", family="translate")
     info = {
         "name": Path(str(model_dir_or_name)).name,
         "src_lang": translator.src_lang,
@@ -129,7 +129,7 @@ def write_decode_fixture(model_name: str | Path, sentences: Sequence[str], out_p
     Shape:
         ``N`` sentences → a JSON list of ``N`` records
     """
-    translator = load_translator(model_name, precision="fp32")
+    translator = load_model(model_name, precision="fp32", family="translate")
     model, tgt = translator.model, translator.tgt_tok
     alpha, max_len = translator_alpha(), getattr(model.config, "max_len", 512)
     records = []
@@ -171,7 +171,7 @@ def export_rnn_translator_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    translator = load_translator(model_dir_or_name, precision="fp32")
+    translator = load_model(model_dir_or_name, precision="fp32", family="translate")
     info = {
         "name": Path(str(model_dir_or_name)).name,
         "src_lang": translator.src_lang,
@@ -194,9 +194,7 @@ def export_summarizer_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    from .recipes.summarize import load_summarizer
-
-    s = load_summarizer(model_dir_or_name)
+    s = load_model(model_dir_or_name, family="summarize")
     s.model.float()
     info = {
         "name": Path(str(model_dir_or_name)).name,

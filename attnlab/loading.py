@@ -172,7 +172,9 @@ def family_of(name_or_path: str | os.PathLike) -> Family:
     return family
 
 
-def load_model(name_or_path: str | os.PathLike, *, device: str = "cpu", precision: str | None = None) -> Any:
+def load_model(
+    name_or_path: str | os.PathLike, *, device: str = "cpu", precision: str | None = None, family: str | None = None
+) -> Any:
     """The model ``name_or_path`` names, loaded in eval mode onto ``device``, as its family's
     loader gives it (the table in this module's docstring).
 
@@ -184,19 +186,29 @@ def load_model(name_or_path: str | os.PathLike, *, device: str = "cpu", precisio
             CPU computes it natively, a short measurement shows it faster and the model's card
             allows it) or of a GPT (default ``"fp32"``): ``"auto"``, ``"fp32"`` or ``"bf16"``.
             The other families compute in fp32 and take only None or ``"fp32"``.
+        family: the family the caller needs (a key of :data:`FAMILIES`, e.g. ``"translate"`` for
+            ``attnlab translate``); None: whichever the folder holds.
 
     Raises:
         FileNotFoundError: nothing of that name (the message lists the shipped names), or a
             shipped model whose weights are not built here (it says ``make models``).
-        ValueError: an unknown ``model_type``, a damaged checkpoint, or a precision the family
-            does not run in (each one line).
+        ValueError: an unknown ``model_type``, a model of another family than ``family``, a
+            damaged checkpoint, or a precision the family does not run in (each one line).
 
     Shape:
         no tensors; returns the loaded model.
     """
     if precision is not None:
         inference_precision.check(precision)
-    family = family_of(name_or_path)
+    if family is not None and family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; choose from {sorted(FAMILIES)}")
+    found = family_of(name_or_path)
+    if family is not None and found.name != family:
+        raise ValueError(
+            f"{model_dir(name_or_path)}: model_type {model_type(name_or_path)!r} is a {found.name} model, "
+            f"not a {family} model ({', '.join(FAMILIES[family].model_types)}): {FAMILIES[family].returns} was asked for"
+        )
+    family = found
     if precision not in (None, "fp32") and family.default_precision is None:
         raise ValueError(
             f"precision {precision!r}: a {family.name} model ({', '.join(family.model_types)}) computes in fp32 only"

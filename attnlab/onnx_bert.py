@@ -167,18 +167,14 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
     Shape:
         no tensors; returns ``(model, tokenizer, settings)`` (settings: the QA window sizes, else {})
     """
-    from .assets import locate
+    from .loading import family_of, load_model
     from .models.convert_hf import minilm_dir
-    from .recipes.lm import load_language_model
-    from .recipes.qa import load_qa
 
     if str(name) == MINILM:
-        model, tok = load_language_model(minilm_dir())
+        model, tok = load_model(minilm_dir(), family="lm")
         return model.eval(), tok, {}
-    directory = locate.shipped_model_dir(str(name)) if not Path(str(name)).is_dir() else Path(name)
-    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    if config.get("model_type") == "bert_qa":
-        qa = load_qa(directory)
+    if family_of(name).name == "qa":
+        qa = load_model(name, family="qa")
         s = qa.setup
         settings = {
             "max_length": s.max_length,
@@ -187,8 +183,56 @@ def load_bert_model(name: str | Path) -> tuple[nn.Module, Any, dict]:
             "max_answer_tokens": s.max_answer_tokens,
         }
         return qa.model.eval(), qa.tokenizer, settings
-    model, tok = load_language_model(directory)
+    model, tok = load_model(name, family="lm")
     return model.eval(), tok, {}
+
+
+def _start_export(
+    name: str | Path, out_dir: str | Path, weights: str, force: bool
+) -> tuple[Path, nn.Module, Any, dict]:
+    """Both exporters' start: check ``weights`` and the folder (nothing is written yet), then load
+    the model; returns ``(out, model, tokenizer, settings)`` (:func:`load_bert_model`).
+
+    Shape:
+        no tensors
+    """
+    if weights not in WEIGHTS:
+        raise ValueError(f"unknown weights {weights!r}; choose from {list(WEIGHTS)}")
+    out = Path(out_dir)
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
+    return (out, *load_bert_model(name))
+
+
+def _finish_export(out: Path, kind: str, name: str, bert: BertModel, tok, **fields: Any) -> None:
+    """Both exporters' end, in the folder ``out`` that :func:`~attnlab.onnx_graphs.replace_folder`
+    made: ``tokenizer.json`` and :data:`~attnlab.onnx_graphs.META_FILE`, the encoder's sizes and
+    the tokenizer's special ids, then the exporter's own ``fields``.
+
+    Shape:
+        no tensors
+    """
+    tok.save(out, "tokenizer")
+    c = bert.config
+    meta = {
+        "format": "attnlab.onnx",
+        "version": 1,
+        "kind": kind,
+        "name": name,
+        "d_model": c.d_model,
+        "n_heads": c.n_heads,
+        "n_layers": c.n_layers,
+        "head_dim": c.d_model // c.n_heads,
+        "n_positions": c.n_positions,
+        "tokenizer": "tokenizer.json",
+        "pad_id": tok.pad_id,
+        "unk_id": tok.unk_id,
+        "cls_id": tok.bos_id,
+        "sep_id": tok.eos_id,
+        "mask_id": tok.mask_id,
+        **fields,
+    }
+    write_meta(out, meta)
 
 
 def export_bert_onnx(
@@ -212,46 +256,28 @@ def export_bert_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    if weights not in WEIGHTS:
-        raise ValueError(f"unknown weights {weights!r}; choose from {list(WEIGHTS)}")
-    out = Path(out_dir)
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    model, tok, settings = load_bert_model(name)
-    bert = _encoder_of(model)
+    out, model, tok, settings = _start_export(name, out_dir, weights, force)
     if weights == "auto":
         weights = "int8" if str(name) == MINILM else exact_storage(model)
     graph = bert_graph(model, weights)
     onnx = require_onnx()
     replace_folder(out)
     onnx.save(graph, str(out / "model.onnx"))
-    tok.save(out, "tokenizer")
-    c = bert.config
     head = (
         "mlm" if isinstance(model, BertForMaskedLM) else "qa" if isinstance(model, BertForQuestionAnswering) else None
     )
-    meta = {
-        "format": "attnlab.onnx",
-        "version": 1,
-        "kind": "bert",
-        "name": Path(str(name)).name,
-        "head": head,
-        "d_model": c.d_model,
-        "n_heads": c.n_heads,
-        "n_layers": c.n_layers,
-        "head_dim": c.d_model // c.n_heads,
-        "vocab_size": c.vocab_size,
-        "n_positions": c.n_positions,
-        "weights": weights,
-        "tokenizer": "tokenizer.json",
-        "pad_id": tok.pad_id,
-        "unk_id": tok.unk_id,
-        "cls_id": tok.bos_id,
-        "sep_id": tok.eos_id,
-        "mask_id": tok.mask_id,
+    bert = _encoder_of(model)
+    _finish_export(
+        out,
+        "bert",
+        Path(str(name)).name,
+        bert,
+        tok,
+        head=head,
+        vocab_size=bert.config.vocab_size,
+        weights=weights,
         **settings,
-    }
-    write_meta(out, meta)
+    )
     for file, obj in (extra() if extra else {}).items():
         (out / file).write_text(json.dumps(obj, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
@@ -328,35 +354,10 @@ def export_minilm_views(name: str, out_dir: str | Path, *, weights: str = "auto"
     Shape:
         no tensors; returns ``out_dir``.
     """
-    if weights not in WEIGHTS:
-        raise ValueError(f"unknown weights {weights!r}; choose from {list(WEIGHTS)}")
-    out = Path(out_dir)
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    model, tok, _ = load_bert_model(MINILM)
+    out, model, tok, _ = _start_export(MINILM, out_dir, weights, force)
     bert = _encoder_of(model)
     views = minilm_views(bert, tok)
     replace_folder(out)
-    tok.save(out, "tokenizer")
     (out / "views.json").write_text(json.dumps(views) + "\n", encoding="utf-8")
-    c = bert.config
-    meta = {
-        "format": "attnlab.onnx",
-        "version": 1,
-        "kind": "bert-views",
-        "name": str(name),
-        "d_model": c.d_model,
-        "n_heads": c.n_heads,
-        "n_layers": c.n_layers,
-        "head_dim": c.d_model // c.n_heads,
-        "n_positions": c.n_positions,
-        "tokenizer": "tokenizer.json",
-        "views": "views.json",
-        "pad_id": tok.pad_id,
-        "unk_id": tok.unk_id,
-        "cls_id": tok.bos_id,
-        "sep_id": tok.eos_id,
-        "mask_id": tok.mask_id,
-    }
-    write_meta(out, meta)
+    _finish_export(out, "bert-views", str(name), bert, tok, views="views.json")
     return out

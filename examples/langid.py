@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training data")
     parser.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch (default: the preset's)")
-    parser.add_argument("--preset", default="small", help="classifier recipe: " + ", ".join(sorted(C.PRESETS)))
+    parser.add_argument("--preset", default="small", help="classifier preset: " + ", ".join(sorted(C.PRESETS)))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 

@@ -221,14 +221,14 @@ for translations in results.values():
 # 原文ではおよそ何 % でしょう？ 注意のあるモデルはどうでしょう？
 
 # %%
+from attnlab.build_assets import BUILDS  # noqa: E402
 from attnlab.data.tasks import make_splits  # noqa: E402
-from attnlab.build_assets import RECIPES  # noqa: E402
 from attnlab.loading import load_model  # noqa: E402
 
 rnn_models = {label: load_model(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
-recipe = RECIPES["rnn-attention"]  # 二つのモデルを作った実験の設定（データの種類・数・種）
-settings = recipe.settings()
-test_pairs = make_splits(settings.task, recipe.n_train, recipe.n_valid, recipe.n_test, seed=recipe.seed).test
+rnn_build = BUILDS["rnn-attention"]  # 二つのモデルを作った実験の設定（データの種類・数・種）
+settings = rnn_build.settings()
+test_pairs = make_splits(settings.task, rnn_build.n_train, rnn_build.n_valid, rnn_build.n_test, seed=rnn_build.seed).test
 BUCKETS = [(1, 9), (10, 19), (20, 29), (30, 99)]  # 原文の語の数の範囲
 PER_BUCKET = 24  # 範囲ごとに数えるテストの例の数（時間の予算）
 chosen_pairs = []

@@ -170,11 +170,11 @@ TINY_OVERRIDES = ("train.epochs=2", "train.patience=null", "train.warmup_steps=2
 
 def test_make_models_prepares_the_labelled_data_trains_packs_and_describes_the_classifier(tmp_path):
     tiny_corpus(tmp_path / "data")
-    recipe = SentenceTypeClassifier(overrides=TINY_OVERRIDES)
+    asset_build = SentenceTypeClassifier(overrides=TINY_OVERRIDES)
     runs, root = tmp_path / "runs", tmp_path / "assets"
     lines: list[str] = []
     (card,) = build_assets.build(
-        [NAME], data=tmp_path / "data", runs=runs, root=root, recipes={NAME: recipe}, log=lines.append
+        [NAME], data=tmp_path / "data", runs=runs, root=root, builds={NAME: asset_build}, log=lines.append
     )
     labelled = runs / f"{NAME}-data"
     assert (labelled / "train.tsv").is_file() and any("preparing the data" in line for line in lines)
@@ -191,7 +191,7 @@ def test_make_models_prepares_the_labelled_data_trains_packs_and_describes_the_c
     text = (folder / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "input tokens/s" in text and "1-minute load average" in text and "Tanaka corpus" in text
     config = json.loads((folder / ckpt.CONFIG_FILE).read_text(encoding="utf-8"))
-    assert build_assets.config_differences(recipe.expected_config(folder), config) == []
+    assert build_assets.config_differences(asset_build.expected_config(folder), config) == []
     assert config["labels"] == sorted(LABELS) and config["n_layers"] == 1 and config["d_model"] == 32
     assert card.example_outputs.keys() == set(assets.ASSETS[NAME].examples)
 
@@ -302,10 +302,10 @@ def corpus() -> Path:
 
 
 def test_the_cards_sentence_counts_are_the_labelled_splits(corpus):
-    recipe = build_assets.RECIPES[NAME]
+    asset_build = build_assets.BUILDS[NAME]
     counts = {split: len(labelled_split(corpus, split)[0]) for split in ("train", "dev", "test")}
-    assert f"{counts['train']:,} training sentences" in recipe.data
-    assert f"{counts['dev']} for validation" in recipe.data and f"{counts['test']} for test" in recipe.data
+    assert f"{counts['train']:,} training sentences" in asset_build.data
+    assert f"{counts['dev']} for validation" in asset_build.data and f"{counts['test']} for test" in asset_build.data
 
 
 def test_the_pooling_peaks_of_the_card_are_measured_again(shipped, corpus):

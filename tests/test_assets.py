@@ -25,7 +25,7 @@ from attnlab import checkpoint as ckpt
 from attnlab.assets import locate
 from attnlab.assets.cards import ModelCard, read_model_card, write_model_card
 from attnlab.build_assets import (
-    RECIPES,
+    BUILDS,
     BottleneckRNN,
     DemoTranslator,
     EnjaTranslator,
@@ -117,9 +117,9 @@ def test_registry_names_folders_descriptions_and_examples():
         assert entry.examples and all(e.strip() for e in entry.examples)
     assert "猫が犬を追いかけている。" in assets.ASSETS["ja-en"].examples
     assert "three hundred forty-two thousand" in assets.ASSETS["demo"].examples
-    # Every shipped model has a recipe in `make models`, and nothing else has one.
-    assert set(RECIPES) == set(assets.ASSETS)
-    assert all(recipe.name == name for name, recipe in RECIPES.items())
+    # Every shipped model has a build in `make models`, and nothing else has one.
+    assert set(BUILDS) == set(assets.ASSETS)
+    assert all(asset_build.name == name for name, asset_build in BUILDS.items())
 
 
 def test_registry_module_is_data_only():
@@ -491,14 +491,16 @@ def write_tiny_tatoeba(data: Path) -> None:
 TINY_ENJA = dict(n_dev=6, n_test=12, paragraphs=2, check_pairs=6)
 
 
-def check_built(recipe, root: Path, card: ModelCard, data: Path) -> None:
-    folder = root / recipe.name
+def check_built(asset_build, root: Path, card: ModelCard, data: Path) -> None:
+    folder = root / asset_build.name
     assert read_model_card(folder) == card
-    assert config_differences(recipe.expected_config(folder), json.loads((folder / "config.json").read_text())) == []
+    assert (
+        config_differences(asset_build.expected_config(folder), json.loads((folder / "config.json").read_text())) == []
+    )
     loaded = ckpt.load_checkpoint(folder)
     assert all(t.dtype == torch.float32 for t in loaded.state_dict.values() if t.is_floating_point())
-    assert card.example_outputs == recipe.example_outputs(folder, assets.ASSETS[recipe.name].examples)
-    assert card.check["value"] == pytest.approx(recipe.measure_check(folder, data), abs=1e-9)
+    assert card.example_outputs == asset_build.example_outputs(folder, assets.ASSETS[asset_build.name].examples)
+    assert card.check["value"] == pytest.approx(asset_build.measure_check(folder, data), abs=1e-9)
     assert card.parameters > 0 and card.weights_bytes == (folder / "model.safetensors").stat().st_size
     assert (folder / "MODEL_CARD.md").is_file()
 
@@ -507,12 +509,12 @@ def test_make_models_trains_ja_en_and_en_ja_side_by_side_then_packs_and_describe
     data, runs, root = tmp_path / "data", tmp_path / "runs", tmp_path / "assets"
     write_tiny_enja(data)
     write_tiny_tatoeba(data)
-    recipes = {
+    builds = {
         "ja-en": EnjaTranslator("ja-en", preset="ja-en", src="ja", tgt="en", overrides=TINY_TRANSLATOR, **TINY_ENJA),
         "en-ja": EnjaTranslator("en-ja", preset="en-ja", src="en", tgt="ja", overrides=TINY_TRANSLATOR, **TINY_ENJA),
     }
     logged = []
-    cards = build_assets.build(None, data=data, runs=runs, root=root, recipes=recipes, log=logged.append)
+    cards = build_assets.build(None, data=data, runs=runs, root=root, builds=builds, log=logged.append)
     assert [c.name for c in cards] == ["ja-en", "en-ja"]
     # The splits are written first, beside the runs, and read by both trainings.
     split = runs / "enja-data"
@@ -520,41 +522,39 @@ def test_make_models_trains_ja_en_and_en_ja_side_by_side_then_packs_and_describe
     # Side by side: each with its output in a log file of its own, one thread each.
     assert any("training ja-en (1 thread, beside en-ja)" in line for line in logged)
     assert (runs / "ja-en.log").is_file() and (runs / "en-ja.log").is_file()
-    for card, recipe in zip(cards, recipes.values()):
-        check_built(recipe, root, card, data)
-        assert card.command.startswith(f"attnlab train translate --preset {recipe.name} --train-src {split}")
-        assert f"--out {runs / recipe.name} --seed 0 --overwrite --overrides model.d_model=32" in card.command
+    for card, asset_build in zip(cards, builds.values()):
+        check_built(asset_build, root, card, data)
+        assert card.command.startswith(f"attnlab train translate --preset {asset_build.name} --train-src {split}")
+        assert f"--out {runs / asset_build.name} --seed 0 --overwrite --overrides model.d_model=32" in card.command
         assert (
             card.seed == 0 and card.packed_from is None and "Tatoeba" in card.licence and "CC-BY 2.0 FR" in card.licence
         )
         assert (
             card.storage == "int8"
-            and "int8 with one float32 scale per row" in (root / recipe.name / "MODEL_CARD.md").read_text()
+            and "int8 with one float32 scale per row" in (root / asset_build.name / "MODEL_CARD.md").read_text()
         )
         expected = {"bleu", "chrf", "exact_match", "n", "loops_cut", "sp_bleu", "sp_chrf"}
         expected |= {"paragraph_bleu_sentences", "paragraph_bleu_split", "paragraph_bleu_whole", "paragraphs"}
-        expected |= {"paragraph_ratio", "bleu_bf16"} | ({"sentence_form"} if recipe.tgt == "en" else set())
+        expected |= {"paragraph_ratio", "bleu_bf16"} | ({"sentence_form"} if asset_build.tgt == "en" else set())
         assert set(card.metrics) == expected and card.metrics["n"] == 12
         assert 0 <= card.metrics["bleu_bf16"] <= 100 and "bleu_bf16: the same BLEU decoded in bf16" in card.evaluation
-        assert f"attnlab evaluate --model {recipe.name} --src DIR/test.{recipe.src}" in card.reproduce
+        assert f"attnlab evaluate --model {asset_build.name} --src DIR/test.{asset_build.src}" in card.reproduce
         # The training's own record: its steps and why it stopped, and the machine it ran on.
         assert card.training["steps"] == TINY_STEPS and card.training["stop_reason"] == "max_steps"
         assert card.training["minutes"] > 0 and card.training["tokens_per_s"] > 0 and card.training["cpu"]
-        assert f"{TINY_STEPS:,} steps in" in (root / recipe.name / "MODEL_CARD.md").read_text()
+        assert f"{TINY_STEPS:,} steps in" in (root / asset_build.name / "MODEL_CARD.md").read_text()
     config = json.loads((root / "en-ja" / "config.json").read_text())
     assert config["bleu_tokenize"] == "ja-mecab" and config["lowercase"] is False
 
     # An already-trained run is packed without training; a run of other settings is refused.
     again = build_assets.build(
-        ["ja-en"], data=data, from_run=runs / "ja-en", root=tmp_path / "again", recipes=recipes, log=logged.append
+        ["ja-en"], data=data, from_run=runs / "ja-en", root=tmp_path / "again", builds=builds, log=logged.append
     )
     assert again[0].packed_from == str(runs / "ja-en") and again[0].metrics == cards[0].metrics
     assert ckpt.load_checkpoint(tmp_path / "again" / "ja-en").config == ckpt.load_checkpoint(root / "ja-en").config
-    other = {"ja-en": dataclasses.replace(recipes["ja-en"], overrides=(*TINY_TRANSLATOR, "model.d_ff=128"))}
-    with pytest.raises(
-        ValueError, match=r"is not what the ja-en recipe makes \(1 config.json entries differ: d_ff: 64"
-    ):
-        build_assets.build(["ja-en"], data=data, from_run=runs / "ja-en", root=tmp_path / "no", recipes=other)
+    other = {"ja-en": dataclasses.replace(builds["ja-en"], overrides=(*TINY_TRANSLATOR, "model.d_ff=128"))}
+    with pytest.raises(ValueError, match=r"is not what the ja-en build makes \(1 config.json entries differ: d_ff: 64"):
+        build_assets.build(["ja-en"], data=data, from_run=runs / "ja-en", root=tmp_path / "no", builds=other)
     assert not (tmp_path / "no").exists()
 
 
@@ -562,7 +562,7 @@ def test_make_models_builds_the_generated_and_text_models(tmp_path):
     data, runs, root = tmp_path / "data", tmp_path / "runs", tmp_path / "assets"
     data.mkdir()
     (data / "text.txt").write_text("To be, or not to be, that is the question.\n" * 80, encoding="utf-8")
-    recipes = {
+    builds = {
         "demo": DemoTranslator(minutes=0.05, n_train=300),
         "rnn-attention": BottleneckRNN(
             "rnn-attention", "rnn-additive", minutes=0.15, n_train=200, n_valid=20, n_test=40
@@ -572,10 +572,10 @@ def test_make_models_builds_the_generated_and_text_models(tmp_path):
             "shakespeare-char", preset="tiny", text="text.txt", overrides=("train.max_steps=6", "train.progress=false")
         ),
     }
-    cards = build_assets.build(None, data=data, runs=runs, root=root, recipes=recipes, log=lambda line: None)
+    cards = build_assets.build(None, data=data, runs=runs, root=root, builds=builds, log=lambda line: None)
     assert sorted(p.name for p in runs.iterdir()) == ["bottleneck", "demo", "shakespeare-char"]  # one bottleneck run
-    for card, recipe in zip(cards, recipes.values()):
-        check_built(recipe, root, card, data)
+    for card, asset_build in zip(cards, builds.values()):
+        check_built(asset_build, root, card, data)
     demo_card, rnn_card, plain_card, lm_card = cards
     assert demo_card.command == f"attnlab demo --out {runs / 'demo'} --minutes 0.05 --n-train 300 --seed 0"
     assert demo_card.check["metric"] == "exact_match" and demo_card.metrics["n"] == 500
@@ -604,13 +604,13 @@ def test_a_failed_training_stops_the_build_and_names_its_log(tmp_path):
     data = tmp_path / "data"
     write_tiny_enja(data)
     bad = (*TINY_TRANSLATOR, "model.d_model=-8")  # refused by the command before any data is read
-    recipes = {
+    builds = {
         "ja-en": PresetTranslator("ja-en", preset="ja-en", src="ja", tgt="en", overrides=bad),
         "en-ja": PresetTranslator("en-ja", preset="en-ja", src="en", tgt="ja", overrides=bad),
     }
     runs = tmp_path / "runs"
     with pytest.raises(RuntimeError, match=r"the training of ja-en failed \(exit status 2\); see .*ja-en.log"):
-        build_assets.build(None, data=data, runs=runs, root=tmp_path / "assets", recipes=recipes, log=lambda line: None)
+        build_assets.build(None, data=data, runs=runs, root=tmp_path / "assets", builds=builds, log=lambda line: None)
     assert "d_model" in (runs / "ja-en.log").read_text(encoding="utf-8")
     assert not (tmp_path / "assets").exists()
 
@@ -630,22 +630,24 @@ def built(name: str) -> Path:
 @pytest.mark.parametrize("name", list(assets.ASSETS))
 def test_shipped_model_loads_with_the_config_make_models_writes(name):
     folder = built(name)
-    recipe, card = RECIPES[name], read_model_card(folder)
-    assert config_differences(recipe.expected_config(folder), json.loads((folder / "config.json").read_text())) == []
+    asset_build, card = BUILDS[name], read_model_card(folder)
+    assert (
+        config_differences(asset_build.expected_config(folder), json.loads((folder / "config.json").read_text())) == []
+    )
     loaded = ckpt.load_checkpoint(folder)
     assert all(t.dtype == torch.float32 for t in loaded.state_dict.values() if t.is_floating_point())
     assert card.name == name and card.command.startswith("attnlab ") and card.date and card.data and card.licence
-    assert card.example_outputs == recipe.example_outputs(folder, assets.ASSETS[name].examples)
+    assert card.example_outputs == asset_build.example_outputs(folder, assets.ASSETS[name].examples)
 
 
 @pytest.mark.parametrize("name", list(assets.ASSETS))
 def test_shipped_model_meets_its_cards_quality_on_a_fast_held_out_subset(name):
     folder = built(name)
-    recipe, card = RECIPES[name], read_model_card(folder)
-    missing = [p for p in recipe.needs(DATA, training=False) if not p.is_file()]
+    asset_build, card = BUILDS[name], read_model_card(folder)
+    missing = [p for p in asset_build.needs(DATA, training=False) if not p.is_file()]
     if missing:
         pytest.skip(f"{name}: its held-out data {missing[0]} is not here (set ATTNLAB_DATA to the corpora folder)")
-    measured, check = recipe.measure_check(folder, DATA), card.check
+    measured, check = asset_build.measure_check(folder, DATA), card.check
     if check["higher_is_better"]:
         assert measured >= check["value"] - check["tolerance"], (measured, check)
     else:

@@ -332,7 +332,7 @@ def test_config_errors(tmp_path):
     with pytest.raises(ValueError, match="config.json: config has no 'model_type'"):
         load_checkpoint(path)
     (path / "config.json").write_text('{\n  "model_type": "x",\n  "width": \n}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"config.json:4: invalid JSON"):
+    with pytest.raises(ValueError, match=r"config.json:4: not valid JSON"):
         load_checkpoint(path)
 
 

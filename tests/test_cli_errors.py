@@ -349,7 +349,7 @@ def test_a_tokenizer_file_with_fields_of_the_wrong_type_is_one_line_naming_it(ed
 
 @pytest.mark.parametrize("name, content, fragment", [
     ("model.safetensors", b"not safetensors", "not a readable safetensors file"),
-    ("config.json", b"{", "invalid JSON"),
+    ("config.json", b"{", "not valid JSON"),
     ("config.json", b"[1, 2]", "config"),
     ("src_tokenizer.json", b"\xff\xfe", "src_tokenizer.json"),
 ])  # fmt: skip

@@ -60,139 +60,6 @@ def test_linear_refuses_mismatched_shapes_rather_than_reading_past_the_weight():
             accel.linear(torch.randn(1, 10), torch.randn(12, 10), torch.randn(7))  # bias of the wrong size
 
 
-@needs_kernel
-@pytest.mark.parametrize("n, out", [(1, 1), (16, 3), (33, 77), (385, 40)])
-@pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_matvec_many_is_each_matvec_side_by_side(n, out, bias, threads):
-    gen = torch.Generator().manual_seed(n + out)
-    ws = tuple(torch.randn(out, n, generator=gen) for _ in range(3))
-    bs = tuple(torch.randn(out, generator=gen) for _ in range(3)) if bias else None
-    x = torch.randn(1, 1, n, generator=gen)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            y = kernels.matvec_many(x, ws, bs)
-            each = torch.cat([kernels.matvec(x, w, None if bs is None else b) for w, b in zip(ws, bs or ws)], -1)
-            via_accel = accel.stacked_linear(x, ws, bs)
-    finally:
-        torch.set_num_threads(before)
-    assert y.shape == (1, 1, 3 * out)
-    assert torch.equal(y, each)  # the same row code: the same additions in the same order
-    assert torch.equal(via_accel, y)
-    reference = torch.cat([F.linear(x, w, None if bs is None else b) for w, b in zip(ws, bs or ws)], -1)
-    torch.testing.assert_close(y, reference, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("rows", [1, 3, 20])
-def test_stacked_linear_equals_the_products_side_by_side(rows):
-    gen = torch.Generator().manual_seed(rows)
-    ws = tuple(torch.randn(12, 10, generator=gen) for _ in range(3))
-    bs = tuple(torch.randn(12, generator=gen) for _ in range(3))
-    x = torch.randn(rows, 10, generator=gen)
-    reference = torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1)  # (rows, 36)
-    with torch.inference_mode():
-        torch.testing.assert_close(accel.stacked_linear(x, ws, bs), reference, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(
-            accel.stacked_linear(x, ws), torch.cat([F.linear(x, w) for w in ws], -1), atol=1e-5, rtol=1e-5
-        )
-        odd = (ws[0], ws[1][:, :5].contiguous(), ws[2])  # matrices of different shapes: no kernel, and torch says why
-        with pytest.raises(RuntimeError):
-            accel.stacked_linear(x, odd)
-    w = ws[0].clone().requires_grad_()
-    accel.stacked_linear(x, (w, ws[1], ws[2]), bs).sum().backward()  # with autograd: F.linear
-    torch.testing.assert_close(w.grad, x.sum(0).expand(12, 10))
-
-
-@needs_kernel
-@pytest.mark.parametrize("B, H, S, Dh", [(1, 6, 1, 64), (1, 6, 272, 64), (2, 3, 17, 5), (3, 1, 40, 33), (1, 2, 9, 128)])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_attend_one_query_equals_torch_attention(B, H, S, Dh, threads):
-    gen = torch.Generator().manual_seed(S * 10 + Dh)
-    # As decoding lays them out: q a slice of the stacked projections, k and v the first S
-    # positions of a larger cache buffer.
-    q = torch.randn(B, 1, 3, H, Dh, generator=gen).permute(2, 0, 3, 1, 4)[0]  # (B, H, 1, Dh), strided
-    k = torch.randn(B, H, S + 7, Dh, generator=gen)[:, :, :S]  # (B, H, S, Dh)
-    v = torch.randn(B, H, S + 7, Dh, generator=gen)[:, :, :S]
-    scale = Dh**-0.5
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            out = accel.attend_one_query(q, k, v, scale)
-    finally:
-        torch.set_num_threads(before)
-    assert out is not None and out.shape == (B, H, 1, Dh)
-    reference = F.scaled_dot_product_attention(q, k, v, scale=scale)
-    torch.testing.assert_close(out, reference, atol=1e-6, rtol=1e-5)
-    assert out.transpose(1, 2).reshape(B, 1, H * Dh).data_ptr() == out.data_ptr()  # merging heads: a view
-    big = torch.full_like(q, 40.0)  # scores far beyond exp's range: the softmax subtracts the maximum
-    with torch.inference_mode():
-        torch.testing.assert_close(
-            accel.attend_one_query(big, k, v, 1.0),
-            F.scaled_dot_product_attention(big, k, v, scale=1.0),
-            atol=1e-4,  # scores in the hundreds: their rounding moves the weights more
-            rtol=1e-4,
-        )
-
-
-@needs_kernel
-@pytest.mark.parametrize("groups", [1, 4])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_attend_one_query_with_groups_and_lengths_equals_masked_torch_attention(groups, threads):
-    gen = torch.Generator().manual_seed(groups)
-    N, H, S, Dh = 3, 2, 9, 16  # three sentences, their sources padded to 9 positions
-    q = torch.randn(N * groups, H, 1, Dh, generator=gen)  # (B, H, 1, Dh): `groups` hypotheses each
-    k, v = torch.randn(N, H, S, Dh, generator=gen), torch.randn(N, H, S, Dh, generator=gen)
-    lengths = torch.tensor([9, 4, 0])  # the last sentence has no position to attend to
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            out = accel.attend_one_query(q, k, v, 0.25, groups, lengths)
-            plain = accel.attend_one_query(q, k, v, 0.25, groups)
-    finally:
-        torch.set_num_threads(before)
-    mask = (torch.arange(S) < lengths[:, None]).repeat_interleave(groups, 0)[:, None, None, :]  # (B, 1, 1, S)
-    kk, vv = k.repeat_interleave(groups, 0), v.repeat_interleave(groups, 0)  # (B, H, S, Dh)
-    reference = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, scale=0.25)
-    seen = lengths.repeat_interleave(groups) > 0
-    torch.testing.assert_close(out[seen], reference[seen], atol=1e-6, rtol=1e-5)
-    assert bool((out[~seen] == 0).all())  # nothing to attend to: zeros, not NaN
-    torch.testing.assert_close(plain, F.scaled_dot_product_attention(q, kk, vv, scale=0.25), atol=1e-6, rtol=1e-5)
-    with torch.inference_mode():
-        assert accel.attend_one_query(q, k, v, 0.25, groups, lengths.int()) is None  # int32 lengths
-        assert accel.attend_one_query(q, k, v, 0.25, groups + 1) is None  # rows not a multiple of k's
-
-
-@needs_kernel
-@pytest.mark.parametrize("rows", [1, 3, 8])
-def test_matvec_many_of_a_few_rows_is_each_row_alone(rows):
-    gen = torch.Generator().manual_seed(rows)
-    ws = tuple(torch.randn(40, 33, generator=gen) for _ in range(3))
-    bs = tuple(torch.randn(40, generator=gen) for _ in range(3))
-    x = torch.randn(rows, 1, 33, generator=gen)
-    with torch.inference_mode():
-        together = kernels.matvec_many(x, ws, bs)
-        alone = torch.cat([kernels.matvec_many(x[i], ws, bs) for i in range(rows)]).view(rows, 1, 120)
-        stacked = accel.stacked_linear(x, ws, bs)
-    assert torch.equal(together, alone)
-    reference = torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1)
-    torch.testing.assert_close(together, reference, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(stacked, reference, atol=1e-5, rtol=1e-5)
-
-
-def test_attend_one_query_declines_what_it_cannot_compute():
-    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 5, 8)
-    with torch.inference_mode():
-        assert accel.attend_one_query(torch.randn(1, 2, 2, 8), k, k, 1.0) is None  # two queries
-        assert accel.attend_one_query(q.bfloat16(), k.bfloat16(), k.bfloat16(), 1.0) is None  # bf16
-        assert accel.attend_one_query(q, k, k.transpose(-1, -2).contiguous().transpose(-1, -2), 1.0) is None
-        assert accel.attend_one_query(q, k, torch.randn(1, 2, 4, 8), 1.0) is None  # k and v lengths differ
-    assert accel.attend_one_query(q.requires_grad_(), k, k, 1.0) is None  # autograd wanted: torch's job
-
-
 def test_gemv_declines_what_it_cannot_compute():
     w, b = torch.randn(8, 16), torch.randn(8)
     with torch.no_grad():
@@ -212,7 +79,7 @@ def test_linear_sends_one_row_or_a_few_to_the_kernel_and_more_rows_elsewhere(mon
     calls = []
     real = kernels.matvec
     monkeypatch.setattr(kernels, "matvec", lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
-    layer = accel.Linear(32, 24)
+    layer = torch.nn.Linear(32, 24)
     few = accel.KERNEL_MAX_ROWS if threads > 1 else accel.KERNEL_MAX_ROWS_ONE_THREAD
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -220,9 +87,14 @@ def test_linear_sends_one_row_or_a_few_to_the_kernel_and_more_rows_elsewhere(mon
         with torch.inference_mode():
             for shape in ((1, 1, 32), (few, 32), (2, few // 2, 32), (few + 1, 32), (40, 32)):
                 x = torch.randn(shape)
-                torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(
+                    accel.linear(x, layer.weight, layer.bias),
+                    F.linear(x, layer.weight, layer.bias),
+                    atol=1e-5,
+                    rtol=1e-5,
+                )
         assert calls == [(1, 1, 32), (few, 32), (2, few // 2, 32)]
-        layer(torch.randn(1, 32)).sum().backward()  # with autograd: F.linear
+        accel.linear(torch.randn(1, 32), layer.weight, layer.bias).sum().backward()  # with autograd: F.linear
     finally:
         torch.set_num_threads(before)
     assert len(calls) == 3 and layer.weight.grad is not None

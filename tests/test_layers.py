@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from pinned_lines import pin_lines
 from torch import nn
 
-from attnlab.accel import ONEDNN_MAX_ROWS, Linear, linear, reorder_rows
+from attnlab.accel import ONEDNN_MAX_ROWS, linear, reorder_rows
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -340,11 +340,11 @@ def test_which_steps_take_the_one_row_path(monkeypatch):
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
     torch.manual_seed(0)
-    layer = Linear(48, 80, bias=bias)
+    layer = nn.Linear(48, 80, bias=bias)
     x = torch.randn(shape)
     ref = F.linear(x, layer.weight, layer.bias)
     with torch.inference_mode():  # the fast paths: one row the native kernel, a few oneDNN or F.linear
-        torch.testing.assert_close(layer(x), ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(linear(x, layer.weight, layer.bias), ref, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(
             linear(x.double(), layer.weight.double(), None if not bias else layer.bias.double()),
@@ -352,7 +352,7 @@ def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
             atol=1e-5,
             rtol=1e-5,
         )
-    out = layer(x)  # with autograd: F.linear, gradients flow
+    out = linear(x, layer.weight, layer.bias)  # with autograd: F.linear, gradients flow
     torch.testing.assert_close(out, ref)
     out.sum().backward()
     assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
@@ -365,11 +365,13 @@ def test_few_rows_times_a_large_weight_equal_torch_linear(rows, threads, monkeyp
     pin_lines(monkeypatch, onednn_min_weight=0)
     before = torch.get_num_threads()
     torch.manual_seed(0)
-    layer, x = Linear(48, 80), torch.randn(rows, 1, 48)
+    layer, x = nn.Linear(48, 80), torch.randn(rows, 1, 48)
     try:
         torch.set_num_threads(threads)
         with torch.inference_mode():
-            torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(
+                linear(x, layer.weight, layer.bias), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
+            )
     finally:
         torch.set_num_threads(before)
 

@@ -124,3 +124,15 @@ def test_a_family_without_precisions_refuses_one():
     assert isinstance(load_model("facts-qa", precision="fp32"), QuestionAnswerer)
     with pytest.raises(ValueError, match=r"precision 'bf16': a qa model \(bert_qa\) computes in fp32 only"):
         load_model("facts-qa", precision="bf16")
+
+
+def test_a_caller_that_needs_one_family_gets_a_one_line_error_for_another(tmp_path):
+    # `attnlab translate --model FOLDER` asks for a translator: a GPT's folder is refused by its
+    # config.json, before any weights are read, naming what it is and what was asked for.
+    (tmp_path / "gpt").mkdir()
+    (tmp_path / "gpt" / "config.json").write_text(json.dumps({"model_type": "gpt"}))
+    with pytest.raises(ValueError, match=r"model_type 'gpt' is a lm model, not a translate model") as err:
+        load_model(tmp_path / "gpt", family="translate")
+    assert "a Translator was asked for" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"unknown family 'translation'; choose from \['caption'"):
+        load_model(tmp_path / "gpt", family="translation")

@@ -6,20 +6,12 @@ they import nothing from here (an import contract in pyproject.toml says so). Th
 above them and holds the few spots where the plain call was measurably slow on a CPU, each behind
 one function whose contract is the plain call it replaces:
 
-- :func:`linear` ``==`` :func:`torch.nn.functional.linear` (and :class:`Linear` ``==``
-  :class:`torch.nn.Linear`, same parameters and state-dict names). Without autograd, on a CPU and
-  in fp32, one row, or up to :data:`KERNEL_MAX_ROWS` (the hypotheses of a beam), goes to
+- :func:`linear` ``==`` :func:`torch.nn.functional.linear`. Without autograd, on a CPU and in
+  fp32, one row, or up to :data:`KERNEL_MAX_ROWS` (the hypotheses of a beam), goes to
   attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on first use) and up to :data:`ONEDNN_MAX_ROWS` rows times a large weight
   (:data:`ONEDNN_MIN_WEIGHT`), on more than one thread, to oneDNN's inner product: both split
   the product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
-  That is decoding, which reads every weight matrix once per token. Training and everything
-  else is ``F.linear``. :func:`stacked_linear` ``==`` ``torch.cat`` of :func:`linear` over
-  several matrices of one shape: for one row, a single call of the kernel (the query, key and
-  value projections of a decoding step).
-- :func:`attend_one_query` ``==`` ``F.scaled_dot_product_attention`` (up to rounding) for a
-  single query per head and no mask, by attnlab's kernel, in fp32 on a CPU without autograd
-  (else ``None``). The one-position decoding step of
-  :class:`attnlab.layers.MultiHeadAttention` takes it under ``backend="auto"``.
+  Training and everything else is ``F.linear``.
 - :class:`attnlab.accel.kernels.DecoderStep` ``==`` a Transformer decoder's step through its
   modules (up to rounding): embeddings, every :class:`~attnlab.layers.DecoderBlock`, the final
   norm and the vocabulary projection in one call of attnlab's kernel, with the weights packed once
@@ -34,8 +26,6 @@ one function whose contract is the plain call it replaces:
   laid out once, in :mod:`attnlab.accel.layout`, for both the C and the Python side.
 - :func:`reorder_rows` ``==`` ``x.index_select(0, index)`` on the positions of a key/value cache
   decoded so far (beam search's reorder between steps), copying only those, on all threads.
-- :func:`apply_dropout` ``==`` ``module(x)`` for an ``nn.Dropout``, without the call when the
-  dropout is inactive (evaluation, ``p = 0``).
 - :func:`prefer_math`: which kernel ``backend="auto"`` of
   :func:`attnlab.functional.scaled_dot_product_attention` takes when no weights are asked for,
   installed there by importing this package (:func:`attnlab.functional.set_auto_rule`).
@@ -85,12 +75,8 @@ from .inference import (
     KERNEL_MAX_ROWS_ONE_THREAD,
     ONEDNN_MAX_ROWS,
     ONEDNN_MIN_WEIGHT,
-    Linear,
-    apply_dropout,
-    attend_one_query,
     linear,
     reorder_rows,
-    stacked_linear,
 )
 from .kernels import disabled, isas, using_isa
 from .rules import (
@@ -105,11 +91,7 @@ from .rules import (
 
 __all__ = [
     "linear",
-    "stacked_linear",
-    "attend_one_query",
     "reorder_rows",
-    "Linear",
-    "apply_dropout",
     "prefer_math",
     "prefer_one_call_step",
     "Lines",

@@ -4,14 +4,12 @@ The C sources, each headed by what it holds:
 
 - ``panels.c``: the register tiles of the matrix products, built once per instruction set the CPU
   has (generic C, AVX2, AVX-512, AVX-512 BF16);
-- ``products.c``: those products shared out over the threads: :func:`matvec` and
-  :func:`matvec_many` (each weight matrix times one row or a few, the product that dominates
-  decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`), which
+- ``products.c``: those products shared out over the threads: :func:`matvec` (a weight matrix
+  times one row or a few, the product that dominates decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`), which
   from a few rows on hands the product to the BLAS PyTorch uses (MKL's ``sgemm_``, and
   ``gemm_bf16bf16f32_`` for bf16 pairs; :func:`blas`, :func:`using_blas`, the lines in
   :mod:`attnlab.accel.rules`);
-- ``layers.c``: :func:`attend_one` (one query over the cached keys and values), and the whole
-  decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
+- ``layers.c``: the whole decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
   vocabulary projection) and the translators' encoder (:class:`EncoderStack`), each one call, where
   a step of a few rows is otherwise mostly the fixed cost of ~100 tensor operations;
 - ``search.c``: :func:`top_k_log_softmax` and :func:`beam_step`, the choice of the next tokens,
@@ -69,8 +67,6 @@ Tensor = torch.Tensor
 __all__ = [
     "gemv",
     "matvec",
-    "matvec_many",
-    "attend_one",
     "DecoderStep",
     "EncoderStack",
     "Packed",
@@ -519,71 +515,6 @@ def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | No
         x.numel() // n, out, n, _isa_code(), torch.get_num_threads(),
     )  # fmt: skip
     return y
-
-
-def matvec_many(x: Tensor, weights: tuple[Tensor, ...], biases: tuple[Tensor, ...] | None = None) -> Tensor | None:
-    """``torch.cat([x W_mᵀ + b_m for each m], -1)`` in one call of the kernel, or ``None`` if it
-    is not built here or switched off; same numbers as :func:`matvec` of each matrix. Decoding
-    projects its rows (one per sequence or hypothesis) to their queries, keys and values this way:
-    one parallel region over the three matrices instead of three. No checks, as :func:`matvec`: the
-    caller guarantees fp32 CPU rows, contiguous 2-D fp32 weights of one shape, biases all given
-    (contiguous, fp32) or ``None``, and no autograd.
-
-    Shape:
-        x ``(..., n)``, weights ``count × (out, n)``, biases ``count × (out,)`` → ``(..., count·out)``
-    """
-    lib = _on_now()
-    if lib is None:
-        return None
-    count, (out, n) = len(weights), weights[0].shape
-    y = x.new_empty(x.shape[:-1] + (count * out,))
-    x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
-    pointers = ctypes.c_void_p * count
-    lib.attnlab_linear_many(
-        pointers(*[w.data_ptr() for w in weights]), x.data_ptr(),
-        None if biases is None else pointers(*[b.data_ptr() for b in biases]), y.data_ptr(),
-        x.numel() // n, count, out, n, _isa_code(), torch.get_num_threads(),
-    )  # fmt: skip
-    return y
-
-
-def attend_one(
-    q: Tensor, k: Tensor, v: Tensor, scale: float, groups: int = 1, lengths: Tensor | None = None
-) -> Tensor | None:
-    """``softmax(q kᵀ · scale) v`` for a single query per (batch, head), or ``None`` if the kernel
-    is not built here or switched off: the attention of one decoding step over the cached keys and
-    values, the numbers of ``F.scaled_dot_product_attention(q, k, v, scale=scale)`` up to rounding
-    (the order of the additions and the exponential differ). No checks, as :func:`matvec`: the
-    caller guarantees fp32 CPU tensors without autograd, ``q`` with one row and its last dimension
-    contiguous, ``k`` and ``v`` of one shape and the same strides, each of their rows contiguous,
-    ``q``'s batch ``groups`` times ``k``'s, and ``lengths`` (if given) a contiguous int64 tensor
-    of values in ``0 … S``.
-
-    Query row ``b`` attends to the keys and values of row ``b // groups`` (the hypotheses of one
-    sentence share its source), and with ``lengths`` to their first ``lengths[b // groups]``
-    positions only (the real tokens of a right-padded source; a row with none gets zeros).
-
-    The output is laid out as ``(B, 1, H, Dh)`` (returned as its ``(B, H, 1, Dh)`` view), so
-    merging the heads for the output projection, ``out.transpose(1, 2).reshape(B, 1, H·Dh)``,
-    is a view, not a copy.
-
-    Shape:
-        q ``(B, H, 1, Dh)``, k and v ``(B / groups, H, S, Dh)``, lengths ``(B / groups,)`` →
-        ``(B, H, 1, Dh)``
-    """
-    lib = _on_now()
-    if lib is None:
-        return None
-    B, H, _, Dh = q.shape
-    S = k.shape[2]
-    q_sb, q_sh, _, _ = q.stride()
-    kv_sb, kv_sh, _, _ = k.stride()
-    out = q.new_empty((B, 1, H, Dh))  # (B, 1, H, Dh): heads already side by side
-    lib.attnlab_attend_one(
-        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), B, H, S, Dh, q_sb, q_sh, kv_sb, kv_sh, groups,
-        None if lengths is None else lengths.data_ptr(), scale, torch.get_num_threads(),
-    )  # fmt: skip
-    return out.transpose(1, 2)  # (B, H, 1, Dh)
 
 
 def _pointers(tensors: list[Tensor | None]) -> ctypes.Array:

@@ -1,5 +1,5 @@
 /* attnlab's Transformer layers in C: the decoder's step (translators and GPT) and the encoder, each
- * a whole pass in one call and one parallel region, and the attention of one query over cached keys.
+ * a whole pass in one call and one parallel region.
  *
  * At a few rows a decoding step is mostly the fixed cost of each tensor operation (~100 per step),
  * of which these do none; their matrix products are products.c's over weights packed once. The
@@ -55,31 +55,6 @@ static inline void attend_row(const float *restrict qi, const float *restrict k,
     if (n > 0) {
         const float inv = 1.0f / total;
         for (long d = 0; d < Dh; ++d) o[d] *= inv;
-    }
-}
-
-/* Scaled dot-product attention of a single query per (batch, head) over S keys, the step of
- * incremental decoding (Vaswani et al. 2017, eq. 1): out = softmax(scale * K q) V, by attend_row.
- * One (batch, head) pair per iteration of the parallel loop.
- *
- * Query row b reads the keys and values of row b / groups (cross-attention in beam search: the
- * `groups` hypotheses of a sentence share its source), and only their first lengths[b / groups]
- * positions when `lengths` is given (the real tokens of a right-padded source; NULL: all S). A
- * row with no position to attend to gets zeros.
- *
- * Shapes (strides in floats): q (B, H, Dh) with strides (q_sb, q_sh, 1); K and V (B / groups, H,
- * S, Dh) with the same strides (kv_sb, kv_sh, Dh, 1); lengths (B / groups,) or NULL; out (B, H, Dh)
- * contiguous. */
-void attnlab_attend_one(const float *restrict q, const float *restrict K, const float *restrict V, float *restrict out,
-                        long B, long H, long S, long Dh, long q_sb, long q_sh, long kv_sb, long kv_sh, long groups,
-                        const long *restrict lengths, float scale, int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (long bh = 0; bh < B * H; ++bh) {
-        const long b = bh / H, h = bh - b * H, src = b / groups;
-        const long n = lengths ? lengths[src] : S;
-        const float *qi = q + b * q_sb + h * q_sh;
-        const float *k = K + src * kv_sb + h * kv_sh, *v = V + src * kv_sb + h * kv_sh;
-        attend_row(qi, k, v, n, Dh, scale, out + bh * Dh);
     }
 }
 

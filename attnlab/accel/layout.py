@@ -126,15 +126,6 @@ FUNCTIONS: dict[str, list[tuple[str, str]]] = {
         ("W", _F), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),
         ("isa", "int"), ("threads", "int"),
     ],
-    "attnlab_linear_many": [
-        ("W", "const float *const *"), ("X", _F), ("b", "const float *const *"), ("Y", "float *"),
-        ("rows", "long"), ("count", "long"), ("out", "long"), ("n", "long"), ("isa", "int"), ("threads", "int"),
-    ],
-    "attnlab_attend_one": [
-        ("q", _F), ("K", _F), ("V", _F), ("out", "float *"), ("B", "long"), ("H", "long"), ("S", "long"),
-        ("Dh", "long"), ("q_sb", "long"), ("q_sh", "long"), ("kv_sb", "long"), ("kv_sh", "long"),
-        ("groups", "long"), ("lengths", "const long *"), ("scale", "float"), ("threads", "int"),
-    ],
     "attnlab_pack": [("W", "const void *"), ("Wp", "void *"), ("out", "long"), ("n", "long"), ("weights", "int")],
     "attnlab_packed_rows": [
         ("W", "const weight_t *"), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),

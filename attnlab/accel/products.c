@@ -9,7 +9,7 @@
  * (panels.c, one build per ISA): each thread reads a single sequential stream of weights, which the
  * hardware prefetcher follows best.
  *
- * - attnlab_linear_rows, attnlab_linear_many: W as it is (attnlab.accel.linear and stacked_linear).
+ * - attnlab_linear_rows: W as it is (attnlab.accel.linear).
  * - packed_rows, packed_many: W packed once (attnlab_pack) for the layer kernels (layers.c), or,
  *   from some rows on, W as it is by the BLAS that PyTorch uses (its SGEMM, each thread computing
  *   its share of the outputs); attnlab_packed_rows is the same product on its own, for tests and
@@ -96,24 +96,6 @@ void attnlab_linear_rows(const float *restrict W, const float *restrict X, const
     const isa_kernels_t *k = isa_kernels(isa);
 #pragma omp parallel num_threads(threads)
     linear_rows(k, W, X, n, b, Y, out, rows, out, n);
-}
-
-/* `count` matrices of one shape times the same rows, their outputs side by side: the query, key
- * and value projections of a decoding step in one parallel region instead of three (each region
- * costs a fork and a barrier, comparable to streaming a small matrix). The numbers of
- * attnlab_linear_rows.
- *
- * Shapes: W[m] (out, n) row-major and contiguous for m < count, X (rows, n) contiguous, b NULL or
- * b[m] (out,), Y (rows, count * out) with Y[i][m * out + o] = W[m][o] . X[i] + b[m][o]. */
-void attnlab_linear_many(const float *const *W, const float *restrict X, const float *const *b, float *restrict Y,
-                         long rows, long count, long out, long n, int isa, int threads) {
-    const isa_kernels_t *k = isa_kernels(isa);
-    const long size = rows == 1 ? BLOCK_ONE_ROW : BLOCK, blocks = (out + size - 1) / size;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (long j = 0; j < count * blocks; ++j) {
-        const long m = j / blocks, o0 = (j - m * blocks) * size, o1 = o0 + size < out ? o0 + size : out;
-        k->block(W[m], X, n, b ? b[m] : 0, Y + m * out, count * out, rows, n, o0, o1, ACT_NONE);
-    }
 }
 
 /* ---- W packed --------------------------------------------------------------------------------- */

@@ -11,7 +11,7 @@ Each model of :data:`ASSETS` lives in a sub-folder of this package: an attnlab c
 written by ``make models``; a model whose folder holds no weights yet is listed but not present.
 Models in :data:`PACKAGED` come inside another installed package instead (MiniLM).
 
-Adding a model: an entry here, a recipe for it in :data:`attnlab.build_assets.RECIPES`
+Adding a model: an entry here, a build for it in :data:`attnlab.build_assets.BUILDS`
 (how ``make models`` trains, evaluates and checks it), and its name in the READMEs.
 """
 

@@ -196,14 +196,14 @@ def train_options(
 _TRAIN_OPTIONS = tuple(inspect.signature(train_options).parameters)
 
 
-def _run_training(recipe: Job, job: TrainJob, options: dict) -> None:
+def _run_training(descriptor: Job, job: TrainJob, options: dict) -> None:
     """Run a `train ...` command's job inside a distributed session, with the shared options on its TrainConfig."""
     from ..distributed import DEFAULT_TIMEOUT_S, session
     from ..runs import check_run_folder
 
     timeout = options.pop("dist_timeout", DEFAULT_TIMEOUT_S)
     with session(options.pop("device"), timeout_s=timeout) as ctx:
-        setup = recipe.setup(job, {"device": ctx.device, **options})
+        setup = descriptor.setup(job, {"device": ctx.device, **options})
         train = getattr(setup, "train", None)  # the GAT trains in its own loop and keeps no run folder
         if train is not None and hasattr(train, "overwrite"):
             # Before any data is read: a folder holding another run is refused, --resume needs a checkpoint.
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         # argparse before Python 3.13 reads a value such as "-1,0" (a vector whose first number is
         # negative) as an unknown option; treat anything that starts like a negative number as a value.
         sub._negative_number_matcher = re.compile(r"^-\.?\d")
-        sub.set_defaults(_fn=fn, _train=words[0] == "train", _recipe=TRAIN_JOBS.get(name))
+        sub.set_defaults(_fn=fn, _train=words[0] == "train", _job=TRAIN_JOBS.get(name))
     return parser
 
 
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     debug = args.pop("debug", False) or os.environ.get("ATTNLAB_DEBUG", "").strip() not in ("", "0")
-    fn, recipe = args.pop("_fn"), args.pop("_recipe")
+    fn, descriptor = args.pop("_fn"), args.pop("_job")
     args.pop("command", None)
     args.pop("subcommand", None)
     options = train_options(**{name: args.pop(name) for name in _TRAIN_OPTIONS}) if args.pop("_train") else None
@@ -328,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_options(fn, args)
         result = fn(*positional, **args)
-        if recipe is not None:
-            result = _run_training(recipe, result, options)
+        if descriptor is not None:
+            result = _run_training(descriptor, result, options)
     except KeyboardInterrupt:
         if debug:
             raise

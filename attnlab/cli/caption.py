@@ -16,8 +16,9 @@ import torch
 from ..data.digits import held_out_image
 from ..decode import check_beam
 from ..inference.caption import DIGIT_NAMES
+from ..loading import load_model
 from ..recipes import TrainJob
-from ..recipes.caption import CaptionSetup, load_captioner, train_captioner
+from ..recipes.caption import CaptionSetup, train_captioner
 from ..viz import plot_image_attention
 from .training import print_training
 
@@ -97,7 +98,7 @@ def caption_command(
         device: cpu, cuda or mps.
     """
     check_beam(beam)  # before the model is loaded
-    captioner, config = load_captioner(model, device)
+    captioner, config = load_model(model, device=device, family="caption")
     picked = [held_out_image(config, i) for i in (index or [0])]
     images = torch.stack([image for image, _ in picked])  # (B, 8, 8)
     results = captioner.caption(images, beam_size=beam, return_attention=plot is not None)

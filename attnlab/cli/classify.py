@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..data.corpus import read_lines, read_tsv
+from ..loading import load_model
 from ..recipes import TrainJob
-from ..recipes.classify import ClassifySetup, load_classifier, train_classifier
+from ..recipes.classify import ClassifySetup, train_classifier
 from ..viz import format_token_weights, plot_token_weights
 from .training import print_training
 
@@ -94,7 +95,7 @@ def classify_command(
         texts += [line for line in read_lines(input) if line.strip()]
     if not texts:
         raise ValueError("nothing to classify: give texts or --input FILE")
-    predictions = load_classifier(model, device).predict(texts)
+    predictions = load_model(model, device=device, family="classify").predict(texts)
     for p in predictions:
         print(format_token_weights(p), flush=True)
     if plot is not None:

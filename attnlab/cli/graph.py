@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..data.graphs import karate_club
+from ..loading import load_model
 from ..recipes import TrainJob
-from ..recipes.graph import GATSetup, load_gat, node_attention, save_gat, train_gat
+from ..recipes.graph import GATSetup, node_attention, save_gat, train_gat
 from ..viz import plot_graph_attention
 
 
@@ -84,7 +85,7 @@ def gat_command(*, model: Path, node: int | None = None, layer: int = 0, plot: P
         layer: which GAT layer's attention: 0 (hidden) or 1 (output).
         plot: draw the attention on the graph here (PNG or SVG).
     """
-    gat, config = load_gat(model)
+    gat, config = load_model(model, family="graph")
     data = karate_club()
     weights, predictions = node_attention(gat, data, layer)
     names = data.class_names

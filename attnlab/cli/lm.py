@@ -13,10 +13,11 @@ import torch
 
 from ..data.corpus import read_text
 from ..data.streaming import TextStream
+from ..loading import load_model
 from ..models.bert import BertForMaskedLM
 from ..models.gpt import GPT
 from ..recipes import TrainJob
-from ..recipes.lm import LMSetup, MLMSetup, gpt_precision, load_encoder, load_language_model, train_lm, train_mlm
+from ..recipes.lm import LMSetup, MLMSetup, gpt_precision, load_encoder, train_lm, train_mlm
 from .training import print_training
 
 
@@ -156,7 +157,7 @@ def generate_command(
     """
     from ..decode import generate
 
-    lm_model, tok = load_language_model(model, device)
+    lm_model, tok = load_model(model, device=device, family="lm")
     if not isinstance(lm_model, GPT):
         raise ValueError(f"{model}: generate needs a GPT language model, got {type(lm_model).__name__}")
     lm_model = gpt_precision(lm_model, precision)[0]
@@ -194,7 +195,7 @@ def fill_mask_command(text: str, *, model: Path, top_k: int = 5, device: str = "
     """
     from ..models.bert import fill_mask
 
-    mlm, tok = load_language_model(model, device)
+    mlm, tok = load_model(model, device=device, family="lm")
     if not isinstance(mlm, BertForMaskedLM):
         raise ValueError(f"{model}: fill-mask needs a BERT with its masked-LM head, got {type(mlm).__name__}")
     for i, candidates in enumerate(fill_mask(mlm, tok, text, top_k=top_k), start=1):

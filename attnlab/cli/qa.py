@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..data.squad import facts_splits, read_squad
+from ..loading import load_model
 from ..recipes import TrainJob
-from ..recipes.qa import QASetup, load_qa, train_qa
+from ..recipes.qa import QASetup, train_qa
 from ..viz import plot_question_attention
 from .training import print_training
 
@@ -114,7 +115,7 @@ def answer_command(
         layer: encoder layer of the heatmap (0-based; -1 = the last).
         device: cpu, cuda or mps.
     """
-    answerer = load_qa(model, device=device)
+    answerer = load_model(model, device=device, family="qa")
     if input is not None:
         if question or context is not None or context_file is not None:
             raise ValueError("--input scores a SQuAD file; do not also give questions or a context")

@@ -13,9 +13,10 @@ from pathlib import Path
 from ..data.corpus import read_lines
 from ..data.summaries import facts_splits, read_jsonl
 from ..decode import check_beam
+from ..loading import load_model
 from ..metrics import rouge
 from ..recipes import TrainJob
-from ..recipes.summarize import SummarizeSetup, evaluate_facts, load_summarizer, train_summarizer
+from ..recipes.summarize import SummarizeSetup, evaluate_facts, train_summarizer
 from ..viz import plot_summary_attention
 from .training import print_training
 
@@ -118,7 +119,7 @@ def summarize_command(
             documents += [line for line in read_lines(input) if line.strip()]
     if not documents:
         raise ValueError("nothing to summarise: give documents or --input FILE")
-    summarizer = load_summarizer(model, device=device)
+    summarizer = load_model(model, device=device, family="summarize")
     results = summarizer.summarize(
         documents, beam_size=beam, max_len=max_len, return_attention=attention_plot is not None
     )

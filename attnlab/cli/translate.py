@@ -15,9 +15,10 @@ from ..data.corpus import read_lines, read_parallel
 from ..decode import check_beam
 from ..export import export_ctranslate2
 from ..export_hf import export_hf, hf_architecture
+from ..loading import load_model
 from ..onnx_graphs import META_FILE, export_onnx
 from ..recipes import TrainJob
-from ..recipes.translate import TranslationSetup, load_translator, raw_pairs, read_pairs, train_translation
+from ..recipes.translate import TranslationSetup, raw_pairs, read_pairs, train_translation
 from .training import print_training
 
 
@@ -116,7 +117,7 @@ def translate_command(
         sentences += [line for line in read_lines(input) if line.strip()]
     if not sentences:
         raise ValueError("nothing to translate: give sentences or --input FILE")
-    translator = load_translator(model, device=device, precision=precision)
+    translator = load_model(model, device=device, precision=precision, family="translate")
     # Each argument or input line is a text: several sentences are split, translated as one
     # batch and joined again (Translator.translate_text); the heatmap is of the first text whole.
     for line in translator.translate_text(sentences, beam_size=beam, alpha=alpha):
@@ -171,7 +172,7 @@ def evaluate_command(
     """
     check_beam(beam)
     corpus = read_parallel(src, ref, on_empty="error")
-    translator = load_translator(model, device=device, precision=precision)
+    translator = load_model(model, device=device, precision=precision, family="translate")
     sources, targets = corpus.sources, corpus.targets
     if from_tokenized:
         if not (translator.src_lang and translator.tgt_lang):
@@ -229,7 +230,7 @@ def export_command(
         raise ValueError(f"--weights applies to --to onnx only, not --to {to}")
     if out.exists() and not force:
         raise FileExistsError(f"{out} exists; choose another folder or pass --force to replace it")
-    translator = load_translator(model)
+    translator = load_model(model, family="translate")
     info = {
         "source_model": str(model),
         "src_lang": translator.src_lang,

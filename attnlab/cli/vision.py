@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..data.digits import held_out_image
+from ..loading import load_model
 from ..recipes import TrainJob
-from ..recipes.vision import ViTSetup, evaluate_vit, load_vit, patch_attention, train_vit
+from ..recipes.vision import ViTSetup, evaluate_vit, patch_attention, train_vit
 from ..viz import plot_image_attention
 from .training import print_training
 
@@ -85,7 +86,7 @@ def vit_command(
         plot: write the attention drawn over the image here (PNG or SVG).
         device: cpu, cuda or mps.
     """
-    vit, config = load_vit(model, device)
+    vit, config = load_model(model, device=device, family="vision")
     image, label = held_out_image(config, index)
     weights, probs = patch_attention(vit, image, method)
     side = config["image_size"] // config["patch_size"]

@@ -283,7 +283,7 @@ class Job:
     def __post_init__(self) -> None:
         wrong = [name for name, setup in self.presets.items() if not isinstance(setup, self.setup_cls)]
         if wrong:
-            raise TypeError(f"recipe {self.name!r}: presets {wrong} are not {self.setup_cls.__name__}")
+            raise TypeError(f"job {self.name!r}: presets {wrong} are not {self.setup_cls.__name__}")
 
     def setup(self, job: TrainJob, train_options: Mapping[str, Any] | None = None) -> Any:
         """The setup ``job`` asks for: its preset with the options given, the user's overrides, then ``train_options``.

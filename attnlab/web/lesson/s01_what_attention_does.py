@@ -523,9 +523,9 @@ def write_steps_data(out: str | Path) -> Path:
     Shape:
         no tensors; returns ``out``.
     """
-    from ...recipes.translate import load_translator
+    from ...loading import load_model
 
-    data = steps_data(load_translator(RNN_ATTENTION), load_translator(TRANSLATOR))
+    data = steps_data(load_model(RNN_ATTENTION, family="translate"), load_model(TRANSLATOR, family="translate"))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

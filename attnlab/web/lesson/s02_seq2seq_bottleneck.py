@@ -56,11 +56,11 @@ def bottleneck_pairs() -> tuple[tuple[str, str], ...]:
     """The test pairs of the ``experiment bottleneck`` run the shipped RNNs come from (its
     generated task, sizes and seed, as :mod:`attnlab.build_assets` runs it): never seen in
     training. Generating the task takes a few seconds; it is done once."""
-    from ...build_assets import RECIPES
+    from ...build_assets import BUILDS
 
-    recipe = RECIPES[RNN_ATTENTION]
-    settings = recipe.settings()
-    splits = make_splits(settings.task, recipe.n_train, recipe.n_valid, recipe.n_test, seed=recipe.seed)
+    rnn_build = BUILDS[RNN_ATTENTION]
+    settings = rnn_build.settings()
+    splits = make_splits(settings.task, rnn_build.n_train, rnn_build.n_valid, rnn_build.n_test, seed=rnn_build.seed)
     return tuple(splits.test)
 
 
@@ -245,14 +245,14 @@ def bleu_by_length_view(models: dict[str, Any], directories: dict[str, Path | No
                     drop=round(filled[0] - filled[-1], BLEU_DECIMALS) if len(filled) >= 2 else None,
                 )
             )
-        from ...build_assets import RECIPES
+        from ...build_assets import BUILDS
 
-        recipe = RECIPES[RNN_ATTENTION]
+        rnn_build = BUILDS[RNN_ATTENTION]
         response = BleuByLengthResponse(
             n=len(pairs),
             data=(
                 f"the {len(pairs)} generated test pairs of `experiment bottleneck` "
-                f"(task {recipe.settings().task}, seed {recipe.seed}), the pairs the models' cards are measured on"
+                f"(task {rnn_build.settings().task}, seed {rnn_build.seed}), the pairs the models' cards are measured on"
             ),
             unit="words",
             tokenize=tokenize,
@@ -303,11 +303,11 @@ def write_bleu_by_length(out: str | Path) -> Path:
     import datetime
 
     from ...assets import locate
+    from ...loading import load_model
     from ...machine import cpu_name
-    from ...recipes.translate import load_translator
 
     directories = {name: locate.shipped_model_dir(name) for name in (RNN_PLAIN, RNN_ATTENTION)}
-    models = {name: load_translator(folder, precision="fp32") for name, folder in directories.items()}
+    models = {name: load_model(folder, precision="fp32", family="translate") for name, folder in directories.items()}
     value = bleu_by_length_view(models, directories).model_dump()
     value["measured"] = {"machine": cpu_name(), "date": datetime.date.today().isoformat()}
     return _json_file(Path(out), value)

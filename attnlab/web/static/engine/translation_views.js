@@ -183,20 +183,6 @@ function encoderAccess(enc) {
   return (l, h, q, k) => enc.data[((l * H + h) * S + q) * S + k];
 }
 
-// onnxruntime-web runs one call of a session at a time: two widgets of a page that decode with the
-// same translator at once (§7's diagram and token walk) would interleave their steps on its two
-// sessions and fail. Each view's model work therefore waits for the one before it on that
-// translator (a queue per translator).
-const queues = new WeakMap();
-
-/** work() run after every earlier exclusive(t, …) call has settled. Shape: a function → its result. */
-export function exclusive(t, work) {
-  const before = queues.get(t) || Promise.resolve();
-  const mine = before.then(work);
-  queues.set(t, mine.catch(() => {}));
-  return mine;
-}
-
 // -- §1: the translation and its source–target attention ----------------------------------------
 
 /**
@@ -209,7 +195,7 @@ export function exclusive(t, work) {
 export async function translationView(t, text, { name = "ja-en" } = {}) {
   const { meta } = t;
   const ids = checkedSourceIds(t, text, MAX_TRANSLATION_TOKENS);
-  const run = await exclusive(t, () => decodeGreedy(t, ids));
+  const run = await decodeGreedy(t, ids);
   const Ld = meta.n_decoder_layers, Le = meta.n_encoder_layers, H = meta.n_heads, S = ids.length;
   const T = run.attention.length;
   const crossAt = (l, h, q, k) => run.attention[q].cross[(l * H + h) * S + k];
@@ -397,7 +383,7 @@ export async function shapesView(t, text, { name = "ja-en" } = {}) {
   const { meta } = t;
   const c = meta.config;
   const ids = checkedSourceIds(t, text, MAX_TRANSLATION_TOKENS);
-  const run = await exclusive(t, () => decodeGreedy(t, ids));
+  const run = await decodeGreedy(t, ids);
   const [, , H, , Dh] = run.crossDims; // (Ld, B, H, S, Dh): the real cross_k tensor's heads and head size
   const T = run.produced.length;
   const tgtIn = [meta.bos_id].concat(run.produced.slice(0, -1));
@@ -435,7 +421,11 @@ export async function tokenWalkView(t, text, { name = "ja-en" } = {}) {
   const ids = checkedSourceIds(t, text, MAX_TRANSLATION_TOKENS);
   const S = ids.length, D = c.d_model, F = c.d_ff, H = meta.n_heads, n = TOKEN_WALK_FIRST;
   const src = new model.ort.Tensor("int64", BigInt64Array.from(ids, (v) => BigInt(v)), [1, S]);
-  const [taps, run] = await exclusive(t, async () => [await model.encoder.run({ src_ids: src }, TAPS), await decodeGreedy(t, ids)]);
+  // Two views may decode with this translator at once (§7's diagram and token walk): their runs
+  // interleave safely, as models.js queues every session's run() for the page and each step
+  // returns a new state.
+  const taps = await model.encoder.run({ src_ids: src }, TAPS);
+  const run = await decodeGreedy(t, ids);
   const emb = taps.src_embed.data, pe = taps.src_positions.data; // (1, S, D), (S, D)
   const ffIn = taps.enc0_ff_in.data, hidden = taps.enc0_ff_hidden.data; // (1, S, D), (1, S, F)
   const ffOut = taps.enc0_ff_out.data, layerOut = taps.enc0_out.data; // (1, S, D) each
