@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import attnlab
 from attnlab import openmp
+from attnlab.layers import MultiHeadAttention
 from attnlab.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +61,14 @@ def test_importing_attnlab_does_not_load_torch_but_its_names_still_work():
     )
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "attnlab.layers", "True"]
+
+
+def test_every_name_in_attnlabs_all_is_importable():
+    # The names are loaded on first use, so no linter sees them: importing them all is the check.
+    namespace: dict = {}
+    exec("from attnlab import *", namespace)  # raises AttributeError for a name that is not there
+    assert len(attnlab.__all__) >= 17 and set(attnlab.__all__) <= set(namespace) <= set(dir(attnlab)) | {"__builtins__"}
+    assert namespace["MultiHeadAttention"] is MultiHeadAttention
 
 
 def test_the_command_runs_with_passive_threads_and_says_so(tmp_path):
