@@ -8,7 +8,11 @@ helpers, and a per-pair loop for additive attention.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,18 +196,28 @@ def test_auto_backend_takes_math_for_short_low_precision_attention_on_cpu(monkey
     torch.testing.assert_close(out.double(), ref, atol=3e-2, rtol=3e-2)
 
 
-def test_auto_backend_without_the_engines_rule_is_the_fused_kernel(monkeypatch):
-    # The plain maths knows nothing of the engine: without a rule (attnlab.accel installs its own
-    # when imported), "auto" is PyTorch's fused kernel, where the engine's rule would take math.
-    calls = []
-    for name, fn in list(AF.BACKENDS.items()):
-        monkeypatch.setitem(AF.BACKENDS, name, lambda *a, _n=name, _f=fn: calls.append(_n) or _f(*a))
-    monkeypatch.setattr(AF, "_auto_rule", None)
-    q, k, v = (torch.randn(1, 2, n, 8, generator=torch.Generator().manual_seed(1)).bfloat16() for n in (3, 16, 16))
-    scaled_dot_product_attention(q, k, v)
-    AF.set_auto_rule(lambda q, k: True)
-    scaled_dot_product_attention(q, k, v)
-    assert calls == ["sdpa", "math"]
+def test_auto_backend_without_the_engines_rule_is_the_fused_kernel():
+    # The plain maths knows nothing of the engine: imported alone (attnlab.accel installs its rule
+    # when imported), "auto" is PyTorch's fused kernel, where the engine's rule would take math;
+    # a rule given by set_auto_rule decides, and None removes it again.
+    code = """
+import sys
+import torch
+from attnlab import functional as AF
+calls = []
+for name, fn in list(AF.BACKENDS.items()):
+    AF.BACKENDS[name] = lambda *a, _n=name, _f=fn: calls.append(_n) or _f(*a)
+q, k, v = (torch.randn(1, 2, n, 8, generator=torch.Generator().manual_seed(1)).bfloat16() for n in (3, 16, 16))
+AF.scaled_dot_product_attention(q, k, v)
+AF.set_auto_rule(lambda q, k: True)
+AF.scaled_dot_product_attention(q, k, v)
+AF.set_auto_rule(None)
+AF.scaled_dot_product_attention(q, k, v)
+print(" ".join(calls), "attnlab.accel" in sys.modules)
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["sdpa", "math", "sdpa", "False"]
 
 
 def test_dropout_is_applied_to_weights_and_rescaled():
