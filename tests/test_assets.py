@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,15 @@ def test_registry_names_folders_descriptions_and_examples():
 
 
 def test_registry_module_is_data_only():
-    source = (REPO / "attnlab" / "assets" / "__init__.py").read_text(encoding="utf-8")
-    imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "dataclasses", "pathlib"}, imports
+    """Importing the registry loads nothing beyond ``dataclasses`` and ``pathlib``: no PyTorch, no
+    other attnlab module (measured in a fresh process, not read from the source)."""
+    code = (
+        "import sys, dataclasses, pathlib; before = set(sys.modules); import attnlab.assets; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["attnlab", "attnlab.assets"]
 
 
 def test_assets_are_package_data_in_the_wheel():
