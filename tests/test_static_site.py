@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from attnlab.export_onnx import export_translator_onnx
 from attnlab.web import site
-from attnlab.web.app import create_app
+from attnlab.web.app import STATIC_DIR, create_app
 from attnlab.web.lesson import LESSON_DATA_DIR, default_sections, lesson_data
 from attnlab.web.lesson.common import page_href, render_shell
 from attnlab.web.static_site import build_site, site_pages
@@ -137,7 +137,7 @@ def test_the_lesson_data_files_are_what_the_explorer_serves_at_the_same_urls(bui
 def test_the_pages_are_the_explorers_shells_with_a_relative_root(built):
     out, _ = built
     client = TestClient(create_app(), base_url="http://127.0.0.1")
-    shells = Path(create_app.__code__.co_filename).parent / "static" / "lesson"
+    shells = STATIC_DIR / "lesson"  # the shells the explorer serves
     explorer = client.get("/lesson/3?lang=ja").text
     assert explorer == render_shell((shells / "section.html").read_text(encoding="utf-8"), "ja")
     assert 'data-root="/" data-site="explorer"' in explorer and "/static/lesson/lesson.js" in explorer
