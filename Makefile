@@ -94,7 +94,7 @@ $(NB_STAMP): $(STAMP)
 # Every notebook executed top to bottom in a Jupyter kernel, in order; the executed copies and the
 # time each took go to build/notebooks/.
 test-notebooks: $(NB_STAMP)
-	$(BIN)/python -m pytest -q -m "notebooks" tests/test_notebooks.py --durations=0
+	$(BIN)/python -m pytest -q -m "notebooks" tests/notebooks/test_notebooks.py --durations=0
 
 # notebooks/NN_*.ipynb, built from the .py sources and executed (they are git-ignored).
 notebooks: $(NB_STAMP)

@@ -23,7 +23,7 @@ For each shipped model, its :data:`BUILDS` entry says how it is made and how it 
    into ``attnlab/assets/NAME``;
 4. **measure** the packed model on held-out data and write its card (:func:`attnlab.assets.cards.write_model_card`):
    ``MODEL_CARD.md`` for people, ``card.json`` for the tests, which repeat the card's fast check on
-   every model present (``tests/test_assets.py``).
+   every model present (``tests/assets/test_assets.py``).
 
 Finally the assets' total size is checked against :data:`attnlab.assets.BUDGET_BYTES`.
 

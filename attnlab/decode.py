@@ -11,7 +11,7 @@ Every search and :func:`generate` take ``engine``, the key that picks what compu
 steps (as Hugging Face picks an attention implementation and CTranslate2 a compute type):
 ``"auto"``, attnlab's native engine where it can run (:mod:`attnlab.accel.engine`: one call of its
 C kernels per step), else the model's modules; ``"modules"``, the modules alone (the reference).
-Both give the same numbers up to rounding (tests/test_native_paths.py).
+Both give the same numbers up to rounding (tests/accel/test_native_paths.py).
 
 Decoder-only language models (GPT) are sampled by :func:`generate` / :func:`iter_generate`
 (greedy, temperature, top-k, top-p) with a key/value cache; see the section at the end.

@@ -18,7 +18,7 @@ The recurrent layers are ONNX's ``GRU`` and ``LSTM`` operators
 PyTorch stacks a GRU's gates as (r, z, n) and ONNX as (z, r, h); an LSTM's as (i, f, g, o) and
 ONNX as (i, o, f, c). PyTorch's GRU applies the reset gate *after* the recurrent product,
 ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``, which is ONNX's ``linear_before_reset=1``.
-tests/test_onnx_rnn.py checks both cells, both directions and two layers against ``nn.GRU`` /
+tests/export/test_onnx_rnn.py checks both cells, both directions and two layers against ``nn.GRU`` /
 ``nn.LSTM``. The encoder passes each row's length (``src_ids != pad``) as ``sequence_lens``, so a
 right-padded row's backward direction starts at its last real token, as packing does in PyTorch.
 

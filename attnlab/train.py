@@ -180,7 +180,7 @@ class TrainTask(Protocol):
     # Optional (False when absent): True when some of the model's parameters take no part in the
     # loss (BERT's pooler in MLM-only training). DistributedDataParallel must then look for them
     # after every backward (find_unused_parameters), an extra walk over the autograd graph that
-    # every other task is spared. tests/test_recipe_gradients.py checks each recipe's answer.
+    # every other task is spared. tests/recipes/test_recipe_gradients.py checks each recipe's answer.
     # unused_parameters: bool
 
     def batches(self, epoch: int, rank: int, world_size: int) -> list[Any]: ...

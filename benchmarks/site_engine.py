@@ -5,7 +5,7 @@ Writes the static engine folder (:func:`attnlab.web.site.write_engine_folder`: t
 onnxruntime-web WASM runtime and ``--model`` exported to ONNX), serves it with Python's
 ``http.server`` (no cross-origin isolation headers, so single-threaded WASM; ``--isolated`` sends
 them and the page runs threads), and opens ``engine/check.html?model=NAME`` in Debian's Chromium
-through Playwright, the page tests/test_engine_browser.py checks. Prints:
+through Playwright, the page tests/site/test_engine_browser.py checks. Prints:
 
 - load → ready: from the navigation's start to the translator ready to translate (the runtime and
   both models fetched from the local server and compiled), each in a fresh browser context (an

@@ -156,7 +156,7 @@ viz.plot_bars({"コピーの確率 1 − p_gen": copy}, ylabel="コピーの確�
 #
 # ここでの微調整は短い（更新の回数はセルの `steps=`）ので、答えを外すことがあります。
 # `attnlab train qa`（既定の 6 エポック、数分）なら、生成データの未知の質問で完全一致 75% 以上になります
-# （`tests/test_qa.py` の slow テスト）。
+# （`tests/recipes/test_qa.py` の slow テスト）。
 
 # %%
 qa = load_question_answerer()

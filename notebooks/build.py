@@ -6,7 +6,7 @@
     python notebooks/build.py --no-execute         # convert only, where the .ipynb is older (make lab)
 
 The kernel runs in this folder (so ``import helpers`` works) with this checkout first on
-``PYTHONPATH`` (so it imports this checkout's attnlab). ``tests/test_notebooks.py`` executes the
+``PYTHONPATH`` (so it imports this checkout's attnlab). ``tests/notebooks/test_notebooks.py`` executes the
 same way (``make test-notebooks``).
 """
 

@@ -20,7 +20,7 @@ Precision. Every training the notebooks run — their own loops (07) and the sta
 loaders train — uses :data:`PRECISION`: ``"fp32"``, or ``"bf16"`` (autocast; the weights stay
 fp32) when the environment variable ``ATTNLAB_NOTEBOOK_PRECISION`` says so. It is always named,
 never ``"auto"``, so a notebook trains the same way on every machine and prints no probe line;
-``tests/test_notebooks.py`` runs the training notebooks in both.
+``tests/notebooks/test_notebooks.py`` runs the training notebooks in both.
 
 Sliders. :func:`three_books_playground` uses ``ipywidgets`` when it is installed (``pip install
 'attnlab[notebooks]'``) and says so when it is not; nothing else needs it.

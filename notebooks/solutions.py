@@ -3,7 +3,7 @@
 まずノートブックで自分で書いてみてください。:func:`helpers.check` が :data:`TESTS` のテストを
 あなたの関数で実行し、合格すればこの先のセルはあなたの関数を使います。解答例はここにあり、
 各ノートブックの折りたたんだ「解答例」のセルが必要なものを表示します。各解答の docstring が、
-なぜそう書くのかを日本語で説明します。``tests/test_notebook_exercises.py`` が、どの解答例もテストに
+なぜそう書くのかを日本語で説明します。``tests/notebooks/test_notebook_exercises.py`` が、どの解答例もテストに
 合格すること、テストがよくある誤答（``transpose(1, 2)`` を忘れた分割など）を見分けることを確かめます。
 
 (English: the model solutions of the notebooks' exercises and the test each answer must pass;

@@ -1,4 +1,4 @@
-"""Worker for tests/test_distributed.py: a tiny synthetic task trained by ``attnlab.train.train``.
+"""Worker for tests/training/test_distributed.py: a tiny synthetic task trained by ``attnlab.train.train``.
 
 Run by torchrun (or started by hand with torchrun's environment variables)::
 

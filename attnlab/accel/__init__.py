@@ -60,8 +60,8 @@ docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 - :func:`linear` only leaves ``F.linear`` without autograd; the models use ``nn.Linear`` /
   ``F.linear`` directly.
 
-Each fast path is tested against the plain one (``tests/test_kernels.py``,
-``tests/test_native_paths.py``, ``tests/test_functional.py``). Apart from :mod:`.engine`, which
+Each fast path is tested against the plain one (``tests/accel/test_kernels.py``,
+``tests/accel/test_native_paths.py``, ``tests/core/test_functional.py``). Apart from :mod:`.engine`, which
 reads the models' modules, this package imports only torch, the standard library and attnlab's
 machine facts.
 """

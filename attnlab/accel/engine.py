@@ -28,7 +28,7 @@ other than full, rotary positions (the C kernels), LayerNorms without weights or
 ``eps``, the kernels not built here or switched off (:func:`attnlab.accel.disabled`). The model's
 modules then run. An fp32 step of many rows without a BLAS for the C products also goes to the
 modules, whose products are the BLAS's (:func:`attnlab.accel.rules.prefer_one_call_step`).
-tests/test_native_paths.py compares every path with the modules, for every configuration the
+tests/accel/test_native_paths.py compares every path with the modules, for every configuration the
 kernels take and each instruction set the machine has.
 
 Shape letters: ``B`` rows (sentences × beams), ``N`` sentences, ``S`` source length, ``D`` width,

@@ -5,7 +5,7 @@
  * of which these do none; their matrix products are products.c's over weights packed once. The
  * layers' parameters arrive as layout.py's structures (decoder_layer_t, encoder_layer_t), the calls'
  * arguments as decoder_step_t and encoder_t. The numbers are those of attnlab's modules
- * (DecoderBlock, EncoderBlock) up to rounding, tested against them in tests/test_native_paths.py.
+ * (DecoderBlock, EncoderBlock) up to rounding, tested against them in tests/accel/test_native_paths.py.
  */
 
 #include "common.h"

@@ -8,7 +8,7 @@
  * - attnlab_gather_filled: the key/value caches following the hypotheses they extend, copying only
  *   the positions decoded so far.
  *
- * The numbers of the PyTorch operations they replace up to rounding (tests/test_kernels.py).
+ * The numbers of the PyTorch operations they replace up to rounding (tests/accel/test_kernels.py).
  */
 
 #include "common.h"

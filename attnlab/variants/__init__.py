@@ -15,7 +15,7 @@ scores they need, or never hold them all at once, one module per family:
 - :mod:`.spec`: :data:`ATTENTION_VARIANTS` and :class:`AttentionSpec`, a variant chosen by name.
 
 Each one equals the math reference given the equivalent dense mask, built by the mask helpers of
-:mod:`attnlab.functional` (``dilated_window_mask``, ``global_window_mask``); tests/test_variants.py
+:mod:`attnlab.functional` (``dilated_window_mask``, ``global_window_mask``); tests/core/test_variants.py
 checks that, forward and backward. :mod:`.blocks` holds what the blocked variants share.
 """
 

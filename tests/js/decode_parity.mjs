@@ -1,5 +1,5 @@
 // Runs the page's greedy and beam search (attnlab/web/static/engine/decode.js) over the table
-// model of tests/js/fake_model.mjs on the cases that tests/test_js_engine.py writes.
+// model of tests/js/fake_model.mjs on the cases that tests/site/test_js_engine.py writes.
 // Usage: node tests/js/decode_parity.mjs CASES.json > RESULTS.json
 // CASES: {tables: [{table, T, R, V}], cases: [{table, kind: "greedy"|"beam", beam, alpha, maxLen, bos, eos, pad}]}
 // RESULTS: [{ids, score, attention, steps (the model's step calls)} or {error}]

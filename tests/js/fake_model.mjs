@@ -1,4 +1,4 @@
-// A deterministic stand-in for a translator, defined identically in tests/test_js_engine.py
+// A deterministic stand-in for a translator, defined identically in tests/site/test_js_engine.py
 // (TableModel there): the log-probabilities of the next token come from a table indexed by the
 // step t and by a hash of the row's whole prefix (so that a wrong reorder shows), and the
 // reported "attention" of each step is a function of that hash.

@@ -2,7 +2,7 @@
 // attnlab.export_onnx wrote, run by onnxruntime-web's WASM backend in Node: the folder is served
 // over HTTP (as a static host serves the site) and loaded by loadTranslator; every sentence of its
 // decode_fixture.json is encoded, decoded greedily and with beam 4, and reported for
-// tests/test_js_engine.py to compare with the fixture (made by attnlab.decode on the PyTorch model).
+// tests/site/test_js_engine.py to compare with the fixture (made by attnlab.decode on the PyTorch model).
 // Usage: node tests/js/onnx_fixture_check.mjs FOLDER [LIMIT] > RESULTS.json
 // RESULTS: {progress: [loaded, total] last reported, results: [{src_ids, greedy, beam4, beam4_score}]}
 import { readFileSync } from "node:fs";

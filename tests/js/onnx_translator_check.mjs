@@ -4,7 +4,7 @@
 // directly gives (tests/js/fake_model.mjs), which holds only if the cache follows the beam's
 // hypotheses (gathered along axis 1) and the source side is tiled to the beam's rows. The stand-in
 // also checks every input against ONNX_CONTRACT.md's names, types and shapes.
-// Then the translator's text helpers on the cases tests/test_js_engine.py writes (compared there
+// Then the translator's text helpers on the cases tests/site/test_js_engine.py writes (compared there
 // with attnlab's Python).
 // Usage: node tests/js/onnx_translator_check.mjs CASES.json > RESULTS.json
 import { readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 // Runs functions of attnlab/web/static/engine/lessonmath.js on cases read as JSON from stdin and
 // writes one JSON answer per case to stdout: {ok: result} or {error: message}. Used by
-// tests/test_lessonmath_parity.py. Input: {"fn": NAME, "cases": [args, ...]}; an argument
+// tests/web/lesson/test_lessonmath_parity.py. Input: {"fn": NAME, "cases": [args, ...]}; an argument
 // {"$float": "nan" | "inf" | "-inf"} stands for a number JSON cannot carry.
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";

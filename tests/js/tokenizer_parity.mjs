@@ -1,5 +1,5 @@
 // Runs the page's tokenizers (attnlab/web/static/engine/tokenizer.js) on the cases that
-// tests/test_js_engine.py writes, and prints what they give, for the test to compare with Python.
+// tests/site/test_js_engine.py writes, and prints what they give, for the test to compare with Python.
 // Usage: node tests/js/tokenizer_parity.mjs CASES.json > RESULTS.json
 // CASES: {tokenizers: {name: path}, encode: [[name, text, addBos, addEos]], decode: [[name, ids, skipSpecial]]}
 // RESULTS: {encode: [ids], decode: [text or {error}]}

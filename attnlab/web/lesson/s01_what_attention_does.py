@@ -596,4 +596,4 @@ def add_routes(router: APIRouter, models: LessonModels, gate) -> None:
     ja-en translator exported to ONNX (``static/engine/translation_views.js``), the timings read
     from the site's measurements (``data/parallel-steps.json``, :func:`steps_data`).
     :func:`translation_view` and :func:`parallel_steps` stay as the references the page is
-    tested against (tests/test_site_translate_browser.py)."""
+    tested against (tests/site/test_site_translate_browser.py)."""

@@ -66,7 +66,7 @@ def check_three_books(scores: object, d_k: object, scale: object) -> None:
     """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkThreeBooks``) makes the same
-    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    checks in the same order with the same messages; tests/web/lesson/test_lessonmath_parity.py holds them
     equal.
 
     Shape:
@@ -152,7 +152,7 @@ def check_dk_spread(d_k: object, samples: object, keys: object, seed: object) ->
     """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkDkSpread``) makes the same
-    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    checks in the same order with the same messages; tests/web/lesson/test_lessonmath_parity.py holds them
     equal.
 
     Shape:

@@ -7,7 +7,7 @@ attention) is computed in the page (``static/engine/translation_views.js``; its 
 reads MiniLM's maps from the site's ``models/minilm`` folder): the row of one token (the pronoun) in every attention map of MiniLM,
 every layer and head, and for each token the head that gives it the largest weight. The page's
 note quotes these numbers for "…because it was too tired" and "…too wide"
-(``tests/test_lesson_s04_s07.py`` checks they stay true).
+(``tests/web/lesson/test_lesson_s04_s07.py`` checks they stay true).
 
 The letters: L layers, H heads, S tokens ([CLS] and [SEP] included).
 """

@@ -42,7 +42,7 @@ def check_multihead(text: object, d_model: object, n_heads: object, seed: object
     """Raise ``ValueError`` with the page's one-line message for settings the widgets cannot show.
 
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkMultihead``) makes the same
-    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    checks in the same order with the same messages; tests/web/lesson/test_lessonmath_parity.py holds them
     equal.
 
     Shape:

@@ -206,7 +206,7 @@ def check_word_order(a: object, b: object, d_model: object, seed: object) -> Non
     """Raise ``ValueError`` with the page's one-line message for settings the widget cannot show.
 
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkWordOrder``) makes the same
-    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    checks in the same order with the same messages; tests/web/lesson/test_lessonmath_parity.py holds them
     equal.
 
     Shape:

@@ -327,7 +327,7 @@ def check_attention_map(text, variant, reach, block, dilation, n_global, causal,
     """Raise ``ValueError`` with the page's one-line message for settings the exercise cannot show.
 
     The page's JavaScript (``static/engine/lessonmath.js``, ``checkAttentionMap``) makes the same
-    checks in the same order with the same messages; tests/test_lessonmath_parity.py holds them
+    checks in the same order with the same messages; tests/web/lesson/test_lessonmath_parity.py holds them
     equal.
 
     Shape:

@@ -6,7 +6,7 @@
 //   mlmView      ← attnlab.web.lesson.s09_transformers_at_work.mlm_view
 //   qaView       ← attnlab.web.lesson.s09_transformers_at_work.qa_view (+ attnlab.data.squad's
 //                  question_windows, attnlab.models.qa.best_spans)
-// tests/test_site_bert_browser.py holds them equal (tokens identical, numbers within 1e-4).
+// tests/site/test_site_bert_browser.py holds them equal (tokens identical, numbers within 1e-4).
 //
 // The two shipped models run through onnxruntime-web from attnlab.onnx_bert's graph (their weights
 // stored exactly: both checkpoints are fp16-packed).

@@ -3,7 +3,7 @@
 // sacreBLEU's defaults — n-grams up to 4, the "exp" smoothing of an n-gram order with no match
 // (mteval-v13a's: the k-th such order counts 1 / 2^k matches; Chen & Cherry 2014, method 3), the
 // brevity penalty exp(1 − r/c) when the hypothesis is shorter, the score on a 0–100 scale.
-// Written from the formulas; parity with sacreBLEU is tested in tests/test_site_rnn_browser.py.
+// Written from the formulas; parity with sacreBLEU is tested in tests/site/test_site_rnn_browser.py.
 //
 // Shape: two strings → one number.
 

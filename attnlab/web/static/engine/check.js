@@ -1,6 +1,6 @@
 // The engine check page (check.html): onnxruntime-web's WASM build and one translator of the site's
 // models/ folder, run by the page's own engine (onnx_translator.js, decode.js, tokenizer.js).
-// tests/test_engine_browser.py and benchmarks/site_engine.py drive it through window.engineCheck:
+// tests/site/test_engine_browser.py and benchmarks/site_engine.py drive it through window.engineCheck:
 //   engineCheck.ready            a Promise of the first translator (?model=NAME, default demo)
 //   engineCheck.readyMs          ms from the navigation's start to that translator being ready
 //   engineCheck.load(name)       → {ms}: load models/NAME/ (kept for later runs)

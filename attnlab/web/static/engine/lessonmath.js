@@ -1,6 +1,6 @@
 // The lesson's plain arithmetic, computed in the page: one function per widget, each the same
 // numbers (and the same rounding) as its Python reference in attnlab/web/lesson/sNN_*.py, which
-// stays the specification. tests/test_lessonmath_parity.py runs every function here under Node
+// stays the specification. tests/web/lesson/test_lessonmath_parity.py runs every function here under Node
 // against the Python reference over all the settings a widget offers, edge values and bad input
 // (the same one-line message in both languages).
 //
@@ -107,7 +107,7 @@ export function threeBooks({ scores = DEFAULT_BOOK_SCORES, d_k = 64, scale = tru
 //     (j, j + 8) of each block of 16, and a last partial block redrawn over the last 16 entries
 //     (torch's normal_fill).
 // Math.log/sin/cos may differ from the C library's in the last bit, so the numbers agree to
-// about 1e-16 (tests/test_lessonmath_parity.py checks them against torch itself).
+// about 1e-16 (tests/web/lesson/test_lessonmath_parity.py checks them against torch itself).
 // ---------------------------------------------------------------------------------------------
 
 export class TorchGenerator {

@@ -4,7 +4,7 @@
 // onnxruntime-web behind decode.js's step interface, so greedy decoding here is attnlab.decode's.
 // Each function returns the object its Python reference returns (the view functions of
 // attnlab/web/lesson/s02_seq2seq_bottleneck.py and s03_query_key_value.py), field for field;
-// tests/test_site_rnn_browser.py compares them on many inputs.
+// tests/site/test_site_rnn_browser.py compares them on many inputs.
 //
 // Shape letters: B rows, S source tokens, T output steps, D state width, A additive-attention
 // width, L layers, V target vocabulary.

@@ -3,7 +3,7 @@
 // distribution over the document's extended ids, the attention and the switch p_gen), run by
 // onnxruntime-web and decoded greedily with decode.js, as attnlab.recipes.summarize.Summarizer
 // does. summaryView returns the object of its Python reference (s09_transformers_at_work.
-// summary_view) field for field; tests/test_site_rnn_browser.py compares them.
+// summary_view) field for field; tests/site/test_site_rnn_browser.py compares them.
 //
 // Shape letters: S document words, T summary steps, D state width, V vocabulary, V_ext the
 // vocabulary extended by the document's rare words.

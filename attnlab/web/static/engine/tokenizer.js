@@ -12,7 +12,7 @@
 //     the vocabulary becomes [UNK] (no byte fallback).
 //   - "char": one token per Unicode character after NFC.
 // Written from the algorithm and tested token for token against the Python package
-// (tests/test_js_engine.py); no code from other projects.
+// (tests/site/test_js_engine.py); no code from other projects.
 //
 // Shapes: encode: a string → L ids (plain numbers); decode: L ids → a string.
 

@@ -2,7 +2,7 @@
 // parallel-steps widgets and §7's shapes and token-walk widgets draw, each the same object the
 // Python view function returns (attnlab/web/lesson/s01_what_attention_does.py: translation_view,
 // parallel_steps; s07_whole_transformer.py: shapes_view, token_walk_view), and tested against it
-// in Chromium (tests/test_site_translate_browser.py).
+// in Chromium (tests/site/test_site_translate_browser.py).
 //
 // The translator is models.js's translator("ja-en") (onnx_translator.js over onnxruntime-web);
 // the sentence is decoded greedily by decode.js's greedy (attnlab.decode.greedy_decode), through

@@ -1,7 +1,7 @@
 // BERT's WordPiece tokenizer in the page, from a HuggingFace tokenizer.json (what attnlab's
 // PretrainedTokenizer reads: MiniLM's and the shipped question answerer's). The same ids and
 // character offsets as the Python package (attnlab.data.tokenizers.PretrainedTokenizer, which runs
-// HuggingFace `tokenizers`), tested token for token in tests/test_site_bert_browser.py.
+// HuggingFace `tokenizers`), tested token for token in tests/site/test_site_bert_browser.py.
 //
 // The pipeline (Devlin et al. 2019, §3; Wu et al. 2016 for WordPiece):
 //   1. the added (special) tokens ([CLS], [SEP], [MASK], …) are cut out of the raw text first;
