@@ -28,10 +28,8 @@ from attnlab.build_assets import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-LOCAL = "http://127.0.0.1:8000"
 # The corpora of the real assets' quality checks (never copied into the repository).
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))
-NUMBERS = ["three hundred", "seven", "forty-two thousand", "nine million", "five hundred six"]
 
 
 # --------------------------------------------------------------------------------------------
