@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lesson_browser import ARTIFACTS_ROOT, BROWSER_MARKS, STATIC_SITE, make_page
+from lesson_browser import ARTIFACTS_ROOT, BROWSER_MARKS, make_page
 
 from attnlab.web import i18n
 
