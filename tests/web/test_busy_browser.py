@@ -26,7 +26,9 @@ from attnlab.web import i18n
 ARTIFACTS = ARTIFACTS_ROOT / "busy"
 pytestmark = [
     *BROWSER_MARKS,
-    pytest.mark.explorer_only("the explorer's busy gate (429 + Retry-After) on the playground, the one page that still asks the server"),
+    pytest.mark.explorer_only(
+        "the explorer's busy gate (429 + Retry-After) on the playground, the one page that still asks the server"
+    ),
 ]
 
 page = make_page(ARTIFACTS, timeout_ms=40_000, viewport={"width": 1100, "height": 800}, full_page=False)
