@@ -30,7 +30,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from . import i18n, site
@@ -92,10 +92,10 @@ def _copy_static(dest: Path) -> None:
         shutil.copy2(path, target)
 
 
-def _site_data(dest: Path) -> None:
+def _site_data(dest: Path, names: Sequence[str] | None) -> None:
     # SITE_DATA (file name → write(path)): measurements of PyTorch on this machine and test sets,
     # written at build time (the explorer writes the same on first ask).
-    site.write_site_data(dest / "static" / "data")
+    site.write_site_data(dest / "static" / "data", names)
 
 
 def _service_worker(dest: Path) -> None:
@@ -116,6 +116,7 @@ def build_site(
     dest: str | Path,
     *,
     models: Mapping[str, Callable[..., Path]] | None = None,
+    data: Sequence[str] | None = None,
     weights: str = "auto",
     repo: Path = site.REPO,
     force: bool = False,
@@ -126,6 +127,7 @@ def build_site(
     Args:
         dest: the folder to write; it must not exist or be empty, unless ``force`` (then replaced).
         models: the in-page models to export (default :data:`attnlab.web.site.SITE_MODELS`).
+        data: the data files of :data:`attnlab.web.site.SITE_DATA` to write (default: all of them).
         weights: the models' weight storage (``auto``: the smallest exact one; see the exporters).
         repo: the checkout whose ``node_modules`` holds onnxruntime-web (``npm ci``).
         force: replace a ``dest`` that has files.
@@ -174,7 +176,7 @@ def build_site(
             folder = work / "static" / "models" / name
             export(name, folder, weights=weights)
             sizes[name] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-        _site_data(work)
+        _site_data(work, data)
         (work / ".nojekyll").write_text("")  # GitHub Pages: serve the folder as it is
         _service_worker(work)
         files = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())

@@ -183,9 +183,9 @@ def test_a_second_build_refuses_a_full_folder_and_leaves_nothing_behind(built, t
 
 def test_force_replaces_a_built_site_whole(tmp_path):
     out = tmp_path / "site"
-    build_site(out, models={})
+    build_site(out, models={}, data=[])  # what is replaced, not what is measured: no data files
     (out / "stale.html").write_text("from an older build")
-    report = build_site(out, models={}, force=True)
+    report = build_site(out, models={}, data=[], force=True)
     assert not (out / "stale.html").exists() and (out / "index.html").is_file()
     assert "static/models/demo/meta.json" not in report["files"]
     assert [p.name for p in tmp_path.iterdir()] == ["site"]  # no temporary folder left beside it
