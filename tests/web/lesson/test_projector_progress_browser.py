@@ -26,6 +26,8 @@ from lesson_browser import (
     ARTIFACTS_ROOT,
     BROWSER_MARKS,
     assert_accessible,
+    lesson_href,
+    lesson_path,
     make_page,
     params,
     section_drawn,
@@ -45,6 +47,16 @@ PROGRESS_KEY = "attnlab.progress"
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS, viewport={"width": 1280, "height": 800}, full_page=False)
+# For the tests that answer a section's data themselves (page.route): the static build's service
+# worker would answer the request from its cache before Playwright's route sees it. None of these
+# tests is about working offline (that is tests/site/'s), so the worker is kept out of them.
+routed_page = make_page(
+    ARTIFACTS,
+    timeout_ms=TIMEOUT_MS,
+    viewport={"width": 1280, "height": 800},
+    full_page=False,
+    service_workers="block",
+)
 
 
 def t(lang: str, key: str, **values) -> str:
@@ -88,6 +100,12 @@ def fits(pg, k: int) -> bool:
 
 def scroll_top(pg, k: int) -> int:
     return pg.eval_on_selector(f"#slide-{k}", "n => Math.round(n.scrollTop)")
+
+
+def at_section(n: int) -> re.Pattern:
+    """The address of section n's page with a query (``/lesson/2?`` in the explorer,
+    ``/lesson/2.html?`` on the static build), for ``wait_for_url``."""
+    return re.compile(re.escape(lesson_path(f"/lesson/{n}")) + r"\?")
 
 
 def kept(pg) -> dict:
@@ -168,7 +186,7 @@ def test_keys_and_buttons_move_through_the_slides(page, lang):
     page.keyboard.press("ArrowLeft")
     at(page, 1, lang)
     page.keyboard.press("ArrowLeft")  # the first section before §3 is §2: back there, at its last slide
-    page.wait_for_url(re.compile(r"/lesson/2\?"))
+    page.wait_for_url(at_section(2))
     section_drawn(page)
     assert shown(page) == [total(page)] and params(page)["slide"] == str(total(page))
     present(page, 3, 1)
@@ -212,7 +230,7 @@ def test_keys_and_buttons_move_through_the_slides(page, lang):
     assert page.text_content("#slide-prev") == t(lang, "ls_slide_prev_section")
     page.keyboard.press("End")
     page.keyboard.press("PageDown")  # past the last slide: the next section, in projector mode
-    page.wait_for_url(re.compile(r"/lesson/4\?"))
+    page.wait_for_url(at_section(4))
     section_drawn(page)
     assert {k: params(page)[k] for k in ("view", "slide", "lang")} == {"view": "present", "slide": "1", "lang": lang}
     at(page, 1, lang)
@@ -445,7 +463,8 @@ def test_reset_asks_first_then_clears_everything(page, lang):
     assert page.locator(".question[data-done]").count() == 0
 
 
-def test_an_edited_question_does_not_keep_its_old_answer(page, lang):
+def test_an_edited_question_does_not_keep_its_old_answer(routed_page, lang):
+    page = routed_page
     section = SECTIONS[4]
     page.goto("/lesson/4")
     section_drawn(page)
@@ -527,7 +546,7 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
         assert all(page.is_disabled(f'#question-{i} input[value="{j}"]') for j in range(len(q.choices)))
     if section.teacher is not None:
         assert page.get_attribute("#teacher-notes", "open") is not None
-    assert page.get_attribute("#prev-section", "href") == f"/lesson/{n - 1}?teacher=1&lang={lang}"
+    assert page.get_attribute("#prev-section", "href") == lesson_href(f"/lesson/{n - 1}", f"?teacher=1&lang={lang}")
     assert_accessible(page)
     # Without teacher=1 nothing of the answers shows: the check's questions show no answer, nothing
     # is marked as the key, and a prediction at a widget shows its answer only once committed (this
@@ -553,11 +572,12 @@ def test_teacher_1_shows_every_answer_and_explanation(page, lang, n):
     page.keyboard.press("End")
     page.keyboard.press("ArrowRight")  # the next section keeps the answer key
     if n < max(SECTIONS):
-        page.wait_for_url(re.compile(rf"/lesson/{n + 1}\?"))
+        page.wait_for_url(at_section(n + 1))
         assert params(page)["teacher"] == "1"
 
 
-def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(page, lang):
+def test_teacher_notes_are_folded_at_the_end_and_drawn_only_when_present(routed_page, lang):
+    page = routed_page
     with_notes = [n for n, s in SECTIONS.items() if getattr(s, "teacher", None)]
     n = with_notes[0] if with_notes else 3
 
