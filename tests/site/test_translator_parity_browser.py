@@ -3,7 +3,7 @@ the PyTorch model, over their held-out test sentences (issue 36 item 4: at least
 per translator).
 
 The sentences: each translator's own held-out test split, the 1,000 Tatoeba pairs that
-:mod:`attnlab.data.enja_mix` draws (``attnlab.build_assets.RECIPES[name].pairs(DATA, "test")``,
+:mod:`attnlab.data.enja_mix` draws (``attnlab.build_assets.BUILDS[name].pairs(DATA, "test")``,
 none of whose sentences is in the training data), made again from the corpora in
 ``ATTNLAB_DATA`` (default ``../shared/data``); the tests skip, naming the missing file, without
 them. The shipped assets hold no held-out sentences (only the models and their cards).
@@ -75,7 +75,7 @@ def held_out(name: str) -> list[str]:
     """The source sentences of ``name``'s held-out test split (its card's 1,000 Tatoeba pairs)."""
     from attnlab import build_assets
 
-    asset = build_assets.RECIPES[name]
+    asset = build_assets.BUILDS[name]
     for path in asset.needs(DATA, training=False):
         if not path.is_file():
             pytest.skip(f"needs {path} (set ATTNLAB_DATA to the corpora folder)")
