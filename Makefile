@@ -71,8 +71,10 @@ test: $(STAMP) js-packages
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow"
 
+# BROWSER_WORKERS=N runs N pytest-xdist workers, each test file in one (0: none, one browser at a time).
+BROWSER_WORKERS ?= 2
 test-browser: $(STAMP) js-packages
-	$(BIN)/python -m pytest -q -m "browser"
+	$(BIN)/python -m pytest -q --durations=10 -m "browser" $(if $(filter 0,$(BROWSER_WORKERS)),,-n $(BROWSER_WORKERS) --dist loadfile)
 
 # The lesson's browser tests against the static build (docs/site.md, "Testing against the static
 # build"): the site built into a temporary folder (removed after), served by a plain static server
