@@ -14,6 +14,7 @@
 // Shape letters: C characters of the sentence (its tokens), K classes.
 
 import { meta, modelJSON, runtime, session } from "./models.js";
+import { fetchJSON } from "./onnx_translator.js";
 import { pyStrip } from "./pytext.js";
 import { argmax, loadOnce } from "./small_models.js";
 import { tokenizerFromJSON } from "./tokenizer.js";
@@ -23,11 +24,6 @@ const SENTENCES_URL = new URL("../data/pooling-sentences.json", import.meta.url)
 
 const loadedModels = new Map();
 
-async function sentencesFile() {
-  const r = await fetch(SENTENCES_URL);
-  if (!r.ok) throw new Error(`pooling-sentences.json: ${r.status} ${r.statusText}`);
-  return r.json();
-}
 
 /**
  * The classifier of models/NAME/ with the listed sentences, loaded once per page:
@@ -43,7 +39,7 @@ export function loadPooling(name = POOLING_MODEL, { onProgress = () => {} } = {}
       runtime(),
       modelJSON(name, info.tokenizer),
       session(name, "model.onnx", { onProgress }),
-      sentencesFile(),
+      fetchJSON(SENTENCES_URL), // the explorer's 503 sentence shown as the other files' are
     ]);
     return {
       name,
