@@ -47,9 +47,8 @@ BLAS's), alternating, each the median of ``--step-repeats`` steps, on each of ``
 the BLAS is found the one call takes every row count; else :data:`attnlab.accel.ONE_CALL_STEP_MAX_ROWS`
 (and ``…_ONE_THREAD``) are the row counts past which the tensor operations take over. Then the
 other lines drawn the same way: the C encoder against the modules by source tokens
-(``encoder_max_tokens_one_call``, ``encoder_max_tokens`` of attnlab.accel.rules.Lines), the C step's products by rows,
-packed panels against the BLAS (``accel.rules.BLAS_MIN_ROWS``, ``BLAS_MIN_ROWS_LARGE``), and oneDNN's
-product against ``F.linear`` for the vocabulary projection by rows (``accel.ONEDNN_MAX_ROWS``).
+(``encoder_max_tokens_one_call``, ``encoder_max_tokens`` of attnlab.accel.rules.Lines) and the C step's products by rows,
+packed panels against the BLAS (``accel.rules.BLAS_MIN_ROWS``, ``BLAS_MIN_ROWS_LARGE``).
 """
 
 from __future__ import annotations
@@ -438,7 +437,7 @@ def markdown(result: dict) -> str:
 def step_rows(args) -> str:
     """The ``--step-rows`` table: milliseconds of one fp32 decoding step by rows, the one C call
     (its products of many rows by the BLAS, and by its packed panels alone) against the tensor
-    operations, side by side; then the encoder's, the products' and oneDNN's lines."""
+    operations, side by side; then the encoder's and the products' lines."""
     from attnlab.accel import engine, kernels, rules
 
     translator = load_translator(args.model)
@@ -500,7 +499,7 @@ def step_rows(args) -> str:
               f"{table.one_call_step_max_rows} rows on several threads, {table.one_call_step_max_rows_one_thread} on one "
               f"(attnlab.accel.rules.lines(): {table})."]  # fmt: skip
     lines += ["", *encoder_tokens(model, long_enough, args), "", *product_rows(model, args), ""]
-    lines += [*onednn_rows(model, args), "", f"Load average after: {os.getloadavg()[0]:.2f}."]
+    lines += [f"Load average after: {os.getloadavg()[0]:.2f}."]
     return "\n".join(lines)
 
 
@@ -589,33 +588,6 @@ def product_rows(model, args) -> list[str]:
         f"of more than {kept.blas_large_weights:,} weights; bf16 weights from {kept.blas_min_rows_bf16} rows "
         "(attnlab.accel.rules.lines(), measured here).",
     ]
-
-
-def onednn_rows(model, args) -> list[str]:
-    """The vocabulary projection's product by rows: oneDNN's inner product against ``F.linear``
-    (MKL), on the last of ``--threads``; attnlab's ``accel.linear`` takes oneDNN up to
-    ``ONEDNN_MAX_ROWS`` rows (for a weight of ``ONEDNN_MIN_WEIGHT`` numbers or more)."""
-    from attnlab.accel import ONEDNN_MAX_ROWS
-
-    W, b = model.out_proj.weight.detach(), model.out_proj.bias
-    b = None if b is None else b.detach()
-    torch.set_num_threads(args.threads[-1])
-    lines = [
-        f"The vocabulary projection {tuple(W.shape)} by rows, {args.threads[-1]} threads, microseconds, "
-        f"median of {args.step_repeats}:",
-        "",
-        "| rows | oneDNN | F.linear (MKL) | oneDNN / F.linear |",
-        "|---:|---:|---:|---:|",
-    ]
-    with torch.inference_mode():
-        for rows in (2, 4, 8, 16, 32, 64, 128):
-            x = torch.randn(rows, W.shape[1])
-            dnnl = 1e3 * _median_ms(
-                lambda x=x: torch.ops.mkldnn._linear_pointwise(x, W, b, "none", [], ""), args.step_repeats
-            )
-            mkl = 1e3 * _median_ms(lambda x=x: torch.nn.functional.linear(x, W, b), args.step_repeats)
-            lines.append(f"| {rows} | {dnnl:.0f} | {mkl:.0f} | {dnnl / mkl:.2f} |")
-    return lines + ["", f"attnlab takes oneDNN up to {ONEDNN_MAX_ROWS} rows (attnlab.accel.ONEDNN_MAX_ROWS)."]
 
 
 def main() -> None:

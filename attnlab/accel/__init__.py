@@ -6,12 +6,6 @@ they import nothing from here (an import contract in pyproject.toml says so). Th
 above them and holds the few spots where the plain call was measurably slow on a CPU, each behind
 one function whose contract is the plain call it replaces:
 
-- :func:`linear` ``==`` :func:`torch.nn.functional.linear`. Without autograd, on a CPU and in
-  fp32, one row, or up to :data:`KERNEL_MAX_ROWS` (the hypotheses of a beam), goes to
-  attnlab's own C kernel (:mod:`attnlab.accel.kernels`, compiled on first use) and up to :data:`ONEDNN_MAX_ROWS` rows times a large weight
-  (:data:`ONEDNN_MIN_WEIGHT`), on more than one thread, to oneDNN's inner product: both split
-  the product over all of torch's threads, where ``F.linear``'s matrix-vector routine uses one.
-  Training and everything else is ``F.linear``.
 - :class:`attnlab.accel.kernels.DecoderStep` ``==`` a Transformer decoder's step through its
   modules (up to rounding): embeddings, every :class:`~attnlab.layers.DecoderBlock`, the final
   norm and the vocabulary projection in one call of attnlab's kernel, with the weights packed once
@@ -44,8 +38,9 @@ docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 
 - ``engine="modules"`` of :mod:`attnlab.decode`'s searches and generation: the models' modules.
 - :func:`disabled` (``with attnlab.accel.disabled(): …``): inside the block, in this thread, no
-  native kernel is used, as on a machine without a C compiler: single rows take oneDNN like the
-  few-row products, and the models run their modules. The tests compare the two paths so.
+  native kernel is used, as on a machine without a C compiler: decoding runs the models' modules
+  (their ``nn.Linear`` products are PyTorch's) and :func:`reorder_rows` is ``index_select``. The
+  tests compare the two paths so.
 - ``ATTNLAB_NATIVE=0`` in the environment: nothing is compiled or loaded (the same happens without
   a C compiler with OpenMP); :func:`attnlab.accel.kernels.status` says which. The kernels are
   cached under ``$ATTNLAB_CACHE`` (default ``~/.cache/attnlab``), keyed by their sources, flags,
@@ -57,8 +52,6 @@ docs/gpt-bert.md have the figures; ``benchmarks/attention.py --crossover`` and
 - ``backend="sdpa"`` (or ``"math"``) instead of ``"auto"`` on ``MultiHeadAttention`` /
   ``scaled_dot_product_attention`` (``backend`` of ``GPTConfig`` and ``BertConfig``) fixes the
   attention kernel.
-- :func:`linear` only leaves ``F.linear`` without autograd; the models use ``nn.Linear`` /
-  ``F.linear`` directly.
 
 Each fast path is tested against the plain one (``tests/accel/test_kernels.py``,
 ``tests/accel/test_native_paths.py``, ``tests/core/test_functional.py``). Apart from :mod:`.engine`, which
@@ -70,14 +63,7 @@ from __future__ import annotations
 
 from .. import functional as _functional
 from . import calibrate  # noqa: F401  (registers the calibration that rules.lines() runs on first use)
-from .inference import (
-    KERNEL_MAX_ROWS,
-    KERNEL_MAX_ROWS_ONE_THREAD,
-    ONEDNN_MAX_ROWS,
-    ONEDNN_MIN_WEIGHT,
-    linear,
-    reorder_rows,
-)
+from .inference import reorder_rows
 from .kernels import disabled, isas, using_isa
 from .rules import (
     MATH_MAX_KEYS_LOW_PRECISION,
@@ -90,7 +76,6 @@ from .rules import (
 )
 
 __all__ = [
-    "linear",
     "reorder_rows",
     "prefer_math",
     "prefer_one_call_step",
@@ -99,10 +84,6 @@ __all__ = [
     "disabled",
     "using_isa",
     "isas",
-    "KERNEL_MAX_ROWS",
-    "KERNEL_MAX_ROWS_ONE_THREAD",
-    "ONEDNN_MAX_ROWS",
-    "ONEDNN_MIN_WEIGHT",
     "MATH_MAX_KEYS_LOW_PRECISION",
     "ONE_CALL_STEP_MAX_ROWS",
     "ONE_CALL_STEP_MAX_ROWS_ONE_THREAD",

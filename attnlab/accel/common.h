@@ -117,9 +117,6 @@ typedef struct {
                    long p1, int act);
     /* A row of n floats as ⌈n/2⌉ pairs of bf16 numbers (NULL but in the BF16 variant). */
     void (*to_pairs)(const float *restrict x, long n, unsigned *restrict xb);
-    /* Outputs o0 … o1 − 1 of Y (rows, ldy) = act(X Wᵀ + b), W (out, n) row-major. */
-    void (*block)(const float *restrict W, const float *restrict X, long ldx, const float *restrict b,
-                  float *restrict Y, long ldy, long rows, long n, long o0, long o1, int act);
     long one_row_panels; /* panels a single row takes at once (packed), so the threads share them out so */
 } isa_kernels_t;
 

@@ -4,10 +4,10 @@ The C sources, each headed by what it holds:
 
 - ``panels.c``: the register tiles of the matrix products, built once per instruction set the CPU
   has (generic C, AVX2, AVX-512, AVX-512 BF16);
-- ``products.c``: those products shared out over the threads: :func:`matvec` (a weight matrix
-  times one row or a few, the product that dominates decoding), and the product of weights packed once (:func:`pack`, :func:`packed_linear`), which
-  from a few rows on hands the product to the BLAS PyTorch uses (MKL's ``sgemm_``, and
-  ``gemm_bf16bf16f32_`` for bf16 pairs; :func:`blas`, :func:`using_blas`, the lines in
+- ``products.c``: those products shared out over the threads: the product of weights packed once
+  (:func:`pack`, :func:`packed_linear`; a weight matrix times one row or a few is the product that
+  dominates decoding), which from a few rows on hands the product to the BLAS PyTorch uses
+  (MKL's ``sgemm_``, and ``gemm_bf16bf16f32_`` for bf16 pairs; :func:`blas`, :func:`using_blas`, the lines in
   :mod:`attnlab.accel.rules`);
 - ``layers.c``: the whole decoding step of the translators and GPT (:class:`DecoderStep`: embeddings, every layer, the
   vocabulary projection) and the translators' encoder (:class:`EncoderStack`), each one call, where
@@ -28,8 +28,7 @@ Instruction sets. The products run on the best variant the CPU has (:func:`isas`
 :func:`isa` says which is in force): ``avx512_bf16`` > ``avx512`` > ``avx2`` > ``generic``.
 ``ATTNLAB_ISA=<name>`` in the environment picks another for the process, :func:`using_isa` for a
 block of code (the tests run every variant the machine has so). The fp32 variants give the same
-bits for a packed product (each number is one multiply-add per input, in order); the unpacked
-products differ by the order of their additions. Under ``avx512_bf16`` the packed products of bf16
+bits for a product (each number is one multiply-add per input, in order). Under ``avx512_bf16`` the packed products of bf16
 weights use the AVX-512 BF16 dot product, which rounds the rows to bf16 too: faster, and no longer
 fp32 arithmetic on the bf16 weights.
 
@@ -65,8 +64,6 @@ from . import layout, rules
 Tensor = torch.Tensor
 
 __all__ = [
-    "gemv",
-    "matvec",
     "DecoderStep",
     "EncoderStack",
     "Packed",
@@ -455,68 +452,6 @@ def using_blas(on: bool) -> Iterator[None]:
         _blas_on.reset(token)
 
 
-def gemv(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
-    """``x Wᵀ + b`` for a single fp32 row on a CPU, or ``None`` if the kernel cannot take it
-    (not built here or switched off; another dtype or device; non-contiguous tensors; autograd
-    wanted), in which case the caller computes it another way. Same numbers as ``F.linear`` up to
-    the order of the additions (tested to 1e-5).
-
-    Shape:
-        x ``(..., n)`` with one row in all (e.g. ``(1, 1, n)``), weight ``(out, n)``, bias ``(out,)``
-        → ``(..., out)``
-    """
-    n = x.shape[-1]
-    if (
-        x.numel() != n
-        or n == 0
-        or weight.dim() != 2
-        or weight.shape[1] != n
-        or x.dtype != torch.float32
-        or weight.dtype != torch.float32
-        or x.device.type != "cpu"
-        or weight.device.type != "cpu"
-        or not weight.is_contiguous()
-        or (
-            bias is not None
-            and (
-                bias.shape != weight.shape[:1]
-                or bias.dtype != torch.float32
-                or not bias.is_contiguous()
-                or bias.device.type != "cpu"
-            )
-        )
-        or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)))
-    ):
-        return None
-    return matvec(x, weight, bias)
-
-
-def matvec(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor | None:
-    """``x Wᵀ + b`` for one row or a few, or ``None`` if the kernel is not built here or switched
-    off: :func:`gemv` without its checks, for a caller that has made them (fp32 CPU rows, a
-    contiguous 2-D fp32 weight and bias, no autograd): decoding calls it ~40 times per token, so a
-    dozen attribute checks per call would cost more than the product of a small layer.
-
-    Each weight row is read from memory once for all the rows of ``x``, so a few rows (the
-    hypotheses of a beam) cost little more than one; each output number is computed as for a
-    single row, so a row gives the same bits alone or beside others.
-
-    Shape:
-        x ``(..., n)``, weight ``(out, n)``, bias ``(out,)`` → ``(..., out)``
-    """
-    lib = _on_now()
-    if lib is None:
-        return None
-    out, n = weight.shape
-    y = x.new_empty(x.shape[:-1] + (out,))
-    x = x.contiguous()  # held in a name: a temporary copy would be freed before the C call reads it
-    lib.attnlab_linear_rows(
-        weight.data_ptr(), x.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
-        x.numel() // n, out, n, _isa_code(), torch.get_num_threads(),
-    )  # fmt: skip
-    return y
-
-
 def _pointers(tensors: list[Tensor | None]) -> ctypes.Array:
     return (ctypes.c_void_p * len(tensors))(*[None if t is None else t.data_ptr() for t in tensors])
 
@@ -571,8 +506,8 @@ def packed_linear(
 ) -> Tensor:
     """``x Wᵀ + b`` for a weight packed by :func:`pack`, by the products of ``isa_name`` (default
     :func:`isa`; bf16 pairs only by ``avx512_bf16``): the product of the layer kernels on its own
-    (for tests and measurements). Each number is the same alone or beside other rows. No checks, as
-    :func:`matvec`; requires the kernels (:func:`available`).
+    (for tests and measurements). Each number is the same alone or beside other rows. No checks per
+    call (the caller gives fp32 CPU rows, contiguous); requires the kernels (:func:`available`).
 
     Shape:
         x ``(rows, n)`` contiguous fp32, packed from ``(out, n)``, bias ``(out,)`` fp32 → ``(rows, out)``
@@ -704,7 +639,8 @@ class DecoderStep:
     (:func:`pack`: a copy, so build it once and keep it while the parameters do not change; the
     other tensors are read as fp32); the arithmetic is fp32 either way (but the BF16 dot product of
     ``avx512_bf16``, see :func:`pack`). :meth:`build` returns ``None`` when the kernels are not
-    built here or switched off, or the tensors are neither. No checks per call, as :func:`matvec`.
+    built here or switched off, or the tensors are neither. No checks per call: decoding calls it
+    once per token, where a dozen attribute checks would cost more than a small step's products.
 
     Shape:
         tokens ``(B,)`` int64 → logits ``(B, V)``; cache buffers ``L × (B, H, cap, Dh)``; source

@@ -122,10 +122,6 @@ MATRICES = {name: tuple(f for f, t in fields if t == _W) for name, fields in STR
 
 #: The exported functions: name, arguments (name, C type). All return nothing.
 FUNCTIONS: dict[str, list[tuple[str, str]]] = {
-    "attnlab_linear_rows": [
-        ("W", _F), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),
-        ("isa", "int"), ("threads", "int"),
-    ],
     "attnlab_pack": [("W", "const void *"), ("Wp", "void *"), ("out", "long"), ("n", "long"), ("weights", "int")],
     "attnlab_packed_rows": [
         ("W", "const weight_t *"), ("X", _F), ("b", _F), ("Y", "float *"), ("rows", "long"), ("out", "long"), ("n", "long"),

@@ -7,19 +7,14 @@
  * exports its kernels as attnlab_isa_<name> (common.h, isa_kernels_t); products.c picks one per
  * call, so that a test can run every variant the machine has.
  *
- * Two kinds of product, both Y = act(X Wᵀ + b) for a few rows of X:
- *
- * - W as it is (row-major), for attnlab.accel.linear: tiles of MR rows × NR outputs, each number a
- *   dot product over the inputs in chunks of VW, then the lanes' sum in a fixed order, then the
- *   scalar tail. Whatever the tile, the same additions in the same order: a row gives the same bits
- *   alone or beside others.
- * - W packed once (attnlab_pack) into panels of PANEL outputs, panel p holding W[16p … 16p+15][k] for
- *   k = 0 … n−1 one after another, for the layer kernels. A tile of MR rows × one panel keeps MR·16
- *   sums in registers and, per k, loads the panel's 16 weights and broadcasts one number of each row:
- *   every load feeds several multiply-adds, no horizontal sums, and the panel and rows stay in the
- *   L1 cache (the register tile of optimised matrix products, Goto & van de Geijn 2008). Each number
- *   is one multiply-add per k in order, so it is the same bits whatever MR, and the same in every
- *   ISA but the BF16 dot product (which rounds the rows to bf16 and adds two products at once).
+ * The product, Y = act(X Wᵀ + b) for a few rows of X, with W packed once (attnlab_pack) into panels
+ * of PANEL outputs, panel p holding W[16p … 16p+15][k] for k = 0 … n−1 one after another, for the
+ * layer kernels. A tile of MR rows × one panel keeps MR·16 sums in registers and, per k, loads the
+ * panel's 16 weights and broadcasts one number of each row: every load feeds several multiply-adds,
+ * no horizontal sums, and the panel and rows stay in the L1 cache (the register tile of optimised
+ * matrix products, Goto & van de Geijn 2008). Each number is one multiply-add per k in order, so it
+ * is the same bits whatever MR, and the same in every ISA but the BF16 dot product (which rounds the
+ * rows to bf16 and adds two products at once).
  */
 
 #include "common.h"
@@ -76,87 +71,6 @@ static inline vf vload_bf16(const unsigned short *p) {
 
 static inline vf vsplat(float v) {
     return (vf){0} + v;
-}
-
-/* The lanes' sum: halves folded onto each other down to eight lanes, then hsum8's fixed order. */
-static inline float vsum(vf a) {
-#if VW == 16
-    f32x8 lo, hi;
-    memcpy(&lo, &a, sizeof lo);
-    memcpy(&hi, (const char *)&a + sizeof lo, sizeof hi);
-    return hsum8(lo + hi);
-#else
-    return hsum8(a);
-#endif
-}
-
-/* ---- W as it is ------------------------------------------------------------------------------ */
-
-#define DEFINE_TILE(MR, NR)                                                                               \
-    static void tile_##MR##_##NR(const float *restrict W, const float *restrict X, long n, long ldx,     \
-                                 float *restrict out) {                                                   \
-        vf acc[MR][NR];                                                                                   \
-        for (int m = 0; m < MR; ++m)                                                                      \
-            for (int o = 0; o < NR; ++o) acc[m][o] = (vf){0};                                             \
-        long i = 0;                                                                                       \
-        for (; i + VW <= n; i += VW) {                                                                    \
-            vf w[NR];                                                                                     \
-            for (int o = 0; o < NR; ++o) w[o] = vload(W + o * n + i);                                     \
-            for (int m = 0; m < MR; ++m) {                                                                \
-                const vf x = vload(X + m * ldx + i);                                                      \
-                for (int o = 0; o < NR; ++o) acc[m][o] = vfma(w[o], x, acc[m][o]);                         \
-            }                                                                                             \
-        }                                                                                                 \
-        for (int m = 0; m < MR; ++m)                                                                      \
-            for (int o = 0; o < NR; ++o) {                                                                \
-                float s = vsum(acc[m][o]);                                                                \
-                for (long j = i; j < n; ++j) s = fmaf(W[o * n + j], X[m * ldx + j], s);                   \
-                out[m * NR + o] = s;                                                                      \
-            }                                                                                             \
-    }
-
-DEFINE_TILE(1, 1)
-DEFINE_TILE(2, 1)
-DEFINE_TILE(3, 1)
-DEFINE_TILE(4, 1)
-DEFINE_TILE(1, 3)
-DEFINE_TILE(2, 3)
-DEFINE_TILE(3, 3)
-DEFINE_TILE(4, 3)
-DEFINE_TILE(1, 4)
-DEFINE_TILE(2, 4)
-DEFINE_TILE(3, 4)
-DEFINE_TILE(1, 8)
-
-typedef void (*tile_fn)(const float *restrict, const float *restrict, long, long, float *restrict);
-
-/* Outputs o0 … o1 − 1 of Y (rows, ldy) = act(X (rows, ldx) Wᵀ + b), W (out, n) row-major. */
-static void block(const float *restrict W, const float *restrict X, long ldx, const float *restrict b,
-                  float *restrict Y, long ldy, long rows, long n, long o0, long o1, int act) {
-    /* tiles[nr][mr]: four rows by three outputs where there are four rows (7 loads per 12
-     * multiply-adds), else up to three rows by four outputs, and one row by eight (eight independent
-     * sums: one row is otherwise held up by the latency of each multiply-add); one output at the end
-     * of a block */
-    static const tile_fn tiles[9][5] = {
-        [1] = {0, tile_1_1, tile_2_1, tile_3_1, tile_4_1},
-        [3] = {0, tile_1_3, tile_2_3, tile_3_3, tile_4_3},
-        [4] = {0, tile_1_4, tile_2_4, tile_3_4, 0},
-        [8] = {0, tile_1_8, 0, 0, 0},
-    };
-    float out[32];
-    const long NR = rows >= 4 ? 3 : rows == 1 ? 8 : 4;
-    for (long o = o0; o < o1;) {
-        const long nr = o1 - o >= NR ? NR : 1;
-        for (long m = 0; m < rows;) {
-            const long mr = rows - m >= 4 ? 4 : rows - m;
-            tiles[nr][mr](W + o * n, X + m * ldx, n, ldx, out);
-            for (long i = 0; i < mr; ++i)
-                for (long j = 0; j < nr; ++j)
-                    Y[(m + i) * ldy + o + j] = activate(out[i * nr + j] + (b ? b[o + j] : 0.0f), act);
-            m += mr;
-        }
-        o += nr;
-    }
 }
 
 /* ---- W packed --------------------------------------------------------------------------------- */
@@ -376,7 +290,7 @@ static void packed_pairs(const void *restrict Wp, const unsigned *restrict XB, l
 #define EXPORT(isa) EXPORT_(isa)
 
 #if defined(DPBF16)
-INTERNAL const isa_kernels_t EXPORT(ISA) = {packed, to_bf16_pairs, block, ONE_ROW};
+INTERNAL const isa_kernels_t EXPORT(ISA) = {packed, to_bf16_pairs, ONE_ROW};
 #else
-INTERNAL const isa_kernels_t EXPORT(ISA) = {packed, 0, block, ONE_ROW};
+INTERNAL const isa_kernels_t EXPORT(ISA) = {packed, 0, ONE_ROW};
 #endif

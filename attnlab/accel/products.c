@@ -9,7 +9,6 @@
  * (panels.c, one build per ISA): each thread reads a single sequential stream of weights, which the
  * hardware prefetcher follows best.
  *
- * - attnlab_linear_rows: W as it is (attnlab.accel.linear).
  * - packed_rows, packed_many: W packed once (attnlab_pack) for the layer kernels (layers.c), or,
  *   from some rows on, W as it is by the BLAS that PyTorch uses (its SGEMM, each thread computing
  *   its share of the outputs); attnlab_packed_rows is the same product on its own, for tests and
@@ -69,33 +68,6 @@ static const isa_kernels_t *isa_kernels(int isa) {
     default:
         return &attnlab_isa_generic;
     }
-}
-
-/* ---- W as it is ----------------------------------------------------------------------------- */
-
-/* Outputs per unit of parallel work: a multiple of the tile widths (3 and 4; 8 for one row). */
-#define BLOCK 12
-#define BLOCK_ONE_ROW 16
-
-/* Y (rows, ldy) = X Wᵀ + b for W (out, n), inside a parallel region: the output blocks are shared
- * out over the threads. */
-static void linear_rows(const isa_kernels_t *k, const float *restrict W, const float *restrict X, long ldx,
-                        const float *restrict b, float *restrict Y, long ldy, long rows, long out, long n) {
-    const long size = rows == 1 ? BLOCK_ONE_ROW : BLOCK, blocks = (out + size - 1) / size;
-#pragma omp for schedule(static)
-    for (long j = 0; j < blocks; ++j) {
-        const long o0 = j * size, o1 = o0 + size < out ? o0 + size : out;
-        k->block(W, X, ldx, b, Y, ldy, rows, n, o0, o1, ACT_NONE);
-    }
-}
-
-/* Y = X Wᵀ + b. Shapes: W (out, n) row-major and contiguous, X (rows, n) contiguous, b (out,) or
- * NULL, Y (rows, out). */
-void attnlab_linear_rows(const float *restrict W, const float *restrict X, const float *restrict b, float *restrict Y,
-                         long rows, long out, long n, int isa, int threads) {
-    const isa_kernels_t *k = isa_kernels(isa);
-#pragma omp parallel num_threads(threads)
-    linear_rows(k, W, X, n, b, Y, out, rows, out, n);
 }
 
 /* ---- W packed --------------------------------------------------------------------------------- */

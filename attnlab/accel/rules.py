@@ -25,6 +25,7 @@ import contextvars
 import dataclasses
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ __all__ = [
     "Lines",
     "DEFAULTS",
     "CALIBRATED",
+    "RETIRED",
     "lines",
     "using",
     "forced_from_env",
@@ -76,12 +78,6 @@ class Lines:
     # without the BLAS, and otherwise (attnlab.accel.engine.start; its working memory bound).
     encoder_max_tokens: int = 32
     encoder_max_tokens_one_call: int = 4096
-    # Most rows for which accel.linear takes attnlab's kernel on several threads and on one; most
-    # rows for oneDNN's inner product, from onednn_min_weight weights (attnlab.accel.inference).
-    kernel_max_rows: int = 8
-    kernel_max_rows_one_thread: int = 4
-    onednn_max_rows: int = 32
-    onednn_min_weight: int = 1 << 20
     # Most rows (sentences × beams; source tokens for the encoder) of a step that the one-call
     # kernels run on one thread although torch has more (calibrated): where the other threads'
     # share is smaller than what waking them and waiting for them costs, as for one sentence on
@@ -92,6 +88,11 @@ class Lines:
 #: The lines drawn on the Intel Xeon (AVX-512 BF16, AMX) of docs/measured.md: the table where
 #: nothing is measured (``ATTNLAB_CALIBRATE=0``, no kernels).
 DEFAULTS = Lines()
+
+#: Lines of earlier versions whose paths are gone (``accel.linear``'s router among attnlab's
+#: kernel, oneDNN and ``F.linear``, removed by issue 38): ``ATTNLAB_LINES`` naming one is obeyed
+#: as before by ignoring it, with a warning, rather than failing a user's decode.
+RETIRED = frozenset({"kernel_max_rows", "kernel_max_rows_one_thread", "onednn_max_rows", "onednn_min_weight"})
 
 #: The fields the calibration measures (:mod:`attnlab.accel.calibrate`); the others keep their
 #: defaults unless forced.
@@ -117,7 +118,7 @@ measure: Callable[[int], Lines] | None = None
 
 def forced_from_env(base: Lines) -> Lines:
     """``base`` with the lines that ``ATTNLAB_LINES`` forces (``name=value,…``; a bad entry is a
-    clear error)."""
+    clear error, a line of :data:`RETIRED` a warning and otherwise ignored)."""
     spec = os.environ.get("ATTNLAB_LINES", "").strip()
     if not spec:
         return base
@@ -128,6 +129,9 @@ def forced_from_env(base: Lines) -> Lines:
             continue
         name, _, value = item.partition("=")
         name = name.strip()
+        if name in RETIRED and value.strip().lstrip("-").isdigit():
+            warnings.warn(f"ATTNLAB_LINES: {name} is no longer a line of attnlab's engine; ignored", stacklevel=2)
+            continue
         if name not in names or not value.strip().lstrip("-").isdigit():
             raise ValueError(f"ATTNLAB_LINES: {item.strip()!r} is not NAME=INTEGER with NAME one of {sorted(names)}")
         changes[name] = int(value)

@@ -140,8 +140,38 @@ def test_the_environment_forces_lines_and_turns_measuring_off(measuring, monkeyp
         rules.lines()
 
 
+def test_a_retired_line_in_the_environment_is_ignored_with_a_warning(measuring, monkeypatch):
+    # The lines of accel.linear's router (removed by issue 38) may still be in a user's environment:
+    # they no longer steer anything, so the decode goes on, told once why they have no effect.
+    monkeypatch.setenv("ATTNLAB_CALIBRATE", "0")
+    monkeypatch.setenv("ATTNLAB_LINES", "onednn_max_rows=4, blas_min_rows=64, kernel_max_rows=2")
+    with pytest.warns(UserWarning, match="is no longer a line of attnlab's engine; ignored") as caught:
+        table = rules.lines()
+    assert table == dataclasses.replace(rules.DEFAULTS, blas_min_rows=64)
+    assert sorted(str(w.message).split()[1] for w in caught) == ["kernel_max_rows", "onednn_max_rows"]
+    assert not hasattr(table, "onednn_max_rows") and rules.RETIRED.isdisjoint(f.name for f in dataclasses.fields(table))
+    rules.forget()
+    monkeypatch.setenv("ATTNLAB_LINES", "onednn_max_rows=many")  # still NAME=INTEGER or a clear error
+    with pytest.raises(ValueError, match="ATTNLAB_LINES: 'onednn_max_rows=many' is not NAME=INTEGER"):
+        rules.lines()
+
+
+def test_a_cached_table_with_lines_of_another_version_is_measured_again(measuring, tmp_path):
+    # A per-machine cache written by another version of attnlab (a line it no longer has) must not
+    # break a decode: that entry is measured again and replaced.
+    threads = torch.get_num_threads()
+    path = tmp_path / "cache" / "lines.json"
+    path.parent.mkdir(parents=True)
+    old = {"lines": {"blas_min_rows": 7, "onednn_max_rows": 32}, "threads": threads, "busy": False}
+    path.write_text(json.dumps({calibrate.key(threads): old}))
+    table = rules.lines()
+    assert measuring == [threads] and table.blas_min_rows == 4
+    (entry,) = json.loads(path.read_text()).values()
+    assert set(entry["lines"]) == set(rules.CALIBRATED)
+
+
 def test_lines_not_measured_never_start_a_calibration(measuring):
-    assert rules.lines(measured=False) == rules.DEFAULTS  # (attention, accel.linear: hot paths, training)
+    assert rules.lines(measured=False) == rules.DEFAULTS  # (attention, the one-call step: hot paths, training)
     assert measuring == []
 
 

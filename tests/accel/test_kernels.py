@@ -1,4 +1,4 @@
-"""attnlab.accel.kernels: the native matrix-vector product against F.linear, its fallbacks and its build."""
+"""attnlab.accel.kernels: the native products and search kernels against PyTorch, their fallbacks and their build."""
 
 from __future__ import annotations
 
@@ -27,108 +27,13 @@ def test_the_kernel_builds_where_there_is_a_compiler():
     assert kernels.status().startswith("loaded ")
 
 
-@needs_kernel
-@pytest.mark.parametrize("n", [1, 3, 16, 17, 385])
-@pytest.mark.parametrize("out", [1, 3, 4, 5, 77])
-@pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_gemv_equals_torch_linear(n, out, bias, threads):
-    gen = torch.Generator().manual_seed(n * 100 + out)
-    w = torch.randn(out, n, generator=gen)
-    b = torch.randn(out, generator=gen) if bias else None
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        for shape in ((n,), (1, n), (1, 1, n)):
-            x = torch.randn(shape, generator=gen)
-            with torch.no_grad():
-                y = kernels.gemv(x, w, b)
-            assert y is not None and y.shape == shape[:-1] + (out,)
-            torch.testing.assert_close(y, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
-        strided = torch.randn(1, 2 * n, generator=gen)[:, ::2]  # one row, not contiguous: copied first
-        with torch.no_grad():
-            torch.testing.assert_close(kernels.gemv(strided, w, b), F.linear(strided, w, b), atol=1e-5, rtol=1e-5)
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_linear_refuses_mismatched_shapes_rather_than_reading_past_the_weight():
-    with torch.inference_mode():
-        with pytest.raises(RuntimeError, match="cannot be multiplied"):  # F.linear's message
-            accel.linear(torch.randn(1, 10), torch.randn(12, 5))
-        with pytest.raises(RuntimeError):
-            accel.linear(torch.randn(1, 10), torch.randn(12, 10), torch.randn(7))  # bias of the wrong size
-
-
-def test_gemv_declines_what_it_cannot_compute():
-    w, b = torch.randn(8, 16), torch.randn(8)
-    with torch.no_grad():
-        assert kernels.gemv(torch.randn(2, 16), w, b) is None  # two rows
-        assert kernels.gemv(torch.randn(1, 16).double(), w.double()) is None  # fp64
-        assert kernels.gemv(torch.randn(1, 8), w.t()) is None  # a transposed (non-contiguous) weight
-        assert kernels.gemv(torch.randn(1, 16), w, torch.randn(7)) is None  # bias of the wrong size
-        assert kernels.gemv(torch.randn(1, 0), torch.randn(8, 0)) is None  # nothing to multiply
-    wg = w.clone().requires_grad_()
-    assert kernels.gemv(torch.randn(1, 16), wg) is None  # autograd wanted: F.linear's job
-    assert kernels.gemv(torch.randn(1, 16), w, b.clone().requires_grad_()) is None  # ... for the bias too
-
-
-@needs_kernel
-@pytest.mark.parametrize("threads", [1, 2])
-def test_linear_sends_one_row_or_a_few_to_the_kernel_and_more_rows_elsewhere(monkeypatch, threads):
-    calls = []
-    real = kernels.matvec
-    monkeypatch.setattr(kernels, "matvec", lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
-    layer = torch.nn.Linear(32, 24)
-    few = accel.KERNEL_MAX_ROWS if threads > 1 else accel.KERNEL_MAX_ROWS_ONE_THREAD
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            for shape in ((1, 1, 32), (few, 32), (2, few // 2, 32), (few + 1, 32), (40, 32)):
-                x = torch.randn(shape)
-                torch.testing.assert_close(
-                    accel.linear(x, layer.weight, layer.bias),
-                    F.linear(x, layer.weight, layer.bias),
-                    atol=1e-5,
-                    rtol=1e-5,
-                )
-        assert calls == [(1, 1, 32), (few, 32), (2, few // 2, 32)]
-        accel.linear(torch.randn(1, 32), layer.weight, layer.bias).sum().backward()  # with autograd: F.linear
-    finally:
-        torch.set_num_threads(before)
-    assert len(calls) == 3 and layer.weight.grad is not None
-
-
-@needs_kernel
-@pytest.mark.parametrize("n, out", [(3, 5), (40, 77), (256, 300)])
-@pytest.mark.parametrize("rows", [2, 4, 7])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_matvec_of_a_few_rows_is_each_row_alone(n, out, rows, threads):
-    gen = torch.Generator().manual_seed(n * rows + out)
-    w, b = torch.randn(out, n, generator=gen), torch.randn(out, generator=gen)
-    x = torch.randn(rows, 1, n, generator=gen)  # the hypotheses of a beam, one decoding step
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            together = kernels.matvec(x, w, b)
-            alone = torch.cat([kernels.matvec(x[i], w, b) for i in range(rows)]).view(rows, 1, out)
-            strided = kernels.matvec(x.transpose(0, 1), w, None)  # (1, rows, n) seen through a transpose
-    finally:
-        torch.set_num_threads(before)
-    assert together.shape == (rows, 1, out)
-    assert torch.equal(together, alone)  # one weight pass for all rows, each row's additions unchanged
-    torch.testing.assert_close(together, F.linear(x, w, b), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(strided, F.linear(x.transpose(0, 1), w), atol=1e-5, rtol=1e-5)
-
-
 def _probe(env: dict) -> list[str]:
     code = (
-        "import torch; from attnlab.accel import kernels, linear; import torch.nn.functional as F\n"
-        "w, b, x = torch.randn(6, 10), torch.randn(6), torch.randn(1, 10)\n"
-        "with torch.no_grad(): y = linear(x, w, b); g = kernels.gemv(x, w, b)\n"
-        "print(kernels.status()); print(g is None); print(bool(torch.allclose(y, F.linear(x, w, b), atol=1e-5)))"
+        "import torch; from attnlab.accel import kernels, reorder_rows\n"
+        "x, index = torch.randn(3, 2, 8, 4), torch.tensor([2, 0, 0])  # (B, H, capacity, Dh), a beam's reorder\n"
+        "with torch.no_grad(): y = reorder_rows(x, index, 5); g = kernels.gather_filled(x, index, 5)\n"
+        "print(kernels.status()); print(g is None)\n"
+        "print(bool(torch.equal(y[:, :, :5], x.index_select(0, index)[:, :, :5])))"
     )
     run = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=300, check=True

@@ -6,11 +6,9 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-from pinned_lines import pin_lines
 from torch import nn
 
-from attnlab.accel import ONEDNN_MAX_ROWS, linear, reorder_rows
+from attnlab.accel import reorder_rows
 from attnlab.functional import causal_mask, padding_mask
 from attnlab.layers import (
     DecoderBlock,
@@ -332,61 +330,6 @@ def test_which_steps_take_the_one_row_path(monkeypatch):
         assert calls == [1]
         with pytest.raises(TypeError, match="dtype"):
             mha(torch.randn(1, 1, 8).double(), cache=KVCache())  # the general path names the problem
-
-
-@pytest.mark.parametrize(
-    "shape", [(1, 1, 48), (1, 48), (3, 5, 48), (ONEDNN_MAX_ROWS, 48), (ONEDNN_MAX_ROWS + 1, 48), (0, 48)]
-)
-@pytest.mark.parametrize("bias", [True, False])
-def test_linear_equals_torch_linear_with_and_without_autograd(shape, bias):
-    torch.manual_seed(0)
-    layer = nn.Linear(48, 80, bias=bias)
-    x = torch.randn(shape)
-    ref = F.linear(x, layer.weight, layer.bias)
-    with torch.inference_mode():  # the fast paths: one row the native kernel, a few oneDNN or F.linear
-        torch.testing.assert_close(linear(x, layer.weight, layer.bias), ref, atol=1e-5, rtol=1e-5)
-    with torch.no_grad():
-        torch.testing.assert_close(
-            linear(x.double(), layer.weight.double(), None if not bias else layer.bias.double()),
-            ref.double(),
-            atol=1e-5,
-            rtol=1e-5,
-        )
-    out = linear(x, layer.weight, layer.bias)  # with autograd: F.linear, gradients flow
-    torch.testing.assert_close(out, ref)
-    out.sum().backward()
-    assert layer.weight.grad is not None and layer.weight.grad.shape == (80, 48)
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("rows", [2, ONEDNN_MAX_ROWS])
-def test_few_rows_times_a_large_weight_equal_torch_linear(rows, threads, monkeypatch):
-    # With the weight-size limit lowered, a few rows take oneDNN on two threads, F.linear on one.
-    pin_lines(monkeypatch, onednn_min_weight=0)
-    before = torch.get_num_threads()
-    torch.manual_seed(0)
-    layer, x = nn.Linear(48, 80), torch.randn(rows, 1, 48)
-    try:
-        torch.set_num_threads(threads)
-        with torch.inference_mode():
-            torch.testing.assert_close(
-                linear(x, layer.weight, layer.bias), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
-            )
-    finally:
-        torch.set_num_threads(before)
-
-
-@pytest.mark.parametrize("rows", [1, 3, 40])
-def test_linear_with_a_transposed_weight(rows):
-    # A non-contiguous weight cannot go to the native kernel: oneDNN or F.linear take it.
-    gen = torch.Generator().manual_seed(rows)
-    w, b, x = (
-        torch.randn(20, 30, generator=gen).t(),
-        torch.randn(30, generator=gen),
-        torch.randn(rows, 20, generator=gen),
-    )
-    with torch.inference_mode():
-        torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), atol=1e-5, rtol=1e-5)
 
 
 def test_stacked_self_attention_projection_equals_the_three_projections():
