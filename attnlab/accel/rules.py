@@ -90,8 +90,8 @@ class Lines:
 DEFAULTS = Lines()
 
 #: Lines of earlier versions whose paths are gone (``accel.linear``'s router among attnlab's
-#: kernel, oneDNN and ``F.linear``, removed by issue 38): ``ATTNLAB_LINES`` naming one is obeyed
-#: as before by ignoring it, with a warning, rather than failing a user's decode.
+#: kernel, oneDNN and ``F.linear``, removed by issue 38): nothing reads them any more, so
+#: ``ATTNLAB_LINES`` naming one is ignored with a warning rather than failing a user's decode.
 RETIRED = frozenset({"kernel_max_rows", "kernel_max_rows_one_thread", "onednn_max_rows", "onednn_min_weight"})
 
 #: The fields the calibration measures (:mod:`attnlab.accel.calibrate`); the others keep their
