@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,26 @@ def _fresh(out: str | Path, force: bool) -> Path:
     return out
 
 
+def _write_graph(
+    model: nn.Module, graph_of: Callable[[nn.Module, str], object], weights: str, out_dir: str | Path, force: bool
+) -> tuple[Path, str]:
+    """Every exporter's start: the weights' storage (``weights``: a key of ``WEIGHTS``; "auto" the
+    exact one), the graph built by ``graph_of`` before the folder is touched (a model this export
+    does not take leaves nothing behind), then ``out_dir`` made fresh with ``model.onnx`` in it.
+    Returns the folder and the storage.
+
+    Shape:
+        no tensors.
+    """
+    import onnx
+
+    storage = _storage(model, weights)
+    graph = graph_of(model, storage)
+    out = _fresh(out_dir, force)
+    onnx.save(graph, str(out / "model.onnx"))
+    return out, storage
+
+
 def _write_meta(out: Path, meta: dict) -> None:
     meta = {"format": "attnlab.onnx", "version": 1, **meta}
     write_meta(out, meta)
@@ -166,17 +187,12 @@ def export_gpt_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    import onnx
-
     from .loading import load_model  # a shipped name or a folder, as everywhere else
 
     model, tokenizer = load_model(model_dir_or_name)
     if getattr(model.config, "model_type", None) != "gpt":
         raise ValueError(f"{model_dir_or_name}: not a GPT (only a GPT has this in-page export)")
-    storage = _storage(model, weights)
-    graph = gpt_graph(model, storage)
-    out = _fresh(out_dir, force)
-    onnx.save(graph, str(out / "model.onnx"))
+    out, storage = _write_graph(model, gpt_graph, weights, out_dir, force)
     tokenizer.save(out, "tokenizer")
     c = model.config
     _write_meta(
@@ -272,15 +288,10 @@ def export_vit_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    import onnx
-
     from .loading import load_model  # a shipped name or a folder, as everywhere else
 
     model, config = load_model(model_dir_or_name)
-    storage = _storage(model, weights)
-    graph = vit_graph(model, storage)
-    out = _fresh(out_dir, force)
-    onnx.save(graph, str(out / "model.onnx"))
+    out, storage = _write_graph(model, vit_graph, weights, out_dir, force)
     (out / "images.json").write_text(json.dumps(vit_images(config), separators=(",", ":")) + "\n", encoding="utf-8")
     c = model.config
     _write_meta(
@@ -404,15 +415,10 @@ def export_gat_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    import onnx
-
     from .loading import load_model  # a shipped name or a folder, as everywhere else
 
     model, config = load_model(model_dir_or_name)
-    storage = _storage(model, weights)
-    graph = gat_graph(model, storage)
-    out = _fresh(out_dir, force)
-    onnx.save(graph, str(out / "model.onnx"))
+    out, storage = _write_graph(model, gat_graph, weights, out_dir, force)
     (out / "graph.json").write_text(json.dumps(gat_graph_data(config), separators=(",", ":")) + "\n", encoding="utf-8")
     c = model.config
     _write_meta(
@@ -516,8 +522,6 @@ def export_classifier_onnx(
     Shape:
         no tensors; returns ``out_dir``.
     """
-    import onnx
-
     from . import assets
     from .assets.locate import resolve_model_dir
     from .loading import load_model  # a shipped name or a folder, as everywhere else
@@ -527,13 +531,10 @@ def export_classifier_onnx(
     if not isinstance(classifier, TextClassifier):
         raise ValueError(f"{model_dir_or_name}: not a text classifier (only one has this in-page export)")
     model, tok = classifier.model, classifier.tokenizer
-    storage = _storage(model, weights)
-    graph = classifier_graph(model, storage)
     name = Path(str(model_dir_or_name)).name
     shipped = assets.ASSETS.get(str(model_dir_or_name))
     card = classifier_card(resolve_model_dir(model_dir_or_name))
-    out = _fresh(out_dir, force)
-    onnx.save(graph, str(out / "model.onnx"))
+    out, storage = _write_graph(model, classifier_graph, weights, out_dir, force)
     tok.save(out, "tokenizer")
     c = model.config
     _write_meta(
