@@ -35,6 +35,14 @@ from .common import Evaluation, fast_check, run_nothing
 __all__ = ["BF16_NOTE", "PresetTranslator", "EnjaTranslator", "DemoTranslator", "BottleneckRNN"]
 
 
+#: What a translator's card says of ``bleu_bf16`` (precision "auto" may take bf16 only where the card
+#: gives it: attnlab.recipes.translate.bf16_within_card); the card's text adds the final full stop.
+BF16_NOTE = (
+    " bleu_bf16: the same BLEU decoded in bf16 (`--precision bf16`; what precision auto takes on a CPU with "
+    "native bf16 where it is measured faster, when within 0.5 BLEU of fp32's)"
+)
+
+
 def _arg(value: float) -> str:
     return f"{value:g}"
 
@@ -50,14 +58,6 @@ def _translator_config(setup: tr.TranslationSetup, directory: Path) -> dict:
 def _translations(directory: Path, inputs: Sequence[str]) -> dict[str, str]:
     translator = load_model(directory, family="translate", precision="fp32")
     return {text: r.text for text, r in zip(inputs, translator.translate(list(inputs), beam_size=1))}
-
-
-#: What a translator's card says of ``bleu_bf16`` (precision "auto" may take bf16 only where the card
-#: gives it: attnlab.recipes.translate.bf16_within_card); the card's text adds the final full stop.
-BF16_NOTE = (
-    " bleu_bf16: the same BLEU decoded in bf16 (`--precision bf16`; what precision auto takes on a CPU with "
-    "native bf16 where it is measured faster, when within 0.5 BLEU of fp32's)"
-)
 
 
 def _translation_scores(
@@ -98,7 +98,8 @@ def _greedy_translation_evaluation(
 @dataclass(frozen=True)
 class PresetTranslator:
     """A translator trained by ``attnlab train translate --preset P`` on line-aligned corpus files
-    ``DATA/corpus/{train,dev,test}.{src,tgt}`` (small_parallel_enja for ja-en and en-ja)."""
+    ``DATA/corpus/{train,dev,test}.{src,tgt}`` (small_parallel_enja): how ja-en and en-ja were
+    built before :class:`EnjaTranslator`; the tests build tiny stand-ins with it."""
 
     name: str  # the shipped name
     preset: str  # key of attnlab.recipes.translate.PRESETS
