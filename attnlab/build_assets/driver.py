@@ -39,6 +39,7 @@ from .translators import BottleneckRNN, DemoTranslator, EnjaTranslator
 
 __all__ = ["BUILDS", "config_differences", "LOAD_FILE", "training_facts", "pack_asset", "build", "main"]
 
+# A build's `storage` (default "float16") -> the dtype pack_checkpoint stores its weights in.
 _STORAGE_DTYPES = {"float16": torch.float16, "int8": torch.int8}
 
 
@@ -60,7 +61,11 @@ BUILDS: dict[str, AssetBuild] = {
 
 
 def config_differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
-    """The entries where two ``config.json`` contents differ, as ``key: actual (expected E)``."""
+    """The entries where two ``config.json`` contents differ, as ``key: actual (expected E)``.
+
+    Shape:
+        no tensors; one line per differing key, sorted by key.
+    """
     expected = json.loads(json.dumps(expected))  # tuples → lists, as config.json holds them
     keys = sorted(set(expected) | set(actual))
     missing = object()
@@ -175,7 +180,11 @@ def training_facts(checkpoint: Path) -> dict[str, Any] | None:
     """Steps, training minutes, mean target tokens/s and stop reason of the run that wrote
     ``checkpoint`` (its folder's or its parent's ``log.jsonl``), with this machine's CPU and, where
     the build recorded it (``load.json``), the load average when the training started and ended;
-    None without a log."""
+    None without a log.
+
+    Shape:
+        no tensors.
+    """
     log_path = next((p / "log.jsonl" for p in (checkpoint, checkpoint.parent) if (p / "log.jsonl").is_file()), None)
     if log_path is None:
         return None
@@ -222,6 +231,9 @@ def pack_asset(
     Raises:
         ValueError: the trained model's config is not the one the build makes (e.g. a run of other
             settings given with --from-run); nothing is written then.
+
+    Shape:
+        no tensors cross it: a run folder in, an asset folder and its card out.
     """
     source = asset_build.checkpoint(run)
     wrong = config_differences(asset_build.expected_config(source), read_config(source))
@@ -292,6 +304,9 @@ def build(
             match its build, or assets over :data:`attnlab.assets.BUDGET_BYTES` (after packing).
         FileNotFoundError: a data file or the ``from_run`` folder is missing (checked before any training).
         RuntimeError: a training failed.
+
+    Shape:
+        no tensors cross it: data folders in, asset folders and cards out.
     """
     builds = BUILDS if builds is None else builds
     root = assets.ROOT if root is None else Path(root)
@@ -342,7 +357,12 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m attnlab.build_assets``: the command line of ``make models``."""
+    """``python -m attnlab.build_assets``: the command line of ``make models``; returns the exit
+    status (2 with a one-line error).
+
+    Shape:
+        no tensors.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m attnlab.build_assets",
         description="Train, pack (fp16 or int8) and describe the models shipped in attnlab/assets (make models).",
