@@ -21,9 +21,8 @@ from pathlib import Path
 
 import torch
 
-from ..assets.locate import resolve_model_dir
 from ..inference.classify import TextClassifier
-from ..loading import load_model
+from ..loading import load_model, model_dir
 from ..metrics import rouge
 from ..recipes import TrainJob, graph, qa, vision
 from ..recipes import classify as cl
@@ -122,7 +121,7 @@ class SentenceTypeClassifier:
         return [self._corpus(data) / f"{split}.{side}" for split in ("train", "dev", "test") for side in ("en", "ja")]
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self) -> cl.ClassifySetup:
         job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -207,7 +206,7 @@ class FactsSummarizer:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self):
         return sm.SUMMARIZE_JOB.setup(TrainJob("facts", run_nothing, {}, [], seed=self.seed))
@@ -288,7 +287,7 @@ class FactsQA:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self):
         return qa.QA_JOB.setup(TrainJob("toy", run_nothing, {}, [], seed=self.seed))
@@ -362,7 +361,7 @@ class DigitsViT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         setup = vision.VIT_JOB.setup(TrainJob("digits", run_nothing, {}, [], seed=self.seed))
@@ -433,7 +432,7 @@ class KarateGAT:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         setup = graph.GATSetup(seed=self.seed)

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import torch
 
-from ..assets.locate import resolve_model_dir
 from ..data.corpus import read_text
-from ..loading import load_model
+from ..loading import load_model, model_dir
 from ..models.gpt import gpt_config
 from ..recipes import TrainJob
 from ..recipes import lm as lm_recipe
@@ -60,7 +59,7 @@ class TextLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self) -> lm_recipe.LMSetup:
         job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -167,7 +166,7 @@ class ShakespeareMLM:
         return [data / self.text]
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self) -> lm_recipe.MLMSetup:
         job = TrainJob("mini", run_nothing, {"tokenizer": "char"}, list(self.overrides), seed=self.seed)

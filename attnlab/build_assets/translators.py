@@ -20,13 +20,12 @@ from pathlib import Path
 
 import torch
 
-from ..assets.locate import resolve_model_dir
 from ..data import enja_mix, sentences
 from ..data.corpus import read_parallel
 from ..data.tasks import make_splits
 from ..experiments import bottleneck, demo
 from ..inference.translate import Translator
-from ..loading import load_model
+from ..loading import load_model, model_dir
 from ..metrics import bleu, chrf, exact_match, sentence_form_share
 from ..recipes import TrainJob
 from ..recipes import translate as tr
@@ -139,7 +138,7 @@ class PresetTranslator:
         return [self._file(data, split, side) for split in splits for side in (self.src, self.tgt)]
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -256,7 +255,7 @@ class EnjaTranslator:
         ]
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
         job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
@@ -396,7 +395,7 @@ class DemoTranslator:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run)
+        return model_dir(run)
 
     def expected_config(self, directory: Path) -> dict:
         return _translator_config(demo.demo_setup(None, minutes=self.minutes, seed=self.seed), directory)
@@ -475,7 +474,7 @@ class BottleneckRNN:
         return []
 
     def checkpoint(self, run: Path) -> Path:
-        return resolve_model_dir(run / "models" / self.contestant)
+        return model_dir(run / "models" / self.contestant)
 
     def _splits(self):
         settings = self.settings()
