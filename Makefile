@@ -52,10 +52,10 @@ $(STAMP): $(BASE_STAMP)
 demo: $(BASE_STAMP)
 	$(BIN)/attnlab demo
 
-# The models shipped in attnlab/assets (ja-en, en-ja, demo, rnn-attention, rnn-plain,
-# shakespeare-char): trains each with its ordinary command, packs it in fp16 and writes its model
-# card. Corpora are read from DATA; ONLY=NAME... builds some; FROM_RUN=DIR (with ONLY=NAME) packs
-# a run already trained, e.g. `make models ONLY=ja-en FROM_RUN=runs/ja-en`.
+# The models shipped in attnlab/assets (their builds: attnlab/build_assets/, BUILDS in driver.py):
+# trains each with its ordinary command, packs it (fp16; int8 rows for ja-en and en-ja) and writes
+# its model card. Corpora are read from DATA; ONLY=NAME... builds some; FROM_RUN=DIR (with
+# ONLY=NAME) packs a run already trained, e.g. `make models ONLY=ja-en FROM_RUN=runs/ja-en`.
 DATA     ?= ../shared/data
 ONLY     ?=
 FROM_RUN ?=
