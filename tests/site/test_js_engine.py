@@ -17,6 +17,8 @@
 - Exported translators (once ``attnlab.export_onnx`` is here and ``npm ci`` has installed
   onnxruntime-web): the page's engine on onnxruntime-web's WASM backend in Node reproduces the
   decode fixture of the PyTorch model, the demo in the default run, ja-en and en-ja as slow tests.
+- The runtime's early start (models.js's ``START_GRAPH``, whose failure the page only warns about):
+  a session of its bytes runs in onnxruntime-web and computes what the graph says (Identity).
 
 Node runs the scripts in ``tests/js/``; the tests skip, saying so, where ``node`` is not on PATH.
 """
@@ -485,3 +487,33 @@ def test_exported_translators_translate_in_node_as_in_pytorch(name, lang, tmp_pa
     if not path.is_file():
         pytest.skip(f"needs {path} (set ATTNLAB_DATA to the corpora folder)")
     _check_exported(name, _corpus_lines(path, 200), tmp_path)
+
+
+def test_the_runtime_start_graph_runs_in_onnxruntime_web():
+    """models.js's ``START_GRAPH``: the page makes a session of it as soon as onnxruntime-web is
+    imported, so that the runtime's WebAssembly starts while the models download, and only warns
+    when that fails; nothing in the page would notice a broken graph. Its bytes pass the ONNX
+    checker, and in onnxruntime-web's WASM backend (in Node) a session of them runs and computes
+    what the graph says: its one node is Identity of a float32 vector of one element, x → y."""
+    onnx = pytest.importorskip("onnx", reason="reading the graph needs the onnx package: pip install 'attnlab[site]'")
+    if not (REPO / "node_modules" / "onnxruntime-web").is_dir():
+        pytest.skip("onnxruntime-web is not installed: run `npm ci` at the repository root")
+    value = -3.25  # exact in float32: the identity must give it back bit for bit
+    done = subprocess.run(
+        [NODE, str(REPO / "tests" / "js" / "start_graph_check.mjs"), repr(value)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, f"node start_graph_check.mjs failed:\n{done.stderr[-3000:]}"
+    got = json.loads(done.stdout)
+    model = onnx.load_from_string(bytes(got["bytes"]))
+    onnx.checker.check_model(model, full_check=True)
+    assert [(n.op_type, list(n.input), list(n.output)) for n in model.graph.node] == [("Identity", ["x"], ["y"])]
+    for io in (*model.graph.input, *model.graph.output):
+        assert io.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        assert [d.dim_value for d in io.type.tensor_type.shape.dim] == [1]
+    assert got["inputNames"] == ["x"] and got["outputNames"] == ["y"]
+    assert got["outputs"] == {"y": {"type": "float32", "dims": [1], "data": [value]}}
