@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from lesson_browser import BROWSER_MARKS
-from live_server import page_errors
+from live_server import engine_folder, ensure_runtime, offline_page
 
 from attnlab.data.tasks import make_task
 from attnlab.web import site
@@ -45,46 +43,27 @@ DEMO_SENTENCES = [src for src, _ in make_task("numbers-en-ja", 30, seed=11)]
 TOL = 1e-4
 
 
-def ensure_runtime() -> None:
-    """node_modules' onnxruntime-web, installed by ``npm ci`` if it is missing; skip without npm."""
-    try:
-        site.node_modules_runtime()
-        return
-    except FileNotFoundError:
-        pass
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not on PATH, so node_modules (onnxruntime-web) cannot be installed: the engine cannot run")
-    done = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, f"npm ci failed:\n{done.stderr[-2000:]}"
-    site.node_modules_runtime()
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
-    ensure_runtime()
-    return site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", MODELS)
+    return engine_folder(tmp_path_factory, MODELS)
+
+
+def ready(page, base: str) -> None:
+    """The check page's runtime started (before the network is cut)."""
+    page.evaluate("() => window.engineCheck.ready")
 
 
 @pytest.fixture(scope="module")
 def engine(browser, folder):
     """The check page with every model loaded, then offline: (page, errors, requested URLs, base)."""
-    with site.serve_folder(folder) as base:
-        context = browser.new_context()
-        page = context.new_page()
-        errors = page_errors(page)
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(base + "engine/check.html?model=demo")
-        page.evaluate("() => window.engineCheck.ready")
+
+    def load(page, base):
+        ready(page, base)
         for name in MODELS:
             page.evaluate("(name) => window.engineCheck.load(name)", name)
-        context.set_offline(True)
-        yield page, errors, requests, base
-        context.close()
+
+    with offline_page(browser, folder, "engine/check.html?model=demo", load) as served:
+        yield served.page, served.errors, served.requests, served.base
 
 
 def _fixture(name: str, sentences: list[str], path: Path) -> list[dict]:
@@ -265,18 +244,12 @@ def test_attention_in_the_browser_equals_pytorch(engine):
 def test_multithreaded_where_the_host_isolates_the_page(browser, folder, tmp_path):
     """Served with COOP/COEP, the page is cross-origin isolated and runs WASM threads; the demo
     decodes as in PyTorch there too."""
-    with site.serve_folder(folder, headers=site.ISOLATION_HEADERS) as base:
-        context = browser.new_context()
-        page = context.new_page()
-        errors = page_errors(page)
-        page.goto(base + "engine/check.html?model=demo")
-        page.evaluate("() => window.engineCheck.ready")
+    with offline_page(browser, folder, "engine/check.html?model=demo", ready, headers=site.ISOLATION_HEADERS) as served:
+        page, errors = served.page, served.errors
         isolated, threads, cores = page.evaluate(
             "() => [crossOriginIsolated, window.engineCheck.threads, navigator.hardwareConcurrency]"
         )
         assert isolated is True
         assert threads == min(4, cores)
-        context.set_offline(True)
         _check_decoding(page, "demo", DEMO_SENTENCES[:10], tmp_path / "demo.json")
         assert errors == []
-        context.close()

@@ -17,6 +17,8 @@
 - Exported translators (once ``attnlab.export_onnx`` is here and ``npm ci`` has installed
   onnxruntime-web): the page's engine on onnxruntime-web's WASM backend in Node reproduces the
   decode fixture of the PyTorch model, the demo in the default run, ja-en and en-ja as slow tests.
+- The runtime's early start (models.js's ``START_GRAPH``, whose failure the page only warns about):
+  a session of its bytes runs in onnxruntime-web and computes what the graph says (Identity).
 
 Node runs the scripts in ``tests/js/``; the tests skip, saying so, where ``node`` is not on PATH.
 """
@@ -136,19 +138,24 @@ def _sentences() -> tuple[list[str], str]:
     return texts, origin
 
 
-def _run_node(script: str, cases: dict, tmp_path: Path):
-    path = tmp_path / "cases.json"
-    path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+def _node(script: str, *args: str, timeout: float = 120):
+    """``node tests/js/SCRIPT ARGS…`` run at the repository root; what it wrote to stdout, as JSON."""
     done = subprocess.run(
-        [NODE, str(REPO / "tests" / "js" / script), str(path)],
+        [NODE, str(REPO / "tests" / "js" / script), *args],
         capture_output=True,
         text=True,
         encoding="utf-8",
-        timeout=120,
+        timeout=timeout,
         cwd=REPO,
     )
     assert done.returncode == 0, f"node {script} failed:\n{done.stderr[-3000:]}"
     return json.loads(done.stdout)
+
+
+def _run_node(script: str, cases: dict, tmp_path: Path):
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    return _node(script, str(path))
 
 
 def _python_decode(tok, ids, skip):
@@ -442,25 +449,20 @@ def test_onnx_translator_follows_the_contract_and_the_beam(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
+def _need_onnxruntime_web() -> None:
+    if not (REPO / "node_modules" / "onnxruntime-web").is_dir():
+        pytest.skip("onnxruntime-web is not installed: run `npm ci` at the repository root")
+
+
 def _check_exported(name: str, sentences: list[str], tmp_path: Path) -> None:
     export_onnx = pytest.importorskip("attnlab.export_onnx", reason="attnlab.export_onnx (the ONNX export) is not here")
     pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
-    if not (REPO / "node_modules" / "onnxruntime-web").is_dir():
-        pytest.skip("onnxruntime-web is not installed: run `npm ci` at the repository root")
+    _need_onnxruntime_web()
     folder = tmp_path / name
     export_onnx.export_translator_onnx(name, folder)
     export_onnx.write_decode_fixture(name, sentences, folder / "decode_fixture.json")
     fixture = json.loads((folder / "decode_fixture.json").read_text(encoding="utf-8"))
-    done = subprocess.run(
-        [NODE, str(REPO / "tests" / "js" / "onnx_fixture_check.mjs"), str(folder)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=600,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, f"node onnx_fixture_check.mjs failed:\n{done.stderr[-3000:]}"
-    report = json.loads(done.stdout)
+    report = _node("onnx_fixture_check.mjs", str(folder), timeout=600)
     sizes = sum((folder / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx"))
     assert report["progress"] == [sizes, sizes], "the download's progress should reach the models' size"
     got = report["results"]
@@ -485,3 +487,23 @@ def test_exported_translators_translate_in_node_as_in_pytorch(name, lang, tmp_pa
     if not path.is_file():
         pytest.skip(f"needs {path} (set ATTNLAB_DATA to the corpora folder)")
     _check_exported(name, _corpus_lines(path, 200), tmp_path)
+
+
+def test_the_runtime_start_graph_runs_in_onnxruntime_web():
+    """models.js's ``START_GRAPH``: the page makes a session of it as soon as onnxruntime-web is
+    imported, so that the runtime's WebAssembly starts while the models download, and only warns
+    when that fails; nothing in the page would notice a broken graph. Its bytes pass the ONNX
+    checker, and in onnxruntime-web's WASM backend (in Node) a session of them runs and computes
+    what the graph says: its one node is Identity of a float32 vector of one element, x → y."""
+    onnx = pytest.importorskip("onnx", reason="reading the graph needs the onnx package: pip install 'attnlab[site]'")
+    _need_onnxruntime_web()
+    value = -3.25  # exact in float32: the identity must give it back bit for bit
+    got = _node("start_graph_check.mjs", repr(value))
+    model = onnx.load_from_string(bytes(got["bytes"]))
+    onnx.checker.check_model(model, full_check=True)
+    assert [(n.op_type, list(n.input), list(n.output)) for n in model.graph.node] == [("Identity", ["x"], ["y"])]
+    for io in (*model.graph.input, *model.graph.output):
+        assert io.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        assert [d.dim_value for d in io.type.tensor_type.shape.dim] == [1]
+    assert got["inputNames"] == ["x"] and got["outputNames"] == ["y"]
+    assert got["outputs"] == {"y": {"type": "float32", "dims": [1], "data": [value]}}

@@ -17,11 +17,9 @@ import random
 import pytest
 import torch
 from lesson_browser import BROWSER_MARKS, shipped
-from live_server import page_errors
-from test_engine_browser import ensure_runtime
+from live_server import engine_folder, offline_page
 
 from attnlab.web import lesson as L
-from attnlab.web import site
 from attnlab.web.lesson import s07_whole_transformer as S7
 from attnlab.web.lesson import s09_transformers_at_work as S9
 
@@ -54,33 +52,25 @@ def assert_same(got, want, where: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
     for name in MODELS:
         shipped(name)
-    ensure_runtime()
-    return site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", MODELS)
+    return engine_folder(tmp_path_factory, MODELS)
+
+
+LOAD = """async (base) => {
+    const [gpt, vit, gat] = await Promise.all(
+        ["gpt.js", "vit.js", "gat.js"].map((m) => import(base + "engine/" + m)));
+    window.apps = { gpt, vit, gat,
+        models: { gpt: await gpt.loadGPT(), vit: await vit.loadViT(), gat: await gat.loadGAT() } };
+}"""
 
 
 @pytest.fixture(scope="module")
 def engine(browser, folder):
     """A page of the static folder with the three models loaded, then offline: (page, errors)."""
-    with site.serve_folder(folder) as base:
-        context = browser.new_context()
-        page = context.new_page()
-        errors = page_errors(page)
-        page.goto(base + "engine/")  # the folder's listing: a page of the site that runs nothing itself
-        page.evaluate(
-            """async (base) => {
-                const [gpt, vit, gat] = await Promise.all(
-                    ["gpt.js", "vit.js", "gat.js"].map((m) => import(base + "engine/" + m)));
-                window.apps = { gpt, vit, gat,
-                    models: { gpt: await gpt.loadGPT(), vit: await vit.loadViT(), gat: await gat.loadGAT() } };
-            }""",
-            base,
-        )
-        context.set_offline(True)
-        yield page, errors
-        context.close()
+    # The folder's listing: a page of the site that runs nothing itself.
+    with offline_page(browser, folder, "engine/", lambda page, base: page.evaluate(LOAD, base)) as served:
+        yield served.page, served.errors
 
 
 @pytest.fixture(scope="module")

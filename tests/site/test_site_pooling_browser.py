@@ -17,8 +17,7 @@ import json
 
 import pytest
 from lesson_browser import BROWSER_MARKS, shipped
-from live_server import page_errors
-from test_engine_browser import ensure_runtime
+from live_server import engine_folder, offline_page
 from test_site_pooling import held_out, typed_sentences
 
 from attnlab import assets
@@ -41,31 +40,23 @@ def classifier():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, classifier):
-    pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
-    ensure_runtime()
-    out = site.write_engine_folder(tmp_path_factory.mktemp("site") / "site", [NAME])
+    out = engine_folder(tmp_path_factory, [NAME])
     site.write_site_data(out / "data", [S8.POOLING_SENTENCES_FILE])
     return out
+
+
+LOAD = """async (base) => {
+    const pooling = await import(base + "engine/pooling.js");
+    window.pool = { pooling, model: await pooling.loadPooling() };
+}"""
 
 
 @pytest.fixture(scope="module")
 def engine(browser, folder):
     """A page of the static folder with the classifier loaded, then offline: (page, errors)."""
-    with site.serve_folder(folder) as base:
-        context = browser.new_context()
-        page = context.new_page()
-        errors = page_errors(page)
-        page.goto(base + "engine/")  # the folder's listing: a page of the site that runs nothing itself
-        page.evaluate(
-            """async (base) => {
-                const pooling = await import(base + "engine/pooling.js");
-                window.pool = { pooling, model: await pooling.loadPooling() };
-            }""",
-            base,
-        )
-        context.set_offline(True)
-        yield page, errors
-        context.close()
+    # The folder's listing: a page of the site that runs nothing itself.
+    with offline_page(browser, folder, "engine/", lambda page, base: page.evaluate(LOAD, base)) as served:
+        yield served.page, served.errors
 
 
 def listed(folder) -> list[str]:

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 from lesson_browser import BROWSER_MARKS
-from live_server import page_errors
+from live_server import ensure_runtime, page_errors
 
 from attnlab.web import site
 from attnlab.web.lesson import s01_what_attention_does as S1
 from attnlab.web.lesson import s07_whole_transformer as S7
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_engine_browser import ensure_runtime, split_sentences  # noqa: E402
+from test_engine_browser import split_sentences  # noqa: E402
 
 pytestmark = BROWSER_MARKS
 

@@ -47,12 +47,9 @@ import numpy as np
 import pytest
 import torch
 from lesson_browser import BROWSER_MARKS
-from live_server import page_errors
-
-from attnlab.web import site
+from live_server import engine_folder, offline_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_engine_browser import ensure_runtime  # noqa: E402
 from test_js_engine import final_beams  # noqa: E402
 
 # In CI's browser run (``-m browser``); also ``slow``: 2 × 1,000 sentences, beam 4 and greedy, on
@@ -232,21 +229,16 @@ def runs(browser, tmp_path_factory) -> dict[str, tuple[Path, list[dict], float]]
     seconds. The page is the engine folder with both translators, served by a plain static
     server, both loaded through models.js, then the network cut; it decodes while Python
     computes the reference (two processes: the wall time is the longer of the two)."""
-    pytest.importorskip("onnx", reason="the ONNX export needs the onnx package: pip install 'attnlab[site]'")
     sentences = {name: held_out(name) for name in TRANSLATORS}
-    ensure_runtime()
+    folder = engine_folder(tmp_path_factory, TRANSLATORS)
     out = tmp_path_factory.mktemp("parity")
-    folder = site.write_engine_folder(out / "site", TRANSLATORS)
-    with site.serve_folder(folder) as base:
-        context = browser.new_context()
-        page = context.new_page()
-        errors = page_errors(page)
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(base + "engine/check.html?model=ja-en")
+
+    def load(page, base):
         page.evaluate("() => window.engineCheck.ready")
         page.evaluate(PAGE_SETUP, [base, list(TRANSLATORS)])
-        context.set_offline(True)
+
+    with offline_page(browser, folder, "engine/check.html?model=ja-en", load) as served:
+        page = served.page
         page.evaluate(PAGE_START, [[[name, sentences[name]] for name in TRANSLATORS], TOP])
         found = {}
         for name in TRANSLATORS:
@@ -262,9 +254,10 @@ def runs(browser, tmp_path_factory) -> dict[str, tuple[Path, list[dict], float]]
             print(f"{name}: the page decoded {len(got)} sentences (beam 4 and greedy) in {seconds:.0f} s")
             found[name] = (path, got, seconds)
         yield found
-        assert all(url.startswith(base) for url in requests), [u for u in requests if not u.startswith(base)]
-        context.close()
-        assert errors == []
+        assert all(url.startswith(served.base) for url in served.requests), [
+            u for u in served.requests if not u.startswith(served.base)
+        ]
+    assert served.errors == []
 
 
 def _differences(want: dict, got: dict) -> list[str]:

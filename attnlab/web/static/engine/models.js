@@ -49,22 +49,25 @@ export function modelURL(name, file = "") {
 
 let runtimePromise = null;
 
-// A one-node ONNX graph (Identity of a float32 vector), made into a session as soon as the runtime
-// is imported: onnxruntime-web downloads, compiles and starts its WebAssembly on the first
-// InferenceSession.create, so without it that start (seconds on a loaded machine) waited for a
-// model's bytes; with it, it runs while the models download (benchmarks/site_load.py --profile).
-const START_GRAPH = new Uint8Array([
+// A one-node ONNX graph (Identity of a float32 vector of one element, input "x", output "y"), made
+// into a session as soon as the runtime is imported: onnxruntime-web downloads, compiles and starts
+// its WebAssembly on the first InferenceSession.create, so without it that start (seconds on a
+// loaded machine) waited for a model's bytes; with it, it runs while the models download
+// (benchmarks/site_load.py --profile). Exported for its test (tests/js/start_graph_check.mjs).
+export const START_GRAPH = new Uint8Array([
   8, 8, 58, 55, 10, 16, 10, 1, 120, 18, 1, 121, 34, 8, 73, 100, 101, 110, 116, 105, 116, 121, 18, 1, 116, 90, 15, 10,
   1, 120, 18, 10, 10, 8, 8, 1, 18, 4, 10, 2, 8, 1, 98, 15, 10, 1, 121, 18, 10, 10, 8, 8, 1, 18, 4, 10, 2, 8, 1, 66, 4,
   10, 0, 16, 17,
 ]);
 
 // Start onnxruntime's WebAssembly (its download, compile and start) without waiting for it: the
-// models' sessions wait for it inside onnxruntime; a failure here is theirs to report.
+// models' sessions wait for it inside onnxruntime; a failure to load the runtime is theirs to
+// report, so here it is only a warning (never a console error, which the page's tests count as a
+// failure): the page then just loses the early start.
 function startWebAssembly(ort) {
   timed("runtime start", () => ort.InferenceSession.create(START_GRAPH, { executionProviders: ["wasm"] }))
     .then((s) => s.release())
-    .catch(() => {});
+    .catch((err) => console.warn(`attnlab: the runtime's early start failed (the models start it themselves): ${err}`));
 }
 
 // onnxruntime-web's WASM backend runs one inference at a time: two run() calls that overlap, on any
