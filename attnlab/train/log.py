@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
 from .state import START_AGAIN
 
 if TYPE_CHECKING:
@@ -69,7 +71,11 @@ class TrainLog:
 def read_log(path: Path) -> list[tuple[str, dict]]:
     """The records of a run's log, each with its line. A last line without its newline was torn by
     an interrupted append: it is dropped (saying so on stderr). Any other line that is not a JSON
-    object is damage the loop did not cause: a ValueError naming ``file:line``."""
+    object is damage the loop did not cause: a ValueError naming ``file:line``.
+
+    Shape:
+        no tensors; ``[(line, record), ...]``.
+    """
     lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     torn = lines.pop()  # "" when the file ends with a newline
     if torn.strip():
@@ -106,11 +112,29 @@ def read_log(path: Path) -> list[tuple[str, dict]]:
 
 @dataclass
 class LogWindow:
-    """The training loss and tokens since the last log line (a log line reports their mean)."""
+    """The training loss and tokens since the last log line (a log line reports their mean).
+
+    Shape:
+        no tensors.
+    """
 
     loss: float = 0.0  # summed loss of the steps since the last log line, all ranks
     tokens: int = 0  # their target tokens, all ranks
     start: float = field(default_factory=time.perf_counter)  # when the window opened
+
+    def record(self, state: TrainState, lr: float) -> dict:
+        """The log line of the window's steps, at ``state`` with learning rate ``lr``: their mean
+        loss per token and their speed, the clock and the threads the steps ran on."""
+        elapsed = time.perf_counter() - self.start
+        return {
+            "step": state.step,
+            "epoch": state.epoch,
+            "loss": self.loss / max(self.tokens, 1),
+            "lr": lr,
+            "tokens_per_s": self.tokens / elapsed if elapsed else 0.0,
+            "train_seconds": state.train_seconds,
+            "threads": torch.get_num_threads(),
+        }
 
 
 class ProgressBar:

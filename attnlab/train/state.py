@@ -1,5 +1,7 @@
 """Where a training run stands: :class:`TrainState`, what the loop updates from step to step and,
-one key per field, what a resumable checkpoint (``out_dir/last/trainer_state.pt``) saves.
+one key per field, what a resumable checkpoint (``out_dir/last/trainer_state.pt``) saves; whether
+it stands at a limit of the run's settings (the stop rules); and :func:`read_resume_point`, the
+checkpoint a ``--resume`` continues from, checked against the run's settings.
 
 Shape:
     no tensors except inside the saved optimizer and random states.
@@ -7,13 +9,18 @@ Shape:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import checkpoint as ckpt
+from .. import runs
 
-__all__ = ["START_AGAIN", "TrainState"]
+if TYPE_CHECKING:
+    from .config import TrainConfig, TrainTask
+
+__all__ = ["START_AGAIN", "TrainState", "read_resume_point"]
 
 #: What every refused ``--resume`` ends with.
 START_AGAIN = "start the run again without --resume (with --overwrite to replace it)"
@@ -132,3 +139,76 @@ class TrainState:
     def rng_of(self, rank: int) -> dict:
         """The random states saved for ``rank``."""
         return self.rng_per_rank[rank] if self.world_size > 1 else self.rng
+
+    def reached_target(self, target: float | None, task: TrainTask) -> bool:
+        """Whether the best evaluation so far meets ``target`` (≥ it when ``task`` maximises its
+        metric, ≤ for a loss). The best, not the latest: in a run they are the same evaluation (the
+        first to reach the target is a new best), and a run resumed with a target its best already
+        meets stops at its next evaluation, or, finished, stays finished."""
+        if target is None or not self.best or task.metric not in self.best:
+            return False
+        value = self.best[task.metric]
+        return value >= target if task.maximize else value <= target
+
+    def at_limit(self, cfg: TrainConfig, task: TrainTask) -> bool:
+        """Whether the run stands at a limit of ``cfg``'s settings: there is nothing left to train."""
+        return (
+            self.epoch >= cfg.epochs
+            or (cfg.max_steps is not None and self.step >= cfg.max_steps)
+            or (cfg.time_budget_s is not None and self.train_seconds >= cfg.time_budget_s)
+            or (cfg.patience is not None and self.evals_without_gain >= cfg.patience)
+            or self.reached_target(cfg.target, task)
+        )
+
+    def record_stop(self, stop: str | None, final: str) -> None:
+        """Set ``stop_reason`` from what an evaluation said (``stop``: "target", "early_stopping" or
+        None) and why the run ends here (``final``, "" when it goes on)."""
+        # As in TrainResult.stop_reason: reaching the target outranks everything (the run met its goal,
+        # whatever limit it reached at the same step); a step or time limit reached at the same step
+        # outranks early stopping, which outranks the end of the epochs.
+        if stop == "target":
+            self.stop_reason = "target"
+        elif stop == "early_stopping" and final in ("", "epochs"):
+            self.stop_reason = "early_stopping"
+        elif final:
+            self.stop_reason = final
+
+
+def read_resume_point(
+    out: Path, *, world_size: int, grad_accum: int, strategy: str, is_main: bool
+) -> tuple[Path, ckpt.Checkpoint, TrainState]:
+    """The checkpoint a run in ``out`` resumes from (:func:`attnlab.runs.resume_point`), read and
+    checked against this run's ``world_size``, ``grad_accum`` and ``strategy``: its folder, the
+    checkpoint and its :class:`TrainState`. Rank 0 (``is_main``) says when it is the previous
+    checkpoint that an interrupted save left.
+
+    Raises:
+        FileNotFoundError: there is no checkpoint.
+        ValueError: it was written with other settings, or not by this loop, or it is damaged
+            (one line naming the file).
+
+    Shape:
+        tensors as saved.
+    """
+    where = runs.resume_point(out)
+    if where.name != "last" and is_main:
+        print(
+            f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
+            "renames; the next save completes it",
+            file=sys.stderr,
+        )
+    try:
+        last = ckpt.load_checkpoint(where)
+        saved = TrainState.from_dict(last.trainer_state, where)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        raise ValueError(f"--resume: {err}; {START_AGAIN}") from None
+    was = {"world_size": saved.world_size, "grad_accum": saved.config["grad_accum"], "strategy": saved.strategy}
+    now = {"world_size": world_size, "grad_accum": grad_accum, "strategy": strategy}
+    if world_size == 1:
+        was.pop("strategy"), now.pop("strategy")  # one process: there is nothing to shard
+    if was != now:
+        raise ValueError(
+            f"--resume: {where} was written with {was}, this run has {now}; the position in "
+            "the epoch and the per-rank random states depend on them, so resume with the same settings"
+        )
+    return where, last, saved

@@ -65,7 +65,7 @@ from .. import distributed, openmp, runs
 from .config import TrainConfig, TrainResult, TrainTask, lr_multiplier, seed_everything, task_leaves_parameters_unused
 from .log import LogWindow, ProgressBar, TrainLog
 from .precision import TrainingPrecision, autocast
-from .state import START_AGAIN, TrainState
+from .state import START_AGAIN, TrainState, read_resume_point
 from .threads import governor_for
 
 __all__ = ["Trainer", "train"]
@@ -102,10 +102,6 @@ def _better(a: float, b: float | None, maximize: bool) -> bool:
     return b is None or (a > b if maximize else a < b)
 
 
-def _reached(value: float, target: float, maximize: bool) -> bool:
-    return value >= target if maximize else value <= target
-
-
 class Trainer:
     """One run of :func:`train`: the model in its engine, the optimizer and schedule, the loop state.
 
@@ -126,7 +122,9 @@ class Trainer:
         self.best_saved = False  # whether this run has written out_dir/best
         saved = self.resume() if resume else None  # loads the weights, which the engine then wraps
         # Resuming a run that reached its limit (under this run's settings) trains and writes nothing.
-        self.finished = saved.stop_reason if saved is not None and saved.stop_reason and self._limit(saved) else None
+        self.finished = (
+            saved.stop_reason if saved is not None and saved.stop_reason and saved.at_limit(cfg, task) else None
+        )
         if self.out is not None and engine.is_main:
             if resume:
                 runs.remove_save_leftovers(self.out)  # what a crash left of a save that has completed
@@ -190,30 +188,16 @@ class Trainer:
             ValueError: it was written with another number of processes, ``grad_accum`` or
                 ``strategy``, or not by this loop, or it is damaged (one line naming the file).
         """
-        out, cfg, engine = self.out, self.cfg, self.engine
-        if out is None:
+        if self.out is None:
             raise FileNotFoundError("--resume: no checkpoint to resume from (no out_dir)")
-        where = self.resumed_from = runs.resume_point(out)
-        if where.name != "last" and engine.is_main:
-            print(
-                f"attnlab: resuming from {where}: a save of {out / 'last'} was interrupted between its two "
-                "renames; the next save completes it",
-                file=sys.stderr,
-            )
-        try:
-            last = ckpt.load_checkpoint(where)
-            saved = TrainState.from_dict(last.trainer_state, where)
-        except (ValueError, TypeError, FileNotFoundError) as err:
-            raise ValueError(f"--resume: {err}; {START_AGAIN}") from None
-        was = {"world_size": saved.world_size, "grad_accum": saved.config["grad_accum"], "strategy": saved.strategy}
-        now = {"world_size": engine.world_size, "grad_accum": cfg.grad_accum, "strategy": cfg.strategy}
-        if engine.world_size == 1:
-            was.pop("strategy"), now.pop("strategy")  # one process: there is nothing to shard
-        if was != now:
-            raise ValueError(
-                f"--resume: {where} was written with {was}, this run has {now}; the position in "
-                "the epoch and the per-rank random states depend on them, so resume with the same settings"
-            )
+        cfg, engine = self.cfg, self.engine
+        self.resumed_from, last, saved = read_resume_point(
+            self.out,
+            world_size=engine.world_size,
+            grad_accum=cfg.grad_accum,
+            strategy=cfg.strategy,
+            is_main=engine.is_main,
+        )
         ckpt.load_weights(self.model, last)
         # This run's settings are the ones saved from now on; the captured states are put back
         # into the optimizer, scheduler and generators, and captured afresh at each checkpoint.
@@ -288,21 +272,11 @@ class Trainer:
                 self.best_saved = True
         else:
             state.evals_without_gain += 1
-        if self._target_reached(state.best):
+        if state.reached_target(self.cfg.target, task):
             return "target"
         if self.cfg.patience is not None and state.evals_without_gain >= self.cfg.patience:
             return "early_stopping"
         return None
-
-    def _target_reached(self, best: dict[str, float] | None) -> bool:
-        """Whether the best evaluation so far meets ``target``. The best, not the latest: in a run
-        they are the same evaluation (the first to reach the target is a new best), and a run
-        resumed with a target its best already meets stops at its next evaluation, or, finished,
-        stays finished."""
-        target, metric = self.cfg.target, self.task.metric
-        if target is None or not best or metric not in best:
-            return False
-        return _reached(best[metric], target, self.task.maximize)
 
     def checkpoint(self, evaluate: bool, final: str = "") -> str | None:
         """Every rank calls this at the same step. Rank 0 evaluates (if asked) and writes
@@ -317,7 +291,7 @@ class Trainer:
             return None
         module = engine.full_model()
         stop = self.evaluate(module) if engine.is_main and evaluate else None
-        self._set_stop_reason(stop, final)
+        self.state.record_stop(stop, final)
         if self.out is not None:
             # Captured after the evaluation, as a one-process run does: resuming continues from
             # exactly the random state the uninterrupted run continued from.
@@ -340,19 +314,8 @@ class Trainer:
             stop = "early_stopping"
         else:
             stop = None
-        self._set_stop_reason(stop, final)
+        self.state.record_stop(stop, final)
         return stop
-
-    def _set_stop_reason(self, stop: str | None, final: str) -> None:
-        # As in TrainResult.stop_reason: reaching the target outranks everything (the run met its goal,
-        # whatever limit it reached at the same step); a step or time limit reached at the same step
-        # outranks early stopping, which outranks the end of the epochs.
-        if stop == "target":
-            self.state.stop_reason = "target"
-        elif stop == "early_stopping" and final in ("", "epochs"):
-            self.state.stop_reason = "early_stopping"
-        elif final:
-            self.state.stop_reason = final
 
     def fit(self) -> TrainResult:
         """The loop: epoch after epoch, one :meth:`step` per accumulation group of batches, with
@@ -414,18 +377,7 @@ class Trainer:
                 self.bar.close()
             torch.set_num_threads(threads_before)  # the governor's or cfg.threads' choice ends with the run
         self.engine.finish()
-        return TrainResult(
-            state.step,
-            epochs_done,
-            state.best,
-            self.history,
-            state.train_seconds,
-            state.tokens,
-            stop_reason,
-            best_saved=self.best_saved,
-            metric=self.task.metric,
-            precision=self.state.precision or self.cfg.precision,
-        )
+        return self._result(stop_reason, epochs_done, self.history, best_saved=self.best_saved)
 
     def _finished_result(self) -> TrainResult:
         """A resumed run that had already finished: say so and report it from its saved state,
@@ -442,17 +394,21 @@ class Trainer:
         if state.batch_in_epoch:  # stopped within an epoch
             epochs_done += state.batch_in_epoch / len(self._accumulation_groups())
         engine.finish()
+        return self._result(self.finished, epochs_done, [], already_finished=True)
+
+    def _result(self, stop_reason: str, epochs_done: float, history: list[dict], **flags: bool) -> TrainResult:
+        state = self.state
         return TrainResult(
             state.step,
             epochs_done,
             state.best,
-            [],
+            history,
             state.train_seconds,
             state.tokens,
-            self.finished,
-            already_finished=True,
+            stop_reason,
             metric=self.task.metric,
-            precision=self.state.precision or self.cfg.precision,
+            precision=state.precision or self.cfg.precision,
+            **flags,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -480,17 +436,6 @@ class Trainer:
                 )
             groups = groups[:fewest]
         return groups
-
-    def _limit(self, state: TrainState) -> bool:
-        """Whether ``state`` stands at a limit of this run's settings: there is nothing left to train."""
-        cfg = self.cfg
-        return (
-            state.epoch >= cfg.epochs
-            or (cfg.max_steps is not None and state.step >= cfg.max_steps)
-            or (cfg.time_budget_s is not None and state.train_seconds >= cfg.time_budget_s)
-            or (cfg.patience is not None and state.evals_without_gain >= cfg.patience)
-            or self._target_reached(state.best)
-        )
 
     def _limit_reached(self) -> str | None:
         """Every rank: "max_steps" or "time_budget" when the run stands at that limit (rank 0's clock decides)."""
@@ -524,18 +469,7 @@ class Trainer:
         if self.bar is not None:
             self.bar.advance(state, step_loss, step_seconds)
         if state.step % self.cfg.log_every == 0:
-            elapsed = time.perf_counter() - self.window.start
-            self._record(
-                {
-                    "step": state.step,
-                    "epoch": state.epoch,
-                    "loss": self.window.loss / max(self.window.tokens, 1),
-                    "lr": self.scheduler.get_last_lr()[0],
-                    "tokens_per_s": self.window.tokens / elapsed if elapsed else 0.0,
-                    "train_seconds": state.train_seconds,
-                    "threads": torch.get_num_threads(),
-                }
-            )
+            self._record(self.window.record(state, self.scheduler.get_last_lr()[0]))
             self.window = LogWindow()
 
     def _record(self, record: dict) -> None:
