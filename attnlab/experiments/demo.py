@@ -149,7 +149,7 @@ def demo_setup(
             log_every=25,
             seed=seed,
             # bf16 autocast only where a short probe of this model's steps on this machine measures it
-            # faster than fp32 (attnlab.train.Trainer.resolve_precision); the choice is cached per machine.
+            # faster than fp32 (attnlab.train.TrainingPrecision); the choice is cached per machine.
             precision="auto",
         ),
     )

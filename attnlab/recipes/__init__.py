@@ -216,7 +216,7 @@ def digit_image_presets(setup_cls: type) -> dict[str, Any]:
     "digits" trains without shifts: one-pixel shifts did not help the ViT within its step budget
     (the comparison is in docs/applications.md). Every preset but tiny trains with
     precision="auto": bf16 autocast only where a short probe of the model's steps on this machine
-    measures it faster (attnlab.train.Trainer.resolve_precision); tiny (tests and smoke runs of
+    measures it faster (attnlab.train.TrainingPrecision); tiny (tests and smoke runs of
     seconds) stays fp32, so that its runs are the same on every machine.
     """
     return {

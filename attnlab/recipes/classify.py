@@ -66,7 +66,7 @@ class ClassifySetup:
 
 #: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
+#: model's steps on this machine measures it faster (attnlab.train.TrainingPrecision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
 PRESETS: dict[str, ClassifySetup] = {
     "small": ClassifySetup(

@@ -152,7 +152,7 @@ def _check_mlm_model(setup: MLMSetup) -> None:
 #: shakespeare_char), a short warm-up, then a cosine decay timed to the 10-minute budget (the rate
 #: reaches its floor when the clock runs out), no dropout (a few epochs only).
 #: Every preset but tiny trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision);
+#: model's steps on this machine measures it faster (attnlab.train.TrainingPrecision);
 #: tiny (tests and smoke runs of seconds) stays fp32, so that its runs are the same on every machine.
 _SHAKESPEARE_TRAIN = TrainConfig(
     epochs=1000,

@@ -99,7 +99,7 @@ class QASetup:
 
 #: Named presets (``--preset``). "facts" suits the generated set of attnlab.data.text_tasks.
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
+#: model's steps on this machine measures it faster (attnlab.train.TrainingPrecision).
 PRESETS: dict[str, QASetup] = {
     "squad": QASetup(
         train=TrainConfig(

@@ -108,7 +108,7 @@ class SummarizeSetup:
 #: Named presets (``--preset``): a model size plus the training settings that suit it.
 #: "facts" is the generated task of attnlab.data.text_tasks (tests and the default demo).
 #: Every preset trains with precision="auto": bf16 autocast only where a short probe of the
-#: model's steps on this machine measures it faster (attnlab.train.Trainer.resolve_precision).
+#: model's steps on this machine measures it faster (attnlab.train.TrainingPrecision).
 PRESETS: dict[str, SummarizeSetup] = {
     "facts": SummarizeSetup(
         model_preset="tiny",

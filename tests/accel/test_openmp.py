@@ -209,8 +209,6 @@ def test_fixed_threads_hold_during_training_and_are_given_back(monkeypatch):
 def test_the_governor_adapts_only_when_nothing_fixes_the_count(monkeypatch):
     import torch
 
-    from attnlab import train as train_module
-
     made = []
     real = openmp.ThreadGovernor
 
@@ -219,7 +217,7 @@ def test_the_governor_adapts_only_when_nothing_fixes_the_count(monkeypatch):
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(train_module.openmp, "ThreadGovernor", Spy)
+    monkeypatch.setattr(openmp, "ThreadGovernor", Spy)  # as attnlab.train.threads reads it
     monkeypatch.setattr(real, "available", staticmethod(lambda: True))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab import train as T
 from attnlab.accel import rules
 from attnlab.cli import JOBS
 from attnlab.data.tasks import make_splits
 from attnlab.experiments import demo
 from attnlab.recipes import translate as tr
 from attnlab.train import TrainConfig
+from attnlab.train import precision as P  # the probe, the rule and their cache: patched where they live
 
 
 @pytest.fixture(autouse=True)
@@ -44,14 +44,14 @@ def losses(out):
 
 def _fake_clock(monkeypatch, durations):
     ticks = iter(x for d in durations for x in (0.0, d))  # each run: start, start + duration
-    monkeypatch.setattr(T.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(P.time, "perf_counter", lambda: next(ticks))
 
 
 def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up(monkeypatch):
     calls = []
     # warm-ups fp32 1.5, bf16 2.0 (not clearly apart), then fp32 5, bf16 3, fp32 2, bf16 4
     _fake_clock(monkeypatch, [1.5, 2.0, 5.0, 3.0, 2.0, 4.0])
-    best = T.probe_precision(calls.append, repeats=2)
+    best = P.probe_precision(calls.append, repeats=2)
     assert calls == ["fp32", "bf16"] * 4  # one untimed run and one warm-up each, then two interleaved rounds
     assert best == {"fp32": 2.0, "bf16": 3.0}
 
@@ -59,7 +59,7 @@ def test_probe_takes_the_fastest_interleaved_run_after_a_warm_up(monkeypatch):
 def test_probe_stops_after_the_warm_ups_when_they_are_clearly_apart(monkeypatch):
     calls = []
     _fake_clock(monkeypatch, [1.0, 20.0])  # emulated bf16: 20× slower
-    assert T.probe_precision(calls.append, repeats=2) == {"fp32": 1.0, "bf16": 20.0}
+    assert P.probe_precision(calls.append, repeats=2) == {"fp32": 1.0, "bf16": 20.0}
     assert calls == ["fp32", "bf16"] * 2  # the untimed runs, then the warm-ups
 
 
@@ -75,9 +75,9 @@ def test_probe_stops_after_the_warm_ups_when_they_are_clearly_apart(monkeypatch)
 def test_the_probe_and_the_rule_pick_bf16_only_when_measurably_faster(monkeypatch, fp32, bf16, chosen):
     # The real probe on a fake clock: warm-ups, then two interleaved rounds, all at these times.
     _fake_clock(monkeypatch, [fp32, bf16] * 3)
-    times = T.probe_precision(lambda precision: None, repeats=2)
+    times = P.probe_precision(lambda precision: None, repeats=2)
     assert times == {"fp32": fp32, "bf16": bf16}
-    assert T.choose_precision(times) == chosen
+    assert P.choose_precision(times) == chosen
 
 
 @given(
@@ -86,7 +86,7 @@ def test_the_probe_and_the_rule_pick_bf16_only_when_measurably_faster(monkeypatc
 )
 def test_auto_is_never_more_than_5_percent_slower_than_the_faster_precision(fp32, bf16):
     times = {"fp32": fp32, "bf16": bf16}
-    chosen = T.choose_precision(times)
+    chosen = P.choose_precision(times)
     assert times[chosen] <= 1.05 * min(fp32, bf16) * (1 + 1e-12)
     if chosen == "bf16":
         assert bf16 < fp32  # bf16's different arithmetic only for a real gain
@@ -96,7 +96,7 @@ def test_auto_is_never_more_than_5_percent_slower_than_the_faster_precision(fp32
 def test_auto_picks_bf16_only_when_measured_faster(tmp_path, monkeypatch, splits, capsys, fp32, bf16, chosen):
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(rules, "busy", lambda: False)  # a quiet machine: its measurement is final
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": fp32, "bf16": bf16})
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: {"fp32": fp32, "bf16": bf16})
     _, result, _ = tr.train_translation(setup(tmp_path / "run", "auto"), splits.train, splits.valid)
     assert result.precision == chosen
     err = capsys.readouterr().err
@@ -104,7 +104,7 @@ def test_auto_picks_bf16_only_when_measured_faster(tmp_path, monkeypatch, splits
     cached = json.loads((tmp_path / "cache" / "precision.json").read_text())
     assert list(cached.values()) == [{"fp32": fp32, "bf16": bf16, "busy": False}]
     # The second run on this machine and model reads the cache instead of probing again.
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed again"))
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: pytest.fail("probed again"))
     _, again, _ = tr.train_translation(setup(tmp_path / "again", "auto"), splits.train, splits.valid)
     assert again.precision == chosen and "(cached;" in capsys.readouterr().err
 
@@ -115,17 +115,17 @@ def test_a_probe_taken_on_a_busy_machine_is_taken_again_once_it_is_quiet(tmp_pat
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
     cache = tmp_path / "cache" / "precision.json"
     monkeypatch.setattr(rules, "busy", lambda: True)
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
     _, loaded, _ = tr.train_translation(setup(tmp_path / "busy", "auto"), splits.train, splits.valid)
     assert loaded.precision == "bf16" and "measured now, the machine busy" in capsys.readouterr().err
     assert list(json.loads(cache.read_text()).values()) == [{"fp32": 1.0, "bf16": 0.5, "busy": True}]
     # Still busy: the busy figure is used, not probed again.
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed again while busy"))
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: pytest.fail("probed again while busy"))
     _, still, _ = tr.train_translation(setup(tmp_path / "still", "auto"), splits.train, splits.valid)
     assert still.precision == "bf16" and "(cached;" in capsys.readouterr().err
     # Quiet: probed again, and the quiet figure replaces it.
     monkeypatch.setattr(rules, "busy", lambda: False)
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 2.0})
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 2.0})
     _, quiet, _ = tr.train_translation(setup(tmp_path / "quiet", "auto"), splits.train, splits.valid)
     assert quiet.precision == "fp32" and "measured now" in capsys.readouterr().err
     assert list(json.loads(cache.read_text()).values()) == [{"fp32": 1.0, "bf16": 2.0, "busy": False}]
@@ -135,7 +135,7 @@ def test_the_real_probe_leaves_weights_and_random_state_as_they_were(tmp_path, m
     # "auto" choosing fp32 after a real probe must train exactly as a plain fp32 run: the probe's
     # forward/backward passes (with dropout) may not move the weights or the random streams.
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(T, "BF16_MIN_SPEEDUP", float("inf"))  # the real probe runs; fp32 is chosen
+    monkeypatch.setattr(P, "BF16_MIN_SPEEDUP", float("inf"))  # the real probe runs; fp32 is chosen
     _, auto, _ = tr.train_translation(setup(tmp_path / "auto", "auto"), splits.train, splits.valid)
     _, plain, _ = tr.train_translation(setup(tmp_path / "fp32", "fp32"), splits.train, splits.valid)
     assert auto.precision == plain.precision == "fp32"
@@ -147,12 +147,12 @@ def test_the_real_probe_leaves_weights_and_random_state_as_they_were(tmp_path, m
 
 def test_a_resumed_run_keeps_its_choice(tmp_path, monkeypatch, splits):
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: {"fp32": 1.0, "bf16": 0.5})
     first = setup(tmp_path / "run", "auto")
     first = dataclasses.replace(first, train=dataclasses.replace(first.train, max_steps=3, save_every_steps=3))
     tr.train_translation(first, splits.train, splits.valid)
     # Another machine (or a changed cache) would measure otherwise: the run keeps what it started with.
-    monkeypatch.setattr(T, "probe_precision", lambda step, repeats=2: pytest.fail("probed on resume"))
+    monkeypatch.setattr(P, "probe_precision", lambda step, repeats=2: pytest.fail("probed on resume"))
     (tmp_path / "cache" / "precision.json").unlink()
     _, result, _ = tr.train_translation(setup(tmp_path / "run", "auto"), splits.train, splits.valid, resume=True)
     assert result.precision == "bf16" and result.steps == 6
