@@ -42,8 +42,8 @@ __all__ = [
 
 #: The inference precisions a decoding entry point takes (CLI ``--precision``, ``load_translator``).
 PRECISIONS = ("auto", "fp32", "bf16")
-#: ``"auto"`` takes bf16 only when its decoding is at least this much faster than fp32's (noise
-#: margin; as the training probe's ``attnlab.train.BF16_MIN_SPEEDUP``).
+#: ``"auto"`` takes bf16 only when it is at least this much faster than fp32 (a noise margin),
+#: in decoding and in training (:mod:`attnlab.train.precision` chooses by :func:`choose` too).
 BF16_MIN_SPEEDUP = 1.05
 
 Timer = Callable[[], float]
@@ -96,8 +96,9 @@ def probe(run: Callable[[str], None], *, repeats: int = 3, timer: Timer = time.p
 
 
 def choose(times: dict[str, float]) -> str:
-    """bf16 when :func:`probe`'s times show it at least :data:`BF16_MIN_SPEEDUP` × as fast as
-    fp32, else fp32 (a tie keeps fp32's arithmetic).
+    """bf16 when measured times (:func:`probe`'s, or a training probe's seconds per step) show it
+    at least :data:`BF16_MIN_SPEEDUP` × as fast as fp32, else fp32: bf16 changes the arithmetic,
+    so a tie or a gain within noise keeps fp32's.
 
     Shape:
         no tensors.

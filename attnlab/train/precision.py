@@ -25,7 +25,9 @@ import torch
 from torch import nn
 
 from .. import machine, runs
+from ..accel import precision as inference_precision
 from ..accel import rules as accel_rules
+from ..accel.precision import BF16_MIN_SPEEDUP
 
 if TYPE_CHECKING:
     from .. import distributed
@@ -50,20 +52,9 @@ def autocast(precision: str, device: torch.device):
     raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
 
 
-#: A probe picks bf16 only when its step is at least this much faster than fp32's (noise margin).
-BF16_MIN_SPEEDUP = 1.05
-
-
-def choose_precision(times: dict[str, float]) -> str:
-    """The precision ``"auto"`` trains in, given a probe's seconds per step (:func:`probe_precision`):
-    bf16 only when it is measurably faster, at least :data:`BF16_MIN_SPEEDUP` × as fast as fp32,
-    else fp32. bf16 changes the arithmetic, so a tie or a gain within noise keeps fp32; and the
-    step chosen is never slower than the faster one by more than that margin (5%).
-
-    Shape:
-        no tensors; ``{"fp32": s, "bf16": s}`` → ``"fp32"`` or ``"bf16"``.
-    """
-    return "bf16" if times["bf16"] * BF16_MIN_SPEEDUP <= times["fp32"] else "fp32"
+# One rule for "auto", training and inference alike: bf16 only when it is measurably faster
+# (attnlab.accel.precision's BF16_MIN_SPEEDUP margin), since it changes the arithmetic.
+choose_precision = inference_precision.choose
 
 
 def _precision_cache() -> Path:

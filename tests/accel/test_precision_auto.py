@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attnlab.accel import precision as inference_precision
 from attnlab.accel import rules
 from attnlab.cli import JOBS
 from attnlab.data.tasks import make_splits
@@ -135,7 +136,7 @@ def test_the_real_probe_leaves_weights_and_random_state_as_they_were(tmp_path, m
     # "auto" choosing fp32 after a real probe must train exactly as a plain fp32 run: the probe's
     # forward/backward passes (with dropout) may not move the weights or the random streams.
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(P, "BF16_MIN_SPEEDUP", float("inf"))  # the real probe runs; fp32 is chosen
+    monkeypatch.setattr(inference_precision, "BF16_MIN_SPEEDUP", float("inf"))  # the real probe runs; fp32 is chosen
     _, auto, _ = tr.train_translation(setup(tmp_path / "auto", "auto"), splits.train, splits.valid)
     _, plain, _ = tr.train_translation(setup(tmp_path / "fp32", "fp32"), splits.train, splits.valid)
     assert auto.precision == plain.precision == "fp32"
