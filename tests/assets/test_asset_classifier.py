@@ -320,9 +320,9 @@ def test_the_explorers_model_page_runs_the_classifier_and_shows_its_self_attenti
     from fastapi.testclient import TestClient
 
     from attnlab.web.app import create_app
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    model = load_model(NAME)
+    model = load_explorer_model(NAME)
     assert model.kind == "encoder"
     client = TestClient(create_app([model]), base_url="http://127.0.0.1:8000")
     text = assets.ASSETS[NAME].examples[0]

@@ -33,7 +33,7 @@ from attnlab.cli import COMMANDS
 from attnlab.cli import main as cli_main
 from attnlab.recipes.translate import load_translator
 from attnlab.web.app import create_app
-from attnlab.web.models import load_model, shipped_explorer_models
+from attnlab.web.models import load_explorer_model, shipped_explorer_models
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = "http://127.0.0.1:8000"
@@ -359,7 +359,7 @@ def test_explorer_offers_the_shipped_models_with_their_examples(asset_root):
 
 
 def test_a_model_given_by_folder_has_no_description(tiny_run):
-    model = load_model(tiny_run)
+    model = load_explorer_model(tiny_run)
     info = TestClient(create_app([model]), base_url=LOCAL).get("/api/models").json()
     assert info == [{"name": tiny_run.name, "kind": "translator", "description": None, "examples": []}]
 

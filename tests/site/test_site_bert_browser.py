@@ -222,9 +222,9 @@ def test_the_question_answerer_in_the_page_equals_qa_view(engine):
 @pytest.fixture(scope="module")
 def minilm():
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    model = load_model(minilm_dir())
+    model = load_explorer_model(minilm_dir())
     model.name = "minilm"
     return model
 

@@ -61,9 +61,9 @@ def minilm_model():
     model (the page reads the same numbers from the site's models/minilm folder)."""
     if not _MINILM:
         from attnlab.models.convert_hf import minilm_dir
-        from attnlab.web.models import load_model
+        from attnlab.web.models import load_explorer_model
 
-        model = load_model(minilm_dir())
+        model = load_explorer_model(minilm_dir())
         model.name = "minilm"
         _MINILM.append(model)
     return _MINILM[0]
@@ -329,10 +329,10 @@ def test_bleu_by_length_is_the_experiments_measurement_and_matches_the_cards(rnn
 @needs_minilm
 def test_the_pronoun_rows_are_minilms_own_maps(client):
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
     got = LV.pronoun_view(minilm_model(), LV.PronounRequest()).model_dump()
-    run = load_model(minilm_dir()).run(PRONOUN_SENTENCE)
+    run = load_explorer_model(minilm_dir()).run(PRONOUN_SENTENCE)
     assert got["tokens"] == run.tokens["src"] and got["pronoun"] == 10 and got["tokens"][10] == "it"
     maps = run.attentions["self"].detach()  # (L, H, S, S)
     close(got["weights"], maps[:, :, 10], 1e-5)

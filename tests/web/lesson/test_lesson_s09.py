@@ -435,10 +435,10 @@ def test_the_assets_stay_inside_the_budget():
 
 @pytest.mark.parametrize("name", ["facts-summarizer", "digits-vit", "karate-gat", "shakespeare-mlm", "facts-qa"])
 def test_the_model_page_runs_each_new_model_on_its_examples(name):
-    from attnlab.web.models import GROUP_AXES, load_model
+    from attnlab.web.models import GROUP_AXES, load_explorer_model
 
     need(name)
-    model = load_model(name)
+    model = load_explorer_model(name)
     assert model.name == name and model.examples == assets.ASSETS[name].examples
     for example in model.examples:
         run = model.run(example)
