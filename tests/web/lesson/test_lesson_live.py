@@ -166,10 +166,10 @@ def test_translation_bad_input_is_refused_in_words(body, pattern):
     if body.get("text") in ("   ", "私は毎朝コーヒーを飲みます。" * 12):
         if not present("ja-en"):
             pytest.skip("needs the shipped model ja-en (make models ONLY=ja-en)")
-        from attnlab.recipes.translate import load_translator
+        from attnlab.loading import load_model
 
         with pytest.raises(ValueError, match=pattern):
-            LV.translation_view(load_translator("ja-en"), LV.TranslationRequest(**body))
+            LV.translation_view(load_model("ja-en", family="translate"), LV.TranslationRequest(**body))
         return
     with pytest.raises(ValidationError, match=pattern):
         LV.TranslationRequest(**body)
