@@ -1,8 +1,9 @@
 """One way to load a model: by a shipped name, a run folder, a checkpoint folder or a HuggingFace folder.
 
 ``load_model(name_or_path)`` is what every part of attnlab that loads a model it did not build
-itself goes through: the explorer (:mod:`attnlab.web.models`), the lesson's API, the notebooks
-and the tests. It takes what a user gives ``--model``:
+itself goes through: the CLI, the explorer (:mod:`attnlab.web.models`, whose
+``load_explorer_model`` wraps what this returns for its pages), the lesson's API, the notebooks,
+the benchmarks and the tests. It takes what a user gives ``--model``:
 
 - a **shipped model's name** (``ja-en``, ``demo``, ``minilm``...: :mod:`attnlab.assets`);
 - a **checkpoint folder** (``config.json``, ``model.safetensors``, tokenizers:
@@ -26,12 +27,13 @@ that family (:data:`FAMILIES`), which returns the object that runs it:
 ``gat``                                     ``(GAT, config dict)``
 ==========================================  ========================================================
 
-Each family's loader is its recipe's documented ``load_*`` function
+Each family's loader is its recipe's ``load_*`` function
 (:func:`attnlab.recipes.translate.load_translator`, ...), which resolves names the same way
-(:func:`attnlab.assets.locate.resolve_model_dir`); this module only chooses among them, so a
-caller that knows which family it wants may call that one, and one that does not (the explorer,
-a notebook given a name) calls :func:`load_model`. Adding a family: its loader in its recipe,
-and a :class:`Family` entry here.
+(:func:`attnlab.assets.locate.resolve_model_dir`); this module only chooses among them. A caller
+that knows which family it needs names it (``load_model("ja-en", family="translate")``), so that
+a folder of another family is refused in one line; one that does not (the explorer, given any
+folder) leaves ``family`` out. Adding a family: its loader in its recipe, and a :class:`Family`
+entry here.
 
 Shape:
     no tensors cross this module's interface: a name or path in, a loaded model out.

@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 from multi30k import bleu_curve  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 from attnlab.data import enja  # noqa: E402
+from attnlab.loading import load_model  # noqa: E402
 from attnlab.metrics import bleu, chrf  # noqa: E402
-from attnlab.recipes.translate import load_translator  # noqa: E402
 
 # Written for this benchmark: everyday sentences, names, numbers, a long one and an unusual one.
 OWN = {
@@ -115,7 +115,7 @@ def main() -> int:
     lines.append("| direction | subset | sentences | BLEU | chrF | sentences/s |\n|---|---|---:|---:|---:|---:|")
     for direction, model in (("ja-en", args.ja_en), ("en-ja", args.en_ja)):
         src, tgt = direction.split("-")
-        translator = load_translator(model)
+        translator = load_model(model, family="translate")
         translator.resolve_precision()  # ("auto" measured, or read, before the timed translations)
         subsets = {
             "all": (test[src], test[tgt]),

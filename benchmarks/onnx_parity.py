@@ -26,8 +26,8 @@ import torch
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha
 from attnlab.inference.translate import output_limit
+from attnlab.loading import load_model
 from attnlab.onnx_graphs import OnnxSeq2Seq
-from attnlab.recipes.translate import load_translator
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     lines = (args.data / "small_parallel_enja" / f"test.{side}").read_text(encoding="utf-8").splitlines()[: args.n]
     if side == "ja":
         lines = [line.replace(" ", "") for line in lines]  # the corpus splits Japanese words with spaces
-    translator = load_translator(args.model, precision="fp32")
+    translator = load_model(args.model, precision="fp32", family="translate")
     folder = export_translator_onnx(args.model, Path(tempfile.mkdtemp()) / args.model, weights=args.weights)
     onnx = OnnxSeq2Seq(folder)
     tok, alpha = translator.tgt_tok, translator_alpha()

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from attnlab.export import CTranslate2Translator, export_ctranslate2  # noqa: E402
-from attnlab.recipes.translate import load_translator  # noqa: E402
+from attnlab.loading import load_model  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from translate_throughput import SHORT, default_data, load_data  # noqa: E402
@@ -82,7 +82,7 @@ def main() -> None:
     kind, precision = args.engine.split("-", 1)
     if kind == "attnlab":
         torch.set_num_threads(args.threads)
-        translator = load_translator(args.model, precision=precision)
+        translator = load_model(args.model, precision=precision, family="translate")
         translator.resolve_precision()
         text = args.text or SHORT.get(translator.src_lang or "en", SHORT["en"])
         clock = StageClock()
@@ -104,7 +104,7 @@ def main() -> None:
         described = f"attnlab {translator.precision}"
     else:
         work = Path(tempfile.mkdtemp(prefix="attnlab-ct2-"))
-        probe = load_translator(args.model, precision="fp32")
+        probe = load_model(args.model, precision="fp32", family="translate")
         text = args.text or SHORT.get(probe.src_lang or "en", SHORT["en"])
         info = {"src_lang": probe.src_lang, "tgt_lang": probe.tgt_lang, "max_len": probe.model.config.max_len}
         export_ctranslate2(probe.model, probe.src_tok, probe.tgt_tok, work / "ct2", info=info)

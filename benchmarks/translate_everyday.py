@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from attnlab import machine
-from attnlab.recipes.translate import load_translator
+from attnlab.loading import load_model
 
 HERE = Path(__file__).parent / "everyday"
 
@@ -42,7 +42,7 @@ def main() -> None:
     calibrate.ensure()  # the engine's lines measured (or read) before any timed call
     print(f"CPU: {machine.cpu_name()}; beam {args.beam}\n")
     for src, model in (("ja", args.ja_en), ("en", args.en_ja)):
-        translator = load_translator(model)
+        translator = load_model(model, family="translate")
         lines = (HERE / f"{src}.txt").read_text(encoding="utf-8").splitlines()
         outputs = translator.translate_text(lines, beam_size=args.beam)
         print(f"### {model} ({src} → {'en' if src == 'ja' else 'ja'})\n")

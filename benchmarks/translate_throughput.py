@@ -76,10 +76,10 @@ from attnlab.data import enja  # noqa: E402
 from attnlab.data.corpus import read_lines  # noqa: E402
 from attnlab.export import CTranslate2Translator, export_ctranslate2, require_ctranslate2  # noqa: E402
 from attnlab.export_hf import HFTranslator, export_hf, require_transformers  # noqa: E402
+from attnlab.loading import load_model  # noqa: E402
 from attnlab.metrics import bleu  # noqa: E402
-from attnlab.recipes.translate import load_translator  # noqa: E402
 
-# attnlab-auto: load_translator's default (precision "auto": bf16 where this CPU computes it natively
+# attnlab-auto: a translator's default (load_model's precision "auto": bf16 where this CPU computes it natively
 # and a short measurement shows it faster, unless the model card says otherwise; the report names it).
 ENGINES = ("attnlab-auto", "attnlab-fp32", "attnlab-bf16", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
 DEFAULT_ENGINES = ("attnlab-auto", "attnlab-fp32", "ct2-float32", "ct2-int8", "ct2-bfloat16", "hf-fp32")
@@ -173,7 +173,7 @@ class Engines:
         if kind == "attnlab":
             torch.set_num_threads(threads)
             if precision not in self._attnlab:
-                translator = load_translator(self.model, precision=precision)
+                translator = load_model(self.model, precision=precision, family="translate")
                 translator.resolve_precision()  # (the warm-up call's work, never a timed one's)
                 self._attnlab[precision] = translator
             translator = self._attnlab[precision]
@@ -242,7 +242,7 @@ def run(args) -> dict:
     supported = ct2.get_supported_compute_types("cpu") if ct2 else set()
     engines = [e for e in args.engines if not e.startswith("ct2-") or e[4:] in supported]
     skipped = [e for e in args.engines if e not in engines]
-    translator = load_translator(args.model)
+    translator = load_model(args.model, family="translate")
     sources, refs = load_data(args, translator.src_lang, translator.tgt_lang)
     tgt_tok = translator.tgt_tok
     load_before = os.getloadavg()
@@ -358,7 +358,7 @@ def run(args) -> dict:
 def engine_choices(args) -> dict:
     """What attnlab chose on this machine for each of ``--threads``: the engine's lines (measured on
     first use and cached: attnlab.accel.calibrate; the workers read the same cache) and the
-    precision of ``load_translator``'s "auto", each resolved here so that no measurement falls in a
+    precision of a translator's "auto", each resolved here so that no measurement falls in a
     timed call."""
     from attnlab.accel import calibrate, rules
 
@@ -368,7 +368,7 @@ def engine_choices(args) -> dict:
         for threads in args.threads:
             torch.set_num_threads(threads)
             (table,) = calibrate.ensure(threads)
-            auto = load_translator(args.model, precision="auto")
+            auto = load_model(args.model, precision="auto", family="translate")
             chosen = auto.resolve_precision()
             out[threads] = {
                 "lines": {name: getattr(table, name) for name in rules.CALIBRATED},
@@ -440,7 +440,7 @@ def step_rows(args) -> str:
     operations, side by side; then the encoder's and the products' lines."""
     from attnlab.accel import engine, kernels, rules
 
-    translator = load_translator(args.model)
+    translator = load_model(args.model, family="translate")
     model = translator.model.eval().float()
     native = engine.decoder(model)  # the native engine's start/step (the "ops" path: the modules')
     sources, _ = load_data(args, translator.src_lang, translator.tgt_lang)

@@ -225,7 +225,7 @@ from attnlab.build_assets import BUILDS  # noqa: E402
 from attnlab.data.tasks import make_splits  # noqa: E402
 from attnlab.loading import load_model  # noqa: E402
 
-rnn_models = {label: load_model(shipped_model(name)) for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
+rnn_models = {label: load_model(shipped_model(name), family="translate") for label, name in (("注意なし", "rnn-plain"), ("注意あり", "rnn-attention"))}
 rnn_build = BUILDS["rnn-attention"]  # 二つのモデルを作った実験の設定（データの種類・数・種）
 settings = rnn_build.settings()
 test_pairs = make_splits(settings.task, rnn_build.n_train, rnn_build.n_valid, rnn_build.n_test, seed=rnn_build.seed).test

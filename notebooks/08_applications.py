@@ -103,7 +103,7 @@ show_translation(translation)
 
 # %%
 summarizer = (  # the lesson's §9 shows the same shipped model; a stand-in is trained where it is not built
-    Loaded(load_model(shipped_model("facts-summarizer")), "同梱モデル 'facts-summarizer'", shipped=True)
+    Loaded(load_model(shipped_model("facts-summarizer"), family="summarize"), "同梱モデル 'facts-summarizer'", shipped=True)
     if shipped_model("facts-summarizer") is not None
     else load_summarizer()
 )

@@ -1,14 +1,15 @@
 """What the notebooks share: models by name, the text they train on, exercise checks, sliders.
 
 Models by name. ``load_translator("ja-en")`` (and the other loaders) take the model attnlab ships
-under that name — the name ``attnlab translate --model NAME`` and ``attnlab explore`` accept —
-when this install has it. Until then (or for the applications attnlab ships no model for) they
-train a small stand-in on data the package generates, for a stated number of optimizer steps (a
-step count, never the clock, ends the training, so the stand-in is the same on every machine),
-and keep it under ``notebooks/runs/`` so the next notebook (or the next run) loads it instead of
-training again. Every loader returns the model with a line (in Japanese, as the notebooks are)
-saying which of these it was, and the notebooks print that line: a heatmap of a stand-in trained
-for a few hundred steps is not the shipped model's.
+under that name — the name ``attnlab translate --model NAME`` and ``attnlab explore`` accept — when
+this install has it. Until then (or for the applications attnlab ships no model for) they train a
+small stand-in on data the package generates, for a stated number of optimizer steps (a step count,
+never the clock, ends the training, so the stand-in is the same on every machine), and keep it
+under ``notebooks/runs/`` so the next notebook (or the next run) loads it instead of training
+again. Each loads the model through :func:`attnlab.loading.load_model` (the one way attnlab loads a
+model by name or path), naming the family it needs. Every loader returns the model with a line (in
+Japanese, as the notebooks are) saying which of these it was, and the notebooks print that line: a
+heatmap of a stand-in trained for a few hundred steps is not the shipped model's.
 
 Exercises. Each notebook ends with 練習問題 (exercises): a function for the reader to write and a
 cell calling :func:`check`, which runs the exercise's test from :mod:`solutions` on it and returns
@@ -136,12 +137,12 @@ def load_translator(name: str, *, steps: int = 900, log=print) -> Loaded:
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load_model(path), f"同梱モデル {name!r}", shipped=True)
+        return Loaded(load_model(path, family="translate"), f"同梱モデル {name!r}", shipped=True)
     task = _TRANSLATION_TASKS[name]
     folder = _stand_in_folder(f"{task}-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: 生成データ {task!r} で {steps} 回更新した小さな Transformer"
     if _trained(folder):
-        return Loaded(load_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder, family="translate"), source + FROM_RUNS)
     log(f"{name!r} はこの attnlab に同梱されていません。代わりのモデルを {task!r} で {steps} 回の更新だけ学習します …")
     splits = make_splits(task, 20000, 200, 200, seed=0)
     setup = demo_setup(folder, seed=0)
@@ -187,12 +188,12 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
 
     path = shipped_model(name)
     if path is not None:
-        return Loaded(load_model(path), f"同梱モデル {name!r}", shipped=True)
+        return Loaded(load_model(path, family="lm"), f"同梱モデル {name!r}", shipped=True)
     text, text_name = sample_text()
     folder = _stand_in_folder(f"gpt-{steps}steps{_suffix()}")
     source = f"{name!r} の代わりのモデル: {text_name} で {steps} 回更新した 2 層の文字単位 GPT"
     if _trained(folder):
-        return Loaded(load_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder, family="lm"), source + FROM_RUNS)
     log(f"{name!r} はこの attnlab に同梱されていません。{text_name} で小さな GPT を {steps} 回の更新だけ学習します …")
     setup = LMSetup(
         model_preset="bench-small",
@@ -206,7 +207,7 @@ def load_gpt(name: str = "shakespeare-char", *, steps: int = 150, log=print) -> 
         ),
     )  # fmt: skip
     train_lm(setup, text)
-    return Loaded(load_model(folder), source)
+    return Loaded(load_model(folder, family="lm"), source)
 
 
 def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
@@ -221,7 +222,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
     folder = _stand_in_folder(f"mlm-numbers-{steps}steps{_suffix()}")
     source = f"生成した英語の数詞で {steps} 回更新した 2 層の BERT（マスク言語モデル）"
     if _trained(folder):
-        return Loaded(load_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder, family="lm"), source + FROM_RUNS)
     log(f"生成した英語の数詞で小さなマスク言語モデルを {steps} 回の更新だけ学習します …")
     text = "\n".join(en for en, _ in make_task("numbers-en-ja", 20000, seed=2)) + "\n"
     setup = MLMSetup(
@@ -238,7 +239,7 @@ def load_masked_lm(*, steps: int = 1500, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_mlm(setup, text)
-    return Loaded(load_model(folder), source)
+    return Loaded(load_model(folder, family="lm"), source)
 
 
 def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
@@ -252,7 +253,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
     folder = _stand_in_folder(f"summarize-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）で {steps} 回更新したポインタ生成ネットワーク"
     if _trained(folder):
-        return Loaded(load_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder, family="summarize"), source + FROM_RUNS)
     log(f"生成データ（facts）でポインタ生成ネットワークを {steps} 回の更新だけ学習します …")
     splits = facts_splits(2000, seed=0, n_valid=50, n_test=20)
     setup = PRESETS["facts"]
@@ -266,7 +267,7 @@ def load_summarizer(*, steps: int = 550, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_summarizer(setup, splits.train, splits.valid)
-    return Loaded(load_model(folder), source)
+    return Loaded(load_model(folder, family="summarize"), source)
 
 
 def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
@@ -280,7 +281,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
     folder = _stand_in_folder(f"qa-facts-{steps}steps{_suffix()}")
     source = f"生成データ（facts）の質問で {steps} 回更新して微調整した MiniLM + 区間ヘッド"
     if _trained(folder):
-        return Loaded(load_model(folder), source + FROM_RUNS)
+        return Loaded(load_model(folder, family="qa"), source + FROM_RUNS)
     log(f"生成データ（facts）の質問で MiniLM を {steps} 回の更新だけ微調整します …")
     splits = facts_splits(400, seed=0, n_valid=10, n_test=10)
     setup = PRESETS["facts"]
@@ -294,7 +295,7 @@ def load_question_answerer(*, steps: int = 50, log=print) -> Loaded:
         ),
     )  # fmt: skip
     train_qa(setup, splits.train, splits.valid)
-    return Loaded(load_model(folder), source)
+    return Loaded(load_model(folder, family="qa"), source)
 
 
 # --------------------------------------------------------------------------------------------

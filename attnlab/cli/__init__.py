@@ -428,7 +428,7 @@ def explore_cmd(
     """
     from ..web.app import serve
     from ..web.classroom import Classroom
-    from ..web.models import load_model, shipped_explorer_models
+    from ..web.models import load_explorer_model, shipped_explorer_models
     from ..web.security import Limits, check_address
 
     limits = Limits(max_text_chars=max_text_chars, max_concurrent=max_concurrent)
@@ -436,7 +436,7 @@ def explore_cmd(
         host = "127.0.0.1"
     check_address(host if host is not None else "0.0.0.0", port, allow_host or ())
     if model:
-        models = [load_model(path, precision) for path in model]
+        models = [load_explorer_model(path, precision) for path in model]
     else:
         models, missing = shipped_explorer_models(precision)
         if missing:

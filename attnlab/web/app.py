@@ -156,7 +156,7 @@ def create_app(
     allow_hosts: Sequence[str] = (),
     classroom: Classroom | None = None,
 ) -> FastAPI:
-    """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_model`).
+    """The explorer app serving ``models`` (already loaded; see :func:`attnlab.web.models.load_explorer_model`).
 
     ``host`` is the address it will be bound to and ``allow_hosts`` further names it may be reached
     by: requests with any other ``Host`` header get 400 (see :class:`AllowedHosts`). ``classroom``

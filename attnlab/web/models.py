@@ -20,7 +20,7 @@ of position ``i`` shows where the model looked while producing token ``i``); ``t
 decoder's input at each position (the start token, then the output so far), so that the causal
 diagonal reads correctly: while producing token ``i`` the decoder sees its inputs ``0..i``.
 
-Only directories named when the explorer starts are ever loaded (see :func:`load_model`); the web
+Only directories named when the explorer starts are ever loaded (see :func:`load_explorer_model`); the web
 API refers to models by name, never by path. A shipped model (:mod:`attnlab.assets`) is named as
 users call it (``ja-en``, ``minilm``) and carries its description and example inputs; started
 without models, the explorer offers every shipped model present (:func:`shipped_explorer_models`).
@@ -51,7 +51,7 @@ __all__ = [
     "adapter",
     "checkpoint_dir",
     "read_model_type",
-    "load_model",
+    "load_explorer_model",
     "shipped_explorer_models",
     "unique_names",
 ]
@@ -135,7 +135,7 @@ read_model_type = loading.model_type
 _precision: contextvars.ContextVar[str] = contextvars.ContextVar("explorer_precision", default="auto")
 
 
-def load_model(path: Path, precision: str = "auto") -> ExplorerModel:
+def load_explorer_model(path: Path, precision: str = "auto") -> ExplorerModel:
     """Load the checkpoint at ``path`` (a folder, or a shipped model's name) through the adapter
     registered for its ``model_type``; translators and GPTs decode in ``precision``.
 

@@ -32,8 +32,8 @@ from attnlab.data.sentence_types import (
     sentence_type,
     write_labelled_splits,
 )
+from attnlab.loading import load_model
 from attnlab.recipes.classify import PRESETS as CLASSIFY_PRESETS
-from attnlab.recipes.classify import load_classifier
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("ATTNLAB_DATA", REPO.parent / "shared" / "data"))
@@ -206,7 +206,7 @@ def shipped():
     folder = assets.asset_folder(NAME)
     if not (folder / ckpt.WEIGHTS_FILE).is_file():
         pytest.skip(f"{NAME}: weights not built yet (run `make models ONLY={NAME}`)")
-    return load_classifier(NAME)
+    return load_model(NAME, family="classify")
 
 
 def _peak(prediction) -> int:
@@ -320,9 +320,9 @@ def test_the_explorers_model_page_runs_the_classifier_and_shows_its_self_attenti
     from fastapi.testclient import TestClient
 
     from attnlab.web.app import create_app
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    model = load_model(NAME)
+    model = load_explorer_model(NAME)
     assert model.kind == "encoder"
     client = TestClient(create_app([model]), base_url="http://127.0.0.1:8000")
     text = assets.ASSETS[NAME].examples[0]

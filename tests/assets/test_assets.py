@@ -31,9 +31,9 @@ from attnlab.build_assets import (
 )
 from attnlab.cli import COMMANDS
 from attnlab.cli import main as cli_main
-from attnlab.recipes.translate import load_translator
+from attnlab.loading import load_model
 from attnlab.web.app import create_app
-from attnlab.web.models import load_model, shipped_explorer_models
+from attnlab.web.models import load_explorer_model, shipped_explorer_models
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = "http://127.0.0.1:8000"
@@ -205,7 +205,7 @@ def test_minilm_resolves_through_the_same_path():
 
 def test_shipped_names_work_in_every_command_that_takes_a_model(asset_root, tmp_path, capsys):
     assert cli_main(["translate", "--model", "demo", "--beam", "1", *NUMBERS[:2]]) == 0
-    expected = [t.text for t in load_translator(asset_root / "demo").translate(NUMBERS[:2], beam_size=1)]
+    expected = [t.text for t in load_model(asset_root / "demo", family="translate").translate(NUMBERS[:2], beam_size=1)]
     assert capsys.readouterr().out.splitlines() == expected
     assert cli_main(["translate", "--model", "ja-en", "猫が犬を追いかけている。"]) == 2
     err = capsys.readouterr().err
@@ -249,9 +249,9 @@ def test_packing_stores_fp16_and_loads_fp32_weights_equal_to_the_originals(tiny_
 
 
 def test_the_packed_model_translates_as_the_original(tiny_run, tmp_path):
-    packed = load_translator(ckpt.pack_checkpoint(tiny_run, tmp_path / "packed"))
+    packed = load_model(ckpt.pack_checkpoint(tiny_run, tmp_path / "packed"), family="translate")
     assert all(p.dtype == torch.float32 for p in packed.model.parameters())
-    original = [t.text for t in load_translator(tiny_run).translate(NUMBERS, beam_size=1)]
+    original = [t.text for t in load_model(tiny_run, family="translate").translate(NUMBERS, beam_size=1)]
     assert [t.text for t in packed.translate(NUMBERS, beam_size=1)] == original
     assert any(len(text) >= 2 for text in original)  # a model that writes numerals, not an empty one
 
@@ -302,7 +302,7 @@ def test_int8_packing_stores_each_matrix_row_with_its_scale_and_loads_it_back(ti
     # One byte per matrix weight (fp16 vectors and fp32 row scales beside them) against fp32's four;
     # a model this tiny keeps more of its bytes in vectors and scales than the shipped ones do (0.25).
     assert (packed / ckpt.WEIGHTS_FILE).stat().st_size < 0.4 * (tiny_run / "best" / ckpt.WEIGHTS_FILE).stat().st_size
-    translator = load_translator(packed)
+    translator = load_model(packed, family="translate")
     assert len(translator.translate(NUMBERS, beam_size=1)) == len(NUMBERS)
 
 
@@ -355,11 +355,14 @@ def test_explorer_offers_the_shipped_models_with_their_examples(asset_root):
     for example in listed["demo"]["examples"]:
         r = client.post("/api/run", json={"model": "demo", "text": example})
         assert r.status_code == 200, r.text
-        assert r.json()["output"] == load_translator(asset_root / "demo").translate([example], beam_size=1)[0].text
+        assert (
+            r.json()["output"]
+            == load_model(asset_root / "demo", family="translate").translate([example], beam_size=1)[0].text
+        )
 
 
 def test_a_model_given_by_folder_has_no_description(tiny_run):
-    model = load_model(tiny_run)
+    model = load_explorer_model(tiny_run)
     info = TestClient(create_app([model]), base_url=LOCAL).get("/api/models").json()
     assert info == [{"name": tiny_run.name, "kind": "translator", "description": None, "examples": []}]
 
@@ -485,7 +488,7 @@ def test_a_joint_vocabulary_is_stored_once_and_loads_as_one_tokenizer(tiny_run, 
     files = ckpt.tokenizer_paths(best)
     assert files["src_tokenizer"] == files["tgt_tokenizer"]  # one file for both names
     assert not (best / "tgt_tokenizer.json").exists()
-    translator = load_translator(best)
+    translator = load_model(best, family="translate")
     assert translator.src_tok is translator.tgt_tok
     # A checkpoint written before this (two identical files) packs into one file too.
     legacy = tmp_path / "legacy"
@@ -494,11 +497,11 @@ def test_a_joint_vocabulary_is_stored_once_and_loads_as_one_tokenizer(tiny_run, 
     (legacy / ckpt.TOKENIZERS_FILE).write_text(
         json.dumps({"src_tokenizer": ["src_tokenizer.json"], "tgt_tokenizer": ["tgt_tokenizer.json"]})
     )
-    assert load_translator(legacy).src_tok is not load_translator(legacy).tgt_tok
+    assert load_model(legacy, family="translate").src_tok is not load_model(legacy, family="translate").tgt_tok
     packed = ckpt.pack_checkpoint(legacy, tmp_path / "packed")
     assert ckpt.tokenizer_paths(packed)["tgt_tokenizer"] == [packed / "src_tokenizer.json"]
     assert not (packed / "tgt_tokenizer.json").exists()
-    again = load_translator(packed)
+    again = load_model(packed, family="translate")
     assert [t.text for t in again.translate(NUMBERS, beam_size=1)] == [
         t.text for t in translator.translate(NUMBERS, beam_size=1)
     ]

@@ -22,6 +22,7 @@ from attnlab import cli
 from attnlab.checkpoint import save_checkpoint
 from attnlab.data.tokenizers import CharTokenizer
 from attnlab.decode import MAX_BEAM, beam_search, check_beam
+from attnlab.loading import load_model
 from attnlab.models.config import MAX_PARAMETERS
 from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.recipes import translate as tr
@@ -307,7 +308,7 @@ def test_a_bad_config_json_is_one_line_naming_the_file_and_field(key, value, fra
     assert_one_line_error(code, err, fragment)
     assert f"{model / 'config.json'}: " in err
     with pytest.raises(ValueError, match="config.json: "):  # the Python API says the same
-        tr.load_translator(model)
+        load_model(model, family="translate")
 
 
 def test_a_config_json_without_a_required_field_names_it(tmp_path, capsys):
@@ -361,7 +362,7 @@ def test_a_damaged_model_file_is_one_line(name, content, fragment, tmp_path, cap
 
 
 def test_beam_search_checks_the_beam_for_python_callers_too(model_dir):
-    translator = tr.load_translator(model_dir)
+    translator = load_model(model_dir, family="translate")
     src = torch.tensor([translator.src_tok.encode("ab")])
     t = translator.tgt_tok
     kw = dict(bos_id=t.bos_id, eos_id=t.eos_id, pad_id=t.pad_id, max_len=5)

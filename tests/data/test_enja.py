@@ -10,6 +10,7 @@ import sacrebleu
 
 from attnlab import cli
 from attnlab.data import enja
+from attnlab.loading import load_model
 from attnlab.metrics import bleu
 from attnlab.recipes import translate as tr
 from attnlab.train import TrainConfig
@@ -113,7 +114,7 @@ def test_a_translator_trained_from_tokenized_text_reads_raw_input(tmp_path):
     _, _, translator = tr.train_translation(tiny_enja_setup(tmp_path / "run"), pairs, TOKENIZED)
     # The tokenizers learnt raw text: no word-splitting spaces in the Japanese vocabulary.
     assert " " not in translator.tgt_tok.chars and "。" in translator.tgt_tok.chars
-    loaded = tr.load_translator(tmp_path / "run" / "best")
+    loaded = load_model(tmp_path / "run" / "best", family="translate")
     assert (loaded.src_lang, loaded.tgt_lang, loaded.bleu_tokenize) == ("en", "ja", "ja-mecab")
     # A user's capitals and extra spaces are normalised away, as the corpus is lower-cased.
     shouted, plain = loaded.translate(["I Can't TELL   who will arrive first.", "i can't tell who will arrive first."])
@@ -132,7 +133,7 @@ def test_evaluate_from_tokenized_scores_raw_text(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "BLEU tokenizer ja-mecab" in out and "(3 sentences" in out
     # The score printed is the one of raw references, not of the tokenized ones.
-    translator = tr.load_translator(tmp_path / "run" / "best")
+    translator = load_model(tmp_path / "run" / "best", family="translate")
     hyps = [t.text for t in translator.translate([en for en, _ in RAW], beam_size=1)]
     expected = bleu(hyps, [ja for _, ja in RAW], tokenize="ja-mecab")
     assert f"BLEU {expected:.2f}" in out

@@ -284,7 +284,7 @@ def tiny_lm_dir(tmp_path_factory):
 
 def test_generate_command_streams_what_generate_returns(tiny_lm_dir, capsys):
     from attnlab.cli import main
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
     capsys.readouterr()
     assert (
@@ -304,7 +304,7 @@ def test_generate_command_streams_what_generate_returns(tiny_lm_dir, capsys):
         == 0
     )
     printed = capsys.readouterr().out
-    model, tok = load_language_model(tiny_lm_dir)
+    model, tok = load_model(tiny_lm_dir, family="lm")
     prompt = torch.tensor([tok.encode("to be")])
     expected = tok.decode(generate(model, prompt, max_new_tokens=25, temperature=0).tokens[0])
     assert printed == expected + "\n"

@@ -20,7 +20,7 @@ import torch
 from attnlab.cli import main as cli_main
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export import CTranslate2Translator, check_exportable, export_ctranslate2, require_ctranslate2
-from attnlab.recipes.translate import load_translator
+from attnlab.loading import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for export_models
 from export_models import BOS, EOS, MAX_LEN, padded, random_sources, tiny  # noqa: E402
@@ -133,7 +133,7 @@ def test_export_command_on_the_demo_model(tmp_path, capsys):
     assert (config["bos_token"], config["eos_token"], config["layer_norm_epsilon"]) == ("[BOS]", "[EOS]", 1e-5)
     assert json.loads((out / "source_vocabulary.json").read_text())[:4] == ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
     texts = ["three hundred forty-two thousand", "seven", "nineteen thousand and five", "two million one hundred"]
-    ours = [t.text for t in load_translator("demo").translate(texts, beam_size=1)]
+    ours = [t.text for t in load_model("demo", family="translate").translate(texts, beam_size=1)]
     theirs = CTranslate2Translator(out).translate(texts, beam_size=1)
     assert theirs == ours
     assert ours[0] == "三十四万二千"  # the model does translate: the comparison is not of two empty outputs

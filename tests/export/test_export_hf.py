@@ -21,8 +21,8 @@ import torch
 from attnlab.cli import main as cli_main
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_hf import HFTranslator, export_hf, hf_architecture, hf_permutation, require_transformers
+from attnlab.loading import load_model
 from attnlab.positional import sinusoidal_encoding
-from attnlab.recipes.translate import load_translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for export_models
 from export_models import BOS, EOS, MAX_LEN, padded, random_sources, tiny  # noqa: E402
@@ -198,7 +198,7 @@ def test_export_command_on_the_demo_model(tmp_path, capsys):
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out)
     assert type(hf) is transformers.PegasusForConditionalGeneration
     texts = ["three hundred forty-two thousand", "seven", "nineteen thousand and five", "two million one hundred"]
-    attnlab_translator = load_translator("demo")
+    attnlab_translator = load_model("demo", family="translate")
     ours = [t.text for t in attnlab_translator.translate(texts, beam_size=1)]
     theirs = HFTranslator(out).translate(texts, beam_size=1)
     assert theirs == ours

@@ -27,6 +27,7 @@ from attnlab.cli import main as cli_main
 from attnlab.decode import beam_search, greedy_decode
 from attnlab.export_onnx import export_translator_onnx, source_ids, translator_alpha, write_decode_fixture
 from attnlab.inference.translate import output_limit
+from attnlab.loading import load_model
 from attnlab.models.transformer import Transformer
 from attnlab.onnx_graphs import (
     OnnxSeq2Seq,
@@ -36,7 +37,6 @@ from attnlab.onnx_graphs import (
     exact_storage,
     export_onnx,
 )
-from attnlab.recipes.translate import load_translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for export_models
 from export_models import padded, tiny_config  # noqa: E402
@@ -139,7 +139,7 @@ class Exported:
 
     def __init__(self, name: str, folder: Path, translator=None) -> None:
         self.name, self.folder = name, folder
-        self.translator = translator or load_translator(name, precision="fp32")
+        self.translator = translator or load_model(name, precision="fp32", family="translate")
         self.model = self.translator.model
         self.meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         self.encoder = _session(folder / "encoder.onnx")
@@ -184,7 +184,7 @@ def exported(request, tmp_path_factory) -> Exported:
     # What export_translator_onnx does (test_decode_fixture_runs_through_the_exported_folder calls
     # it), with the translator loaded once for the export and the comparisons.
     name = request.param
-    translator = load_translator(name, precision="fp32")
+    translator = load_model(name, precision="fp32", family="translate")
     info = {"name": name, "src_lang": translator.src_lang, "tgt_lang": translator.tgt_lang}
     info["lowercase"] = translator.lowercase
     folder = tmp_path_factory.mktemp("onnx") / name
@@ -473,7 +473,7 @@ def test_decode_fixture_runs_through_the_exported_folder(tmp_path):
     texts = SENTENCES["demo"][:3]
     path = write_decode_fixture("demo", texts, tmp_path / "decode_fixture.json")
     records = json.loads(path.read_text(encoding="utf-8"))
-    translator = load_translator("demo", precision="fp32")
+    translator = load_model("demo", precision="fp32", family="translate")
     ex = Exported("demo", export_translator_onnx("demo", tmp_path / "demo"), translator)
     assert ex.meta["name"] == "demo" and ex.meta["weights"] == "fp16"
     assert [ex.greedy(r["src_ids"]) for r in records] == [r["greedy"] for r in records]

@@ -131,14 +131,14 @@ def test_luong_kinds_are_refused_in_one_line():
 def shipped(tmp_path_factory):
     from attnlab.assets import asset_folder
     from attnlab.export_onnx import export_rnn_translator_onnx
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
     out = {}
     for name in ("rnn-plain", "rnn-attention"):
         if not (asset_folder(name) / "model.safetensors").is_file():
             pytest.skip(f"{name} is not shipped here")
         folder = export_rnn_translator_onnx(name, tmp_path_factory.mktemp("rnn") / name)
-        out[name] = (load_translator(name, precision="fp32"), folder)
+        out[name] = (load_model(name, precision="fp32", family="translate"), folder)
     return out
 
 
@@ -202,14 +202,14 @@ def test_pointer_generator_graphs_summarize_as_the_summarizer(tmp_path):
     from attnlab.assets import asset_folder
     from attnlab.data.text_tasks import make_summarization_task
     from attnlab.export_onnx import export_summarizer_onnx
-    from attnlab.recipes.summarize import load_summarizer
+    from attnlab.loading import load_model
 
     if not (asset_folder("facts-summarizer") / "model.safetensors").is_file():
         pytest.skip("facts-summarizer is not shipped here")
     folder = export_summarizer_onnx("facts-summarizer", tmp_path / "fs")
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["kind"] == "pointer_generator" and (folder / "vocab.json").is_file()
-    s = load_summarizer("facts-summarizer")
+    s = load_model("facts-summarizer", family="summarize")
     enc, dec = _session_file(folder / "encoder.onnx"), _session_file(folder / "decoder.onnx")
     docs = [e.document for e in make_summarization_task(6, seed=21)] + ["Zorblax of Quibbleton won the chess debate."]
     for doc in docs:

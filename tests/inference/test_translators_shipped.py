@@ -11,15 +11,15 @@ import pytest
 
 from attnlab import assets
 from attnlab import checkpoint as ckpt
+from attnlab.loading import load_model
 from attnlab.metrics import sentence_form_share
-from attnlab.recipes.translate import load_translator
 
 
 def _translator(name: str):
     folder = assets.asset_folder(name)
     if not (folder / ckpt.WEIGHTS_FILE).is_file():
         pytest.skip(f"{name}: weights not built yet (run `make models ONLY={name}`)")
-    return load_translator(folder)
+    return load_model(folder, family="translate")
 
 
 @pytest.fixture(scope="module")

@@ -292,7 +292,7 @@ def test_config_validation_and_presets():
 
 def test_fill_mask_command_prints_the_models_candidates(tmp_path, capsys):
     from attnlab.cli import main
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
     (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 60, encoding="utf-8")
     out = tmp_path / "run"
@@ -320,7 +320,7 @@ def test_fill_mask_command_prints_the_models_candidates(tmp_path, capsys):
     assert main(["fill-mask", "--model", str(out), "the c[MASK]t sat on the m[MASK]t.", "--top-k", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "[MASK] #1:" and lines[4] == "[MASK] #2:" and len(lines) == 8
-    model, tok = load_language_model(out)
+    model, tok = load_model(out, family="lm")
     expected = fill_mask(model, tok, "the c[MASK]t sat on the m[MASK]t.", top_k=3)
     for block, cands in zip((lines[1:4], lines[5:8]), expected):
         for line, (token, p) in zip(block, cands):

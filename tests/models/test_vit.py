@@ -10,6 +10,7 @@ import torch
 
 from attnlab import cli
 from attnlab.data.digits import digits_splits
+from attnlab.loading import load_model
 from attnlab.models.vit import (
     ViT,
     ViTConfig,
@@ -113,7 +114,7 @@ def test_tiny_vit_learns_the_digits(trained):
 
 def test_patch_attention_of_a_trained_model(trained, tmp_path):
     out, _, _, data = trained
-    model, config = vision.load_vit(out)
+    model, config = load_model(out, family="vision")
     for method in ("rollout", "last"):
         weights, probs = vision.patch_attention(model, data.test_x[0], method)
         assert weights.shape == (16,) and probs.shape == (10,)

@@ -17,10 +17,10 @@ from attnlab.experiments.bottleneck import (
     match_rnn_config,
     run_bottleneck,
 )
+from attnlab.loading import load_model
 from attnlab.models.rnn_seq2seq import RNNSeq2Seq
 from attnlab.models.transformer import PRESETS as TRANSFORMER_PRESETS
 from attnlab.models.transformer import Transformer, TransformerConfig
-from attnlab.recipes.translate import load_translator
 
 
 @pytest.mark.parametrize("attention", ["none", "additive"])
@@ -143,13 +143,11 @@ def test_reduced_run_writes_tables_plot_heatmaps_and_checkpoints(tmp_path):
     assert report.finding in md and "| RNN with additive attention |" in md
 
     # The checkpoints load as ordinary translators; the RNN's heatmap is one layer, one head.
-    translator = load_translator(tmp_path / "models" / "rnn-additive")
+    translator = load_model(tmp_path / "models" / "rnn-additive", family="translate")
     out = translator.translate(["三百"], return_attention=True)[0]
     assert out.cross_attention.shape[:2] == (1, 1)
-    assert (
-        load_translator(tmp_path / "models" / "rnn-none").translate(["三百"], return_attention=True)[0].cross_attention
-        is None
-    )
+    plain = load_model(tmp_path / "models" / "rnn-none", family="translate")
+    assert plain.translate(["三百"], return_attention=True)[0].cross_attention is None
 
 
 def test_cli_runs_on_corpus_files_and_names_missing_ones(tmp_path, capsys):

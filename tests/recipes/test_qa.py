@@ -426,11 +426,11 @@ def test_answer_and_train_qa_cli(tiny_trained, tiny_bert_dir, tmp_path, capsys):
 
 
 def test_explorer_adapter_shows_question_and_passage_tokens(tiny_trained):
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
     _, _, examples, out = tiny_trained
     e = examples[0]
-    model = load_model(out)
+    model = load_explorer_model(out)
     assert model.kind == "encoder"
     run = model.run(f"{e.question} {e.context}")
     assert run.output == f"answer: {e.answers[0][0]}"

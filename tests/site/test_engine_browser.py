@@ -205,11 +205,11 @@ def test_attention_in_the_browser_equals_pytorch(engine):
     from attnlab.decode import beam_search, greedy_decode
     from attnlab.export_onnx import source_ids, translator_alpha
     from attnlab.inference.translate import output_limit
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
     page, errors, _, _ = engine
     name, text = "ja-en", "猫が好きです。"
-    translator = load_translator(name, precision="fp32")
+    translator = load_model(name, family="translate", precision="fp32")
     model, tgt = translator.model, translator.tgt_tok
     ids = source_ids(translator, [text])[0]
     src = torch.tensor([ids])  # (1, S)

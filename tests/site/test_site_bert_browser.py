@@ -135,13 +135,13 @@ def _py(fn, req) -> dict:
 
 def test_wordpiece_ids_and_offsets_equal_pythons(engine):
     from attnlab.data.tokenizers import load_hf_tokenizer
+    from attnlab.loading import load_model
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.recipes.lm import load_language_model
 
     texts = _lines("train.en", 400) + _lines("train.ja", 50) + HARD + list(MINILM_SENTENCES)
     texts += [q for ex in L.qa_examples() for q in [ex["passage"], *ex["questions"]]]
     assert len(texts) >= 30
-    toks = {"minilm": load_language_model(minilm_dir())[1], "qa": load_hf_tokenizer(shipped("facts-qa"), "bert")}
+    toks = {"minilm": load_model(minilm_dir(), family="lm")[1], "qa": load_hf_tokenizer(shipped("facts-qa"), "bert")}
     for key, tok in toks.items():
         got = engine.evaluate(
             "([key, texts]) => texts.map((t) => window.tokenizers[key].encodeWithOffsets(t))", [key, texts]
@@ -156,9 +156,9 @@ def test_wordpiece_ids_and_offsets_equal_pythons(engine):
 
 
 def test_the_masked_lm_in_the_page_equals_mlm_view(engine):
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model, tok = load_language_model(shipped("shakespeare-mlm"))
+    model, tok = load_model(shipped("shakespeare-mlm"), family="lm")
     texts = [L.load_sections()[9].strings[f"mlm_ex_{i}"].en for i in range(3)]
     texts += [
         "O my l[MASK]rd",
@@ -189,9 +189,9 @@ def test_the_masked_lm_in_the_page_equals_mlm_view(engine):
 
 
 def test_the_question_answerer_in_the_page_equals_qa_view(engine):
-    from attnlab.recipes.qa import load_qa
+    from attnlab.loading import load_model
 
-    qa = load_qa(shipped("facts-qa"))
+    qa = load_model(shipped("facts-qa"), family="qa")
     examples = L.qa_examples()
     reqs = [{}] + [{"passage": ex["passage"], "question": q} for ex in examples for q in ex["questions"]]
     passage = "Lirma Tovaskel was born in Oslo in 1962. Brunt Okelavi founded Harrow Labs in 1990."
@@ -222,9 +222,9 @@ def test_the_question_answerer_in_the_page_equals_qa_view(engine):
 @pytest.fixture(scope="module")
 def minilm():
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    model = load_model(minilm_dir())
+    model = load_explorer_model(minilm_dir())
     model.name = "minilm"
     return model
 

@@ -57,9 +57,9 @@ def session(folder):
 
 @torch.inference_mode()
 def test_the_gpt_graph_is_the_pytorch_gpt(exported):
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model, tok = load_language_model(need("shakespeare-char"))
+    model, tok = load_model(need("shakespeare-char"), family="lm")
     folder = exported["gpt"]
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     assert meta["kind"] == "gpt" and meta["n_positions"] == model.config.n_positions == 128
@@ -93,10 +93,10 @@ def test_the_gpt_graph_is_the_pytorch_gpt(exported):
 @torch.inference_mode()
 def test_the_vit_graph_is_the_pytorch_vit_on_every_held_out_digit(exported):
     from attnlab.data.digits import digits_splits
+    from attnlab.loading import load_model
     from attnlab.models.vit import cls_attention
-    from attnlab.recipes.vision import load_vit
 
-    model, config = load_vit(need("digits-vit"))
+    model, config = load_model(need("digits-vit"), family="vision")
     folder = exported["vit"]
     data = json.loads((folder / "images.json").read_text(encoding="utf-8"))
     split = digits_splits(seed=config.get("split_seed", 0))
@@ -114,9 +114,9 @@ def test_the_vit_graph_is_the_pytorch_vit_on_every_held_out_digit(exported):
 @torch.inference_mode()
 def test_the_gat_graph_is_the_pytorch_gat(exported):
     from attnlab.data.graphs import karate_club
-    from attnlab.recipes.graph import load_gat
+    from attnlab.loading import load_model
 
-    model, config = load_gat(need("karate-gat"))
+    model, config = load_model(need("karate-gat"), family="graph")
     folder = exported["gat"]
     graph = json.loads((folder / "graph.json").read_text(encoding="utf-8"))
     club = karate_club()

@@ -75,9 +75,9 @@ def engine(browser, folder):
 
 @pytest.fixture(scope="module")
 def gpt():
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    return load_language_model(shipped("shakespeare-char"))
+    return load_model(shipped("shakespeare-char"), family="lm")
 
 
 def run_js(page, fn: str, reqs: list[dict]) -> list[dict]:
@@ -202,10 +202,10 @@ def test_the_gpt_app_is_gpt_view(engine, gpt):
 
 
 def test_the_vit_app_is_vit_view_on_every_held_out_digit(engine):
-    from attnlab.recipes.vision import load_vit
+    from attnlab.loading import load_model
 
     page, errors = engine
-    loaded = load_vit(shipped("digits-vit"))
+    loaded = load_model(shipped("digits-vit"), family="vision")
     n = 359
     reqs = [{"index": i} for i in range(n)]
     got = run_js(page, "vit.vitApp", reqs)
@@ -225,10 +225,10 @@ def test_the_vit_app_is_vit_view_on_every_held_out_digit(engine):
 
 
 def test_the_gat_app_is_gat_view_for_every_member(engine):
-    from attnlab.recipes.graph import load_gat
+    from attnlab.loading import load_model
 
     page, errors = engine
-    loaded = load_gat(shipped("karate-gat"))
+    loaded = load_model(shipped("karate-gat"), family="graph")
     reqs = [{"node": i} for i in range(34)]
     got = run_js(page, "gat.gatApp", reqs)
     for req, g in zip(reqs, got):

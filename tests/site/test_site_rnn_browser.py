@@ -32,9 +32,11 @@ SLACK = 1e-12
 @pytest.fixture(scope="module")
 def rnn_models():
     pytest.importorskip("onnx")
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(shipped(name), precision="fp32") for name in ("rnn-plain", "rnn-attention")}
+    return {
+        name: load_model(shipped(name), precision="fp32", family="translate") for name in ("rnn-plain", "rnn-attention")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -195,9 +197,9 @@ def test_the_data_files_are_the_references(engine, rnn_models, tmp_path):
 
 @pytest.fixture(scope="module")
 def summarizer_py():
-    from attnlab.recipes.summarize import load_summarizer
+    from attnlab.loading import load_model
 
-    s = load_summarizer(shipped("facts-summarizer"))
+    s = load_model(shipped("facts-summarizer"), family="summarize")
     s.model.float()
     return s
 

@@ -97,13 +97,13 @@ def test_site_ja_en_has_the_taps_and_the_models_config(tmp_path):
         shipped_model_dir("ja-en")
     except FileNotFoundError:
         pytest.skip("needs the shipped model ja-en")
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
     out = site.SITE_MODELS["ja-en"]("ja-en", tmp_path / "ja-en", weights="auto")
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     assert meta["taps"] == list(ENCODER_TAPS) and meta["weights"] == "int8"
-    model = load_translator("ja-en", precision="fp32").model
-    assert meta["config"] == S7.shapes_view(load_translator("ja-en"), S7.ShapesRequest()).config
+    model = load_model("ja-en", precision="fp32", family="translate").model
+    assert meta["config"] == S7.shapes_view(load_model("ja-en", family="translate"), S7.ShapesRequest()).config
     encoder = ort.InferenceSession(str(out / "encoder.onnx"), providers=["CPUExecutionProvider"])
     assert [o.name for o in encoder.get_outputs()][3:] == list(ENCODER_TAPS)
     src = torch.tensor([[5, 17, 300, 42, 8]])

@@ -62,9 +62,9 @@ TYPED = ["駅 は どこ です か 。", "  今日は　いい天気ですね  
 
 @pytest.fixture(scope="module")
 def translator():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator("ja-en", precision="fp32")
+    return load_model("ja-en", precision="fp32", family="translate")
 
 
 @pytest.fixture(scope="module")
@@ -172,9 +172,9 @@ def test_parallel_steps_in_the_page_are_the_view_over_the_same_measurements(page
 
     monkeypatch.setattr(S1, "training_step_seconds", training)
     monkeypatch.setattr(S1, "encoder_seconds", shipped)
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    rnn = load_translator(S1.RNN_ATTENTION, precision="fp32")
+    rnn = load_model(S1.RNN_ATTENTION, precision="fp32", family="translate")
     data = json.loads(json.dumps(S1.steps_data(rnn, translator)))  # as the page reads the file
     assert sorted(data["train_ms"]) == ["1", "32", "8"] and len(data["shipped"]["rnn_ms"]) == S1.STEPS_MAX_TOKENS
     texts = _sentences()

@@ -111,9 +111,9 @@ def _reference_records(name: str, sentences: list[str]) -> list[dict]:
     from attnlab import decode
     from attnlab.export_onnx import FIXTURE_BEAM, source_ids, translator_alpha
     from attnlab.inference.translate import output_limit
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    translator = load_translator(name, precision="fp32")
+    translator = load_model(name, family="translate", precision="fp32")
     model, tgt = translator.model, translator.tgt_tok
     model.eval()
     alpha = translator_alpha()

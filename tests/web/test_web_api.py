@@ -18,7 +18,7 @@ from attnlab import functional as AF  # noqa: E402
 from attnlab.cli import main as cli_main  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.web.app import STATIC_DIR, create_app  # noqa: E402
-from attnlab.web.models import ModelRun, load_model  # noqa: E402
+from attnlab.web.models import ModelRun, load_explorer_model  # noqa: E402
 from attnlab.web.security import Limits  # noqa: E402
 
 # The explorer answers only the Host names of its address (DNS rebinding); TestClient's default
@@ -58,7 +58,7 @@ def translator_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(translator_dir) -> TestClient:
-    return TestClient(create_app([load_model(translator_dir)]), base_url=LOCAL)
+    return TestClient(create_app([load_explorer_model(translator_dir)]), base_url=LOCAL)
 
 
 class BlockingModel:
@@ -253,13 +253,13 @@ def test_models_lists_the_startup_models(client, translator_dir):
 
 
 def test_run_translates_and_returns_every_map(client, translator_dir):
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
     text = "three hundred"
     r = client.post("/api/run", json={"model": translator_dir.name, "text": text})
     assert r.status_code == 200, r.text
     got = r.json()
-    reference = load_translator(translator_dir).translate([text], return_attention=True)[0]
+    reference = load_model(translator_dir, family="translate").translate([text], return_attention=True)[0]
     assert got["output"] == reference.text
     assert got["tokens"]["src"] == reference.src_tokens
     assert got["tokens"]["tgt"] == reference.tgt_tokens
@@ -420,21 +420,21 @@ def test_every_ui_string_exists_in_both_languages():
     assert used - prefixes <= en_keys, (used - prefixes) - en_keys
 
 
-def test_load_model_errors_name_the_problem(tmp_path):
+def test_load_explorer_model_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="model directory not found"):
-        load_model(tmp_path / "missing")
+        load_explorer_model(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="config.json not found"):
-        load_model(tmp_path)
+        load_explorer_model(tmp_path)
     (tmp_path / "config.json").write_text('{"model_type": "telepathy"}')
     with pytest.raises(ValueError, match="no adapter for model_type 'telepathy'"):
-        load_model(tmp_path)
+        load_explorer_model(tmp_path)
     (tmp_path / "config.json").write_text('{"model_type": ')
     with pytest.raises(ValueError, match=r"config.json:1: not valid JSON"):
-        load_model(tmp_path)
+        load_explorer_model(tmp_path)
 
 
 def test_a_training_folder_resolves_to_its_best_checkpoint(translator_dir):
-    model = load_model(translator_dir)
+    model = load_explorer_model(translator_dir)
     assert model.name == translator_dir.name and model.kind == "translator"
 
 
@@ -471,13 +471,13 @@ def lm_dirs(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model = load_model(lm_dirs["gpt"])
+    model = load_explorer_model(lm_dirs["gpt"])
     assert model.kind == "generator"
     client = TestClient(create_app([model]), base_url=LOCAL)
     got = client.post("/api/run", json={"model": model.name, "text": "the cat"}).json()
-    gpt, tok = load_language_model(lm_dirs["gpt"])
+    gpt, tok = load_model(lm_dirs["gpt"], family="lm")
     ids = tok.encode("the cat")
     with torch.no_grad():
         for _ in range(len(got["tokens"]["src"]) - len(ids)):  # greedy by hand: full passes, no cache
@@ -491,12 +491,12 @@ def test_gpt_continuation_is_greedy_and_its_maps_are_causal(lm_dirs):
 
 
 def test_bert_fill_mask_and_embedding(lm_dirs):
+    from attnlab.loading import load_model
     from attnlab.models.bert import sentence_embeddings
-    from attnlab.recipes.lm import load_language_model
 
-    model = load_model(lm_dirs["bert"])
+    model = load_explorer_model(lm_dirs["bert"])
     client = TestClient(create_app([model]), base_url=LOCAL)
-    bert, tok = load_language_model(lm_dirs["bert"])
+    bert, tok = load_model(lm_dirs["bert"], family="lm")
     got = client.post("/api/run", json={"model": model.name, "text": "the [MASK] sat"}).json()
     ids = [tok.bos_id] + tok.encode("the ") + [tok.mask_id] + tok.encode(" sat") + [tok.eos_id]
     assert got["tokens"]["src"] == [tok.id_to_token(i) for i in ids]
@@ -512,7 +512,7 @@ def test_bert_fill_mask_and_embedding(lm_dirs):
 
 
 def test_packaged_minilm_by_name():
-    model = load_model(Path("minilm"))
+    model = load_explorer_model(Path("minilm"))
     assert (model.name, model.kind) == ("minilm", "encoder")
     client = TestClient(create_app([model]), base_url=LOCAL)
     got = client.post("/api/run", json={"model": "minilm", "text": "A cat sits."}).json()
@@ -523,12 +523,12 @@ def test_packaged_minilm_by_name():
 
 
 def test_rnn_translator_shows_its_single_cross_attention_map(tmp_path):
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    model = load_model(train_tiny_translator(tmp_path / "rnn", steps=10, arch="rnn"))
+    model = load_explorer_model(train_tiny_translator(tmp_path / "rnn", steps=10, arch="rnn"))
     assert model.kind == "rnn-translator"
     got = TestClient(create_app([model]), base_url=LOCAL).post("/api/run", json={"model": "rnn", "text": "five"}).json()
-    reference = load_translator(tmp_path / "rnn").translate(["five"], return_attention=True)[0]
+    reference = load_model(tmp_path / "rnn", family="translate").translate(["five"], return_attention=True)[0]
     assert got["output"] == reference.text
     assert [g["name"] for g in got["groups"]] == ["cross"]
     torch.testing.assert_close(

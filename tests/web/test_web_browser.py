@@ -31,14 +31,14 @@ from test_web_api import train_tiny_translator  # noqa: E402
 from attnlab import functional as AF  # noqa: E402
 from attnlab.explain import compute_steps  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
-from attnlab.web.models import load_model  # noqa: E402
+from attnlab.web.models import load_explorer_model  # noqa: E402
 
 TIMEOUT_MS = 15_000
 
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory):
-    model = load_model(train_tiny_translator(tmp_path_factory.mktemp("browser-translator"), steps=60))
+    model = load_explorer_model(train_tiny_translator(tmp_path_factory.mktemp("browser-translator"), steps=60))
     with serving(create_app([model])) as port:
         yield f"http://127.0.0.1:{port}"
 
@@ -176,7 +176,7 @@ def test_the_model_page_shows_a_shipped_models_description_and_examples(browser,
     from attnlab import assets
     from attnlab.web import i18n
 
-    model = load_model(train_tiny_translator(tmp_path_factory.mktemp("described"), steps=1))
+    model = load_explorer_model(train_tiny_translator(tmp_path_factory.mktemp("described"), steps=1))
     entry = assets.ASSETS["demo"]
     model.name, model.description, model.examples = entry.name, entry.description, entry.examples
     assert entry.description[lang].strip() and len(entry.examples) >= 2

@@ -17,7 +17,7 @@ from test_web_api import train_tiny_translator  # noqa: E402
 
 from attnlab.assets.locate import shipped_model_dir  # noqa: E402
 from attnlab.web.app import create_app  # noqa: E402
-from attnlab.web.models import load_model  # noqa: E402
+from attnlab.web.models import load_explorer_model  # noqa: E402
 
 FUZZ = settings(
     max_examples=20, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
@@ -26,7 +26,7 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    model = load_model(train_tiny_translator(tmp_path_factory.mktemp("fuzz-translator"), steps=10))
+    model = load_explorer_model(train_tiny_translator(tmp_path_factory.mktemp("fuzz-translator"), steps=10))
     # schemathesis and TestClient call the app in-process as Host "testserver".
     return create_app([model], allow_hosts=["testserver"])
 

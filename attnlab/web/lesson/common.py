@@ -173,10 +173,10 @@ class LessonModels:
                 model = self.named.get("minilm")
                 if model is None or not hasattr(model, "tokenizer"):
                     from ...models.convert_hf import minilm_dir
-                    from ..models import load_model
+                    from ..models import load_explorer_model
 
                     try:
-                        model = load_model(minilm_dir())
+                        model = load_explorer_model(minilm_dir())
                     except FileNotFoundError as err:
                         raise HTTPException(503, f"{what} needs MiniLM: {err}") from None
                     model.name = "minilm"

@@ -317,11 +317,12 @@ def test_the_teachers_version_has_every_answer_and_the_teacher_notes(printed, la
 def test_both_versions_print_the_same_figures(printed):
     """The widgets print in both versions (a figure's labels and numbers are text in the PDF):
     §1's map labels its rows with the translation's tokens, the same in both."""
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
     from attnlab.web.lesson.common import DEFAULT_SENTENCE
 
     # The largest weight of the row of '▁walk' (the last layer, mean of the heads), as the map prints it.
-    result = load_translator("ja-en").translate([DEFAULT_SENTENCE], beam_size=1, return_attention=True)[0]
+    translator = load_model("ja-en", family="translate")
+    result = translator.translate([DEFAULT_SENTENCE], beam_size=1, return_attention=True)[0]
     walk = result.tgt_tokens.index("▁walk")
     weight = f"{float(result.cross_attention[-1].float().mean(0)[walk].max()):.3f}"
     for version in (False, True):

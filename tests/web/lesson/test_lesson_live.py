@@ -61,9 +61,9 @@ def minilm_model():
     model (the page reads the same numbers from the site's models/minilm folder)."""
     if not _MINILM:
         from attnlab.models.convert_hf import minilm_dir
-        from attnlab.web.models import load_model
+        from attnlab.web.models import load_explorer_model
 
-        model = load_model(minilm_dir())
+        model = load_explorer_model(minilm_dir())
         model.name = "minilm"
         _MINILM.append(model)
     return _MINILM[0]
@@ -166,10 +166,10 @@ def test_translation_bad_input_is_refused_in_words(body, pattern):
     if body.get("text") in ("   ", "私は毎朝コーヒーを飲みます。" * 12):
         if not present("ja-en"):
             pytest.skip("needs the shipped model ja-en (make models ONLY=ja-en)")
-        from attnlab.recipes.translate import load_translator
+        from attnlab.loading import load_model
 
         with pytest.raises(ValueError, match=pattern):
-            LV.translation_view(load_translator("ja-en"), LV.TranslationRequest(**body))
+            LV.translation_view(load_model("ja-en", family="translate"), LV.TranslationRequest(**body))
         return
     with pytest.raises(ValidationError, match=pattern):
         LV.TranslationRequest(**body)
@@ -329,10 +329,10 @@ def test_bleu_by_length_is_the_experiments_measurement_and_matches_the_cards(rnn
 @needs_minilm
 def test_the_pronoun_rows_are_minilms_own_maps(client):
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
     got = LV.pronoun_view(minilm_model(), LV.PronounRequest()).model_dump()
-    run = load_model(minilm_dir()).run(PRONOUN_SENTENCE)
+    run = load_explorer_model(minilm_dir()).run(PRONOUN_SENTENCE)
     assert got["tokens"] == run.tokens["src"] and got["pronoun"] == 10 and got["tokens"][10] == "it"
     maps = run.attentions["self"].detach()  # (L, H, S, S)
     close(got["weights"], maps[:, :, 10], 1e-5)

@@ -209,9 +209,9 @@ def walk_answer(page, base_url: str, text: str | None = None) -> dict:
 
 @functools.cache
 def _ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator("ja-en")
+    return load_model("ja-en", family="translate")
 
 
 def bars(page) -> list[tuple[str, str, float]]:

@@ -70,9 +70,11 @@ def rnn_attention():
 
 @pytest.fixture(scope="module")
 def rnn_pair():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return {name: load_translator(locate.shipped_model_dir(name)) for name in ("rnn-plain", "rnn-attention")}
+    return {
+        name: load_model(locate.shipped_model_dir(name), family="translate") for name in ("rnn-plain", "rnn-attention")
+    }
 
 
 def bottleneck(rnn_pair, body: dict) -> dict:

@@ -189,9 +189,9 @@ def test_the_default_sentences_are_the_ones_tested_here(sections):
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator("ja-en")
+    return load_model("ja-en", family="translate")
 
 
 def translated(ja_en, **body) -> dict:

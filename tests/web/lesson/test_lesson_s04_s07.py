@@ -51,9 +51,9 @@ def minilm_model():
     model (the page reads the same numbers from the site's models/minilm folder)."""
     if not _MINILM:
         from attnlab.models.convert_hf import minilm_dir
-        from attnlab.web.models import load_model
+        from attnlab.web.models import load_explorer_model
 
-        model = load_model(minilm_dir())
+        model = load_explorer_model(minilm_dir())
         model.name = "minilm"
         _MINILM.append(model)
     return _MINILM[0]

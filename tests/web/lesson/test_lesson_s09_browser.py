@@ -42,17 +42,14 @@ def table(pg, prefix: str, rows: int, cols: int) -> list[list[float]]:
 
 @pytest.fixture(scope="module")
 def models():
-    from attnlab.recipes.graph import load_gat
-    from attnlab.recipes.lm import load_language_model
-    from attnlab.recipes.summarize import load_summarizer
-    from attnlab.recipes.vision import load_vit
+    from attnlab.loading import load_model
 
     return {
-        "mlm": load_language_model(shipped("shakespeare-mlm")),
-        "gpt": load_language_model(shipped("shakespeare-char")),
-        "sum": load_summarizer(shipped("facts-summarizer")),
-        "vit": load_vit(shipped("digits-vit")),
-        "gat": load_gat(shipped("karate-gat")),
+        "mlm": load_model(shipped("shakespeare-mlm"), family="lm"),
+        "gpt": load_model(shipped("shakespeare-char"), family="lm"),
+        "sum": load_model(shipped("facts-summarizer"), family="summarize"),
+        "vit": load_model(shipped("digits-vit"), family="vision"),
+        "gat": load_model(shipped("karate-gat"), family="graph"),
     }
 
 
@@ -87,9 +84,9 @@ def test_every_widget_draws_the_models_numbers(page, lang, models):
     # Question answering: the page computes qa_view's numbers (tests/web/lesson/test_lesson_s09.py recomputes
     # those from the model): the start and end probabilities, every head's question → passage row, the span.
     page.wait_for_selector("#qa-best")
-    from attnlab.recipes.qa import load_qa
+    from attnlab.loading import load_model
 
-    qa = L.qa_view(load_qa(shipped("facts-qa")), L.QARequest()).model_dump()  # the page's reference
+    qa = L.qa_view(load_model(shipped("facts-qa"), family="qa"), L.QARequest()).model_dump()  # the page's reference
     C = len(qa["passage_tokens"])
     close(table(page, "qa-p", 2, C), [qa["start_probs"], qa["end_probs"]], tol=1e-6)
     L_, H_ = qa["n_layers"], qa["n_heads"]

@@ -51,9 +51,9 @@ def client() -> TestClient:
 
 @pytest.fixture(scope="module")
 def ja_en():
-    from attnlab.recipes.translate import load_translator
+    from attnlab.loading import load_model
 
-    return load_translator(locate.shipped_model_dir("ja-en"))
+    return load_model(locate.shipped_model_dir("ja-en"), family="translate")
 
 
 def walk(ja_en, **body) -> dict:

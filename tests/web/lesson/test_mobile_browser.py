@@ -71,9 +71,9 @@ FULL_PAGE = {"/", "/lesson/3", "/lesson/7", "/lesson/8"}
 def explorer_models() -> list:
     """The shipped ja-en translator for the explorer's model page, when it is installed."""
     try:
-        from attnlab.web.models import load_model
+        from attnlab.web.models import load_explorer_model
 
-        return [load_model(locate.shipped_model_dir("ja-en"))]
+        return [load_explorer_model(locate.shipped_model_dir("ja-en"))]
     except FileNotFoundError:
         return []
 
