@@ -438,12 +438,14 @@ class Trainer:
         return groups
 
     def _limit_reached(self) -> str | None:
-        """Every rank: "max_steps" or "time_budget" when the run stands at that limit (rank 0's clock decides)."""
+        """Every rank: "time_budget" or "max_steps" when the run stands at that limit (the time budget
+        named first when both are), else None."""
         cfg, state = self.cfg, self.state
-        if cfg.max_steps is not None and state.step >= cfg.max_steps:
-            return "max_steps"
+        # Clocks differ between ranks: rank 0's decides, or the ranks would part ways.
         if cfg.time_budget_s is not None and self.engine.broadcast_flag(state.train_seconds >= cfg.time_budget_s):
             return "time_budget"
+        if cfg.max_steps is not None and state.step >= cfg.max_steps:
+            return "max_steps"
         return None
 
     def _after_step(self) -> str | None:
@@ -456,12 +458,7 @@ class Trainer:
                 return stop
         elif cfg.save_every_steps and state.step % cfg.save_every_steps == 0:
             self.checkpoint(evaluate=False)
-        if cfg.max_steps is not None and state.step >= cfg.max_steps:
-            stop = "max_steps"
-        # Clocks differ between ranks: rank 0's decides, or the ranks would part ways.
-        if cfg.time_budget_s is not None and self.engine.broadcast_flag(state.train_seconds >= cfg.time_budget_s):
-            stop = "time_budget"
-        return stop
+        return self._limit_reached() or stop  # a limit reached at this step outranks early stopping
 
     def _report(self, step_loss: float, step_seconds: float) -> None:
         """After a step: advance the progress bar; every ``log_every`` steps, log the window's mean loss."""
