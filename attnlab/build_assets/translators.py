@@ -46,6 +46,11 @@ def _arg(value: float) -> str:
     return f"{value:g}"
 
 
+def _preset_setup(preset: str, overrides: Sequence[str], seed: int) -> tr.TranslationSetup:
+    """The setup ``attnlab train translate --preset PRESET OVERRIDES --seed SEED`` trains (no data read)."""
+    return tr.TRANSLATE_JOB.setup(TrainJob(preset, run_nothing, {}, list(overrides), seed=seed))
+
+
 def _translator_config(setup: tr.TranslationSetup, directory: Path) -> dict:
     translator = load_model(directory, family="translate", precision="fp32")
     config = tr.build_config(
@@ -141,8 +146,7 @@ class PresetTranslator:
         return model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
-        job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
-        return tr.TRANSLATE_JOB.setup(job)
+        return _preset_setup(self.preset, self.overrides, self.seed)
 
     def expected_config(self, directory: Path) -> dict:
         return _translator_config(self.setup(), directory)
@@ -258,8 +262,7 @@ class EnjaTranslator:
         return model_dir(run)
 
     def setup(self) -> tr.TranslationSetup:
-        job = TrainJob(self.preset, run_nothing, {}, list(self.overrides), seed=self.seed)
-        return tr.TRANSLATE_JOB.setup(job)
+        return _preset_setup(self.preset, self.overrides, self.seed)
 
     def expected_config(self, directory: Path) -> dict:
         return _translator_config(self.setup(), directory)
